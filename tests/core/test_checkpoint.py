@@ -1,0 +1,184 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
+from watermark_assets.core.file_watermark import FileWatermark, WatermarkState
+from watermark_assets.exceptions import CorruptCheckpointError, UnknownCheckpointSchemaError
+
+from .strategies import watermarks
+
+LOCATION = "s3://my-bucket/events/_watermarks/events_asia_checkpoint.json"
+
+# The seed's "Checkpoint Format" example, verbatim.
+SEED_CHECKPOINT = """{
+  "schema_version": 1,
+  "watermark": {
+    "state": "Active",
+    "value": "date=2024-01-28/1706450400-uuid.ndjson.gz"
+  },
+  "partition_watermarks": {
+    "date=2024-01-28": "1706450400-uuid.ndjson.gz",
+    "date=2024-01-29": "1706536800-uuid.ndjson.gz"
+  },
+  "last_update_ts": 1706450500
+}"""
+
+# The seed's per-partition example, verbatim: a fragment, not a whole checkpoint.
+SEED_PER_PARTITION = """
+{
+  "watermark": {"state": "Active", "value": "date=2024-01-28/hour=14/file500.ndjson.gz"},
+  "partition_watermarks": {
+    "date=2024-01-28/hour=13": "file950.ndjson.gz",
+    "date=2024-01-28/hour=14": "file500.ndjson.gz"
+  }
+}
+"""
+
+
+def test_the_seed_checkpoint_loads() -> None:
+    checkpoint = Checkpoint.loads(SEED_CHECKPOINT, location=LOCATION)
+    assert checkpoint == Checkpoint(
+        FileWatermark(
+            WatermarkState.ACTIVE,
+            "date=2024-01-28/1706450400-uuid.ndjson.gz",
+            {"date=2024-01-28": "1706450400-uuid.ndjson.gz",
+             "date=2024-01-29": "1706536800-uuid.ndjson.gz"},
+        ),
+        last_update_ts=1706450500,
+        delta_version=None,
+    )
+
+
+def test_the_seed_checkpoint_is_written_back_byte_for_byte() -> None:
+    assert Checkpoint.loads(SEED_CHECKPOINT, location=LOCATION).dumps() == SEED_CHECKPOINT
+
+
+def test_the_delta_version_is_written_last() -> None:
+    checkpoint = Checkpoint.loads(SEED_CHECKPOINT, location=LOCATION)
+    text = Checkpoint(checkpoint.watermark, 1706450500, delta_version=3).dumps()
+    assert list(json.loads(text)) == [
+        "schema_version", "watermark", "partition_watermarks", "last_update_ts", "delta_version"
+    ]
+    assert text.endswith('  "last_update_ts": 1706450500,\n  "delta_version": 3\n}')
+    assert Checkpoint.loads(text, location=LOCATION).delta_version == 3
+
+
+def test_the_seed_per_partition_fragment_is_not_a_whole_checkpoint() -> None:
+    with pytest.raises(CorruptCheckpointError, match="schema_version"):
+        Checkpoint.loads(SEED_PER_PARTITION, location=LOCATION)
+    document = {"schema_version": 1, **json.loads(SEED_PER_PARTITION), "last_update_ts": 0}
+    loaded = Checkpoint.loads(json.dumps(document), location=LOCATION)
+    assert loaded.watermark.partition_watermarks["date=2024-01-28/hour=13"] == "file950.ndjson.gz"
+
+
+def test_an_initial_watermark_round_trips() -> None:
+    checkpoint = Checkpoint(FileWatermark.initial(), 1706450500)
+    assert json.loads(checkpoint.dumps())["watermark"] == {"state": "Initial", "value": None}
+    assert Checkpoint.loads(checkpoint.dumps(), location=LOCATION) == checkpoint
+
+
+def _seed_with(**changes: object) -> str:
+    document = json.loads(SEED_CHECKPOINT)
+    for key, value in changes.items():
+        if value is ...:
+            del document[key]
+        else:
+            document[key] = value
+    return json.dumps(document)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        pytest.param('{"schema_version": 1, "watermark": ', "not JSON", id="a truncated file"),
+        pytest.param("", "not JSON", id="an empty file"),
+        pytest.param("[1]", "not a JSON object", id="a JSON array"),
+        pytest.param(_seed_with(schema_version=...), "schema_version", id="no schema_version"),
+        pytest.param(_seed_with(watermark=...), "'watermark'", id="no watermark"),
+        pytest.param(_seed_with(partition_watermarks=...), "'partition_watermarks'",
+                     id="no partition_watermarks"),
+        pytest.param(_seed_with(last_update_ts=...), "'last_update_ts'", id="no last_update_ts"),
+        pytest.param(_seed_with(last_update_ts="1706450500"), "Unix seconds",
+                     id="a last_update_ts that is a string"),
+        pytest.param(_seed_with(last_update_ts=True), "Unix seconds",
+                     id="a last_update_ts that is a boolean"),
+        pytest.param(_seed_with(delta_version=-1), "table version", id="a negative delta_version"),
+        pytest.param(_seed_with(watermark={"state": "Busy", "value": "d/f"}), "Busy",
+                     id="an unknown state"),
+        pytest.param(_seed_with(watermark={"value": "d/f"}), "state",
+                     id="a watermark without state"),
+        pytest.param(_seed_with(watermark={"state": "Active", "value": 3}), "string path",
+                     id="a value that is not a string"),
+        pytest.param(_seed_with(watermark={"state": "Active", "value": None}), "needs a value",
+                     id="an Active watermark without a value"),
+        pytest.param(_seed_with(watermark="d/f"), "expected an object", id="a watermark string"),
+        pytest.param(_seed_with(partition_watermarks=["d"]), "expected an object",
+                     id="partition watermarks that are a list"),
+        pytest.param(_seed_with(partition_watermarks={"d": 1}), "string pair",
+                     id="a partition watermark that is a number"),
+    ],
+)
+def test_a_corrupt_checkpoint_is_refused_not_reset(text: str, reason: str) -> None:
+    with pytest.raises(CorruptCheckpointError, match=reason) as caught:
+        Checkpoint.loads(text, location=LOCATION)
+    assert caught.value.location == LOCATION
+    assert "It was not reset" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "version",
+    [pytest.param(2, id="a newer schema"), pytest.param(0, id="an older schema"),
+     pytest.param("1", id="a schema version that is a string"),
+     pytest.param(True, id="a schema version that is a boolean")],
+)
+def test_an_unknown_schema_version_is_refused(version: object) -> None:
+    with pytest.raises(UnknownCheckpointSchemaError) as caught:
+        Checkpoint.loads(_seed_with(schema_version=version), location=LOCATION)
+    assert (caught.value.location, caught.value.schema_version) == (LOCATION, version)
+
+
+def test_unknown_extra_keys_are_ignored() -> None:
+    loaded = Checkpoint.loads(_seed_with(written_by="a newer version"), location=LOCATION)
+    assert loaded == Checkpoint.loads(SEED_CHECKPOINT, location=LOCATION)
+
+
+@given(watermarks(), st.integers(min_value=0, max_value=2**40),
+       st.one_of(st.none(), st.integers(min_value=0, max_value=2**31)))
+def test_checkpoints_round_trip(
+    watermark: FileWatermark, last_update_ts: int, delta_version: int | None
+) -> None:
+    checkpoint = Checkpoint(watermark, last_update_ts, delta_version)
+    assert Checkpoint.loads(checkpoint.dumps(), location=LOCATION) == checkpoint
+
+
+# The seed's checkpoint settings: interval_files: 100, interval_secs: 60.
+@pytest.mark.parametrize(
+    ("files_since_write", "last_update_ts", "now_ts", "due"),
+    [
+        pytest.param(0, None, 1706450500, True, id="a checkpoint never written is due"),
+        pytest.param(99, 1706450500, 1706450559, False, id="99 files after 59 seconds: not yet"),
+        pytest.param(100, 1706450500, 1706450501, True, id="after every 100 files processed"),
+        pytest.param(1, 1706450500, 1706450560, True, id="or after 60 seconds elapsed"),
+    ],
+)
+def test_checkpoint_policy(
+    files_since_write: int, last_update_ts: int | None, now_ts: int, due: bool
+) -> None:
+    policy = CheckpointPolicy(interval_files=100, interval_secs=60)
+    assert policy == CheckpointPolicy()
+    assert policy.is_due(files_since_write, last_update_ts, now_ts) is due
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [pytest.param({"interval_files": 0}, id="zero files"),
+     pytest.param({"interval_secs": -5}, id="negative seconds")],
+)
+def test_checkpoint_policy_refuses_non_positive_intervals(settings: dict[str, int]) -> None:
+    with pytest.raises(ValueError, match="positive integer"):
+        CheckpointPolicy(**settings)

@@ -1,0 +1,41 @@
+"""The pure watermark core: standard library only, testable in milliseconds."""
+
+from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
+from watermark_assets.core.clock import Clock, ensure_utc, system_clock
+from watermark_assets.core.coldstart import lookback_horizon, lookback_prefixes
+from watermark_assets.core.file_watermark import (
+    FileWatermark,
+    PartitionWatermarks,
+    WatermarkState,
+)
+from watermark_assets.core.filepath import (
+    NameOrdering,
+    check_sortable,
+    detect_name_ordering,
+    prefix_components,
+    split_path,
+)
+from watermark_assets.core.listing import ListingPlan, plan_listing, select_files_above
+from watermark_assets.core.timeparts import PartitionTemplate
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointPolicy",
+    "Clock",
+    "FileWatermark",
+    "ListingPlan",
+    "NameOrdering",
+    "PartitionTemplate",
+    "PartitionWatermarks",
+    "WatermarkState",
+    "check_sortable",
+    "detect_name_ordering",
+    "ensure_utc",
+    "lookback_horizon",
+    "lookback_prefixes",
+    "plan_listing",
+    "prefix_components",
+    "select_files_above",
+    "split_path",
+    "system_clock",
+]

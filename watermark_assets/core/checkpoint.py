@@ -1,0 +1,116 @@
+"""The checkpoint file (schema_version 1) and when to write it.
+
+The format is the seed's, plus ``delta_version``: the version of the Delta table whose commits the
+checkpoint reflects (a reader replays newer commits). It is written only when known, so a
+checkpoint without it is byte for byte the seed's example::
+
+    {
+      "schema_version": 1,
+      "watermark": {"state": "Active", "value": "date=2024-01-28/1706450400-uuid.ndjson.gz"},
+      "partition_watermarks": {"date=2024-01-28": "1706450400-uuid.ndjson.gz"},
+      "last_update_ts": 1706450500,
+      "delta_version": 3
+    }
+
+(written with an indent of 2, keys in that order). A checkpoint that cannot be read is never
+silently reset: it raises :class:`~watermark_assets.exceptions.CorruptCheckpointError` or
+:class:`~watermark_assets.exceptions.UnknownCheckpointSchemaError`. Unknown extra keys are
+ignored, so schema 1 can gain optional keys as it gained ``delta_version``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from watermark_assets.core.file_watermark import FileWatermark
+from watermark_assets.exceptions import (
+    CorruptCheckpointError,
+    UnknownCheckpointSchemaError,
+)
+
+SCHEMA_VERSION = 1
+
+
+def _is_int(value: object) -> bool:
+    # bool is an int subclass in Python; true is not a timestamp.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a checkpoint file holds: the watermark, when it was written (Unix seconds) and the
+    Delta table version it reflects (None when not known, e.g. the seed's own files)."""
+
+    watermark: FileWatermark
+    last_update_ts: int
+    delta_version: int | None = None
+
+    def dumps(self) -> str:
+        """The checkpoint JSON (see the module docstring)."""
+        document: dict[str, Any] = {"schema_version": SCHEMA_VERSION, **self.watermark.to_dict()}
+        document["last_update_ts"] = self.last_update_ts
+        if self.delta_version is not None:
+            document["delta_version"] = self.delta_version
+        return json.dumps(document, indent=2, ensure_ascii=False)
+
+    @classmethod
+    def loads(cls, text: str, *, location: str) -> Checkpoint:
+        """Read a checkpoint; ``location`` (its URI) is only used in error messages."""
+        try:
+            document = json.loads(text)
+        except ValueError as error:
+            raise CorruptCheckpointError(location, f"not JSON: {error}") from error
+        if not isinstance(document, dict):
+            raise CorruptCheckpointError(location, "the top level is not a JSON object")
+        if "schema_version" not in document:
+            raise CorruptCheckpointError(location, "no 'schema_version'")
+        version = document["schema_version"]
+        if not _is_int(version) or version != SCHEMA_VERSION:
+            raise UnknownCheckpointSchemaError(location, version)
+        for key in ("watermark", "partition_watermarks", "last_update_ts"):
+            if key not in document:
+                raise CorruptCheckpointError(location, f"no {key!r}")
+        last_update_ts = document["last_update_ts"]
+        if not _is_int(last_update_ts):
+            raise CorruptCheckpointError(
+                location, f"'last_update_ts' is {last_update_ts!r}, not Unix seconds"
+            )
+        delta_version = document.get("delta_version")
+        if delta_version is not None and not (_is_int(delta_version) and delta_version >= 0):
+            raise CorruptCheckpointError(
+                location, f"'delta_version' is {delta_version!r}, not a table version"
+            )
+        try:
+            watermark = FileWatermark.from_dict(
+                document["watermark"], document["partition_watermarks"]
+            )
+        except (TypeError, ValueError) as error:
+            raise CorruptCheckpointError(location, str(error)) from error
+        return cls(watermark, last_update_ts, delta_version)
+
+
+@dataclass(frozen=True)
+class CheckpointPolicy:
+    """When to write a checkpoint: after ``interval_files`` files or ``interval_secs`` seconds,
+    whichever comes first (the seed's ``checkpoint`` settings). Both must be positive."""
+
+    interval_files: int = 100
+    interval_secs: int = 60
+
+    def __post_init__(self) -> None:
+        for name in ("interval_files", "interval_secs"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise ValueError(f"checkpoint {name} is {value!r}; expected a positive integer")
+
+    def is_due(self, files_since_write: int, last_update_ts: int | None, now_ts: int) -> bool:
+        """Whether to write now: never written yet (``last_update_ts`` None), at least
+        ``interval_files`` files since the last write, or at least ``interval_secs`` seconds."""
+        if last_update_ts is None:
+            return True
+        return (
+            files_since_write >= self.interval_files
+            or now_ts - last_update_ts >= self.interval_secs
+        )

@@ -1,0 +1,179 @@
+"""Every error this package raises on purpose.
+
+One base class, one class per failure. Each exception carries the offending values as attributes,
+and its message names the value, what was expected, and the fix.
+"""
+
+from __future__ import annotations
+
+
+class WatermarkAssetsError(Exception):
+    """Base class of all errors raised by watermark_assets."""
+
+
+class ConfigError(WatermarkAssetsError):
+    """The YAML configuration is invalid: names the pipeline, the key, the bad value and the fix."""
+
+    def __init__(self, message: str, *, pipeline: str | None = None, key: str | None = None,
+                 value: object = None) -> None:
+        super().__init__(message)
+        self.pipeline = pipeline
+        self.key = key
+        self.value = value
+
+
+class NaiveDatetimeError(WatermarkAssetsError, ValueError):
+    """A datetime without a time zone reached code that only accepts UTC-aware datetimes."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__(
+            f"datetime {value!r} has no time zone; pass an aware datetime, "
+            "for example datetime(..., tzinfo=timezone.utc)"
+        )
+        self.value = value
+
+
+class UnsortableFileNameError(WatermarkAssetsError):
+    """A file name does not sort chronologically, so a path watermark would mis-order it."""
+
+    def __init__(self, path: str, ordering: str) -> None:
+        super().__init__(
+            f"file {path!r} does not start with a sortable identifier ({ordering}); a path watermark "
+            "would silently mis-order it. Name files with a Unix-timestamp prefix "
+            "(1706450400-uuid.ndjson.gz), a UUIDv7 or an ISO 8601 timestamp, or set "
+            "'file_name_ordering: lexicographic' if the names already sort chronologically"
+        )
+        self.path = path
+        self.ordering = ordering
+
+
+class WatermarkRegressionError(WatermarkAssetsError):
+    """Something tried to move a watermark backwards."""
+
+    def __init__(self, partition: str, current: str, proposed: str) -> None:
+        super().__init__(
+            f"watermark of partition {partition!r} would move backwards from {current!r} to "
+            f"{proposed!r}; a watermark only moves forward. Files at or below the watermark are "
+            "already committed: drop them from the batch"
+        )
+        self.partition = partition
+        self.current = current
+        self.proposed = proposed
+
+
+class PartitionTemplateError(WatermarkAssetsError):
+    """A strftime partition template is unusable, or a path does not match it."""
+
+    def __init__(self, message: str, *, template: str, value: str | None = None) -> None:
+        super().__init__(message)
+        self.template = template
+        self.value = value
+
+
+class CheckpointError(WatermarkAssetsError):
+    """A checkpoint file cannot be used; never silently reset."""
+
+    def __init__(self, message: str, *, location: str) -> None:
+        super().__init__(message)
+        self.location = location
+
+
+class CorruptCheckpointError(CheckpointError):
+    """The checkpoint file is not valid checkpoint JSON."""
+
+    def __init__(self, location: str, reason: str) -> None:
+        super().__init__(
+            f"checkpoint {location!r} is corrupt ({reason}). It was not reset: inspect it, then "
+            "delete it to rebuild the state from the Delta log",
+            location=location,
+        )
+        self.reason = reason
+
+
+class UnknownCheckpointSchemaError(CheckpointError):
+    """The checkpoint was written by an unknown schema version."""
+
+    def __init__(self, location: str, schema_version: object) -> None:
+        super().__init__(
+            f"checkpoint {location!r} has schema_version {schema_version!r}; this version of "
+            "watermark_assets reads schema_version 1. Upgrade watermark_assets, or delete the file "
+            "to rebuild the state from the Delta log",
+            location=location,
+        )
+        self.schema_version = schema_version
+
+
+class DeltaCommitError(WatermarkAssetsError):
+    """A Delta commit could not be made."""
+
+    def __init__(self, message: str, *, table_uri: str) -> None:
+        super().__init__(message)
+        self.table_uri = table_uri
+
+
+class JavaNotFoundError(WatermarkAssetsError):
+    """Spark needs Java 17 or newer and none was found."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(
+            f"Spark needs Java 17 or newer: {detail}. Install it (Debian/Ubuntu: "
+            "'apt-get install openjdk-17-jre-headless'; macOS: 'brew install openjdk@17') "
+            "or point JAVA_HOME at an existing installation"
+        )
+        self.detail = detail
+
+
+class SourceFileMissingError(WatermarkAssetsError):
+    """A run was asked to ingest a file that is no longer in the landing location."""
+
+    def __init__(self, path: str, source_uri: str) -> None:
+        super().__init__(
+            f"file {path!r} is not in {source_uri!r} any more; landing files must be immutable "
+            "and never deleted before they are ingested. Restore the file, or launch the partition "
+            "again without a file list to ingest what is there"
+        )
+        self.path = path
+        self.source_uri = source_uri
+
+
+class DeltaPartitionPathError(DeltaCommitError):
+    """A data file's path has no Hive-style ``col=value`` segment for a partition column."""
+
+    def __init__(self, table_uri: str, path: str, column: str) -> None:
+        super().__init__(
+            f"data file {path!r} of table {table_uri!r} has no '{column}=<value>' directory, but "
+            f"the table is partitioned by {column!r}; write the file under its partition "
+            f"directory (for example '{column}=<value>/part-0.parquet') or fix 'partition_by'",
+            table_uri=table_uri,
+        )
+        self.path = path
+        self.column = column
+
+
+class DeltaSchemaMismatchError(DeltaCommitError):
+    """The files to commit do not fit the Delta table's schema or partitioning."""
+
+    def __init__(self, table_uri: str, differences: dict[str, str]) -> None:
+        listed = "; ".join(f"{name!r}: {why}" for name, why in sorted(differences.items()))
+        super().__init__(
+            f"the files to commit do not match the schema of table {table_uri!r}: {listed}. "
+            "Nothing was committed. Cast the columns to the table's types in the pipeline, or "
+            "evolve the table first (for a new column: DeltaTable(uri).alter.add_columns(...))",
+            table_uri=table_uri,
+        )
+        self.differences = differences
+
+
+class DeltaTxnSequenceError(DeltaCommitError):
+    """The txn versions of a commit do not follow the table's: a bug or a concurrent writer."""
+
+    def __init__(self, table_uri: str, problems: dict[str, str]) -> None:
+        listed = "; ".join(f"{app_id!r}: {why}" for app_id, why in sorted(problems.items()))
+        super().__init__(
+            f"refusing to commit to table {table_uri!r}: {listed}. Each app id's txn version must "
+            "be the committed one plus one, and the app ids of one commit must be all new or all "
+            "committed. Another writer may be committing the same partitions, or the versions were "
+            "computed from a stale state: reload the state and plan the batch again",
+            table_uri=table_uri,
+        )
+        self.problems = problems
