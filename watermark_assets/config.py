@@ -1,0 +1,377 @@
+"""The one configuration file: pipelines declared in YAML, validated with pydantic.
+
+The file is the repo's demo file by default (``watermark_assets/demo/pipelines.yaml``), another one
+through the ``WATERMARK_ASSETS_CONFIG`` environment variable. ``${VAR}`` and ``${VAR:-default}`` are
+interpolated from the environment before parsing. Relative local paths are resolved against the
+current working directory when the file is loaded.
+
+Every validation error names the pipeline, the key, the bad value and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from watermark_assets.core.filepath import NameOrdering
+from watermark_assets.core.timeparts import PartitionTemplate
+from watermark_assets.exceptions import ConfigError, PartitionTemplateError
+
+CONFIG_ENV_VAR = "WATERMARK_ASSETS_CONFIG"
+DEFAULT_CONFIG_PATH = Path(__file__).parent / "demo" / "pipelines.yaml"
+
+_ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Granularity(str, Enum):
+    """Size of the Dagster time partitions of a pipeline's asset."""
+
+    HOURLY = "hourly"
+    DAILY = "daily"
+    WEEKLY = "weekly"
+    MONTHLY = "monthly"
+
+
+class SourceFormat(str, Enum):
+    """How landing files are read. ``ndjson`` reads ``.ndjson`` and ``.ndjson.gz`` alike."""
+
+    NDJSON = "ndjson"
+    CSV = "csv"
+    PARQUET = "parquet"
+
+
+_SUFFIXES: Mapping[SourceFormat, tuple[str, ...]] = {
+    SourceFormat.NDJSON: (".ndjson", ".ndjson.gz", ".json", ".json.gz", ".jsonl", ".jsonl.gz"),
+    SourceFormat.CSV: (".csv", ".csv.gz"),
+    SourceFormat.PARQUET: (".parquet",),
+}
+
+
+class ColdStartConfig(_Model):
+    """Where a pipeline starts when it has no watermark yet (the seed's cold start)."""
+
+    lookback_days: int | None = Field(
+        default=None,
+        ge=0,
+        description="Scan only the partitions of today and the N days before it (the prefixes are "
+        "generated from partition_template). Absent: a full recursive scan of the source.",
+    )
+
+
+class SourceConfig(_Model):
+    """The landing location a pipeline reads files from."""
+
+    uri: str = Field(description="Landing root: a local path or file:// URI.")
+    name: str = Field(
+        default="main",
+        description="Source name, used in the checkpoint file name {pipeline}_{source}_checkpoint.json.",
+    )
+    format: SourceFormat = Field(
+        default=SourceFormat.NDJSON, description="File format: ndjson (also .gz), csv or parquet."
+    )
+    schema_ddl: str | None = Field(
+        default=None,
+        alias="schema",
+        description="Spark DDL schema of the records, e.g. 'id BIGINT, ts TIMESTAMP'. Required for "
+        "ndjson and csv (records that do not match it are quarantined); parquet uses its own.",
+    )
+    partition_template: str = Field(
+        default="date=%Y-%m-%d",
+        description="strftime template of the landing partition directories, coarsest first, e.g. "
+        "'date=%Y-%m-%d/hour=%H'. Maps each file to a Dagster partition and drives pruning.",
+    )
+    file_name_ordering: NameOrdering = Field(
+        default=NameOrdering.AUTO,
+        description="How file names sort chronologically: auto (a Unix-timestamp, UUIDv7 or ISO 8601 "
+        "prefix is required), one of those, or lexicographic (you vouch that names sort).",
+    )
+    cold_start: ColdStartConfig = Field(default_factory=ColdStartConfig)
+    csv_options: dict[str, str] = Field(
+        default_factory=lambda: {"header": "true"},
+        description="Options passed to Spark's CSV reader.",
+    )
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        """File name endings this source ingests; other files are ignored."""
+        return _SUFFIXES[self.format]
+
+    @property
+    def template(self) -> PartitionTemplate:
+        return PartitionTemplate(self.partition_template)
+
+
+class TableConfig(_Model):
+    """The Delta table a pipeline commits to."""
+
+    uri: str = Field(description="Delta table root: a local path or file:// URI.")
+    partition_by: list[str] = Field(
+        default_factory=list, description="Columns the Delta table is partitioned by."
+    )
+    derived_columns: dict[str, str] = Field(
+        default_factory=dict,
+        description="Columns computed with Spark SQL expressions, e.g. {event_date: 'to_date(ts)'}.",
+    )
+    quarantine_uri: str | None = Field(
+        default=None,
+        description="Delta table for malformed records. Default: the table URI + '_quarantine'.",
+    )
+
+    @property
+    def quarantine(self) -> str:
+        return self.quarantine_uri or self.uri.rstrip("/") + "_quarantine"
+
+
+class PartitionsConfig(_Model):
+    """The Dagster time partitions of the pipeline's asset."""
+
+    granularity: Granularity = Field(default=Granularity.DAILY)
+    start: str = Field(
+        default="2024-01-01",
+        description="First partition, ISO date or datetime (UTC). Files before it are reported, not "
+        "ingested.",
+    )
+
+
+class CheckpointConfig(_Model):
+    """How often the checkpoint file is written (the Delta log stays the truth in between)."""
+
+    interval_files: int = Field(default=100, ge=1, description="Write after this many files.")
+    interval_secs: int = Field(default=60, ge=0, description="Or after this many seconds.")
+
+
+class SensorConfig(_Model):
+    """How the pipeline's sensor polls and how much work one tick may request."""
+
+    minimum_interval_seconds: int = Field(default=30, ge=1)
+    max_files_per_run: int = Field(default=1000, ge=1)
+    max_runs_per_tick: int = Field(default=10, ge=1)
+    running_by_default: bool = Field(
+        default=False, description="Start the sensor as soon as the daemon runs."
+    )
+
+
+class BackfillConfig(_Model):
+    """How a backfill of many partitions is split into runs."""
+
+    max_partitions_per_run: int | None = Field(
+        default=None,
+        ge=1,
+        description="None: a range backfill is one run covering the whole time window (one Spark "
+        "job, one Delta commit). A number: runs of at most that many partitions.",
+    )
+
+
+class _PipelineBase(_Model):
+    name: str = Field(description="Pipeline name: lower case, digits, '_'. Names the asset, job, sensor.")
+    description: str | None = Field(default=None, description="Shown on the asset in the UI.")
+    source: SourceConfig
+    table: TableConfig
+    partitions: PartitionsConfig = Field(default_factory=PartitionsConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    sensor: SensorConfig = Field(default_factory=SensorConfig)
+    backfill: BackfillConfig = Field(default_factory=BackfillConfig)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not _NAME_PATTERN.match(value):
+            raise ValueError(
+                f"{value!r} is not a valid pipeline name; use lower-case letters, digits and '_', "
+                "starting with a letter (e.g. 'web_events')"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _template_fits_granularity(self) -> _PipelineBase:
+        try:
+            grain = self.source.template.grain
+        except PartitionTemplateError as error:
+            raise ValueError(str(error)) from error
+        if self.partitions.granularity is Granularity.HOURLY and grain not in ("hour", "minute"):
+            raise ValueError(
+                f"source.partition_template {self.source.partition_template!r} has no %H but "
+                "partitions.granularity is hourly; add an hour directory (e.g. "
+                "'date=%Y-%m-%d/hour=%H') or use daily partitions"
+            )
+        if grain in ("month", "year") and self.partitions.granularity is not Granularity.MONTHLY:
+            raise ValueError(
+                f"source.partition_template {self.source.partition_template!r} is coarser than "
+                f"{self.partitions.granularity.value} partitions; add %d (and %H) to the template"
+            )
+        return self
+
+    @property
+    def checkpoint_uri(self) -> str:
+        """{table_uri}/_watermarks/{pipeline}_{source}_checkpoint.json, as in the seed."""
+        return f"{self.table.uri.rstrip('/')}/_watermarks/{self.name}_{self.source.name}_checkpoint.json"
+
+
+class IngestPipelineConfig(_PipelineBase):
+    """Spark reads landing files above the watermark and commits Parquet to Delta (Blizzard)."""
+
+    kind: Literal["ingest"] = "ingest"
+
+    @model_validator(mode="after")
+    def _schema_required(self) -> IngestPipelineConfig:
+        if self.source.format is not SourceFormat.PARQUET and not self.source.schema_ddl:
+            raise ValueError(
+                f"source.schema is required for format {self.source.format.value!r} so that "
+                "malformed records can be quarantined; add e.g. schema: 'id BIGINT, ts TIMESTAMP'"
+            )
+        return self
+
+
+class CommitPipelineConfig(_PipelineBase):
+    """Parquet files that another writer puts under the table directory are committed (Penguin)."""
+
+    kind: Literal["commit"] = "commit"
+
+    @model_validator(mode="after")
+    def _staging_inside_table(self) -> CommitPipelineConfig:
+        table = self.table.uri.rstrip("/") + "/"
+        if not (self.source.uri.rstrip("/") + "/").startswith(table):
+            raise ValueError(
+                f"source.uri {self.source.uri!r} must be inside table.uri {self.table.uri!r}: the "
+                "Delta add actions reference files relative to the table root. Let the writer put "
+                f"its Parquet files under {table}"
+            )
+        if self.source.format is not SourceFormat.PARQUET:
+            raise ValueError("a commit pipeline adds Parquet files; set source.format: parquet")
+        if self.table.derived_columns:
+            raise ValueError("a commit pipeline does not rewrite files; remove table.derived_columns")
+        return self
+
+
+PipelineConfig = Annotated[IngestPipelineConfig | CommitPipelineConfig, Field(discriminator="kind")]
+
+
+class SparkConfig(_Model):
+    """The Spark session all ingestion runs share (one per process)."""
+
+    master: str = Field(default="local[2]", description="Spark master URL.")
+    conf: dict[str, str] = Field(
+        default_factory=dict, description="Extra Spark configuration, e.g. for S3A or delta-spark."
+    )
+
+
+class ProjectConfig(_Model):
+    """The whole configuration file."""
+
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    pipelines: list[PipelineConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> ProjectConfig:
+        seen: set[str] = set()
+        for pipeline in self.pipelines:
+            if pipeline.name in seen:
+                raise ValueError(f"pipeline name {pipeline.name!r} is used twice; names must be unique")
+            seen.add(pipeline.name)
+        return self
+
+    def pipeline(self, name: str) -> IngestPipelineConfig | CommitPipelineConfig:
+        for pipeline in self.pipelines:
+            if pipeline.name == name:
+                return pipeline
+        raise ConfigError(
+            f"no pipeline named {name!r}; configured: {[p.name for p in self.pipelines]}",
+            pipeline=name,
+        )
+
+
+def interpolate_env(text: str, env: Mapping[str, str]) -> str:
+    """Replace ``${VAR}`` and ``${VAR:-default}``; an unset variable without default is an error."""
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        raise ConfigError(
+            f"environment variable {name!r} is not set; set it or write ${{{name}:-default}}",
+            key=name,
+        )
+
+    return _ENV_PATTERN.sub(replace, text)
+
+
+def _resolve_local(uri: str, base: Path) -> str:
+    if "://" in uri and not uri.startswith("file://"):
+        return uri
+    path = Path(uri.removeprefix("file://"))
+    return str(path if path.is_absolute() else (base / path).resolve())
+
+
+def _resolve_paths(raw: Any, base: Path) -> Any:
+    for pipeline in raw.get("pipelines") or []:
+        if not isinstance(pipeline, dict):
+            continue
+        for section, key in (("source", "uri"), ("table", "uri"), ("table", "quarantine_uri")):
+            block = pipeline.get(section)
+            if isinstance(block, dict) and isinstance(block.get(key), str):
+                block[key] = _resolve_local(block[key], base)
+    return raw
+
+
+def _describe(error: ValidationError, raw: Any) -> str:
+    lines = []
+    for item in error.errors():
+        loc = list(item["loc"])
+        where = ""
+        if len(loc) >= 2 and loc[0] == "pipelines" and isinstance(loc[1], int):
+            pipelines = raw.get("pipelines") or []
+            name = pipelines[loc[1]].get("name") if loc[1] < len(pipelines) else None
+            where = f"pipeline {name or '#' + str(loc[1])!r}: "
+            loc = [part for part in loc[2:] if part not in ("ingest", "commit")]
+        key = ".".join(str(part) for part in loc) or "(pipeline)"
+        value = item.get("input")
+        shown = "" if isinstance(value, dict) else f" (got {value!r})"
+        lines.append(f"{where}{key}: {item['msg']}{shown}")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def parse_config(text: str, *, env: Mapping[str, str], base: Path, origin: str) -> ProjectConfig:
+    """Parse YAML text into a validated ProjectConfig (errors name pipeline, key, value, fix)."""
+    try:
+        raw = yaml.safe_load(interpolate_env(text, env))
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{origin} is not valid YAML: {error}") from error
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{origin} must hold a mapping with a 'pipelines' list")
+    raw = _resolve_paths(raw, base)
+    try:
+        return ProjectConfig.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigError(f"{origin}: {_describe(error, raw)}") from error
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None, *, env: Mapping[str, str] | None = None
+) -> ProjectConfig:
+    """Load the configuration: ``path``, else $WATERMARK_ASSETS_CONFIG, else the demo file."""
+    env = os.environ if env is None else env
+    chosen = Path(path or env.get(CONFIG_ENV_VAR) or DEFAULT_CONFIG_PATH)
+    if not chosen.is_file():
+        raise ConfigError(
+            f"configuration file {str(chosen)!r} does not exist; set {CONFIG_ENV_VAR} to a YAML file",
+            value=str(chosen),
+        )
+    return parse_config(
+        chosen.read_text(encoding="utf-8"), env=env, base=Path.cwd(), origin=str(chosen)
+    )

@@ -1,0 +1,93 @@
+"""Materialization metadata: what a person reads on the asset page, per partition.
+
+Keys are grouped by prefix so the UI lists them together: ``watermark/*`` for where the watermark
+stands and why, ``rows/*`` and ``files`` for volumes, ``delta/*`` for the commit, plus Dagster's
+standard ``dagster/uri`` and ``dagster/row_count``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from dagster import MetadataValue
+
+from watermark_assets.core.file_watermark import FileWatermark
+from watermark_assets.core.filepath import split_path
+from watermark_assets.ingest import BatchResult
+
+
+def _text(value: str | None) -> MetadataValue:
+    return MetadataValue.text(value if value is not None else "(none: no file processed yet)")
+
+
+def partition_watermarks_of(watermark: FileWatermark, prefixes: set[str]) -> dict[str, str]:
+    return {p: n for p, n in watermark.partition_watermarks.items() if p in prefixes}
+
+
+def batch_metadata(result: BatchResult, *, table_rows: int | None, lag_seconds: float | None
+                   ) -> dict[str, Any]:
+    """Metadata shared by every partition the run materialized."""
+    staged = result.staged
+    before, after = staged.watermark_before, result.state_after.watermark
+    outcome = result.outcome
+    metadata: dict[str, Any] = {
+        "watermark/state": MetadataValue.text(after.state.value),
+        "watermark/before": _text(before.value),
+        "watermark/after": _text(after.value),
+        "files": MetadataValue.int(len(staged.plan.files)),
+        "files/already_committed": MetadataValue.int(len(staged.plan.already_committed)),
+        "rows/read": MetadataValue.int(staged.rows_read),
+        "rows/quarantined": MetadataValue.int(staged.rows_quarantined),
+        "rows/committed": MetadataValue.int(result.rows_committed),
+        "delta/version": MetadataValue.int(outcome.version)
+        if outcome.version is not None
+        else MetadataValue.text(f"no new commit: {outcome.reason}"),
+        "delta/table_version": MetadataValue.int(result.state_after.delta_version or 0),
+        "delta/txns": MetadataValue.json({t.app_id: t.version for t in staged.plan.txns}),
+        "checkpoint/written": MetadataValue.bool(result.checkpoint_written),
+        "dagster/uri": MetadataValue.path(staged.plan.request.pipeline.table.uri),
+        "quarantine/table": MetadataValue.path(staged.plan.request.pipeline.table.quarantine),
+    }
+    if lag_seconds is not None:
+        metadata["lag_seconds"] = MetadataValue.float(round(lag_seconds, 3))
+    if table_rows is not None:
+        metadata["dagster/row_count"] = MetadataValue.int(table_rows)
+    return metadata
+
+
+def partition_metadata(result: BatchResult) -> Mapping[str, dict[str, Any]]:
+    """Metadata of each Dagster partition of the run: its own files, rows and watermarks."""
+    staged = result.staged
+    plan = staged.plan
+    out: dict[str, dict[str, Any]] = {}
+    for key in plan.request.partition_keys:
+        files = [p for p, k in plan.file_partitions.items() if k == key]
+        prefixes = {split_path(p)[0] for p in files}
+        counts = staged.per_partition.get(key, {})
+        before = partition_watermarks_of(staged.watermark_before, prefixes)
+        after = partition_watermarks_of(result.state_after.watermark, prefixes)
+        out[key] = {
+            "partition/files": MetadataValue.int(len(files)),
+            "partition/rows_read": MetadataValue.int(int(counts.get("rows_read", 0))),
+            "partition/rows_quarantined": MetadataValue.int(int(counts.get("rows_quarantined", 0))),
+            "partition/first_file": _text(files[0] if files else None),
+            "partition/last_file": _text(files[-1] if files else None),
+            "watermark/partitions_before": MetadataValue.json(before),
+            "watermark/partitions_after": MetadataValue.json(after),
+        }
+    return out
+
+
+def summary_line(result: BatchResult) -> str:
+    staged = result.staged
+    return json.dumps(
+        {
+            "files": len(staged.plan.files),
+            "rows_read": staged.rows_read,
+            "rows_quarantined": staged.rows_quarantined,
+            "rows_committed": result.rows_committed,
+            "delta_version": result.outcome.version,
+        }
+    )

@@ -1,0 +1,197 @@
+"""One sensor per pipeline: files above the committed watermarks -> one RunRequest per partition.
+
+A tick never starts Spark. It loads the state (checkpoint + Delta log), lists only the files above
+the watermarks (pruned listing), groups them by Dagster partition and requests a run per partition
+with the exact file list in its run config. The work per tick is bounded (``max_files_per_run``,
+``max_runs_per_tick``). The cursor is a small record, never a list of processed files.
+
+Run keys: Dagster deduplicates a run key forever, even for failed runs. The key therefore holds the
+partition's committed txn version, the last file of the batch and an attempt number, the count of
+earlier failed or canceled runs of the same batch: a failed batch is requested again on the next
+tick, without waiting for newer files. A partition with a run in flight is not requested twice.
+"""
+
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from dagster import (
+    AssetKey,
+    AssetObservation,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    JobDefinition,
+    MetadataValue,
+    RunRequest,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    sensor,
+)
+
+from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
+from watermark_assets.core.clock import Clock
+from watermark_assets.core.file_watermark import WatermarkState
+from watermark_assets.defs.assets import BATCH_TAG, PIPELINE_TAG
+from watermark_assets.delta import DeltaCommitter
+from watermark_assets.ingest import discover_files, txn_app_id
+from watermark_assets.state_store import PipelineState, load_state, mark_idle
+
+Pipeline = IngestPipelineConfig | CommitPipelineConfig
+
+IN_FLIGHT = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+]
+FAILED = [DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
+
+
+@dataclass(frozen=True)
+class SensorCursor:
+    """What the last tick saw: the table version and how many files were pending."""
+
+    delta_version: int | None = None
+    pending_files: int = 0
+    state: str = WatermarkState.INITIAL.value
+
+    def to_string(self) -> str:
+        return json.dumps(
+            {"v": self.delta_version, "pending": self.pending_files, "state": self.state}
+        )
+
+    @classmethod
+    def from_string(cls, text: str | None) -> "SensorCursor":
+        if not text:
+            return cls()
+        raw = json.loads(text)
+        return cls(raw.get("v"), int(raw.get("pending", 0)), raw.get("state", "Initial"))
+
+
+def batch_key(pipeline: str, partition_key: str, committed_version: int, last_file: str) -> str:
+    return f"{pipeline}|{partition_key}|v{committed_version}|{last_file}"
+
+
+def build_sensor(
+    pipeline: Pipeline,
+    job: JobDefinition,
+    asset_key: AssetKey,
+    partition_of: Callable[[datetime], str | None],
+    clock: Clock,
+) -> SensorDefinition:
+    """The pipeline's sensor, named ``{pipeline}_sensor``."""
+    limits = pipeline.sensor
+
+    @sensor(
+        name=f"{pipeline.name}_sensor",
+        job=job,
+        minimum_interval_seconds=limits.minimum_interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING
+        if limits.running_by_default
+        else DefaultSensorStatus.STOPPED,
+        description=(
+            f"Polls {pipeline.source.uri} for files above the committed watermarks of "
+            f"{pipeline.name} and starts one run per Dagster partition (at most "
+            f"{limits.max_files_per_run} files per run, {limits.max_runs_per_tick} runs per tick)."
+        ),
+    )
+    def watermark_sensor(context: SensorEvaluationContext) -> SensorResult:
+        now = clock()
+        previous = SensorCursor.from_string(context.cursor)
+        state = load_state(pipeline, now=now)
+        groups = discover_files(pipeline, state.watermark, partition_of, now=now)
+        notes = _notes(groups.out_of_range, groups.unmatched, pipeline)
+        if not groups.by_partition:
+            if state.watermark.state is WatermarkState.INITIAL:
+                reason = f"Initial: no files at all under {pipeline.source.uri}"
+                if groups.files_seen:
+                    reason = (f"Initial: {groups.files_seen} files seen, none in a partition of "
+                              f"{pipeline.name}")
+            else:
+                state = mark_idle(pipeline, state, now=now)
+                tracked = len(state.watermark.partition_watermarks)
+                reason = f"Idle: {tracked} partitions, no files above their watermarks"
+            events = _observations(asset_key, previous, state.watermark.state.value, state, 0)
+            cursor = SensorCursor(state.delta_version, 0, state.watermark.state.value)
+            return SensorResult(skip_reason=reason + notes, cursor=cursor.to_string(),
+                                asset_events=events)
+
+        committer = DeltaCommitter(pipeline.table.uri)
+        requests: list[RunRequest] = []
+        waiting: list[str] = []
+        for key, files in groups.by_partition.items():
+            if len(requests) >= limits.max_runs_per_tick:
+                break
+            if _runs(context, {PIPELINE_TAG: pipeline.name, "dagster/partition": key}, IN_FLIGHT):
+                waiting.append(key)
+                continue
+            batch = files[: limits.max_files_per_run]
+            committed = committer.transaction_version(txn_app_id(pipeline.name, key)) or 0
+            base = batch_key(pipeline.name, key, committed, batch[-1])
+            attempt = len(_runs(context, {BATCH_TAG: base}, FAILED))
+            requests.append(
+                RunRequest(
+                    run_key=f"{base}|a{attempt}",
+                    partition_key=key,
+                    run_config={"ops": {pipeline.name: {"config": {"files": list(batch)}}}},
+                    tags={PIPELINE_TAG: pipeline.name, BATCH_TAG: base},
+                )
+            )
+        pending = sum(len(files) for files in groups.by_partition.values())
+        cursor = SensorCursor(state.delta_version, pending, WatermarkState.ACTIVE.value)
+        if not requests:
+            reason = (f"Active: {pending} files above the watermark wait for the runs in flight "
+                      f"of partitions {waiting}")
+            return SensorResult(skip_reason=reason + notes, cursor=cursor.to_string())
+        context.log.info(
+            f"{pipeline.name}: {pending} files above the watermark in "
+            f"{len(groups.by_partition)} partitions; requesting {len(requests)} runs "
+            f"(listed {groups.paths_listed} paths)"
+        )
+        return SensorResult(run_requests=requests, cursor=cursor.to_string())
+
+    return watermark_sensor
+
+
+def _runs(context: SensorEvaluationContext, tags: dict[str, str],
+          statuses: list[DagsterRunStatus]) -> list[object]:
+    return list(context.instance.get_runs(filters=RunsFilter(tags=tags, statuses=statuses), limit=50))
+
+
+def _notes(out_of_range: tuple[str, ...], unmatched: tuple[str, ...], pipeline: Pipeline) -> str:
+    notes = []
+    if out_of_range:
+        notes.append(
+            f"{len(out_of_range)} files outside the partitions (first {out_of_range[0]!r}; "
+            f"partitions start {pipeline.partitions.start})"
+        )
+    if unmatched:
+        notes.append(
+            f"{len(unmatched)} files whose directory does not match "
+            f"{pipeline.source.partition_template!r} (first {unmatched[0]!r})"
+        )
+    return "" if not notes else " | not ingested: " + "; ".join(notes)
+
+
+def _observations(asset_key: AssetKey, previous: SensorCursor, state_name: str,
+                  state: PipelineState, pending: int) -> list[AssetObservation]:
+    """An observation on the asset when the watermark state changes, so the UI shows it."""
+    if previous.state == state_name:
+        return []
+    watermark = state.watermark
+    return [
+        AssetObservation(
+            asset_key=asset_key,
+            metadata={
+                "watermark/state": MetadataValue.text(state_name),
+                "watermark/value": MetadataValue.text(watermark.value or "(none)"),
+                "watermark/partitions": MetadataValue.int(len(watermark.partition_watermarks)),
+                "files/pending": MetadataValue.int(pending),
+            },
+        )
+    ]

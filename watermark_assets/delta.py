@@ -1,0 +1,429 @@
+"""Delta Lake adapter: commit Parquet files written elsewhere, with txn actions and custom metadata.
+
+Contract:
+
+- Spark (or another writer) puts the Parquet files under the table root; :func:`describe_data_files`
+  turns them into add actions (footer statistics, Hive partition values). Nothing here reads data.
+- :meth:`DeltaCommitter.commit` makes ONE atomic Delta commit (through deltalake, delta-rs) holding
+  every add action, one ``txn`` action per :class:`TxnVersion` and the caller's custom metadata in
+  ``commitInfo``. When the table does not exist yet, that same commit creates it (version 0, with
+  ``create_table_with_add_actions``): there is never an empty "create" commit before the data.
+- Exactly-once is enforced here, not by delta-rs: delta-rs records ``txn`` actions but accepts any
+  version, even a lower one. Before committing, the committer reads ``transaction_version(app_id)``
+  of every txn: all already committed (version <= the table's) -> skipped; each exactly one above
+  the table's (or the app id is new) -> committed; anything else -> :class:`DeltaTxnSequenceError`.
+- Races: delta-rs rebases an append over concurrent commits, and refuses with "Concurrent
+  transaction failed" when a concurrent commit carries one of our app ids. On that (or on losing the
+  race to create the table) the committer reloads the table and checks the txns once more, so two
+  racing runs of the same Dagster partition commit once and the other is skipped.
+- delta-rs ignores the schema given to a write transaction (it neither checks nor evolves the
+  table's), so the committer compares it with the table's and raises
+  :class:`DeltaSchemaMismatchError` naming the columns.
+- :meth:`DeltaCommitter.read_commits_after` reads the commit JSON files of ``_delta_log`` through
+  fsspec, probing ``version + 1``, ``version + 2``... and listing the directory only when those
+  files were cleaned up after a Delta checkpoint. It then starts at the oldest JSON present: older
+  commits survive only inside the checkpoint, which keeps the table state (files, txn versions) but
+  not the ``commitInfo`` metadata.
+
+For S3, pass delta-rs ``storage_options`` (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``...).
+Concurrent writers on S3 need delta-rs's conditional put (``{"conditional_put": "etag"}``) or a
+lock client.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+import fsspec
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake import Schema as DeltaSchema
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.transaction import (
+    AddAction,
+    CommitProperties,
+    RemoveAction,
+    Transaction,
+    create_table_with_add_actions,
+)
+
+from watermark_assets.core.clock import Clock, ensure_utc, system_clock
+from watermark_assets.delta_stats import DataFile, describe_data_files, modification_time_ms
+from watermark_assets.exceptions import (
+    DeltaCommitError,
+    DeltaSchemaMismatchError,
+    DeltaTxnSequenceError,
+)
+
+__all__ = [
+    "AddedFile",
+    "CommitOutcome",
+    "CommitRecord",
+    "DataFile",
+    "DeltaCommitter",
+    "TxnVersion",
+    "describe_data_files",
+]
+
+COMMIT_INFO_KEYS = frozenset({
+    "timestamp", "inCommitTimestamp", "operation", "operationParameters", "operationMetrics",
+    "readVersion", "isolationLevel", "isBlindAppend", "engineInfo", "clientVersion", "txnId",
+    "userId", "userName", "userMetadata", "job", "notebook", "clusterId", "tags", "version",
+})
+"""commitInfo keys that Delta writers fill in; every other key is custom metadata."""
+
+
+@dataclass(frozen=True)
+class TxnVersion:
+    """The ``txn`` action of one application id (here: one Dagster partition of a pipeline)."""
+
+    app_id: str
+    version: int
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    """What :meth:`DeltaCommitter.commit` did: the new table version, or skipped and why."""
+
+    version: int | None
+    skipped: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class AddedFile:
+    """One add action of a commit; ``path`` is unescaped and relative, like ``DataFile.path``."""
+
+    path: str
+    size: int
+    num_records: int | None
+    partition_values: Mapping[str, str | None]
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """One commit of the log: our custom metadata, its add and txn actions."""
+
+    version: int
+    timestamp_ms: int
+    custom_metadata: Mapping[str, str]
+    added: tuple[AddedFile, ...]
+    txns: Mapping[str, int]
+
+
+class DeltaCommitter:
+    """Commits data files to the Delta table at ``table_uri`` and reads its log back."""
+
+    def __init__(
+        self,
+        table_uri: str,
+        *,
+        storage_options: Mapping[str, str] | None = None,
+        filesystem: fsspec.AbstractFileSystem | None = None,
+        now: Clock = system_clock,
+    ) -> None:
+        self.table_uri = table_uri
+        self._storage_options = dict(storage_options) if storage_options else None
+        if filesystem is None:
+            fs, root = fsspec.core.url_to_fs(table_uri, **_fsspec_options(table_uri,
+                                                                         storage_options))
+        else:
+            fs, root = filesystem, filesystem._strip_protocol(table_uri)
+        self._fs = fs
+        self._log_dir = f"{str(root).rstrip('/')}/_delta_log"
+        self._now = now
+
+    def current_version(self) -> int | None:
+        """The table's latest version, or None when there is no table yet."""
+        table = self._load_table()
+        return None if table is None else table.version()
+
+    def transaction_version(self, app_id: str) -> int | None:
+        """The latest committed txn version of ``app_id``; None without table or txn."""
+        table = self._load_table()
+        return None if table is None else table.transaction_version(app_id)
+
+    def commit(
+        self,
+        files: Sequence[DataFile],
+        *,
+        schema: pa.Schema,
+        partition_by: Sequence[str],
+        txns: Sequence[TxnVersion],
+        custom_metadata: Mapping[str, str],
+    ) -> CommitOutcome:
+        """Commit ``files``, ``txns`` and ``custom_metadata`` atomically, or skip (see module).
+
+        ``schema`` is the table's schema including the partition columns. ``files`` may be empty:
+        the commit then only records the txns and the metadata (a batch whose every record was
+        quarantined still advances). With no files, an empty ``schema`` means "the table's".
+        """
+        self._validate(files, partition_by, txns, custom_metadata)
+        actions = [
+            AddAction(f.path, f.size, dict(f.partition_values), f.modification_time, True, f.stats)
+            for f in files
+        ]
+        records = sum(f.num_records for f in files)
+        for attempt in (1, 2):
+            table = self._load_table()
+            read_version = None if table is None else table.version()
+            skip_reason = _txn_skip_reason(self.table_uri, table, txns)
+            if skip_reason is not None:
+                return CommitOutcome(None, True, skip_reason)
+            now_ms = int(ensure_utc(self._now()).timestamp() * 1000)
+            properties = CommitProperties(
+                custom_metadata=dict(custom_metadata),
+                app_transactions=[Transaction(t.app_id, t.version, now_ms) for t in txns],
+            )
+            what = f"{len(files)} file(s), {records} record(s), txns {_txn_text(txns)}"
+            try:
+                if table is None:
+                    self._create(schema, partition_by, actions, properties)
+                    return CommitOutcome(0, False, f"created the table with {what} as version 0")
+                write_schema = _checked_schema(self.table_uri, table, schema, partition_by, files)
+                table.create_write_transaction(
+                    list[AddAction | RemoveAction](actions), "append", write_schema,
+                    list(partition_by), commit_properties=properties,
+                )
+            except DeltaError as exc:
+                lost_race = isinstance(exc, CommitFailedError) or (
+                    table is None and self._load_table() is not None
+                )
+                if attempt == 1 and lost_race:
+                    continue
+                raise DeltaCommitError(
+                    f"Delta commit to {self.table_uri!r} failed: {exc}"
+                    + (" (again, after reloading the table)" if lost_race else ""),
+                    table_uri=self.table_uri,
+                ) from exc
+            assert read_version is not None  # the table existed: we appended to it
+            version = self._version_holding(read_version, txns[0])
+            return CommitOutcome(version, False, f"committed {what} as version {version}")
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def read_commits_after(self, version: int | None) -> list[CommitRecord]:
+        """The commits newer than ``version`` (all when None), ascending (module docstring)."""
+        start = 0 if version is None else version + 1
+        current = start
+        text = self._read_log_json(current)
+        if text is None:
+            oldest = self._oldest_commit_from(start)
+            if oldest is None:
+                return []
+            current, text = oldest, self._read_log_json(oldest)
+        records = []
+        while text is not None:
+            records.append(self._parse_commit(current, text))
+            current += 1
+            text = self._read_log_json(current)
+        return records
+
+    def read_commit(self, version: int) -> CommitRecord:
+        """The commit ``version``; DeltaCommitError when its JSON is not (or no longer) there."""
+        text = self._read_log_json(version)
+        if text is None:
+            raise DeltaCommitError(
+                f"commit {version} of table {self.table_uri!r} is not in the log: it was never "
+                "made, or it was cleaned up after a checkpoint (delta.logRetentionDuration). Read "
+                "a newer version, or the table state from the checkpoint with deltalake",
+                table_uri=self.table_uri,
+            )
+        return self._parse_commit(version, text)
+
+    def _load_table(self) -> DeltaTable | None:
+        """The latest snapshot, or None when there is no table (tests override this to race)."""
+        try:
+            return DeltaTable(self.table_uri, storage_options=self._storage_options)
+        except TableNotFoundError:
+            return None
+
+    def _create(self, schema: pa.Schema, partition_by: Sequence[str], actions: list[AddAction],
+                properties: CommitProperties) -> None:
+        missing = [c for c in partition_by if c not in schema.names]
+        if not schema.names or missing:
+            problem = f"partition columns {missing} are not in" if missing else "no columns in"
+            raise DeltaCommitError(
+                f"cannot create table {self.table_uri!r}: {problem} the schema {schema.names}; "
+                "the first commit needs the data's full schema, partition columns included, "
+                "even when it adds no files",
+                table_uri=self.table_uri,
+            )
+        create_table_with_add_actions(
+            self.table_uri, _delta_schema(self.table_uri, schema), actions, mode="error",
+            partition_by=list(partition_by), storage_options=self._storage_options,
+            commit_properties=properties,
+        )
+
+    def _validate(self, files: Sequence[DataFile], partition_by: Sequence[str],
+                  txns: Sequence[TxnVersion], custom_metadata: Mapping[str, str]) -> None:
+        app_ids = [t.app_id for t in txns]
+        reserved = sorted(set(custom_metadata) & COMMIT_INFO_KEYS)
+        wrong_partitions = [f.path for f in files if set(f.partition_values) != set(partition_by)]
+        problem = (
+            "a commit needs at least one txn (exactly-once rests on it)" if not txns
+            else f"app ids repeat: {app_ids}" if len(set(app_ids)) != len(app_ids)
+            else f"negative txn versions: {_txn_text(txns)}" if any(t.version < 0 for t in txns)
+            else f"custom metadata keys {reserved} are reserved by Delta's commitInfo" if reserved
+            else f"files {wrong_partitions[:3]} do not have partition values for exactly "
+            f"{list(partition_by)}" if wrong_partitions
+            else None
+        )
+        if problem is not None:
+            raise DeltaCommitError(f"invalid commit to {self.table_uri!r}: {problem}",
+                                   table_uri=self.table_uri)
+
+    def _version_holding(self, read_version: int, txn: TxnVersion) -> int:
+        """The version of our commit: delta-rs does not return it and may have rebased it."""
+        for record in self.read_commits_after(read_version):
+            if record.txns.get(txn.app_id) == txn.version:
+                return record.version
+        raise DeltaCommitError(  # only if the log was cleaned up within the commit itself
+            f"committed to {self.table_uri!r} but no commit after version {read_version} holds "
+            f"txn {txn.app_id!r}={txn.version}; check the table's history",
+            table_uri=self.table_uri,
+        )
+
+    def _read_log_json(self, version: int) -> str | None:
+        try:
+            data: bytes = self._fs.cat_file(f"{self._log_dir}/{version:020d}.json")
+        except FileNotFoundError:
+            return None
+        return data.decode("utf-8")
+
+    def _oldest_commit_from(self, start: int) -> int | None:
+        """The oldest commit JSON >= ``start`` when ``start`` itself is missing, else None.
+
+        JSON files newer than the last checkpoint are never cleaned up, so a missing ``start`` at
+        or above the checkpoint just means "no such commit yet", with no listing needed.
+        """
+        try:
+            last = json.loads(self._fs.cat_file(f"{self._log_dir}/_last_checkpoint"))
+        except FileNotFoundError:
+            return None
+        if int(last["version"]) < start:
+            return None
+        self._fs.invalidate_cache(self._log_dir)  # s3fs caches listings
+        versions = sorted(
+            int(name[:-5]) for name in (p.rsplit("/", 1)[-1] for p in self._fs.ls(
+                self._log_dir, detail=False))
+            if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) >= start
+        )
+        return versions[0] if versions else None
+
+    def _parse_commit(self, version: int, text: str) -> CommitRecord:
+        info: dict[str, Any] = {}
+        added: list[AddedFile] = []
+        txns: dict[str, int] = {}
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            action = json.loads(line)
+            if "commitInfo" in action:
+                info = action["commitInfo"]
+            elif "add" in action:
+                add = action["add"]
+                stats = json.loads(add["stats"]) if add.get("stats") else {}
+                added.append(AddedFile(unquote(add["path"]), int(add["size"]),
+                                       stats.get("numRecords"), add.get("partitionValues", {})))
+            elif "txn" in action:
+                txns[action["txn"]["appId"]] = int(action["txn"]["version"])
+        timestamp = info.get("inCommitTimestamp", info.get("timestamp"))
+        if timestamp is None:
+            timestamp = modification_time_ms(self._fs.info(f"{self._log_dir}/{version:020d}.json"))
+        custom = {
+            key: value if isinstance(value, str) else json.dumps(value)
+            for key, value in info.items() if key not in COMMIT_INFO_KEYS
+        }
+        return CommitRecord(version, int(timestamp), custom, tuple(added), txns)
+
+
+def _txn_skip_reason(table_uri: str, table: DeltaTable | None,
+                     txns: Sequence[TxnVersion]) -> str | None:
+    """Why to skip (all txns committed), None to commit (all next), or DeltaTxnSequenceError."""
+    committed = {t.app_id: None if table is None else table.transaction_version(t.app_id)
+                 for t in txns}
+    done = [t for t in txns if (c := committed[t.app_id]) is not None and t.version <= c]
+    if len(done) == len(txns):
+        return (f"already committed, nothing to do: txns {_txn_text(txns)} (table has "
+                f"{', '.join(f'{a!r}={v}' for a, v in committed.items())})")
+    problems = {
+        t.app_id: f"version {t.version} skips ahead of the committed {c}"
+        for t in txns if (c := committed[t.app_id]) is not None and t.version > c + 1
+    }
+    new = [t.app_id for t in txns if t not in done]
+    for t in done:
+        problems[t.app_id] = (f"version {t.version} is already committed (table has "
+                              f"{committed[t.app_id]}) while {new} are not")
+    if problems:
+        raise DeltaTxnSequenceError(table_uri, problems)
+    return None
+
+
+def _checked_schema(table_uri: str, table: DeltaTable, schema: pa.Schema,
+                    partition_by: Sequence[str], files: Sequence[DataFile]) -> DeltaSchema:
+    """The table's schema, once ``schema`` (the files') and ``partition_by`` are found to fit it."""
+    table_schema = table.schema()
+    differences: dict[str, str] = {}
+    table_partitions = list(table.metadata().partition_columns)
+    if table_partitions != list(partition_by):
+        differences["partition columns"] = (f"the table has {table_partitions}, the commit "
+                                            f"{list(partition_by)}")
+    if not files and not schema.names:
+        if differences:
+            raise DeltaSchemaMismatchError(table_uri, differences)
+        return table_schema
+    theirs = {f["name"]: f for f in json.loads(table_schema.to_json())["fields"]}
+    ours = {f["name"]: f for f in json.loads(_delta_schema(table_uri, schema).to_json())["fields"]}
+    for name, field in ours.items():
+        if name not in theirs:
+            differences[name] = f"in the files ({json.dumps(field['type'])}) but not in the table"
+        elif field["type"] != theirs[name]["type"]:
+            differences[name] = (f"the table has {json.dumps(theirs[name]['type'])}, the files "
+                                 f"{json.dumps(field['type'])}")
+    for name, field in theirs.items():
+        if field["nullable"]:
+            continue
+        if name not in ours:
+            differences[name] = "NOT NULL in the table but missing from the files"
+        elif any(json.loads(f.stats).get("nullCount", {}).get(name, 0) for f in files):
+            differences[name] = "NOT NULL in the table but the files hold nulls"
+    if differences:
+        raise DeltaSchemaMismatchError(table_uri, differences)
+    return table_schema
+
+
+def _delta_schema(table_uri: str, schema: pa.Schema) -> DeltaSchema:
+    try:
+        return DeltaSchema.from_arrow(schema)
+    except Exception as exc:  # delta-rs raises several types for unsupported Arrow types
+        raise DeltaCommitError(
+            f"schema {schema} cannot be a Delta schema for {table_uri!r}: {exc}. Use Delta types "
+            "(timestamps in microseconds, no unsigned integers)",
+            table_uri=table_uri,
+        ) from exc
+
+
+def _txn_text(txns: Sequence[TxnVersion]) -> str:
+    return ", ".join(f"{t.app_id!r}={t.version}" for t in txns)
+
+
+def _fsspec_options(table_uri: str, storage_options: Mapping[str, str] | None) -> dict[str, Any]:
+    """s3fs arguments from delta-rs S3 ``storage_options`` (other schemes: none)."""
+    if not storage_options or not table_uri.startswith(("s3://", "s3a://")):
+        return {}
+    options = {key.upper(): value for key, value in storage_options.items()}
+    client: dict[str, str] = {}
+    if "AWS_ENDPOINT_URL" in options:
+        client["endpoint_url"] = options["AWS_ENDPOINT_URL"]
+    if "AWS_REGION" in options:
+        client["region_name"] = options["AWS_REGION"]
+    named = {"key": "AWS_ACCESS_KEY_ID", "secret": "AWS_SECRET_ACCESS_KEY",
+             "token": "AWS_SESSION_TOKEN"}
+    result: dict[str, Any] = {arg: options[k] for arg, k in named.items() if k in options}
+    if client:
+        result["client_kwargs"] = client
+    return result

@@ -1,0 +1,88 @@
+"""Demo landing data: sortable file names, Hive-style folders, a few malformed records."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+DEMO_START = datetime(2024, 1, 28, tzinfo=timezone.utc)
+ACTIONS = ("view", "cart", "buy", "refund")
+
+
+def sortable_name(when: datetime, seed: random.Random, suffix: str) -> str:
+    """``{unix seconds}-{random hex}{suffix}``: lexicographic order = chronological order."""
+    return f"{int(when.timestamp())}-{uuid.UUID(int=seed.getrandbits(128)).hex[:12]}{suffix}"
+
+
+def event_lines(when: datetime, rows: int, seed: random.Random, *, malformed_every: int) -> list[str]:
+    lines = []
+    for number in range(rows):
+        if malformed_every and number % malformed_every == malformed_every - 1:
+            lines.append('{"event_id": "broken", "event_time": "not a time", "user_id": "x"}'
+                         if number % 2 else "this line is not JSON")
+            continue
+        moment = when + timedelta(seconds=seed.randrange(3600))
+        lines.append(json.dumps({
+            "event_id": uuid.UUID(int=seed.getrandbits(128)).hex,
+            "event_time": moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "user_id": seed.randrange(1, 5000),
+            "action": seed.choice(ACTIONS),
+            "amount": round(seed.uniform(1, 500), 2),
+        }))
+    return lines
+
+
+def write_events(root: Path, *, start: datetime = DEMO_START, days: int = 3, hours: int = 4,
+                 files_per_hour: int = 2, rows_per_file: int = 500, malformed_every: int = 250,
+                 seed: int = 7, progress: Callable[[int, int], None] | None = None) -> int:
+    """Gzip NDJSON files under ``root/date=YYYY-MM-DD/hour=HH/``; returns the number of files."""
+    rng = random.Random(seed)
+    total = days * hours * files_per_hour
+    written = 0
+    for day in range(days):
+        for hour in range(hours):
+            when = start + timedelta(days=day, hours=hour * 6)
+            folder = root / f"date={when:%Y-%m-%d}" / f"hour={when:%H}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for number in range(files_per_hour):
+                stamp = when + timedelta(minutes=number * 10)
+                path = folder / sortable_name(stamp, rng, ".ndjson.gz")
+                lines = event_lines(when, rows_per_file, rng, malformed_every=malformed_every)
+                with gzip.open(path, "wt", encoding="utf-8") as handle:
+                    handle.write("\n".join(lines) + "\n")
+                written += 1
+                if progress:
+                    progress(written, total)
+    return written
+
+
+def write_clicks(root: Path, *, start: datetime = DEMO_START, days: int = 3, files_per_day: int = 3,
+                 rows_per_file: int = 200, seed: int = 11) -> int:
+    """Parquet files under ``root/date=YYYY-MM-DD/`` as another writer would put them."""
+    rng = random.Random(seed)
+    written = 0
+    for day in range(days):
+        when = start + timedelta(days=day)
+        folder = root / f"date={when:%Y-%m-%d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for number in range(files_per_day):
+            stamp = when + timedelta(hours=number * 4)
+            table = pa.table({
+                "click_id": [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(rows_per_file)],
+                "clicked_at": pa.array(
+                    [stamp + timedelta(seconds=rng.randrange(14400)) for _ in range(rows_per_file)],
+                    pa.timestamp("us", tz="UTC"),
+                ),
+                "page": [rng.choice(("/", "/cart", "/product", "/search")) for _ in range(rows_per_file)],
+            })
+            pq.write_table(table, folder / sortable_name(stamp, rng, ".parquet"))
+            written += 1
+    return written

@@ -1,0 +1,377 @@
+"""One batch of a pipeline, from files above the watermark to one Delta commit. No Dagster here.
+
+``plan_batch`` decides which files a run ingests, ``stage_batch`` makes the data files (Spark for
+ingest pipelines; the other writer's Parquet files for commit pipelines), ``commit_batch`` moves them
+into the table's partition directories and makes ONE Delta commit holding the add actions, a txn
+action per Dagster partition and the watermark advance, then writes the checkpoint when it is due.
+
+Crash anywhere and run again: files at or below the committed watermark are dropped from the batch,
+and a txn version that is already in the log is never committed twice.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import signal
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from watermark_assets import storage
+from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
+from watermark_assets.core.coldstart import lookback_prefixes
+from watermark_assets.core.file_watermark import FileWatermark, WatermarkState
+from watermark_assets.core.filepath import split_path
+from watermark_assets.core.listing import plan_listing
+from watermark_assets.delta import CommitOutcome, DeltaCommitter, TxnVersion, describe_data_files
+from watermark_assets.exceptions import SourceFileMissingError
+from watermark_assets.state_store import (
+    COMMIT_METADATA_KEY,
+    CommitMetadata,
+    PipelineState,
+    load_state,
+    lookback_start,
+    save_checkpoint,
+)
+
+Pipeline = IngestPipelineConfig | CommitPipelineConfig
+#: Maps a landing partition's time to its Dagster partition key (None: outside the partitions).
+PartitionOf = Callable[[datetime], "str | None"]
+
+CRASH_ENV_VAR = "WATERMARK_ASSETS_CRASH_AT"
+STAGING_DIR = "_staging"
+
+
+def crash_point(name: str, env: Mapping[str, str] | None = None) -> None:
+    """Fault injection for the exactly-once tests: SIGKILL this process at the named point.
+
+    Set WATERMARK_ASSETS_CRASH_AT to ``after_data_written`` or ``after_commit``. Never set in
+    production; reading one environment variable costs nothing.
+    """
+    env = os.environ if env is None else env
+    if env.get(CRASH_ENV_VAR) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def txn_app_id(pipeline: str, partition_key: str) -> str:
+    """The Delta txn appId of one Dagster partition of one pipeline."""
+    return f"watermark_assets/{pipeline}/{partition_key}"
+
+
+@dataclass(frozen=True)
+class FileGroups:
+    """Files found above the watermark, grouped by Dagster partition (each group sorted)."""
+
+    by_partition: Mapping[str, tuple[str, ...]]
+    out_of_range: tuple[str, ...]
+    unmatched: tuple[str, ...]
+    files_seen: int
+    paths_listed: int
+
+
+def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -> str | None:
+    """The Dagster partition key of a landing file (None: no key for its time or prefix)."""
+    prefix, _ = split_path(path)
+    when = pipeline.source.template.try_parse(prefix)
+    return None if when is None else partition_of(when)
+
+
+def discover_files(
+    pipeline: Pipeline, watermark: FileWatermark, partition_of: PartitionOf, *, now: datetime
+) -> FileGroups:
+    """List the files above the watermark (pruned listing) and group them by Dagster partition."""
+    horizon = lookback_start(pipeline, now)
+    plan = plan_listing(watermark, horizon)
+    start_prefixes = None
+    if watermark.state is WatermarkState.INITIAL and pipeline.source.cold_start.lookback_days:
+        start_prefixes = lookback_prefixes(
+            pipeline.source.template, pipeline.source.cold_start.lookback_days, now
+        )
+    listing = storage.list_files_above(
+        pipeline.source.uri,
+        plan,
+        suffixes=pipeline.source.suffixes,
+        ordering=pipeline.source.file_name_ordering,
+        start_prefixes=start_prefixes,
+    )
+    groups: dict[str, list[str]] = {}
+    out_of_range: list[str] = []
+    unmatched: list[str] = []
+    for path in listing.files:
+        prefix, _ = split_path(path)
+        when = pipeline.source.template.try_parse(prefix)
+        if when is None:
+            unmatched.append(path)
+            continue
+        key = partition_of(when)
+        if key is None:
+            out_of_range.append(path)
+        else:
+            groups.setdefault(key, []).append(path)
+    return FileGroups(
+        {key: tuple(paths) for key, paths in sorted(groups.items())},
+        tuple(out_of_range),
+        tuple(unmatched),
+        listing.files_seen,
+        listing.paths_listed,
+    )
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """What one run was asked to do, taken from the Dagster context once, at the edge."""
+
+    pipeline: Pipeline
+    partition_keys: tuple[str, ...]
+    run_id: str
+    files: tuple[str, ...] | None = None  # None: discover the files above the watermark
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """The files a run will ingest, and the state it starts from."""
+
+    request: BatchRequest
+    state: PipelineState
+    files: tuple[str, ...]
+    file_partitions: Mapping[str, str]
+    already_committed: tuple[str, ...]
+    txns: tuple[TxnVersion, ...]
+
+
+def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetime) -> BatchPlan:
+    """Choose the files: the requested ones still above the watermark, or all above it."""
+    pipeline = request.pipeline
+    state = load_state(pipeline, now=now)
+    wanted = set(request.partition_keys)
+    if request.files is None:
+        groups = discover_files(pipeline, state.watermark, partition_of, now=now)
+        candidates = sorted(p for key in wanted for p in groups.by_partition.get(key, ()))
+        already: list[str] = []
+    else:
+        candidates, already = [], []
+        for path in sorted(set(request.files)):
+            (candidates if state.watermark.is_above(path) else already).append(path)
+        missing = [p for p in candidates if not storage.exists(storage.join(pipeline.source.uri, p))]
+        if missing:
+            raise SourceFileMissingError(missing[0], pipeline.source.uri)
+    file_partitions: dict[str, str] = {}
+    for path in candidates:
+        key = partition_key_of(pipeline, path, partition_of)
+        if key in wanted:
+            file_partitions[path] = key
+    committer = DeltaCommitter(pipeline.table.uri)
+    txns = tuple(
+        TxnVersion(txn_app_id(pipeline.name, key), (committer.transaction_version(
+            txn_app_id(pipeline.name, key)) or 0) + 1)
+        for key in sorted(wanted)
+    )
+    return BatchPlan(request, state, tuple(sorted(file_partitions)), file_partitions,
+                     tuple(already), txns)
+
+
+@dataclass(frozen=True)
+class StagedBatch:
+    """A planned batch whose data files exist but are not committed yet (the asset's output)."""
+
+    plan: BatchPlan
+    token: str
+    rows_read: int
+    rows_quarantined: int
+    data_files: tuple[str, ...]  # URIs of the files to commit (staged or the other writer's)
+    data_root: str | None  # staging root of the data files; None when they are already in place
+    data_schema: pa.Schema | None
+    quarantine_files: tuple[str, ...]
+    per_partition: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    @property
+    def watermark_before(self) -> FileWatermark:
+        return self.plan.state.watermark
+
+    @property
+    def watermark_after(self) -> FileWatermark:
+        return self.plan.state.watermark.advance(self.plan.files)
+
+
+def _list_parquet(uri: str) -> tuple[str, ...]:
+    """URIs of the Parquet files Spark wrote under ``uri`` (hidden .crc/_SUCCESS files skipped)."""
+    fs, root = storage.filesystem(uri)
+    if not fs.exists(root):
+        return ()
+    names = (p for p in fs.find(root) if p.endswith(".parquet"))
+    return tuple(
+        sorted(fs.unstrip_protocol(p) for p in names if not storage.is_hidden(posixpath.basename(p)))
+    )
+
+
+def stage_batch(plan: BatchPlan, spark: object | None, *, now: datetime) -> StagedBatch:
+    """Make the batch's data files: Spark for an ingest pipeline, nothing to do for a commit one."""
+    pipeline = plan.request.pipeline
+    token = f"{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
+    if not plan.files:
+        return StagedBatch(plan, token, 0, 0, (), None, None, ())
+    if isinstance(pipeline, CommitPipelineConfig):
+        uris = tuple(storage.join(pipeline.source.uri, p) for p in plan.files)
+        rows = Counter[str]()
+        for path, uri in zip(plan.files, uris):
+            fs, inner = storage.filesystem(uri)
+            with fs.open(inner, "rb") as handle:
+                rows[plan.file_partitions[path]] += pq.ParquetFile(handle).metadata.num_rows
+        schema = _parquet_schema(uris[0], pipeline.table.partition_by)
+        total = sum(rows.values())
+        per_partition = {
+            k: {"files": _count(plan, k), "rows_read": n, "rows_quarantined": 0}
+            for k, n in rows.items()
+        }
+        return StagedBatch(plan, token, total, 0, uris, None, schema, (), per_partition)
+    from watermark_assets import spark as spark_adapter
+
+    spec = spark_adapter.ReadSpec(
+        source_uri=pipeline.source.uri,
+        files=plan.files,
+        file_partitions=plan.file_partitions,
+        format=pipeline.source.format.value,
+        schema_ddl=pipeline.source.schema_ddl,
+        csv_options=pipeline.source.csv_options,
+        derived_columns=pipeline.table.derived_columns,
+        partition_by=pipeline.table.partition_by,
+        ingested_at_iso=now.isoformat(),
+    )
+    data_dir = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{token}")
+    quarantine_dir = storage.join(pipeline.table.quarantine, f"{STAGING_DIR}/{token}")
+    output = spark_adapter.stage_batch(
+        spark, spec, data_dir=data_dir, quarantine_dir=quarantine_dir  # type: ignore[arg-type]
+    )
+    crash_point("after_data_written")
+    return StagedBatch(
+        plan,
+        token,
+        output.rows_read,
+        output.rows_quarantined,
+        _list_parquet(output.data_dir) if output.data_dir else (),
+        output.data_dir,
+        output.data_schema,
+        _list_parquet(output.quarantine_dir) if output.quarantine_dir else (),
+        {k: {"files": _count(plan, k), **v} for k, v in output.per_partition.items()},
+    )
+
+
+def _count(plan: BatchPlan, key: str) -> int:
+    return sum(1 for k in plan.file_partitions.values() if k == key)
+
+
+def _parquet_schema(uri: str, partition_by: Sequence[str]) -> pa.Schema:
+    fs, inner = storage.filesystem(uri)
+    with fs.open(inner, "rb") as handle:
+        schema = pq.read_schema(handle)
+    for column in partition_by:
+        if column not in schema.names:
+            schema = schema.append(pa.field(column, pa.string()))
+    return schema
+
+
+def _move_into_table(staged_files: Sequence[str], staging_root: str, table_uri: str, token: str
+                     ) -> list[str]:
+    """Move staged files into the table's partition directories; their paths relative to it."""
+    fs, table_root = storage.filesystem(table_uri)
+    _, staging = storage.filesystem(staging_root)
+    moved = []
+    for number, uri in enumerate(staged_files):
+        _, inner = storage.filesystem(uri)
+        directory = posixpath.dirname(posixpath.relpath(inner, staging))
+        name = f"part-{number:05d}-{token}.parquet"
+        relative = posixpath.normpath(posixpath.join(directory, name))
+        fs.makedirs(posixpath.join(table_root, posixpath.dirname(relative)), exist_ok=True)
+        fs.mv(inner, posixpath.join(table_root, relative))
+        moved.append(relative)
+    return moved
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What a run did, for the materialization metadata and the summary."""
+
+    staged: StagedBatch
+    outcome: CommitOutcome
+    quarantine_outcome: CommitOutcome | None
+    rows_committed: int
+    state_after: PipelineState
+    checkpoint_written: bool
+
+
+def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
+    """Commit the staged files and the watermark advance in ONE Delta commit, then checkpoint."""
+    plan = staged.plan
+    pipeline = plan.request.pipeline
+    if not plan.files:
+        state = load_state(pipeline, now=now)
+        nothing = CommitOutcome(None, True, "no files above the watermark: nothing to commit")
+        return BatchResult(staged, nothing, None, 0, state, False)
+    committer = DeltaCommitter(pipeline.table.uri)
+    quarantine_outcome = None
+    if staged.quarantine_files:
+        quarantine_outcome = _commit_quarantine(staged, pipeline)
+    if staged.data_root is not None:
+        relative = _move_into_table(staged.data_files, staged.data_root, pipeline.table.uri,
+                                    staged.token)
+    else:
+        source_prefix = posixpath.relpath(
+            storage.filesystem(pipeline.source.uri)[1], storage.filesystem(pipeline.table.uri)[1]
+        )
+        relative = [posixpath.normpath(posixpath.join(source_prefix, p)) for p in plan.files]
+    files = describe_data_files(pipeline.table.uri, relative, pipeline.table.partition_by)
+    rows_committed = sum(f.num_records for f in files)
+    metadata = CommitMetadata(
+        pipeline=pipeline.name,
+        source=pipeline.source.name,
+        run_id=plan.request.run_id,
+        partition_keys=plan.request.partition_keys,
+        watermark_before=staged.watermark_before,
+        watermark_after=staged.watermark_after,
+        files=len(plan.files),
+        rows_read=staged.rows_read,
+        rows_quarantined=staged.rows_quarantined,
+        rows_committed=rows_committed,
+        per_partition=staged.per_partition,
+    )
+    outcome = committer.commit(
+        files,
+        schema=staged.data_schema if staged.data_schema is not None else pa.schema([]),
+        partition_by=pipeline.table.partition_by,
+        txns=plan.txns,
+        custom_metadata={COMMIT_METADATA_KEY: metadata.to_json()},
+    )
+    crash_point("after_commit")
+    state = load_state(pipeline, now=now)
+    written = save_checkpoint(pipeline, state, now=now)
+    if staged.data_root is not None:
+        fs, root = storage.filesystem(staged.data_root)
+        fs.rm(root, recursive=True) if fs.exists(root) else None
+    return BatchResult(staged, outcome, quarantine_outcome,
+                       0 if outcome.skipped else rows_committed, state, written)
+
+
+def _commit_quarantine(staged: StagedBatch, pipeline: Pipeline) -> CommitOutcome:
+    from watermark_assets.spark import QUARANTINE_SCHEMA
+
+    uri = pipeline.table.quarantine
+    staging_root = storage.join(uri, f"{STAGING_DIR}/{staged.token}")
+    relative = _move_into_table(staged.quarantine_files, staging_root, uri, staged.token)
+    files = describe_data_files(uri, relative, [])
+    outcome = DeltaCommitter(uri).commit(
+        files,
+        schema=QUARANTINE_SCHEMA,
+        partition_by=[],
+        txns=staged.plan.txns,
+        custom_metadata={"watermark_assets_quarantine": staged.plan.request.run_id},
+    )
+    fs, root = storage.filesystem(staging_root)
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+    return outcome

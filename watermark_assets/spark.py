@@ -1,0 +1,266 @@
+"""Spark adapter: the session factory and the one Spark job of an ingestion batch.
+
+Spark reads the landing files on the executors, adds the lineage columns, splits malformed records
+off and writes Parquet files into a staging directory under the Delta table. Nothing is collected to
+the driver except two counts. The Delta commit is not Spark's job (see :mod:`watermark_assets.delta`):
+delta-spark's jars are optional, ``deltalake`` commits the files Spark wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from watermark_assets.exceptions import JavaNotFoundError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+#: Lineage columns added to every ingested row.
+SOURCE_FILE_COLUMN = "_source_file"
+INGESTED_AT_COLUMN = "_ingested_at"
+PARTITION_KEY_COLUMN = "_dagster_partition"
+CORRUPT_RECORD_COLUMN = "_corrupt_record"
+
+#: Settings every session gets; a user's ``spark.conf`` overrides them.
+SPARK_DEFAULTS: Mapping[str, str] = {
+    "spark.app.name": "watermark_assets",
+    "spark.sql.session.timeZone": "UTC",
+    # Delta stores timestamps as microseconds; Spark's default INT96 is not in the protocol.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "2g",
+}
+
+_JAVA_VERSION = re.compile(r'version "(\d+)(?:\.(\d+))?')
+
+
+def check_java(env: Mapping[str, str] | None = None) -> int:
+    """The major version of the Java that Spark will use; raises JavaNotFoundError below 17."""
+    env = os.environ if env is None else env
+    java_home = env.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        where = f"JAVA_HOME={java_home!r} has no bin/java" if java_home else "no 'java' on PATH"
+        raise JavaNotFoundError(where)
+    try:
+        output = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=60, check=False
+        ).stderr
+    except OSError as error:
+        raise JavaNotFoundError(f"{java} could not run ({error})") from error
+    match = _JAVA_VERSION.search(output)
+    if not match:
+        raise JavaNotFoundError(f"could not read the version of {java}: {output.strip()[:200]!r}")
+    major = int(match.group(1))
+    if major == 1:  # "1.8.0" style
+        major = int(match.group(2) or 0)
+    if major < 17:
+        raise JavaNotFoundError(f"{java} is Java {major}")
+    return major
+
+
+def session_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
+    """The full Spark configuration: defaults, the master, the user's settings, this interpreter."""
+    merged = {**SPARK_DEFAULTS, "spark.master": master, **conf}
+    # Python workers must run the driver's interpreter, or pyarrow/fsspec are missing there.
+    merged.setdefault("spark.pyspark.python", sys.executable)
+    merged.setdefault("spark.pyspark.driver.python", sys.executable)
+    return merged
+
+
+def get_spark(master: str = "local[2]", conf: Mapping[str, str] | None = None) -> SparkSession:
+    """The process's Spark session (created once, then reused), after checking Java."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    check_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder
+    for key, value in session_conf(master, conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def spark_path(uri: str) -> str:
+    """The path Spark's Hadoop file systems understand for a storage URI."""
+    if uri.startswith("s3://"):
+        return "s3a://" + uri.removeprefix("s3://")
+    return uri.removeprefix("file://")
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """How to read one batch of landing files."""
+
+    source_uri: str
+    files: Sequence[str]
+    file_partitions: Mapping[str, str]
+    format: str
+    schema_ddl: str | None
+    csv_options: Mapping[str, str]
+    derived_columns: Mapping[str, str]
+    partition_by: Sequence[str]
+    ingested_at_iso: str
+
+
+@dataclass(frozen=True)
+class StagedOutput:
+    """What the Spark job wrote. Paths are storage URIs of the staging directories."""
+
+    rows_read: int
+    rows_quarantined: int
+    per_partition: Mapping[str, Mapping[str, int]]
+    data_dir: str | None
+    quarantine_dir: str | None
+    data_schema: pa.Schema
+    quarantine_schema: pa.Schema
+
+
+def _lineage(spec: ReadSpec) -> list[Column]:
+    from pyspark.sql import functions as F
+
+    marker = spark_path(spec.source_uri).rstrip("/") + "/"
+    marker = marker.removeprefix("s3a://")
+    relative = F.expr(
+        f"substring(_metadata.file_path, instr(_metadata.file_path, '{_sql_quote(marker)}') "
+        f"+ {len(marker)})"
+    )
+    partitions = F.create_map(
+        *[item for path, key in spec.file_partitions.items() for item in (F.lit(path), F.lit(key))]
+    )
+    return [
+        relative.alias(SOURCE_FILE_COLUMN),
+        F.lit(spec.ingested_at_iso).cast("timestamp").alias(INGESTED_AT_COLUMN),
+        F.element_at(partitions, relative).alias(PARTITION_KEY_COLUMN),
+    ]
+
+
+def _sql_quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def read_batch(spark: SparkSession, spec: ReadSpec) -> tuple[DataFrame, bool]:
+    """The batch as a DataFrame with lineage and derived columns; True if it can hold bad records."""
+    from pyspark.sql import functions as F
+
+    paths = [spark_path(f"{spec.source_uri.rstrip('/')}/{path}") for path in spec.files]
+    reader = spark.read
+    has_corrupt = spec.format in ("ndjson", "csv")
+    if has_corrupt:
+        schema = f"{spec.schema_ddl}, {CORRUPT_RECORD_COLUMN} STRING"
+        reader = (
+            reader.schema(schema)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT_RECORD_COLUMN)
+        )
+    if spec.format == "ndjson":
+        frame = reader.json(paths)
+    elif spec.format == "csv":
+        frame = reader.options(**spec.csv_options).csv(paths)
+    else:
+        frame = reader.parquet(*paths)
+    frame = frame.select("*", *_lineage(spec))
+    for name, expression in spec.derived_columns.items():
+        frame = frame.withColumn(name, F.expr(expression))
+    return frame, has_corrupt
+
+
+def stage_batch(
+    spark: SparkSession, spec: ReadSpec, *, data_dir: str, quarantine_dir: str
+) -> StagedOutput:
+    """Read the files once, write good rows and quarantined rows as Parquet, return the counts.
+
+    The frame is persisted so that the files are read once for the count and both writes.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    frame, has_corrupt = read_batch(spark, spec)
+    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        bad_count = F.count(CORRUPT_RECORD_COLUMN) if has_corrupt else F.lit(0)
+        counts = (
+            frame.groupBy(PARTITION_KEY_COLUMN)
+            .agg(F.count(F.lit(1)).alias("rows"), bad_count.alias("quarantined"))
+            .collect()  # one small row per Dagster partition
+        )
+        per_partition = {
+            str(row[PARTITION_KEY_COLUMN]): {
+                "rows_read": int(row["rows"]),
+                "rows_quarantined": int(row["quarantined"]),
+            }
+            for row in counts
+        }
+        rows = sum(v["rows_read"] for v in per_partition.values())
+        bad = sum(v["rows_quarantined"] for v in per_partition.values())
+        good_frame = frame
+        if has_corrupt:
+            good_frame = frame.where(F.col(CORRUPT_RECORD_COLUMN).isNull()).drop(
+                CORRUPT_RECORD_COLUMN
+            )
+        bad_frame = _quarantine_frame(frame, spec) if has_corrupt else None
+        if rows - bad > 0:
+            good_frame.write.mode("errorifexists").partitionBy(*spec.partition_by).parquet(
+                spark_path(data_dir)
+            )
+        if bad and bad_frame is not None:
+            bad_frame.write.mode("errorifexists").parquet(spark_path(quarantine_dir))
+        return StagedOutput(
+            rows_read=rows,
+            rows_quarantined=bad,
+            per_partition=per_partition,
+            data_dir=data_dir if rows - bad > 0 else None,
+            quarantine_dir=quarantine_dir if bad else None,
+            data_schema=_arrow_schema(to_arrow_schema, good_frame),
+            quarantine_schema=QUARANTINE_SCHEMA,
+        )
+    finally:
+        frame.unpersist()
+
+
+def _arrow_schema(convert: Any, frame: DataFrame) -> pa.Schema:
+    schema: pa.Schema = convert(frame.schema, timezone="UTC")
+    return schema
+
+
+#: Columns of the quarantine table: where a record came from, the raw text, and why it was refused.
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        pa.field(SOURCE_FILE_COLUMN, pa.string()),
+        pa.field(INGESTED_AT_COLUMN, pa.timestamp("us", tz="UTC")),
+        pa.field(PARTITION_KEY_COLUMN, pa.string()),
+        pa.field("raw_record", pa.string()),
+        pa.field("error", pa.string()),
+    ]
+)
+
+
+def _quarantine_frame(frame: DataFrame, spec: ReadSpec) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    reason = (
+        f"not valid {spec.format} or does not match the schema '{spec.schema_ddl}'"
+    )
+    return frame.where(F.col(CORRUPT_RECORD_COLUMN).isNotNull()).select(
+        F.col(SOURCE_FILE_COLUMN),
+        F.col(INGESTED_AT_COLUMN),
+        F.col(PARTITION_KEY_COLUMN),
+        F.col(CORRUPT_RECORD_COLUMN).alias("raw_record"),
+        F.lit(reason).alias("error"),
+    )

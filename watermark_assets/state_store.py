@@ -1,0 +1,187 @@
+"""Where a pipeline's watermark state lives, and how it is read back after any crash.
+
+The Delta log is the truth; the checkpoint file is the fast path. Every commit of a pipeline carries
+a ``watermark_assets`` entry in its commitInfo (see :class:`CommitMetadata`); the checkpoint records
+the table version it reflects. Loading the state reads the checkpoint, then replays the commits
+newer than that version (a crash between commit and checkpoint, or an interval not yet due) with
+:meth:`FileWatermark.merge`, a per-key maximum, so concurrent runs never lose each other's progress.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from watermark_assets import storage
+from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
+from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
+from watermark_assets.core.coldstart import lookback_horizon
+from watermark_assets.core.file_watermark import FileWatermark
+from watermark_assets.delta import DeltaCommitter
+from watermark_assets.exceptions import CheckpointError
+
+Pipeline = IngestPipelineConfig | CommitPipelineConfig
+
+#: The commitInfo key under which each commit records the progress it made.
+COMMIT_METADATA_KEY = "watermark_assets"
+
+
+@dataclass(frozen=True)
+class CommitMetadata:
+    """What one commit records about a pipeline's progress (JSON in the commitInfo)."""
+
+    pipeline: str
+    source: str
+    run_id: str
+    partition_keys: tuple[str, ...]
+    watermark_before: FileWatermark
+    watermark_after: FileWatermark
+    files: int
+    rows_read: int
+    rows_quarantined: int
+    rows_committed: int
+    per_partition: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "pipeline": self.pipeline,
+                "source": self.source,
+                "run_id": self.run_id,
+                "partition_keys": list(self.partition_keys),
+                "watermark_before": _watermark_json(self.watermark_before),
+                "watermark_after": _watermark_json(self.watermark_after),
+                "files": self.files,
+                "rows_read": self.rows_read,
+                "rows_quarantined": self.rows_quarantined,
+                "rows_committed": self.rows_committed,
+                "per_partition": {k: dict(v) for k, v in self.per_partition.items()},
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> CommitMetadata:
+        raw = json.loads(text)
+        return cls(
+            pipeline=raw["pipeline"],
+            source=raw["source"],
+            run_id=raw["run_id"],
+            partition_keys=tuple(raw["partition_keys"]),
+            watermark_before=_watermark_from_json(raw["watermark_before"]),
+            watermark_after=_watermark_from_json(raw["watermark_after"]),
+            files=int(raw["files"]),
+            rows_read=int(raw["rows_read"]),
+            rows_quarantined=int(raw["rows_quarantined"]),
+            rows_committed=int(raw["rows_committed"]),
+            per_partition=raw.get("per_partition", {}),
+        )
+
+
+def _watermark_json(watermark: FileWatermark) -> dict[str, object]:
+    return dict(watermark.to_dict())
+
+
+def _watermark_from_json(raw: Mapping[str, Mapping[str, object]]) -> FileWatermark:
+    return FileWatermark.from_dict(raw["watermark"], raw["partition_watermarks"])
+
+
+@dataclass(frozen=True)
+class PipelineState:
+    """A pipeline's watermark as of ``delta_version`` of its table."""
+
+    watermark: FileWatermark
+    delta_version: int | None
+    checkpoint: Checkpoint | None
+    files_since_checkpoint: int
+
+
+def pipeline_commits(committer: DeltaCommitter, pipeline: Pipeline, after: int | None
+                     ) -> list[tuple[int, CommitMetadata]]:
+    """This pipeline's commits newer than ``after``, ascending, with their metadata."""
+    found = []
+    for record in committer.read_commits_after(after):
+        text = record.custom_metadata.get(COMMIT_METADATA_KEY)
+        if not text:
+            continue
+        metadata = CommitMetadata.from_json(text)
+        if metadata.pipeline == pipeline.name and metadata.source == pipeline.source.name:
+            found.append((record.version, metadata))
+    return found
+
+
+def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
+    """The pipeline's state: the checkpoint, caught up with the Delta log."""
+    location = pipeline.checkpoint_uri
+    text = storage.read_text(location)
+    checkpoint = Checkpoint.loads(text, location=location) if text is not None else None
+    committer = DeltaCommitter(pipeline.table.uri)
+    table_version = committer.current_version()
+    watermark = checkpoint.watermark if checkpoint else FileWatermark.initial()
+    after = checkpoint.delta_version if checkpoint else None
+    if after is not None and (table_version is None or after > table_version):
+        raise CheckpointError(
+            f"checkpoint {location!r} reflects Delta version {after} but the table "
+            f"{pipeline.table.uri!r} is at {table_version}; the table was replaced or deleted. "
+            "Delete the checkpoint to rebuild the state from the table's log",
+            location=location,
+        )
+    files = 0
+    if table_version is not None and table_version != after:
+        for version, metadata in pipeline_commits(committer, pipeline, after):
+            watermark = watermark.merge(metadata.watermark_after)
+            files += metadata.files
+            # a commit that landed after current_version() was read is included: count it
+            table_version = max(table_version, version)
+    return PipelineState(
+        watermark=_pruned(pipeline, watermark, now),
+        delta_version=table_version,
+        checkpoint=checkpoint,
+        files_since_checkpoint=files,
+    )
+
+
+def lookback_start(pipeline: Pipeline, now: datetime) -> str | None:
+    """The oldest partition prefix of the cold-start lookback, None for full scans."""
+    days = pipeline.source.cold_start.lookback_days
+    return None if days is None else lookback_horizon(pipeline.source.template, days, now)
+
+
+def _pruned(pipeline: Pipeline, watermark: FileWatermark, now: datetime) -> FileWatermark:
+    horizon = lookback_start(pipeline, now)
+    return watermark if horizon is None else watermark.prune(horizon)
+
+
+def save_checkpoint(
+    pipeline: Pipeline, state: PipelineState, *, now: datetime, force: bool = False
+) -> bool:
+    """Write the checkpoint when its interval is due (or ``force``); True if written.
+
+    A checkpoint already on storage for a newer table version is never overwritten by an older one.
+    """
+    policy = CheckpointPolicy(pipeline.checkpoint.interval_files, pipeline.checkpoint.interval_secs)
+    now_ts = int(now.timestamp())
+    last = state.checkpoint.last_update_ts if state.checkpoint else None
+    if not force and not policy.is_due(state.files_since_checkpoint, last, now_ts):
+        return False
+    location = pipeline.checkpoint_uri
+    current_text = storage.read_text(location)
+    if current_text is not None:
+        current = Checkpoint.loads(current_text, location=location)
+        if (current.delta_version or -1) > (state.delta_version or -1):
+            return False
+    checkpoint = Checkpoint(state.watermark, now_ts, state.delta_version)
+    storage.write_text_atomic(location, checkpoint.dumps())
+    return True
+
+
+def mark_idle(pipeline: Pipeline, state: PipelineState, *, now: datetime) -> PipelineState:
+    """Record that a poll found files, none above the watermark (Active -> Idle), if it changes."""
+    idle = state.watermark.mark_idle()
+    if idle == state.watermark:
+        return state
+    new_state = replace(state, watermark=idle)
+    save_checkpoint(pipeline, new_state, now=now, force=True)
+    return new_state
