@@ -64,8 +64,9 @@ def pipeline_yaml(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
 
 
 def project_config(*pipelines: dict[str, Any]) -> ProjectConfig:
-    text = yaml.safe_dump({"spark": {"master": "local[2]", "conf": TEST_SPARK_CONF},
-                           "pipelines": list(pipelines)})
+    text = yaml.safe_dump(
+        {"spark": {"master": "local[2]", "conf": TEST_SPARK_CONF}, "pipelines": list(pipelines)}
+    )
     return parse_config(text, env={}, base=Path.cwd(), origin="test config")
 
 
@@ -82,5 +83,6 @@ def write_ndjson(root: Path, relative: str, records: Sequence[dict[str, Any] | s
 
 def event_records(first_id: int, count: int, when: datetime) -> list[dict[str, Any]]:
     stamp = when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return [{"id": first_id + n, "event_time": stamp, "name": f"e{first_id + n}"}
-            for n in range(count)]
+    return [
+        {"id": first_id + n, "event_time": stamp, "name": f"e{first_id + n}"} for n in range(count)
+    ]

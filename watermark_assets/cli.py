@@ -26,8 +26,11 @@ def _progress(label: str) -> object:
         width = 30
         filled = int(width * done / max(total, 1))
         end = "\n" if done >= total else ""
-        print(f"\r  {label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end=end,
-              flush=True)
+        print(
+            f"\r  {label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}",
+            end=end,
+            flush=True,
+        )
 
     return report
 
@@ -39,8 +42,11 @@ def generate(config_path: str | None = None) -> None:
     config = load_config(config_path)
     for pipeline in config.pipelines:
         root = Path(pipeline.source.uri)
-        if root.exists() and any(p for p in root.rglob("*") if p.is_file()
-                                 and not any(part.startswith("_") for part in p.parts)):
+        if root.exists() and any(
+            p
+            for p in root.rglob("*")
+            if p.is_file() and not any(part.startswith("_") for part in p.parts)
+        ):
             print(f"  {pipeline.name}: landing data already in {root}")
             continue
         if isinstance(pipeline, CommitPipelineConfig):
@@ -63,7 +69,7 @@ class SummaryRow:
 
 
 def summarize(pipeline: Pipeline) -> SummaryRow:
-    """One row of the summary, read from the Delta log and the checkpoint (the truth, not memory)."""
+    """One summary row, read from the Delta log and the checkpoint (the truth, not memory)."""
     from watermark_assets.defs.io_manager import table_row_count
     from watermark_assets.delta import DeltaCommitter
     from watermark_assets.state_store import load_state, pipeline_commits
@@ -86,10 +92,29 @@ def summarize(pipeline: Pipeline) -> SummaryRow:
 
 
 def print_table(rows: Sequence[SummaryRow]) -> None:
-    headers = ["pipeline", "partitions", "files", "rows", "quarantined", "watermark", "state",
-               "delta version"]
-    cells = [[r.pipeline, str(r.partitions), str(r.files), str(r.rows), str(r.quarantined),
-              r.watermark, r.state, r.delta_version] for r in rows]
+    headers = [
+        "pipeline",
+        "partitions",
+        "files",
+        "rows",
+        "quarantined",
+        "watermark",
+        "state",
+        "delta version",
+    ]
+    cells = [
+        [
+            r.pipeline,
+            str(r.partitions),
+            str(r.files),
+            str(r.rows),
+            str(r.quarantined),
+            r.watermark,
+            r.state,
+            r.delta_version,
+        ]
+        for r in rows
+    ]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
     print(line)
@@ -131,17 +156,21 @@ def run_sensors(config_path: str | None = None, *, max_ticks: int = 50) -> list[
                     raise_on_error=True,
                 )
                 files = len(request.run_config["ops"][pipeline.name]["config"]["files"])
-                print(f"    [{number}/{len(data.run_requests)}] partition {request.partition_key}: "
-                      f"{files} files, run {result.run_id[:8]} "
-                      f"{'succeeded' if result.success else 'FAILED'} "
-                      f"in {time.monotonic() - started:.1f}s")
+                print(
+                    f"    [{number}/{len(data.run_requests)}] partition {request.partition_key}: "
+                    f"{files} files, run {result.run_id[:8]} "
+                    f"{'succeeded' if result.success else 'FAILED'} "
+                    f"in {time.monotonic() - started:.1f}s"
+                )
         rows.append(summarize(pipeline))
     return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="watermark-assets", description=__doc__)
-    parser.add_argument("--config", help="YAML file (default: $WATERMARK_ASSETS_CONFIG or the demo)")
+    parser.add_argument(
+        "--config", help="YAML file (default: $WATERMARK_ASSETS_CONFIG or the demo)"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("generate-demo-data", help="write the demo landing files")
     commands.add_parser("run-sensors", help="evaluate the sensors and run what they request")

@@ -76,7 +76,8 @@ class SourceConfig(_Model):
     uri: str = Field(description="Landing root: a local path or file:// URI.")
     name: str = Field(
         default="main",
-        description="Source name, used in the checkpoint file name {pipeline}_{source}_checkpoint.json.",
+        description="Source name, used in the checkpoint file name "
+        "{pipeline}_{source}_checkpoint.json.",
     )
     format: SourceFormat = Field(
         default=SourceFormat.NDJSON, description="File format: ndjson (also .gz), csv or parquet."
@@ -94,8 +95,8 @@ class SourceConfig(_Model):
     )
     file_name_ordering: NameOrdering = Field(
         default=NameOrdering.AUTO,
-        description="How file names sort chronologically: auto (a Unix-timestamp, UUIDv7 or ISO 8601 "
-        "prefix is required), one of those, or lexicographic (you vouch that names sort).",
+        description="How file names sort chronologically: auto (a Unix-timestamp, UUIDv7 or "
+        "ISO 8601 prefix is required), one of those, or lexicographic (you vouch that names sort).",
     )
     cold_start: ColdStartConfig = Field(default_factory=ColdStartConfig)
     csv_options: dict[str, str] = Field(
@@ -124,7 +125,8 @@ class TableConfig(_Model):
     )
     derived_columns: dict[str, str] = Field(
         default_factory=dict,
-        description="Columns computed with Spark SQL expressions, e.g. {event_date: 'to_date(ts)'}.",
+        description="Columns computed with Spark SQL expressions, "
+        "e.g. {event_date: 'to_date(ts)'}.",
     )
     quarantine_uri: str | None = Field(
         default=None,
@@ -142,8 +144,8 @@ class PartitionsConfig(_Model):
     granularity: Granularity = Field(default=Granularity.DAILY)
     start: str = Field(
         default="2024-01-01",
-        description="First partition, ISO date or datetime (UTC). Files before it are reported, not "
-        "ingested.",
+        description="First partition, ISO date or datetime (UTC). Files before it are "
+        "reported, not ingested.",
     )
 
 
@@ -177,7 +179,9 @@ class BackfillConfig(_Model):
 
 
 class _PipelineBase(_Model):
-    name: str = Field(description="Pipeline name: lower case, digits, '_'. Names the asset, job, sensor.")
+    name: str = Field(
+        description="Pipeline name: lower case, digits, '_'. Names the asset, job, sensor."
+    )
     description: str | None = Field(default=None, description="Shown on the asset in the UI.")
     source: SourceConfig
     table: TableConfig
@@ -218,7 +222,8 @@ class _PipelineBase(_Model):
     @property
     def checkpoint_uri(self) -> str:
         """{table_uri}/_watermarks/{pipeline}_{source}_checkpoint.json, as in the seed."""
-        return f"{self.table.uri.rstrip('/')}/_watermarks/{self.name}_{self.source.name}_checkpoint.json"
+        name = f"{self.name}_{self.source.name}_checkpoint.json"
+        return f"{self.table.uri.rstrip('/')}/_watermarks/{name}"
 
 
 class IngestPipelineConfig(_PipelineBase):
@@ -253,7 +258,9 @@ class CommitPipelineConfig(_PipelineBase):
         if self.source.format is not SourceFormat.PARQUET:
             raise ValueError("a commit pipeline adds Parquet files; set source.format: parquet")
         if self.table.derived_columns:
-            raise ValueError("a commit pipeline does not rewrite files; remove table.derived_columns")
+            raise ValueError(
+                "a commit pipeline does not rewrite files; remove table.derived_columns"
+            )
         return self
 
 
@@ -280,7 +287,9 @@ class ProjectConfig(_Model):
         seen: set[str] = set()
         for pipeline in self.pipelines:
             if pipeline.name in seen:
-                raise ValueError(f"pipeline name {pipeline.name!r} is used twice; names must be unique")
+                raise ValueError(
+                    f"pipeline name {pipeline.name!r} is used twice; names must be unique"
+                )
             seen.add(pipeline.name)
         return self
 
@@ -369,7 +378,8 @@ def load_config(
     chosen = Path(path or env.get(CONFIG_ENV_VAR) or DEFAULT_CONFIG_PATH)
     if not chosen.is_file():
         raise ConfigError(
-            f"configuration file {str(chosen)!r} does not exist; set {CONFIG_ENV_VAR} to a YAML file",
+            f"configuration file {str(chosen)!r} does not exist; "
+            f"set {CONFIG_ENV_VAR} to a YAML file",
             value=str(chosen),
         )
     return parse_config(

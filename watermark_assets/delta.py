@@ -69,11 +69,29 @@ __all__ = [
     "describe_data_files",
 ]
 
-COMMIT_INFO_KEYS = frozenset({
-    "timestamp", "inCommitTimestamp", "operation", "operationParameters", "operationMetrics",
-    "readVersion", "isolationLevel", "isBlindAppend", "engineInfo", "clientVersion", "txnId",
-    "userId", "userName", "userMetadata", "job", "notebook", "clusterId", "tags", "version",
-})
+COMMIT_INFO_KEYS = frozenset(
+    {
+        "timestamp",
+        "inCommitTimestamp",
+        "operation",
+        "operationParameters",
+        "operationMetrics",
+        "readVersion",
+        "isolationLevel",
+        "isBlindAppend",
+        "engineInfo",
+        "clientVersion",
+        "txnId",
+        "userId",
+        "userName",
+        "userMetadata",
+        "job",
+        "notebook",
+        "clusterId",
+        "tags",
+        "version",
+    }
+)
 """commitInfo keys that Delta writers fill in; every other key is custom metadata."""
 
 
@@ -129,8 +147,9 @@ class DeltaCommitter:
         self.table_uri = table_uri
         self._storage_options = dict(storage_options) if storage_options else None
         if filesystem is None:
-            fs, root = fsspec.core.url_to_fs(table_uri, **_fsspec_options(table_uri,
-                                                                         storage_options))
+            fs, root = fsspec.core.url_to_fs(
+                table_uri, **_fsspec_options(table_uri, storage_options)
+            )
         else:
             fs, root = filesystem, filesystem._strip_protocol(table_uri)
         self._fs = fs
@@ -186,8 +205,11 @@ class DeltaCommitter:
                     return CommitOutcome(0, False, f"created the table with {what} as version 0")
                 write_schema = _checked_schema(self.table_uri, table, schema, partition_by, files)
                 table.create_write_transaction(
-                    list[AddAction | RemoveAction](actions), "append", write_schema,
-                    list(partition_by), commit_properties=properties,
+                    list[AddAction | RemoveAction](actions),
+                    "append",
+                    write_schema,
+                    list(partition_by),
+                    commit_properties=properties,
                 )
             except DeltaError as exc:
                 lost_race = isinstance(exc, CommitFailedError) or (
@@ -241,8 +263,13 @@ class DeltaCommitter:
         except TableNotFoundError:
             return None
 
-    def _create(self, schema: pa.Schema, partition_by: Sequence[str], actions: list[AddAction],
-                properties: CommitProperties) -> None:
+    def _create(
+        self,
+        schema: pa.Schema,
+        partition_by: Sequence[str],
+        actions: list[AddAction],
+        properties: CommitProperties,
+    ) -> None:
         missing = [c for c in partition_by if c not in schema.names]
         if not schema.names or missing:
             problem = f"partition columns {missing} are not in" if missing else "no columns in"
@@ -253,28 +280,43 @@ class DeltaCommitter:
                 table_uri=self.table_uri,
             )
         create_table_with_add_actions(
-            self.table_uri, _delta_schema(self.table_uri, schema), actions, mode="error",
-            partition_by=list(partition_by), storage_options=self._storage_options,
+            self.table_uri,
+            _delta_schema(self.table_uri, schema),
+            actions,
+            mode="error",
+            partition_by=list(partition_by),
+            storage_options=self._storage_options,
             commit_properties=properties,
         )
 
-    def _validate(self, files: Sequence[DataFile], partition_by: Sequence[str],
-                  txns: Sequence[TxnVersion], custom_metadata: Mapping[str, str]) -> None:
+    def _validate(
+        self,
+        files: Sequence[DataFile],
+        partition_by: Sequence[str],
+        txns: Sequence[TxnVersion],
+        custom_metadata: Mapping[str, str],
+    ) -> None:
         app_ids = [t.app_id for t in txns]
         reserved = sorted(set(custom_metadata) & COMMIT_INFO_KEYS)
         wrong_partitions = [f.path for f in files if set(f.partition_values) != set(partition_by)]
         problem = (
-            "a commit needs at least one txn (exactly-once rests on it)" if not txns
-            else f"app ids repeat: {app_ids}" if len(set(app_ids)) != len(app_ids)
-            else f"negative txn versions: {_txn_text(txns)}" if any(t.version < 0 for t in txns)
-            else f"custom metadata keys {reserved} are reserved by Delta's commitInfo" if reserved
+            "a commit needs at least one txn (exactly-once rests on it)"
+            if not txns
+            else f"app ids repeat: {app_ids}"
+            if len(set(app_ids)) != len(app_ids)
+            else f"negative txn versions: {_txn_text(txns)}"
+            if any(t.version < 0 for t in txns)
+            else f"custom metadata keys {reserved} are reserved by Delta's commitInfo"
+            if reserved
             else f"files {wrong_partitions[:3]} do not have partition values for exactly "
-            f"{list(partition_by)}" if wrong_partitions
+            f"{list(partition_by)}"
+            if wrong_partitions
             else None
         )
         if problem is not None:
-            raise DeltaCommitError(f"invalid commit to {self.table_uri!r}: {problem}",
-                                   table_uri=self.table_uri)
+            raise DeltaCommitError(
+                f"invalid commit to {self.table_uri!r}: {problem}", table_uri=self.table_uri
+            )
 
     def _version_holding(self, read_version: int, txn: TxnVersion) -> int:
         """The version of our commit: delta-rs does not return it and may have rebased it."""
@@ -308,8 +350,8 @@ class DeltaCommitter:
             return None
         self._fs.invalidate_cache(self._log_dir)  # s3fs caches listings
         versions = sorted(
-            int(name[:-5]) for name in (p.rsplit("/", 1)[-1] for p in self._fs.ls(
-                self._log_dir, detail=False))
+            int(name[:-5])
+            for name in (p.rsplit("/", 1)[-1] for p in self._fs.ls(self._log_dir, detail=False))
             if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) >= start
         )
         return versions[0] if versions else None
@@ -327,8 +369,14 @@ class DeltaCommitter:
             elif "add" in action:
                 add = action["add"]
                 stats = json.loads(add["stats"]) if add.get("stats") else {}
-                added.append(AddedFile(unquote(add["path"]), int(add["size"]),
-                                       stats.get("numRecords"), add.get("partitionValues", {})))
+                added.append(
+                    AddedFile(
+                        unquote(add["path"]),
+                        int(add["size"]),
+                        stats.get("numRecords"),
+                        add.get("partitionValues", {}),
+                    )
+                )
             elif "txn" in action:
                 txns[action["txn"]["appId"]] = int(action["txn"]["version"])
         timestamp = info.get("inCommitTimestamp", info.get("timestamp"))
@@ -336,42 +384,56 @@ class DeltaCommitter:
             timestamp = modification_time_ms(self._fs.info(f"{self._log_dir}/{version:020d}.json"))
         custom = {
             key: value if isinstance(value, str) else json.dumps(value)
-            for key, value in info.items() if key not in COMMIT_INFO_KEYS
+            for key, value in info.items()
+            if key not in COMMIT_INFO_KEYS
         }
         return CommitRecord(version, int(timestamp), custom, tuple(added), txns)
 
 
-def _txn_skip_reason(table_uri: str, table: DeltaTable | None,
-                     txns: Sequence[TxnVersion]) -> str | None:
+def _txn_skip_reason(
+    table_uri: str, table: DeltaTable | None, txns: Sequence[TxnVersion]
+) -> str | None:
     """Why to skip (all txns committed), None to commit (all next), or DeltaTxnSequenceError."""
-    committed = {t.app_id: None if table is None else table.transaction_version(t.app_id)
-                 for t in txns}
+    committed = {
+        t.app_id: None if table is None else table.transaction_version(t.app_id) for t in txns
+    }
     done = [t for t in txns if (c := committed[t.app_id]) is not None and t.version <= c]
     if len(done) == len(txns):
-        return (f"already committed, nothing to do: txns {_txn_text(txns)} (table has "
-                f"{', '.join(f'{a!r}={v}' for a, v in committed.items())})")
+        return (
+            f"already committed, nothing to do: txns {_txn_text(txns)} (table has "
+            f"{', '.join(f'{a!r}={v}' for a, v in committed.items())})"
+        )
     problems = {
         t.app_id: f"version {t.version} skips ahead of the committed {c}"
-        for t in txns if (c := committed[t.app_id]) is not None and t.version > c + 1
+        for t in txns
+        if (c := committed[t.app_id]) is not None and t.version > c + 1
     }
     new = [t.app_id for t in txns if t not in done]
     for t in done:
-        problems[t.app_id] = (f"version {t.version} is already committed (table has "
-                              f"{committed[t.app_id]}) while {new} are not")
+        problems[t.app_id] = (
+            f"version {t.version} is already committed (table has "
+            f"{committed[t.app_id]}) while {new} are not"
+        )
     if problems:
         raise DeltaTxnSequenceError(table_uri, problems)
     return None
 
 
-def _checked_schema(table_uri: str, table: DeltaTable, schema: pa.Schema,
-                    partition_by: Sequence[str], files: Sequence[DataFile]) -> DeltaSchema:
+def _checked_schema(
+    table_uri: str,
+    table: DeltaTable,
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    files: Sequence[DataFile],
+) -> DeltaSchema:
     """The table's schema, once ``schema`` (the files') and ``partition_by`` are found to fit it."""
     table_schema = table.schema()
     differences: dict[str, str] = {}
     table_partitions = list(table.metadata().partition_columns)
     if table_partitions != list(partition_by):
-        differences["partition columns"] = (f"the table has {table_partitions}, the commit "
-                                            f"{list(partition_by)}")
+        differences["partition columns"] = (
+            f"the table has {table_partitions}, the commit {list(partition_by)}"
+        )
     if not files and not schema.names:
         if differences:
             raise DeltaSchemaMismatchError(table_uri, differences)
@@ -382,8 +444,10 @@ def _checked_schema(table_uri: str, table: DeltaTable, schema: pa.Schema,
         if name not in theirs:
             differences[name] = f"in the files ({json.dumps(field['type'])}) but not in the table"
         elif field["type"] != theirs[name]["type"]:
-            differences[name] = (f"the table has {json.dumps(theirs[name]['type'])}, the files "
-                                 f"{json.dumps(field['type'])}")
+            differences[name] = (
+                f"the table has {json.dumps(theirs[name]['type'])}, the files "
+                f"{json.dumps(field['type'])}"
+            )
     for name, field in theirs.items():
         if field["nullable"]:
             continue
@@ -421,8 +485,11 @@ def _fsspec_options(table_uri: str, storage_options: Mapping[str, str] | None) -
         client["endpoint_url"] = options["AWS_ENDPOINT_URL"]
     if "AWS_REGION" in options:
         client["region_name"] = options["AWS_REGION"]
-    named = {"key": "AWS_ACCESS_KEY_ID", "secret": "AWS_SECRET_ACCESS_KEY",
-             "token": "AWS_SESSION_TOKEN"}
+    named = {
+        "key": "AWS_ACCESS_KEY_ID",
+        "secret": "AWS_SECRET_ACCESS_KEY",
+        "token": "AWS_SESSION_TOKEN",
+    }
     result: dict[str, Any] = {arg: options[k] for arg, k in named.items() if k in options}
     if client:
         result["client_kwargs"] = client

@@ -140,9 +140,7 @@ def partition_values_of(
 def file_statistics(metadata: pq.FileMetaData, partition_columns: set[str]) -> dict[str, Any]:
     """The Delta statistics of one Parquet file, from its footer (see the module docstring)."""
     schema = metadata.schema.to_arrow_schema()
-    leaf_index = {
-        metadata.schema.column(i).path: i for i in range(metadata.num_columns)
-    }
+    leaf_index = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, int] = {}
@@ -193,8 +191,11 @@ def _column_statistics(
             bounds_known = False
     if not bounds_known or low is None:
         return None, None, null_count
-    return _json_value(low, arrow_type, is_max=False), _json_value(high, arrow_type, is_max=True), \
-        null_count
+    return (
+        _json_value(low, arrow_type, is_max=False),
+        _json_value(high, arrow_type, is_max=True),
+        null_count,
+    )
 
 
 def _has_stats_type(arrow_type: pa.DataType) -> bool:

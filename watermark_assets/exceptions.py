@@ -14,8 +14,14 @@ class WatermarkAssetsError(Exception):
 class ConfigError(WatermarkAssetsError):
     """The YAML configuration is invalid: names the pipeline, the key, the bad value and the fix."""
 
-    def __init__(self, message: str, *, pipeline: str | None = None, key: str | None = None,
-                 value: object = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        pipeline: str | None = None,
+        key: str | None = None,
+        value: object = None,
+    ) -> None:
         super().__init__(message)
         self.pipeline = pipeline
         self.key = key
@@ -38,7 +44,8 @@ class UnsortableFileNameError(WatermarkAssetsError):
 
     def __init__(self, path: str, ordering: str) -> None:
         super().__init__(
-            f"file {path!r} does not start with a sortable identifier ({ordering}); a path watermark "
+            f"file {path!r} does not start with a sortable identifier ({ordering}); "
+            "a path watermark "
             "would silently mis-order it. Name files with a Unix-timestamp prefix "
             "(1706450400-uuid.ndjson.gz), a UUIDv7 or an ISO 8601 timestamp, or set "
             "'file_name_ordering: lexicographic' if the names already sort chronologically"

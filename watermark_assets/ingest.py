@@ -1,9 +1,10 @@
-"""One batch of a pipeline, from files above the watermark to one Delta commit. No Dagster here.
+"""One batch of a pipeline, from files above the watermark to one Delta commit (no Dagster).
 
-``plan_batch`` decides which files a run ingests, ``stage_batch`` makes the data files (Spark for
-ingest pipelines; the other writer's Parquet files for commit pipelines), ``commit_batch`` moves them
-into the table's partition directories and makes ONE Delta commit holding the add actions, a txn
-action per Dagster partition and the watermark advance, then writes the checkpoint when it is due.
+``plan_batch`` decides which files a run ingests, ``stage_batch`` makes the data files (Spark
+for ingest pipelines; the other writer's Parquet files for commit pipelines), ``commit_batch``
+moves them into the table's partition directories and makes ONE Delta commit holding the add
+actions, a txn action per Dagster partition and the watermark advance, then writes the
+checkpoint when it is due.
 
 Crash anywhere and run again: files at or below the committed watermark are dropped from the batch,
 and a txn version that is already in the log is never committed twice.
@@ -19,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -39,6 +41,9 @@ from watermark_assets.state_store import (
     lookback_start,
     save_checkpoint,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
 #: Maps a landing partition's time to its Dagster partition key (None: outside the partitions).
@@ -158,7 +163,9 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
         candidates, already = [], []
         for path in sorted(set(request.files)):
             (candidates if state.watermark.is_above(path) else already).append(path)
-        missing = [p for p in candidates if not storage.exists(storage.join(pipeline.source.uri, p))]
+        missing = [
+            p for p in candidates if not storage.exists(storage.join(pipeline.source.uri, p))
+        ]
         if missing:
             raise SourceFileMissingError(missing[0], pipeline.source.uri)
     file_partitions: dict[str, str] = {}
@@ -168,12 +175,15 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
             file_partitions[path] = key
     committer = DeltaCommitter(pipeline.table.uri)
     txns = tuple(
-        TxnVersion(txn_app_id(pipeline.name, key), (committer.transaction_version(
-            txn_app_id(pipeline.name, key)) or 0) + 1)
+        TxnVersion(
+            txn_app_id(pipeline.name, key),
+            (committer.transaction_version(txn_app_id(pipeline.name, key)) or 0) + 1,
+        )
         for key in sorted(wanted)
     )
-    return BatchPlan(request, state, tuple(sorted(file_partitions)), file_partitions,
-                     tuple(already), txns)
+    return BatchPlan(
+        request, state, tuple(sorted(file_partitions)), file_partitions, tuple(already), txns
+    )
 
 
 @dataclass(frozen=True)
@@ -206,11 +216,13 @@ def _list_parquet(uri: str) -> tuple[str, ...]:
         return ()
     names = (p for p in fs.find(root) if p.endswith(".parquet"))
     return tuple(
-        sorted(fs.unstrip_protocol(p) for p in names if not storage.is_hidden(posixpath.basename(p)))
+        sorted(
+            fs.unstrip_protocol(p) for p in names if not storage.is_hidden(posixpath.basename(p))
+        )
     )
 
 
-def stage_batch(plan: BatchPlan, spark: object | None, *, now: datetime) -> StagedBatch:
+def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -> StagedBatch:
     """Make the batch's data files: Spark for an ingest pipeline, nothing to do for a commit one."""
     pipeline = plan.request.pipeline
     token = f"{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
@@ -245,8 +257,10 @@ def stage_batch(plan: BatchPlan, spark: object | None, *, now: datetime) -> Stag
     )
     data_dir = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{token}")
     quarantine_dir = storage.join(pipeline.table.quarantine, f"{STAGING_DIR}/{token}")
+    if spark is None:
+        raise ValueError(f"pipeline {pipeline.name!r} has files to ingest but no Spark session")
     output = spark_adapter.stage_batch(
-        spark, spec, data_dir=data_dir, quarantine_dir=quarantine_dir  # type: ignore[arg-type]
+        spark, spec, data_dir=data_dir, quarantine_dir=quarantine_dir
     )
     crash_point("after_data_written")
     return StagedBatch(
@@ -276,8 +290,9 @@ def _parquet_schema(uri: str, partition_by: Sequence[str]) -> pa.Schema:
     return schema
 
 
-def _move_into_table(staged_files: Sequence[str], staging_root: str, table_uri: str, token: str
-                     ) -> list[str]:
+def _move_into_table(
+    staged_files: Sequence[str], staging_root: str, table_uri: str, token: str
+) -> list[str]:
     """Move staged files into the table's partition directories; their paths relative to it."""
     fs, table_root = storage.filesystem(table_uri)
     _, staging = storage.filesystem(staging_root)
@@ -318,8 +333,9 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
     if staged.quarantine_files:
         quarantine_outcome = _commit_quarantine(staged, pipeline)
     if staged.data_root is not None:
-        relative = _move_into_table(staged.data_files, staged.data_root, pipeline.table.uri,
-                                    staged.token)
+        relative = _move_into_table(
+            staged.data_files, staged.data_root, pipeline.table.uri, staged.token
+        )
     else:
         source_prefix = posixpath.relpath(
             storage.filesystem(pipeline.source.uri)[1], storage.filesystem(pipeline.table.uri)[1]
@@ -353,8 +369,14 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
     if staged.data_root is not None:
         fs, root = storage.filesystem(staged.data_root)
         fs.rm(root, recursive=True) if fs.exists(root) else None
-    return BatchResult(staged, outcome, quarantine_outcome,
-                       0 if outcome.skipped else rows_committed, state, written)
+    return BatchResult(
+        staged,
+        outcome,
+        quarantine_outcome,
+        0 if outcome.skipped else rows_committed,
+        state,
+        written,
+    )
 
 
 def _commit_quarantine(staged: StagedBatch, pipeline: Pipeline) -> CommitOutcome:

@@ -1,9 +1,9 @@
 """Spark adapter: the session factory and the one Spark job of an ingestion batch.
 
 Spark reads the landing files on the executors, adds the lineage columns, splits malformed records
-off and writes Parquet files into a staging directory under the Delta table. Nothing is collected to
-the driver except two counts. The Delta commit is not Spark's job (see :mod:`watermark_assets.delta`):
-delta-spark's jars are optional, ``deltalake`` commits the files Spark wrote.
+off and writes Parquet files into a staging directory under the Delta table. Nothing is collected
+to the driver but one count per Dagster partition. The Delta commit is not Spark's job (see
+:mod:`watermark_assets.delta`): delta-spark's jars are optional, ``deltalake`` commits the files.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def _sql_quote(text: str) -> str:
 
 
 def read_batch(spark: SparkSession, spec: ReadSpec) -> tuple[DataFrame, bool]:
-    """The batch as a DataFrame with lineage and derived columns; True if it can hold bad records."""
+    """The batch with lineage and derived columns; True if it can hold malformed records."""
     from pyspark.sql import functions as F
 
     paths = [spark_path(f"{spec.source_uri.rstrip('/')}/{path}") for path in spec.files]
@@ -254,9 +254,7 @@ QUARANTINE_SCHEMA = pa.schema(
 def _quarantine_frame(frame: DataFrame, spec: ReadSpec) -> DataFrame:
     from pyspark.sql import functions as F
 
-    reason = (
-        f"not valid {spec.format} or does not match the schema '{spec.schema_ddl}'"
-    )
+    reason = f"not valid {spec.format} or does not match the schema '{spec.schema_ddl}'"
     return frame.where(F.col(CORRUPT_RECORD_COLUMN).isNotNull()).select(
         F.col(SOURCE_FILE_COLUMN),
         F.col(INGESTED_AT_COLUMN),

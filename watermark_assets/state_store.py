@@ -98,8 +98,9 @@ class PipelineState:
     files_since_checkpoint: int
 
 
-def pipeline_commits(committer: DeltaCommitter, pipeline: Pipeline, after: int | None
-                     ) -> list[tuple[int, CommitMetadata]]:
+def pipeline_commits(
+    committer: DeltaCommitter, pipeline: Pipeline, after: int | None
+) -> list[tuple[int, CommitMetadata]]:
     """This pipeline's commits newer than ``after``, ascending, with their metadata."""
     found = []
     for record in committer.read_commits_after(after):

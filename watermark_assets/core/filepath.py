@@ -38,8 +38,9 @@ def split_path(path: str) -> tuple[str, str]:
     return prefix, name
 
 
-def prefix_components(prefix: str, *, what: str = "partition prefix", whole: str | None = None
-                      ) -> tuple[str, ...]:
+def prefix_components(
+    prefix: str, *, what: str = "partition prefix", whole: str | None = None
+) -> tuple[str, ...]:
     """The '/'-separated components of a partition prefix; ``()`` for the root prefix ``''``.
 
     Prefixes are ordered by comparing these tuples (each component as a plain string), so that

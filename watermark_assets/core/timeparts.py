@@ -126,8 +126,12 @@ class PartitionTemplate:
         values = {name: int(text) for name, text in match.groupdict().items()}
         try:
             return datetime(
-                values["Y"], values.get("m", 1), values.get("d", 1), values.get("H", 0),
-                values.get("M", 0), tzinfo=timezone.utc,
+                values["Y"],
+                values.get("m", 1),
+                values.get("d", 1),
+                values.get("H", 0),
+                values.get("M", 0),
+                tzinfo=timezone.utc,
             )
         except ValueError:  # e.g. month 13 or 2023-02-29
             return None

@@ -1,6 +1,5 @@
 """One partitioned ingestion asset per pipeline, and the job its sensor targets."""
 
-
 from collections.abc import Callable
 from datetime import datetime
 
@@ -42,29 +41,28 @@ class IngestRunConfig(Config):
 
 def describe(pipeline: Pipeline) -> str:
     """The asset's description: its pipeline in a paragraph."""
-    if pipeline.description:
-        lead = pipeline.description.strip() + "\n\n"
-    else:
-        lead = ""
+    lead = pipeline.description.strip() + "\n\n" if pipeline.description else ""
     if isinstance(pipeline, CommitPipelineConfig):
         how = (
-            f"Commits the Parquet files that another writer puts under `{pipeline.source.uri}` to "
-            f"the Delta table `{pipeline.table.uri}` (no Spark: the files are added as they are)."
+            f"Commits the Parquet files that another writer puts under `{pipeline.source.uri}` "
+            f"to the Delta table `{pipeline.table.uri}` (no Spark: files are added as they are)."
         )
     else:
         how = (
             f"Spark reads the {pipeline.source.format.value} files that land under "
             f"`{pipeline.source.uri}`, adds lineage columns (`_source_file`, `_ingested_at`, "
-            f"`_dagster_partition`) and writes Parquet into the Delta table `{pipeline.table.uri}`; "
-            f"records that do not match the schema go to `{pipeline.table.quarantine}`."
+            "`_dagster_partition`) and writes Parquet into the Delta table "
+            f"`{pipeline.table.uri}`; records that do not match the schema go to "
+            f"`{pipeline.table.quarantine}`."
         )
     return (
         f"{lead}{how} A file-path watermark per landing partition "
-        f"(`{pipeline.source.partition_template}`) remembers the last file committed, so each run "
-        "reads only files above it; data, txn and watermark go into ONE Delta commit, so a crash "
-        "at any point loses and duplicates nothing. Metadata: `watermark/state` is Initial (nothing "
-        "ingested yet), Active (the last poll found new files) or Idle (files exist, none above the "
-        "watermark); `watermark/partitions_after` shows each landing partition's watermark."
+        f"(`{pipeline.source.partition_template}`) remembers the last file committed, so each "
+        "run reads only files above it; data, txn and watermark go into ONE Delta commit, so a "
+        "crash at any point loses and duplicates nothing. Metadata: `watermark/state` is Initial "
+        "(nothing ingested yet), Active (the last poll found new files) or Idle (files exist, "
+        "none above the watermark); `watermark/partitions_after` shows each landing partition's "
+        "watermark."
     )
 
 
@@ -109,7 +107,8 @@ def build_asset(
         context.log.info(
             f"{pipeline.name} {request.partition_keys[0]}..{request.partition_keys[-1]}: "
             f"{len(plan.files)} files above the watermark, {len(plan.already_committed)} already "
-            f"committed; watermark {plan.state.watermark.value!r} ({plan.state.watermark.state.value})"
+            f"committed; watermark {plan.state.watermark.value!r} "
+            f"({plan.state.watermark.state.value})"
         )
         needs_spark = plan.files and isinstance(pipeline, IngestPipelineConfig)
         return stage_batch(plan, spark.spark_session if needs_spark else None, now=now)

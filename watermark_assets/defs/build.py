@@ -18,8 +18,9 @@ def job_name(pipeline_name: str) -> str:
     return f"{pipeline_name}_job"
 
 
-def build_definitions(config: ProjectConfig | None = None, *, clock: Clock = system_clock
-                      ) -> Definitions:
+def build_definitions(
+    config: ProjectConfig | None = None, *, clock: Clock = system_clock
+) -> Definitions:
     """Everything the code location shows, named after each pipeline ``NAME``.
 
     asset ``NAME``; job ``NAME_job``; sensor ``NAME_sensor``; checks ``NAME_checks``
@@ -36,7 +37,7 @@ def build_definitions(config: ProjectConfig | None = None, *, clock: Clock = sys
             job_name(pipeline.name),
             selection=AssetSelection.assets(asset) | AssetSelection.checks(check),
             partitions_def=partitions_def,
-            description=f"Ingests {pipeline.name}'s files above the watermark, one partition per run.",
+            description=f"Ingests the files of {pipeline.name} above the watermark.",
         )
         assets.append(asset)
         checks.append(check)

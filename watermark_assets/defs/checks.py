@@ -6,17 +6,16 @@
   Spark minus rows quarantined.
 """
 
-
 from collections.abc import Iterator
 
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
-    AssetCheckSeverity,
     AssetChecksDefinition,
+    AssetCheckSeverity,
+    AssetCheckSpec,
     AssetKey,
     multi_asset_check,
-    AssetCheckSpec,
 )
 
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
@@ -38,7 +37,8 @@ def _run_commits(
         return []
     after = max(-1, version - lookback)
     return [
-        (v, m) for v, m in pipeline_commits(committer, pipeline, after if after >= 0 else None)
+        (v, m)
+        for v, m in pipeline_commits(committer, pipeline, after if after >= 0 else None)
         if m.run_id == run_id
     ]
 
@@ -48,10 +48,16 @@ def build_checks(pipeline: Pipeline, asset_key: AssetKey) -> AssetChecksDefiniti
 
     @multi_asset_check(
         specs=[
-            AssetCheckSpec(MONOTONE_CHECK, asset=asset_key,
-                           description="The watermark never moved backwards in this run's commits."),
-            AssetCheckSpec(RECONCILE_CHECK, asset=asset_key,
-                           description="Rows committed = rows read - rows quarantined."),
+            AssetCheckSpec(
+                MONOTONE_CHECK,
+                asset=asset_key,
+                description="The watermark never moved backwards in this run's commits.",
+            ),
+            AssetCheckSpec(
+                RECONCILE_CHECK,
+                asset=asset_key,
+                description="Rows committed = rows read - rows quarantined.",
+            ),
         ],
         name=f"{pipeline.name}_checks",
     )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 from deltalake import DeltaTable
 
@@ -17,9 +20,9 @@ def table_row_count(table_uri: str) -> int | None:
     """Rows in the table's current version, from the add actions' statistics (no data read)."""
     if not DeltaTable.is_deltatable(table_uri):
         return None
-    actions = DeltaTable(table_uri).get_add_actions(flatten=True)
-    column = actions.column("num_records")
-    return int(sum(value.as_py() or 0 for value in column))
+    actions = pa.table(DeltaTable(table_uri).get_add_actions(flatten=True))
+    total = pc.sum(actions.column("num_records")).as_py()
+    return int(total or 0)
 
 
 def newest_file_lag(result: BatchResult) -> float | None:
@@ -29,7 +32,7 @@ def newest_file_lag(result: BatchResult) -> float | None:
         return None
     fs, path = storage.filesystem(storage.join(plan.request.pipeline.source.uri, plan.files[-1]))
     try:
-        modified = fs.modified(path)
+        modified: datetime = fs.modified(path)
     except (FileNotFoundError, NotImplementedError):
         return None
     return max(0.0, system_clock().timestamp() - modified.timestamp())
@@ -48,7 +51,9 @@ class WatermarkDeltaIOManager(ConfigurableIOManager):
         result = commit_batch(obj, now=system_clock())
         uri = obj.plan.request.pipeline.table.uri
         context.add_output_metadata(
-            batch_metadata(result, table_rows=table_row_count(uri), lag_seconds=newest_file_lag(result))
+            batch_metadata(
+                result, table_rows=table_row_count(uri), lag_seconds=newest_file_lag(result)
+            )
         )
         for key, metadata in partition_metadata(result).items():
             if context.has_asset_partitions:

@@ -26,8 +26,9 @@ def partition_watermarks_of(watermark: FileWatermark, prefixes: set[str]) -> dic
     return {p: n for p, n in watermark.partition_watermarks.items() if p in prefixes}
 
 
-def batch_metadata(result: BatchResult, *, table_rows: int | None, lag_seconds: float | None
-                   ) -> dict[str, Any]:
+def batch_metadata(
+    result: BatchResult, *, table_rows: int | None, lag_seconds: float | None
+) -> dict[str, Any]:
     """Metadata shared by every partition the run materialized."""
     staged = result.staged
     before, after = staged.watermark_before, result.state_after.watermark

@@ -28,7 +28,9 @@ def _start(pipeline: Pipeline) -> datetime:
         raise ConfigError(
             f"pipeline {pipeline.name!r}: partitions.start {pipeline.partitions.start!r} is not an "
             "ISO date or datetime; write e.g. '2024-01-01'",
-            pipeline=pipeline.name, key="partitions.start", value=pipeline.partitions.start,
+            pipeline=pipeline.name,
+            key="partitions.start",
+            value=pipeline.partitions.start,
         ) from error
     return start.replace(tzinfo=timezone.utc) if start.tzinfo is None else start
 

@@ -11,7 +11,6 @@ earlier failed or canceled runs of the same batch: a failed batch is requested a
 tick, without waiting for newer files. A partition with a run in flight is not requested twice.
 """
 
-
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +29,9 @@ from dagster import (
     SensorEvaluationContext,
     SensorResult,
     sensor,
+)
+from dagster._core.definitions.unresolved_asset_job_definition import (
+    UnresolvedAssetJobDefinition,  # what define_asset_job returns; dagster does not export it
 )
 
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
@@ -79,7 +81,7 @@ def batch_key(pipeline: str, partition_key: str, committed_version: int, last_fi
 
 def build_sensor(
     pipeline: Pipeline,
-    job: JobDefinition,
+    job: JobDefinition | UnresolvedAssetJobDefinition,
     asset_key: AssetKey,
     partition_of: Callable[[datetime], str | None],
     clock: Clock,
@@ -110,16 +112,19 @@ def build_sensor(
             if state.watermark.state is WatermarkState.INITIAL:
                 reason = f"Initial: no files at all under {pipeline.source.uri}"
                 if groups.files_seen:
-                    reason = (f"Initial: {groups.files_seen} files seen, none in a partition of "
-                              f"{pipeline.name}")
+                    reason = (
+                        f"Initial: {groups.files_seen} files seen, none in a partition of "
+                        f"{pipeline.name}"
+                    )
             else:
                 state = mark_idle(pipeline, state, now=now)
                 tracked = len(state.watermark.partition_watermarks)
                 reason = f"Idle: {tracked} partitions, no files above their watermarks"
             events = _observations(asset_key, previous, state.watermark.state.value, state, 0)
             cursor = SensorCursor(state.delta_version, 0, state.watermark.state.value)
-            return SensorResult(skip_reason=reason + notes, cursor=cursor.to_string(),
-                                asset_events=events)
+            return SensorResult(
+                skip_reason=reason + notes, cursor=cursor.to_string(), asset_events=events
+            )
 
         committer = DeltaCommitter(pipeline.table.uri)
         requests: list[RunRequest] = []
@@ -145,8 +150,10 @@ def build_sensor(
         pending = sum(len(files) for files in groups.by_partition.values())
         cursor = SensorCursor(state.delta_version, pending, WatermarkState.ACTIVE.value)
         if not requests:
-            reason = (f"Active: {pending} files above the watermark wait for the runs in flight "
-                      f"of partitions {waiting}")
+            reason = (
+                f"Active: {pending} files above the watermark wait for the runs in flight "
+                f"of partitions {waiting}"
+            )
             return SensorResult(skip_reason=reason + notes, cursor=cursor.to_string())
         context.log.info(
             f"{pipeline.name}: {pending} files above the watermark in "
@@ -158,9 +165,12 @@ def build_sensor(
     return watermark_sensor
 
 
-def _runs(context: SensorEvaluationContext, tags: dict[str, str],
-          statuses: list[DagsterRunStatus]) -> list[object]:
-    return list(context.instance.get_runs(filters=RunsFilter(tags=tags, statuses=statuses), limit=50))
+def _runs(
+    context: SensorEvaluationContext, tags: dict[str, str], statuses: list[DagsterRunStatus]
+) -> list[object]:
+    return list(
+        context.instance.get_runs(filters=RunsFilter(tags=tags, statuses=statuses), limit=50)
+    )
 
 
 def _notes(out_of_range: tuple[str, ...], unmatched: tuple[str, ...], pipeline: Pipeline) -> str:
@@ -178,8 +188,9 @@ def _notes(out_of_range: tuple[str, ...], unmatched: tuple[str, ...], pipeline: 
     return "" if not notes else " | not ingested: " + "; ".join(notes)
 
 
-def _observations(asset_key: AssetKey, previous: SensorCursor, state_name: str,
-                  state: PipelineState, pending: int) -> list[AssetObservation]:
+def _observations(
+    asset_key: AssetKey, previous: SensorCursor, state_name: str, state: PipelineState, pending: int
+) -> list[AssetObservation]:
     """An observation on the asset when the watermark state changes, so the UI shows it."""
     if previous.state == state_name:
         return []

@@ -22,27 +22,45 @@ def sortable_name(when: datetime, seed: random.Random, suffix: str) -> str:
     return f"{int(when.timestamp())}-{uuid.UUID(int=seed.getrandbits(128)).hex[:12]}{suffix}"
 
 
-def event_lines(when: datetime, rows: int, seed: random.Random, *, malformed_every: int) -> list[str]:
+def event_lines(
+    when: datetime, rows: int, seed: random.Random, *, malformed_every: int
+) -> list[str]:
     lines = []
     for number in range(rows):
         if malformed_every and number % malformed_every == malformed_every - 1:
-            lines.append('{"event_id": "broken", "event_time": "not a time", "user_id": "x"}'
-                         if number % 2 else "this line is not JSON")
+            lines.append(
+                '{"event_id": "broken", "event_time": "not a time", "user_id": "x"}'
+                if number % 2
+                else "this line is not JSON"
+            )
             continue
         moment = when + timedelta(seconds=seed.randrange(3600))
-        lines.append(json.dumps({
-            "event_id": uuid.UUID(int=seed.getrandbits(128)).hex,
-            "event_time": moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "user_id": seed.randrange(1, 5000),
-            "action": seed.choice(ACTIONS),
-            "amount": round(seed.uniform(1, 500), 2),
-        }))
+        lines.append(
+            json.dumps(
+                {
+                    "event_id": uuid.UUID(int=seed.getrandbits(128)).hex,
+                    "event_time": moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "user_id": seed.randrange(1, 5000),
+                    "action": seed.choice(ACTIONS),
+                    "amount": round(seed.uniform(1, 500), 2),
+                }
+            )
+        )
     return lines
 
 
-def write_events(root: Path, *, start: datetime = DEMO_START, days: int = 3, hours: int = 4,
-                 files_per_hour: int = 2, rows_per_file: int = 500, malformed_every: int = 250,
-                 seed: int = 7, progress: Callable[[int, int], None] | None = None) -> int:
+def write_events(
+    root: Path,
+    *,
+    start: datetime = DEMO_START,
+    days: int = 3,
+    hours: int = 4,
+    files_per_hour: int = 2,
+    rows_per_file: int = 500,
+    malformed_every: int = 250,
+    seed: int = 7,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
     """Gzip NDJSON files under ``root/date=YYYY-MM-DD/hour=HH/``; returns the number of files."""
     rng = random.Random(seed)
     total = days * hours * files_per_hour
@@ -64,8 +82,15 @@ def write_events(root: Path, *, start: datetime = DEMO_START, days: int = 3, hou
     return written
 
 
-def write_clicks(root: Path, *, start: datetime = DEMO_START, days: int = 3, files_per_day: int = 3,
-                 rows_per_file: int = 200, seed: int = 11) -> int:
+def write_clicks(
+    root: Path,
+    *,
+    start: datetime = DEMO_START,
+    days: int = 3,
+    files_per_day: int = 3,
+    rows_per_file: int = 200,
+    seed: int = 11,
+) -> int:
     """Parquet files under ``root/date=YYYY-MM-DD/`` as another writer would put them."""
     rng = random.Random(seed)
     written = 0
@@ -75,14 +100,24 @@ def write_clicks(root: Path, *, start: datetime = DEMO_START, days: int = 3, fil
         folder.mkdir(parents=True, exist_ok=True)
         for number in range(files_per_day):
             stamp = when + timedelta(hours=number * 4)
-            table = pa.table({
-                "click_id": [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(rows_per_file)],
-                "clicked_at": pa.array(
-                    [stamp + timedelta(seconds=rng.randrange(14400)) for _ in range(rows_per_file)],
-                    pa.timestamp("us", tz="UTC"),
-                ),
-                "page": [rng.choice(("/", "/cart", "/product", "/search")) for _ in range(rows_per_file)],
-            })
+            table = pa.table(
+                {
+                    "click_id": [
+                        uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(rows_per_file)
+                    ],
+                    "clicked_at": pa.array(
+                        [
+                            stamp + timedelta(seconds=rng.randrange(14400))
+                            for _ in range(rows_per_file)
+                        ],
+                        pa.timestamp("us", tz="UTC"),
+                    ),
+                    "page": [
+                        rng.choice(("/", "/cart", "/product", "/search"))
+                        for _ in range(rows_per_file)
+                    ],
+                }
+            )
             pq.write_table(table, folder / sortable_name(stamp, rng, ".parquet"))
             written += 1
     return written
