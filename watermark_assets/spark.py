@@ -174,7 +174,9 @@ def read_batch(spark: SparkSession, spec: ReadSpec) -> tuple[DataFrame, bool]:
         frame = reader.options(**spec.csv_options).csv(paths)
     else:
         frame = reader.parquet(*paths)
-    frame = frame.select("*", *_lineage(spec))
+    # Lineage replaces same-named columns of the source (e.g. re-ingesting an exported table).
+    lineage = (SOURCE_FILE_COLUMN, INGESTED_AT_COLUMN, PARTITION_KEY_COLUMN)
+    frame = frame.select(*[c for c in frame.columns if c not in lineage], *_lineage(spec))
     for name, expression in spec.derived_columns.items():
         frame = frame.withColumn(name, F.expr(expression))
     return frame, has_corrupt

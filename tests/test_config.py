@@ -1,0 +1,142 @@
+"""The YAML configuration: defaults, ${ENV} interpolation, and errors that name the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from watermark_assets.config import (
+    DEFAULT_CONFIG_PATH,
+    CommitPipelineConfig,
+    IngestPipelineConfig,
+    interpolate_env,
+    load_config,
+    parse_config,
+)
+from watermark_assets.exceptions import ConfigError
+
+from conftest import pipeline_yaml
+
+
+def parse(pipelines: list[dict[str, Any]], env: dict[str, str] | None = None) -> Any:
+    text = yaml.safe_dump({"pipelines": pipelines})
+    return parse_config(text, env=env or {}, base=Path("/base"), origin="test.yaml")
+
+
+def test_the_demo_file_loads_with_its_two_pipeline_kinds() -> None:
+    config = load_config(DEFAULT_CONFIG_PATH, env={})
+    kinds = {p.name: type(p) for p in config.pipelines}
+    assert kinds == {"events": IngestPipelineConfig, "clicks": CommitPipelineConfig}
+
+
+def test_the_environment_variable_chooses_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump({"pipelines": [pipeline_yaml(tmp_path, name="mine")]}))
+    config = load_config(env={"WATERMARK_ASSETS_CONFIG": str(path)})
+    assert [p.name for p in config.pipelines] == ["mine"]
+
+
+def test_defaults_and_the_checkpoint_location_of_the_seed(tmp_path: Path) -> None:
+    raw = pipeline_yaml(tmp_path)
+    del raw["checkpoint"]
+    (pipeline,) = parse([raw]).pipelines
+    assert pipeline.checkpoint.interval_files == 100
+    assert pipeline.checkpoint.interval_secs == 60
+    assert pipeline.sensor.max_files_per_run == 1000
+    assert pipeline.source.cold_start.lookback_days is None  # full scan
+    assert pipeline.checkpoint_uri == (
+        f"{tmp_path}/delta/events/_watermarks/events_main_checkpoint.json"
+    )
+    assert pipeline.table.quarantine == f"{tmp_path}/delta/events_quarantine"
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "expected"),
+    [
+        ("${DATA}/x", {"DATA": "/d"}, "/d/x"),
+        ("${DATA:-data}/x", {}, "data/x"),
+        ("${DATA:-data}/x", {"DATA": "/d"}, "/d/x"),
+        ("no variables", {}, "no variables"),
+    ],
+    ids=["set variable", "default when unset", "set variable wins", "plain text"],
+)
+def test_env_interpolation(text: str, env: dict[str, str], expected: str) -> None:
+    assert interpolate_env(text, env) == expected
+
+
+def test_an_unset_variable_without_default_names_it_and_the_fix() -> None:
+    with pytest.raises(ConfigError, match=r"'LANDING' is not set; set it or write \$\{LANDING:-"):
+        interpolate_env("${LANDING}/events", {})
+
+
+def test_relative_paths_are_resolved_against_the_base_directory() -> None:
+    pipeline = pipeline_yaml(Path("rel"))
+    (parsed,) = parse([pipeline]).pipelines
+    assert parsed.source.uri == "/base/rel/landing"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"name": "Bad-Name"}, r"pipeline 'Bad-Name': name: .*not a valid pipeline name"),
+        (
+            {"source": {"format": "xml"}},
+            r"pipeline 'events': source.format: .*\(got 'xml'\)",
+        ),
+        (
+            {"source": {"schema": None}},
+            r"pipeline 'events': .*source.schema is required for format 'ndjson'",
+        ),
+        (
+            {
+                "partitions": {"granularity": "hourly"},
+                "source": {"partition_template": "d=%Y-%m-%d"},
+            },
+            r"has no %H but partitions.granularity is hourly",
+        ),
+        (
+            {"source": {"partition_template": "%d-%m-%Y"}},
+            r"pipeline 'events': .*%d-%m-%Y",
+        ),
+        ({"checkpoint": {"interval_files": 0}}, r"checkpoint.interval_files: .*\(got 0\)"),
+        ({"unknown_key": 1}, r"pipeline 'events': unknown_key: Extra inputs"),
+    ],
+    ids=[
+        "a name Dagster would refuse",
+        "an unknown file format",
+        "ndjson without a schema cannot quarantine",
+        "hourly partitions from daily folders",
+        "a template whose order is not chronological",
+        "a checkpoint interval of zero files",
+        "a misspelt key",
+    ],
+)
+def test_errors_name_the_pipeline_the_key_and_the_value(
+    tmp_path: Path, overrides: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse([pipeline_yaml(tmp_path, **overrides)])
+
+
+def test_a_commit_pipeline_must_stage_inside_its_table(tmp_path: Path) -> None:
+    pipeline = {
+        "name": "clicks",
+        "kind": "commit",
+        "source": {"uri": str(tmp_path / "elsewhere"), "format": "parquet"},
+        "table": {"uri": str(tmp_path / "table")},
+    }
+    with pytest.raises(ConfigError, match="must be inside table.uri"):
+        parse([pipeline])
+
+
+def test_pipeline_names_are_unique(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="'events' is used twice"):
+        parse([pipeline_yaml(tmp_path), pipeline_yaml(tmp_path)])
+
+
+def test_a_missing_file_says_which_variable_to_set(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="set WATERMARK_ASSETS_CONFIG"):
+        load_config(tmp_path / "absent.yaml", env={})

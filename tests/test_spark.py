@@ -1,0 +1,123 @@
+"""The Spark adapter: one job reads a batch, keeps lineage, quarantines malformed records."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import event_records, write_ndjson
+from watermark_assets.exceptions import JavaNotFoundError
+from watermark_assets.spark import ReadSpec, check_java, stage_batch
+
+WHEN = datetime(2024, 1, 28, 14, tzinfo=timezone.utc)
+SCHEMA = "id BIGINT, event_time TIMESTAMP, name STRING"
+
+
+def spec(root: Path, files: list[str], fmt: str = "ndjson", **extra: Any) -> ReadSpec:
+    return ReadSpec(
+        source_uri=str(root),
+        files=files,
+        file_partitions={f: "2024-01-28" for f in files},
+        format=fmt,
+        schema_ddl=SCHEMA if fmt != "parquet" else None,
+        csv_options={"header": "true"},
+        derived_columns={"event_date": "to_date(event_time)"},
+        partition_by=["event_date"],
+        ingested_at_iso="2024-01-28T15:00:00+00:00",
+        **extra,
+    )
+
+
+def read_dir(path: str) -> Any:
+    return pq.read_table(path).to_pylist()
+
+
+@pytest.mark.spark
+def test_malformed_records_are_quarantined_with_their_source_file(
+    spark: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "landing"
+    good = event_records(1, 3, WHEN)
+    write_ndjson(
+        root,
+        "date=2024-01-28/hour=14/1706450400-a.ndjson.gz",
+        [*good, "not json at all", {"id": "not a number", "event_time": "x"}],
+    )
+    write_ndjson(root, "date=2024-01-28/hour=14/1706450500-b.ndjson", event_records(10, 2, WHEN))
+    files = [
+        "date=2024-01-28/hour=14/1706450400-a.ndjson.gz",
+        "date=2024-01-28/hour=14/1706450500-b.ndjson",
+    ]
+    out = stage_batch(
+        spark,
+        spec(root, files),
+        data_dir=str(tmp_path / "stage"),
+        quarantine_dir=str(tmp_path / "quarantine"),
+    )
+    assert (out.rows_read, out.rows_quarantined) == (7, 2)
+    assert out.per_partition == {"2024-01-28": {"rows_read": 7, "rows_quarantined": 2}}
+    rows = read_dir(str(tmp_path / "stage"))
+    assert sorted(r["id"] for r in rows) == [1, 2, 3, 10, 11]
+    assert {r["_source_file"] for r in rows} == set(files)
+    assert {r["_dagster_partition"] for r in rows} == {"2024-01-28"}
+    assert "_corrupt_record" not in rows[0]
+    assert list((tmp_path / "stage").glob("event_date=2024-01-28/*.parquet"))
+    bad = read_dir(str(tmp_path / "quarantine"))
+    assert sorted(r["raw_record"] for r in bad) == sorted(
+        ["not json at all", '{"id": "not a number", "event_time": "x"}']
+    )
+    assert {r["_source_file"] for r in bad} == {files[0]}
+    assert all("does not match the schema" in r["error"] for r in bad)
+    assert "_dagster_partition" in out.data_schema.names
+
+
+@pytest.mark.spark
+def test_csv_and_parquet_sources(spark: Any, tmp_path: Path) -> None:
+    root = tmp_path / "landing"
+    csv = root / "date=2024-01-28/hour=14/1706450400-a.csv"
+    csv.parent.mkdir(parents=True)
+    csv.write_text("id,event_time,name\n1,2024-01-28T14:00:00Z,a\nx,2024-01-28T14:00:00Z,b\n")
+    out = stage_batch(
+        spark,
+        spec(root, ["date=2024-01-28/hour=14/1706450400-a.csv"], "csv"),
+        data_dir=str(tmp_path / "csv_stage"),
+        quarantine_dir=str(tmp_path / "csv_q"),
+    )
+    assert (out.rows_read, out.rows_quarantined) == (2, 1)
+
+    exported = pq.read_table(next((tmp_path / "csv_stage").rglob("*.parquet")))
+    assert "_dagster_partition" in exported.column_names  # lineage in the source is replaced
+    pq.write_table(exported, root / "date=2024-01-28/hour=14/1706450500-b.parquet")
+    out = stage_batch(
+        spark,
+        spec(root, ["date=2024-01-28/hour=14/1706450500-b.parquet"], "parquet"),
+        data_dir=str(tmp_path / "pq_stage"),
+        quarantine_dir=str(tmp_path / "pq_q"),
+    )
+    assert (out.rows_read, out.rows_quarantined, out.quarantine_dir) == (1, 0, None)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"JAVA_HOME": "/nonexistent/jdk"}, "JAVA_HOME='/nonexistent/jdk' has no bin/java"),
+        ({"PATH": "/nonexistent"}, "no 'java' on PATH"),
+    ],
+    ids=["JAVA_HOME pointing nowhere", "no java on the PATH"],
+)
+def test_missing_java_says_how_to_install_it(
+    env: dict[str, str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if "PATH" in env:
+        monkeypatch.setenv("PATH", env["PATH"])
+    with pytest.raises(JavaNotFoundError, match="apt-get install openjdk-17") as error:
+        check_java(env)
+    assert message in str(error.value)
+
+
+def test_the_java_of_this_machine_is_17_or_newer() -> None:
+    assert check_java() >= 17
