@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import pipeline_yaml
 
 from watermark_assets.config import (
     DEFAULT_CONFIG_PATH,
@@ -17,8 +18,6 @@ from watermark_assets.config import (
     parse_config,
 )
 from watermark_assets.exceptions import ConfigError
-
-from conftest import pipeline_yaml
 
 
 def parse(pipelines: list[dict[str, Any]], env: dict[str, str] | None = None) -> Any:
@@ -128,7 +127,7 @@ def test_a_commit_pipeline_must_stage_inside_its_table(tmp_path: Path) -> None:
         "source": {"uri": str(tmp_path / "elsewhere"), "format": "parquet"},
         "table": {"uri": str(tmp_path / "table")},
     }
-    with pytest.raises(ConfigError, match="must be inside table.uri"):
+    with pytest.raises(ConfigError, match=r"must be inside table\.uri"):
         parse([pipeline])
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import event_records, write_ndjson
+
 from watermark_assets.exceptions import JavaNotFoundError
 from watermark_assets.spark import ReadSpec, check_java, stage_batch
 

@@ -94,16 +94,18 @@ class Checkpoint:
 @dataclass(frozen=True)
 class CheckpointPolicy:
     """When to write a checkpoint: after ``interval_files`` files or ``interval_secs`` seconds,
-    whichever comes first (the seed's ``checkpoint`` settings). Both must be positive."""
+    whichever comes first (the seed's ``checkpoint`` settings). ``interval_files`` must be positive;
+    ``interval_secs`` may be 0 (write at every commit), as the configuration allows."""
 
     interval_files: int = 100
     interval_secs: int = 60
 
     def __post_init__(self) -> None:
-        for name in ("interval_files", "interval_secs"):
+        for name, least, expected in (("interval_files", 1, "a positive integer"),
+                                      ("interval_secs", 0, "a positive integer or 0")):
             value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                raise ValueError(f"checkpoint {name} is {value!r}; expected a positive integer")
+            if not _is_int(value) or value < least:
+                raise ValueError(f"checkpoint {name} is {value!r}; expected {expected}")
 
     def is_due(self, files_since_write: int, last_update_ts: int | None, now_ts: int) -> bool:
         """Whether to write now: never written yet (``last_update_ts`` None), at least
