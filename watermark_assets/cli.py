@@ -19,6 +19,8 @@ from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig, 
 from watermark_assets.core.clock import system_clock
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
+#: The demo prints its own progress; Dagster's per-event debug lines would drown it.
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _progress(label: str) -> object:
@@ -151,7 +153,7 @@ def run_sensors(config_path: str | None = None, *, max_ticks: int = 50) -> list[
                 result = job.execute_in_process(
                     instance=instance,
                     partition_key=request.partition_key,
-                    run_config=request.run_config,
+                    run_config={**request.run_config, **QUIET_LOGS},
                     tags=request.tags,
                     raise_on_error=True,
                 )

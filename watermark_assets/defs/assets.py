@@ -1,5 +1,6 @@
 """One partitioned ingestion asset per pipeline, and the job its sensor targets."""
 
+import warnings
 from collections.abc import Callable
 from datetime import datetime
 
@@ -12,6 +13,7 @@ from dagster import (
     TimeWindowPartitionsDefinition,
     asset,
 )
+from dagster._utils.warnings import BetaWarning
 from pydantic import Field
 
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
@@ -20,6 +22,9 @@ from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.ingest import BatchRequest, StagedBatch, plan_batch, stage_batch
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
+
+# BackfillPolicy is "beta" in dagster 1.13; the warning would repeat on every code-location load.
+warnings.filterwarnings("ignore", message=".*backfill_policy.*", category=BetaWarning)
 
 IO_MANAGER_KEY = "watermark_io_manager"
 SPARK_RESOURCE_KEY = "spark"
