@@ -10,6 +10,7 @@ newer than that version (a crash between commit and checkpoint, or an interval n
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -43,6 +44,13 @@ class CommitMetadata:
     rows_quarantined: int
     rows_committed: int
     per_partition: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    def rows_committed_by_partition(self) -> dict[str, int]:
+        """Rows this commit added per Dagster partition (read minus quarantined)."""
+        return {
+            key: int(counts.get("rows_read", 0)) - int(counts.get("rows_quarantined", 0))
+            for key, counts in self.per_partition.items()
+        }
 
     def to_json(self) -> str:
         return json.dumps(
@@ -96,6 +104,7 @@ class PipelineState:
     delta_version: int | None
     checkpoint: Checkpoint | None
     files_since_checkpoint: int
+    partition_rows: Mapping[str, int] = field(default_factory=dict)
 
 
 def pipeline_commits(
@@ -130,10 +139,12 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
             location=location,
         )
     files = 0
+    rows: Counter[str] = Counter(checkpoint.partition_rows if checkpoint else {})
     if table_version is not None and table_version != after:
         for version, metadata in pipeline_commits(committer, pipeline, after):
             watermark = watermark.merge(metadata.watermark_after)
             files += metadata.files
+            rows.update(metadata.rows_committed_by_partition())
             # a commit that landed after current_version() was read is included: count it
             table_version = max(table_version, version)
     return PipelineState(
@@ -141,6 +152,7 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
         delta_version=table_version,
         checkpoint=checkpoint,
         files_since_checkpoint=files,
+        partition_rows=dict(rows),
     )
 
 
@@ -173,7 +185,7 @@ def save_checkpoint(
         current = Checkpoint.loads(current_text, location=location)
         if (current.delta_version or -1) > (state.delta_version or -1):
             return False
-    checkpoint = Checkpoint(state.watermark, now_ts, state.delta_version)
+    checkpoint = Checkpoint(state.watermark, now_ts, state.delta_version, state.partition_rows)
     storage.write_text_atomic(location, checkpoint.dumps())
     return True
 

@@ -46,8 +46,10 @@ def test_the_seed_checkpoint_loads() -> None:
         FileWatermark(
             WatermarkState.ACTIVE,
             "date=2024-01-28/1706450400-uuid.ndjson.gz",
-            {"date=2024-01-28": "1706450400-uuid.ndjson.gz",
-             "date=2024-01-29": "1706536800-uuid.ndjson.gz"},
+            {
+                "date=2024-01-28": "1706450400-uuid.ndjson.gz",
+                "date=2024-01-29": "1706536800-uuid.ndjson.gz",
+            },
         ),
         last_update_ts=1706450500,
         delta_version=None,
@@ -62,7 +64,11 @@ def test_the_delta_version_is_written_last() -> None:
     checkpoint = Checkpoint.loads(SEED_CHECKPOINT, location=LOCATION)
     text = Checkpoint(checkpoint.watermark, 1706450500, delta_version=3).dumps()
     assert list(json.loads(text)) == [
-        "schema_version", "watermark", "partition_watermarks", "last_update_ts", "delta_version"
+        "schema_version",
+        "watermark",
+        "partition_watermarks",
+        "last_update_ts",
+        "delta_version",
     ]
     assert text.endswith('  "last_update_ts": 1706450500,\n  "delta_version": 3\n}')
     assert Checkpoint.loads(text, location=LOCATION).delta_version == 3
@@ -100,27 +106,48 @@ def _seed_with(**changes: object) -> str:
         pytest.param("[1]", "not a JSON object", id="a JSON array"),
         pytest.param(_seed_with(schema_version=...), "schema_version", id="no schema_version"),
         pytest.param(_seed_with(watermark=...), "'watermark'", id="no watermark"),
-        pytest.param(_seed_with(partition_watermarks=...), "'partition_watermarks'",
-                     id="no partition_watermarks"),
+        pytest.param(
+            _seed_with(partition_watermarks=...),
+            "'partition_watermarks'",
+            id="no partition_watermarks",
+        ),
         pytest.param(_seed_with(last_update_ts=...), "'last_update_ts'", id="no last_update_ts"),
-        pytest.param(_seed_with(last_update_ts="1706450500"), "Unix seconds",
-                     id="a last_update_ts that is a string"),
-        pytest.param(_seed_with(last_update_ts=True), "Unix seconds",
-                     id="a last_update_ts that is a boolean"),
+        pytest.param(
+            _seed_with(last_update_ts="1706450500"),
+            "Unix seconds",
+            id="a last_update_ts that is a string",
+        ),
+        pytest.param(
+            _seed_with(last_update_ts=True), "Unix seconds", id="a last_update_ts that is a boolean"
+        ),
         pytest.param(_seed_with(delta_version=-1), "table version", id="a negative delta_version"),
-        pytest.param(_seed_with(watermark={"state": "Busy", "value": "d/f"}), "Busy",
-                     id="an unknown state"),
-        pytest.param(_seed_with(watermark={"value": "d/f"}), "state",
-                     id="a watermark without state"),
-        pytest.param(_seed_with(watermark={"state": "Active", "value": 3}), "string path",
-                     id="a value that is not a string"),
-        pytest.param(_seed_with(watermark={"state": "Active", "value": None}), "needs a value",
-                     id="an Active watermark without a value"),
+        pytest.param(
+            _seed_with(watermark={"state": "Busy", "value": "d/f"}), "Busy", id="an unknown state"
+        ),
+        pytest.param(
+            _seed_with(watermark={"value": "d/f"}), "state", id="a watermark without state"
+        ),
+        pytest.param(
+            _seed_with(watermark={"state": "Active", "value": 3}),
+            "string path",
+            id="a value that is not a string",
+        ),
+        pytest.param(
+            _seed_with(watermark={"state": "Active", "value": None}),
+            "needs a value",
+            id="an Active watermark without a value",
+        ),
         pytest.param(_seed_with(watermark="d/f"), "expected an object", id="a watermark string"),
-        pytest.param(_seed_with(partition_watermarks=["d"]), "expected an object",
-                     id="partition watermarks that are a list"),
-        pytest.param(_seed_with(partition_watermarks={"d": 1}), "string pair",
-                     id="a partition watermark that is a number"),
+        pytest.param(
+            _seed_with(partition_watermarks=["d"]),
+            "expected an object",
+            id="partition watermarks that are a list",
+        ),
+        pytest.param(
+            _seed_with(partition_watermarks={"d": 1}),
+            "string pair",
+            id="a partition watermark that is a number",
+        ),
     ],
 )
 def test_a_corrupt_checkpoint_is_refused_not_reset(text: str, reason: str) -> None:
@@ -132,9 +159,12 @@ def test_a_corrupt_checkpoint_is_refused_not_reset(text: str, reason: str) -> No
 
 @pytest.mark.parametrize(
     "version",
-    [pytest.param(2, id="a newer schema"), pytest.param(0, id="an older schema"),
-     pytest.param("1", id="a schema version that is a string"),
-     pytest.param(True, id="a schema version that is a boolean")],
+    [
+        pytest.param(2, id="a newer schema"),
+        pytest.param(0, id="an older schema"),
+        pytest.param("1", id="a schema version that is a string"),
+        pytest.param(True, id="a schema version that is a boolean"),
+    ],
 )
 def test_an_unknown_schema_version_is_refused(version: object) -> None:
     with pytest.raises(UnknownCheckpointSchemaError) as caught:
@@ -147,8 +177,11 @@ def test_unknown_extra_keys_are_ignored() -> None:
     assert loaded == Checkpoint.loads(SEED_CHECKPOINT, location=LOCATION)
 
 
-@given(watermarks(), st.integers(min_value=0, max_value=2**40),
-       st.one_of(st.none(), st.integers(min_value=0, max_value=2**31)))
+@given(
+    watermarks(),
+    st.integers(min_value=0, max_value=2**40),
+    st.one_of(st.none(), st.integers(min_value=0, max_value=2**31)),
+)
 def test_checkpoints_round_trip(
     watermark: FileWatermark, last_update_ts: int, delta_version: int | None
 ) -> None:
@@ -176,9 +209,39 @@ def test_checkpoint_policy(
 
 @pytest.mark.parametrize(
     "settings",
-    [pytest.param({"interval_files": 0}, id="zero files"),
-     pytest.param({"interval_secs": -5}, id="negative seconds")],
+    [
+        pytest.param({"interval_files": 0}, id="zero files"),
+        pytest.param({"interval_secs": -5}, id="negative seconds"),
+    ],
 )
 def test_checkpoint_policy_refuses_non_positive_intervals(settings: dict[str, int]) -> None:
     with pytest.raises(ValueError, match="positive integer"):
         CheckpointPolicy(**settings)
+
+
+def test_rows_per_dagster_partition_round_trip_after_the_delta_version() -> None:
+    watermark = FileWatermark.initial().advance(["date=2024-01-28/1706450400-a.ndjson.gz"])
+    checkpoint = Checkpoint(watermark, 1706450500, 3, {"2024-01-28": 498, "2024-01-27": 2})
+    document = json.loads(checkpoint.dumps())
+    assert list(document)[-2:] == ["delta_version", "partition_rows"]
+    assert document["partition_rows"] == {"2024-01-27": 2, "2024-01-28": 498}
+    assert Checkpoint.loads(checkpoint.dumps(), location="x") == checkpoint
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [{"2024-01-28": -1}, {"2024-01-28": "many"}, ["2024-01-28"]],
+    ids=["a negative count", "a count that is text", "a list instead of a mapping"],
+)
+def test_bad_partition_rows_are_corrupt(rows: object) -> None:
+    text = json.dumps(
+        {
+            "schema_version": 1,
+            "watermark": {"state": "Initial", "value": None},
+            "partition_watermarks": {},
+            "last_update_ts": 0,
+            "partition_rows": rows,
+        }
+    )
+    with pytest.raises(CorruptCheckpointError, match="partition_rows"):
+        Checkpoint.loads(text, location="x")

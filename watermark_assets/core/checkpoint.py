@@ -12,7 +12,8 @@ checkpoint without it is byte for byte the seed's example::
       "delta_version": 3
     }
 
-(written with an indent of 2, keys in that order). A checkpoint that cannot be read is never
+(written with an indent of 2, keys in that order). ``partition_rows`` (rows committed so far per
+Dagster partition, for Dagster's ``dagster/partition_row_count``) follows when there are any. A checkpoint that cannot be read is never
 silently reset: it raises :class:`~watermark_assets.exceptions.CorruptCheckpointError` or
 :class:`~watermark_assets.exceptions.UnknownCheckpointSchemaError`. Unknown extra keys are
 ignored, so schema 1 can gain optional keys as it gained ``delta_version``.
@@ -21,7 +22,8 @@ ignored, so schema 1 can gain optional keys as it gained ``delta_version``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from watermark_assets.core.file_watermark import FileWatermark
@@ -46,6 +48,7 @@ class Checkpoint:
     watermark: FileWatermark
     last_update_ts: int
     delta_version: int | None = None
+    partition_rows: Mapping[str, int] = field(default_factory=dict)
 
     def dumps(self) -> str:
         """The checkpoint JSON (see the module docstring)."""
@@ -53,6 +56,8 @@ class Checkpoint:
         document["last_update_ts"] = self.last_update_ts
         if self.delta_version is not None:
             document["delta_version"] = self.delta_version
+        if self.partition_rows:
+            document["partition_rows"] = dict(sorted(self.partition_rows.items()))
         return json.dumps(document, indent=2, ensure_ascii=False)
 
     @classmethod
@@ -82,13 +87,20 @@ class Checkpoint:
             raise CorruptCheckpointError(
                 location, f"'delta_version' is {delta_version!r}, not a table version"
             )
+        partition_rows = document.get("partition_rows", {})
+        if not isinstance(partition_rows, dict) or not all(
+            isinstance(k, str) and _is_int(v) and v >= 0 for k, v in partition_rows.items()
+        ):
+            raise CorruptCheckpointError(
+                location, f"'partition_rows' is {partition_rows!r}, not partition -> row count"
+            )
         try:
             watermark = FileWatermark.from_dict(
                 document["watermark"], document["partition_watermarks"]
             )
         except (TypeError, ValueError) as error:
             raise CorruptCheckpointError(location, str(error)) from error
-        return cls(watermark, last_update_ts, delta_version)
+        return cls(watermark, last_update_ts, delta_version, partition_rows)
 
 
 @dataclass(frozen=True)
@@ -101,8 +113,10 @@ class CheckpointPolicy:
     interval_secs: int = 60
 
     def __post_init__(self) -> None:
-        for name, least, expected in (("interval_files", 1, "a positive integer"),
-                                      ("interval_secs", 0, "a positive integer or 0")):
+        for name, least, expected in (
+            ("interval_files", 1, "a positive integer"),
+            ("interval_secs", 0, "a positive integer or 0"),
+        ):
             value = getattr(self, name)
             if not _is_int(value) or value < least:
                 raise ValueError(f"checkpoint {name} is {value!r}; expected {expected}")

@@ -77,6 +77,10 @@ def partition_metadata(result: BatchResult) -> Mapping[str, dict[str, Any]]:
             "partition/last_file": _text(files[-1] if files else None),
             "watermark/partitions_before": MetadataValue.json(before),
             "watermark/partitions_after": MetadataValue.json(after),
+            # every commit of the partition is in the log; their sum is the partition's rows
+            "dagster/partition_row_count": MetadataValue.int(
+                result.state_after.partition_rows.get(key, 0)
+            ),
         }
     return out
 
