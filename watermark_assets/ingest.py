@@ -19,7 +19,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -51,6 +51,8 @@ PartitionOf = Callable[[datetime], "str | None"]
 
 CRASH_ENV_VAR = "WATERMARK_ASSETS_CRASH_AT"
 STAGING_DIR = "_staging"
+#: Staging folders older than this were left by a crashed run (never committed): removed.
+STAGING_RETENTION = timedelta(hours=6)
 
 
 def crash_point(name: str, env: Mapping[str, str] | None = None) -> None:
@@ -255,6 +257,8 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
         partition_by=pipeline.table.partition_by,
         ingested_at_iso=now.isoformat(),
     )
+    for table_uri in (pipeline.table.uri, pipeline.table.quarantine):
+        remove_stale_staging(table_uri, now)
     data_dir = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{token}")
     quarantine_dir = storage.join(pipeline.table.quarantine, f"{STAGING_DIR}/{token}")
     if spark is None:
@@ -274,6 +278,28 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
         _list_parquet(output.quarantine_dir) if output.quarantine_dir else (),
         {k: {"files": _count(plan, k), **v} for k, v in output.per_partition.items()},
     )
+
+
+def remove_stale_staging(table_uri: str, now: datetime) -> list[str]:
+    """Delete ``_staging/{token}`` folders older than STAGING_RETENTION; their names.
+
+    A run that crashed after Spark wrote its files leaves its staging folder behind; nothing in
+    the Delta log references it. The token starts with the staging time, so no stat is needed.
+    """
+    fs, root = storage.filesystem(storage.join(table_uri, STAGING_DIR))
+    if not fs.exists(root):
+        return []
+    removed = []
+    for path in fs.ls(root, detail=False):
+        token = posixpath.basename(path.rstrip("/"))
+        try:
+            staged_at = datetime.strptime(token[:15], "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue  # not ours
+        if now - staged_at > STAGING_RETENTION:
+            fs.rm(path, recursive=True)
+            removed.append(token)
+    return removed
 
 
 def _count(plan: BatchPlan, key: str) -> int:
