@@ -13,8 +13,9 @@ checkpoint without it is byte for byte the seed's example::
     }
 
 (written with an indent of 2, keys in that order). ``partition_rows`` (rows committed so far per
-Dagster partition, for Dagster's ``dagster/partition_row_count``) follows when there are any. A checkpoint that cannot be read is never
-silently reset: it raises :class:`~watermark_assets.exceptions.CorruptCheckpointError` or
+Dagster partition, for Dagster's ``dagster/partition_row_count``) follows when there are any.
+A checkpoint that cannot be read is never silently reset: it raises
+:class:`~watermark_assets.exceptions.CorruptCheckpointError` or
 :class:`~watermark_assets.exceptions.UnknownCheckpointSchemaError`. Unknown extra keys are
 ignored, so schema 1 can gain optional keys as it gained ``delta_version``.
 """
