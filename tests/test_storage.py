@@ -140,3 +140,16 @@ def test_atomic_write_replaces_the_whole_file_and_leaves_no_temporary(root: str)
     assert [p.rsplit("/", 1)[-1] for p in fs.ls(f"{base}/_watermarks", detail=False)] == [
         "p_main_checkpoint.json"
     ]
+
+
+def test_a_limit_returns_the_oldest_files_above_the_watermark_and_stops_listing(root: str) -> None:
+    put(root, *SEED_FILES)
+    result = storage.list_files_above(
+        root,
+        plan_listing(FileWatermark.initial(), None),
+        suffixes=SUFFIXES,
+        ordering=NameOrdering.AUTO,
+        limit=2,
+    )
+    assert list(result.files) == SEED_FILES[:2]
+    assert result.directories_listed == 3  # root, the 26th, the 27th: the rest is never listed

@@ -90,9 +90,17 @@ def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -
 
 
 def discover_files(
-    pipeline: Pipeline, watermark: FileWatermark, partition_of: PartitionOf, *, now: datetime
+    pipeline: Pipeline,
+    watermark: FileWatermark,
+    partition_of: PartitionOf,
+    *,
+    now: datetime,
+    limit: int | None = None,
 ) -> FileGroups:
-    """List the files above the watermark (pruned listing) and group them by Dagster partition."""
+    """List the files above the watermark (pruned listing) and group them by Dagster partition.
+
+    ``limit`` bounds the listing to the oldest files above the watermark (a sensor tick's budget).
+    """
     horizon = lookback_start(pipeline, now)
     plan = plan_listing(watermark, horizon)
     start_prefixes = None
@@ -106,6 +114,7 @@ def discover_files(
         suffixes=pipeline.source.suffixes,
         ordering=pipeline.source.file_name_ordering,
         start_prefixes=start_prefixes,
+        limit=limit,
     )
     groups: dict[str, list[str]] = {}
     out_of_range: list[str] = []

@@ -54,11 +54,14 @@ def list_files_above(
     suffixes: Sequence[str],
     ordering: NameOrdering,
     start_prefixes: Iterable[str] | None = None,
+    limit: int | None = None,
 ) -> ListingResult:
     """Files under ``root_uri`` above the plan's watermark, walking only unpruned directories.
 
     ``start_prefixes`` (the cold start's lookback prefixes) lists those partition directories
-    directly instead of walking from the root. Names that do not sort chronologically are refused
+    directly instead of walking from the root. ``limit`` stops the walk once that many files above
+    the watermark are found (the oldest ones: the walk goes in path order), which bounds the work
+    of a sensor tick however large the backlog. Names that do not sort chronologically are refused
     (:class:`~watermark_assets.exceptions.UnsortableFileNameError`), never mis-ordered.
     """
     fs, root = filesystem(root_uri)
@@ -90,7 +93,10 @@ def list_files_above(
                     check_sortable(child, ordering)
                     found.append(child)
         pending[:0] = sorted(children)
-    return ListingResult(tuple(sorted(found)), seen, listed, dirs)
+        if limit is not None and len(found) >= limit:
+            break
+    files = sorted(found)
+    return ListingResult(tuple(files if limit is None else files[:limit]), seen, listed, dirs)
 
 
 def read_text(uri: str) -> str | None:

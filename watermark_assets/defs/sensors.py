@@ -106,7 +106,8 @@ def build_sensor(
         now = clock()
         previous = SensorCursor.from_string(context.cursor)
         state = load_state(pipeline, now=now)
-        groups = discover_files(pipeline, state.watermark, partition_of, now=now)
+        budget = limits.max_files_per_run * limits.max_runs_per_tick
+        groups = discover_files(pipeline, state.watermark, partition_of, now=now, limit=budget)
         notes = _notes(groups.out_of_range, groups.unmatched, pipeline)
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
