@@ -47,8 +47,9 @@ def seed_scan_plan() -> ListingPlan:
     [
         pytest.param("date=2024-01-26", False, id="date=2024-01-26 is skipped (before watermark)"),
         pytest.param("date=2024-01-27", False, id="date=2024-01-27 is skipped (before watermark)"),
-        pytest.param("date=2024-01-28", True,
-                     id="date=2024-01-28 is scanned (watermark partition)"),
+        pytest.param(
+            "date=2024-01-28", True, id="date=2024-01-28 is scanned (watermark partition)"
+        ),
         pytest.param("date=2024-01-29", True, id="date=2024-01-29 is scanned (after watermark)"),
     ],
 )
@@ -86,8 +87,11 @@ def test_seed_five_file_example_through_a_listing() -> None:
         pytest.param("date=2024-01-27", False, id="an older day without entries is skipped"),
         pytest.param("date=2024-01-28", True, id="the watermark's day is descended"),
         pytest.param("date=2024-01-28/hour=12", False, id="an older hour without entry is skipped"),
-        pytest.param("date=2024-01-28/hour=13", True,
-                     id="an older hour with an entry is descended (late files are found)"),
+        pytest.param(
+            "date=2024-01-28/hour=13",
+            True,
+            id="an older hour with an entry is descended (late files are found)",
+        ),
         pytest.param("date=2024-01-28/hour=14", True, id="the watermark's hour is descended"),
         pytest.param("date=2024-01-28/hour=15", True, id="a newer hour is descended"),
         pytest.param("date=2024-01-29", True, id="a newer day is descended"),
@@ -120,19 +124,42 @@ def test_seed_problem_a_global_watermark_alone_ignores_the_older_hour() -> None:
 @pytest.mark.parametrize(
     ("watermark", "horizon", "floor"),
     [
-        pytest.param(FileWatermark.initial(), None, None,
-                     id="cold start without a partition filter is a full scan"),
-        pytest.param(FileWatermark.initial(), "date=2024-01-21", "date=2024-01-21",
-                     id="cold start with a lookback starts at the horizon"),
-        pytest.param(FileWatermark.initial().advance(["date=2024-01-28/a"]), None,
-                     "date=2024-01-28", id="the floor is the global watermark's partition"),
-        pytest.param(FileWatermark.initial().advance(["date=2024-01-28/a"]), "date=2024-01-21",
-                     "date=2024-01-21", id="an earlier horizon lowers the floor"),
-        pytest.param(FileWatermark.initial().advance(["date=2024-01-28/a"]), "date=2024-01-30",
-                     "date=2024-01-28", id="a later horizon does not raise the floor"),
-        pytest.param(FileWatermark.initial().advance(["date=2024-01-28/hour=14/a"]),
-                     "date=2024-01-28", "date=2024-01-28",
-                     id="a day horizon below an hour partition keeps the whole day"),
+        pytest.param(
+            FileWatermark.initial(),
+            None,
+            None,
+            id="cold start without a partition filter is a full scan",
+        ),
+        pytest.param(
+            FileWatermark.initial(),
+            "date=2024-01-21",
+            "date=2024-01-21",
+            id="cold start with a lookback starts at the horizon",
+        ),
+        pytest.param(
+            FileWatermark.initial().advance(["date=2024-01-28/a"]),
+            None,
+            "date=2024-01-28",
+            id="the floor is the global watermark's partition",
+        ),
+        pytest.param(
+            FileWatermark.initial().advance(["date=2024-01-28/a"]),
+            "date=2024-01-21",
+            "date=2024-01-21",
+            id="an earlier horizon lowers the floor",
+        ),
+        pytest.param(
+            FileWatermark.initial().advance(["date=2024-01-28/a"]),
+            "date=2024-01-30",
+            "date=2024-01-28",
+            id="a later horizon does not raise the floor",
+        ),
+        pytest.param(
+            FileWatermark.initial().advance(["date=2024-01-28/hour=14/a"]),
+            "date=2024-01-28",
+            "date=2024-01-28",
+            id="a day horizon below an hour partition keeps the whole day",
+        ),
     ],
 )
 def test_plan_listing(watermark: FileWatermark, horizon: str | None, floor: str | None) -> None:
@@ -169,6 +196,7 @@ def test_root_level_files_are_one_partition() -> None:
 
 # Properties.
 
+
 @given(watermarks(), st.one_of(st.none(), st.sampled_from(PREFIXES)), paths())
 def test_an_accepted_file_is_in_a_descended_directory(
     watermark: FileWatermark, horizon: str | None, path: str
@@ -190,3 +218,31 @@ def test_a_listing_returns_only_files_above_the_watermark(
     assert all(watermark.is_above(p) for p in selected)
     if watermark.state is WatermarkState.INITIAL and horizon is None:
         assert selected == sorted(batch)
+
+
+@pytest.mark.parametrize(
+    ("directory", "expected"),
+    [
+        ("date=2024-01-28", True),
+        ("date=2024-01-28/hour=13", True),
+        ("date=2024-01-28/hour=1", False),
+        ("date=2024-01-2", False),
+        ("date=2024-01-27", False),
+        ("date=2024-01-28-extra", False),
+    ],
+    ids=[
+        "a day that holds an hour with an entry",
+        "the hour with the entry itself",
+        "a shorter hour that is a string prefix of it",
+        "a string prefix of the day that is not a directory of it",
+        "a day without entries",
+        "a sibling that sorts between the day and its children",
+    ],
+)
+def test_finding_a_partition_with_an_entry_inside_a_directory(
+    directory: str, expected: bool
+) -> None:
+    watermark = FileWatermark.initial().advance(
+        ["date=2024-01-28/hour=13/file950.ndjson.gz", "date=2024-01-28-extra2/f.ndjson.gz"]
+    )
+    assert watermark.has_partition_in(directory) is expected

@@ -14,6 +14,7 @@ exist but none is above the watermark", which is different from "no files at all
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -41,10 +42,25 @@ class PartitionWatermarks(Mapping[str, str]):
     Picklable and copyable, unlike ``types.MappingProxyType``.
     """
 
-    __slots__ = ("_items",)
+    __slots__ = ("_items", "_keys")
 
     def __init__(self, items: Mapping[str, str] | None = None) -> None:
         self._items: dict[str, str] = dict(sorted((items or {}).items()))
+        self._keys: list[str] = list(self._items)
+
+    def has_partition_in(self, directory: str) -> bool:
+        """Whether ``directory`` is a partition with an entry or holds one below it.
+
+        O(log n): the keys are sorted, and all keys starting with ``directory + "/"`` are
+        contiguous from the first key at or after that string.
+        """
+        keys = self._keys
+        index = bisect_left(keys, directory)
+        if index < len(keys) and keys[index] == directory:
+            return True
+        inside = directory + "/"
+        index = bisect_left(keys, inside, lo=index)
+        return index < len(keys) and keys[index].startswith(inside)
 
     def __getitem__(self, key: str) -> str:
         return self._items[key]
@@ -71,6 +87,7 @@ class PartitionWatermarks(Mapping[str, str]):
 
     def __setstate__(self, state: dict[str, str]) -> None:
         self._items = dict(state)
+        self._keys = list(self._items)
 
 
 @dataclass(frozen=True)
@@ -89,6 +106,12 @@ class FileWatermark:
     state: WatermarkState
     value: str | None = None
     partition_watermarks: Mapping[str, str] = field(default_factory=PartitionWatermarks)
+
+    def has_partition_in(self, directory: str) -> bool:
+        """Whether ``directory`` is, or holds, a partition with a watermark (O(log n))."""
+        entries = self.partition_watermarks
+        assert isinstance(entries, PartitionWatermarks)  # normalised in __post_init__
+        return entries.has_partition_in(directory)
 
     def __post_init__(self) -> None:
         state = WatermarkState(self.state)

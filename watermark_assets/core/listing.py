@@ -39,9 +39,7 @@ class ListingPlan:
         components = prefix_components(dir_prefix, what="directory")
         if not components_below(components, prefix_components(self.floor)):
             return True
-        inside = dir_prefix + "/"
-        keys = self.watermark.partition_watermarks
-        return any(key == dir_prefix or key.startswith(inside) for key in keys)
+        return self.watermark.has_partition_in(dir_prefix)
 
     def accepts(self, path: str) -> bool:
         """Whether ``path`` is returned: its partition is not pruned (below the floor without an
