@@ -2,7 +2,7 @@
 
 Spark reads the landing files on the executors, adds the lineage columns, splits malformed records
 off and writes Parquet files into a staging directory under the Delta table. Nothing is collected
-to the driver but one count per Dagster partition. The Delta commit is not Spark's job (see
+to the driver but observed counts per Dagster partition. The Delta commit is not Spark's job (see
 :mod:`watermark_assets.delta`): delta-spark's jars are optional, ``deltalake`` commits the files.
 """
 
@@ -185,55 +185,62 @@ def read_batch(spark: SparkSession, spec: ReadSpec) -> tuple[DataFrame, bool]:
 def stage_batch(
     spark: SparkSession, spec: ReadSpec, *, data_dir: str, quarantine_dir: str
 ) -> StagedOutput:
-    """Read the files once, write good rows and quarantined rows as Parquet, return the counts.
+    """Write the good rows as Parquet in ONE pass over the files, counting as it goes.
 
-    The frame is persisted so that the files are read once for the count and both writes.
+    The counts per Dagster partition (rows read, rows malformed) are Spark observed metrics of
+    the write itself: no cache, no separate counting job. Only when malformed records exist does
+    a second pass write them to the quarantine staging folder.
     """
     from pyspark import StorageLevel
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
     frame, has_corrupt = read_batch(spark, spec)
-    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        bad_count = F.count(CORRUPT_RECORD_COLUMN) if has_corrupt else F.lit(0)
-        counts = (
-            frame.groupBy(PARTITION_KEY_COLUMN)
-            .agg(F.count(F.lit(1)).alias("rows"), bad_count.alias("quarantined"))
-            .collect()  # one small row per Dagster partition
-        )
-        per_partition = {
-            str(row[PARTITION_KEY_COLUMN]): {
-                "rows_read": int(row["rows"]),
-                "rows_quarantined": int(row["quarantined"]),
-            }
-            for row in counts
+    keys = sorted(set(spec.file_partitions.values()))
+    corrupt = F.col(CORRUPT_RECORD_COLUMN).isNotNull() if has_corrupt else F.lit(False)
+    metrics = []
+    for number, key in enumerate(keys):
+        in_partition = F.col(PARTITION_KEY_COLUMN) == F.lit(key)
+        metrics.append(F.count_if(in_partition).alias(f"rows_{number}"))
+        metrics.append(F.count_if(in_partition & corrupt).alias(f"bad_{number}"))
+    observation = Observation("watermark_assets_batch")
+    observed = frame.observe(observation, *metrics) if metrics else frame
+    good_frame = observed
+    if has_corrupt:
+        good_frame = observed.where(~corrupt).drop(CORRUPT_RECORD_COLUMN)
+    good_frame.write.mode("errorifexists").partitionBy(*spec.partition_by).parquet(
+        spark_path(data_dir)
+    )
+    values = observation.get if metrics else {}
+    per_partition = {
+        key: {
+            "rows_read": int(values.get(f"rows_{number}", 0)),
+            "rows_quarantined": int(values.get(f"bad_{number}", 0)),
         }
-        rows = sum(v["rows_read"] for v in per_partition.values())
-        bad = sum(v["rows_quarantined"] for v in per_partition.values())
-        good_frame = frame
-        if has_corrupt:
-            good_frame = frame.where(F.col(CORRUPT_RECORD_COLUMN).isNull()).drop(
-                CORRUPT_RECORD_COLUMN
+        for number, key in enumerate(keys)
+    }
+    rows = sum(v["rows_read"] for v in per_partition.values())
+    bad = sum(v["rows_quarantined"] for v in per_partition.values())
+    if bad:
+        # Spark refuses to scan raw JSON/CSV for the corrupt-record column alone; a cached
+        # frame is allowed (its scan reads every column). Only batches with bad records pay this.
+        cached = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            _quarantine_frame(cached, spec).write.mode("errorifexists").parquet(
+                spark_path(quarantine_dir)
             )
-        bad_frame = _quarantine_frame(frame, spec) if has_corrupt else None
-        if rows - bad > 0:
-            good_frame.write.mode("errorifexists").partitionBy(*spec.partition_by).parquet(
-                spark_path(data_dir)
-            )
-        if bad and bad_frame is not None:
-            bad_frame.write.mode("errorifexists").parquet(spark_path(quarantine_dir))
-        return StagedOutput(
-            rows_read=rows,
-            rows_quarantined=bad,
-            per_partition=per_partition,
-            data_dir=data_dir if rows - bad > 0 else None,
-            quarantine_dir=quarantine_dir if bad else None,
-            data_schema=_arrow_schema(to_arrow_schema, good_frame),
-            quarantine_schema=QUARANTINE_SCHEMA,
-        )
-    finally:
-        frame.unpersist()
+        finally:
+            cached.unpersist()
+    return StagedOutput(
+        rows_read=rows,
+        rows_quarantined=bad,
+        per_partition={k: v for k, v in per_partition.items() if v["rows_read"]},
+        data_dir=data_dir if rows - bad > 0 else None,
+        quarantine_dir=quarantine_dir if bad else None,
+        data_schema=_arrow_schema(to_arrow_schema, good_frame),
+        quarantine_schema=QUARANTINE_SCHEMA,
+    )
 
 
 def _arrow_schema(convert: Any, frame: DataFrame) -> pa.Schema:
