@@ -99,6 +99,13 @@ class SourceConfig(_Model):
         "ISO 8601 prefix is required), one of those, or lexicographic (you vouch that names sort).",
     )
     cold_start: ColdStartConfig = Field(default_factory=ColdStartConfig)
+    late_arrival_days: int | None = Field(
+        default=3,
+        ge=0,
+        description="Landing partitions up to this many days older than the newest one processed "
+        "are still listed for late files; older per-partition watermarks are pruned (bounded "
+        "state, cheap polls). None: keep every partition's watermark and list them all.",
+    )
     csv_options: dict[str, str] = Field(
         default_factory=lambda: {"header": "true"},
         description="Options passed to Spark's CSV reader.",

@@ -28,17 +28,17 @@ import pyarrow.parquet as pq
 from watermark_assets import storage
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
 from watermark_assets.core.coldstart import lookback_prefixes
-from watermark_assets.core.file_watermark import FileWatermark, WatermarkState
-from watermark_assets.core.filepath import split_path
-from watermark_assets.core.listing import plan_listing
+from watermark_assets.core.file_watermark import FileWatermark, WatermarkState, components_below
+from watermark_assets.core.filepath import prefix_components, split_path
+from watermark_assets.core.listing import ListingPlan, plan_listing
 from watermark_assets.delta import CommitOutcome, DeltaCommitter, TxnVersion, describe_data_files
 from watermark_assets.exceptions import SourceFileMissingError
 from watermark_assets.state_store import (
     COMMIT_METADATA_KEY,
     CommitMetadata,
     PipelineState,
+    listing_horizon,
     load_state,
-    lookback_start,
     save_checkpoint,
 )
 
@@ -96,13 +96,18 @@ def discover_files(
     *,
     now: datetime,
     limit: int | None = None,
+    since: str | None = None,
 ) -> FileGroups:
     """List the files above the watermark (pruned listing) and group them by Dagster partition.
 
     ``limit`` bounds the listing to the oldest files above the watermark (a sensor tick's budget).
+    ``since`` is a landing partition prefix the listing must not prune even when it is below the
+    global watermark's partition: the oldest prefix a sensor left pending (Dagster partitions
+    commit out of order: a failed, capped or in-flight older partition), or the start of a
+    backfill's time window (see :func:`lowered_plan`).
     """
-    horizon = lookback_start(pipeline, now)
-    plan = plan_listing(watermark, horizon)
+    horizon = listing_horizon(pipeline, watermark, now)
+    plan = lowered_plan(plan_listing(watermark, horizon), since, horizon)
     start_prefixes = None
     if watermark.state is WatermarkState.INITIAL and pipeline.source.cold_start.lookback_days:
         start_prefixes = lookback_prefixes(
@@ -139,6 +144,22 @@ def discover_files(
     )
 
 
+def lowered_plan(plan: ListingPlan, since: str | None, horizon: str | None) -> ListingPlan:
+    """``plan`` with its floor lowered to the prefix ``since`` (when that is lower).
+
+    The seed's pruning skips partitions below the global watermark's partition that have no
+    per-partition watermark; with Dagster partitions committing out of order, such a partition
+    may still hold files never committed. Without a lookback no per-partition watermark is ever
+    pruned, so listing from ``since`` cannot return a committed file. With a lookback the floor is
+    already at its horizon, and below it entries are pruned: the plan is left as it is.
+    """
+    if since is None or horizon is not None or plan.floor is None:
+        return plan
+    if components_below(prefix_components(since), prefix_components(plan.floor)):
+        return ListingPlan(plan.watermark, since)
+    return plan
+
+
 @dataclass(frozen=True)
 class BatchRequest:
     """What one run was asked to do, taken from the Dagster context once, at the edge."""
@@ -147,6 +168,7 @@ class BatchRequest:
     partition_keys: tuple[str, ...]
     run_id: str
     files: tuple[str, ...] | None = None  # None: discover the files above the watermark
+    window_start: datetime | None = None  # start of the partitions' time window (for discovery)
 
 
 @dataclass(frozen=True)
@@ -167,7 +189,12 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
     state = load_state(pipeline, now=now)
     wanted = set(request.partition_keys)
     if request.files is None:
-        groups = discover_files(pipeline, state.watermark, partition_of, now=now)
+        since = (
+            pipeline.source.template.format(request.window_start)
+            if request.window_start is not None
+            else None
+        )
+        groups = discover_files(pipeline, state.watermark, partition_of, now=now, since=since)
         candidates = sorted(p for key in wanted for p in groups.by_partition.get(key, ()))
         already: list[str] = []
     else:
@@ -361,8 +388,11 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
     pipeline = plan.request.pipeline
     if not plan.files:
         state = load_state(pipeline, now=now)
+        # A crash between commit and checkpoint (or a deleted checkpoint) leaves the state only in
+        # the Delta log: write the checkpoint it replayed to, when due, even with nothing to commit.
+        written = save_checkpoint(pipeline, state, now=now)
         nothing = CommitOutcome(None, True, "no files above the watermark: nothing to commit")
-        return BatchResult(staged, nothing, None, 0, state, False)
+        return BatchResult(staged, nothing, None, 0, state, written)
     committer = DeltaCommitter(pipeline.table.uri)
     quarantine_outcome = None
     if staged.quarantine_files:

@@ -20,6 +20,7 @@ from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
 from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
 from watermark_assets.core.coldstart import lookback_horizon
 from watermark_assets.core.file_watermark import FileWatermark
+from watermark_assets.core.filepath import split_path
 from watermark_assets.delta import DeltaCommitter
 from watermark_assets.exceptions import CheckpointError
 
@@ -156,15 +157,29 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
     )
 
 
-def lookback_start(pipeline: Pipeline, now: datetime) -> str | None:
-    """The oldest partition prefix of the cold-start lookback, None for full scans."""
-    days = pipeline.source.cold_start.lookback_days
-    return None if days is None else lookback_horizon(pipeline.source.template, days, now)
+def listing_horizon(pipeline: Pipeline, watermark: FileWatermark, now: datetime) -> str | None:
+    """The oldest landing partition a listing still looks at (None: no lower bound).
+
+    Cold start (no watermark yet): the ``cold_start.lookback_days`` window before ``now`` (None is
+    a full scan). Afterwards: ``late_arrival_days`` before the newest partition processed, so
+    late files and late new partitions in that window are found, and older per-partition
+    watermarks are pruned (bounded state). Relative to the watermark, not to ``now``, so a
+    historical load keeps watching the partitions around its progress.
+    """
+    template = pipeline.source.template
+    if watermark.value is None:
+        days = pipeline.source.cold_start.lookback_days
+        return None if days is None else lookback_horizon(template, days, now)
+    days = pipeline.source.late_arrival_days
+    newest = template.try_parse(split_path(watermark.value)[0])
+    if days is None or newest is None:
+        return None
+    return lookback_horizon(template, days, newest)
 
 
 def _pruned(pipeline: Pipeline, watermark: FileWatermark, now: datetime) -> FileWatermark:
-    horizon = lookback_start(pipeline, now)
-    return watermark if horizon is None else watermark.prune(horizon)
+    horizon = listing_horizon(pipeline, watermark, now)
+    return watermark if horizon is None or watermark.value is None else watermark.prune(horizon)
 
 
 def save_checkpoint(

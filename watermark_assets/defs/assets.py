@@ -106,6 +106,7 @@ def build_asset(
             partition_keys=tuple(context.partition_keys),
             run_id=context.run.run_id,
             files=tuple(config.files) if config.files else None,
+            window_start=context.partition_time_window.start,
         )
         now = clock()
         plan = plan_batch(request, partition_of, now=now)

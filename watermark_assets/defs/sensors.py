@@ -37,6 +37,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.file_watermark import WatermarkState
+from watermark_assets.core.filepath import prefix_components, split_path
 from watermark_assets.defs.assets import BATCH_TAG, PIPELINE_TAG
 from watermark_assets.delta import DeltaCommitter
 from watermark_assets.ingest import discover_files, txn_app_id
@@ -56,15 +57,23 @@ FAILED = [DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 
 @dataclass(frozen=True)
 class SensorCursor:
-    """What the last tick saw: the table version and how many files were pending."""
+    """What the last tick saw: the table version, how many files were pending, and the oldest
+    landing prefix holding one of them (``low``): the next tick lists from there, so a partition
+    left behind by a failed, capped or in-flight run is not pruned when a newer one commits."""
 
     delta_version: int | None = None
     pending_files: int = 0
     state: str = WatermarkState.INITIAL.value
+    low: str | None = None
 
     def to_string(self) -> str:
         return json.dumps(
-            {"v": self.delta_version, "pending": self.pending_files, "state": self.state}
+            {
+                "v": self.delta_version,
+                "pending": self.pending_files,
+                "state": self.state,
+                "low": self.low,
+            }
         )
 
     @classmethod
@@ -72,7 +81,9 @@ class SensorCursor:
         if not text:
             return cls()
         raw = json.loads(text)
-        return cls(raw.get("v"), int(raw.get("pending", 0)), raw.get("state", "Initial"))
+        return cls(
+            raw.get("v"), int(raw.get("pending", 0)), raw.get("state", "Initial"), raw.get("low")
+        )
 
 
 def batch_key(pipeline: str, partition_key: str, committed_version: int, last_file: str) -> str:
@@ -107,7 +118,9 @@ def build_sensor(
         previous = SensorCursor.from_string(context.cursor)
         state = load_state(pipeline, now=now)
         budget = limits.max_files_per_run * limits.max_runs_per_tick
-        groups = discover_files(pipeline, state.watermark, partition_of, now=now, limit=budget)
+        groups = discover_files(
+            pipeline, state.watermark, partition_of, now=now, limit=budget, since=previous.low
+        )
         notes = _notes(groups.out_of_range, groups.unmatched, pipeline)
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
@@ -149,7 +162,11 @@ def build_sensor(
                 )
             )
         pending = sum(len(files) for files in groups.by_partition.values())
-        cursor = SensorCursor(state.delta_version, pending, WatermarkState.ACTIVE.value)
+        low = min(
+            (split_path(path)[0] for files in groups.by_partition.values() for path in files),
+            key=prefix_components,
+        )
+        cursor = SensorCursor(state.delta_version, pending, WatermarkState.ACTIVE.value, low)
         if not requests:
             reason = (
                 f"Active: {pending} files above the watermark wait for the runs in flight "

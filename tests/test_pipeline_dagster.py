@@ -1,0 +1,514 @@
+"""The sensor -> run -> commit loop through Dagster's own APIs, over several ticks.
+
+Definitions come from ``build_definitions`` with a frozen clock; ticks are evaluated with
+``build_sensor_context``/``evaluate_tick`` and every RunRequest is executed in process on the same
+Dagster instance, on the one Spark session of the test run. Tables are real Delta tables on
+tmp_path, read back with deltalake, Polars and DuckDB.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pytest
+import yaml
+from _landing import (
+    FROZEN_NOW,
+    MALFORMED_LINES,
+    ClickWriter,
+    Landing,
+    checkpoint_json,
+    delta_ids,
+    duckdb_ids,
+    hour,
+    name_of,
+    polars_ids,
+    prefix_of,
+    quarantine_rows,
+    table_files,
+    table_version,
+)
+from _sensor_loop import SensorLoop, by_partition, requested_files
+from conftest import pipeline_yaml, project_config
+from dagster import DagsterInstance, DagsterRunStatus, ExecuteInProcessResult
+from deltalake import DeltaTable
+
+from watermark_assets.config import IngestPipelineConfig
+from watermark_assets.defs import build_definitions
+from watermark_assets.defs.assets import PIPELINE_TAG
+from watermark_assets.delta import DeltaCommitter
+from watermark_assets.ingest import txn_app_id
+from watermark_assets.state_store import load_state
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOTHING_YET = "(none: no file processed yet)"
+
+
+@dataclass
+class World:
+    """A pipeline, its landing directory and the Dagster loop that ingests it."""
+
+    loop: SensorLoop
+    pipeline: IngestPipelineConfig
+    landing: Landing
+
+    @property
+    def table(self) -> str:
+        return self.pipeline.table.uri
+
+    def assert_each_row_once(self) -> None:
+        """The table holds every id written to the landing directory exactly once."""
+        assert delta_ids(self.table) == sorted(self.landing.ids)
+
+
+def make_world(tmp_path: Path, **overrides: Any) -> World:
+    config = project_config(pipeline_yaml(tmp_path, **overrides))
+    defs = build_definitions(config, clock=lambda: FROZEN_NOW)
+    pipeline = config.pipeline("events")
+    assert isinstance(pipeline, IngestPipelineConfig)
+    return World(
+        SensorLoop(defs, DagsterInstance.ephemeral()), pipeline, Landing(tmp_path / "landing")
+    )
+
+
+@pytest.fixture
+def world_with(spark: Any, tmp_path: Path) -> Callable[..., World]:
+    """Builds a World with pipeline overrides; the Spark session exists before any run."""
+    return lambda **overrides: make_world(tmp_path, **overrides)
+
+
+@pytest.fixture
+def world(world_with: Callable[..., World]) -> World:
+    return world_with()
+
+
+#: Older landing partitions stay listable through the late-arrival window (default) or, without
+#: one, through the sensor cursor's oldest pending prefix and the backfill window's start.
+LATE_ARRIVAL = pytest.mark.parametrize(
+    "late_arrival_days",
+    [
+        pytest.param(3, id="within the late-arrival window"),
+        pytest.param(None, id="with no late-arrival window"),
+    ],
+)
+
+
+# --- the loop over several ticks --------------------------------------------------------------
+
+
+def test_ticks_request_files_above_the_watermarks_and_runs_commit_them_once(world: World) -> None:
+    loop, landing = world.loop, world.landing
+
+    # Tick 1: files in two days -> one RunRequest per daily partition, listing exactly its files.
+    day28 = [
+        landing.add(hour(28, 10)),
+        landing.add(hour(28, 10), minute=20),
+        landing.add(hour(28, 11)),
+    ]
+    day29 = [landing.add(hour(29, 10))]
+    first = loop.tick()
+    assert by_partition(first.run_requests) == {"2024-01-28": day28, "2024-01-29": day29}
+    assert len(loop.cursor or "") < 200
+    loop.run_all(first.run_requests)
+    world.assert_each_row_once()
+
+    expected = {
+        "2024-01-28": {
+            "watermark/state": "Active",
+            "watermark/before": NOTHING_YET,
+            "watermark/after": day28[-1],
+            "files": 3,
+            "rows/read": 9,
+            "rows/quarantined": 0,
+            "rows/committed": 9,
+            "delta/version": 0,
+            "watermark/partitions_after": {
+                prefix_of(day28[0]): name_of(day28[1]),
+                prefix_of(day28[2]): name_of(day28[2]),
+            },
+        },
+        "2024-01-29": {
+            "watermark/state": "Active",
+            "watermark/before": day28[-1],
+            "watermark/after": day29[-1],
+            "files": 1,
+            "rows/read": 3,
+            "rows/quarantined": 0,
+            "rows/committed": 3,
+            "delta/version": 1,
+            "watermark/partitions_after": {prefix_of(day29[0]): name_of(day29[0])},
+        },
+    }
+    for key, want in expected.items():
+        got = loop.metadata(key)
+        assert {k: got[k] for k in want} == want, f"metadata of partition {key}"
+
+    # Tick 2: nothing new -> skipped as Idle, and the checkpoint says so.
+    idle = loop.tick()
+    assert idle.run_requests == []
+    assert (idle.skip_message or "").startswith("Idle:")
+    assert checkpoint_json(world.pipeline)["watermark"]["state"] == "Idle"
+    assert len(loop.cursor or "") < 200
+
+    # Tick 3: a late file in an older hour (above that hour's watermark) and a new day with
+    # malformed lines -> exactly those files are requested.
+    late = landing.add(hour(28, 10), minute=40)
+    new_day = landing.add(hour(30, 9), rows=3, malformed=MALFORMED_LINES)
+    third = loop.tick()
+    assert by_partition(third.run_requests) == {"2024-01-28": [late], "2024-01-30": [new_day]}
+    loop.run_all(third.run_requests)
+    world.assert_each_row_once()
+
+    late_meta = loop.metadata("2024-01-28")
+    assert late_meta["watermark/partitions_before"] == {prefix_of(late): name_of(day28[1])}
+    assert late_meta["watermark/partitions_after"] == {prefix_of(late): name_of(late)}
+    new_meta = loop.metadata("2024-01-30")
+    assert (new_meta["rows/read"], new_meta["rows/quarantined"], new_meta["rows/committed"]) == (
+        5,
+        2,
+        3,
+    )
+    assert quarantine_rows(world.pipeline.table.quarantine) == sorted(
+        (
+            {"_source_file": new_day, "_dagster_partition": "2024-01-30", "raw_record": line}
+            for line in MALFORMED_LINES
+        ),
+        key=lambda r: (r["_source_file"], r["raw_record"]),
+    )
+
+    # Tick 4: idle again; every reader sees each row once.
+    assert (loop.tick().skip_message or "").startswith("Idle:")
+    assert len(loop.cursor or "") < 200
+    ids = sorted(landing.ids)
+    assert len(set(ids)) == len(ids) == 18
+    assert delta_ids(world.table) == polars_ids(world.table) == duckdb_ids(world.table) == ids
+
+
+@pytest.mark.parametrize(
+    ("landing_files", "reason_start"),
+    [
+        pytest.param([], "Initial: no files at all", id="no landing files at all is Initial"),
+        pytest.param(
+            ["date=2023-12-31/hour=10/1704016800-000001.ndjson.gz"],
+            "Initial: 1 files seen, none in a partition",
+            id="files only before partitions.start are reported, not requested",
+        ),
+    ],
+)
+def test_a_tick_without_work_says_why_in_its_skip_reason(
+    tmp_path: Path, landing_files: list[str], reason_start: str
+) -> None:
+    world = make_world(tmp_path)  # no run: no Spark needed
+    for relative in landing_files:
+        path = world.landing.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('{"id": 1}\n')
+    data = world.loop.tick()
+    assert data.run_requests == []
+    assert (data.skip_message or "").startswith(reason_start)
+    if landing_files:
+        assert "outside the partitions" in (data.skip_message or "")
+
+
+# --- failures, runs in flight, bounded batches ----------------------------------------------------
+
+
+def failure_text(result: ExecuteInProcessResult) -> str:
+    """Class names and messages of a failed run's step errors, causes included."""
+    parts = []
+    for event in result.all_events:
+        error = event.step_failure_data.error if event.is_step_failure else None
+        while error is not None:
+            parts.append(f"{error.cls_name}: {error.message}")
+            error = error.cause
+    return "\n".join(parts)
+
+
+@LATE_ARRIVAL
+def test_a_failed_run_is_requested_again_with_a_new_run_key_after_a_newer_partition_commits(
+    world_with: Callable[..., World], tmp_path: Path, late_arrival_days: int | None
+) -> None:
+    world = world_with(source={"late_arrival_days": late_arrival_days})
+    loop = world.loop
+    wanted = world.landing.add(hour(28, 10))
+    newer = world.landing.add(hour(29, 10))
+    source = world.landing.root / wanted
+    parked = tmp_path / "parked.ndjson.gz"
+
+    requests = {r.partition_key: r for r in loop.tick().run_requests}
+    assert loop.run(requests["2024-01-29"]).success  # the global watermark moves past 2024-01-28
+    request, keys = requests["2024-01-28"], []
+    for _attempt in range(2):  # the file vanishes before the run: the run fails, twice
+        keys.append(request.run_key)
+        shutil.move(source, parked)
+        result = loop.run(request, raise_on_error=False)
+        assert not result.success
+        assert "SourceFileMissingError" in failure_text(result) and wanted in failure_text(result)
+        shutil.move(parked, source)
+        [request] = loop.tick().run_requests
+        assert (request.partition_key, requested_files(request)) == ("2024-01-28", [wanted])
+
+    assert request.run_key not in keys
+    assert len({*keys, request.run_key}) == 3, "each attempt has its own run key"
+    assert loop.runs_with_run_key(request.run_key or "") == [], "the daemon would not dedupe it"
+    assert loop.run(request).success
+    world.assert_each_row_once()
+    assert load_state(world.pipeline, now=FROZEN_NOW).watermark.value == newer
+
+
+def test_a_partition_with_a_run_in_flight_is_not_requested_twice(world: World) -> None:
+    loop = world.loop
+    f28 = world.landing.add(hour(28, 10))
+    f29 = world.landing.add(hour(29, 10))
+    in_flight = loop.instance.create_run_for_job(
+        loop.job,
+        status=DagsterRunStatus.STARTED,
+        tags={PIPELINE_TAG: "events", "dagster/partition": "2024-01-28"},
+    )
+
+    first = loop.tick()
+    assert by_partition(first.run_requests) == {"2024-01-29": [f29]}
+    loop.run_all(first.run_requests)
+
+    waiting = loop.tick()
+    assert waiting.run_requests == []
+    assert (waiting.skip_message or "").startswith("Active:")
+    assert "2024-01-28" in (waiting.skip_message or "")
+
+    loop.instance.report_run_failed(in_flight)
+    after = loop.tick()
+    assert by_partition(after.run_requests) == {"2024-01-28": [f28]}
+    loop.run_all(after.run_requests)
+    world.assert_each_row_once()
+
+
+def test_max_files_per_run_caps_a_batch_and_the_rest_comes_on_the_next_tick(
+    world_with: Callable[..., World],
+) -> None:
+    world = world_with(sensor={"max_files_per_run": 2})
+    loop, landing = world.loop, world.landing
+    day28 = [
+        landing.add(hour(28, 10)),
+        landing.add(hour(28, 10), minute=30),
+        landing.add(hour(28, 11)),
+    ]
+    day29 = [landing.add(hour(29, 10))]
+
+    first = loop.tick()
+    assert by_partition(first.run_requests) == {"2024-01-28": day28[:2], "2024-01-29": day29}
+    loop.run_all(first.run_requests)
+    second = loop.tick()
+    assert by_partition(second.run_requests) == {"2024-01-28": day28[2:]}
+    loop.run_all(second.run_requests)
+    assert (loop.tick().skip_message or "").startswith("Idle:")
+    world.assert_each_row_once()
+
+
+# --- backfills and replays ----------------------------------------------------------------------
+
+
+def test_a_backfill_run_without_a_file_list_ingests_its_partition_above_its_own_watermark(
+    world: World,
+) -> None:
+    loop, landing = world.loop, world.landing
+    first = landing.add(hour(28, 10))
+    landing.add(hour(29, 10))
+    loop.run_all(loop.tick().run_requests)
+
+    late = landing.add(hour(28, 10), minute=30)
+    other_day = landing.add(hour(29, 11))
+    assert loop.run_partition("2024-01-28").success  # no file list, as a backfill runs it
+
+    metadata = loop.metadata("2024-01-28")
+    assert (metadata["files"], metadata["partition/first_file"]) == (1, late)
+    assert metadata["watermark/partitions_before"] == {prefix_of(first): name_of(first)}
+    assert metadata["watermark/partitions_after"] == {prefix_of(late): name_of(late)}
+    assert by_partition(loop.tick().run_requests) == {"2024-01-29": [other_day]}, (
+        "the other partition's new file is left to its own run"
+    )
+
+
+@LATE_ARRIVAL
+def test_a_range_run_covers_its_window_in_one_commit_with_metadata_per_partition(
+    world_with: Callable[..., World], late_arrival_days: int | None
+) -> None:
+    world = world_with(source={"late_arrival_days": late_arrival_days})
+    loop, landing = world.loop, world.landing
+    seen = landing.add(hour(28, 10))
+    loop.run_all(loop.tick().run_requests)  # 2024-01-28 already has a watermark (txn 1)
+    version_before = table_version(world.table)
+
+    day27 = landing.add(hour(27, 10))
+    day28 = [landing.add(hour(28, 10), minute=30), landing.add(hour(28, 12))]
+    result = loop.run_range("2024-01-27", "2024-01-29")  # 2024-01-29 has no files
+    assert result.success
+    world.assert_each_row_once()
+
+    committer = DeltaCommitter(world.table)
+    assert committer.current_version() == version_before + 1, "ONE commit for the whole range"
+    commit = committer.read_commit(version_before + 1)
+    assert commit.txns == {
+        txn_app_id("events", "2024-01-27"): 1,
+        txn_app_id("events", "2024-01-28"): 2,
+        txn_app_id("events", "2024-01-29"): 1,
+    }
+    expected = {
+        "2024-01-27": (1, day27, day27, {}, {prefix_of(day27): name_of(day27)}),
+        "2024-01-28": (
+            2,
+            day28[0],
+            day28[1],
+            {prefix_of(seen): name_of(seen)},
+            {prefix_of(d): name_of(d) for d in day28},
+        ),
+        "2024-01-29": (0, NOTHING_YET, NOTHING_YET, {}, {}),
+    }
+    for key, (files, first, last, before, after) in expected.items():
+        got = loop.metadata(key)
+        assert (
+            got["partition/files"],
+            got["partition/first_file"],
+            got["partition/last_file"],
+            got["watermark/partitions_before"],
+            got["watermark/partitions_after"],
+        ) == (files, first, last, before, after), f"metadata of partition {key}"
+        assert got["delta/version"] == version_before + 1
+    assert (loop.tick().skip_message or "").startswith("Idle:")
+
+
+@pytest.mark.parametrize(
+    "rerun",
+    [
+        pytest.param("request", id="executing the sensor's RunRequest again"),
+        pytest.param("backfill", id="a backfill run without a file list"),
+    ],
+)
+def test_re_running_a_partition_twice_leaves_the_table_unchanged(world: World, rerun: str) -> None:
+    loop = world.loop
+    wanted = [world.landing.add(hour(28, 10)), world.landing.add(hour(28, 11))]
+    [request] = loop.tick().run_requests
+    loop.run(request)
+    version, ids = table_version(world.table), delta_ids(world.table)
+    files = table_files(world.table)
+
+    for _ in range(2):
+        result = loop.run(request) if rerun == "request" else loop.run_partition("2024-01-28")
+        assert result.success
+        metadata = loop.metadata("2024-01-28")
+        assert metadata["files"] == 0
+        assert metadata["files/already_committed"] == (len(wanted) if rerun == "request" else 0)
+        assert str(metadata["delta/version"]).startswith("no new commit")
+    assert (table_version(world.table), delta_ids(world.table)) == (version, ids)
+    assert table_files(world.table) == files
+    world.assert_each_row_once()
+
+
+# --- the commit pipeline kind: Parquet files another writer puts under the table ----------------
+
+
+def test_the_commit_pipeline_adds_another_writers_parquet_files_through_the_same_loop(
+    tmp_path: Path,
+) -> None:
+    table = tmp_path / "delta" / "clicks"
+    clicks = {
+        "name": "clicks",
+        "kind": "commit",
+        "source": {"uri": str(table), "format": "parquet", "partition_template": "date=%Y-%m-%d"},
+        "table": {"uri": str(table), "partition_by": ["date"]},
+        "partitions": {"granularity": "daily", "start": "2024-01-01"},
+        "checkpoint": {"interval_files": 1, "interval_secs": 0},
+    }
+    defs = build_definitions(project_config(clicks), clock=lambda: FROZEN_NOW)
+    loop = SensorLoop(defs, DagsterInstance.ephemeral(), pipeline="clicks")
+    writer = ClickWriter(table)
+    day28 = [writer.add(hour(28, 1)), writer.add(hour(28, 5))]
+    day29 = [writer.add(hour(29, 2), rows=3)]
+
+    first = loop.tick()
+    assert by_partition(first.run_requests, "clicks") == {"2024-01-28": day28, "2024-01-29": day29}
+    loop.run_all(first.run_requests)
+    assert table_files(table) == sorted(day28 + day29), "added in place"
+    assert (loop.tick().skip_message or "").startswith("Idle:")
+
+    later = writer.add(hour(29, 9))
+    second = loop.tick()
+    assert by_partition(second.run_requests, "clicks") == {"2024-01-29": [later]}
+    loop.run_all(second.run_requests)
+
+    ids = sorted(writer.ids)
+    frame = pl.read_delta(str(table))
+    assert sorted(frame.get_column("click_id").to_list()) == ids
+    rows_per_day = dict(frame.group_by("date").len().sort("date").iter_rows())
+    assert rows_per_day == {"2024-01-28": 8, "2024-01-29": 7}
+    uris = DeltaTable(str(table)).file_uris()
+    duck = duckdb.execute(f"SELECT click_id FROM read_parquet({uris!r})").fetchall()
+    assert sorted(row[0] for row in duck) == ids
+    assert loop.metadata("2024-01-29")["partition/last_file"] == later
+
+
+# --- the code location as the Dagster CLI loads it ----------------------------------------------
+
+
+def _validate(tmp_path: Path, pipeline: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "pipelines.yaml"
+    config.write_text(yaml.safe_dump({"pipelines": [pipeline]}), encoding="utf-8")
+    home = tmp_path / "dagster_home"
+    home.mkdir(exist_ok=True)
+    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    env = {**os.environ, "WATERMARK_ASSETS_CONFIG": str(config), "DAGSTER_HOME": str(home)}
+    return subprocess.run(
+        [
+            str(Path(sys.executable).parent / "dagster"),
+            "definitions",
+            "validate",
+            "-w",
+            "workspace.yaml",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def test_dagster_definitions_validate_accepts_the_workspace_with_a_valid_config(
+    tmp_path: Path,
+) -> None:
+    completed = _validate(tmp_path, pipeline_yaml(tmp_path))
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "Validation successful" in completed.stdout + completed.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        pytest.param(
+            {"sensor": {"max_files_per_run": 0}},
+            "sensor.max_files_per_run",
+            id="a zero batch size fails naming sensor.max_files_per_run",
+        ),
+        pytest.param(
+            {"partitions": {"granularity": "yearly"}},
+            "partitions.granularity",
+            id="an unknown granularity fails naming partitions.granularity",
+        ),
+    ],
+)
+def test_dagster_definitions_validate_fails_on_an_invalid_config_naming_pipeline_and_key(
+    tmp_path: Path, override: dict[str, Any], named: str
+) -> None:
+    completed = _validate(tmp_path, pipeline_yaml(tmp_path, **override))
+    output = completed.stdout + completed.stderr
+    assert completed.returncode != 0
+    assert f"pipeline 'events': {named}" in output
