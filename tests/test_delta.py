@@ -33,11 +33,13 @@ from watermark_assets.exceptions import (
 )
 
 UTC = timezone.utc
-FILE_SCHEMA = pa.schema([
-    ("id", pa.int64()),
-    ("name", pa.string()),
-    ("ts", pa.timestamp("us", tz="UTC")),
-])
+FILE_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+    ]
+)
 TABLE_SCHEMA = FILE_SCHEMA.append(pa.field("day", pa.string()))
 FROZEN = datetime(2024, 1, 28, 12, 0, tzinfo=UTC)
 
@@ -46,8 +48,13 @@ def ts(day: int, micro: int = 0) -> datetime:
     return datetime(2024, 1, day, 10, 30, 0, micro, tzinfo=UTC)
 
 
-def write_file(root: Path, relative: str, rows: Sequence[Mapping[str, Any]],
-               schema: pa.Schema = FILE_SCHEMA, **options: Any) -> str:
+def write_file(
+    root: Path,
+    relative: str,
+    rows: Sequence[Mapping[str, Any]],
+    schema: pa.Schema = FILE_SCHEMA,
+    **options: Any,
+) -> str:
     """Write a Parquet file the way Spark lays it out (partition columns only in the path)."""
     path = root / relative
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -59,11 +66,22 @@ def committer(table: Path, **kwargs: Any) -> DeltaCommitter:
     return DeltaCommitter(str(table), now=lambda: FROZEN, **kwargs)
 
 
-def commit(table: Path, files: Sequence[DataFile], txns: Sequence[TxnVersion],
-           metadata: Mapping[str, str] | None = None, *, schema: pa.Schema = TABLE_SCHEMA,
-           partition_by: Sequence[str] = ("day",)) -> CommitOutcome:
-    return committer(table).commit(files, schema=schema, partition_by=partition_by, txns=txns,
-                                   custom_metadata=metadata or {"watermark_assets": "{}"})
+def commit(
+    table: Path,
+    files: Sequence[DataFile],
+    txns: Sequence[TxnVersion],
+    metadata: Mapping[str, str] | None = None,
+    *,
+    schema: pa.Schema = TABLE_SCHEMA,
+    partition_by: Sequence[str] = ("day",),
+) -> CommitOutcome:
+    return committer(table).commit(
+        files,
+        schema=schema,
+        partition_by=partition_by,
+        txns=txns,
+        custom_metadata=metadata or {"watermark_assets": "{}"},
+    )
 
 
 @pytest.fixture
@@ -75,12 +93,17 @@ def table(tmp_path: Path) -> Path:
 def two_days(table: Path) -> list[DataFile]:
     """Three files in two day partitions, one row with a null timestamp."""
     relative = [
-        write_file(table, "day=2024-01-27/part-0.parquet",
-                   [{"id": 1, "name": "a", "ts": ts(27, 1)}, {"id": 2, "name": "b", "ts": None}]),
-        write_file(table, "day=2024-01-28/part-0.parquet",
-                   [{"id": 3, "name": "c", "ts": ts(28, 123456)}]),
-        write_file(table, "day=2024-01-28/part-1.parquet",
-                   [{"id": 4, "name": "d", "ts": ts(28, 999999)}]),
+        write_file(
+            table,
+            "day=2024-01-27/part-0.parquet",
+            [{"id": 1, "name": "a", "ts": ts(27, 1)}, {"id": 2, "name": "b", "ts": None}],
+        ),
+        write_file(
+            table, "day=2024-01-28/part-0.parquet", [{"id": 3, "name": "c", "ts": ts(28, 123456)}]
+        ),
+        write_file(
+            table, "day=2024-01-28/part-1.parquet", [{"id": 4, "name": "d", "ts": ts(28, 999999)}]
+        ),
     ]
     return describe_data_files(str(table), relative, ["day"])
 
@@ -102,31 +125,41 @@ EXPECTED_ROWS = [
 
 STATS_CASES = [
     pytest.param(
-        [{"id": 5, "ts": ts(1, 7)}, {"id": -2, "ts": None}, {"id": 9, "ts": ts(3)}], {},
-        {"numRecords": 3,
-         "minValues": {"id": -2, "ts": "2024-01-01T10:30:00.000007Z"},
-         "maxValues": {"id": 9, "ts": "2024-01-03T10:30:00.000000Z"},
-         "nullCount": {"id": 0, "ts": 1}},
+        [{"id": 5, "ts": ts(1, 7)}, {"id": -2, "ts": None}, {"id": 9, "ts": ts(3)}],
+        {},
+        {
+            "numRecords": 3,
+            "minValues": {"id": -2, "ts": "2024-01-01T10:30:00.000007Z"},
+            "maxValues": {"id": 9, "ts": "2024-01-03T10:30:00.000000Z"},
+            "nullCount": {"id": 0, "ts": 1},
+        },
         id="timestamps at microsecond precision in UTC with Z, and a null counted",
     ),
     pytest.param(
-        [{"id": i, "ts": ts(1 + i)} for i in range(5)], {"row_group_size": 2},
-        {"numRecords": 5,
-         "minValues": {"id": 0, "ts": "2024-01-01T10:30:00.000000Z"},
-         "maxValues": {"id": 4, "ts": "2024-01-05T10:30:00.000000Z"},
-         "nullCount": {"id": 0, "ts": 0}},
+        [{"id": i, "ts": ts(1 + i)} for i in range(5)],
+        {"row_group_size": 2},
+        {
+            "numRecords": 5,
+            "minValues": {"id": 0, "ts": "2024-01-01T10:30:00.000000Z"},
+            "maxValues": {"id": 4, "ts": "2024-01-05T10:30:00.000000Z"},
+            "nullCount": {"id": 0, "ts": 0},
+        },
         id="several row groups are combined",
     ),
     pytest.param(
-        [{"id": None, "ts": ts(2)}, {"id": None, "ts": ts(2)}], {"row_group_size": 1},
-        {"numRecords": 2,
-         "minValues": {"ts": "2024-01-02T10:30:00.000000Z"},
-         "maxValues": {"ts": "2024-01-02T10:30:00.000000Z"},
-         "nullCount": {"id": 2, "ts": 0}},
+        [{"id": None, "ts": ts(2)}, {"id": None, "ts": ts(2)}],
+        {"row_group_size": 1},
+        {
+            "numRecords": 2,
+            "minValues": {"ts": "2024-01-02T10:30:00.000000Z"},
+            "maxValues": {"ts": "2024-01-02T10:30:00.000000Z"},
+            "nullCount": {"id": 2, "ts": 0},
+        },
         id="an all-null column has a null count and no bounds",
     ),
     pytest.param(
-        [{"id": 1, "ts": ts(2)}], {"write_statistics": False},
+        [{"id": 1, "ts": ts(2)}],
+        {"write_statistics": False},
         {"numRecords": 1, "minValues": {}, "maxValues": {}, "nullCount": {}},
         id="a file written without statistics still has its row count",
     ),
@@ -134,8 +167,9 @@ STATS_CASES = [
 
 
 @pytest.mark.parametrize(("rows", "options", "expected"), STATS_CASES)
-def test_stats_come_from_the_footer(tmp_path: Path, rows: list[dict[str, Any]],
-                                    options: dict[str, Any], expected: dict[str, Any]) -> None:
+def test_stats_come_from_the_footer(
+    tmp_path: Path, rows: list[dict[str, Any]], options: dict[str, Any], expected: dict[str, Any]
+) -> None:
     schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC"))])
     relative = write_file(tmp_path, "f.parquet", rows, schema, **options)
     (described,) = describe_data_files(str(tmp_path), [relative], [])
@@ -144,53 +178,106 @@ def test_stats_come_from_the_footer(tmp_path: Path, rows: list[dict[str, Any]],
 
 
 def test_stats_of_other_types_follow_delta(tmp_path: Path) -> None:
-    schema = pa.schema([
-        ("d", pa.date32()), ("s", pa.string()), ("f", pa.float64()), ("b", pa.bool_()),
-        ("dec", pa.decimal128(5, 2)), ("ntz", pa.timestamp("us")), ("bin", pa.binary()),
-        ("nested", pa.struct([("x", pa.int64())])), ("tags", pa.list_(pa.string())),
-    ])
+    schema = pa.schema(
+        [
+            ("d", pa.date32()),
+            ("s", pa.string()),
+            ("f", pa.float64()),
+            ("b", pa.bool_()),
+            ("dec", pa.decimal128(5, 2)),
+            ("ntz", pa.timestamp("us")),
+            ("bin", pa.binary()),
+            ("nested", pa.struct([("x", pa.int64())])),
+            ("tags", pa.list_(pa.string())),
+        ]
+    )
     long_text = "x" * 40
     rows: list[dict[str, Any]] = [
-        {"d": date(2024, 2, 29), "s": long_text, "f": 1.5, "b": True, "dec": Decimal("1.25"),
-         "ntz": datetime(2024, 1, 1, 0, 0, 0, 5), "bin": b"\x00", "nested": {"x": 1},
-         "tags": ["a"]},
-        {"d": date(2024, 1, 1), "s": "a", "f": float("nan"), "b": False, "dec": Decimal("-3.10"),
-         "ntz": datetime(2024, 1, 2), "bin": b"\xff", "nested": {"x": 2}, "tags": []},
+        {
+            "d": date(2024, 2, 29),
+            "s": long_text,
+            "f": 1.5,
+            "b": True,
+            "dec": Decimal("1.25"),
+            "ntz": datetime(2024, 1, 1, 0, 0, 0, 5),
+            "bin": b"\x00",
+            "nested": {"x": 1},
+            "tags": ["a"],
+        },
+        {
+            "d": date(2024, 1, 1),
+            "s": "a",
+            "f": float("nan"),
+            "b": False,
+            "dec": Decimal("-3.10"),
+            "ntz": datetime(2024, 1, 2),
+            "bin": b"\xff",
+            "nested": {"x": 2},
+            "tags": [],
+        },
     ]
-    (described,) = describe_data_files(str(tmp_path), [write_file(tmp_path, "f.parquet", rows,
-                                                                   schema)], [])
+    (described,) = describe_data_files(
+        str(tmp_path), [write_file(tmp_path, "f.parquet", rows, schema)], []
+    )
     stats = json.loads(described.stats)
     assert stats["minValues"] == {
-        "d": "2024-01-01", "s": "a", "f": 1.5, "b": False, "dec": -3.1,
+        "d": "2024-01-01",
+        "s": "a",
+        "f": 1.5,
+        "b": False,
+        "dec": -3.1,
         "ntz": "2024-01-01T00:00:00.000005",
     }
     # the long string's maximum is left out: cut to 32 characters it would be too low
     assert stats["maxValues"] == {
-        "d": "2024-02-29", "f": 1.5, "b": True, "dec": 1.25, "ntz": "2024-01-02T00:00:00.000000",
+        "d": "2024-02-29",
+        "f": 1.5,
+        "b": True,
+        "dec": 1.25,
+        "ntz": "2024-01-02T00:00:00.000000",
     }
     assert set(stats["nullCount"]) == {"d", "s", "f", "b", "dec", "ntz"}
 
 
 PARTITION_CASES = [
-    pytest.param("day=2024-01-28/part-0.parquet", ["day"], {"day": "2024-01-28"},
-                 id="one partition directory"),
-    pytest.param("region=eu/day=2024-01-28/part-0.parquet", ["day", "region"],
-                 {"day": "2024-01-28", "region": "eu"}, id="two levels, in partition_by order"),
-    pytest.param("city=New York & Co%3A 50%25/part-0.parquet", ["city"],
-                 {"city": "New York & Co: 50%"},
-                 id="space and special characters escaped the way Spark does"),
-    pytest.param("city=a%2Fb%3Dc/part-0.parquet", ["city"], {"city": "a/b=c"},
-                 id="slash and equals sign escaped the way delta-rs does"),
-    pytest.param("city=__HIVE_DEFAULT_PARTITION__/part-0.parquet", ["city"], {"city": None},
-                 id="Hive's default partition is a null value"),
+    pytest.param(
+        "day=2024-01-28/part-0.parquet",
+        ["day"],
+        {"day": "2024-01-28"},
+        id="one partition directory",
+    ),
+    pytest.param(
+        "region=eu/day=2024-01-28/part-0.parquet",
+        ["day", "region"],
+        {"day": "2024-01-28", "region": "eu"},
+        id="two levels, in partition_by order",
+    ),
+    pytest.param(
+        "city=New York & Co%3A 50%25/part-0.parquet",
+        ["city"],
+        {"city": "New York & Co: 50%"},
+        id="space and special characters escaped the way Spark does",
+    ),
+    pytest.param(
+        "city=a%2Fb%3Dc/part-0.parquet",
+        ["city"],
+        {"city": "a/b=c"},
+        id="slash and equals sign escaped the way delta-rs does",
+    ),
+    pytest.param(
+        "city=__HIVE_DEFAULT_PARTITION__/part-0.parquet",
+        ["city"],
+        {"city": None},
+        id="Hive's default partition is a null value",
+    ),
     pytest.param("part-0.parquet", [], {}, id="an unpartitioned table"),
 ]
 
 
 @pytest.mark.parametrize(("relative", "partition_by", "expected"), PARTITION_CASES)
-def test_partition_values_come_from_the_path(tmp_path: Path, relative: str,
-                                             partition_by: list[str],
-                                             expected: dict[str, str | None]) -> None:
+def test_partition_values_come_from_the_path(
+    tmp_path: Path, relative: str, partition_by: list[str], expected: dict[str, str | None]
+) -> None:
     write_file(tmp_path, relative, [{"id": 1, "name": "a", "ts": ts(1)}])
     (described,) = describe_data_files(str(tmp_path), [relative], partition_by)
     assert described.partition_values == expected
@@ -206,11 +293,14 @@ def test_a_partition_column_missing_from_the_path_is_named(tmp_path: Path) -> No
     assert (caught.value.path, caught.value.column) == (relative, "region")
 
 
-@pytest.mark.parametrize(("relative", "message"), [
-    pytest.param("day=1/missing.parquet", "is not under table", id="a file that is not there"),
-    pytest.param("notes.txt", "not a readable Parquet file", id="a file that is not Parquet"),
-    pytest.param("../outside.parquet", "relative to table", id="a path leaving the table root"),
-])
+@pytest.mark.parametrize(
+    ("relative", "message"),
+    [
+        pytest.param("day=1/missing.parquet", "is not under table", id="a file that is not there"),
+        pytest.param("notes.txt", "not a readable Parquet file", id="a file that is not Parquet"),
+        pytest.param("../outside.parquet", "relative to table", id="a path leaving the table root"),
+    ],
+)
 def test_unusable_files_are_refused(tmp_path: Path, relative: str, message: str) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(DeltaCommitError, match=message):
@@ -223,8 +313,12 @@ def test_unusable_files_are_refused(tmp_path: Path, relative: str, message: str)
 def test_first_commit_creates_the_table_with_data_txn_and_metadata(
     table: Path, two_days: list[DataFile]
 ) -> None:
-    outcome = commit(table, two_days, [TxnVersion("wa/events/2024-01-28", 1)],
-                     {"watermark_assets": '{"run": "r1"}'})
+    outcome = commit(
+        table,
+        two_days,
+        [TxnVersion("wa/events/2024-01-28", 1)],
+        {"watermark_assets": '{"run": "r1"}'},
+    )
     assert outcome == CommitOutcome(0, False, outcome.reason)
     assert "created the table" in outcome.reason
     delta = DeltaTable(str(table))
@@ -232,8 +326,12 @@ def test_first_commit_creates_the_table_with_data_txn_and_metadata(
     assert delta.metadata().partition_columns == ["day"]
     assert delta.transaction_version("wa/events/2024-01-28") == 1
     assert rows_of(table) == EXPECTED_ROWS
-    assert json.loads((table / "_delta_log" / f"{0:020d}.json").read_text().splitlines()[0])[
-        "commitInfo"]["watermark_assets"] == '{"run": "r1"}'
+    assert (
+        json.loads((table / "_delta_log" / f"{0:020d}.json").read_text().splitlines()[0])[
+            "commitInfo"
+        ]["watermark_assets"]
+        == '{"run": "r1"}'
+    )
 
 
 def test_other_engines_read_the_committed_rows(table: Path, two_days: list[DataFile]) -> None:
@@ -259,13 +357,19 @@ def test_committing_the_same_txn_version_again_is_skipped(
 
 def test_an_empty_commit_still_advances_the_txn(table: Path, two_days: list[DataFile]) -> None:
     commit(table, two_days, [TxnVersion("p", 1)])
-    outcome = commit(table, [], [TxnVersion("p", 2)], {"watermark_assets": "all quarantined"},
-                     schema=pa.schema([]))
+    outcome = commit(
+        table,
+        [],
+        [TxnVersion("p", 2)],
+        {"watermark_assets": "all quarantined"},
+        schema=pa.schema([]),
+    )
     assert (outcome.version, outcome.skipped) == (1, False)
     assert committer(table).transaction_version("p") == 2
     assert len(rows_of(table)) == 4
     assert committer(table).read_commit(1).custom_metadata == {
-        "watermark_assets": "all quarantined"}
+        "watermark_assets": "all quarantined"
+    }
 
 
 def test_an_empty_first_commit_creates_an_empty_table(table: Path) -> None:
@@ -284,11 +388,16 @@ def test_two_dagster_partitions_commit_in_one_commit(table: Path, two_days: list
 
 
 TXN_SEQUENCE_CASES = [
-    pytest.param([TxnVersion("a", 3)], "'a': version 3 skips ahead of the committed 1",
-                 id="a version jumping by two"),
-    pytest.param([TxnVersion("a", 1), TxnVersion("b", 1)],
-                 "'a': version 1 is already committed (table has 1) while ['b'] are not",
-                 id="one partition committed and one not"),
+    pytest.param(
+        [TxnVersion("a", 3)],
+        "'a': version 3 skips ahead of the committed 1",
+        id="a version jumping by two",
+    ),
+    pytest.param(
+        [TxnVersion("a", 1), TxnVersion("b", 1)],
+        "'a': version 1 is already committed (table has 1) while ['b'] are not",
+        id="one partition committed and one not",
+    ),
 ]
 
 
@@ -303,43 +412,67 @@ def test_txn_versions_out_of_sequence_are_refused(
     assert DeltaTable(str(table)).version() == 0
 
 
-@pytest.mark.parametrize(("txns", "metadata", "message"), [
-    pytest.param([], {}, "at least one txn", id="no txn at all"),
-    pytest.param([TxnVersion("a", 1), TxnVersion("a", 2)], {}, "app ids repeat",
-                 id="the same app id twice"),
-    pytest.param([TxnVersion("a", 1)], {"operation": "x"}, "reserved",
-                 id="a custom key that Delta owns"),
-])
-def test_invalid_commits_are_refused(table: Path, two_days: list[DataFile],
-                                     txns: list[TxnVersion], metadata: dict[str, str],
-                                     message: str) -> None:
+@pytest.mark.parametrize(
+    ("txns", "metadata", "message"),
+    [
+        pytest.param([], {}, "at least one txn", id="no txn at all"),
+        pytest.param(
+            [TxnVersion("a", 1), TxnVersion("a", 2)],
+            {},
+            "app ids repeat",
+            id="the same app id twice",
+        ),
+        pytest.param(
+            [TxnVersion("a", 1)], {"operation": "x"}, "reserved", id="a custom key that Delta owns"
+        ),
+    ],
+)
+def test_invalid_commits_are_refused(
+    table: Path,
+    two_days: list[DataFile],
+    txns: list[TxnVersion],
+    metadata: dict[str, str],
+    message: str,
+) -> None:
     with pytest.raises(DeltaCommitError, match=message):
-        committer(table).commit(two_days, schema=TABLE_SCHEMA, partition_by=["day"], txns=txns,
-                                custom_metadata=metadata)
+        committer(table).commit(
+            two_days, schema=TABLE_SCHEMA, partition_by=["day"], txns=txns, custom_metadata=metadata
+        )
     assert not DeltaTable.is_deltatable(str(table))
 
 
 SCHEMA_CASES = [
-    pytest.param(TABLE_SCHEMA.append(pa.field("extra", pa.int32())), ["day"],
-                 "'extra': in the files (\"integer\") but not in the table",
-                 id="a column the table does not have"),
-    pytest.param(TABLE_SCHEMA.set(0, pa.field("id", pa.string())), ["day"],
-                 "'id': the table has \"long\", the files \"string\"", id="a column changed type"),
-    pytest.param(TABLE_SCHEMA, [], "the table has ['day'], the commit []",
-                 id="different partition columns"),
+    pytest.param(
+        TABLE_SCHEMA.append(pa.field("extra", pa.int32())),
+        ["day"],
+        "'extra': in the files (\"integer\") but not in the table",
+        id="a column the table does not have",
+    ),
+    pytest.param(
+        TABLE_SCHEMA.set(0, pa.field("id", pa.string())),
+        ["day"],
+        '\'id\': the table has "long", the files "string"',
+        id="a column changed type",
+    ),
+    pytest.param(
+        TABLE_SCHEMA, [], "the table has ['day'], the commit []", id="different partition columns"
+    ),
 ]
 
 
 @pytest.mark.parametrize(("schema", "partition_by", "message"), SCHEMA_CASES)
 def test_a_schema_mismatch_names_the_column_and_the_fix(
-    table: Path, two_days: list[DataFile], schema: pa.Schema, partition_by: list[str],
-    message: str
+    table: Path, two_days: list[DataFile], schema: pa.Schema, partition_by: list[str], message: str
 ) -> None:
     commit(table, two_days[:1], [TxnVersion("a", 1)])
-    files = two_days[1:] if partition_by else [
-        DataFile(f.path, f.size, f.modification_time, {}, f.num_records, f.stats)
-        for f in two_days[1:]
-    ]
+    files = (
+        two_days[1:]
+        if partition_by
+        else [
+            DataFile(f.path, f.size, f.modification_time, {}, f.num_records, f.stats)
+            for f in two_days[1:]
+        ]
+    )
     with pytest.raises(DeltaSchemaMismatchError) as caught:
         commit(table, files, [TxnVersion("a", 2)], schema=schema, partition_by=partition_by)
     assert message in str(caught.value)
@@ -352,21 +485,24 @@ def test_a_nullable_column_missing_from_new_files_is_accepted(
 ) -> None:
     commit(table, two_days[:1], [TxnVersion("a", 1)])
     narrower = pa.schema([("id", pa.int64()), ("day", pa.string())])
-    relative = write_file(table, "day=2024-01-29/part-0.parquet", [{"id": 9}],
-                          pa.schema([("id", pa.int64())]))
+    relative = write_file(
+        table, "day=2024-01-29/part-0.parquet", [{"id": 9}], pa.schema([("id", pa.int64())])
+    )
     files = describe_data_files(str(table), [relative], ["day"])
     assert commit(table, files, [TxnVersion("a", 2)], schema=narrower).version == 1
     assert rows_of(table)[-1] == {"id": 9, "name": None, "ts": None, "day": "2024-01-29"}
 
 
 def test_a_special_partition_value_round_trips(table: Path) -> None:
-    relative = write_file(table, "city=New York & Co%3A 50%25/part-0.parquet",
-                          [{"id": 1, "name": "a", "ts": ts(1)}])
+    relative = write_file(
+        table, "city=New York & Co%3A 50%25/part-0.parquet", [{"id": 1, "name": "a", "ts": ts(1)}]
+    )
     files = describe_data_files(str(table), [relative], ["city"])
     schema = FILE_SCHEMA.append(pa.field("city", pa.string()))
     commit(table, files, [TxnVersion("p", 1)], schema=schema, partition_by=["city"])
     assert DeltaTable(str(table)).to_pyarrow_table().to_pylist() == [
-        {"id": 1, "name": "a", "ts": ts(1), "city": "New York & Co: 50%"}]
+        {"id": 1, "name": "a", "ts": ts(1), "city": "New York & Co: 50%"}
+    ]
     assert pl.read_delta(str(table))["city"].to_list() == ["New York & Co: 50%"]
     (added,) = committer(table).read_commit(0).added
     assert (added.path, added.partition_values) == (relative, {"city": "New York & Co: 50%"})
@@ -376,8 +512,13 @@ def test_a_file_uri_works_like_a_path(table: Path, two_days: list[DataFile]) -> 
     uri = table.as_uri()
     files = describe_data_files(uri, [f.path for f in two_days], ["day"])
     assert files == two_days
-    outcome = DeltaCommitter(uri).commit(files, schema=TABLE_SCHEMA, partition_by=["day"],
-                                         txns=[TxnVersion("p", 1)], custom_metadata={})
+    outcome = DeltaCommitter(uri).commit(
+        files,
+        schema=TABLE_SCHEMA,
+        partition_by=["day"],
+        txns=[TxnVersion("p", 1)],
+        custom_metadata={},
+    )
     assert outcome.version == 0
     assert DeltaCommitter(uri).read_commits_after(None)[0].txns == {"p": 1}
 
@@ -403,8 +544,13 @@ def test_a_run_racing_the_same_partition_is_skipped(table: Path, two_days: list[
     commit(table, two_days[:1], [TxnVersion("p", 1)])
     commit(table, two_days[1:2], [TxnVersion("p", 2)])  # the winner of the race
     loser = StaleFirstLoad(str(table), stale_version=0)  # also saw p=1, also planned p=2
-    outcome = loser.commit(two_days[1:2], schema=TABLE_SCHEMA, partition_by=["day"],
-                           txns=[TxnVersion("p", 2)], custom_metadata={})
+    outcome = loser.commit(
+        two_days[1:2],
+        schema=TABLE_SCHEMA,
+        partition_by=["day"],
+        txns=[TxnVersion("p", 2)],
+        custom_metadata={},
+    )
     assert (outcome.version, outcome.skipped) == (None, True)
     assert DeltaTable(str(table)).version() == 1
     assert len(rows_of(table)) == 3
@@ -414,15 +560,18 @@ def test_a_run_racing_another_partition_is_rebased(table: Path, two_days: list[D
     commit(table, two_days[:1], [TxnVersion("p", 1)])
     commit(table, [], [TxnVersion("q", 1)], schema=pa.schema([]))  # another partition's run
     late = StaleFirstLoad(str(table), stale_version=0)
-    outcome = late.commit(two_days[1:], schema=TABLE_SCHEMA, partition_by=["day"],
-                          txns=[TxnVersion("p", 2)], custom_metadata={})
+    outcome = late.commit(
+        two_days[1:],
+        schema=TABLE_SCHEMA,
+        partition_by=["day"],
+        txns=[TxnVersion("p", 2)],
+        custom_metadata={},
+    )
     assert (outcome.version, outcome.skipped) == (2, False)
     assert len(rows_of(table)) == 4
 
 
-def test_threads_committing_the_same_txn_commit_once(
-    table: Path, two_days: list[DataFile]
-) -> None:
+def test_threads_committing_the_same_txn_commit_once(table: Path, two_days: list[DataFile]) -> None:
     commit(table, two_days[:1], [TxnVersion("p", 1)])
     start = threading.Barrier(4)
     outcomes: list[CommitOutcome] = []
@@ -456,10 +605,12 @@ def test_read_commits_after_returns_our_metadata_in_order(
     records = reader.read_commits_after(None)
     assert [r.version for r in records] == [0, 1, 2]
     assert [r.custom_metadata for r in records] == [
-        {"watermark_assets": f"batch {n}"} for n in (1, 2, 3)]
+        {"watermark_assets": f"batch {n}"} for n in (1, 2, 3)
+    ]
     assert [r.txns for r in records] == [{"p": 1}, {"p": 2}, {"p": 3}]
     assert [(a.path, a.num_records) for a in records[0].added] == [
-        ("day=2024-01-27/part-0.parquet", 2)]
+        ("day=2024-01-27/part-0.parquet", 2)
+    ]
     assert records[0].timestamp_ms > 0
     assert [r.version for r in reader.read_commits_after(0)] == [1, 2]
     assert reader.read_commits_after(2) == []

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from watermark_assets.ingest import crash_point, remove_stale_staging, txn_app_id
+from watermark_assets.ingest import crash_point, remove_stale_staging
+from watermark_assets.state_store import txn_app_id
 
 NOW = datetime(2024, 1, 28, 12, 0, tzinfo=timezone.utc)
 

@@ -46,8 +46,7 @@ from watermark_assets.config import IngestPipelineConfig
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.assets import PIPELINE_TAG
 from watermark_assets.delta import DeltaCommitter
-from watermark_assets.ingest import txn_app_id
-from watermark_assets.state_store import load_state
+from watermark_assets.state_store import load_state, txn_app_id
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTHING_YET = "(none: no file processed yet)"
@@ -335,6 +334,32 @@ def test_a_backfill_run_without_a_file_list_ingests_its_partition_above_its_own_
     assert by_partition(loop.tick().run_requests) == {"2024-01-29": [other_day]}, (
         "the other partition's new file is left to its own run"
     )
+
+
+def test_a_backfill_of_a_partition_older_than_the_late_arrival_window_never_duplicates(
+    world_with: Callable[..., World],
+) -> None:
+    world = world_with(source={"late_arrival_days": 1})
+    loop, landing = world.loop, world.landing
+    old = landing.add(hour(20, 10))
+    landing.add(hour(28, 10))
+    loop.run_all(loop.tick().run_requests)
+    assert prefix_of(old) not in checkpoint_json(world.pipeline)["partition_watermarks"], (
+        "the 20th is 8 days below the newest partition: its watermark is pruned"
+    )
+
+    late = landing.add(hour(20, 10), minute=30)  # lands after the 20th left the window
+    assert by_partition(loop.tick().run_requests) == {}, "the sensor no longer lists the 20th"
+    assert loop.run_partition("2024-01-20").success  # a backfill of the old partition
+
+    metadata = loop.metadata("2024-01-20")
+    assert (metadata["files"], metadata["partition/first_file"]) == (1, late)
+    assert metadata["watermark/partitions_before"] == {prefix_of(old): name_of(old)}, (
+        "the pruned watermark came back from the partition's last commit in the Delta log"
+    )
+    world.assert_each_row_once()
+    assert loop.run_partition("2024-01-20").success
+    world.assert_each_row_once()
 
 
 @LATE_ARRIVAL

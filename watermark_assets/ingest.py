@@ -18,7 +18,7 @@ import signal
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from watermark_assets import storage
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
+from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.coldstart import lookback_prefixes
 from watermark_assets.core.file_watermark import FileWatermark, WatermarkState, components_below
 from watermark_assets.core.filepath import prefix_components, split_path
@@ -39,7 +40,9 @@ from watermark_assets.state_store import (
     PipelineState,
     listing_horizon,
     load_state,
+    restore_partitions,
     save_checkpoint,
+    txn_app_id,
 )
 
 if TYPE_CHECKING:
@@ -64,11 +67,6 @@ def crash_point(name: str, env: Mapping[str, str] | None = None) -> None:
     env = os.environ if env is None else env
     if env.get(CRASH_ENV_VAR) == name:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def txn_app_id(pipeline: str, partition_key: str) -> str:
-    """The Delta txn appId of one Dagster partition of one pipeline."""
-    return f"watermark_assets/{pipeline}/{partition_key}"
 
 
 @dataclass(frozen=True)
@@ -97,6 +95,7 @@ def discover_files(
     now: datetime,
     limit: int | None = None,
     since: str | None = None,
+    restored: bool = False,
 ) -> FileGroups:
     """List the files above the watermark (pruned listing) and group them by Dagster partition.
 
@@ -104,10 +103,12 @@ def discover_files(
     ``since`` is a landing partition prefix the listing must not prune even when it is below the
     global watermark's partition: the oldest prefix a sensor left pending (Dagster partitions
     commit out of order: a failed, capped or in-flight older partition), or the start of a
-    backfill's time window (see :func:`lowered_plan`).
+    backfill's time window (see :func:`lowered_plan`). ``restored``: the watermarks of the
+    partitions from ``since`` on were put back (:func:`restore_partitions`), so the floor may go
+    below the pruning horizon.
     """
     horizon = listing_horizon(pipeline, watermark, now)
-    plan = lowered_plan(plan_listing(watermark, horizon), since, horizon)
+    plan = lowered_plan(plan_listing(watermark, horizon), since, None if restored else horizon)
     start_prefixes = None
     if watermark.state is WatermarkState.INITIAL and pipeline.source.cold_start.lookback_days:
         start_prefixes = lookback_prefixes(
@@ -169,6 +170,7 @@ class BatchRequest:
     run_id: str
     files: tuple[str, ...] | None = None  # None: discover the files above the watermark
     window_start: datetime | None = None  # start of the partitions' time window (for discovery)
+    clock: Clock = system_clock  # the definitions' clock, for the commit's "now"
 
 
 @dataclass(frozen=True)
@@ -188,13 +190,22 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
     pipeline = request.pipeline
     state = load_state(pipeline, now=now)
     wanted = set(request.partition_keys)
+    since = (
+        pipeline.source.template.format(request.window_start)
+        if request.window_start is not None
+        else None
+    )
+    horizon = listing_horizon(pipeline, state.watermark, now)
+    restored = bool(
+        since and horizon and components_below(prefix_components(since), prefix_components(horizon))
+    )
+    if restored:  # an old window: its per-partition watermarks may have been pruned
+        watermark = restore_partitions(pipeline, state.watermark, request.partition_keys)
+        state = replace(state, watermark=watermark)
     if request.files is None:
-        since = (
-            pipeline.source.template.format(request.window_start)
-            if request.window_start is not None
-            else None
+        groups = discover_files(
+            pipeline, state.watermark, partition_of, now=now, since=since, restored=restored
         )
-        groups = discover_files(pipeline, state.watermark, partition_of, now=now, since=since)
         candidates = sorted(p for key in wanted for p in groups.by_partition.get(key, ()))
         already: list[str] = []
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -22,7 +22,7 @@ from watermark_assets.core.coldstart import lookback_horizon
 from watermark_assets.core.file_watermark import FileWatermark
 from watermark_assets.core.filepath import split_path
 from watermark_assets.delta import DeltaCommitter
-from watermark_assets.exceptions import CheckpointError
+from watermark_assets.exceptions import CheckpointError, DeltaCommitError
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
@@ -155,6 +155,38 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
         files_since_checkpoint=files,
         partition_rows=dict(rows),
     )
+
+
+def txn_app_id(pipeline: str, partition_key: str) -> str:
+    """The Delta txn appId of one Dagster partition of one pipeline."""
+    return f"watermark_assets/{pipeline}/{partition_key}"
+
+
+def restore_partitions(
+    pipeline: Pipeline, watermark: FileWatermark, partition_keys: Sequence[str]
+) -> FileWatermark:
+    """``watermark`` with the per-partition watermarks of these Dagster partitions put back.
+
+    Pruning drops the watermarks of old landing partitions; a backfill or a late request of an
+    old Dagster partition needs them, or it would re-ingest committed files. Each Dagster
+    partition's latest commit (found by its txn app id, reading the log backwards: a backfill's
+    cost, never a sensor tick's) recorded the watermarks it reached; they are merged back.
+    """
+    committer = DeltaCommitter(pipeline.table.uri)
+    version = committer.current_version()
+    wanted = {txn_app_id(pipeline.name, key) for key in partition_keys}
+    while version is not None and version >= 0 and wanted:
+        try:
+            record = committer.read_commit(version)
+        except DeltaCommitError:
+            break  # older commits were cleaned up after a Delta checkpoint
+        found = wanted & set(record.txns)
+        text = record.custom_metadata.get(COMMIT_METADATA_KEY)
+        if found and text:
+            watermark = watermark.merge(CommitMetadata.from_json(text).watermark_after)
+            wanted -= found
+        version -= 1
+    return watermark
 
 
 def listing_horizon(pipeline: Pipeline, watermark: FileWatermark, now: datetime) -> str | None:

@@ -107,6 +107,7 @@ def build_asset(
             run_id=context.run.run_id,
             files=tuple(config.files) if config.files else None,
             window_start=context.partition_time_window.start,
+            clock=clock,
         )
         now = clock()
         plan = plan_batch(request, partition_of, now=now)

@@ -48,7 +48,7 @@ class WatermarkDeltaIOManager(ConfigurableIOManager):
     """
 
     def handle_output(self, context: OutputContext, obj: StagedBatch) -> None:
-        result = commit_batch(obj, now=system_clock())
+        result = commit_batch(obj, now=obj.plan.request.clock())
         uri = obj.plan.request.pipeline.table.uri
         context.add_output_metadata(
             batch_metadata(
