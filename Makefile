@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test ui lint typecheck pytest setup bench clean
+.PHONY: demo test ui lint typecheck pytest setup browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,21 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-pytest: setup
+pytest: setup browser
 	$(BIN)/python -m pytest
+
+## Debian's Chromium for the browser tests (tests/ui), installed only when it is missing. Without
+## root or apt-get (or if the install fails) the browser tests skip and say why.
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser tests"; \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) \
+	      || echo "warning: apt-get could not install chromium; the browser tests will be skipped"; \
+	  else \
+	    echo "warning: /usr/bin/chromium is missing and needs root + apt-get; the browser tests will be skipped"; \
+	  fi; \
+	fi
 
 ## The Dagster UI and daemon on the same instance (http://127.0.0.1:3000).
 ui: setup

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,14 +50,19 @@ def put(root: str, *paths: str) -> None:
         fs.pipe_file(f"{base}/{path}", b"{}\n")
 
 
+def list_above(
+    root: str, watermark: FileWatermark | None = None, horizon: str | None = None, **options: Any
+) -> storage.ListingResult:
+    """list_files_above with the plan of ``watermark`` (Initial by default) and ndjson.gz files."""
+    plan = plan_listing(watermark or FileWatermark.initial(), horizon)
+    return storage.list_files_above(
+        root, plan, suffixes=SUFFIXES, ordering=NameOrdering.AUTO, **options
+    )
+
+
 def test_a_cold_start_full_scan_lists_every_file(root: str) -> None:
     put(root, *SEED_FILES)
-    result = storage.list_files_above(
-        root,
-        plan_listing(FileWatermark.initial(), None),
-        suffixes=SUFFIXES,
-        ordering=NameOrdering.AUTO,
-    )
+    result = list_above(root)
     assert list(result.files) == SEED_FILES
     assert result.files_seen == len(SEED_FILES)
 
@@ -65,11 +71,8 @@ def test_the_seed_example_lists_only_files_above_the_watermark_and_skips_old_par
     root: str,
 ) -> None:
     put(root, *SEED_FILES)
-    processed = [p for p in SEED_FILES[2:5]]  # up to date=2024-01-28/1706450400-01926abc
-    watermark = FileWatermark.initial().advance(processed)
-    result = storage.list_files_above(
-        root, plan_listing(watermark, None), suffixes=SUFFIXES, ordering=NameOrdering.AUTO
-    )
+    processed = SEED_FILES[2:5]  # up to date=2024-01-28/1706450400-01926abc
+    result = list_above(root, FileWatermark.initial().advance(processed))
     assert list(result.files) == [
         "date=2024-01-28/1706450500-01926abd.ndjson.gz",
         "date=2024-01-29/1706536800-01926b00.ndjson.gz",
@@ -88,33 +91,21 @@ def test_hidden_entries_and_other_suffixes_are_never_part_of_a_source(root: str)
         "_delta_log/00000000000000000000.json",
         "date=2024-01-28/1706450100-a.csv",
     )
-    result = storage.list_files_above(
-        root,
-        plan_listing(FileWatermark.initial(), None),
-        suffixes=SUFFIXES,
-        ordering=NameOrdering.AUTO,
-    )
+    result = list_above(root)
     assert list(result.files) == ["date=2024-01-28/1706450100-a.ndjson.gz"]
 
 
 def test_a_file_name_that_does_not_sort_chronologically_is_refused(root: str) -> None:
     put(root, "date=2024-01-28/event-abc123.ndjson.gz")
     with pytest.raises(UnsortableFileNameError, match="event-abc123"):
-        storage.list_files_above(
-            root,
-            plan_listing(FileWatermark.initial(), None),
-            suffixes=SUFFIXES,
-            ordering=NameOrdering.AUTO,
-        )
+        list_above(root)
 
 
 def test_lookback_prefixes_are_listed_directly(root: str) -> None:
     put(root, *SEED_FILES)
-    result = storage.list_files_above(
+    result = list_above(
         root,
-        plan_listing(FileWatermark.initial(), "date=2024-01-28"),
-        suffixes=SUFFIXES,
-        ordering=NameOrdering.AUTO,
+        horizon="date=2024-01-28",
         start_prefixes=["date=2024-01-28", "date=2024-01-29", "date=2024-01-30"],
     )
     assert [p.split("/")[0] for p in result.files] == ["date=2024-01-28"] * 4 + ["date=2024-01-29"]
@@ -123,10 +114,9 @@ def test_lookback_prefixes_are_listed_directly(root: str) -> None:
 
 def test_a_poll_sees_files_that_arrived_after_the_previous_poll(root: str) -> None:
     put(root, SEED_FILES[0])
-    plan = plan_listing(FileWatermark.initial(), None)
-    first = storage.list_files_above(root, plan, suffixes=SUFFIXES, ordering=NameOrdering.AUTO)
+    first = list_above(root)
     put(root, SEED_FILES[1])
-    second = storage.list_files_above(root, plan, suffixes=SUFFIXES, ordering=NameOrdering.AUTO)
+    second = list_above(root)
     assert len(second.files) == len(first.files) + 1
 
 
@@ -144,12 +134,6 @@ def test_atomic_write_replaces_the_whole_file_and_leaves_no_temporary(root: str)
 
 def test_a_limit_returns_the_oldest_files_above_the_watermark_and_stops_listing(root: str) -> None:
     put(root, *SEED_FILES)
-    result = storage.list_files_above(
-        root,
-        plan_listing(FileWatermark.initial(), None),
-        suffixes=SUFFIXES,
-        ordering=NameOrdering.AUTO,
-        limit=2,
-    )
+    result = list_above(root, limit=2)
     assert list(result.files) == SEED_FILES[:2]
     assert result.directories_listed == 3  # root, the 26th, the 27th: the rest is never listed
