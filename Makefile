@@ -10,7 +10,8 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
-	$(BIN)/pip install --quiet -e '.[dev]'
+	@echo "Installing watermark_assets and its dependencies into $(VENV) (a few minutes the first time)"
+	$(BIN)/pip install --progress-bar off -e '.[dev]'
 	touch $(STAMP)
 
 setup: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
