@@ -290,6 +290,25 @@ def test_a_partition_with_a_run_in_flight_is_not_requested_twice(world: World) -
     world.assert_each_row_once()
 
 
+def test_a_range_backfill_in_flight_holds_back_every_partition_of_its_range(world: World) -> None:
+    loop = world.loop
+    world.landing.add(hour(27, 10))
+    world.landing.add(hour(28, 10))
+    f29 = world.landing.add(hour(29, 10))
+    backfill = loop.instance.create_run_for_job(  # as a UI backfill of the asset launches it
+        loop.job,
+        status=DagsterRunStatus.STARTED,
+        tags={
+            "dagster/asset_partition_range_start": "2024-01-27",
+            "dagster/asset_partition_range_end": "2024-01-28",
+        },
+    )
+    first = loop.tick()
+    assert by_partition(first.run_requests) == {"2024-01-29": [f29]}
+    loop.instance.report_run_failed(backfill)
+    assert set(by_partition(loop.tick().run_requests)) == {"2024-01-27", "2024-01-28", "2024-01-29"}
+
+
 def test_max_files_per_run_caps_a_batch_and_the_rest_comes_on_the_next_tick(
     world_with: Callable[..., World],
 ) -> None:

@@ -19,7 +19,8 @@ def test_the_system_clock_is_aware_and_in_utc() -> None:
     ("given", "expected"),
     [
         pytest.param(
-            datetime(2024, 1, 28, 14, tzinfo=UTC), datetime(2024, 1, 28, 14, tzinfo=UTC),
+            datetime(2024, 1, 28, 14, tzinfo=UTC),
+            datetime(2024, 1, 28, 14, tzinfo=UTC),
             id="a UTC datetime is kept",
         ),
         pytest.param(

@@ -51,23 +51,55 @@ def test_seed_filtered_scan_lists_today_and_the_seven_days_before() -> None:
 @pytest.mark.parametrize(
     ("template", "lookback", "now", "expected"),
     [
-        pytest.param("date=%Y-%m-%d", 0, datetime(2024, 1, 28, 0, 0, tzinfo=UTC),
-                     ["date=2024-01-28"], id="lookback 0 is today alone, even at midnight"),
-        pytest.param("date=%Y-%m-%d", 1, datetime(2024, 3, 1, 9, tzinfo=UTC),
-                     ["date=2024-02-29", "date=2024-03-01"], id="leap day is a partition"),
-        pytest.param("date=%Y-%m-%d", 1, datetime(2024, 1, 1, 0, 30, tzinfo=UTC),
-                     ["date=2023-12-31", "date=2024-01-01"], id="across a year boundary"),
-        pytest.param("date=%Y-%m-%d/hour=%H", 0, datetime(2024, 1, 28, 14, 59, tzinfo=UTC),
-                     ["date=2024-01-28/hour=14"], id="hour grain with lookback 0 is this hour"),
-        pytest.param("month=%Y-%m", 3, datetime(2024, 3, 2, 12, tzinfo=UTC),
-                     ["month=2024-02", "month=2024-03"],
-                     id="month grain steps by day and drops repeated prefixes"),
-        pytest.param("year=%Y", 7, datetime(2024, 1, 3, tzinfo=UTC), ["year=2023", "year=2024"],
-                     id="year grain across new year"),
-        pytest.param("date=%Y-%m-%d",
-                     1, datetime(2024, 1, 28, 1, tzinfo=timezone(timedelta(hours=5))),
-                     ["date=2024-01-26", "date=2024-01-27"],
-                     id="now in another zone is converted to UTC first"),
+        pytest.param(
+            "date=%Y-%m-%d",
+            0,
+            datetime(2024, 1, 28, 0, 0, tzinfo=UTC),
+            ["date=2024-01-28"],
+            id="lookback 0 is today alone, even at midnight",
+        ),
+        pytest.param(
+            "date=%Y-%m-%d",
+            1,
+            datetime(2024, 3, 1, 9, tzinfo=UTC),
+            ["date=2024-02-29", "date=2024-03-01"],
+            id="leap day is a partition",
+        ),
+        pytest.param(
+            "date=%Y-%m-%d",
+            1,
+            datetime(2024, 1, 1, 0, 30, tzinfo=UTC),
+            ["date=2023-12-31", "date=2024-01-01"],
+            id="across a year boundary",
+        ),
+        pytest.param(
+            "date=%Y-%m-%d/hour=%H",
+            0,
+            datetime(2024, 1, 28, 14, 59, tzinfo=UTC),
+            ["date=2024-01-28/hour=14"],
+            id="hour grain with lookback 0 is this hour",
+        ),
+        pytest.param(
+            "month=%Y-%m",
+            3,
+            datetime(2024, 3, 2, 12, tzinfo=UTC),
+            ["month=2024-02", "month=2024-03"],
+            id="month grain steps by day and drops repeated prefixes",
+        ),
+        pytest.param(
+            "year=%Y",
+            7,
+            datetime(2024, 1, 3, tzinfo=UTC),
+            ["year=2023", "year=2024"],
+            id="year grain across new year",
+        ),
+        pytest.param(
+            "date=%Y-%m-%d",
+            1,
+            datetime(2024, 1, 28, 1, tzinfo=timezone(timedelta(hours=5))),
+            ["date=2024-01-26", "date=2024-01-27"],
+            id="now in another zone is converted to UTC first",
+        ),
     ],
 )
 def test_lookback_prefixes(
@@ -96,8 +128,9 @@ def test_a_naive_now_is_refused() -> None:
 @given(
     st.sampled_from(["date=%Y-%m-%d", "date=%Y-%m-%d/hour=%H", "month=%Y-%m", "year=%Y"]),
     st.integers(min_value=0, max_value=40),
-    st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1),
-                 timezones=st.just(UTC)),
+    st.datetimes(
+        min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+    ),
 )
 def test_lookback_prefixes_are_distinct_ascending_and_end_now(
     template: str, lookback: int, now: datetime

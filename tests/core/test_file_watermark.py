@@ -45,8 +45,10 @@ def seed_watermark() -> FileWatermark:
 
 @pytest.mark.parametrize(
     ("path", "above"),
-    [pytest.param(path, above, id=f"{path} is {'above' if above else 'at or below'}")
-     for path, above in SEED_FILES],
+    [
+        pytest.param(path, above, id=f"{path} is {'above' if above else 'at or below'}")
+        for path, above in SEED_FILES
+    ],
 )
 def test_seed_files_above_the_watermark(path: str, above: bool) -> None:
     watermark = seed_watermark()
@@ -71,8 +73,10 @@ def test_a_new_partition_without_an_entry_includes_all_files() -> None:
     watermark = FileWatermark.from_dict(**json.loads(SEED_PER_PARTITION))
     # These partitions sort below the global watermark (hour=14/file500), yet all their files
     # are included: the global watermark is not a fallback.
-    for path in ["date=2024-01-28/hour=12/file001.ndjson.gz",
-                 "date=2024-01-27/hour=23/file999.ndjson.gz"]:
+    for path in [
+        "date=2024-01-28/hour=12/file001.ndjson.gz",
+        "date=2024-01-27/hour=23/file999.ndjson.gz",
+    ]:
         assert watermark.value is not None and path < watermark.value
         assert watermark.is_above(path)
     assert watermark.is_above("date=2024-01-28/hour=15/file001.ndjson.gz")
@@ -97,16 +101,22 @@ IDLE_WM = ACTIVE_WM.mark_idle()
     [
         pytest.param(INITIAL_WM, _advance, ACTIVE, id="Initial -> Active on update_watermark()"),
         pytest.param(ACTIVE_WM, _advance, ACTIVE, id="Active -> Active on update_watermark()"),
-        pytest.param(ACTIVE_WM, _mark_idle, IDLE,
-                     id="Active -> Idle on mark_idle() (no new files)"),
+        pytest.param(
+            ACTIVE_WM, _mark_idle, IDLE, id="Active -> Idle on mark_idle() (no new files)"
+        ),
         pytest.param(IDLE_WM, _advance, ACTIVE, id="Idle -> Active when new files appear"),
         pytest.param(IDLE_WM, _mark_idle, IDLE, id="Idle stays Idle on another empty poll"),
-        pytest.param(INITIAL_WM, _mark_idle, INITIAL,
-                     id="Initial stays Initial on mark_idle(): no files at all is not idle"),
+        pytest.param(
+            INITIAL_WM,
+            _mark_idle,
+            INITIAL,
+            id="Initial stays Initial on mark_idle(): no files at all is not idle",
+        ),
     ],
 )
 def test_seed_state_machine(
-    start: FileWatermark, operation: Callable[[FileWatermark], FileWatermark],
+    start: FileWatermark,
+    operation: Callable[[FileWatermark], FileWatermark],
     expected: WatermarkState,
 ) -> None:
     assert operation(start).state is expected
@@ -119,17 +129,21 @@ def test_mark_idle_keeps_the_position() -> None:
 
 
 def test_advance_takes_the_greatest_name_per_partition_and_the_greatest_path() -> None:
-    watermark = FileWatermark.initial().advance([
-        "date=2024-01-28/hour=14/1706450400-b.gz",
-        "date=2024-01-28/hour=13/1706446800-a.gz",
-        "date=2024-01-28/hour=14/1706450401-a.gz",
-        "date=2024-01-28/hour=13/1706446700-z.gz",
-    ])
+    watermark = FileWatermark.initial().advance(
+        [
+            "date=2024-01-28/hour=14/1706450400-b.gz",
+            "date=2024-01-28/hour=13/1706446800-a.gz",
+            "date=2024-01-28/hour=14/1706450401-a.gz",
+            "date=2024-01-28/hour=13/1706446700-z.gz",
+        ]
+    )
     assert watermark == FileWatermark(
         ACTIVE,
         "date=2024-01-28/hour=14/1706450401-a.gz",
-        {"date=2024-01-28/hour=13": "1706446800-a.gz",
-         "date=2024-01-28/hour=14": "1706450401-a.gz"},
+        {
+            "date=2024-01-28/hour=13": "1706446800-a.gz",
+            "date=2024-01-28/hour=14": "1706450401-a.gz",
+        },
     )
 
 
@@ -152,7 +166,9 @@ def test_advance_refuses_to_move_backwards(path: str) -> None:
         ACTIVE_WM.advance(["date=2024-01-29/1706536800-01926b00.parquet", path])
     error = caught.value
     assert (error.partition, error.current, error.proposed) == (
-        "date=2024-01-28", "1706450400-01926abc.parquet", path.split("/")[-1]
+        "date=2024-01-28",
+        "1706450400-01926abc.parquet",
+        path.split("/")[-1],
     )
 
 
@@ -203,22 +219,36 @@ def test_pruning_keeps_state_bounded() -> None:
 @pytest.mark.parametrize(
     ("horizon", "kept"),
     [
-        pytest.param("date=2024-01-28", {"date=2024-01-28", "date=2024-01-29"},
-                     id="entries below the horizon are dropped"),
-        pytest.param("date=2024-01-31", {"date=2024-01-28", "date=2024-01-29"},
-                     id="the global watermark's partition and above are never dropped"),
-        pytest.param("date=2024-01-28/hour=05", {"date=2024-01-28", "date=2024-01-29"},
-                     id="a deeper horizon compares on the common depth"),
-        pytest.param("", {"date=2024-01-26", "date=2024-01-28", "date=2024-01-29"},
-                     id="the root horizon drops nothing"),
+        pytest.param(
+            "date=2024-01-28",
+            {"date=2024-01-28", "date=2024-01-29"},
+            id="entries below the horizon are dropped",
+        ),
+        pytest.param(
+            "date=2024-01-31",
+            {"date=2024-01-28", "date=2024-01-29"},
+            id="the global watermark's partition and above are never dropped",
+        ),
+        pytest.param(
+            "date=2024-01-28/hour=05",
+            {"date=2024-01-28", "date=2024-01-29"},
+            id="a deeper horizon compares on the common depth",
+        ),
+        pytest.param(
+            "",
+            {"date=2024-01-26", "date=2024-01-28", "date=2024-01-29"},
+            id="the root horizon drops nothing",
+        ),
     ],
 )
 def test_prune(horizon: str, kept: set[str]) -> None:
     watermark = FileWatermark.from_dict(
         {"state": "Active", "value": "date=2024-01-28/1706450400-uuid.ndjson.gz"},
-        {"date=2024-01-26": "1706277600-uuid.ndjson.gz",
-         "date=2024-01-28": "1706450400-uuid.ndjson.gz",
-         "date=2024-01-29": "1706536800-uuid.ndjson.gz"},
+        {
+            "date=2024-01-26": "1706277600-uuid.ndjson.gz",
+            "date=2024-01-28": "1706450400-uuid.ndjson.gz",
+            "date=2024-01-29": "1706536800-uuid.ndjson.gz",
+        },
     )
     pruned = watermark.prune(horizon)
     assert set(pruned.partition_watermarks) == kept
@@ -263,6 +293,7 @@ def test_watermarks_are_immutable_hashable_and_picklable() -> None:
 
 
 # Properties.
+
 
 @given(watermarks(), watermarks())
 def test_merge_is_commutative(a: FileWatermark, b: FileWatermark) -> None:

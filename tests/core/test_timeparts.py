@@ -54,17 +54,33 @@ def test_invalid_templates_name_the_template_and_the_fix(template: str, message:
 @pytest.mark.parametrize(
     ("template", "moment", "prefix"),
     [
-        pytest.param("date=%Y-%m-%d", datetime(2024, 1, 28, 14, 30, tzinfo=UTC),
-                     "date=2024-01-28", id="a day prefix"),
-        pytest.param("date=%Y-%m-%d/hour=%H", datetime(2024, 1, 28, 14, 30, tzinfo=UTC),
-                     "date=2024-01-28/hour=14", id="an hour prefix"),
-        pytest.param("date=%Y-%m-%d/hour=%H",
-                     datetime(2024, 1, 28, 1, tzinfo=timezone(timedelta(hours=5))),
-                     "date=2024-01-27/hour=20", id="another zone is converted to UTC first"),
-        pytest.param("date=%Y-%m-%d", datetime(2024, 2, 29, tzinfo=UTC), "date=2024-02-29",
-                     id="leap day"),
-        pytest.param("y=%Y", datetime(999, 1, 1, tzinfo=UTC), "y=0999",
-                     id="years are zero-padded to four digits"),
+        pytest.param(
+            "date=%Y-%m-%d",
+            datetime(2024, 1, 28, 14, 30, tzinfo=UTC),
+            "date=2024-01-28",
+            id="a day prefix",
+        ),
+        pytest.param(
+            "date=%Y-%m-%d/hour=%H",
+            datetime(2024, 1, 28, 14, 30, tzinfo=UTC),
+            "date=2024-01-28/hour=14",
+            id="an hour prefix",
+        ),
+        pytest.param(
+            "date=%Y-%m-%d/hour=%H",
+            datetime(2024, 1, 28, 1, tzinfo=timezone(timedelta(hours=5))),
+            "date=2024-01-27/hour=20",
+            id="another zone is converted to UTC first",
+        ),
+        pytest.param(
+            "date=%Y-%m-%d", datetime(2024, 2, 29, tzinfo=UTC), "date=2024-02-29", id="leap day"
+        ),
+        pytest.param(
+            "y=%Y",
+            datetime(999, 1, 1, tzinfo=UTC),
+            "y=0999",
+            id="years are zero-padded to four digits",
+        ),
     ],
 )
 def test_format(template: str, moment: datetime, prefix: str) -> None:
@@ -74,12 +90,24 @@ def test_format(template: str, moment: datetime, prefix: str) -> None:
 @pytest.mark.parametrize(
     ("template", "prefix", "start"),
     [
-        pytest.param("date=%Y-%m-%d", "date=2024-01-28", datetime(2024, 1, 28, tzinfo=UTC),
-                     id="a day prefix starts at midnight UTC"),
-        pytest.param("date=%Y-%m-%d/hour=%H", "date=2024-01-28/hour=14",
-                     datetime(2024, 1, 28, 14, tzinfo=UTC), id="an hour prefix"),
-        pytest.param("month=%Y-%m", "month=2024-02", datetime(2024, 2, 1, tzinfo=UTC),
-                     id="a month prefix starts on the first"),
+        pytest.param(
+            "date=%Y-%m-%d",
+            "date=2024-01-28",
+            datetime(2024, 1, 28, tzinfo=UTC),
+            id="a day prefix starts at midnight UTC",
+        ),
+        pytest.param(
+            "date=%Y-%m-%d/hour=%H",
+            "date=2024-01-28/hour=14",
+            datetime(2024, 1, 28, 14, tzinfo=UTC),
+            id="an hour prefix",
+        ),
+        pytest.param(
+            "month=%Y-%m",
+            "month=2024-02",
+            datetime(2024, 2, 1, tzinfo=UTC),
+            id="a month prefix starts on the first",
+        ),
     ],
 )
 def test_parse(template: str, prefix: str, start: datetime) -> None:

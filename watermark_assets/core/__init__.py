@@ -12,6 +12,7 @@ from watermark_assets.core.filepath import (
     NameOrdering,
     check_sortable,
     detect_name_ordering,
+    name_time,
     prefix_components,
     split_path,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "ensure_utc",
     "lookback_horizon",
     "lookback_prefixes",
+    "name_time",
     "plan_listing",
     "prefix_components",
     "select_files_above",

@@ -9,6 +9,7 @@ point, as Python's ``<``), which is why names must start with a sortable identif
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 from enum import Enum
 
 from watermark_assets.exceptions import UnsortableFileNameError
@@ -138,3 +139,26 @@ def check_sortable(path: str, ordering: NameOrdering) -> None:
     elif _PATTERNS[ordering].match(name):
         return
     raise UnsortableFileNameError(path, ordering.value)
+
+
+def name_time(name: str) -> datetime | None:
+    """The time a sortable file name encodes (aware UTC), or None when it encodes none.
+
+    Unix seconds or milliseconds, the 48-bit millisecond prefix of a UUIDv7, or an ISO 8601
+    timestamp (read as UTC when it has no 'Z'). Shown next to a watermark so a person reads
+    "how far ingestion has got" as a time, not only as a path.
+    """
+    ordering = detect_name_ordering(name)
+    match = _PATTERNS[ordering].match(name) if ordering is not None else None
+    if match is None:
+        return None
+    text = match.group(0)
+    if ordering is NameOrdering.UNIX_TIMESTAMP:
+        if len(text) not in (10, 13):  # 11 or 12 digits: neither seconds nor milliseconds
+            return None
+        return datetime.fromtimestamp(int(text) / (1000 if len(text) == 13 else 1), tz=timezone.utc)
+    if ordering is NameOrdering.UUIDV7:
+        millis = int(text[:8] + text[9:13], 16)
+        return datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+    parsed = datetime.fromisoformat(text.removesuffix("Z"))
+    return parsed.replace(tzinfo=timezone.utc)

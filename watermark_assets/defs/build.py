@@ -42,7 +42,7 @@ def build_definitions(
         assets.append(asset)
         checks.append(check)
         jobs.append(job)
-        sensors.append(build_sensor(pipeline, job, asset.key, partition_of, clock))
+        sensors.append(build_sensor(pipeline, job, asset.key, partitions_def, partition_of, clock))
     spark_conf = {"spark.master": config.spark.master, **config.spark.conf}
     return Definitions(
         assets=assets,

@@ -14,12 +14,18 @@ from typing import Any
 from dagster import MetadataValue
 
 from watermark_assets.core.file_watermark import FileWatermark
-from watermark_assets.core.filepath import split_path
+from watermark_assets.core.filepath import name_time, split_path
 from watermark_assets.ingest import BatchResult
 
 
 def _text(value: str | None) -> MetadataValue:
     return MetadataValue.text(value if value is not None else "(none: no file processed yet)")
+
+
+def _time_entries(label: str, path: str | None) -> dict[str, Any]:
+    """``label_time``: the time the watermark's file name encodes, when it encodes one."""
+    when = name_time(split_path(path)[1]) if path else None
+    return {} if when is None else {f"{label}_time": MetadataValue.timestamp(when)}
 
 
 def partition_watermarks_of(watermark: FileWatermark, prefixes: set[str]) -> dict[str, str]:
@@ -37,6 +43,8 @@ def batch_metadata(
         "watermark/state": MetadataValue.text(after.state.value),
         "watermark/before": _text(before.value),
         "watermark/after": _text(after.value),
+        **_time_entries("watermark/before", before.value),
+        **_time_entries("watermark/after", after.value),
         "files": MetadataValue.int(len(staged.plan.files)),
         "files/already_committed": MetadataValue.int(len(staged.plan.already_committed)),
         "rows/read": MetadataValue.int(staged.rows_read),

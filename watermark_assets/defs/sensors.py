@@ -23,11 +23,13 @@ from dagster import (
     DefaultSensorStatus,
     JobDefinition,
     MetadataValue,
+    PartitionKeyRange,
     RunRequest,
     RunsFilter,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
+    TimeWindowPartitionsDefinition,
     sensor,
 )
 from dagster._core.definitions.unresolved_asset_job_definition import (
@@ -94,6 +96,7 @@ def build_sensor(
     pipeline: Pipeline,
     job: JobDefinition | UnresolvedAssetJobDefinition,
     asset_key: AssetKey,
+    partitions_def: TimeWindowPartitionsDefinition,
     partition_of: Callable[[datetime], str | None],
     clock: Clock,
 ) -> SensorDefinition:
@@ -143,10 +146,11 @@ def build_sensor(
         committer = DeltaCommitter(pipeline.table.uri)
         requests: list[RunRequest] = []
         waiting: list[str] = []
+        busy = partitions_in_flight(context, asset_key, job.name, partitions_def)
         for key, files in groups.by_partition.items():
             if len(requests) >= limits.max_runs_per_tick:
                 break
-            if _runs(context, {PIPELINE_TAG: pipeline.name, "dagster/partition": key}, IN_FLIGHT):
+            if key in busy:
                 waiting.append(key)
                 continue
             batch = files[: limits.max_files_per_run]
@@ -181,6 +185,34 @@ def build_sensor(
         return SensorResult(run_requests=requests, cursor=cursor.to_string())
 
     return watermark_sensor
+
+
+def partitions_in_flight(
+    context: SensorEvaluationContext,
+    asset_key: AssetKey,
+    job_name: str,
+    partitions_def: TimeWindowPartitionsDefinition,
+) -> set[str]:
+    """Partitions of the asset that a queued or running run already covers.
+
+    Sensor runs, manual runs and backfills alike: a run of this job, or any run whose asset
+    selection holds the asset (a UI backfill runs Dagster's implicit asset job), counts with
+    its ``dagster/partition`` tag or its whole ``dagster/asset_partition_range_*`` range.
+    """
+    busy: set[str] = set()
+    runs = context.instance.get_runs(filters=RunsFilter(statuses=IN_FLIGHT), limit=500)
+    for run in runs:
+        selection = run.asset_selection
+        if run.job_name != job_name and (selection is None or asset_key not in selection):
+            continue
+        tags = run.tags
+        if "dagster/partition" in tags:
+            busy.add(tags["dagster/partition"])
+        start = tags.get("dagster/asset_partition_range_start")
+        end = tags.get("dagster/asset_partition_range_end")
+        if start and end:
+            busy.update(partitions_def.get_partition_keys_in_range(PartitionKeyRange(start, end)))
+    return busy
 
 
 def _runs(
