@@ -30,7 +30,11 @@ from dagster import DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPO_ROOT / "docs" / "screenshots"
+#: Where the browser tests save their screenshots: build/screenshots/ (ignored by git), or the
+#: folder in $WATERMARK_ASSETS_SCREENSHOTS; set it to docs/screenshots to refresh the README's.
+SCREENSHOTS = Path(
+    os.environ.get("WATERMARK_ASSETS_SCREENSHOTS") or REPO_ROOT / "build" / "screenshots"
+).resolve()
 LOCATION = "watermark_assets"
 REPOSITORY = "__repository__"
 PIPELINE = "events"

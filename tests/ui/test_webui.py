@@ -2,7 +2,7 @@
 
 The pages a user reads after the scenario in conftest.py (backfill, sensor, backfill again): the
 asset graph, the partition view, one materialization's metadata and the sensor page. Each test
-asserts what a person must be able to read there and saves a screenshot in docs/screenshots/.
+asserts what a person must be able to read there and saves a screenshot (see SCREENSHOTS).
 """
 
 from __future__ import annotations
