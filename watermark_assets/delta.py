@@ -46,7 +46,6 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.transaction import (
     AddAction,
     CommitProperties,
-    RemoveAction,
     Transaction,
     create_table_with_add_actions,
 )
@@ -205,7 +204,9 @@ class DeltaCommitter:
                     return CommitOutcome(0, False, f"created the table with {what} as version 0")
                 write_schema = _checked_schema(self.table_uri, table, schema, partition_by, files)
                 table.create_write_transaction(
-                    list[AddAction | RemoveAction](actions),
+                    # typed list[AddAction | RemoveAction] from deltalake 1.6.6 on; RemoveAction
+                    # is not importable in 1.6.3, which pip may resolve: keep both working
+                    list(actions),
                     "append",
                     write_schema,
                     list(partition_by),
