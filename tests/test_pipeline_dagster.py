@@ -39,7 +39,7 @@ from _landing import (
 )
 from _sensor_loop import SensorLoop, by_partition, requested_files
 from conftest import pipeline_yaml, project_config
-from dagster import DagsterInstance, DagsterRunStatus, ExecuteInProcessResult
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, ExecuteInProcessResult
 from deltalake import DeltaTable
 
 from watermark_assets.config import IngestPipelineConfig
@@ -262,6 +262,34 @@ def test_a_failed_run_is_requested_again_with_a_new_run_key_after_a_newer_partit
     assert loop.run(request).success
     world.assert_each_row_once()
     assert load_state(world.pipeline, now=FROZEN_NOW).watermark.value == newer
+
+
+def test_a_file_that_lands_below_its_partitions_watermark_is_counted_and_shown(
+    world: World,
+) -> None:
+    loop, landing = world.loop, world.landing
+    landing.add(hour(28, 10), minute=30)
+    loop.run_all(loop.tick().run_requests)
+    assert loop.tick().skip_message.startswith("Idle:")  # type: ignore[union-attr]
+    ids_before = list(landing.ids)
+    late = landing.add(hour(28, 10), minute=0)  # sorts below the hour's watermark
+    landing.ids[:] = ids_before  # it is not ingested: the table must not change
+
+    tick = loop.tick()
+    assert tick.run_requests == []
+    reason = tick.skip_message or ""
+    assert "1 files landed below their partition's watermark" in reason
+    assert f"{prefix_of(late)}: 1" in reason
+    (observation,) = tick.asset_events  # the daemon records it on the asset
+    assert observation.asset_key == AssetKey("events")
+    metadata = observation.metadata
+    assert metadata["files/below_watermark"].value == 1
+    assert metadata["files/below_watermark_by_partition"].value == {prefix_of(late): 1}
+    world.assert_each_row_once()
+
+    again = loop.tick()
+    assert "1 files landed below" in (again.skip_message or ""), "it stays visible, not dropped"
+    assert again.asset_events == [], "an observation only when the count changes"
 
 
 def test_a_partition_with_a_run_in_flight_is_not_requested_twice(world: World) -> None:

@@ -137,3 +137,12 @@ def test_a_limit_returns_the_oldest_files_above_the_watermark_and_stops_listing(
     result = list_above(root, limit=2)
     assert list(result.files) == SEED_FILES[:2]
     assert result.directories_listed == 3  # root, the 26th, the 27th: the rest is never listed
+
+
+def test_files_at_or_below_a_partition_watermark_are_counted_not_returned(root: str) -> None:
+    put(root, *SEED_FILES, "date=2024-01-28/1706450300-late.ndjson.gz")
+    watermark = FileWatermark.initial().advance(SEED_FILES[2:5])
+    result = list_above(root, watermark)
+    assert "date=2024-01-28/1706450300-late.ndjson.gz" not in result.files
+    # three committed files and one that landed below the watermark after it passed
+    assert result.at_or_below == {"date=2024-01-28": 4}

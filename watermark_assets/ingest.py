@@ -78,6 +78,8 @@ class FileGroups:
     unmatched: tuple[str, ...]
     files_seen: int
     paths_listed: int
+    #: landing partition -> files that landed at or below its watermark and were never committed
+    below_watermark: Mapping[str, int] = field(default_factory=dict)
 
 
 def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -> str | None:
@@ -96,6 +98,7 @@ def discover_files(
     limit: int | None = None,
     since: str | None = None,
     restored: bool = False,
+    committed_files: Mapping[str, int] | None = None,
 ) -> FileGroups:
     """List the files above the watermark (pruned listing) and group them by Dagster partition.
 
@@ -105,7 +108,8 @@ def discover_files(
     commit out of order: a failed, capped or in-flight older partition), or the start of a
     backfill's time window (see :func:`lowered_plan`). ``restored``: the watermarks of the
     partitions from ``since`` on were put back (:func:`restore_partitions`), so the floor may go
-    below the pruning horizon.
+    below the pruning horizon. ``committed_files`` (files committed per landing partition) turns
+    the listing's count of files at or below each watermark into ``below_watermark``.
     """
     horizon = listing_horizon(pipeline, watermark, now)
     plan = lowered_plan(plan_listing(watermark, horizon), since, None if restored else horizon)
@@ -136,12 +140,18 @@ def discover_files(
             out_of_range.append(path)
         else:
             groups.setdefault(key, []).append(path)
+    below = {}
+    if committed_files is not None:
+        for prefix, count in listing.at_or_below.items():
+            if count > committed_files.get(prefix, 0):
+                below[prefix] = count - committed_files.get(prefix, 0)
     return FileGroups(
         {key: tuple(paths) for key, paths in sorted(groups.items())},
         tuple(out_of_range),
         tuple(unmatched),
         listing.files_seen,
         listing.paths_listed,
+        below,
     )
 
 
@@ -431,6 +441,7 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
         rows_quarantined=staged.rows_quarantined,
         rows_committed=rows_committed,
         per_partition=staged.per_partition,
+        partition_files=dict(Counter(split_path(path)[0] for path in plan.files)),
     )
     outcome = committer.commit(
         files,

@@ -45,6 +45,8 @@ class CommitMetadata:
     rows_quarantined: int
     rows_committed: int
     per_partition: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: files this commit added per landing partition prefix
+    partition_files: Mapping[str, int] = field(default_factory=dict)
 
     def rows_committed_by_partition(self) -> dict[str, int]:
         """Rows this commit added per Dagster partition (read minus quarantined)."""
@@ -67,6 +69,7 @@ class CommitMetadata:
                 "rows_quarantined": self.rows_quarantined,
                 "rows_committed": self.rows_committed,
                 "per_partition": {k: dict(v) for k, v in self.per_partition.items()},
+                "partition_files": dict(self.partition_files),
             },
             sort_keys=True,
         )
@@ -86,6 +89,7 @@ class CommitMetadata:
             rows_quarantined=int(raw["rows_quarantined"]),
             rows_committed=int(raw["rows_committed"]),
             per_partition=raw.get("per_partition", {}),
+            partition_files=raw.get("partition_files", {}),
         )
 
 
@@ -106,6 +110,7 @@ class PipelineState:
     checkpoint: Checkpoint | None
     files_since_checkpoint: int
     partition_rows: Mapping[str, int] = field(default_factory=dict)
+    partition_files: Mapping[str, int] = field(default_factory=dict)  # per landing partition
 
 
 def pipeline_commits(
@@ -141,19 +146,24 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
         )
     files = 0
     rows: Counter[str] = Counter(checkpoint.partition_rows if checkpoint else {})
+    landed: Counter[str] = Counter(checkpoint.partition_files if checkpoint else {})
     if table_version is not None and table_version != after:
         for version, metadata in pipeline_commits(committer, pipeline, after):
             watermark = watermark.merge(metadata.watermark_after)
             files += metadata.files
             rows.update(metadata.rows_committed_by_partition())
+            landed.update(metadata.partition_files)
             # a commit that landed after current_version() was read is included: count it
             table_version = max(table_version, version)
+    watermark = _pruned(pipeline, watermark, now)
     return PipelineState(
-        watermark=_pruned(pipeline, watermark, now),
+        watermark=watermark,
         delta_version=table_version,
         checkpoint=checkpoint,
         files_since_checkpoint=files,
         partition_rows=dict(rows),
+        # counts follow their partition's watermark: pruned with it
+        partition_files={p: n for p, n in landed.items() if p in watermark.partition_watermarks},
     )
 
 
@@ -232,7 +242,9 @@ def save_checkpoint(
         current = Checkpoint.loads(current_text, location=location)
         if (current.delta_version or -1) > (state.delta_version or -1):
             return False
-    checkpoint = Checkpoint(state.watermark, now_ts, state.delta_version, state.partition_rows)
+    checkpoint = Checkpoint(
+        state.watermark, now_ts, state.delta_version, state.partition_rows, state.partition_files
+    )
     storage.write_text_atomic(location, checkpoint.dumps())
     return True
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import posixpath
 import uuid
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import fsspec
 from fsspec import AbstractFileSystem
@@ -39,12 +40,15 @@ class ListingResult:
     every matching file in the directories that were listed (above the watermark or not): zero
     means "no files at all", which the state machine keeps apart from "all at or below".
     ``paths_listed`` counts the entries the storage returned, the cost of the listing.
+    ``at_or_below`` counts, per partition with a watermark, the files at or below it: committed
+    ones, plus any that landed below the watermark after it passed them.
     """
 
     files: tuple[str, ...]
     files_seen: int
     paths_listed: int
     directories_listed: int
+    at_or_below: Mapping[str, int] = field(default_factory=dict)
 
 
 def list_files_above(
@@ -67,6 +71,8 @@ def list_files_above(
     fs, root = filesystem(root_uri)
     fs.invalidate_cache()  # listings are cached by some backends; a poll must see new files
     found: list[str] = []
+    below: Counter[str] = Counter()
+    entries_of = plan.watermark.partition_watermarks
     seen = listed = dirs = 0
     pending: list[str] = sorted(start_prefixes) if start_prefixes is not None else [""]
     while pending:
@@ -92,11 +98,14 @@ def list_files_above(
                 if plan.accepts(child):
                     check_sortable(child, ordering)
                     found.append(child)
+                elif relative in entries_of:
+                    below[relative] += 1
         pending[:0] = sorted(children)
         if limit is not None and len(found) >= limit:
             break
     files = sorted(found)
-    return ListingResult(tuple(files if limit is None else files[:limit]), seen, listed, dirs)
+    kept = tuple(files if limit is None else files[:limit])
+    return ListingResult(kept, seen, listed, dirs, dict(below))
 
 
 def read_text(uri: str) -> str | None:

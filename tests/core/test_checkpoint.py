@@ -221,9 +221,11 @@ def test_checkpoint_policy_refuses_non_positive_intervals(settings: dict[str, in
 
 def test_rows_per_dagster_partition_round_trip_after_the_delta_version() -> None:
     watermark = FileWatermark.initial().advance(["date=2024-01-28/1706450400-a.ndjson.gz"])
-    checkpoint = Checkpoint(watermark, 1706450500, 3, {"2024-01-28": 498, "2024-01-27": 2})
+    checkpoint = Checkpoint(
+        watermark, 1706450500, 3, {"2024-01-28": 498, "2024-01-27": 2}, {"date=2024-01-28": 1}
+    )
     document = json.loads(checkpoint.dumps())
-    assert list(document)[-2:] == ["delta_version", "partition_rows"]
+    assert list(document)[-3:] == ["delta_version", "partition_rows", "partition_files"]
     assert document["partition_rows"] == {"2024-01-27": 2, "2024-01-28": 498}
     assert Checkpoint.loads(checkpoint.dumps(), location="x") == checkpoint
 

@@ -13,7 +13,9 @@ checkpoint without it is byte for byte the seed's example::
     }
 
 (written with an indent of 2, keys in that order). ``partition_rows`` (rows committed so far per
-Dagster partition, for Dagster's ``dagster/partition_row_count``) follows when there are any.
+Dagster partition, for Dagster's ``dagster/partition_row_count``) and ``partition_files`` (files
+committed so far per landing partition, to notice files that land below a watermark) follow when
+there are any.
 A checkpoint that cannot be read is never silently reset: it raises
 :class:`~watermark_assets.exceptions.CorruptCheckpointError` or
 :class:`~watermark_assets.exceptions.UnknownCheckpointSchemaError`. Unknown extra keys are
@@ -50,6 +52,7 @@ class Checkpoint:
     last_update_ts: int
     delta_version: int | None = None
     partition_rows: Mapping[str, int] = field(default_factory=dict)
+    partition_files: Mapping[str, int] = field(default_factory=dict)
 
     def dumps(self) -> str:
         """The checkpoint JSON (see the module docstring)."""
@@ -59,6 +62,8 @@ class Checkpoint:
             document["delta_version"] = self.delta_version
         if self.partition_rows:
             document["partition_rows"] = dict(sorted(self.partition_rows.items()))
+        if self.partition_files:
+            document["partition_files"] = dict(sorted(self.partition_files.items()))
         return json.dumps(document, indent=2, ensure_ascii=False)
 
     @classmethod
@@ -88,20 +93,29 @@ class Checkpoint:
             raise CorruptCheckpointError(
                 location, f"'delta_version' is {delta_version!r}, not a table version"
             )
-        partition_rows = document.get("partition_rows", {})
-        if not isinstance(partition_rows, dict) or not all(
-            isinstance(k, str) and _is_int(v) and v >= 0 for k, v in partition_rows.items()
-        ):
-            raise CorruptCheckpointError(
-                location, f"'partition_rows' is {partition_rows!r}, not partition -> row count"
-            )
+        counts = {}
+        for key in ("partition_rows", "partition_files"):
+            value = document.get(key, {})
+            if not isinstance(value, dict) or not all(
+                isinstance(k, str) and _is_int(v) and v >= 0 for k, v in value.items()
+            ):
+                raise CorruptCheckpointError(
+                    location, f"{key!r} is {value!r}, not partition -> count"
+                )
+            counts[key] = value
         try:
             watermark = FileWatermark.from_dict(
                 document["watermark"], document["partition_watermarks"]
             )
         except (TypeError, ValueError) as error:
             raise CorruptCheckpointError(location, str(error)) from error
-        return cls(watermark, last_update_ts, delta_version, partition_rows)
+        return cls(
+            watermark,
+            last_update_ts,
+            delta_version,
+            counts["partition_rows"],
+            counts["partition_files"],
+        )
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ tick, without waiting for newer files. A partition with a run in flight is not r
 """
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -42,7 +42,7 @@ from watermark_assets.core.file_watermark import WatermarkState
 from watermark_assets.core.filepath import prefix_components, split_path
 from watermark_assets.defs.assets import BATCH_TAG, PIPELINE_TAG
 from watermark_assets.delta import DeltaCommitter
-from watermark_assets.ingest import discover_files
+from watermark_assets.ingest import FileGroups, discover_files
 from watermark_assets.state_store import PipelineState, load_state, mark_idle, txn_app_id
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
@@ -61,12 +61,14 @@ FAILED = [DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 class SensorCursor:
     """What the last tick saw: the table version, how many files were pending, and the oldest
     landing prefix holding one of them (``low``): the next tick lists from there, so a partition
-    left behind by a failed, capped or in-flight run is not pruned when a newer one commits."""
+    left behind by a failed, capped or in-flight run is not pruned when a newer one commits;
+    ``below``: how many files sat below their partition's watermark, never ingested."""
 
     delta_version: int | None = None
     pending_files: int = 0
     state: str = WatermarkState.INITIAL.value
     low: str | None = None
+    below: int = 0
 
     def to_string(self) -> str:
         return json.dumps(
@@ -75,6 +77,7 @@ class SensorCursor:
                 "pending": self.pending_files,
                 "state": self.state,
                 "low": self.low,
+                "below": self.below,
             }
         )
 
@@ -84,7 +87,11 @@ class SensorCursor:
             return cls()
         raw = json.loads(text)
         return cls(
-            raw.get("v"), int(raw.get("pending", 0)), raw.get("state", "Initial"), raw.get("low")
+            raw.get("v"),
+            int(raw.get("pending", 0)),
+            raw.get("state", "Initial"),
+            raw.get("low"),
+            int(raw.get("below", 0)),
         )
 
 
@@ -122,9 +129,16 @@ def build_sensor(
         state = load_state(pipeline, now=now)
         budget = limits.max_files_per_run * limits.max_runs_per_tick
         groups = discover_files(
-            pipeline, state.watermark, partition_of, now=now, limit=budget, since=previous.low
+            pipeline,
+            state.watermark,
+            partition_of,
+            now=now,
+            limit=budget,
+            since=previous.low,
+            committed_files=state.partition_files,
         )
-        notes = _notes(groups.out_of_range, groups.unmatched, pipeline)
+        notes = _notes(groups, pipeline)
+        below = dict(groups.below_watermark)
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
                 reason = f"Initial: no files at all under {pipeline.source.uri}"
@@ -137,8 +151,10 @@ def build_sensor(
                 state = mark_idle(pipeline, state, now=now)
                 tracked = len(state.watermark.partition_watermarks)
                 reason = f"Idle: {tracked} partitions, no files above their watermarks"
-            events = _observations(asset_key, previous, state.watermark.state.value, state, 0)
-            cursor = SensorCursor(state.delta_version, 0, state.watermark.state.value)
+            cursor = SensorCursor(
+                state.delta_version, 0, state.watermark.state.value, below=sum(below.values())
+            )
+            events = _observations(asset_key, previous, cursor, state, below)
             return SensorResult(
                 skip_reason=reason + notes, cursor=cursor.to_string(), asset_events=events
             )
@@ -170,19 +186,24 @@ def build_sensor(
             (split_path(path)[0] for files in groups.by_partition.values() for path in files),
             key=prefix_components,
         )
-        cursor = SensorCursor(state.delta_version, pending, WatermarkState.ACTIVE.value, low)
+        cursor = SensorCursor(
+            state.delta_version, pending, WatermarkState.ACTIVE.value, low, sum(below.values())
+        )
+        events = _observations(asset_key, previous, cursor, state, below)
         if not requests:
             reason = (
                 f"Active: {pending} files above the watermark wait for the runs in flight "
                 f"of partitions {waiting}"
             )
-            return SensorResult(skip_reason=reason + notes, cursor=cursor.to_string())
+            return SensorResult(
+                skip_reason=reason + notes, cursor=cursor.to_string(), asset_events=events
+            )
         context.log.info(
             f"{pipeline.name}: {pending} files above the watermark in "
             f"{len(groups.by_partition)} partitions; requesting {len(requests)} runs "
             f"(listed {groups.paths_listed} paths)"
         )
-        return SensorResult(run_requests=requests, cursor=cursor.to_string())
+        return SensorResult(run_requests=requests, cursor=cursor.to_string(), asset_events=events)
 
     return watermark_sensor
 
@@ -223,8 +244,16 @@ def _runs(
     )
 
 
-def _notes(out_of_range: tuple[str, ...], unmatched: tuple[str, ...], pipeline: Pipeline) -> str:
+def _notes(groups: FileGroups, pipeline: Pipeline) -> str:
+    """What the tick saw and will not ingest, for the skip reason."""
+    out_of_range, unmatched, below = groups.out_of_range, groups.unmatched, groups.below_watermark
     notes = []
+    if below:
+        where = ", ".join(f"{prefix}: {count}" for prefix, count in sorted(below.items()))
+        notes.append(
+            f"{sum(below.values())} files landed below their partition's watermark ({where}); "
+            "they stay in the landing folder: land them again with a name above the watermark"
+        )
     if out_of_range:
         notes.append(
             f"{len(out_of_range)} files outside the partitions (first {out_of_range[0]!r}; "
@@ -239,20 +268,26 @@ def _notes(out_of_range: tuple[str, ...], unmatched: tuple[str, ...], pipeline: 
 
 
 def _observations(
-    asset_key: AssetKey, previous: SensorCursor, state_name: str, state: PipelineState, pending: int
+    asset_key: AssetKey,
+    previous: SensorCursor,
+    cursor: SensorCursor,
+    state: PipelineState,
+    below: Mapping[str, int],
 ) -> list[AssetObservation]:
-    """An observation on the asset when the watermark state changes, so the UI shows it."""
-    if previous.state == state_name:
+    """An observation on the asset when the watermark state or the files below it change."""
+    if (previous.state, previous.below) == (cursor.state, cursor.below):
         return []
     watermark = state.watermark
     return [
         AssetObservation(
             asset_key=asset_key,
             metadata={
-                "watermark/state": MetadataValue.text(state_name),
+                "watermark/state": MetadataValue.text(cursor.state),
                 "watermark/value": MetadataValue.text(watermark.value or "(none)"),
                 "watermark/partitions": MetadataValue.int(len(watermark.partition_watermarks)),
-                "files/pending": MetadataValue.int(pending),
+                "files/pending": MetadataValue.int(cursor.pending_files),
+                "files/below_watermark": MetadataValue.int(cursor.below),
+                "files/below_watermark_by_partition": MetadataValue.json(dict(below)),
             },
         )
     ]
