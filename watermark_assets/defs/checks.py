@@ -15,12 +15,14 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetKey,
+    DagsterEventType,
     multi_asset_check,
 )
 
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
+from watermark_assets.core.file_watermark import FileWatermark
 from watermark_assets.delta import DeltaCommitter
-from watermark_assets.state_store import CommitMetadata, pipeline_commits
+from watermark_assets.state_store import COMMIT_METADATA_KEY, CommitMetadata
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
@@ -28,19 +30,54 @@ MONOTONE_CHECK = "watermark_never_moves_backwards"
 RECONCILE_CHECK = "rows_reconcile"
 
 
+def watermark_regressions(version: int, before: FileWatermark, after: FileWatermark) -> list[str]:
+    """Where a commit moved a watermark backwards (per landing partition and globally)."""
+    found = []
+    for prefix, name in before.partition_watermarks.items():
+        new = after.partition_watermarks.get(prefix)
+        if new is None or new < name:
+            found.append(f"v{version} {prefix}: {name!r} -> {new!r}")
+    if before.value and (after.value is None or after.value < before.value):
+        found.append(f"v{version} global: {before.value!r} -> {after.value!r}")
+    return found
+
+
+def row_mismatch(version: int, metadata: CommitMetadata, logged_rows: int) -> str | None:
+    """Why rows in the log differ from rows read minus rows quarantined, or None."""
+    expected = metadata.rows_read - metadata.rows_quarantined
+    if logged_rows == expected:
+        return None
+    return (
+        f"v{version}: log has {logged_rows} rows, read {metadata.rows_read} - "
+        f"quarantined {metadata.rows_quarantined} = {expected}"
+    )
+
+
 def _run_commits(
-    pipeline: Pipeline, run_id: str, lookback: int = 50
-) -> list[tuple[int, CommitMetadata]]:
+    context: AssetCheckExecutionContext, pipeline: Pipeline, asset_key: AssetKey
+) -> list[tuple[int, CommitMetadata, int]]:
+    """This run's commits, named by its materializations' ``delta/version``, read from the log:
+    (version, the commit's metadata, the rows its add actions hold)."""
+    records = context.instance.get_records_for_run(
+        context.run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION
+    ).records
+    versions = set()
+    for record in records:
+        materialization = record.event_log_entry.asset_materialization
+        if materialization is None or materialization.asset_key != asset_key:
+            continue
+        value = materialization.metadata.get("delta/version")
+        if value is not None and isinstance(value.value, int):
+            versions.add(value.value)
     committer = DeltaCommitter(pipeline.table.uri)
-    version = committer.current_version()
-    if version is None:
-        return []
-    after = max(-1, version - lookback)
-    return [
-        (v, m)
-        for v, m in pipeline_commits(committer, pipeline, after if after >= 0 else None)
-        if m.run_id == run_id
-    ]
+    commits = []
+    for version in sorted(versions):
+        commit = committer.read_commit(version)
+        text = commit.custom_metadata.get(COMMIT_METADATA_KEY)
+        if text:
+            logged = sum(add.num_records or 0 for add in commit.added)
+            commits.append((version, CommitMetadata.from_json(text), logged))
+    return commits
 
 
 def build_checks(pipeline: Pipeline, asset_key: AssetKey) -> AssetChecksDefinition:
@@ -62,31 +99,22 @@ def build_checks(pipeline: Pipeline, asset_key: AssetKey) -> AssetChecksDefiniti
         name=f"{pipeline.name}_checks",
     )
     def checks(context: AssetCheckExecutionContext) -> Iterator[AssetCheckResult]:
-        commits = _run_commits(pipeline, context.run.run_id)
+        commits = _run_commits(context, pipeline, asset_key)
         if not commits:
             note = "this run made no commit (nothing above the watermark, or already committed)"
             yield AssetCheckResult(check_name=MONOTONE_CHECK, passed=True, description=note)
             yield AssetCheckResult(check_name=RECONCILE_CHECK, passed=True, description=note)
             return
-        committer = DeltaCommitter(pipeline.table.uri)
         regressions: list[str] = []
         mismatches: list[str] = []
-        for version, metadata in commits:
-            before, after = metadata.watermark_before, metadata.watermark_after
-            for prefix, name in before.partition_watermarks.items():
-                new = after.partition_watermarks.get(prefix)
-                if new is None or new < name:
-                    regressions.append(f"v{version} {prefix}: {name!r} -> {new!r}")
-            if before.value and (after.value is None or after.value < before.value):
-                regressions.append(f"v{version} global: {before.value!r} -> {after.value!r}")
-            logged = sum(add.num_records or 0 for add in committer.read_commit(version).added)
-            expected = metadata.rows_read - metadata.rows_quarantined
-            if logged != expected:
-                mismatches.append(
-                    f"v{version}: log has {logged} rows, read {metadata.rows_read} - "
-                    f"quarantined {metadata.rows_quarantined} = {expected}"
-                )
-        versions = [v for v, _ in commits]
+        for version, metadata, logged in commits:
+            regressions += watermark_regressions(
+                version, metadata.watermark_before, metadata.watermark_after
+            )
+            mismatch = row_mismatch(version, metadata, logged)
+            if mismatch:
+                mismatches.append(mismatch)
+        versions = [version for version, _, _ in commits]
         yield AssetCheckResult(
             check_name=MONOTONE_CHECK,
             passed=not regressions,
