@@ -17,7 +17,7 @@ import posixpath
 import signal
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
@@ -28,11 +28,10 @@ import pyarrow.parquet as pq
 from watermark_assets import storage
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
-from watermark_assets.core.coldstart import lookback_prefixes
-from watermark_assets.core.file_watermark import FileWatermark, WatermarkState, components_below
+from watermark_assets.core.file_watermark import FileWatermark, components_below
 from watermark_assets.core.filepath import prefix_components, split_path
-from watermark_assets.core.listing import ListingPlan, plan_listing
 from watermark_assets.delta import CommitOutcome, DeltaCommitter, TxnVersion, describe_data_files
+from watermark_assets.discovery import PartitionOf, discover_files, partition_key_of
 from watermark_assets.exceptions import SourceFileMissingError
 from watermark_assets.state_store import (
     COMMIT_METADATA_KEY,
@@ -49,8 +48,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
-#: Maps a landing partition's time to its Dagster partition key (None: outside the partitions).
-PartitionOf = Callable[[datetime], "str | None"]
 
 CRASH_ENV_VAR = "WATERMARK_ASSETS_CRASH_AT"
 STAGING_DIR = "_staging"
@@ -67,108 +64,6 @@ def crash_point(name: str, env: Mapping[str, str] | None = None) -> None:
     env = os.environ if env is None else env
     if env.get(CRASH_ENV_VAR) == name:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-@dataclass(frozen=True)
-class FileGroups:
-    """Files found above the watermark, grouped by Dagster partition (each group sorted)."""
-
-    by_partition: Mapping[str, tuple[str, ...]]
-    out_of_range: tuple[str, ...]
-    unmatched: tuple[str, ...]
-    files_seen: int
-    paths_listed: int
-    #: landing partition -> files that landed at or below its watermark and were never committed
-    below_watermark: Mapping[str, int] = field(default_factory=dict)
-
-
-def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -> str | None:
-    """The Dagster partition key of a landing file (None: no key for its time or prefix)."""
-    prefix, _ = split_path(path)
-    when = pipeline.source.template.try_parse(prefix)
-    return None if when is None else partition_of(when)
-
-
-def discover_files(
-    pipeline: Pipeline,
-    watermark: FileWatermark,
-    partition_of: PartitionOf,
-    *,
-    now: datetime,
-    limit: int | None = None,
-    since: str | None = None,
-    restored: bool = False,
-    committed_files: Mapping[str, int] | None = None,
-) -> FileGroups:
-    """List the files above the watermark (pruned listing) and group them by Dagster partition.
-
-    ``limit`` bounds the listing to the oldest files above the watermark (a sensor tick's budget).
-    ``since`` is a landing partition prefix the listing must not prune even when it is below the
-    global watermark's partition: the oldest prefix a sensor left pending (Dagster partitions
-    commit out of order: a failed, capped or in-flight older partition), or the start of a
-    backfill's time window (see :func:`lowered_plan`). ``restored``: the watermarks of the
-    partitions from ``since`` on were put back (:func:`restore_partitions`), so the floor may go
-    below the pruning horizon. ``committed_files`` (files committed per landing partition) turns
-    the listing's count of files at or below each watermark into ``below_watermark``.
-    """
-    horizon = listing_horizon(pipeline, watermark, now)
-    plan = lowered_plan(plan_listing(watermark, horizon), since, None if restored else horizon)
-    start_prefixes = None
-    if watermark.state is WatermarkState.INITIAL and pipeline.source.cold_start.lookback_days:
-        start_prefixes = lookback_prefixes(
-            pipeline.source.template, pipeline.source.cold_start.lookback_days, now
-        )
-    listing = storage.list_files_above(
-        pipeline.source.uri,
-        plan,
-        suffixes=pipeline.source.suffixes,
-        ordering=pipeline.source.file_name_ordering,
-        start_prefixes=start_prefixes,
-        limit=limit,
-    )
-    groups: dict[str, list[str]] = {}
-    out_of_range: list[str] = []
-    unmatched: list[str] = []
-    for path in listing.files:
-        prefix, _ = split_path(path)
-        when = pipeline.source.template.try_parse(prefix)
-        if when is None:
-            unmatched.append(path)
-            continue
-        key = partition_of(when)
-        if key is None:
-            out_of_range.append(path)
-        else:
-            groups.setdefault(key, []).append(path)
-    below = {}
-    if committed_files is not None:
-        for prefix, count in listing.at_or_below.items():
-            if count > committed_files.get(prefix, 0):
-                below[prefix] = count - committed_files.get(prefix, 0)
-    return FileGroups(
-        {key: tuple(paths) for key, paths in sorted(groups.items())},
-        tuple(out_of_range),
-        tuple(unmatched),
-        listing.files_seen,
-        listing.paths_listed,
-        below,
-    )
-
-
-def lowered_plan(plan: ListingPlan, since: str | None, horizon: str | None) -> ListingPlan:
-    """``plan`` with its floor lowered to the prefix ``since`` (when that is lower).
-
-    The seed's pruning skips partitions below the global watermark's partition that have no
-    per-partition watermark; with Dagster partitions committing out of order, such a partition
-    may still hold files never committed. Without a lookback no per-partition watermark is ever
-    pruned, so listing from ``since`` cannot return a committed file. With a lookback the floor is
-    already at its horizon, and below it entries are pruned: the plan is left as it is.
-    """
-    if since is None or horizon is not None or plan.floor is None:
-        return plan
-    if components_below(prefix_components(since), prefix_components(plan.floor)):
-        return ListingPlan(plan.watermark, since)
-    return plan
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from watermark_assets.core.file_watermark import WatermarkState
 from watermark_assets.core.filepath import prefix_components, split_path
 from watermark_assets.defs.assets import BATCH_TAG, PIPELINE_TAG
 from watermark_assets.delta import DeltaCommitter
-from watermark_assets.ingest import FileGroups, discover_files
+from watermark_assets.discovery import FileGroups, discover_files
 from watermark_assets.state_store import PipelineState, load_state, mark_idle, txn_app_id
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
