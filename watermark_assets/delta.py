@@ -19,11 +19,7 @@ Contract:
 - delta-rs ignores the schema given to a write transaction (it neither checks nor evolves the
   table's), so the committer compares it with the table's and raises
   :class:`DeltaSchemaMismatchError` naming the columns.
-- :meth:`DeltaCommitter.read_commits_after` reads the commit JSON files of ``_delta_log`` through
-  fsspec, probing ``version + 1``, ``version + 2``... and listing the directory only when those
-  files were cleaned up after a Delta checkpoint. It then starts at the oldest JSON present: older
-  commits survive only inside the checkpoint, which keeps the table state (files, txn versions) but
-  not the ``commitInfo`` metadata.
+- :meth:`DeltaCommitter.read_commits_after` reads the log back (:mod:`watermark_assets.delta_log`).
 
 For S3, pass delta-rs ``storage_options`` (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``...).
 Concurrent writers on S3 need delta-rs's conditional put (``{"conditional_put": "etag"}``) or a
@@ -36,7 +32,6 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
 import fsspec
 import pyarrow as pa
@@ -51,7 +46,8 @@ from deltalake.transaction import (
 )
 
 from watermark_assets.core.clock import Clock, ensure_utc, system_clock
-from watermark_assets.delta_stats import DataFile, describe_data_files, modification_time_ms
+from watermark_assets.delta_log import COMMIT_INFO_KEYS, AddedFile, CommitRecord, DeltaLog
+from watermark_assets.delta_stats import DataFile, describe_data_files
 from watermark_assets.exceptions import (
     DeltaCommitError,
     DeltaSchemaMismatchError,
@@ -67,31 +63,6 @@ __all__ = [
     "TxnVersion",
     "describe_data_files",
 ]
-
-COMMIT_INFO_KEYS = frozenset(
-    {
-        "timestamp",
-        "inCommitTimestamp",
-        "operation",
-        "operationParameters",
-        "operationMetrics",
-        "readVersion",
-        "isolationLevel",
-        "isBlindAppend",
-        "engineInfo",
-        "clientVersion",
-        "txnId",
-        "userId",
-        "userName",
-        "userMetadata",
-        "job",
-        "notebook",
-        "clusterId",
-        "tags",
-        "version",
-    }
-)
-"""commitInfo keys that Delta writers fill in; every other key is custom metadata."""
 
 
 @dataclass(frozen=True)
@@ -109,27 +80,6 @@ class CommitOutcome:
     version: int | None
     skipped: bool
     reason: str
-
-
-@dataclass(frozen=True)
-class AddedFile:
-    """One add action of a commit; ``path`` is unescaped and relative, like ``DataFile.path``."""
-
-    path: str
-    size: int
-    num_records: int | None
-    partition_values: Mapping[str, str | None]
-
-
-@dataclass(frozen=True)
-class CommitRecord:
-    """One commit of the log: our custom metadata, its add and txn actions."""
-
-    version: int
-    timestamp_ms: int
-    custom_metadata: Mapping[str, str]
-    added: tuple[AddedFile, ...]
-    txns: Mapping[str, int]
 
 
 class DeltaCommitter:
@@ -151,8 +101,7 @@ class DeltaCommitter:
             )
         else:
             fs, root = filesystem, filesystem._strip_protocol(table_uri)
-        self._fs = fs
-        self._log_dir = f"{str(root).rstrip('/')}/_delta_log"
+        self.log = DeltaLog(table_uri, fs, str(root))
         self._now = now
 
     def current_version(self) -> int | None:
@@ -229,33 +178,12 @@ class DeltaCommitter:
         raise AssertionError("unreachable: the second attempt returns or raises")
 
     def read_commits_after(self, version: int | None) -> list[CommitRecord]:
-        """The commits newer than ``version`` (all when None), ascending (module docstring)."""
-        start = 0 if version is None else version + 1
-        current = start
-        text = self._read_log_json(current)
-        if text is None:
-            oldest = self._oldest_commit_from(start)
-            if oldest is None:
-                return []
-            current, text = oldest, self._read_log_json(oldest)
-        records = []
-        while text is not None:
-            records.append(self._parse_commit(current, text))
-            current += 1
-            text = self._read_log_json(current)
-        return records
+        """The commits newer than ``version`` (all when None), ascending (see DeltaLog)."""
+        return self.log.read_commits_after(version)
 
     def read_commit(self, version: int) -> CommitRecord:
         """The commit ``version``; DeltaCommitError when its JSON is not (or no longer) there."""
-        text = self._read_log_json(version)
-        if text is None:
-            raise DeltaCommitError(
-                f"commit {version} of table {self.table_uri!r} is not in the log: it was never "
-                "made, or it was cleaned up after a checkpoint (delta.logRetentionDuration). Read "
-                "a newer version, or the table state from the checkpoint with deltalake",
-                table_uri=self.table_uri,
-            )
-        return self._parse_commit(version, text)
+        return self.log.read_commit(version)
 
     def _load_table(self) -> DeltaTable | None:
         """The latest snapshot, or None when there is no table (tests override this to race)."""
@@ -329,66 +257,6 @@ class DeltaCommitter:
             f"txn {txn.app_id!r}={txn.version}; check the table's history",
             table_uri=self.table_uri,
         )
-
-    def _read_log_json(self, version: int) -> str | None:
-        try:
-            data: bytes = self._fs.cat_file(f"{self._log_dir}/{version:020d}.json")
-        except FileNotFoundError:
-            return None
-        return data.decode("utf-8")
-
-    def _oldest_commit_from(self, start: int) -> int | None:
-        """The oldest commit JSON >= ``start`` when ``start`` itself is missing, else None.
-
-        JSON files newer than the last checkpoint are never cleaned up, so a missing ``start`` at
-        or above the checkpoint just means "no such commit yet", with no listing needed.
-        """
-        try:
-            last = json.loads(self._fs.cat_file(f"{self._log_dir}/_last_checkpoint"))
-        except FileNotFoundError:
-            return None
-        if int(last["version"]) < start:
-            return None
-        self._fs.invalidate_cache(self._log_dir)  # s3fs caches listings
-        versions = sorted(
-            int(name[:-5])
-            for name in (p.rsplit("/", 1)[-1] for p in self._fs.ls(self._log_dir, detail=False))
-            if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) >= start
-        )
-        return versions[0] if versions else None
-
-    def _parse_commit(self, version: int, text: str) -> CommitRecord:
-        info: dict[str, Any] = {}
-        added: list[AddedFile] = []
-        txns: dict[str, int] = {}
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            action = json.loads(line)
-            if "commitInfo" in action:
-                info = action["commitInfo"]
-            elif "add" in action:
-                add = action["add"]
-                stats = json.loads(add["stats"]) if add.get("stats") else {}
-                added.append(
-                    AddedFile(
-                        unquote(add["path"]),
-                        int(add["size"]),
-                        stats.get("numRecords"),
-                        add.get("partitionValues", {}),
-                    )
-                )
-            elif "txn" in action:
-                txns[action["txn"]["appId"]] = int(action["txn"]["version"])
-        timestamp = info.get("inCommitTimestamp", info.get("timestamp"))
-        if timestamp is None:
-            timestamp = modification_time_ms(self._fs.info(f"{self._log_dir}/{version:020d}.json"))
-        custom = {
-            key: value if isinstance(value, str) else json.dumps(value)
-            for key, value in info.items()
-            if key not in COMMIT_INFO_KEYS
-        }
-        return CommitRecord(version, int(timestamp), custom, tuple(added), txns)
 
 
 def _txn_skip_reason(

@@ -1,0 +1,164 @@
+"""The Delta transaction log, read directly: commit JSON files through fsspec.
+
+:meth:`DeltaLog.read_commits_after` probes ``version + 1``, ``version + 2``... and lists the
+``_delta_log`` directory only when those files were cleaned up after a Delta checkpoint; it then
+starts at the oldest JSON present. Older commits survive only inside the checkpoint, which keeps the
+table state (files, txn versions) but not the ``commitInfo`` metadata.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+import fsspec
+
+from watermark_assets.delta_stats import modification_time_ms
+from watermark_assets.exceptions import DeltaCommitError
+
+COMMIT_INFO_KEYS = frozenset(
+    {
+        "timestamp",
+        "inCommitTimestamp",
+        "operation",
+        "operationParameters",
+        "operationMetrics",
+        "readVersion",
+        "isolationLevel",
+        "isBlindAppend",
+        "engineInfo",
+        "clientVersion",
+        "txnId",
+        "userId",
+        "userName",
+        "userMetadata",
+        "job",
+        "notebook",
+        "clusterId",
+        "tags",
+        "version",
+    }
+)
+"""commitInfo keys that Delta writers fill in; every other key is custom metadata."""
+
+
+@dataclass(frozen=True)
+class AddedFile:
+    """One add action of a commit; ``path`` is unescaped and relative, like ``DataFile.path``."""
+
+    path: str
+    size: int
+    num_records: int | None
+    partition_values: Mapping[str, str | None]
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """One commit of the log: our custom metadata, its add and txn actions."""
+
+    version: int
+    timestamp_ms: int
+    custom_metadata: Mapping[str, str]
+    added: tuple[AddedFile, ...]
+    txns: Mapping[str, int]
+
+
+class DeltaLog:
+    """Reads the commits of the Delta table whose root is ``root`` on ``fs``."""
+
+    def __init__(self, table_uri: str, fs: fsspec.AbstractFileSystem, root: str) -> None:
+        self.table_uri = table_uri
+        self._fs = fs
+        self._log_dir = f"{str(root).rstrip('/')}/_delta_log"
+
+    def read_commits_after(self, version: int | None) -> list[CommitRecord]:
+        """The commits newer than ``version`` (all when None), ascending (module docstring)."""
+        start = 0 if version is None else version + 1
+        current = start
+        text = self._read_log_json(current)
+        if text is None:
+            oldest = self._oldest_commit_from(start)
+            if oldest is None:
+                return []
+            current, text = oldest, self._read_log_json(oldest)
+        records = []
+        while text is not None:
+            records.append(self._parse_commit(current, text))
+            current += 1
+            text = self._read_log_json(current)
+        return records
+
+    def read_commit(self, version: int) -> CommitRecord:
+        """The commit ``version``; DeltaCommitError when its JSON is not (or no longer) there."""
+        text = self._read_log_json(version)
+        if text is None:
+            raise DeltaCommitError(
+                f"commit {version} of table {self.table_uri!r} is not in the log: it was never "
+                "made, or it was cleaned up after a checkpoint (delta.logRetentionDuration). Read "
+                "a newer version, or the table state from the checkpoint with deltalake",
+                table_uri=self.table_uri,
+            )
+        return self._parse_commit(version, text)
+
+    def _read_log_json(self, version: int) -> str | None:
+        try:
+            data: bytes = self._fs.cat_file(f"{self._log_dir}/{version:020d}.json")
+        except FileNotFoundError:
+            return None
+        return data.decode("utf-8")
+
+    def _oldest_commit_from(self, start: int) -> int | None:
+        """The oldest commit JSON >= ``start`` when ``start`` itself is missing, else None.
+
+        JSON files newer than the last checkpoint are never cleaned up, so a missing ``start`` at
+        or above the checkpoint just means "no such commit yet", with no listing needed.
+        """
+        try:
+            last = json.loads(self._fs.cat_file(f"{self._log_dir}/_last_checkpoint"))
+        except FileNotFoundError:
+            return None
+        if int(last["version"]) < start:
+            return None
+        self._fs.invalidate_cache(self._log_dir)  # s3fs caches listings
+        versions = sorted(
+            int(name[:-5])
+            for name in (p.rsplit("/", 1)[-1] for p in self._fs.ls(self._log_dir, detail=False))
+            if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) >= start
+        )
+        return versions[0] if versions else None
+
+    def _parse_commit(self, version: int, text: str) -> CommitRecord:
+        info: dict[str, Any] = {}
+        added: list[AddedFile] = []
+        txns: dict[str, int] = {}
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            action = json.loads(line)
+            if "commitInfo" in action:
+                info = action["commitInfo"]
+            elif "add" in action:
+                add = action["add"]
+                stats = json.loads(add["stats"]) if add.get("stats") else {}
+                added.append(
+                    AddedFile(
+                        unquote(add["path"]),
+                        int(add["size"]),
+                        stats.get("numRecords"),
+                        add.get("partitionValues", {}),
+                    )
+                )
+            elif "txn" in action:
+                txns[action["txn"]["appId"]] = int(action["txn"]["version"])
+        timestamp = info.get("inCommitTimestamp", info.get("timestamp"))
+        if timestamp is None:
+            timestamp = modification_time_ms(self._fs.info(f"{self._log_dir}/{version:020d}.json"))
+        custom = {
+            key: value if isinstance(value, str) else json.dumps(value)
+            for key, value in info.items()
+            if key not in COMMIT_INFO_KEYS
+        }
+        return CommitRecord(version, int(timestamp), custom, tuple(added), txns)
