@@ -118,11 +118,10 @@ def print_table(rows: Sequence[SummaryRow]) -> None:
         for r in rows
     ]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
-    print(line)
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
     print("  ".join("-" * w for w in widths))
     for row in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
 def run_sensors(config_path: str | None = None, *, max_ticks: int = 50) -> list[SummaryRow]:
