@@ -292,6 +292,23 @@ def test_a_file_that_lands_below_its_partitions_watermark_is_counted_and_shown(
     assert again.asset_events == [], "an observation only when the count changes"
 
 
+def test_a_first_batch_of_only_malformed_records_still_commits_progress(world: World) -> None:
+    loop = world.loop
+    path = world.landing.add(hour(28, 10), rows=0, malformed=MALFORMED_LINES)
+    loop.run_all(loop.tick().run_requests)
+
+    table = DeltaTable(world.table)
+    assert table.version() == 0
+    assert "event_date" in table.schema().to_arrow().names  # created with the data's schema
+    assert table.to_pyarrow_dataset().count_rows() == 0
+    assert [r["_source_file"] for r in quarantine_rows(world.pipeline.table.quarantine)] == [
+        path,
+        path,
+    ]
+    assert checkpoint_json(world.pipeline)["watermark"]["value"] == path
+    assert (loop.tick().skip_message or "").startswith("Idle:")
+
+
 def test_a_partition_with_a_run_in_flight_is_not_requested_twice(world: World) -> None:
     loop = world.loop
     f28 = world.landing.add(hour(28, 10))

@@ -30,7 +30,13 @@ from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.file_watermark import FileWatermark, components_below
 from watermark_assets.core.filepath import prefix_components, split_path
-from watermark_assets.delta import CommitOutcome, DeltaCommitter, TxnVersion, describe_data_files
+from watermark_assets.delta import (
+    CommitOutcome,
+    DataFile,
+    DeltaCommitter,
+    TxnVersion,
+    describe_data_files,
+)
 from watermark_assets.discovery import PartitionOf, discover_files, partition_key_of
 from watermark_assets.exceptions import SourceFileMissingError
 from watermark_assets.state_store import (
@@ -153,6 +159,8 @@ class StagedBatch:
     data_schema: pa.Schema | None
     quarantine_files: tuple[str, ...]
     per_partition: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: add actions already read from the footers (commit pipelines: the files do not move)
+    described: tuple[DataFile, ...] = ()
 
     @property
     def watermark_before(self) -> FileWatermark:
@@ -183,19 +191,26 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
     if not plan.files:
         return StagedBatch(plan, token, 0, 0, (), None, None, ())
     if isinstance(pipeline, CommitPipelineConfig):
-        uris = tuple(storage.join(pipeline.source.uri, p) for p in plan.files)
+        # The other writer's files are committed where they are: read each footer once, here.
+        described = tuple(
+            describe_data_files(
+                pipeline.table.uri,
+                _relative_to_table(pipeline, plan.files),
+                pipeline.table.partition_by,
+            )
+        )
         rows = Counter[str]()
-        for path, uri in zip(plan.files, uris):
-            fs, inner = storage.filesystem(uri)
-            with fs.open(inner, "rb") as handle:
-                rows[plan.file_partitions[path]] += pq.ParquetFile(handle).metadata.num_rows
+        for path, data_file in zip(plan.files, described):
+            rows[plan.file_partitions[path]] += data_file.num_records
+        uris = tuple(storage.join(pipeline.source.uri, p) for p in plan.files)
         schema = _parquet_schema(uris[0], pipeline.table.partition_by)
-        total = sum(rows.values())
         per_partition = {
             k: {"files": _count(plan, k), "rows_read": n, "rows_quarantined": 0}
             for k, n in rows.items()
         }
-        return StagedBatch(plan, token, total, 0, uris, None, schema, (), per_partition)
+        return StagedBatch(
+            plan, token, sum(rows.values()), 0, uris, None, schema, (), per_partition, described
+        )
     from watermark_assets import spark as spark_adapter
 
     spec = spark_adapter.ReadSpec(
@@ -313,16 +328,12 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
     quarantine_outcome = None
     if staged.quarantine_files:
         quarantine_outcome = _commit_quarantine(staged, pipeline)
-    if staged.data_root is not None:
+    files: list[DataFile] = list(staged.described)
+    if staged.data_root is not None and staged.data_files:  # Spark's files, staged: move them in
         relative = _move_into_table(
             staged.data_files, staged.data_root, pipeline.table.uri, staged.token
         )
-    else:
-        source_prefix = posixpath.relpath(
-            storage.filesystem(pipeline.source.uri)[1], storage.filesystem(pipeline.table.uri)[1]
-        )
-        relative = [posixpath.normpath(posixpath.join(source_prefix, p)) for p in plan.files]
-    files = describe_data_files(pipeline.table.uri, relative, pipeline.table.partition_by)
+        files = describe_data_files(pipeline.table.uri, relative, pipeline.table.partition_by)
     rows_committed = sum(f.num_records for f in files)
     metadata = CommitMetadata(
         pipeline=pipeline.name,
@@ -349,8 +360,7 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
     state = load_state(pipeline, now=now)
     written = save_checkpoint(pipeline, state, now=now)
     if staged.data_root is not None:
-        fs, root = storage.filesystem(staged.data_root)
-        fs.rm(root, recursive=True) if fs.exists(root) else None
+        _remove_tree(staged.data_root)
     return BatchResult(
         staged,
         outcome,
@@ -375,7 +385,19 @@ def _commit_quarantine(staged: StagedBatch, pipeline: Pipeline) -> CommitOutcome
         txns=staged.plan.txns,
         custom_metadata={"watermark_assets_quarantine": staged.plan.request.run_id},
     )
-    fs, root = storage.filesystem(staging_root)
+    _remove_tree(staging_root)
+    return outcome
+
+
+def _remove_tree(uri: str) -> None:
+    fs, root = storage.filesystem(uri)
     if fs.exists(root):
         fs.rm(root, recursive=True)
-    return outcome
+
+
+def _relative_to_table(pipeline: Pipeline, paths: Sequence[str]) -> list[str]:
+    """Source-relative paths as table-relative ones (a commit pipeline's source is in the table)."""
+    prefix = posixpath.relpath(
+        storage.filesystem(pipeline.source.uri)[1], storage.filesystem(pipeline.table.uri)[1]
+    )
+    return [posixpath.normpath(posixpath.join(prefix, path)) for path in paths]
