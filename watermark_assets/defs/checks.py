@@ -115,19 +115,16 @@ def build_checks(pipeline: Pipeline, asset_key: AssetKey) -> AssetChecksDefiniti
             if mismatch:
                 mismatches.append(mismatch)
         versions = [version for version, _, _ in commits]
-        yield AssetCheckResult(
-            check_name=MONOTONE_CHECK,
-            passed=not regressions,
-            severity=AssetCheckSeverity.ERROR,
-            description="; ".join(regressions) or f"monotone in commits {versions}",
-            metadata={"commits": versions},
-        )
-        yield AssetCheckResult(
-            check_name=RECONCILE_CHECK,
-            passed=not mismatches,
-            severity=AssetCheckSeverity.ERROR,
-            description="; ".join(mismatches) or f"rows reconcile in commits {versions}",
-            metadata={"commits": versions},
-        )
+        for name, problems, fine in (
+            (MONOTONE_CHECK, regressions, "monotone"),
+            (RECONCILE_CHECK, mismatches, "rows reconcile"),
+        ):
+            yield AssetCheckResult(
+                check_name=name,
+                passed=not problems,
+                severity=AssetCheckSeverity.ERROR,
+                description="; ".join(problems) or f"{fine} in commits {versions}",
+                metadata={"commits": versions},
+            )
 
     return checks
