@@ -309,6 +309,44 @@ def test_a_first_batch_of_only_malformed_records_still_commits_progress(world: W
     assert (loop.tick().skip_message or "").startswith("Idle:")
 
 
+def test_a_cold_start_with_a_lookback_lists_only_the_recent_days(
+    world_with: Callable[..., World],
+) -> None:
+    world = world_with(source={"cold_start": {"lookback_days": 1}})  # now: Jan 31st, 12:00
+    world.landing.add(hour(28, 10))  # before the lookback: history left alone
+    # an hourly template: the lookback starts at the same hour one day ago (Jan 30th, 12:00)
+    world.landing.add(hour(30, 11))
+    recent = [world.landing.add(hour(30, 12)), world.landing.add(hour(31, 9))]
+    assert by_partition(world.loop.tick().run_requests) == {
+        "2024-01-30": [recent[0]],
+        "2024-01-31": [recent[1]],
+    }
+
+
+def test_the_checkpoint_is_written_at_its_interval_and_the_log_fills_the_gap(
+    world_with: Callable[..., World],
+) -> None:
+    world = world_with(checkpoint={"interval_files": 100, "interval_secs": 3600})
+    loop, landing = world.loop, world.landing
+    first = landing.add(hour(28, 10))
+    loop.run_all(loop.tick().run_requests)
+    assert checkpoint_json(world.pipeline)["delta_version"] == 0  # the first write is always due
+
+    second = landing.add(hour(28, 11))
+    loop.run_all(loop.tick().run_requests)
+    written = checkpoint_json(world.pipeline)
+    assert written["delta_version"] == 0, "1 file and 0 s since the last write: not due yet"
+    assert name_of(second) not in written["partition_watermarks"].values()
+
+    state = load_state(world.pipeline, now=FROZEN_NOW)  # the Delta log fills the gap
+    assert state.delta_version == 1
+    assert state.watermark.partition_watermarks == {
+        prefix_of(first): name_of(first),
+        prefix_of(second): name_of(second),
+    }
+    assert (loop.tick().skip_message or "").startswith("Idle:")
+
+
 def test_a_partition_with_a_run_in_flight_is_not_requested_twice(world: World) -> None:
     loop = world.loop
     f28 = world.landing.add(hour(28, 10))
