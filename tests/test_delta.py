@@ -385,6 +385,10 @@ def test_two_dagster_partitions_commit_in_one_commit(table: Path, two_days: list
     record = committer(table).read_commit(0)
     assert record.txns == {"wa/events/2024-01-27": 1, "wa/events/2024-01-28": 1}
     assert commit(table, two_days, txns).skipped
+    assert committer(table).transaction_versions(["wa/events/2024-01-28", "wa/events/new"]) == {
+        "wa/events/2024-01-28": 1,
+        "wa/events/new": None,
+    }
 
 
 TXN_SEQUENCE_CASES = [
@@ -655,6 +659,7 @@ def test_a_missing_table_has_no_version_and_no_commits(table: Path) -> None:
     reader = committer(table)
     assert reader.current_version() is None
     assert reader.transaction_version("p") is None
+    assert reader.transaction_versions(["p"]) == {"p": None}
     assert reader.read_commits_after(None) == []
 
 

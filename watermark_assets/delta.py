@@ -109,6 +109,11 @@ class DeltaCommitter:
         table = self._load_table()
         return None if table is None else table.version()
 
+    def transaction_versions(self, app_ids: Sequence[str]) -> dict[str, int | None]:
+        """The latest committed txn version of each app id, from ONE snapshot of the table."""
+        table = self._load_table()
+        return {a: None if table is None else table.transaction_version(a) for a in app_ids}
+
     def transaction_version(self, app_id: str) -> int | None:
         """The latest committed txn version of ``app_id``; None without table or txn."""
         table = self._load_table()

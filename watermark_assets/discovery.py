@@ -117,8 +117,9 @@ def lowered_plan(plan: ListingPlan, since: str | None, horizon: str | None) -> L
     The seed's pruning skips partitions below the global watermark's partition that have no
     per-partition watermark; with Dagster partitions committing out of order, such a partition
     may still hold files never committed. Without a lookback no per-partition watermark is ever
-    pruned, so listing from ``since`` cannot return a committed file. With a lookback the floor is
-    already at its horizon, and below it entries are pruned: the plan is left as it is.
+    pruned, so listing from ``since`` cannot return a committed file. With a horizon
+    (``late_arrival_days`` or a cold-start lookback) the floor is already at it, and below it
+    entries are pruned: the plan is left as it is (pass ``horizon=None`` once they are restored).
     """
     if since is None or horizon is not None or plan.floor is None:
         return plan

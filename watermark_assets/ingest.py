@@ -133,14 +133,9 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
         key = partition_key_of(pipeline, path, partition_of)
         if key in wanted:
             file_partitions[path] = key
-    committer = DeltaCommitter(pipeline.table.uri)
-    txns = tuple(
-        TxnVersion(
-            txn_app_id(pipeline.name, key),
-            (committer.transaction_version(txn_app_id(pipeline.name, key)) or 0) + 1,
-        )
-        for key in sorted(wanted)
-    )
+    app_ids = [txn_app_id(pipeline.name, key) for key in sorted(wanted)]
+    committed = DeltaCommitter(pipeline.table.uri).transaction_versions(app_ids)
+    txns = tuple(TxnVersion(app_id, (committed[app_id] or 0) + 1) for app_id in app_ids)
     return BatchPlan(
         request, state, tuple(sorted(file_partitions)), file_partitions, tuple(already), txns
     )

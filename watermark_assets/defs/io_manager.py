@@ -9,18 +9,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
 from watermark_assets import storage
-from watermark_assets.core.clock import system_clock
 from watermark_assets.defs.metadata import batch_metadata, partition_metadata
 from watermark_assets.ingest import BatchResult, StagedBatch, commit_batch
 
 
 def table_row_count(table_uri: str) -> int | None:
     """Rows in the table's current version, from the add actions' statistics (no data read)."""
-    if not DeltaTable.is_deltatable(table_uri):
+    try:
+        table = DeltaTable(table_uri)
+    except TableNotFoundError:
         return None
-    actions = pa.table(DeltaTable(table_uri).get_add_actions(flatten=True))
+    actions = pa.table(table.get_add_actions(flatten=True))
     total = pc.sum(actions.column("num_records")).as_py()
     return int(total or 0)
 
@@ -35,7 +37,8 @@ def newest_file_lag(result: BatchResult) -> float | None:
         modified: datetime = fs.modified(path)
     except (FileNotFoundError, NotImplementedError):
         return None
-    return max(0.0, system_clock().timestamp() - modified.timestamp())
+    now = plan.request.clock()  # the definitions' clock, as for the commit
+    return max(0.0, now.timestamp() - modified.timestamp())
 
 
 class WatermarkDeltaIOManager(ConfigurableIOManager):

@@ -159,7 +159,9 @@ def build_sensor(
                 skip_reason=reason + notes, cursor=cursor.to_string(), asset_events=events
             )
 
-        committer = DeltaCommitter(pipeline.table.uri)
+        versions = DeltaCommitter(pipeline.table.uri).transaction_versions(
+            [txn_app_id(pipeline.name, key) for key in groups.by_partition]
+        )
         requests: list[RunRequest] = []
         waiting: list[str] = []
         busy = partitions_in_flight(context, asset_key, job.name, partitions_def)
@@ -170,7 +172,7 @@ def build_sensor(
                 waiting.append(key)
                 continue
             batch = files[: limits.max_files_per_run]
-            committed = committer.transaction_version(txn_app_id(pipeline.name, key)) or 0
+            committed = versions[txn_app_id(pipeline.name, key)] or 0
             base = batch_key(pipeline.name, key, committed, batch[-1])
             attempt = len(_runs(context, {BATCH_TAG: base}, FAILED))
             requests.append(
