@@ -29,7 +29,6 @@ from watermark_assets.exceptions import (
     DeltaCommitError,
     DeltaPartitionPathError,
     DeltaSchemaMismatchError,
-    DeltaTxnSequenceError,
 )
 
 UTC = timezone.utc
@@ -344,13 +343,13 @@ def test_other_engines_read_the_committed_rows(table: Path, two_days: list[DataF
     assert duck == [(r["id"], r["name"], r["ts"]) for r in EXPECTED_ROWS]
 
 
-def test_committing_the_same_txn_version_again_is_skipped(
+def test_committing_the_same_txn_version_again_is_stale(
     table: Path, two_days: list[DataFile]
 ) -> None:
     first = commit(table, two_days, [TxnVersion("p", 1)])
     again = commit(table, two_days, [TxnVersion("p", 1)])
-    assert (first.skipped, again.skipped, again.version) == (False, True, None)
-    assert "'p'=1" in again.reason and "already committed" in again.reason
+    assert (first.stale, again.stale, again.skipped, again.version) == (False, True, True, None)
+    assert "'p' None -> 1" in again.reason and "another writer committed" in again.reason
     assert DeltaTable(str(table)).version() == 0
     assert len(rows_of(table)) == 4
 
@@ -384,36 +383,50 @@ def test_two_dagster_partitions_commit_in_one_commit(table: Path, two_days: list
     assert commit(table, two_days, txns).version == 0
     record = committer(table).read_commit(0)
     assert record.txns == {"wa/events/2024-01-27": 1, "wa/events/2024-01-28": 1}
-    assert commit(table, two_days, txns).skipped
+    assert commit(table, two_days, txns).stale
     assert committer(table).transaction_versions(["wa/events/2024-01-28", "wa/events/new"]) == {
         "wa/events/2024-01-28": 1,
         "wa/events/new": None,
     }
 
 
-TXN_SEQUENCE_CASES = [
+STALE_CASES = [
     pytest.param(
         [TxnVersion("a", 3)],
-        "'a': version 3 skips ahead of the committed 1",
-        id="a version jumping by two",
+        "'a' 2 -> 1",
+        id="built on a version the table does not have",
     ),
     pytest.param(
         [TxnVersion("a", 1), TxnVersion("b", 1)],
-        "'a': version 1 is already committed (table has 1) while ['b'] are not",
-        id="one partition committed and one not",
+        "'a' None -> 1",
+        id="one partition committed meanwhile and one not",
+    ),
+    pytest.param(
+        [TxnVersion("a", 7, previous=0)],
+        "'a' 0 -> 1",
+        id="a jump built on an older version",
     ),
 ]
 
 
-@pytest.mark.parametrize(("txns", "message"), TXN_SEQUENCE_CASES)
-def test_txn_versions_out_of_sequence_are_refused(
+@pytest.mark.parametrize(("txns", "message"), STALE_CASES)
+def test_txns_built_on_a_version_that_moved_are_stale(
     table: Path, two_days: list[DataFile], txns: list[TxnVersion], message: str
 ) -> None:
     commit(table, two_days[:1], [TxnVersion("a", 1)])
-    with pytest.raises(DeltaTxnSequenceError) as caught:
-        commit(table, two_days[1:], txns)
-    assert message in str(caught.value)
+    outcome = commit(table, two_days[1:], txns)
+    assert (outcome.stale, outcome.version) == (True, None)
+    assert message in outcome.reason
     assert DeltaTable(str(table)).version() == 0
+
+
+def test_a_txn_may_jump_from_the_version_it_builds_on(
+    table: Path, two_days: list[DataFile]
+) -> None:
+    commit(table, two_days[:1], [TxnVersion("a", 1)])
+    outcome = commit(table, two_days[1:], [TxnVersion("a", 7, previous=1)])
+    assert (outcome.stale, outcome.version) == (False, 1)
+    assert committer(table).transaction_version("a") == 7
 
 
 @pytest.mark.parametrize(
@@ -428,6 +441,12 @@ def test_txn_versions_out_of_sequence_are_refused(
         ),
         pytest.param(
             [TxnVersion("a", 1)], {"operation": "x"}, "reserved", id="a custom key that Delta owns"
+        ),
+        pytest.param(
+            [TxnVersion("a", 2, previous=2)],
+            {},
+            "above the version they build on",
+            id="a version that does not move forward",
         ),
     ],
 )
@@ -544,7 +563,7 @@ class StaleFirstLoad(DeltaCommitter):
         return stale
 
 
-def test_a_run_racing_the_same_partition_is_skipped(table: Path, two_days: list[DataFile]) -> None:
+def test_a_run_racing_the_same_partition_is_stale(table: Path, two_days: list[DataFile]) -> None:
     commit(table, two_days[:1], [TxnVersion("p", 1)])
     commit(table, two_days[1:2], [TxnVersion("p", 2)])  # the winner of the race
     loser = StaleFirstLoad(str(table), stale_version=0)  # also saw p=1, also planned p=2
@@ -555,7 +574,7 @@ def test_a_run_racing_the_same_partition_is_skipped(table: Path, two_days: list[
         txns=[TxnVersion("p", 2)],
         custom_metadata={},
     )
-    assert (outcome.version, outcome.skipped) == (None, True)
+    assert (outcome.version, outcome.stale) == (None, True)
     assert DeltaTable(str(table)).version() == 1
     assert len(rows_of(table)) == 3
 
@@ -575,6 +594,38 @@ def test_a_run_racing_another_partition_is_rebased(table: Path, two_days: list[D
     assert len(rows_of(table)) == 4
 
 
+class NoTableAtFirst(DeltaCommitter):
+    """A run that found no table, then lost the race to create it."""
+
+    def __init__(self, table_uri: str) -> None:
+        super().__init__(table_uri, now=lambda: FROZEN)
+        self.first = True
+
+    def _load_table(self) -> DeltaTable | None:
+        if self.first:
+            self.first = False
+            return None
+        return super()._load_table()
+
+
+@pytest.mark.parametrize("app_id", ["p", "q"], ids=["the same partition", "another partition"])
+def test_the_loser_of_the_race_to_create_the_table_is_stale(
+    table: Path, two_days: list[DataFile], app_id: str
+) -> None:
+    commit(table, two_days[:1], [TxnVersion("p", 1)])  # the winner created the table
+    outcome = NoTableAtFirst(str(table)).commit(
+        two_days[1:],
+        schema=TABLE_SCHEMA,
+        partition_by=["day"],
+        txns=[TxnVersion(app_id, 1)],
+        custom_metadata={},
+    )
+    assert (outcome.stale, outcome.version) == (True, None)
+    assert "already exists" in outcome.reason
+    assert DeltaTable(str(table)).version() == 0
+    assert len(rows_of(table)) == two_days[0].num_records
+
+
 def test_threads_committing_the_same_txn_commit_once(table: Path, two_days: list[DataFile]) -> None:
     commit(table, two_days[:1], [TxnVersion("p", 1)])
     start = threading.Barrier(4)
@@ -589,7 +640,7 @@ def test_threads_committing_the_same_txn_commit_once(table: Path, two_days: list
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(o.skipped for o in outcomes) == [False, True, True, True]
+    assert sorted(o.stale for o in outcomes) == [False, True, True, True]
     assert len(rows_of(table)) == 4
 
 

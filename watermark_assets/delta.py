@@ -8,14 +8,15 @@ Contract:
   every add action, one ``txn`` action per :class:`TxnVersion` and the caller's custom metadata in
   ``commitInfo``. When the table does not exist yet, that same commit creates it (version 0, with
   ``create_table_with_add_actions``): there is never an empty "create" commit before the data.
-- Exactly-once is enforced here, not by delta-rs: delta-rs records ``txn`` actions but accepts any
-  version, even a lower one. Before committing, the committer reads ``transaction_version(app_id)``
-  of every txn: all already committed (version <= the table's) -> skipped; each exactly one above
-  the table's (or the app id is new) -> committed; anything else -> :class:`DeltaTxnSequenceError`.
+- Exactly-once rests on the caller's decision (which files are not committed yet) and on ``txn``
+  actions used as optimistic locks: each :class:`TxnVersion` names the version it builds on (the
+  one the caller read when it decided). delta-rs records ``txn`` actions but accepts any version,
+  so before committing the committer reads ``transaction_version(app_id)`` of every txn itself; if
+  any differs from what the caller read, another writer committed in between and nothing is
+  committed: the outcome is *stale* and the caller decides again from a fresh state.
 - Races: delta-rs rebases an append over concurrent commits, and refuses with "Concurrent
-  transaction failed" when a concurrent commit carries one of our app ids. On that (or on losing the
-  race to create the table) the committer reloads the table and checks the txns once more, so two
-  racing runs of the same Dagster partition commit once and the other is skipped.
+  transaction failed" when a concurrent commit carries one of our app ids; the loser of a race to
+  create the table gets "already exists". Both are *stale* outcomes too, never a blind retry.
 - delta-rs ignores the schema given to a write transaction (it neither checks nor evolves the
   table's), so the committer compares it with the table's and raises
   :class:`DeltaSchemaMismatchError` naming the columns.
@@ -28,10 +29,11 @@ lock client.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import fsspec
 import pyarrow as pa
@@ -51,7 +53,6 @@ from watermark_assets.delta_stats import DataFile, describe_data_files
 from watermark_assets.exceptions import (
     DeltaCommitError,
     DeltaSchemaMismatchError,
-    DeltaTxnSequenceError,
 )
 
 __all__ = [
@@ -65,21 +66,44 @@ __all__ = [
 ]
 
 
+_PREVIOUS_OF_SEQUENCE: Any = object()
+
+
 @dataclass(frozen=True)
 class TxnVersion:
-    """The ``txn`` action of one application id (here: one Dagster partition of a pipeline)."""
+    """The ``txn`` action of one application id, and the committed version it builds on.
+
+    ``previous`` is the app id's txn version the caller read when it decided what to commit
+    (None: the app id had none). The commit happens only if the table still has exactly that.
+    Left out, it is ``version - 1`` (None for version 1): the next version of a sequence.
+    """
 
     app_id: str
     version: int
+    previous: int | None = dataclasses.field(default=cast(int, _PREVIOUS_OF_SEQUENCE))
+
+    def __post_init__(self) -> None:
+        if self.previous is _PREVIOUS_OF_SEQUENCE:
+            object.__setattr__(self, "previous", self.version - 1 if self.version > 1 else None)
+
+    @classmethod
+    def next_of(cls, app_id: str, committed: int | None) -> TxnVersion:
+        """The txn after ``committed`` (the app id's current version, None for none): +1."""
+        return cls(app_id, (committed or 0) + 1, committed)
 
 
 @dataclass(frozen=True)
 class CommitOutcome:
-    """What :meth:`DeltaCommitter.commit` did: the new table version, or skipped and why."""
+    """What :meth:`DeltaCommitter.commit` did: the new table version, or nothing and why.
+
+    ``stale``: another writer committed one of the app ids since the caller read it (or won the
+    race to create the table); nothing was committed and the caller must decide again.
+    """
 
     version: int | None
     skipped: bool
     reason: str
+    stale: bool = False
 
 
 class DeltaCommitter:
@@ -128,7 +152,7 @@ class DeltaCommitter:
         txns: Sequence[TxnVersion],
         custom_metadata: Mapping[str, str],
     ) -> CommitOutcome:
-        """Commit ``files``, ``txns`` and ``custom_metadata`` atomically, or skip (see module).
+        """Commit ``files``, ``txns`` and ``custom_metadata`` atomically, or nothing when stale.
 
         ``schema`` is the table's schema including the partition columns. ``files`` may be empty:
         the commit then only records the txns and the metadata (a batch whose every record was
@@ -140,47 +164,38 @@ class DeltaCommitter:
             for f in files
         ]
         records = sum(f.num_records for f in files)
-        for attempt in (1, 2):
-            table = self._load_table()
-            read_version = None if table is None else table.version()
-            skip_reason = _txn_skip_reason(self.table_uri, table, txns)
-            if skip_reason is not None:
-                return CommitOutcome(None, True, skip_reason)
-            now_ms = int(ensure_utc(self._now()).timestamp() * 1000)
-            properties = CommitProperties(
-                custom_metadata=dict(custom_metadata),
-                app_transactions=[Transaction(t.app_id, t.version, now_ms) for t in txns],
+        table = self._load_table()
+        read_version = None if table is None else table.version()
+        moved = _moved_txns(table, txns)
+        if moved:
+            return CommitOutcome(None, True, moved, stale=True)
+        now_ms = int(ensure_utc(self._now()).timestamp() * 1000)
+        properties = CommitProperties(
+            custom_metadata=dict(custom_metadata),
+            app_transactions=[Transaction(t.app_id, t.version, now_ms) for t in txns],
+        )
+        what = f"{len(files)} file(s), {records} record(s), txns {_txn_text(txns)}"
+        try:
+            if table is None:
+                self._create(schema, partition_by, actions, properties)
+                return CommitOutcome(0, False, f"created the table with {what} as version 0")
+            write_schema = _checked_schema(self.table_uri, table, schema, partition_by, files)
+            table.create_write_transaction(
+                actions, "append", write_schema, list(partition_by), commit_properties=properties
             )
-            what = f"{len(files)} file(s), {records} record(s), txns {_txn_text(txns)}"
-            try:
-                if table is None:
-                    self._create(schema, partition_by, actions, properties)
-                    return CommitOutcome(0, False, f"created the table with {what} as version 0")
-                write_schema = _checked_schema(self.table_uri, table, schema, partition_by, files)
-                table.create_write_transaction(
-                    # typed list[AddAction | RemoveAction] from deltalake 1.6.6 on; RemoveAction
-                    # is not importable in 1.6.3, which pip may resolve: keep both working
-                    list(actions),
-                    "append",
-                    write_schema,
-                    list(partition_by),
-                    commit_properties=properties,
+        except DeltaError as exc:
+            if isinstance(exc, CommitFailedError) or (
+                table is None and self._load_table() is not None
+            ):
+                return CommitOutcome(
+                    None, True, f"another writer committed first ({exc})", stale=True
                 )
-            except DeltaError as exc:
-                lost_race = isinstance(exc, CommitFailedError) or (
-                    table is None and self._load_table() is not None
-                )
-                if attempt == 1 and lost_race:
-                    continue
-                raise DeltaCommitError(
-                    f"Delta commit to {self.table_uri!r} failed: {exc}"
-                    + (" (again, after reloading the table)" if lost_race else ""),
-                    table_uri=self.table_uri,
-                ) from exc
-            assert read_version is not None  # the table existed: we appended to it
-            version = self._version_holding(read_version, txns[0])
-            return CommitOutcome(version, False, f"committed {what} as version {version}")
-        raise AssertionError("unreachable: the second attempt returns or raises")
+            raise DeltaCommitError(
+                f"Delta commit to {self.table_uri!r} failed: {exc}", table_uri=self.table_uri
+            ) from exc
+        assert read_version is not None  # the table existed: we appended to it
+        version = self._version_holding(read_version, txns[0])
+        return CommitOutcome(version, False, f"committed {what} as version {version}")
 
     def read_commits_after(self, version: int | None) -> list[CommitRecord]:
         """The commits newer than ``version`` (all when None), ascending (see DeltaLog)."""
@@ -238,8 +253,10 @@ class DeltaCommitter:
             if not txns
             else f"app ids repeat: {app_ids}"
             if len(set(app_ids)) != len(app_ids)
-            else f"negative txn versions: {_txn_text(txns)}"
-            if any(t.version < 0 for t in txns)
+            else f"txn versions must be above the version they build on: {_txn_text(txns)}"
+            if any(
+                t.version < 0 or (t.previous is not None and t.version <= t.previous) for t in txns
+            )
             else f"custom metadata keys {reserved} are reserved by Delta's commitInfo"
             if reserved
             else f"files {wrong_partitions[:3]} do not have partition values for exactly "
@@ -264,33 +281,17 @@ class DeltaCommitter:
         )
 
 
-def _txn_skip_reason(
-    table_uri: str, table: DeltaTable | None, txns: Sequence[TxnVersion]
-) -> str | None:
-    """Why to skip (all txns committed), None to commit (all next), or DeltaTxnSequenceError."""
-    committed = {
-        t.app_id: None if table is None else table.transaction_version(t.app_id) for t in txns
-    }
-    done = [t for t in txns if (c := committed[t.app_id]) is not None and t.version <= c]
-    if len(done) == len(txns):
-        return (
-            f"already committed, nothing to do: txns {_txn_text(txns)} (table has "
-            f"{', '.join(f'{a!r}={v}' for a, v in committed.items())})"
-        )
-    problems = {
-        t.app_id: f"version {t.version} skips ahead of the committed {c}"
+def _moved_txns(table: DeltaTable | None, txns: Sequence[TxnVersion]) -> str | None:
+    """Why the txns are stale (an app id's version is not the one the caller read), or None."""
+    moved = {
+        t.app_id: (t.previous, current)
         for t in txns
-        if (c := committed[t.app_id]) is not None and t.version > c + 1
+        if (current := None if table is None else table.transaction_version(t.app_id)) != t.previous
     }
-    new = [t.app_id for t in txns if t not in done]
-    for t in done:
-        problems[t.app_id] = (
-            f"version {t.version} is already committed (table has "
-            f"{committed[t.app_id]}) while {new} are not"
-        )
-    if problems:
-        raise DeltaTxnSequenceError(table_uri, problems)
-    return None
+    if not moved:
+        return None
+    listed = ", ".join(f"{a!r} {was} -> {now}" for a, (was, now) in sorted(moved.items()))
+    return f"another writer committed since this run decided: txn versions moved ({listed})"
 
 
 def _checked_schema(

@@ -171,16 +171,25 @@ class DeltaSchemaMismatchError(DeltaCommitError):
         self.differences = differences
 
 
-class DeltaTxnSequenceError(DeltaCommitError):
-    """The txn versions of a commit do not follow the table's: a bug or a concurrent writer."""
+class RequestedFileError(WatermarkAssetsError):
+    """An entry of a run configuration's ``files`` list is one a listing would never return."""
 
-    def __init__(self, table_uri: str, problems: dict[str, str]) -> None:
-        listed = "; ".join(f"{app_id!r}: {why}" for app_id, why in sorted(problems.items()))
+    def __init__(self, path: str, problem: str, fix: str) -> None:
+        super().__init__(f"requested file {path!r} is refused: {problem}; {fix}")
+        self.path = path
+        self.problem = problem
+
+
+class BatchOverlapError(WatermarkAssetsError):
+    """Runs that committed after this run planned hold some, not all, of its files."""
+
+    def __init__(self, pipeline: str, taken: tuple[str, ...], by: str) -> None:
+        shown = ", ".join(repr(p) for p in taken[:3]) + (" ..." if len(taken) > 3 else "")
         super().__init__(
-            f"refusing to commit to table {table_uri!r}: {listed}. Each app id's txn version must "
-            "be the committed one plus one, and the app ids of one commit must be all new or all "
-            "committed. Another writer may be committing the same partitions, or the versions were "
-            "computed from a stale state: reload the state and plan the batch again",
-            table_uri=table_uri,
+            f"pipeline {pipeline!r}: {len(taken)} files of this batch ({shown}) were committed by "
+            f"{by} after this run planned. Nothing was committed by this run; planning again "
+            "drops the committed files (the step is retried automatically)"
         )
-        self.problems = problems
+        self.pipeline = pipeline
+        self.taken = taken
+        self.by = by

@@ -7,7 +7,8 @@ actions, a txn action per Dagster partition and the watermark advance, then writ
 checkpoint when it is due.
 
 Crash anywhere and run again: files at or below the committed watermark are dropped from the batch,
-and a txn version that is already in the log is never committed twice.
+and a commit never holds a file that a commit after the plan already holds (exact: every commit
+records its source files).
 """
 
 from __future__ import annotations
@@ -23,13 +24,17 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from watermark_assets import storage
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.file_watermark import FileWatermark, components_below
-from watermark_assets.core.filepath import prefix_components, split_path
+from watermark_assets.core.filepath import (
+    NameOrdering,
+    check_sortable,
+    prefix_components,
+    split_path,
+)
 from watermark_assets.delta import (
     CommitOutcome,
     DataFile,
@@ -38,13 +43,20 @@ from watermark_assets.delta import (
     describe_data_files,
 )
 from watermark_assets.discovery import PartitionOf, discover_files, partition_key_of
-from watermark_assets.exceptions import SourceFileMissingError
+from watermark_assets.exceptions import (
+    BatchOverlapError,
+    DeltaCommitError,
+    RequestedFileError,
+    SourceFileMissingError,
+)
 from watermark_assets.state_store import (
     COMMIT_METADATA_KEY,
     CommitMetadata,
     PipelineState,
+    complete_quarantine,
     listing_horizon,
     load_state,
+    pipeline_commits,
     restore_partitions,
     save_checkpoint,
     txn_app_id,
@@ -86,14 +98,20 @@ class BatchRequest:
 
 @dataclass(frozen=True)
 class BatchPlan:
-    """The files a run will ingest, and the state it starts from."""
+    """The files a run will ingest, and the state it starts from.
+
+    ``already_committed``: requested files at or below the watermark (committed, or landed below
+    it). ``added``: files above the watermark that a requested list skipped although they sort
+    below a requested file of their landing partition; they are ingested too, since the
+    watermark cannot move past a file that is not committed.
+    """
 
     request: BatchRequest
     state: PipelineState
     files: tuple[str, ...]
     file_partitions: Mapping[str, str]
     already_committed: tuple[str, ...]
-    txns: tuple[TxnVersion, ...]
+    added: tuple[str, ...] = ()
 
 
 def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetime) -> BatchPlan:
@@ -113,6 +131,7 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
     if restored:  # an old window: its per-partition watermarks may have been pruned
         watermark = restore_partitions(pipeline, state.watermark, request.partition_keys)
         state = replace(state, watermark=watermark)
+    added: tuple[str, ...] = ()
     if request.files is None:
         groups = discover_files(
             pipeline, state.watermark, partition_of, now=now, since=since, restored=restored
@@ -120,39 +139,110 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
         candidates = sorted(p for key in wanted for p in groups.by_partition.get(key, ()))
         already: list[str] = []
     else:
-        candidates, already = [], []
-        for path in sorted(set(request.files)):
-            (candidates if state.watermark.is_above(path) else already).append(path)
-        missing = [
-            p for p in candidates if not storage.exists(storage.join(pipeline.source.uri, p))
-        ]
-        if missing:
-            raise SourceFileMissingError(missing[0], pipeline.source.uri)
+        candidates, already, added = requested_files(pipeline, state.watermark, request.files)
     file_partitions: dict[str, str] = {}
+    outside: list[tuple[str, str | None]] = []
     for path in candidates:
         key = partition_key_of(pipeline, path, partition_of)
         if key in wanted:
             file_partitions[path] = key
-    app_ids = [txn_app_id(pipeline.name, key) for key in sorted(wanted)]
-    committed = DeltaCommitter(pipeline.table.uri).transaction_versions(app_ids)
-    txns = tuple(TxnVersion(app_id, (committed[app_id] or 0) + 1) for app_id in app_ids)
+        else:
+            outside.append((path, key))
+    if outside and request.files is not None:
+        raise RequestedFileError(
+            outside[0][0],
+            f"it belongs to partition {outside[0][1]!r}, not to this run's partitions "
+            f"{sorted(wanted)}",
+            "launch it in its own partition",
+        )
     return BatchPlan(
-        request, state, tuple(sorted(file_partitions)), file_partitions, tuple(already), txns
+        request, state, tuple(sorted(file_partitions)), file_partitions, tuple(already), added
     )
 
 
-@dataclass(frozen=True)
+def requested_files(
+    pipeline: Pipeline, watermark: FileWatermark, requested: Sequence[str]
+) -> tuple[list[str], list[str], tuple[str, ...]]:
+    """(files to ingest, requested files at or below the watermark, files added) of a list.
+
+    A requested list passes the checks a listing applies: each entry is a relative path inside
+    the source (no '.', '..', absolute or empty parts), not hidden, of the source's format and
+    named sortably, else :class:`RequestedFileError` names it. Each landing partition of the list
+    is listed once: a requested file that is not there raises
+    :class:`SourceFileMissingError`; a file above the watermark that sorts below a requested one
+    of its partition is added (the watermark must not move past it uncommitted).
+    """
+    source = pipeline.source
+    above: dict[str, list[str]] = {}
+    already: list[str] = []
+    for path in sorted(set(requested)):
+        check_requested_path(path, suffixes=source.suffixes, ordering=source.file_name_ordering)
+        if watermark.is_above(path):
+            prefix, name = split_path(path)
+            above.setdefault(prefix, []).append(name)
+        else:
+            already.append(path)
+    files: list[str] = []
+    added: list[str] = []
+    for prefix, names in above.items():
+        present = storage.list_names(storage.join(source.uri, prefix) if prefix else source.uri)
+        missing = sorted(set(names) - present)
+        if missing:
+            raise SourceFileMissingError(
+                f"{prefix}/{missing[0]}" if prefix else missing[0], source.uri
+            )
+        last = max(names)
+        for name in sorted(present):
+            path = f"{prefix}/{name}" if prefix else name
+            if name > last or not name.endswith(source.suffixes) or storage.is_hidden(name):
+                continue
+            if not watermark.is_above(path):
+                continue
+            if name not in names:
+                check_sortable(path, source.file_name_ordering)
+                added.append(path)
+            files.append(path)
+    return sorted(files), already, tuple(sorted(added))
+
+
+def check_requested_path(path: str, *, suffixes: Sequence[str], ordering: NameOrdering) -> None:
+    """Refuse a requested entry a listing would never return (see :func:`requested_files`)."""
+    parts = path.split("/")
+    problem = (
+        "it is empty"
+        if not path
+        else "it is absolute; give paths relative to the source root"
+        if path.startswith("/")
+        else "it has '.', '..' or empty parts; give the path as the source listing shows it"
+        if any(part in ("", ".", "..") for part in parts)
+        else "a folder or file in it starts with '_' or '.' (hidden, never part of a source)"
+        if any(storage.is_hidden(part) for part in parts)
+        else f"it does not end with one of the source's suffixes {list(suffixes)}"
+        if not path.endswith(tuple(suffixes))
+        else None
+    )
+    if problem is not None:
+        raise RequestedFileError(path, problem, "fix the run configuration's 'files' list")
+    check_sortable(path, ordering)
+
+
+@dataclass(frozen=True, kw_only=True)
 class StagedBatch:
     """A planned batch whose data files exist but are not committed yet (the asset's output)."""
 
     plan: BatchPlan
     token: str
-    rows_read: int
-    rows_quarantined: int
-    data_files: tuple[str, ...]  # URIs of the files to commit (staged or the other writer's)
-    data_root: str | None  # staging root of the data files; None when they are already in place
-    data_schema: pa.Schema | None
-    quarantine_files: tuple[str, ...]
+    rows_read: int = 0
+    rows_quarantined: int = 0
+    #: URIs of the files to commit (staged, or the other writer's in place)
+    data_files: tuple[str, ...] = ()
+    #: staging root of the data files; None when they are already in place
+    data_root: str | None = None
+    data_schema: pa.Schema | None = None
+    quarantine_files: tuple[str, ...] = ()
+    quarantine_root: str | None = None
+    #: landing files that could not be read at all, recorded in the quarantine as files
+    files_quarantined: int = 0
     per_partition: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     #: add actions already read from the footers (commit pipelines: the files do not move)
     described: tuple[DataFile, ...] = ()
@@ -184,7 +274,7 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
     pipeline = plan.request.pipeline
     token = f"{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
     if not plan.files:
-        return StagedBatch(plan, token, 0, 0, (), None, None, ())
+        return StagedBatch(plan=plan, token=token)
     if isinstance(pipeline, CommitPipelineConfig):
         # The other writer's files are committed where they are: read each footer once, here.
         described = tuple(
@@ -204,7 +294,13 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
             for k, n in rows.items()
         }
         return StagedBatch(
-            plan, token, sum(rows.values()), 0, uris, None, schema, (), per_partition, described
+            plan=plan,
+            token=token,
+            rows_read=sum(rows.values()),
+            data_files=uris,
+            data_schema=schema,
+            per_partition=per_partition,
+            described=described,
         )
     from watermark_assets import spark as spark_adapter
 
@@ -230,15 +326,16 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
     )
     crash_point("after_data_written")
     return StagedBatch(
-        plan,
-        token,
-        output.rows_read,
-        output.rows_quarantined,
-        _list_parquet(output.data_dir) if output.data_dir else (),
-        output.data_dir,
-        output.data_schema,
-        _list_parquet(output.quarantine_dir) if output.quarantine_dir else (),
-        {k: {"files": _count(plan, k), **v} for k, v in output.per_partition.items()},
+        plan=plan,
+        token=token,
+        rows_read=output.rows_read,
+        rows_quarantined=output.rows_quarantined,
+        data_files=_list_parquet(output.data_dir) if output.data_dir else (),
+        data_root=output.data_dir,
+        data_schema=output.data_schema,
+        quarantine_files=_list_parquet(output.quarantine_dir) if output.quarantine_dir else (),
+        quarantine_root=output.quarantine_dir,
+        per_partition={k: {"files": _count(plan, k), **v} for k, v in output.per_partition.items()},
     )
 
 
@@ -269,9 +366,7 @@ def _count(plan: BatchPlan, key: str) -> int:
 
 
 def _parquet_schema(uri: str, partition_by: Sequence[str]) -> pa.Schema:
-    fs, inner = storage.filesystem(uri)
-    with fs.open(inner, "rb") as handle:
-        schema = pq.read_schema(handle)
+    schema = storage.parquet_schema(uri)
     for column in partition_by:
         if column not in schema.names:
             schema = schema.append(pa.field(column, pa.string()))
@@ -302,14 +397,72 @@ class BatchResult:
 
     staged: StagedBatch
     outcome: CommitOutcome
-    quarantine_outcome: CommitOutcome | None
+    quarantine_versions: tuple[int, ...]
     rows_committed: int
     state_after: PipelineState
     checkpoint_written: bool
+    txns: tuple[TxnVersion, ...] = ()
+
+
+#: How often a commit decides again after another run committed the same partitions meanwhile.
+MAX_COMMIT_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class CommitDecision:
+    """What a commit may do, decided from the log just before committing.
+
+    ``txns``: the next txn version of each Dagster partition of the run, built on the versions
+    read (the optimistic lock: another commit of these partitions makes the commit stale).
+    ``taken``: files of this batch that commits made after the plan already hold (exact, by the
+    ``source_files`` each commit records), and ``taken_by`` those commits (version, run id).
+    """
+
+    txns: tuple[TxnVersion, ...]
+    taken: tuple[str, ...]
+    taken_by: tuple[tuple[int, str], ...]
+
+
+def decide_commit(plan: BatchPlan, committer: DeltaCommitter) -> CommitDecision:
+    """Read the txn versions, then every commit since the plan's state (see CommitDecision)."""
+    pipeline = plan.request.pipeline
+    app_ids = [txn_app_id(pipeline.name, key) for key in sorted(plan.request.partition_keys)]
+    # Versions first: a commit landing after this read moves a txn and makes ours stale.
+    committed = committer.transaction_versions(app_ids)
+    ours = set(plan.files)
+    taken: set[str] = set()
+    taken_by: list[tuple[int, str]] = []
+    for version, metadata in pipeline_commits(committer, pipeline, plan.state.delta_version):
+        hit = ours.intersection(metadata.source_files)
+        if hit:
+            taken |= hit
+            taken_by.append((version, metadata.run_id))
+    return CommitDecision(
+        tuple(TxnVersion.next_of(app_id, committed[app_id]) for app_id in app_ids),
+        tuple(sorted(taken)),
+        tuple(taken_by),
+    )
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """Files moved from staging into their tables (relative to each table's root)."""
+
+    data: tuple[DataFile, ...]
+    moved_data: tuple[str, ...]
+    quarantine: tuple[str, ...]
 
 
 def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
-    """Commit the staged files and the watermark advance in ONE Delta commit, then checkpoint."""
+    """Commit the staged files and the watermark advance in ONE Delta commit, then checkpoint.
+
+    The decision is exact per file (:func:`decide_commit`): if runs that committed after this
+    one planned hold ALL its files, nothing is committed; some of them:
+    :class:`BatchOverlapError` (plan again: the new plan drops the committed files); none: the
+    commit. A stale outcome (a concurrent commit of the same partitions) decides again. The batch's
+    quarantined records are moved into the quarantine table's folder and named by the data
+    commit, then added to the quarantine table (:func:`complete_quarantine`).
+    """
     plan = staged.plan
     pipeline = plan.request.pipeline
     if not plan.files:
@@ -318,19 +471,95 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
         # the Delta log: write the checkpoint it replayed to, when due, even with nothing to commit.
         written = save_checkpoint(pipeline, state, now=now)
         nothing = CommitOutcome(None, True, "no files above the watermark: nothing to commit")
-        return BatchResult(staged, nothing, None, 0, state, written)
+        return BatchResult(staged, nothing, (), 0, state, written)
     committer = DeltaCommitter(pipeline.table.uri)
-    quarantine_outcome = None
-    if staged.quarantine_files:
-        quarantine_outcome = _commit_quarantine(staged, pipeline)
-    files: list[DataFile] = list(staged.described)
+    placed: _Placed | None = None
+    try:
+        for _ in range(MAX_COMMIT_ATTEMPTS):
+            decision = decide_commit(plan, committer)
+            if decision.taken:
+                if placed is not None:
+                    _remove_placed(pipeline, placed)
+                    placed = None
+                by = ", ".join(f"v{v} (run {run})" for v, run in decision.taken_by)
+                if len(decision.taken) < len(plan.files):
+                    raise BatchOverlapError(pipeline.name, decision.taken, by)
+                reason = (
+                    f"all {len(plan.files)} files were committed by {by} after this run "
+                    "planned: nothing to commit"
+                )
+                state = load_state(pipeline, now=now)
+                skipped = CommitOutcome(None, True, reason)
+                return BatchResult(staged, skipped, (), 0, state, False, decision.txns)
+            if placed is None:
+                placed = _place(staged, pipeline)
+            metadata = _commit_metadata(staged, placed)
+            outcome = committer.commit(
+                placed.data,
+                schema=staged.data_schema if staged.data_schema is not None else pa.schema([]),
+                partition_by=pipeline.table.partition_by,
+                txns=decision.txns,
+                custom_metadata={COMMIT_METADATA_KEY: metadata.to_json()},
+            )
+            if not outcome.stale:
+                break
+        else:
+            raise DeltaCommitError(
+                f"gave up committing to {pipeline.table.uri!r} after {MAX_COMMIT_ATTEMPTS} "
+                "attempts: other runs kept committing the same partitions. Nothing was committed "
+                "by this run; run it again",
+                table_uri=pipeline.table.uri,
+            )
+    finally:
+        for root in (staged.data_root, staged.quarantine_root):
+            if root is not None:
+                _remove_tree(root)
+    crash_point("after_commit")
+    state = load_state(pipeline, now=now)
+    completed = complete_quarantine(pipeline, state)
+    written = save_checkpoint(pipeline, state, now=now)
+    rows_committed = sum(f.num_records for f in placed.data)
+    return BatchResult(
+        staged, outcome, tuple(completed), rows_committed, state, written, decision.txns
+    )
+
+
+def _place(staged: StagedBatch, pipeline: Pipeline) -> _Placed:
+    """Move the staged data and quarantine files into their tables (not committed yet)."""
+    data: list[DataFile] = list(staged.described)
+    moved: list[str] = []
     if staged.data_root is not None and staged.data_files:  # Spark's files, staged: move them in
-        relative = _move_into_table(
+        moved = _move_into_table(
             staged.data_files, staged.data_root, pipeline.table.uri, staged.token
         )
-        files = describe_data_files(pipeline.table.uri, relative, pipeline.table.partition_by)
-    rows_committed = sum(f.num_records for f in files)
-    metadata = CommitMetadata(
+        data = describe_data_files(pipeline.table.uri, moved, pipeline.table.partition_by)
+    quarantine: list[str] = []
+    if staged.quarantine_root is not None and staged.quarantine_files:
+        quarantine = _move_into_table(
+            staged.quarantine_files,
+            staged.quarantine_root,
+            pipeline.table.quarantine,
+            staged.token,
+        )
+    return _Placed(tuple(data), tuple(moved), tuple(quarantine))
+
+
+def _remove_placed(pipeline: Pipeline, placed: _Placed) -> None:
+    """Delete files this run moved into the tables that will not be committed (another run
+    committed the batch). A commit pipeline's data files are the other writer's: never moved."""
+    for table_uri, paths in (
+        (pipeline.table.uri, placed.moved_data),
+        (pipeline.table.quarantine, placed.quarantine),
+    ):
+        fs, root = storage.filesystem(table_uri)
+        for path in paths:
+            fs.rm(f"{root}/{path}")
+
+
+def _commit_metadata(staged: StagedBatch, placed: _Placed) -> CommitMetadata:
+    plan = staged.plan
+    pipeline = plan.request.pipeline
+    return CommitMetadata(
         pipeline=pipeline.name,
         source=pipeline.source.name,
         run_id=plan.request.run_id,
@@ -340,48 +569,13 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
         files=len(plan.files),
         rows_read=staged.rows_read,
         rows_quarantined=staged.rows_quarantined,
-        rows_committed=rows_committed,
+        rows_committed=sum(f.num_records for f in placed.data),
         per_partition=staged.per_partition,
         partition_files=dict(Counter(split_path(path)[0] for path in plan.files)),
+        source_files=plan.files,
+        quarantine_files=placed.quarantine,
+        files_quarantined=staged.files_quarantined,
     )
-    outcome = committer.commit(
-        files,
-        schema=staged.data_schema if staged.data_schema is not None else pa.schema([]),
-        partition_by=pipeline.table.partition_by,
-        txns=plan.txns,
-        custom_metadata={COMMIT_METADATA_KEY: metadata.to_json()},
-    )
-    crash_point("after_commit")
-    state = load_state(pipeline, now=now)
-    written = save_checkpoint(pipeline, state, now=now)
-    if staged.data_root is not None:
-        _remove_tree(staged.data_root)
-    return BatchResult(
-        staged,
-        outcome,
-        quarantine_outcome,
-        0 if outcome.skipped else rows_committed,
-        state,
-        written,
-    )
-
-
-def _commit_quarantine(staged: StagedBatch, pipeline: Pipeline) -> CommitOutcome:
-    from watermark_assets.spark import QUARANTINE_SCHEMA
-
-    uri = pipeline.table.quarantine
-    staging_root = storage.join(uri, f"{STAGING_DIR}/{staged.token}")
-    relative = _move_into_table(staged.quarantine_files, staging_root, uri, staged.token)
-    files = describe_data_files(uri, relative, [])
-    outcome = DeltaCommitter(uri).commit(
-        files,
-        schema=QUARANTINE_SCHEMA,
-        partition_by=[],
-        txns=staged.plan.txns,
-        custom_metadata={"watermark_assets_quarantine": staged.plan.request.run_id},
-    )
-    _remove_tree(staging_root)
-    return outcome
 
 
 def _remove_tree(uri: str) -> None:

@@ -21,18 +21,27 @@ from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
 from watermark_assets.core.coldstart import lookback_horizon
 from watermark_assets.core.file_watermark import FileWatermark
 from watermark_assets.core.filepath import split_path
-from watermark_assets.delta import DeltaCommitter
+from watermark_assets.delta import DeltaCommitter, TxnVersion, describe_data_files
 from watermark_assets.exceptions import CheckpointError, DeltaCommitError
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
 #: The commitInfo key under which each commit records the progress it made.
 COMMIT_METADATA_KEY = "watermark_assets"
+#: The commitInfo key of a quarantine table's commits: the data commit they complete.
+QUARANTINE_METADATA_KEY = "watermark_assets_quarantine"
 
 
 @dataclass(frozen=True)
 class CommitMetadata:
-    """What one commit records about a pipeline's progress (JSON in the commitInfo)."""
+    """What one commit records about a pipeline's progress (JSON in the commitInfo).
+
+    ``source_files`` are the landing files the commit ingested (exact: a run that planned before
+    this commit finds its own files here and never commits them twice). ``quarantine_files`` are
+    the Parquet files of the batch's quarantined records, already in the quarantine table's folder
+    (paths relative to it): this commit is their single decision point, and
+    :func:`complete_quarantine` adds them to the quarantine table right after, exactly once.
+    """
 
     pipeline: str
     source: str
@@ -47,6 +56,9 @@ class CommitMetadata:
     per_partition: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     #: files this commit added per landing partition prefix
     partition_files: Mapping[str, int] = field(default_factory=dict)
+    source_files: tuple[str, ...] = ()
+    quarantine_files: tuple[str, ...] = ()
+    files_quarantined: int = 0
 
     def rows_committed_by_partition(self) -> dict[str, int]:
         """Rows this commit added per Dagster partition (read minus quarantined)."""
@@ -70,6 +82,9 @@ class CommitMetadata:
                 "rows_committed": self.rows_committed,
                 "per_partition": {k: dict(v) for k, v in self.per_partition.items()},
                 "partition_files": dict(self.partition_files),
+                "source_files": list(self.source_files),
+                "quarantine_files": list(self.quarantine_files),
+                "files_quarantined": self.files_quarantined,
             },
             sort_keys=True,
         )
@@ -90,6 +105,9 @@ class CommitMetadata:
             rows_committed=int(raw["rows_committed"]),
             per_partition=raw.get("per_partition", {}),
             partition_files=raw.get("partition_files", {}),
+            source_files=tuple(raw.get("source_files", ())),
+            quarantine_files=tuple(raw.get("quarantine_files", ())),
+            files_quarantined=int(raw.get("files_quarantined", 0)),
         )
 
 
@@ -111,6 +129,9 @@ class PipelineState:
     files_since_checkpoint: int
     partition_rows: Mapping[str, int] = field(default_factory=dict)
     partition_files: Mapping[str, int] = field(default_factory=dict)  # per landing partition
+    #: (data version, quarantine files) of commits newer than the checkpoint that quarantined
+    #: records: their quarantine may not be in the quarantine table yet (complete_quarantine)
+    quarantine_pending: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
 
 def pipeline_commits(
@@ -147,12 +168,15 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
     files = 0
     rows: Counter[str] = Counter(checkpoint.partition_rows if checkpoint else {})
     landed: Counter[str] = Counter(checkpoint.partition_files if checkpoint else {})
+    pending: list[tuple[int, tuple[str, ...]]] = []
     if table_version is not None and table_version != after:
         for version, metadata in pipeline_commits(committer, pipeline, after):
             watermark = watermark.merge(metadata.watermark_after)
             files += metadata.files
             rows.update(metadata.rows_committed_by_partition())
             landed.update(metadata.partition_files)
+            if metadata.quarantine_files:
+                pending.append((version, metadata.quarantine_files))
             # a commit that landed after current_version() was read is included: count it
             table_version = max(table_version, version)
     watermark = _pruned(pipeline, watermark, now)
@@ -164,7 +188,50 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
         partition_rows=dict(rows),
         # counts follow their partition's watermark: pruned with it
         partition_files={p: n for p, n in landed.items() if p in watermark.partition_watermarks},
+        quarantine_pending=tuple(pending),
     )
+
+
+def quarantine_app_id(pipeline: str) -> str:
+    """The txn appId under which a pipeline's quarantine table records the data version whose
+    quarantined records it holds last (data commits complete into it in version order)."""
+    return f"watermark_assets/{pipeline}/quarantine"
+
+
+def complete_quarantine(pipeline: Pipeline, state: PipelineState) -> list[int]:
+    """Add the quarantine files of ``state.quarantine_pending`` to the quarantine table, exactly
+    once and in data-version order; the data versions completed by this call.
+
+    The data commit decided them (and moved the files into the quarantine table's folder); this
+    only makes them visible. The quarantine table's txn of :func:`quarantine_app_id` holds the
+    last data version completed: pending commits at or below it are done (by this process before
+    a crash, or by another one), and a concurrent completion is a stale outcome, re-checked.
+    """
+    uri = pipeline.table.quarantine
+    committer = DeltaCommitter(uri)
+    app_id = quarantine_app_id(pipeline.name)
+    done: list[int] = []
+    for version, relative in state.quarantine_pending:
+        while True:
+            current = committer.transaction_version(app_id)
+            if current is not None and current >= version:
+                break
+            files = describe_data_files(uri, relative, [])
+            outcome = committer.commit(
+                files,
+                schema=storage.parquet_schema(storage.join(uri, relative[0])),
+                partition_by=[],
+                txns=[TxnVersion(app_id, version, current)],
+                custom_metadata={
+                    QUARANTINE_METADATA_KEY: json.dumps(
+                        {"pipeline": pipeline.name, "data_version": version}
+                    )
+                },
+            )
+            if not outcome.stale:
+                done.append(version)
+                break
+    return done
 
 
 def txn_app_id(pipeline: str, partition_key: str) -> str:
@@ -229,24 +296,28 @@ def save_checkpoint(
 ) -> bool:
     """Write the checkpoint when its interval is due (or ``force``); True if written.
 
-    A checkpoint already on storage for a newer table version is never overwritten by an older one.
+    A checkpoint already on storage for a newer table version is never overwritten by an older one
+    (checked and written as one step, see :func:`storage.replace_text_unless`). The quarantine of
+    every commit up to the state's version is completed first.
     """
     policy = CheckpointPolicy(pipeline.checkpoint.interval_files, pipeline.checkpoint.interval_secs)
     now_ts = int(now.timestamp())
     last = state.checkpoint.last_update_ts if state.checkpoint else None
     if not force and not policy.is_due(state.files_since_checkpoint, last, now_ts):
         return False
+    if state.quarantine_pending:
+        # the checkpoint promises that every quarantine up to its version is in the table
+        complete_quarantine(pipeline, state)
     location = pipeline.checkpoint_uri
-    current_text = storage.read_text(location)
-    if current_text is not None:
-        current = Checkpoint.loads(current_text, location=location)
-        if (current.delta_version or -1) > (state.delta_version or -1):
-            return False
     checkpoint = Checkpoint(
         state.watermark, now_ts, state.delta_version, state.partition_rows, state.partition_files
     )
-    storage.write_text_atomic(location, checkpoint.dumps())
-    return True
+
+    def newer_on_storage(text: str) -> bool:
+        current = Checkpoint.loads(text, location=location)
+        return (current.delta_version or -1) > (state.delta_version or -1)
+
+    return storage.replace_text_unless(location, checkpoint.dumps(), keep=newer_on_storage)
 
 
 def mark_idle(pipeline: Pipeline, state: PipelineState, *, now: datetime) -> PipelineState:

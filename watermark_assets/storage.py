@@ -9,14 +9,19 @@ Entries whose name starts with ``_`` or ``.`` (``_delta_log``, ``_watermarks``, 
 
 from __future__ import annotations
 
+import fcntl
 import posixpath
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
 
 from watermark_assets.core.filepath import NameOrdering, check_sortable
 from watermark_assets.core.listing import ListingPlan
@@ -108,6 +113,20 @@ def list_files_above(
     return ListingResult(kept, seen, listed, dirs, dict(below))
 
 
+def list_names(directory_uri: str) -> set[str]:
+    """The names of the files (not folders) directly in a directory; empty when it is missing.
+
+    Always a fresh listing (some backends cache them).
+    """
+    fs, path = filesystem(directory_uri)
+    fs.invalidate_cache(path)
+    try:
+        entries = fs.ls(path, detail=True)
+    except FileNotFoundError:
+        return set()
+    return {posixpath.basename(e["name"].rstrip("/")) for e in entries if e["type"] == "file"}
+
+
 def read_text(uri: str) -> str | None:
     """The file's text, or None when it does not exist."""
     fs, path = filesystem(uri)
@@ -129,6 +148,46 @@ def write_text_atomic(uri: str, text: str) -> None:
     temporary = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
     fs.pipe_file(temporary, text.encode("utf-8"))
     fs.mv(temporary, path)
+
+
+def replace_text_unless(uri: str, text: str, *, keep: Callable[[str], bool]) -> bool:
+    """Atomically replace the file's content with ``text`` unless ``keep(current text)`` says the
+    current content must stay; True when written. No file yet: written.
+
+    The read, the check and the write are one step for every writer of this machine on a local
+    file system (an exclusive ``flock`` on ``{path}.lock``), so two writers can never replace a
+    newer content with an older one. Other file systems get the same sequence without the lock.
+    """
+    fs, path = filesystem(uri)
+    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    with _exclusive(fs, path):
+        current = read_text(uri)
+        if current is not None and keep(current):
+            return False
+        write_text_atomic(uri, text)
+        return True
+
+
+@contextmanager
+def _exclusive(fs: AbstractFileSystem, path: str) -> Iterator[None]:
+    """An inter-process lock on ``path`` for local files; nothing elsewhere."""
+    if not isinstance(fs, LocalFileSystem):
+        yield
+        return
+    with open(f"{path}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def parquet_schema(uri: str) -> pa.Schema:
+    """The Arrow schema in a Parquet file's footer (only the footer is read)."""
+    fs, path = filesystem(uri)
+    with fs.open(path, "rb") as handle:
+        schema: pa.Schema = pq.read_schema(handle)
+        return schema
 
 
 def exists(uri: str) -> bool:

@@ -7,12 +7,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from dagster import ConfigurableIOManager, InputContext, OutputContext
+from dagster import ConfigurableIOManager, InputContext, OutputContext, RetryRequested
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from watermark_assets import storage
 from watermark_assets.defs.metadata import batch_metadata, partition_metadata
+from watermark_assets.exceptions import BatchOverlapError
 from watermark_assets.ingest import BatchResult, StagedBatch, commit_batch
 
 
@@ -41,6 +42,10 @@ def newest_file_lag(result: BatchResult) -> float | None:
     return max(0.0, now.timestamp() - modified.timestamp())
 
 
+#: Re-plans of a run whose files other runs partly committed in the meantime (each one drops them).
+OVERLAP_RETRIES = 3
+
+
 class WatermarkDeltaIOManager(ConfigurableIOManager):
     """Commits the Parquet files an ingestion asset staged to its Delta table.
 
@@ -51,7 +56,12 @@ class WatermarkDeltaIOManager(ConfigurableIOManager):
     """
 
     def handle_output(self, context: OutputContext, obj: StagedBatch) -> None:
-        result = commit_batch(obj, now=obj.plan.request.clock())
+        try:
+            result = commit_batch(obj, now=obj.plan.request.clock())
+        except BatchOverlapError as overlap:
+            # Plan again: the new plan drops the files another run committed meanwhile.
+            context.log.warning(str(overlap))
+            raise RetryRequested(max_retries=OVERLAP_RETRIES) from overlap
         uri = obj.plan.request.pipeline.table.uri
         context.add_output_metadata(
             batch_metadata(

@@ -47,6 +47,7 @@ def batch_metadata(
         **_time_entries("watermark/after", after.value),
         "files": MetadataValue.int(len(staged.plan.files)),
         "files/already_committed": MetadataValue.int(len(staged.plan.already_committed)),
+        "files/added": MetadataValue.int(len(staged.plan.added)),
         "rows/read": MetadataValue.int(staged.rows_read),
         "rows/quarantined": MetadataValue.int(staged.rows_quarantined),
         "rows/committed": MetadataValue.int(result.rows_committed),
@@ -54,7 +55,7 @@ def batch_metadata(
         if outcome.version is not None
         else MetadataValue.text(f"no new commit: {outcome.reason}"),
         "delta/table_version": MetadataValue.int(result.state_after.delta_version or 0),
-        "delta/txns": MetadataValue.json({t.app_id: t.version for t in staged.plan.txns}),
+        "delta/txns": MetadataValue.json({t.app_id: t.version for t in result.txns}),
         "checkpoint/written": MetadataValue.bool(result.checkpoint_written),
         "dagster/uri": MetadataValue.path(staged.plan.request.pipeline.table.uri),
         "quarantine/table": MetadataValue.path(staged.plan.request.pipeline.table.quarantine),
