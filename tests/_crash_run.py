@@ -1,10 +1,13 @@
-"""Materialize one partition with an explicit file list in THIS process (the crash tests' victim).
+"""Materialize one partition in THIS process (the victim of the crash and concurrency tests).
 
-Usage: python _crash_run.py PIPELINE PARTITION_KEY FILE [FILE...]
+Usage: python _crash_run.py PIPELINE PARTITION_KEY [FILE...]   (no FILE: every file above the
+watermark, as a backfill of the partition does)
 
 The configuration comes from $WATERMARK_ASSETS_CONFIG; $WATERMARK_ASSETS_CRASH_AT makes
-``watermark_assets.ingest.crash_point`` SIGKILL the process at that point. Exit status 0: the run
-succeeded, 1: it failed; a crash shows as -9 to the parent.
+``watermark_assets.ingest.crash_point`` SIGKILL the process at that point, and
+$WATERMARK_ASSETS_PAUSE_AT makes ``pause_point`` wait for the test there. Exit status 0: the run
+succeeded, 1: it failed; a crash shows as -9 to the parent. It prints ``retries=N`` (steps Dagster
+re-executed) and the failure messages on stderr.
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ def main(argv: list[str]) -> int:
         run_config={"ops": {pipeline: {"config": {"files": files}}}},
         raise_on_error=False,
     )
+    retries = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    print(f"retries={len(retries)}")
+    for event in result.all_events:
+        if event.is_failure or event.event_type_value == "STEP_UP_FOR_RETRY":
+            print(event.message, file=sys.stderr)
     return 0 if result.success else 1
 
 

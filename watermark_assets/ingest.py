@@ -16,11 +16,13 @@ from __future__ import annotations
 import os
 import posixpath
 import signal
+import time
 import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -82,6 +84,29 @@ def crash_point(name: str, env: Mapping[str, str] | None = None) -> None:
     env = os.environ if env is None else env
     if env.get(CRASH_ENV_VAR) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+PAUSE_ENV_VAR = "WATERMARK_ASSETS_PAUSE_AT"
+PAUSE_DIR_ENV_VAR = "WATERMARK_ASSETS_PAUSE_DIR"
+
+
+def pause_point(name: str, env: Mapping[str, str] | None = None, *, timeout: float = 300) -> None:
+    """Fault injection for the concurrency tests: stop here until the test says go.
+
+    With WATERMARK_ASSETS_PAUSE_AT=``name`` the process writes ``{name}.reached`` into
+    WATERMARK_ASSETS_PAUSE_DIR and waits for ``{name}.go`` there (once it exists, later arrivals
+    pass at once). Never set in production.
+    """
+    env = os.environ if env is None else env
+    if env.get(PAUSE_ENV_VAR) != name:
+        return
+    folder = Path(env[PAUSE_DIR_ENV_VAR])
+    (folder / f"{name}.reached").touch()
+    deadline = time.monotonic() + timeout
+    while not (folder / f"{name}.go").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pause point {name!r}: no {name}.go in {folder} after {timeout}s")
+        time.sleep(0.05)
 
 
 @dataclass(frozen=True)
@@ -474,6 +499,7 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
         return BatchResult(staged, nothing, (), 0, state, written)
     committer = DeltaCommitter(pipeline.table.uri)
     placed: _Placed | None = None
+    pause_point("before_commit")
     try:
         for _ in range(MAX_COMMIT_ATTEMPTS):
             decision = decide_commit(plan, committer)
