@@ -62,6 +62,7 @@ class Scene:
         assert isinstance(pipeline, IngestPipelineConfig)
         self.pipeline = pipeline
         self.table = pipeline.table.uri
+        self.quarantine = pipeline.table.quarantine
         self.landing = Landing(tmp_path / "landing")
         self.files = [
             self.landing.add(hour(28, 10)),
@@ -253,3 +254,41 @@ def test_a_corrupt_checkpoint_stops_the_pipeline_and_is_never_silently_reset(
 
     assert table_version(scene.table) == version
     assert location.read_text(encoding="utf-8") == broken, "the checkpoint was not reset"
+
+
+# --- quarantine: exactly once together with the data --------------------------------------------
+
+
+def test_malformed_records_coming_and_going_in_one_partition_never_stop_it(scene: Scene) -> None:
+    """A file with a bad line, then a clean one, then another bad line, each in its own run of
+    the same Dagster partition: every run succeeds and each bad line is quarantined once."""
+    clean = scene.landing.add(hour(28, 12))
+    bad = scene.landing.add(hour(28, 13), malformed=MALFORMED_LINES[1:])
+    for files in (scene.files, [clean], [bad]):
+        assert scene.run(files).success
+    assert delta_ids(scene.table) == sorted(scene.landing.ids)
+    assert [(r["_source_file"], r["raw_record"]) for r in quarantine_rows(scene.quarantine)] == [
+        (scene.files[1], MALFORMED_LINES[0]),
+        (bad, MALFORMED_LINES[1]),
+    ]
+
+
+@pytest.mark.slow
+def test_a_run_killed_before_its_quarantine_shows_then_a_new_bad_file_quarantines_both_once(
+    scene: Scene,
+) -> None:
+    """Killed after the data commit, before its quarantined records reach the quarantine table;
+    the next run of the partition brings another malformed line: both lines end up in the
+    quarantine table exactly once."""
+    completed = run_in_subprocess(scene, "after_commit")
+    assert completed.returncode == -signal.SIGKILL, completed.stderr[-3000:]
+    assert not DeltaTable.is_deltatable(scene.quarantine), "the kill came before the quarantine"
+    bad = scene.landing.add(hour(28, 12), malformed=MALFORMED_LINES[1:])
+
+    assert scene.run(None).success
+    assert scene.run(None).success  # and again: nothing more
+    assert delta_ids(scene.table) == sorted(scene.landing.ids)
+    assert [(r["_source_file"], r["raw_record"]) for r in quarantine_rows(scene.quarantine)] == [
+        (scene.files[1], MALFORMED_LINES[0]),
+        (bad, MALFORMED_LINES[1]),
+    ]
