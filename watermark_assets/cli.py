@@ -14,13 +14,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig, load_config
 from watermark_assets.core.clock import system_clock
+from watermark_assets.exceptions import WatermarkAssetsError
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
-#: The demo prints its own progress; Dagster's per-event debug lines would drown it.
-QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+#: The demo prints its own progress and one line per failed run; Dagster's per-event lines and
+#: the failures' tracebacks would drown them (they stay in the run's logs in the UI).
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def _progress(label: str) -> object:
@@ -124,50 +127,105 @@ def print_table(rows: Sequence[SummaryRow]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-def run_sensors(config_path: str | None = None, *, max_ticks: int = 50) -> list[SummaryRow]:
-    """Evaluate each pipeline's sensor and execute the runs it requests until it skips."""
+@dataclass(frozen=True)
+class FailedRun:
+    """A run that failed during ``run-sensors``, said in one line."""
+
+    pipeline: str
+    partition: str
+    run_id: str
+    reason: str
+
+    def line(self) -> str:
+        return f"{self.pipeline} {self.partition}: run {self.run_id[:8]} failed: {self.reason}"
+
+
+def failure_reason(result: Any) -> str:
+    """The innermost error of a failed run's first step failure, in one line."""
+    for event in result.all_events:
+        data = event.step_failure_data if event.is_step_failure else None
+        if data is None or data.error is None:
+            continue
+        error = data.error
+        while error.cause is not None:
+            error = error.cause
+        first = (error.message or "").strip().splitlines()
+        # py4j-captured errors repeat their own class path before the message
+        text = (first[0] if first else "").split(f"{error.cls_name}: ", 1)[-1]
+        return f"{error.cls_name}: {text}"[:400]
+    return "the run failed (see its logs in the Dagster UI)"
+
+
+def run_sensors(
+    config_path: str | None = None, *, max_ticks: int = 50
+) -> tuple[list[SummaryRow], list[FailedRun]]:
+    """Evaluate each pipeline's sensor and execute the runs it requests until it skips.
+
+    What the daemon does, headless: the runs are launched on the instance in $DAGSTER_HOME, the
+    sensor's asset events (observations) are recorded there, a failed run does not stop the
+    others (its partition is not run again in this pass), and every failure is returned.
+    """
     from dagster import DagsterInstance, build_sensor_context
 
     from watermark_assets.defs import build_definitions
     from watermark_assets.defs.build import job_name
 
     config = load_config(config_path)
-    defs = build_definitions(config)
+    # Failed runs are summarized at the end; Spark's own error logs would repeat them mid-way.
+    quiet_spark = config.spark.model_copy(
+        update={"conf": {"spark.log.level": "FATAL", **config.spark.conf}}
+    )
+    defs = build_definitions(config.model_copy(update={"spark": quiet_spark}))
     instance = DagsterInstance.get()
-    rows = []
+    rows: list[SummaryRow] = []
+    failures: list[FailedRun] = []
     for pipeline in config.pipelines:
         sensor_def = defs.resolve_sensor_def(f"{pipeline.name}_sensor")
         job = defs.resolve_job_def(job_name(pipeline.name))
         cursor = None
+        failed_partitions: set[str] = set()
         for tick in range(1, max_ticks + 1):
             context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
             data = sensor_def.evaluate_tick(context)
             cursor = data.cursor
-            if not data.run_requests:
-                print(f"  {pipeline.name} tick {tick}: {data.skip_message}")
+            for event in data.asset_events:
+                instance.report_runless_asset_event(event)
+            requests = [
+                r for r in data.run_requests or () if r.partition_key not in failed_partitions
+            ]
+            if not requests:
+                why = data.skip_message or "only partitions that failed in this pass are left"
+                print(f"  {pipeline.name} tick {tick}: {why}")
                 break
-            print(f"  {pipeline.name} tick {tick}: {len(data.run_requests)} runs requested")
-            for number, request in enumerate(data.run_requests, 1):
+            print(f"  {pipeline.name} tick {tick}: {len(requests)} runs requested")
+            for number, request in enumerate(requests, 1):
                 started = time.monotonic()
                 result = job.execute_in_process(
                     instance=instance,
                     partition_key=request.partition_key,
                     run_config={**request.run_config, **QUIET_LOGS},
                     tags=request.tags,
-                    raise_on_error=True,
+                    raise_on_error=False,
                 )
                 files = len(request.run_config["ops"][pipeline.name]["config"]["files"])
                 print(
-                    f"    [{number}/{len(data.run_requests)}] partition {request.partition_key}: "
+                    f"    [{number}/{len(requests)}] partition {request.partition_key}: "
                     f"{files} files, run {result.run_id[:8]} "
                     f"{'succeeded' if result.success else 'FAILED'} "
                     f"in {time.monotonic() - started:.1f}s"
                 )
+                if not result.success:
+                    key = str(request.partition_key)
+                    failed_partitions.add(key)
+                    failures.append(
+                        FailedRun(pipeline.name, key, result.run_id, failure_reason(result))
+                    )
         rows.append(summarize(pipeline))
-    return rows
+    return rows, failures
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; exit status 0, 1 when runs failed, 2 for a configuration error."""
     parser = argparse.ArgumentParser(prog="watermark-assets", description=__doc__)
     parser.add_argument(
         "--config", help="YAML file (default: $WATERMARK_ASSETS_CONFIG or the demo)"
@@ -178,17 +236,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("summary", help="print one row per pipeline")
     commands.add_parser("demo", help="generate-demo-data, run-sensors, summary")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except WatermarkAssetsError as error:
+        print(f"watermark-assets: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    failures: list[FailedRun] = []
     if args.command in ("generate-demo-data", "demo"):
         print("Generating demo landing data")
         generate(args.config)
     if args.command in ("run-sensors", "demo"):
         print("Evaluating sensors and launching the runs they request")
-        rows = run_sensors(args.config)
+        rows, failures = run_sensors(args.config)
     else:
         rows = [summarize(p) for p in load_config(args.config).pipelines]
     if args.command != "generate-demo-data":
         print()
         print_table(rows)
+    if failures:
+        print(f"\n{len(failures)} runs failed:", file=sys.stderr)
+        for failure in failures:
+            print(f"  {failure.line()}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -92,7 +92,7 @@ def get_spark(master: str = "local[2]", conf: Mapping[str, str] | None = None) -
     for key, value in session_conf(master, conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
+    session.sparkContext.setLogLevel((conf or {}).get("spark.log.level", "WARN"))
     return session
 
 

@@ -1,0 +1,106 @@
+"""`watermark-assets`, the headless path of `make demo`: runs what the sensors request like the
+daemon would, goes on past a failed run, says what failed in one line each, records the
+sensors' observations, and answers a bad configuration with its message (no traceback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from _landing import Landing, delta_ids, hour
+from conftest import TEST_SPARK_CONF, pipeline_yaml
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
+
+from watermark_assets.cli import main
+
+
+def write_config(tmp_path: Path, *pipelines: dict[str, Any]) -> Path:
+    path = tmp_path / "pipelines.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {"spark": {"master": "local[2]", "conf": TEST_SPARK_CONF}, "pipelines": list(pipelines)}
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture
+def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
+def test_a_failed_run_does_not_stop_the_others_and_is_said_in_one_line(
+    spark: Any, tmp_path: Path, dagster_home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    broken = pipeline_yaml(tmp_path / "broken", name="broken")
+    broken["table"]["derived_columns"]["boom"] = "raise_error('the derived column fails')"
+    events = pipeline_yaml(tmp_path / "events")
+    for root in (tmp_path / "broken", tmp_path / "events"):
+        landing = Landing(root / "landing")
+        landing.add(hour(28, 10))
+        landing.add(hour(29, 10))
+    config = write_config(tmp_path, broken, events)
+
+    status = main(["--config", str(config), "run-sensors"])
+
+    out, err = capfd.readouterr()
+    assert status == 1
+    failed = [line.strip() for line in err.splitlines() if ": run " in line]
+    assert len(failed) == 2, err
+    assert failed[0].startswith("broken 2024-01-28: run ")
+    assert failed[1].startswith("broken 2024-01-29: run ")
+    assert all("the derived column fails" in line for line in failed)
+    assert "2 runs failed" in err
+    assert "Traceback" not in out + err
+    assert len(delta_ids(events["table"]["uri"])) == 6, "the other pipeline ran"
+
+
+def test_the_sensors_observations_are_recorded_on_the_instance(
+    spark: Any, tmp_path: Path, dagster_home: Path
+) -> None:
+    Landing(tmp_path / "landing").add(hour(28, 10))
+    config = write_config(tmp_path, pipeline_yaml(tmp_path))
+
+    assert main(["--config", str(config), "run-sensors"]) == 0
+
+    with DagsterInstance.get() as instance:
+        records = instance.fetch_observations(
+            AssetRecordsFilter(asset_key=AssetKey("events")), limit=10
+        ).records
+    states = [r.asset_observation.metadata["watermark/state"].value for r in records]  # type: ignore[union-attr]
+    assert "Idle" in states
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        pytest.param(
+            {"pipelines": [{"name": "events", "source": {"uri": "x"}, "table": {"uri": "y"}}]},
+            "kind",
+            id="a pipeline without kind",
+        ),
+        pytest.param({"pipelines": "nope"}, "pipelines", id="pipelines is not a list"),
+    ],
+)
+def test_a_configuration_error_prints_its_message_not_a_traceback(
+    tmp_path: Path,
+    dagster_home: Path,
+    capfd: pytest.CaptureFixture[str],
+    document: dict[str, Any],
+    message: str,
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
+
+    assert main(["--config", str(config), "run-sensors"]) == 2
+
+    out, err = capfd.readouterr()
+    assert err.startswith("watermark-assets: ")
+    assert message in err
+    assert "Traceback" not in out + err
