@@ -441,13 +441,13 @@ def test_a_backfill_run_without_a_file_list_ingests_its_partition_above_its_own_
 def test_a_backfill_of_a_partition_older_than_the_late_arrival_window_never_duplicates(
     world_with: Callable[..., World],
 ) -> None:
-    world = world_with(source={"late_arrival_days": 1})
+    world = world_with(source={"late_arrival_days": 1, "sweep": {"days": 1}})
     loop, landing = world.loop, world.landing
     old = landing.add(hour(20, 10))
     landing.add(hour(28, 10))
     loop.run_all(loop.tick().run_requests)
     assert prefix_of(old) not in checkpoint_json(world.pipeline)["partition_watermarks"], (
-        "the 20th is 8 days below the newest partition: its watermark is pruned"
+        "the 20th is 8 days below the newest partition (1 + 1 days kept): its watermark is pruned"
     )
 
     late = landing.add(hour(20, 10), minute=30)  # lands after the 20th left the window

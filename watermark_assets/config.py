@@ -70,6 +70,29 @@ class ColdStartConfig(_Model):
     )
 
 
+class SweepConfig(_Model):
+    """The sweep: how the sensor finds files that landed where the regular listing no longer
+    looks (partitions older than ``late_arrival_days``, or older than a cold start's lookback)."""
+
+    interval_minutes: int = Field(
+        default=60,
+        ge=0,
+        description="List those partitions at most this often (0: never). Files found there are "
+        "reported (skip reason, asset observation, `watermark-assets explain`), not ingested.",
+    )
+    days: int = Field(
+        default=7,
+        ge=1,
+        description="How many days below the listing horizon the sweep looks; the watermarks of "
+        "these partitions are kept for it (older ones are pruned).",
+    )
+    max_paths: int = Field(
+        default=200_000,
+        ge=1,
+        description="Stop a sweep after listing this many paths (a sensor tick is bounded).",
+    )
+
+
 class SourceConfig(_Model):
     """The landing location a pipeline reads files from."""
 
@@ -106,6 +129,7 @@ class SourceConfig(_Model):
         "are still listed for late files; older per-partition watermarks are pruned (bounded "
         "state, cheap polls). None: keep every partition's watermark and list them all.",
     )
+    sweep: SweepConfig = Field(default_factory=SweepConfig)
     csv_options: dict[str, str] = Field(
         default_factory=lambda: {"header": "true"},
         description="Options passed to Spark's CSV reader.",
@@ -153,6 +177,11 @@ class PartitionsConfig(_Model):
         default="2024-01-01",
         description="First partition, ISO date or datetime (UTC). Files before it are "
         "reported, not ingested.",
+    )
+    end: str | None = Field(
+        default=None,
+        description="End of the last partition (exclusive), ISO date or datetime (UTC), for a "
+        "pipeline over a closed period. Default: partitions run up to the current period.",
     )
 
 

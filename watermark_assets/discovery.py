@@ -17,8 +17,8 @@ from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
 from watermark_assets.core.coldstart import lookback_prefixes
 from watermark_assets.core.file_watermark import FileWatermark, WatermarkState, components_below
 from watermark_assets.core.filepath import prefix_components, split_path
-from watermark_assets.core.listing import ListingPlan, plan_listing
-from watermark_assets.state_store import listing_horizon
+from watermark_assets.core.listing import ListingPlan, plan_listing, plan_sweep
+from watermark_assets.state_store import listing_horizon, retention_horizon
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
 #: Maps a landing partition's time to its Dagster partition key (None: outside the partitions).
@@ -126,3 +126,63 @@ def lowered_plan(plan: ListingPlan, since: str | None, horizon: str | None) -> L
     if components_below(prefix_components(since), prefix_components(plan.floor)):
         return ListingPlan(plan.watermark, since)
     return plan
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What a sweep of the partitions below the listing horizon found (nothing is ingested).
+
+    ``late``: files above their partition's watermark (or in a partition without one) that
+    landed after the regular listing stopped looking there, oldest first, at most
+    ``SWEEP_NAMES`` of them, and ``late_count`` all of them. ``below_watermark``: per partition,
+    files at or below its watermark that were never committed. ``window``: [from, to) prefixes.
+    """
+
+    late: tuple[str, ...]
+    late_count: int
+    below_watermark: Mapping[str, int]
+    window: tuple[str | None, str]
+    paths_listed: int
+    complete: bool
+
+
+#: How many late file names a sweep keeps to show (all are counted).
+SWEEP_NAMES = 5
+
+
+def sweep(
+    pipeline: Pipeline,
+    watermark: FileWatermark,
+    committed_files: Mapping[str, int],
+    *,
+    now: datetime,
+) -> SweepResult | None:
+    """List the partitions below the listing horizon down to the retention horizon and report
+    what no regular listing will ever find there; None when nothing lies below the horizon
+    (no horizon: the regular listing already sees everything)."""
+    horizon = listing_horizon(pipeline, watermark, now)
+    if horizon is None:
+        return None
+    retained = retention_horizon(pipeline, watermark, now)
+    budget = pipeline.source.sweep.max_paths
+    listing = storage.list_files_above(
+        pipeline.source.uri,
+        plan_sweep(watermark, retained, horizon),
+        suffixes=pipeline.source.suffixes,
+        ordering=None,
+        limit=budget,
+        max_paths=budget,
+    )
+    below = {
+        prefix: count - committed_files.get(prefix, 0)
+        for prefix, count in listing.at_or_below.items()
+        if count > committed_files.get(prefix, 0)
+    }
+    return SweepResult(
+        listing.files[:SWEEP_NAMES],
+        len(listing.files),
+        below,
+        (retained, horizon),
+        listing.paths_listed,
+        listing.paths_listed < budget,
+    )

@@ -266,28 +266,39 @@ def restore_partitions(
     return watermark
 
 
-def listing_horizon(pipeline: Pipeline, watermark: FileWatermark, now: datetime) -> str | None:
+def listing_horizon(
+    pipeline: Pipeline, watermark: FileWatermark, now: datetime, *, extra_days: int = 0
+) -> str | None:
     """The oldest landing partition a listing still looks at (None: no lower bound).
 
     Cold start (no watermark yet): the ``cold_start.lookback_days`` window before ``now`` (None is
     a full scan). Afterwards: ``late_arrival_days`` before the newest partition processed, so
     late files and late new partitions in that window are found, and older per-partition
-    watermarks are pruned (bounded state). Relative to the watermark, not to ``now``, so a
-    historical load keeps watching the partitions around its progress.
+    watermarks are only kept for the sweep (see :func:`retention_horizon`). Relative to the
+    watermark, not to ``now``, so a historical load keeps watching the partitions around its
+    progress. ``extra_days`` moves the horizon that many days further back.
     """
     template = pipeline.source.template
     if watermark.value is None:
         days = pipeline.source.cold_start.lookback_days
-        return None if days is None else lookback_horizon(template, days, now)
+        return None if days is None else lookback_horizon(template, days + extra_days, now)
     days = pipeline.source.late_arrival_days
     newest = template.try_parse(split_path(watermark.value)[0])
     if days is None or newest is None:
         return None
-    return lookback_horizon(template, days, newest)
+    return lookback_horizon(template, days + extra_days, newest)
+
+
+def retention_horizon(pipeline: Pipeline, watermark: FileWatermark, now: datetime) -> str | None:
+    """The oldest landing partition whose watermark is kept: ``sweep.days`` below the listing
+    horizon. Between the two, the sweep tells files that landed after their partition's
+    late-arrival window closed from files that were committed; older entries are pruned."""
+    days = pipeline.source.sweep.days
+    return listing_horizon(pipeline, watermark, now, extra_days=days)
 
 
 def _pruned(pipeline: Pipeline, watermark: FileWatermark, now: datetime) -> FileWatermark:
-    horizon = listing_horizon(pipeline, watermark, now)
+    horizon = retention_horizon(pipeline, watermark, now)
     return watermark if horizon is None or watermark.value is None else watermark.prune(horizon)
 
 

@@ -61,17 +61,20 @@ def list_files_above(
     plan: ListingPlan,
     *,
     suffixes: Sequence[str],
-    ordering: NameOrdering,
+    ordering: NameOrdering | None,
     start_prefixes: Iterable[str] | None = None,
     limit: int | None = None,
+    max_paths: int | None = None,
 ) -> ListingResult:
     """Files under ``root_uri`` above the plan's watermark, walking only unpruned directories.
 
     ``start_prefixes`` (the cold start's lookback prefixes) lists those partition directories
     directly instead of walking from the root. ``limit`` stops the walk once that many files above
     the watermark are found (the oldest ones: the walk goes in path order), which bounds the work
-    of a sensor tick however large the backlog. Names that do not sort chronologically are refused
-    (:class:`~watermark_assets.exceptions.UnsortableFileNameError`), never mis-ordered.
+    of a sensor tick however large the backlog; ``max_paths`` stops it once that many paths were
+    listed. Names that do not sort chronologically are refused
+    (:class:`~watermark_assets.exceptions.UnsortableFileNameError`), never mis-ordered; with
+    ``ordering`` None (a sweep that only reports) they are not checked.
     """
     fs, root = filesystem(root_uri)
     fs.invalidate_cache()  # listings are cached by some backends; a poll must see new files
@@ -101,12 +104,15 @@ def list_files_above(
             elif name.endswith(tuple(suffixes)):
                 seen += 1
                 if plan.accepts(child):
-                    check_sortable(child, ordering)
+                    if ordering is not None:
+                        check_sortable(child, ordering)
                     found.append(child)
                 elif relative in entries_of:
                     below[relative] += 1
         pending[:0] = sorted(children)
-        if limit is not None and len(found) >= limit:
+        if (limit is not None and len(found) >= limit) or (
+            max_paths is not None and listed >= max_paths
+        ):
             break
     files = sorted(found)
     kept = tuple(files if limit is None else files[:limit])

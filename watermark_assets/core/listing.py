@@ -20,11 +20,30 @@ from watermark_assets.core.filepath import prefix_components, split_path
 class ListingPlan:
     """A watermark plus the floor below which partitions without an entry are skipped.
 
-    ``floor`` None means a full recursive scan (cold start without a lookback).
+    ``floor`` None means a full recursive scan (cold start without a lookback). ``stop_below``
+    and ``stop_at`` bound the listing to the window [stop_below, stop_at) of partition prefixes,
+    entries or not: below ``stop_below`` lie the partitions whose late-arrival window has closed
+    (their entries are kept only for the sweep), and the sweep itself stops at the listing
+    horizon, ``stop_at``, where the regular listing takes over.
     """
 
     watermark: FileWatermark
     floor: str | None
+    stop_below: str | None = None
+    stop_at: str | None = None
+
+    def _outside(self, components: tuple[str, ...]) -> bool:
+        if self.stop_below is not None and components_below(
+            components, prefix_components(self.stop_below)
+        ):
+            return True
+        if self.stop_at is None:
+            return False
+        bound = prefix_components(self.stop_at)
+        depth = min(len(components), len(bound))
+        head, limit = components[:depth], bound[:depth]
+        # a directory on the bound's path but shallower may still hold partitions below it
+        return head > limit or (head == limit and len(components) >= len(bound))
 
     def should_descend(self, dir_prefix: str) -> bool:
         """Whether to list the directory ``dir_prefix`` (relative to the root, no trailing '/',
@@ -34,9 +53,11 @@ class ListingPlan:
         (``date=2024-01-28`` and ``date=2024-01-29`` for the floor ``date=2024-01-28``), or when a
         partition with an entry lies in it (a late file in an older partition is still found).
         """
+        components = prefix_components(dir_prefix, what="directory")
+        if self._outside(components):
+            return False
         if self.floor is None:
             return True
-        components = prefix_components(dir_prefix, what="directory")
         if not components_below(components, prefix_components(self.floor)):
             return True
         return self.watermark.has_partition_in(dir_prefix)
@@ -45,6 +66,8 @@ class ListingPlan:
         """Whether ``path`` is returned: its partition is not pruned (below the floor without an
         entry) and the watermark has it above (see :meth:`FileWatermark.is_above`)."""
         prefix, _ = split_path(path)
+        if self._outside(prefix_components(prefix)):
+            return False
         if (
             self.floor is not None
             and prefix not in self.watermark.partition_watermarks
@@ -63,12 +86,18 @@ def plan_listing(watermark: FileWatermark, horizon: str | None) -> ListingPlan:
     start "Full Scan", a horizon its "Filtered Scan".
     """
     if watermark.value is None:
-        return ListingPlan(watermark, horizon)
+        return ListingPlan(watermark, horizon, stop_below=horizon)
     partition, _ = split_path(watermark.value)
     if horizon is None:
         return ListingPlan(watermark, partition)
     floor = min(horizon, partition, key=lambda prefix: prefix_components(prefix))
-    return ListingPlan(watermark, floor)
+    return ListingPlan(watermark, floor, stop_below=horizon)
+
+
+def plan_sweep(watermark: FileWatermark, retained: str | None, horizon: str) -> ListingPlan:
+    """The listing of the partitions a regular listing no longer looks at: from ``retained``
+    (the oldest partition whose watermark is still kept; None: all) up to ``horizon``."""
+    return ListingPlan(watermark, retained, stop_below=retained, stop_at=horizon)
 
 
 def select_files_above(plan: ListingPlan, paths: Iterable[str]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Any
 
 from dagster import (
     DailyPartitionsDefinition,
@@ -21,32 +22,39 @@ from watermark_assets.exceptions import ConfigError
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
 
-def _start(pipeline: Pipeline) -> datetime:
+def _moment(pipeline: Pipeline, key: str, value: str) -> datetime:
     try:
-        start = datetime.fromisoformat(pipeline.partitions.start)
+        moment = datetime.fromisoformat(value)
     except ValueError as error:
         raise ConfigError(
-            f"pipeline {pipeline.name!r}: partitions.start {pipeline.partitions.start!r} is not an "
-            "ISO date or datetime; write e.g. '2024-01-01'",
+            f"pipeline {pipeline.name!r}: partitions.{key} {value!r} is not an ISO date or "
+            "datetime; write e.g. '2024-01-01'",
             pipeline=pipeline.name,
-            key="partitions.start",
-            value=pipeline.partitions.start,
+            key=f"partitions.{key}",
+            value=value,
         ) from error
-    return start.replace(tzinfo=timezone.utc) if start.tzinfo is None else start
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
 
 
 def partitions_definition(pipeline: Pipeline) -> TimeWindowPartitionsDefinition:
-    """Partitions from ``partitions.start`` to the current (still filling) period included."""
-    start = _start(pipeline)
+    """Partitions from ``partitions.start`` to ``partitions.end`` (exclusive) or, without an end,
+    to the current (still filling) period included."""
+    start = _moment(pipeline, "start", pipeline.partitions.start)
+    end = pipeline.partitions.end
     granularity = pipeline.partitions.granularity
-    if granularity is Granularity.HOURLY:
-        return HourlyPartitionsDefinition(start_date=start.strftime("%Y-%m-%d-%H:%M"), end_offset=1)
-    day = start.strftime("%Y-%m-%d")
+    hourly = granularity is Granularity.HOURLY
+    shape = "%Y-%m-%d-%H:%M" if hourly else "%Y-%m-%d"
+    bounds: dict[str, Any] = {"start_date": start.strftime(shape), "end_offset": 1}
+    if end is not None:
+        bounds = {"start_date": bounds["start_date"]}
+        bounds["end_date"] = _moment(pipeline, "end", end).strftime(shape)
+    if hourly:
+        return HourlyPartitionsDefinition(**bounds)
     if granularity is Granularity.DAILY:
-        return DailyPartitionsDefinition(start_date=day, end_offset=1)
+        return DailyPartitionsDefinition(**bounds)
     if granularity is Granularity.WEEKLY:
-        return WeeklyPartitionsDefinition(start_date=day, end_offset=1)
-    return MonthlyPartitionsDefinition(start_date=day, end_offset=1)
+        return WeeklyPartitionsDefinition(**bounds)
+    return MonthlyPartitionsDefinition(**bounds)
 
 
 def partition_mapper(

@@ -13,11 +13,12 @@ tick, without waiting for newer files. A partition with a run in flight is not r
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from dagster import (
     AssetKey,
+    AssetMaterialization,
     AssetObservation,
     DagsterRunStatus,
     DefaultSensorStatus,
@@ -36,14 +37,22 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,  # what define_asset_job returns; dagster does not export it
 )
 
+from watermark_assets import storage
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
 from watermark_assets.core.clock import Clock
-from watermark_assets.core.file_watermark import WatermarkState
+from watermark_assets.core.file_watermark import FileWatermark, WatermarkState
 from watermark_assets.core.filepath import prefix_components, split_path
+from watermark_assets.core.listing import ListingPlan
 from watermark_assets.defs.assets import BATCH_TAG, PIPELINE_TAG
 from watermark_assets.delta import DeltaCommitter
-from watermark_assets.discovery import FileGroups, discover_files
-from watermark_assets.state_store import PipelineState, load_state, mark_idle, txn_app_id
+from watermark_assets.discovery import FileGroups, discover_files, sweep
+from watermark_assets.state_store import (
+    PipelineState,
+    listing_horizon,
+    load_state,
+    mark_idle,
+    txn_app_id,
+)
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
@@ -57,18 +66,27 @@ IN_FLIGHT = [
 FAILED = [DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SensorCursor:
     """What the last tick saw: the table version, how many files were pending, and the oldest
     landing prefix holding one of them (``low``): the next tick lists from there, so a partition
     left behind by a failed, capped or in-flight run is not pruned when a newer one commits;
-    ``below``: how many files sat below their partition's watermark, never ingested."""
+    ``below``: how many files sat below their partition's watermark, never ingested.
+
+    The sweep's findings are kept between sweeps: ``swept_at`` (Unix seconds), ``late`` files
+    that landed after their partition's late-arrival window closed and the first of them
+    (``late_first``). ``closed_through``: the last Dagster partition checked for being closed.
+    """
 
     delta_version: int | None = None
     pending_files: int = 0
     state: str = WatermarkState.INITIAL.value
     low: str | None = None
     below: int = 0
+    swept_at: int | None = None
+    late: int = 0
+    late_first: tuple[str, ...] = ()
+    closed_through: str | None = None
 
     def to_string(self) -> str:
         return json.dumps(
@@ -78,6 +96,10 @@ class SensorCursor:
                 "state": self.state,
                 "low": self.low,
                 "below": self.below,
+                "swept_at": self.swept_at,
+                "late": self.late,
+                "late_first": list(self.late_first),
+                "closed_through": self.closed_through,
             }
         )
 
@@ -87,11 +109,15 @@ class SensorCursor:
             return cls()
         raw = json.loads(text)
         return cls(
-            raw.get("v"),
-            int(raw.get("pending", 0)),
-            raw.get("state", "Initial"),
-            raw.get("low"),
-            int(raw.get("below", 0)),
+            delta_version=raw.get("v"),
+            pending_files=int(raw.get("pending", 0)),
+            state=raw.get("state", "Initial"),
+            low=raw.get("low"),
+            below=int(raw.get("below", 0)),
+            swept_at=raw.get("swept_at"),
+            late=int(raw.get("late", 0)),
+            late_first=tuple(raw.get("late_first", ())),
+            closed_through=raw.get("closed_through"),
         )
 
 
@@ -137,11 +163,26 @@ def build_sensor(
             since=previous.low,
             committed_files=state.partition_files,
         )
-        notes = _notes(groups, pipeline)
-        below = dict(groups.below_watermark)
+        swept = _sweep_if_due(pipeline, state, previous, now)
+        below = {**swept.below, **groups.below_watermark}
+        busy = partitions_in_flight(context, asset_key, job.name, partitions_def)
+        closed, closed_through = close_empty_partitions(
+            context, pipeline, asset_key, partitions_def, state, previous.closed_through, busy, now
+        )
+        notes = _notes(groups, pipeline, swept, closed)
+        seen = SensorCursor(
+            delta_version=state.delta_version,
+            below=sum(below.values()),
+            swept_at=swept.swept_at,
+            late=swept.late,
+            late_first=swept.late_first,
+            closed_through=closed_through,
+        )
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
-                reason = f"Initial: no files at all under {pipeline.source.uri}"
+                horizon = listing_horizon(pipeline, state.watermark, now)
+                where = f"since {horizon}" if horizon else "at all"
+                reason = f"Initial: no files {where} under {pipeline.source.uri}"
                 if groups.files_seen:
                     reason = (
                         f"Initial: {groups.files_seen} files seen, none in a partition of "
@@ -151,10 +192,11 @@ def build_sensor(
                 state = mark_idle(pipeline, state, now=now)
                 tracked = len(state.watermark.partition_watermarks)
                 reason = f"Idle: {tracked} partitions, no files above their watermarks"
-            cursor = SensorCursor(
-                state.delta_version, 0, state.watermark.state.value, below=sum(below.values())
-            )
-            events = _observations(asset_key, previous, cursor, state, below)
+            cursor = replace(seen, state=state.watermark.state.value)
+            events: list[AssetObservation | AssetMaterialization] = [
+                *_observations(asset_key, previous, cursor, state, below),
+                *closed,
+            ]
             return SensorResult(
                 skip_reason=reason + notes, cursor=cursor.to_string(), asset_events=events
             )
@@ -164,7 +206,6 @@ def build_sensor(
         )
         requests: list[RunRequest] = []
         waiting: list[str] = []
-        busy = partitions_in_flight(context, asset_key, job.name, partitions_def)
         for key, files in groups.by_partition.items():
             if len(requests) >= limits.max_runs_per_tick:
                 break
@@ -188,10 +229,8 @@ def build_sensor(
             (split_path(path)[0] for files in groups.by_partition.values() for path in files),
             key=prefix_components,
         )
-        cursor = SensorCursor(
-            state.delta_version, pending, WatermarkState.ACTIVE.value, low, sum(below.values())
-        )
-        events = _observations(asset_key, previous, cursor, state, below)
+        cursor = replace(seen, pending_files=pending, state=WatermarkState.ACTIVE.value, low=low)
+        events = [*_observations(asset_key, previous, cursor, state, below), *closed]
         if not requests:
             reason = (
                 f"Active: {pending} files above the watermark wait for the runs in flight "
@@ -203,7 +242,7 @@ def build_sensor(
         context.log.info(
             f"{pipeline.name}: {pending} files above the watermark in "
             f"{len(groups.by_partition)} partitions; requesting {len(requests)} runs "
-            f"(listed {groups.paths_listed} paths)"
+            f"(listed {groups.paths_listed} paths){notes}"
         )
         return SensorResult(run_requests=requests, cursor=cursor.to_string(), asset_events=events)
 
@@ -246,27 +285,164 @@ def _runs(
     )
 
 
-def _notes(groups: FileGroups, pipeline: Pipeline) -> str:
+@dataclass(frozen=True)
+class _Swept:
+    """The sweep's findings, fresh or carried over from the previous tick's cursor."""
+
+    swept_at: int | None
+    late: int
+    late_first: tuple[str, ...]
+    below: Mapping[str, int]
+    window: str = ""
+    complete: bool = True
+
+
+def _sweep_if_due(
+    pipeline: Pipeline, state: PipelineState, previous: SensorCursor, now: datetime
+) -> _Swept:
+    """Sweep the partitions below the listing horizon when ``sweep.interval_minutes`` passed."""
+    interval = pipeline.source.sweep.interval_minutes * 60
+    now_ts = int(now.timestamp())
+    due = interval > 0 and (previous.swept_at is None or now_ts - previous.swept_at >= interval)
+    if not due:
+        return _Swept(previous.swept_at, previous.late, previous.late_first, {})
+    found = sweep(pipeline, state.watermark, state.partition_files, now=now)
+    if found is None:
+        return _Swept(now_ts, 0, (), {})
+    low, high = found.window
+    return _Swept(
+        now_ts,
+        found.late_count,
+        found.late,
+        found.below_watermark,
+        f"{low or 'the first partition'} up to {high}",
+        found.complete,
+    )
+
+
+#: How many Dagster partitions one tick checks for being closed (the next tick goes on).
+MAX_CLOSED_PER_TICK = 200
+
+
+def close_empty_partitions(
+    context: SensorEvaluationContext,
+    pipeline: Pipeline,
+    asset_key: AssetKey,
+    partitions_def: TimeWindowPartitionsDefinition,
+    state: PipelineState,
+    closed_through: str | None,
+    busy: set[str],
+    now: datetime,
+) -> tuple[list[AssetMaterialization], str | None]:
+    """Materialize, empty, the Dagster partitions into which no file ever landed once the
+    listing stopped looking at them (their window ends at or before the listing horizon), so
+    that partition health means something: "no files landed" is a result, not a gap.
+
+    A partition is checked once (``closed_through`` moves on): skipped when it was materialized,
+    has a run in flight, or holds a landing file (then it is not empty; the sweep reports files
+    that were never committed). At most MAX_CLOSED_PER_TICK partitions per tick.
+    """
+    horizon = listing_horizon(pipeline, state.watermark, now)
+    if horizon is None or state.watermark.value is None:
+        return [], closed_through
+    template = pipeline.source.template
+    horizon_time = template.parse(horizon)
+    window = (
+        partitions_def.get_first_partition_window()
+        if closed_through is None
+        else partitions_def.get_next_partition_window(
+            partitions_def.time_window_for_partition_key(closed_through).end
+        )
+    )
+    candidates: list[tuple[str, datetime, datetime]] = []
+    while window is not None and window.end <= horizon_time:
+        if len(candidates) >= MAX_CLOSED_PER_TICK:
+            break
+        key = partitions_def.get_partition_key_for_timestamp(window.start.timestamp())
+        candidates.append((key, window.start, window.end))
+        window = partitions_def.get_next_partition_window(window.end)
+    if not candidates:
+        return [], closed_through
+    materialized = context.instance.get_materialized_partitions(asset_key)
+    events = []
+    last = closed_through
+    for key, start, end in candidates:
+        if key in busy:
+            break  # check it again on a later tick
+        last = key
+        if key in materialized or _has_landing_file(pipeline, start, end):
+            continue
+        text = (
+            f"no files landed in [{start.isoformat()}, {end.isoformat()}) before the listing "
+            f"moved past it (horizon {horizon}: late_arrival_days="
+            f"{pipeline.source.late_arrival_days} before the newest partition processed)"
+        )
+        events.append(
+            AssetMaterialization(
+                asset_key=asset_key,
+                partition=key,
+                description=text,
+                metadata={
+                    "partition/closed": MetadataValue.text(text),
+                    "partition/files": MetadataValue.int(0),
+                    "dagster/partition_row_count": MetadataValue.int(0),
+                },
+            )
+        )
+    return events, last
+
+
+def _has_landing_file(pipeline: Pipeline, start: datetime, end: datetime) -> bool:
+    template = pipeline.source.template
+    low, high = template.format(start), template.format(end)
+    listing = storage.list_files_above(
+        pipeline.source.uri,
+        ListingPlan(FileWatermark.initial(), low, stop_below=low, stop_at=high),
+        suffixes=pipeline.source.suffixes,
+        ordering=None,
+        limit=1,
+    )
+    return bool(listing.files)
+
+
+def _notes(
+    groups: FileGroups, pipeline: Pipeline, swept: _Swept, closed: list[AssetMaterialization]
+) -> str:
     """What the tick saw and will not ingest, for the skip reason."""
-    out_of_range, unmatched, below = groups.out_of_range, groups.unmatched, groups.below_watermark
+    out_of_range, unmatched = groups.out_of_range, groups.unmatched
+    below = {**swept.below, **groups.below_watermark}
     notes = []
     if below:
         where = ", ".join(f"{prefix}: {count}" for prefix, count in sorted(below.items()))
         notes.append(
             f"{sum(below.values())} files landed below their partition's watermark ({where}); "
-            "they stay in the landing folder: land them again with a name above the watermark"
+            "they stay in the landing folder: land them again with a name above the watermark "
+            f"(`watermark-assets explain {pipeline.name}` names them)"
         )
+    if swept.late:
+        notes.append(
+            f"{swept.late} files landed after their partition's late-arrival window closed "
+            f"(first {list(swept.late_first)}): backfill their partitions to ingest them"
+        )
+    if not swept.complete:
+        notes.append(f"the sweep of {swept.window} stopped after sweep.max_paths paths")
     if out_of_range:
         notes.append(
             f"{len(out_of_range)} files outside the partitions (first {out_of_range[0]!r}; "
-            f"partitions start {pipeline.partitions.start})"
+            f"partitions start {pipeline.partitions.start}"
+            + (f", end {pipeline.partitions.end}" if pipeline.partitions.end else "")
+            + ")"
         )
     if unmatched:
         notes.append(
             f"{len(unmatched)} files whose directory does not match "
             f"{pipeline.source.partition_template!r} (first {unmatched[0]!r})"
         )
-    return "" if not notes else " | not ingested: " + "; ".join(notes)
+    text = "" if not notes else " | not ingested: " + "; ".join(notes)
+    if closed:
+        keys = [event.partition for event in closed]
+        text += f" | {len(closed)} partitions closed with no files landed ({keys[0]}..{keys[-1]})"
+    return text
 
 
 def _observations(
@@ -276,8 +452,9 @@ def _observations(
     state: PipelineState,
     below: Mapping[str, int],
 ) -> list[AssetObservation]:
-    """An observation on the asset when the watermark state or the files below it change."""
-    if (previous.state, previous.below) == (cursor.state, cursor.below):
+    """An observation on the asset when the watermark state or the files not ingested change."""
+    seen = (cursor.state, cursor.below, cursor.late, cursor.late_first)
+    if (previous.state, previous.below, previous.late, previous.late_first) == seen:
         return []
     watermark = state.watermark
     return [
@@ -290,6 +467,8 @@ def _observations(
                 "files/pending": MetadataValue.int(cursor.pending_files),
                 "files/below_watermark": MetadataValue.int(cursor.below),
                 "files/below_watermark_by_partition": MetadataValue.json(dict(below)),
+                "files/late_after_window": MetadataValue.int(cursor.late),
+                "files/late_after_window_first": MetadataValue.json(list(cursor.late_first)),
             },
         )
     ]
