@@ -48,6 +48,8 @@ class SensorLoop:
         )
         data = self.defs.resolve_sensor_def(f"{self.pipeline}_sensor").evaluate_tick(context)
         self.cursor = data.cursor
+        for event in data.asset_events:  # recorded on the instance, as the daemon does
+            self.instance.report_runless_asset_event(event)
         return data
 
     def run(self, request: RunRequest, *, raise_on_error: bool = True) -> ExecuteInProcessResult:

@@ -14,6 +14,8 @@ from conftest import TEST_SPARK_CONF, pipeline_yaml
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 
 from watermark_assets.cli import main
+from watermark_assets.config import DEFAULT_CONFIG_PATH, load_config
+from watermark_assets.defs.partitions import partitions_definition
 
 
 def write_config(tmp_path: Path, *pipelines: dict[str, Any]) -> Path:
@@ -104,3 +106,10 @@ def test_a_configuration_error_prints_its_message_not_a_traceback(
     assert err.startswith("watermark-assets: ")
     assert message in err
     assert "Traceback" not in out + err
+
+
+def test_the_demo_partitions_cover_its_data_and_nothing_else() -> None:
+    config = load_config(DEFAULT_CONFIG_PATH)
+    for pipeline in config.pipelines:  # the demo data: three days from 2024-01-28
+        keys = partitions_definition(pipeline).get_partition_keys()
+        assert keys == ["2024-01-28", "2024-01-29", "2024-01-30"], pipeline.name

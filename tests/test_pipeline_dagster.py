@@ -9,11 +9,13 @@ tmp_path, read back with deltalake, Polars and DuckDB.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,7 @@ from watermark_assets.config import IngestPipelineConfig
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.assets import PIPELINE_TAG
 from watermark_assets.delta import DeltaCommitter
+from watermark_assets.exceptions import RequestedFileError, UnsortableFileNameError
 from watermark_assets.state_store import load_state, txn_app_id
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -69,9 +72,11 @@ class World:
         assert delta_ids(self.table) == sorted(self.landing.ids)
 
 
-def make_world(tmp_path: Path, **overrides: Any) -> World:
+def make_world(
+    tmp_path: Path, *, clock: Callable[[], datetime] = lambda: FROZEN_NOW, **overrides: Any
+) -> World:
     config = project_config(pipeline_yaml(tmp_path, **overrides))
-    defs = build_definitions(config, clock=lambda: FROZEN_NOW)
+    defs = build_definitions(config, clock=clock)
     pipeline = config.pipeline("events")
     assert isinstance(pipeline, IngestPipelineConfig)
     return World(
@@ -290,6 +295,164 @@ def test_a_file_that_lands_below_its_partitions_watermark_is_counted_and_shown(
     again = loop.tick()
     assert "1 files landed below" in (again.skip_message or ""), "it stays visible, not dropped"
     assert again.asset_events == [], "an observation only when the count changes"
+
+
+class Clock:
+    """A clock the test moves on (the sweep runs at most once per sweep.interval_minutes)."""
+
+    def __init__(self) -> None:
+        self.now = FROZEN_NOW
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_a_file_landing_after_its_partitions_late_window_is_reported_by_the_sweep(
+    spark: Any, tmp_path: Path
+) -> None:
+    clock = Clock()
+    world = make_world(tmp_path, clock=clock, source={"late_arrival_days": 1})
+    loop, landing = world.loop, world.landing
+    landing.add(hour(20, 10))
+    landing.add(hour(28, 10))
+    loop.run_all(loop.tick().run_requests)
+    ids_before = list(landing.ids)
+    late = landing.add(hour(20, 10), minute=30)  # above its watermark, 8 days below the newest
+    every_id, landing.ids[:] = list(landing.ids), ids_before
+
+    quiet = loop.tick()  # the last sweep was under an hour ago: nothing new is said
+    assert "late-arrival window" not in (quiet.skip_message or "")
+    clock.now += timedelta(minutes=61)
+    tick = loop.tick()
+    assert tick.run_requests == [], "the regular listing stopped at the 27th: no run"
+    reason = tick.skip_message or ""
+    assert (
+        f"1 files landed after their partition's late-arrival window closed (first ['{late}'])"
+        in (reason)
+    )
+    assert "backfill their partitions" in reason
+    [observation] = tick.asset_events
+    assert observation.metadata["files/late_after_window"].value == 1
+    assert observation.metadata["files/late_after_window_first"].value == [late]
+    world.assert_each_row_once()
+
+    clock.now += timedelta(minutes=5)
+    again = loop.tick()
+    assert "1 files landed after" in (again.skip_message or ""), "kept between sweeps"
+    assert loop.run_partition("2024-01-20").success  # the backfill the note asks for
+    clock.now += timedelta(minutes=61)
+    cleared = loop.tick()
+    assert "late-arrival window" not in (cleared.skip_message or "")
+    assert delta_ids(world.table) == sorted(every_id)
+
+
+def test_a_cold_start_whose_files_all_lie_before_the_lookback_names_them(
+    world_with: Callable[..., World],
+) -> None:
+    world = world_with(source={"cold_start": {"lookback_days": 1}})  # now: Jan 31st, 12:00
+    old = [world.landing.add(hour(28, 10)), world.landing.add(hour(29, 10))]
+    tick = world.loop.tick()
+    assert tick.run_requests == []
+    reason = tick.skip_message or ""
+    assert reason.startswith("Initial: no files since date=2024-01-30/hour=12 under ")
+    assert (
+        f"2 files landed before the cold start's lookback (source.cold_start.lookback_days) "
+        f"(first {old})" in reason
+    )
+    [observation] = tick.asset_events
+    assert observation.metadata["files/late_after_window"].value == 2
+
+
+def test_partitions_into_which_no_file_landed_are_closed_once_their_window_passed(
+    world: World,
+) -> None:
+    loop, landing = world.loop, world.landing  # daily partitions from Jan 1st, 3 late days
+    landing.add(hour(20, 10))
+    landing.add(hour(28, 10))
+    loop.run_all(loop.tick().run_requests)
+    stray = landing.add(hour(10, 10))  # lands in a closed window: the partition is not empty
+
+    tick = loop.tick()
+    closed = sorted(e.partition for e in tick.asset_events if e.partition is not None)
+    expected = [f"2024-01-{day:02d}" for day in range(1, 25) if day not in (10, 20)]
+    assert closed == expected, "up to the 24th: the horizon is 3 days below Jan 28th, 10:00"
+    assert "22 partitions closed with no files landed (2024-01-01..2024-01-24)" in (
+        tick.skip_message or ""
+    )
+    metadata = loop.metadata("2024-01-05")
+    assert metadata["partition/files"] == 0 and metadata["dagster/partition_row_count"] == 0
+    assert metadata["partition/closed"].startswith(
+        "no files landed in [2024-01-05T00:00:00+00:00, 2024-01-06T00:00:00+00:00)"
+    )
+    assert loop.metadata("2024-01-20")["files"] == 1, "a materialized partition is left alone"
+    assert "2024-01-10" not in closed, f"{stray} landed there"
+
+    again = loop.tick()
+    assert [e for e in again.asset_events if e.partition is not None] == [], "closed once"
+
+
+HOUR_28 = "date=2024-01-28/hour=10"
+
+
+@pytest.mark.parametrize(
+    ("entry", "error", "says"),
+    [
+        (f"{HOUR_28}/event-abc123.ndjson.gz", UnsortableFileNameError, "sortable identifier"),
+        ("../outside.ndjson.gz", RequestedFileError, "'.', '..' or empty parts"),
+        (f"{HOUR_28}/../{HOUR_28}/1706436000-1.ndjson.gz", RequestedFileError, "'..'"),
+        (".", RequestedFileError, "'.', '..' or empty parts"),
+        ("/tmp/1706436000-1.ndjson.gz", RequestedFileError, "it is absolute"),
+        ("", RequestedFileError, "it is empty"),
+        (f"{HOUR_28}/_1706436000-1.ndjson.gz", RequestedFileError, "starts with '_' or '.'"),
+        (f"{HOUR_28}/1706436000-1.csv", RequestedFileError, "does not end with one of"),
+        (
+            "date=2024-01-29/hour=10/1706522400-1.ndjson.gz",
+            RequestedFileError,
+            "it belongs to partition '2024-01-29', not to this run's partitions ['2024-01-28']",
+        ),
+    ],
+    ids=[
+        "unsortable name",
+        "escapes the source",
+        "dot-dot inside",
+        "dot",
+        "absolute",
+        "empty",
+        "hidden",
+        "wrong suffix",
+        "another partition",
+    ],
+)
+def test_a_requested_file_list_passes_the_checks_of_a_listing(
+    world: World, entry: str, error: type[Exception], says: str
+) -> None:
+    good = world.landing.add(hour(28, 10))
+    for relative in (
+        f"{HOUR_28}/event-abc123.ndjson.gz",
+        f"{HOUR_28}/_1706436000-1.ndjson.gz",
+        "date=2024-01-29/hour=10/1706522400-1.ndjson.gz",
+    ):
+        (world.landing.root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (world.landing.root / relative).write_bytes((world.landing.root / good).read_bytes())
+    with pytest.raises(error, match=re.escape(says)) as raised:
+        world.loop.run_partition("2024-01-28", files=[good, entry])
+    assert repr(entry) in str(raised.value), "the error names the refused entry"
+    assert not DeltaTable.is_deltatable(world.table), "nothing was read or committed"
+    assert load_state(world.pipeline, now=FROZEN_NOW).watermark.value is None
+
+
+def test_a_requested_file_brings_the_unrequested_files_below_it_in_its_partition(
+    world: World,
+) -> None:
+    first, second = world.landing.add(hour(28, 10)), world.landing.add(hour(28, 10), minute=5)
+    third = world.landing.add(hour(28, 10), minute=9)
+    assert world.loop.run_partition("2024-01-28", files=[second]).success
+    metadata = world.loop.metadata("2024-01-28")
+    assert metadata["files/added"] == 1, f"{first} is older: the watermark must not pass it"
+    assert metadata["files"] == 2
+    assert load_state(world.pipeline, now=FROZEN_NOW).watermark.value == second
+    assert world.loop.run_partition("2024-01-28", files=[third]).success
+    world.assert_each_row_once()
 
 
 def test_a_first_batch_of_only_malformed_records_still_commits_progress(world: World) -> None:

@@ -169,7 +169,7 @@ def build_sensor(
         closed, closed_through = close_empty_partitions(
             context, pipeline, asset_key, partitions_def, state, previous.closed_through, busy, now
         )
-        notes = _notes(groups, pipeline, swept, closed)
+        notes = _notes(groups, pipeline, swept, closed, initial=state.watermark.value is None)
         seen = SensorCursor(
             delta_version=state.delta_version,
             below=sum(below.values()),
@@ -406,9 +406,15 @@ def _has_landing_file(pipeline: Pipeline, start: datetime, end: datetime) -> boo
 
 
 def _notes(
-    groups: FileGroups, pipeline: Pipeline, swept: _Swept, closed: list[AssetMaterialization]
+    groups: FileGroups,
+    pipeline: Pipeline,
+    swept: _Swept,
+    closed: list[AssetMaterialization],
+    *,
+    initial: bool,
 ) -> str:
-    """What the tick saw and will not ingest, for the skip reason."""
+    """What the tick saw and will not ingest, for the skip reason (``initial``: no watermark
+    yet, so the sweep's files lie before the cold start's lookback)."""
     out_of_range, unmatched = groups.out_of_range, groups.unmatched
     below = {**swept.below, **groups.below_watermark}
     notes = []
@@ -420,9 +426,14 @@ def _notes(
             f"(`watermark-assets explain {pipeline.name}` names them)"
         )
     if swept.late:
+        where = (
+            "before the cold start's lookback (source.cold_start.lookback_days)"
+            if initial
+            else "after their partition's late-arrival window closed"
+        )
         notes.append(
-            f"{swept.late} files landed after their partition's late-arrival window closed "
-            f"(first {list(swept.late_first)}): backfill their partitions to ingest them"
+            f"{swept.late} files landed {where} (first {list(swept.late_first)}): backfill "
+            "their partitions to ingest them"
         )
     if not swept.complete:
         notes.append(f"the sweep of {swept.window} stopped after sweep.max_paths paths")
