@@ -38,6 +38,7 @@ from typing import Any, cast
 import fsspec
 import pyarrow as pa
 from deltalake import DeltaTable
+from deltalake import Field as DeltaField
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import (
@@ -196,6 +197,38 @@ class DeltaCommitter:
         assert read_version is not None  # the table existed: we appended to it
         version = self._version_holding(read_version, txns[0])
         return CommitOutcome(version, False, f"committed {what} as version {version}")
+
+    def add_missing_columns(self, schema: pa.Schema) -> list[str]:
+        """Add to the table, as nullable columns, the fields of ``schema`` it lacks; their names.
+
+        Schema evolution for tables this project owns (the quarantine table gained
+        ``file_size``): one metadata-only commit, idempotent, and safe when two writers race
+        (the loser finds the columns there). No table yet: nothing to do (creating it uses the
+        files' schema).
+        """
+        table = self._load_table()
+        if table is None:
+            return []
+        present = set(table.schema().to_arrow().names)
+        missing = [field for field in schema if field.name not in present]
+        if not missing:
+            return []
+        fields = [
+            DeltaField(f.name, _delta_schema(self.table_uri, pa.schema([f])).fields[0].type)
+            for f in missing
+        ]
+        try:
+            table.alter.add_columns(fields)
+        except DeltaError as exc:
+            table = self._load_table()
+            assert table is not None
+            if {f.name for f in missing} - set(table.schema().to_arrow().names):
+                raise DeltaCommitError(
+                    f"could not add columns {[f.name for f in missing]} to {self.table_uri!r}: "
+                    f"{exc}",
+                    table_uri=self.table_uri,
+                ) from exc
+        return [f.name for f in missing]
 
     def read_commits_after(self, version: int | None) -> list[CommitRecord]:
         """The commits newer than ``version`` (all when None), ascending (see DeltaLog)."""

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+import pyarrow as pa
+
 from watermark_assets import storage
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
 from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
@@ -217,9 +219,13 @@ def complete_quarantine(pipeline: Pipeline, state: PipelineState) -> list[int]:
             if current is not None and current >= version:
                 break
             files = describe_data_files(uri, relative, [])
+            schema = pa.unify_schemas(
+                [storage.parquet_schema(storage.join(uri, path)) for path in relative]
+            )
+            committer.add_missing_columns(schema)  # e.g. file_size, added after 0.1
             outcome = committer.commit(
                 files,
-                schema=storage.parquet_schema(storage.join(uri, relative[0])),
+                schema=schema,
                 partition_by=[],
                 txns=[TxnVersion(app_id, version, current)],
                 custom_metadata={
