@@ -55,6 +55,19 @@ class Landing:
         self.next_id += rows
         return relative
 
+    def add_bytes(self, when: datetime, content: bytes, *, minute: int = 0) -> str:
+        """A landing file named like :meth:`add`'s holding ``content`` as is (e.g. broken gzip)."""
+        landed = when + timedelta(minutes=minute)
+        relative = (
+            f"date={when:%Y-%m-%d}/hour={when:%H}/"
+            f"{int(landed.timestamp())}-{self.next_id:06d}.ndjson.gz"
+        )
+        path = self.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        self.next_id += 1
+        return relative
+
 
 def name_of(path: str) -> str:
     return path.rsplit("/", 1)[1]

@@ -8,6 +8,7 @@ truth: a lost or deleted checkpoint is rebuilt from it, a corrupt one stops ever
 
 from __future__ import annotations
 
+import gzip
 import os
 import signal
 import subprocess
@@ -33,7 +34,7 @@ from _landing import (
 from _sensor_loop import SensorLoop
 from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config
 from dagster import DagsterInstance, ExecuteInProcessResult
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from watermark_assets.config import IngestPipelineConfig
 from watermark_assets.defs import build_definitions
@@ -292,3 +293,79 @@ def test_a_run_killed_before_its_quarantine_shows_then_a_new_bad_file_quarantine
         (scene.files[1], MALFORMED_LINES[0]),
         (bad, MALFORMED_LINES[1]),
     ]
+
+
+# --- unreadable files: quarantined whole, the rest of the batch commits ---------------------------
+
+
+def _gzip_of(lines: int) -> bytes:
+    return gzip.compress(b"".join(b'{"id": %d}\n' % n for n in range(lines)))
+
+
+@pytest.mark.parametrize(
+    ("content", "cause"),
+    [
+        pytest.param(b"this is not gzip\n", "not a gzip file", id="a .gz file that is not gzip"),
+        pytest.param(
+            _gzip_of(50_000)[:2_000], "Unexpected end of input stream", id="a truncated .gz file"
+        ),
+    ],
+)
+def test_an_unreadable_file_is_quarantined_as_a_file_and_the_rest_of_its_batch_commits(
+    scene: Scene, content: bytes, cause: str
+) -> None:
+    broken = scene.landing.add_bytes(hour(28, 10), content, minute=30)
+    after = scene.landing.add(hour(28, 10), minute=40)
+
+    assert scene.run(None).success
+    metadata = scene.loop.metadata(PARTITION)
+    assert scene.run(None).success  # and again: nothing more
+
+    assert delta_ids(scene.table) == sorted(scene.landing.ids)
+    files = DeltaTable(scene.quarantine).to_pyarrow_table().to_pylist()
+    [record] = [r for r in files if r["_source_file"] == broken]
+    assert record["raw_record"] is None
+    assert record["file_size"] == len(content)
+    assert record["_dagster_partition"] == PARTITION
+    assert cause in record["error"], record["error"]
+    assert [r["file_size"] for r in files if r["_source_file"] != broken] == [None]
+    assert metadata["files/quarantined"] == 1
+    assert metadata["partition/files_quarantined"] == 1
+    watermark = load_state(scene.pipeline, now=FROZEN_NOW).watermark
+    assert watermark.partition_watermarks[prefix_of(broken)] == name_of(after)
+
+
+def test_a_batch_of_only_unreadable_files_advances_the_watermark_past_them(scene: Scene) -> None:
+    assert scene.run(scene.files).success
+    first = scene.landing.add_bytes(hour(28, 12), b"not gzip")
+    second = scene.landing.add_bytes(hour(28, 12), _gzip_of(50_000)[:999], minute=5)
+
+    assert scene.run(None).success
+
+    quarantined = {r["_source_file"] for r in quarantine_rows(scene.quarantine)}
+    assert quarantined == {scene.files[1], first, second}
+    assert load_state(scene.pipeline, now=FROZEN_NOW).watermark.value == second
+    assert delta_ids(scene.table) == sorted(scene.landing.ids)
+
+
+def test_a_quarantine_table_from_before_file_size_gains_the_column(scene: Scene) -> None:
+    """Quarantine tables written before 0.2 have no ``file_size``: the first file quarantined
+    adds the column (NULL in the old rows) instead of failing the commit."""
+    assert scene.run(scene.files).success
+    old = DeltaTable(scene.quarantine)
+    assert "file_size" in old.schema().to_arrow().names  # today's tables have it ...
+    write_deltalake(  # ... so rebuild it as 0.1 wrote it, with the same rows
+        scene.quarantine,
+        old.to_pyarrow_table().drop_columns(["file_size"]),
+        mode="overwrite",
+        schema_mode="overwrite",
+    )
+    broken = scene.landing.add_bytes(hour(28, 12), b"not gzip")
+
+    assert scene.run(None).success
+
+    rows = {
+        r["_source_file"]: r for r in DeltaTable(scene.quarantine).to_pyarrow_table().to_pylist()
+    }
+    assert rows[broken]["file_size"] == len(b"not gzip")
+    assert rows[scene.files[1]]["file_size"] is None

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import gzip
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import event_records, write_ndjson
 
 from watermark_assets.exceptions import JavaNotFoundError
-from watermark_assets.spark import ReadSpec, check_java, stage_batch
+from watermark_assets.spark import ReadSpec, check_java, stage_batch, unreadable_file
 
 WHEN = datetime(2024, 1, 28, 14, tzinfo=timezone.utc)
 SCHEMA = "id BIGINT, event_time TIMESTAMP, name STRING"
@@ -99,6 +102,82 @@ def test_csv_and_parquet_sources(spark: Any, tmp_path: Path) -> None:
         quarantine_dir=str(tmp_path / "pq_q"),
     )
     assert (out.rows_read, out.rows_quarantined, out.quarantine_dir) == (1, 0, None)
+
+
+def _parquet_bytes(ids: list[int]) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"id": ids}), sink)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+GOOD_PARQUET = _parquet_bytes(list(range(1000)))
+GOOD_GZIP = gzip.compress(b"".join(b'{"id": %d}\n' % n for n in range(50_000)))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("fmt", "files", "broken", "condition"),
+    [
+        pytest.param(
+            "ndjson",
+            {"a.ndjson.gz": b"this is not gzip", "b.ndjson.gz": GOOD_GZIP},
+            "a.ndjson.gz",
+            "FAILED_READ_FILE.NO_HINT: java.io.IOException: not a gzip file",
+            id="ndjson: a .gz that is not gzip, beside a good one",
+        ),
+        pytest.param(
+            "ndjson",
+            {"a b.ndjson.gz": GOOD_GZIP[:5000]},
+            "a b.ndjson.gz",
+            "FAILED_READ_FILE.NO_HINT: java.io.EOFException: Unexpected end of input stream",
+            id="ndjson: a truncated .gz whose name holds a space",
+        ),
+        pytest.param(
+            "parquet",
+            {"a.parquet": GOOD_PARQUET, "b.parquet": GOOD_PARQUET[: len(GOOD_PARQUET) // 2]},
+            "b.parquet",
+            "FAILED_READ_FILE",
+            id="parquet: a truncated file beside a good one",
+        ),
+        pytest.param(
+            "parquet",
+            {"b.parquet": b"PAR1 but no footer"},
+            "b.parquet",
+            "FAILED_READ_FILE.CANNOT_READ_FILE_FOOTER",
+            id="parquet: a file without a footer, alone",
+        ),
+    ],
+)
+def test_a_failed_job_names_the_unreadable_file_of_its_batch(
+    spark: Any, tmp_path: Path, fmt: str, files: dict[str, bytes], broken: str, condition: str
+) -> None:
+    root = tmp_path / "landing dir"
+    root.mkdir()
+    for name, content in files.items():
+        (root / name).write_bytes(content)
+    read = replace(spec(root, sorted(files), fmt), derived_columns={}, partition_by=[])
+    with pytest.raises(Exception) as failure:
+        stage_batch(spark, read, data_dir=str(tmp_path / "s"), quarantine_dir=str(tmp_path / "q"))
+
+    found = unreadable_file(failure.value, read)
+
+    assert found is not None, str(failure.value)[:2000]
+    assert found.path == broken
+    assert found.error.startswith(condition), found.error
+
+
+@pytest.mark.spark
+def test_a_failure_that_is_not_an_unreadable_file_is_not_taken_for_one(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A file removed after the listing is no broken file: the run fails, the next one plans
+    again (quarantining it would let the watermark pass rows that may land again)."""
+    root = tmp_path / "landing"
+    root.mkdir()
+    read = spec(root, ["gone.ndjson.gz"])
+    with pytest.raises(Exception) as failure:
+        stage_batch(spark, read, data_dir=str(tmp_path / "s"), quarantine_dir=str(tmp_path / "q"))
+    assert unreadable_file(failure.value, read) is None
 
 
 @pytest.mark.parametrize(

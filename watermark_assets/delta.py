@@ -44,6 +44,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.transaction import (
     AddAction,
     CommitProperties,
+    RemoveAction,
     Transaction,
     create_table_with_add_actions,
 )
@@ -181,8 +182,9 @@ class DeltaCommitter:
                 self._create(schema, partition_by, actions, properties)
                 return CommitOutcome(0, False, f"created the table with {what} as version 0")
             write_schema = _checked_schema(self.table_uri, table, schema, partition_by, files)
+            appended: list[AddAction | RemoveAction] = list(actions)  # the stub's element type
             table.create_write_transaction(
-                actions, "append", write_schema, list(partition_by), commit_properties=properties
+                appended, "append", write_schema, list(partition_by), commit_properties=properties
             )
         except DeltaError as exc:
             if isinstance(exc, CommitFailedError) or (

@@ -193,3 +193,16 @@ class BatchOverlapError(WatermarkAssetsError):
         self.pipeline = pipeline
         self.taken = taken
         self.by = by
+
+
+class UnreadableFilesError(WatermarkAssetsError):
+    """A batch's unreadable files cannot be quarantined as files (too many, or no schema known)."""
+
+    def __init__(self, pipeline: str, files: tuple[str, ...], problem: str, fix: str) -> None:
+        shown = ", ".join(repr(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
+        super().__init__(
+            f"pipeline {pipeline!r}: {len(files)} landing file(s) cannot be read ({shown}): "
+            f"{problem}. Nothing was committed; {fix}"
+        )
+        self.pipeline = pipeline
+        self.files = files

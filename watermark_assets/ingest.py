@@ -50,6 +50,7 @@ from watermark_assets.exceptions import (
     DeltaCommitError,
     RequestedFileError,
     SourceFileMissingError,
+    UnreadableFilesError,
 )
 from watermark_assets.state_store import (
     COMMIT_METADATA_KEY,
@@ -66,6 +67,8 @@ from watermark_assets.state_store import (
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from watermark_assets.spark import ReadSpec, StagedOutput, UnreadableFile
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
@@ -314,7 +317,7 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
             rows[plan.file_partitions[path]] += data_file.num_records
         uris = tuple(storage.join(pipeline.source.uri, p) for p in plan.files)
         schema = _parquet_schema(uris[0], pipeline.table.partition_by)
-        per_partition = {
+        counts = {
             k: {"files": _count(plan, k), "rows_read": n, "rows_quarantined": 0}
             for k, n in rows.items()
         }
@@ -324,32 +327,55 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
             rows_read=sum(rows.values()),
             data_files=uris,
             data_schema=schema,
-            per_partition=per_partition,
+            per_partition=counts,
             described=described,
         )
     from watermark_assets import spark as spark_adapter
 
-    spec = spark_adapter.ReadSpec(
-        source_uri=pipeline.source.uri,
-        files=plan.files,
-        file_partitions=plan.file_partitions,
-        format=pipeline.source.format.value,
-        schema_ddl=pipeline.source.schema_ddl,
-        csv_options=pipeline.source.csv_options,
-        derived_columns=pipeline.table.derived_columns,
-        partition_by=pipeline.table.partition_by,
-        ingested_at_iso=now.isoformat(),
-    )
     for table_uri in (pipeline.table.uri, pipeline.table.quarantine):
         remove_stale_staging(table_uri, now)
     data_dir = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{token}")
     quarantine_dir = storage.join(pipeline.table.quarantine, f"{STAGING_DIR}/{token}")
     if spark is None:
         raise ValueError(f"pipeline {pipeline.name!r} has files to ingest but no Spark session")
-    output = spark_adapter.stage_batch(
-        spark, spec, data_dir=data_dir, quarantine_dir=quarantine_dir
-    )
+    unreadable: list[spark_adapter.UnreadableFile] = []
+    while True:
+        # A file Spark cannot read at all fails the whole job: set it aside and read the others
+        # again (each costs one more pass; a batch has few). It is quarantined as a file below.
+        skipped = {u.path for u in unreadable}
+        spec = _read_spec(pipeline, [p for p in plan.files if p not in skipped], plan, now)
+        try:
+            output = _stage_readable(spark, spec, pipeline, data_dir, quarantine_dir)
+            break
+        except Exception as exc:
+            found = spark_adapter.unreadable_file(exc, spec)
+            if found is None:
+                raise
+            unreadable.append(found)
+            _remove_tree(data_dir)
+            _remove_tree(quarantine_dir)
+            if len(unreadable) > MAX_UNREADABLE_FILES:
+                raise UnreadableFilesError(
+                    pipeline.name,
+                    tuple(u.path for u in unreadable),
+                    f"more than {MAX_UNREADABLE_FILES} in one batch (each costs a pass over the "
+                    "batch)",
+                    "check the producer, then move the broken files out of the source folder or "
+                    "request the rest in smaller batches",
+                ) from exc
+    if unreadable:
+        _write_unreadable_records(unreadable, plan, pipeline, quarantine_dir, now)
     crash_point("after_data_written")
+    per_partition: dict[str, dict[str, int]] = {
+        k: {"files": _count(plan, k), **v} for k, v in output.per_partition.items()
+    }
+    for item in unreadable:
+        tally = per_partition.setdefault(
+            plan.file_partitions[item.path],
+            {"files": _count(plan, plan.file_partitions[item.path]), "rows_read": 0},
+        )
+        tally["files_quarantined"] = tally.get("files_quarantined", 0) + 1
+    quarantine_files = _list_parquet(quarantine_dir) if output.quarantine_dir or unreadable else ()
     return StagedBatch(
         plan=plan,
         token=token,
@@ -358,10 +384,89 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
         data_files=_list_parquet(output.data_dir) if output.data_dir else (),
         data_root=output.data_dir,
         data_schema=output.data_schema,
-        quarantine_files=_list_parquet(output.quarantine_dir) if output.quarantine_dir else (),
-        quarantine_root=output.quarantine_dir,
-        per_partition={k: {"files": _count(plan, k), **v} for k, v in output.per_partition.items()},
+        quarantine_files=quarantine_files,
+        quarantine_root=quarantine_dir if quarantine_files else None,
+        files_quarantined=len(unreadable),
+        per_partition=per_partition,
     )
+
+
+#: Unreadable files one batch may set aside (each costs one more Spark pass); more fail the run.
+MAX_UNREADABLE_FILES = 10
+
+
+def _read_spec(
+    pipeline: IngestPipelineConfig, files: Sequence[str], plan: BatchPlan, now: datetime
+) -> ReadSpec:
+    from watermark_assets.spark import ReadSpec
+
+    return ReadSpec(
+        source_uri=pipeline.source.uri,
+        files=tuple(files),
+        file_partitions={p: plan.file_partitions[p] for p in files},
+        format=pipeline.source.format.value,
+        schema_ddl=pipeline.source.schema_ddl,
+        csv_options=pipeline.source.csv_options,
+        derived_columns=pipeline.table.derived_columns,
+        partition_by=pipeline.table.partition_by,
+        ingested_at_iso=now.isoformat(),
+    )
+
+
+def _stage_readable(
+    spark: SparkSession,
+    spec: ReadSpec,
+    pipeline: IngestPipelineConfig,
+    data_dir: str,
+    quarantine_dir: str,
+) -> StagedOutput:
+    """Spark's pass over the readable files; with none left, an empty output (see below)."""
+    from watermark_assets import spark as spark_adapter
+
+    if spec.files or spec.schema_ddl is not None:  # no files: Spark reads the schema's empty batch
+        return spark_adapter.stage_batch(
+            spark, spec, data_dir=data_dir, quarantine_dir=quarantine_dir
+        )
+    # Parquet without a configured schema and no readable file: the commit takes the table's
+    # schema; a table that does not exist yet has none to take.
+    if DeltaCommitter(pipeline.table.uri).current_version() is None:
+        raise UnreadableFilesError(
+            pipeline.name,
+            tuple(spec.file_partitions),
+            "every file of the pipeline's first batch is unreadable, so the table's schema is "
+            "unknown",
+            "fix or remove them, or let a readable file land first",
+        )
+    empty = pa.schema([])
+    return spark_adapter.StagedOutput(0, 0, {}, None, None, empty, spark_adapter.QUARANTINE_SCHEMA)
+
+
+def _write_unreadable_records(
+    unreadable: Sequence[UnreadableFile],
+    plan: BatchPlan,
+    pipeline: IngestPipelineConfig,
+    quarantine_dir: str,
+    now: datetime,
+) -> None:
+    """One quarantine record per unreadable file (path, error, size), staged beside Spark's."""
+    from watermark_assets import spark as spark_adapter
+
+    fs, root = storage.filesystem(pipeline.source.uri)
+    records = pa.Table.from_pylist(
+        [
+            {
+                spark_adapter.SOURCE_FILE_COLUMN: item.path,
+                spark_adapter.INGESTED_AT_COLUMN: now,
+                spark_adapter.PARTITION_KEY_COLUMN: plan.file_partitions[item.path],
+                "raw_record": None,
+                "error": item.error,
+                "file_size": fs.size(f"{root.rstrip('/')}/{item.path}"),
+            }
+            for item in unreadable
+        ],
+        schema=spark_adapter.QUARANTINE_SCHEMA,
+    )
+    storage.write_parquet(storage.join(quarantine_dir, "unreadable-files.parquet"), records)
 
 
 def remove_stale_staging(table_uri: str, now: datetime) -> list[str]:

@@ -13,9 +13,10 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 
@@ -146,7 +147,8 @@ def _lineage(spec: ReadSpec) -> list[Column]:
     return [
         relative.alias(SOURCE_FILE_COLUMN),
         F.lit(spec.ingested_at_iso).cast("timestamp").alias(INGESTED_AT_COLUMN),
-        F.element_at(partitions, relative).alias(PARTITION_KEY_COLUMN),
+        # cast: a batch whose every file was set aside has an empty map (type void)
+        F.element_at(partitions, relative).cast("string").alias(PARTITION_KEY_COLUMN),
     ]
 
 
@@ -256,6 +258,8 @@ QUARANTINE_SCHEMA = pa.schema(
         pa.field(PARTITION_KEY_COLUMN, pa.string()),
         pa.field("raw_record", pa.string()),
         pa.field("error", pa.string()),
+        #: a file quarantined whole (unreadable): its size in bytes; NULL for a malformed record
+        pa.field("file_size", pa.int64()),
     ]
 )
 
@@ -270,4 +274,78 @@ def _quarantine_frame(frame: DataFrame, spec: ReadSpec) -> DataFrame:
         F.col(PARTITION_KEY_COLUMN),
         F.col(CORRUPT_RECORD_COLUMN).alias("raw_record"),
         F.lit(reason).alias("error"),
+        F.lit(None).cast("bigint").alias("file_size"),
     )
+
+
+@dataclass(frozen=True)
+class UnreadableFile:
+    """A landing file Spark could not read at all: not gzip, truncated, no Parquet footer."""
+
+    path: str  # relative to the source root
+    error: str  # Spark's error condition and the root cause, e.g. "... not a gzip file"
+
+
+#: Spark's conditions for a file that exists but cannot be read. FAILED_READ_FILE.FILE_NOT_EXIST
+#: (a file removed after the listing) is not one: that run fails and the next one plans again.
+_UNREADABLE_CONDITION = "FAILED_READ_FILE"
+_VANISHED_CONDITION = "FAILED_READ_FILE.FILE_NOT_EXIST"
+
+
+def unreadable_file(error: BaseException, spec: ReadSpec) -> UnreadableFile | None:
+    """The file of ``spec`` that a failed Spark job names as unreadable, or None.
+
+    None when the failure is anything else (a vanished file, a full disk, a lost executor) or
+    names no file of the batch (or, being ambiguous, more than one): the caller re-raises. Spark
+    reports the path in its error's message parameters, URL-encoded or not depending on the
+    reader, so both readings are matched against the batch's exact paths.
+    """
+    for condition, parameters, cause in _spark_errors(error):
+        if not condition.startswith(_UNREADABLE_CONDITION) or condition == _VANISHED_CONDITION:
+            continue
+        reported = parameters.get("path")
+        if not reported:
+            continue
+        readings = {_without_scheme(reported), _without_scheme(unquote(reported))}
+        matches = [
+            path
+            for path in spec.files
+            if _without_scheme(spark_path(f"{spec.source_uri.rstrip('/')}/{path}")) in readings
+        ]
+        if len(matches) == 1:
+            return UnreadableFile(matches[0], f"{condition}: {cause}")
+    return None
+
+
+def _spark_errors(error: BaseException) -> Iterator[tuple[str, Mapping[str, str], str]]:
+    """(condition, message parameters, root cause) of each Spark error in ``error``'s chain.
+
+    Classic PySpark raises a Py4JJavaError around the JVM's exception (walked through its causes);
+    Spark Connect raises PySpark's own exceptions, which carry the same two accessors.
+    """
+    java = getattr(error, "java_exception", None)
+    if java is None:
+        get_condition = getattr(error, "getCondition", None)
+        condition = get_condition() if callable(get_condition) else None
+        if condition:
+            yield condition, dict(error.getMessageParameters() or {}), str(error)  # type: ignore[attr-defined]
+        return
+    chain: list[Any] = []
+    while java is not None and len(chain) < 20:
+        chain.append(java)
+        java = java.getCause()
+    cause = str(chain[-1].toString())
+    for throwable in chain:
+        try:
+            condition = throwable.getCondition()
+        except Exception:  # not a SparkThrowable
+            continue
+        if condition:
+            yield str(condition), dict(throwable.getMessageParameters()), cause
+
+
+def _without_scheme(path: str) -> str:
+    """``file:///a/b``, ``file:/a/b`` and ``/a/b`` as ``/a/b``; other schemes unchanged."""
+    if path.startswith("file:"):
+        return "/" + path.removeprefix("file:").lstrip("/")
+    return path

@@ -196,6 +196,14 @@ def parquet_schema(uri: str) -> pa.Schema:
         return schema
 
 
+def write_parquet(uri: str, table: pa.Table) -> None:
+    """Write ``table`` as one Parquet file at ``uri`` (its folder made if missing)."""
+    fs, path = filesystem(uri)
+    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    with fs.open(path, "wb") as handle:
+        pq.write_table(table, handle)
+
+
 def exists(uri: str) -> bool:
     fs, path = filesystem(uri)
     return bool(fs.exists(path))

@@ -50,6 +50,7 @@ def batch_metadata(
         "files/added": MetadataValue.int(len(staged.plan.added)),
         "rows/read": MetadataValue.int(staged.rows_read),
         "rows/quarantined": MetadataValue.int(staged.rows_quarantined),
+        "files/quarantined": MetadataValue.int(staged.files_quarantined),
         "rows/committed": MetadataValue.int(result.rows_committed),
         "delta/version": MetadataValue.int(outcome.version)
         if outcome.version is not None
@@ -82,6 +83,9 @@ def partition_metadata(result: BatchResult) -> Mapping[str, dict[str, Any]]:
             "partition/files": MetadataValue.int(len(files)),
             "partition/rows_read": MetadataValue.int(int(counts.get("rows_read", 0))),
             "partition/rows_quarantined": MetadataValue.int(int(counts.get("rows_quarantined", 0))),
+            "partition/files_quarantined": MetadataValue.int(
+                int(counts.get("files_quarantined", 0))
+            ),
             "partition/first_file": _text(files[0] if files else None),
             "partition/last_file": _text(files[-1] if files else None),
             "watermark/partitions_before": MetadataValue.json(before),
@@ -101,6 +105,7 @@ def summary_line(result: BatchResult) -> str:
             "files": len(staged.plan.files),
             "rows_read": staged.rows_read,
             "rows_quarantined": staged.rows_quarantined,
+            "files_quarantined": staged.files_quarantined,
             "rows_committed": result.rows_committed,
             "delta_version": result.outcome.version,
         }
