@@ -705,10 +705,8 @@ def test_re_running_a_partition_twice_leaves_the_table_unchanged(world: World, r
 # --- the commit pipeline kind: Parquet files another writer puts under the table ----------------
 
 
-def test_the_commit_pipeline_adds_another_writers_parquet_files_through_the_same_loop(
-    tmp_path: Path,
-) -> None:
-    table = tmp_path / "delta" / "clicks"
+def clicks_loop(table: Path) -> SensorLoop:
+    """A commit pipeline over ``table``: another writer's Parquet files, committed in place."""
     clicks = {
         "name": "clicks",
         "kind": "commit",
@@ -718,7 +716,14 @@ def test_the_commit_pipeline_adds_another_writers_parquet_files_through_the_same
         "checkpoint": {"interval_files": 1, "interval_secs": 0},
     }
     defs = build_definitions(project_config(clicks), clock=lambda: FROZEN_NOW)
-    loop = SensorLoop(defs, DagsterInstance.ephemeral(), pipeline="clicks")
+    return SensorLoop(defs, DagsterInstance.ephemeral(), pipeline="clicks")
+
+
+def test_the_commit_pipeline_adds_another_writers_parquet_files_through_the_same_loop(
+    tmp_path: Path,
+) -> None:
+    table = tmp_path / "delta" / "clicks"
+    loop = clicks_loop(table)
     writer = ClickWriter(table)
     day28 = [writer.add(hour(28, 1)), writer.add(hour(28, 5))]
     day29 = [writer.add(hour(29, 2), rows=3)]
@@ -743,6 +748,33 @@ def test_the_commit_pipeline_adds_another_writers_parquet_files_through_the_same
     duck = duckdb.execute(f"SELECT click_id FROM read_parquet({uris!r})").fetchall()
     assert sorted(row[0] for row in duck) == ids
     assert loop.metadata("2024-01-29")["partition/last_file"] == later
+
+
+def test_the_commit_pipeline_quarantines_a_truncated_parquet_file_and_commits_the_others(
+    tmp_path: Path,
+) -> None:
+    table = tmp_path / "delta" / "clicks"
+    loop = clicks_loop(table)
+    writer = ClickWriter(table)
+    day28 = [writer.add(hour(28, 1)), writer.add(hour(28, 5))]
+    lost_ids = list(writer.ids[-4:])  # the second file's rows
+    day28.append(writer.add(hour(28, 9)))
+    broken = table / day28[1]
+    content = broken.read_bytes()[:100]
+    broken.write_bytes(content)
+    good_ids = [i for i in writer.ids if i not in lost_ids]
+
+    loop.run_all(loop.tick().run_requests)
+
+    assert table_files(table) == [day28[0], day28[2]], "the truncated file is not in the log"
+    assert sorted(pl.read_delta(str(table)).get_column("click_id").to_list()) == good_ids
+    [record] = (
+        DeltaTable(str(tmp_path / "delta" / "clicks_quarantine")).to_pyarrow_table().to_pylist()
+    )
+    assert (record["_source_file"], record["file_size"]) == (day28[1], len(content))
+    assert record["error"].startswith("not a readable Parquet file"), record["error"]
+    assert loop.metadata("2024-01-28")["files/quarantined"] == 1
+    assert (loop.tick().skip_message or "").startswith("Idle:"), "the watermark passed it"
 
 
 # --- the code location as the Dagster CLI loads it ----------------------------------------------

@@ -36,7 +36,11 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from watermark_assets.exceptions import DeltaCommitError, DeltaPartitionPathError
+from watermark_assets.exceptions import (
+    DeltaCommitError,
+    DeltaPartitionPathError,
+    UnreadableDataFileError,
+)
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 """The directory value Hive, Spark and delta-rs write for a null partition value."""
@@ -98,11 +102,7 @@ def describe_data_files(
                 table_uri=table_uri,
             ) from exc
         except (OSError, pa.ArrowInvalid) as exc:
-            raise DeltaCommitError(
-                f"data file {path!r} under table {table_uri!r} is not a readable Parquet file "
-                f"({exc}); only Parquet files can be added to a Delta table",
-                table_uri=table_uri,
-            ) from exc
+            raise UnreadableDataFileError(path, str(exc), table_uri=table_uri) from exc
         partition_values = partition_values_of(table_uri, path, partition_by)
         described.append(
             DataFile(

@@ -118,6 +118,19 @@ class DeltaCommitError(WatermarkAssetsError):
         self.table_uri = table_uri
 
 
+class UnreadableDataFileError(DeltaCommitError):
+    """A file to add to a Delta table is not a readable Parquet file (no footer, truncated)."""
+
+    def __init__(self, path: str, reason: str, *, table_uri: str) -> None:
+        super().__init__(
+            f"data file {path!r} under table {table_uri!r} is not a readable Parquet file "
+            f"({reason}); only Parquet files can be added to a Delta table",
+            table_uri=table_uri,
+        )
+        self.path = path
+        self.reason = reason
+
+
 class JavaNotFoundError(WatermarkAssetsError):
     """Spark needs Java 17 or newer and none was found."""
 

@@ -50,6 +50,7 @@ from watermark_assets.exceptions import (
     DeltaCommitError,
     RequestedFileError,
     SourceFileMissingError,
+    UnreadableDataFileError,
     UnreadableFilesError,
 )
 from watermark_assets.state_store import (
@@ -68,7 +69,7 @@ from watermark_assets.state_store import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from watermark_assets.spark import ReadSpec, StagedOutput, UnreadableFile
+    from watermark_assets.spark import ReadSpec, UnreadableFile
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
@@ -298,54 +299,101 @@ def _list_parquet(uri: str) -> tuple[str, ...]:
 
 
 def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -> StagedBatch:
-    """Make the batch's data files: Spark for an ingest pipeline, nothing to do for a commit one."""
+    """Make the batch's data files: Spark for an ingest pipeline, nothing to do for a commit one.
+
+    A landing file that cannot be read at all (not gzip, truncated, no Parquet footer) is set
+    aside and staged as one quarantine record (path, error, size): the rest of the batch commits,
+    and the commit that passes the file with the watermark is the one that records it.
+    """
     pipeline = plan.request.pipeline
     token = f"{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
     if not plan.files:
         return StagedBatch(plan=plan, token=token)
-    if isinstance(pipeline, CommitPipelineConfig):
-        # The other writer's files are committed where they are: read each footer once, here.
-        described = tuple(
-            describe_data_files(
-                pipeline.table.uri,
-                _relative_to_table(pipeline, plan.files),
-                pipeline.table.partition_by,
-            )
-        )
-        rows = Counter[str]()
-        for path, data_file in zip(plan.files, described):
-            rows[plan.file_partitions[path]] += data_file.num_records
-        uris = tuple(storage.join(pipeline.source.uri, p) for p in plan.files)
-        schema = _parquet_schema(uris[0], pipeline.table.partition_by)
-        counts = {
-            k: {"files": _count(plan, k), "rows_read": n, "rows_quarantined": 0}
-            for k, n in rows.items()
-        }
-        return StagedBatch(
-            plan=plan,
-            token=token,
-            rows_read=sum(rows.values()),
-            data_files=uris,
-            data_schema=schema,
-            per_partition=counts,
-            described=described,
-        )
-    from watermark_assets import spark as spark_adapter
-
     for table_uri in (pipeline.table.uri, pipeline.table.quarantine):
         remove_stale_staging(table_uri, now)
-    data_dir = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{token}")
     quarantine_dir = storage.join(pipeline.table.quarantine, f"{STAGING_DIR}/{token}")
-    if spark is None:
-        raise ValueError(f"pipeline {pipeline.name!r} has files to ingest but no Spark session")
+    if isinstance(pipeline, CommitPipelineConfig):
+        staged, unreadable = _stage_in_place(plan, pipeline, token)
+    else:
+        if spark is None:
+            raise ValueError(f"pipeline {pipeline.name!r} has files to ingest but no Spark session")
+        staged, unreadable = _stage_with_spark(plan, pipeline, spark, token, quarantine_dir, now)
+    if unreadable:
+        staged = _quarantine_unreadable(staged, unreadable, quarantine_dir, now)
+    if not isinstance(pipeline, CommitPipelineConfig):
+        crash_point("after_data_written")
+    return staged
+
+
+def _stage_in_place(
+    plan: BatchPlan, pipeline: CommitPipelineConfig, token: str
+) -> tuple[StagedBatch, list[UnreadableFile]]:
+    """The other writer's files are committed where they are: read each footer once, here."""
+    from watermark_assets.spark import UnreadableFile
+
+    described: list[DataFile] = []
+    unreadable: list[UnreadableFile] = []
+    for path, relative in zip(plan.files, _relative_to_table(pipeline, plan.files)):
+        try:
+            described.extend(
+                describe_data_files(pipeline.table.uri, [relative], pipeline.table.partition_by)
+            )
+        except UnreadableDataFileError as exc:
+            unreadable.append(UnreadableFile(path, f"not a readable Parquet file: {exc.reason}"))
+    aside = {u.path for u in unreadable}
+    readable = [p for p in plan.files if p not in aside]
+    rows = Counter[str]()
+    for path, data_file in zip(readable, described):
+        rows[plan.file_partitions[path]] += data_file.num_records
+    uris = tuple(storage.join(pipeline.source.uri, p) for p in readable)
+    schema = (
+        _parquet_schema(uris[0], pipeline.table.partition_by)
+        if uris
+        else _known_table_schema(pipeline, unreadable)
+    )
+    counts = {
+        k: {"files": _count(plan, k), "rows_read": n, "rows_quarantined": 0}
+        for k, n in rows.items()
+    }
+    staged = StagedBatch(
+        plan=plan,
+        token=token,
+        rows_read=sum(rows.values()),
+        data_files=uris,
+        data_schema=schema,
+        per_partition=counts,
+        described=tuple(described),
+    )
+    return staged, unreadable
+
+
+def _stage_with_spark(
+    plan: BatchPlan,
+    pipeline: IngestPipelineConfig,
+    spark: SparkSession,
+    token: str,
+    quarantine_dir: str,
+    now: datetime,
+) -> tuple[StagedBatch, list[UnreadableFile]]:
+    """Spark's pass over the batch; a file Spark cannot read is set aside and the pass redone."""
+    from watermark_assets import spark as spark_adapter
+
+    data_dir = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{token}")
     unreadable: list[spark_adapter.UnreadableFile] = []
     while True:
         # A file Spark cannot read at all fails the whole job: set it aside and read the others
-        # again (each costs one more pass; a batch has few). It is quarantined as a file below.
-        skipped = {u.path for u in unreadable}
-        spec = _read_spec(pipeline, [p for p in plan.files if p not in skipped], plan, now)
+        # again (each costs one more pass; a batch has few).
+        aside = {u.path for u in unreadable}
+        spec = _read_spec(pipeline, [p for p in plan.files if p not in aside], plan, now)
         try:
-            output = _stage_readable(spark, spec, pipeline, data_dir, quarantine_dir)
+            if spec.files or spec.schema_ddl is not None:  # no files: the schema's empty batch
+                output = spark_adapter.stage_batch(
+                    spark, spec, data_dir=data_dir, quarantine_dir=quarantine_dir
+                )
+            else:  # Parquet without a configured schema, and no file left to read
+                empty = pa.schema([])
+                schema = _known_table_schema(pipeline, unreadable)
+                output = spark_adapter.StagedOutput(0, 0, {}, None, None, schema, empty)
             break
         except Exception as exc:
             found = spark_adapter.unreadable_file(exc, spec)
@@ -363,20 +411,7 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
                     "check the producer, then move the broken files out of the source folder or "
                     "request the rest in smaller batches",
                 ) from exc
-    if unreadable:
-        _write_unreadable_records(unreadable, plan, pipeline, quarantine_dir, now)
-    crash_point("after_data_written")
-    per_partition: dict[str, dict[str, int]] = {
-        k: {"files": _count(plan, k), **v} for k, v in output.per_partition.items()
-    }
-    for item in unreadable:
-        tally = per_partition.setdefault(
-            plan.file_partitions[item.path],
-            {"files": _count(plan, plan.file_partitions[item.path]), "rows_read": 0},
-        )
-        tally["files_quarantined"] = tally.get("files_quarantined", 0) + 1
-    quarantine_files = _list_parquet(quarantine_dir) if output.quarantine_dir or unreadable else ()
-    return StagedBatch(
+    staged = StagedBatch(
         plan=plan,
         token=token,
         rows_read=output.rows_read,
@@ -384,11 +419,11 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
         data_files=_list_parquet(output.data_dir) if output.data_dir else (),
         data_root=output.data_dir,
         data_schema=output.data_schema,
-        quarantine_files=quarantine_files,
-        quarantine_root=quarantine_dir if quarantine_files else None,
-        files_quarantined=len(unreadable),
-        per_partition=per_partition,
+        quarantine_files=_list_parquet(quarantine_dir) if output.quarantine_dir else (),
+        quarantine_root=output.quarantine_dir,
+        per_partition={k: {"files": _count(plan, k), **v} for k, v in output.per_partition.items()},
     )
+    return staged, unreadable
 
 
 #: Unreadable files one batch may set aside (each costs one more Spark pass); more fail the run.
@@ -413,45 +448,48 @@ def _read_spec(
     )
 
 
-def _stage_readable(
-    spark: SparkSession,
-    spec: ReadSpec,
-    pipeline: IngestPipelineConfig,
-    data_dir: str,
-    quarantine_dir: str,
-) -> StagedOutput:
-    """Spark's pass over the readable files; with none left, an empty output (see below)."""
-    from watermark_assets import spark as spark_adapter
-
-    if spec.files or spec.schema_ddl is not None:  # no files: Spark reads the schema's empty batch
-        return spark_adapter.stage_batch(
-            spark, spec, data_dir=data_dir, quarantine_dir=quarantine_dir
-        )
-    # Parquet without a configured schema and no readable file: the commit takes the table's
-    # schema; a table that does not exist yet has none to take.
+def _known_table_schema(pipeline: Pipeline, unreadable: Sequence[UnreadableFile]) -> pa.Schema:
+    """An empty schema ("the table's") for a batch with no readable file; none to take from a
+    table that does not exist yet."""
     if DeltaCommitter(pipeline.table.uri).current_version() is None:
         raise UnreadableFilesError(
             pipeline.name,
-            tuple(spec.file_partitions),
+            tuple(u.path for u in unreadable),
             "every file of the pipeline's first batch is unreadable, so the table's schema is "
             "unknown",
             "fix or remove them, or let a readable file land first",
         )
-    empty = pa.schema([])
-    return spark_adapter.StagedOutput(0, 0, {}, None, None, empty, spark_adapter.QUARANTINE_SCHEMA)
+    return pa.schema([])
+
+
+def _quarantine_unreadable(
+    staged: StagedBatch, unreadable: Sequence[UnreadableFile], quarantine_dir: str, now: datetime
+) -> StagedBatch:
+    """``staged`` with one quarantine record per unreadable file (path, error, size) staged
+    beside Spark's, counted per Dagster partition."""
+    plan = staged.plan
+    _write_unreadable_records(unreadable, plan, quarantine_dir, now)
+    per_partition = {k: dict(v) for k, v in staged.per_partition.items()}
+    for item in unreadable:
+        key = plan.file_partitions[item.path]
+        tally = per_partition.setdefault(key, {"files": _count(plan, key), "rows_read": 0})
+        tally["files_quarantined"] = tally.get("files_quarantined", 0) + 1
+    return replace(
+        staged,
+        quarantine_files=_list_parquet(quarantine_dir),
+        quarantine_root=quarantine_dir,
+        files_quarantined=len(unreadable),
+        per_partition=per_partition,
+    )
 
 
 def _write_unreadable_records(
-    unreadable: Sequence[UnreadableFile],
-    plan: BatchPlan,
-    pipeline: IngestPipelineConfig,
-    quarantine_dir: str,
-    now: datetime,
+    unreadable: Sequence[UnreadableFile], plan: BatchPlan, quarantine_dir: str, now: datetime
 ) -> None:
     """One quarantine record per unreadable file (path, error, size), staged beside Spark's."""
     from watermark_assets import spark as spark_adapter
 
-    fs, root = storage.filesystem(pipeline.source.uri)
+    fs, root = storage.filesystem(plan.request.pipeline.source.uri)
     records = pa.Table.from_pylist(
         [
             {
