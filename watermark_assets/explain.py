@@ -222,12 +222,12 @@ def rows_in_table(pipeline: Pipeline, paths: Iterable[str]) -> dict[str, int]:
             if source is not None:
                 counts[source] += int(action.get("num_records") or 0)
         return counts
-    import pyarrow.dataset as ds
+    import pyarrow.compute as pc
 
-    dataset = table.to_pyarrow_dataset()
-    found = dataset.to_table(
-        columns=["_source_file"], filter=ds.field("_source_file").isin(wanted)
-    ).column("_source_file")
+    # Filtered in Arrow, not in the scan: the scan prunes files by the add actions' min/max
+    # statistics, which delta-rs truncates for long strings (a filter on a path finds nothing).
+    column = table.to_pyarrow_table(columns=["_source_file"]).column("_source_file")
+    found = column.filter(pc.is_in(column, value_set=pa.array(wanted, column.type)))
     counts.update(Counter(str(value) for value in found.to_pylist()))
     return counts
 
