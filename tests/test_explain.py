@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 import yaml
-from _landing import FROZEN_NOW, MALFORMED_LINES, Landing, hour
+from _landing import FROZEN_NOW, MALFORMED_LINES, ClickWriter, Landing, hour
 from _sensor_loop import SensorLoop
 from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config
 from dagster import DagsterInstance
 
 from watermark_assets.cli import main
-from watermark_assets.config import IngestPipelineConfig
+from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.explain import (
@@ -40,7 +40,7 @@ from watermark_assets.explain import (
 class Scene:
     """A pipeline after ingestion, its config file and the paths that landed, by role."""
 
-    pipeline: IngestPipelineConfig
+    pipeline: IngestPipelineConfig | CommitPipelineConfig
     config_file: Path
     paths: dict[str, str]
     instance: DagsterInstance | None = None
@@ -117,11 +117,55 @@ def build_cold_start(folder: Path) -> Scene:
     return Scene(pipeline, write_config(folder, document), {"before lookback": old})
 
 
+def build_without_late_window(folder: Path) -> Scene:
+    """late_arrival_days: null; the 28th ingested, then a first file lands on the 27th."""
+    document = pipeline_yaml(folder, source={"late_arrival_days": None})
+    config = project_config(document)
+    pipeline = config.pipeline("events")
+    loop = SensorLoop(
+        build_definitions(config, clock=lambda: FROZEN_NOW), DagsterInstance.ephemeral()
+    )
+    landing = Landing(folder / "landing")
+    landing.add(hour(28, 10))
+    loop.run_all(loop.tick().run_requests)
+    late = landing.add(hour(27, 10))
+    return Scene(pipeline, write_config(folder, document), {"new older partition": late})
+
+
+def build_commit_pipeline(folder: Path) -> Scene:
+    """A commit pipeline: another writer's Parquet files, added to the table in place."""
+    table = folder / "delta" / "clicks"
+    document = {
+        "name": "clicks",
+        "kind": "commit",
+        "source": {"uri": str(table), "format": "parquet", "partition_template": "date=%Y-%m-%d"},
+        "table": {"uri": str(table), "partition_by": ["date"]},
+        "checkpoint": {"interval_files": 1, "interval_secs": 0},
+    }
+    config = project_config(document)
+    loop = SensorLoop(
+        build_definitions(config, clock=lambda: FROZEN_NOW),
+        DagsterInstance.ephemeral(),
+        pipeline="clicks",
+    )
+    writer = ClickWriter(table)
+    committed = writer.add(hour(28, 1), rows=5)
+    loop.run_all(loop.tick().run_requests)
+    return Scene(
+        config.pipeline("clicks"),
+        write_config(folder, document),
+        {"committed parquet": committed},
+        loop.instance,
+    )
+
+
 @pytest.fixture(scope="module")
 def scenes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Scene]:
     return {
         "ingested": build_ingested(tmp_path_factory.mktemp("ingested")),
         "cold start": build_cold_start(tmp_path_factory.mktemp("cold")),
+        "no late window": build_without_late_window(tmp_path_factory.mktemp("null")),
+        "commit pipeline": build_commit_pipeline(tmp_path_factory.mktemp("clicks")),
     }
 
 
@@ -134,6 +178,14 @@ CASES = [
         {"rows": 3, "partition_keys": ["2024-01-28"]},
         "ingested in Delta version",
         id="a committed file is ingested, with its Delta version, run and rows",
+    ),
+    pytest.param(
+        "commit pipeline",
+        "committed parquet",
+        Verdict.INGESTED,
+        {"rows": 5, "partition_keys": ["2024-01-28"]},
+        "5 rows in the table",
+        id="a commit pipeline's Parquet file counts its rows from its add action",
     ),
     pytest.param(
         "ingested",
@@ -174,6 +226,14 @@ CASES = [
         {"partition_key": "2024-01-20", "late_arrival_days": 1},
         "Backfill partition 2024-01-20",
         id="a late file in a partition older than the late-arrival window waits for a backfill",
+    ),
+    pytest.param(
+        "no late window",
+        "new older partition",
+        Verdict.LATE_PARTITION_CLOSED,
+        {"partition_key": "2024-01-27", "late_arrival_days": None, "listing_horizon": None},
+        "the sensor never lists it and no sweep reports it",
+        id="without a late-arrival window a new partition older than the newest is never listed",
     ),
     pytest.param(
         "cold start",
@@ -320,7 +380,7 @@ def test_the_listing_caps_the_names_per_verdict(tmp_path: Path) -> None:
         explain_all(gather_evidence(pipeline, partition_of, now=FROZEN_NOW)), limit=2
     )
 
-    assert lines[0].startswith("events: 5 landing files in ")
+    assert lines[0].startswith("events: 5 files in ")
     assert lines[0].endswith("0 ingested, 5 not ingested")
     assert lines[1:] == [
         "pending: 5 files",

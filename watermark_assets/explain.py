@@ -469,21 +469,23 @@ def _by_watermark(evidence: Evidence, path: str) -> Explanation:
         )
     newest = split_path(evidence.state.watermark.value)[0]
     if evidence.horizon is None:
-        window = (
+        # No late-arrival window: the listing's floor is the newest partition processed, and it
+        # only goes below it into partitions that have a watermark; no sweep looks there.
+        why = (
             f"it has no watermark and lies below the newest partition processed ({newest}); with "
-            "late_arrival_days: null the listing only goes back to partitions it processed"
+            "late_arrival_days: null the listing only goes back into partitions it processed, so "
+            "the sensor never lists it and no sweep reports it"
         )
     else:
-        window = (
+        why = (
             f"its landing partition lies below the listing horizon {evidence.horizon} "
             f"(late_arrival_days={source.late_arrival_days} before the newest partition "
-            f"processed, {newest})"
+            f"processed, {newest}): the sensor no longer lists it, its sweep reports it"
         )
     return Explanation(
         path=path,
         verdict=Verdict.LATE_PARTITION_CLOSED,
-        reason=f"{window}: the sensor no longer lists it (its sweep reports it). Backfill "
-        f"partition {key} to ingest it",
+        reason=f"{why}. Backfill partition {key} to ingest it",
         facts={**facts, "late_arrival_days": source.late_arrival_days, "newest_partition": newest},
     )
 
@@ -551,16 +553,20 @@ def listing_lines(listing: Listing, *, limit: int | None) -> list[str]:
     """The human listing: a summary line, then per verdict its count and one line per file
     (at most ``limit`` per verdict, then "... and N more")."""
     lines = [
-        f"{listing.pipeline}: {listing.landing_files} landing files in {listing.source}, "
+        f"{listing.pipeline}: {_files(listing.landing_files)} in {listing.source}, "
         f"{listing.ingested} ingested, {listing.not_ingested} not ingested"
     ]
     for verdict, found in listing.groups.items():
-        lines.append(f"{verdict.value}: {len(found)} files")
+        lines.append(f"{verdict.value}: {_files(len(found))}")
         shown = found if limit is None else found[:limit]
         lines.extend(f"  {e.path}: {e.reason}" for e in shown)
         if len(found) > len(shown):
             lines.append(f"  ... and {len(found) - len(shown)} more")
     return lines
+
+
+def _files(count: int) -> str:
+    return f"{count} file" if count == 1 else f"{count} files"
 
 
 def listing_json(listing: Listing, *, limit: int | None) -> dict[str, Any]:
