@@ -176,7 +176,7 @@ CASES = [
         "ingested",
         Verdict.INGESTED,
         {"rows": 3, "partition_keys": ["2024-01-28"]},
-        "ingested in Delta version",
+        "committed in Delta version",
         id="a committed file is ingested, with its Delta version, run and rows",
     ),
     pytest.param(
@@ -279,8 +279,8 @@ CASES = [
         "ingested",
         "unsortable",
         Verdict.UNSORTABLE_NAME,
-        {"file_name_ordering": "auto"},
-        "sortable identifier",
+        {"file_name_ordering": "auto", "blocks_sensor": True},
+        "every sensor tick of the pipeline fails on it",
         id="a name without a sortable prefix is refused",
     ),
     pytest.param(

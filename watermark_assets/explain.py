@@ -295,13 +295,22 @@ def _unsortable(evidence: Evidence, path: str) -> Explanation | None:
     try:
         check_sortable(path, ordering)
     except UnsortableFileNameError:
+        # the listing checks the names it returns: one above the watermark fails every tick
+        blocks = evidence.plan.accepts(path)
+        effect = (
+            "every sensor tick of the pipeline fails on it (UnsortableFileNameError) while it is "
+            "there"
+            if blocks
+            else "the sensor would refuse it"
+        )
         return Explanation(
             path=path,
             verdict=Verdict.UNSORTABLE_NAME,
             reason=f"its name does not start with a sortable identifier (file_name_ordering: "
-            f"{ordering.value}), so a watermark cannot order it and the sensor refuses it: land it "
-            "again named with a Unix-timestamp, UUIDv7 or ISO 8601 prefix above the watermark",
-            facts={"file_name_ordering": ordering.value},
+            f"{ordering.value}), so a watermark cannot order it and {effect}: move it away and "
+            "land it again named with a Unix-timestamp, UUIDv7 or ISO 8601 prefix above the "
+            "watermark",
+            facts={"file_name_ordering": ordering.value, "blocks_sensor": blocks},
         )
     return None
 
@@ -413,7 +422,7 @@ def explain_path(
         return Explanation(
             path=path,
             verdict=Verdict.INGESTED,
-            reason=f"ingested in {_where(commits)}{counts}",
+            reason=f"committed in {_where(commits)}{counts}",
             facts=facts,
         )
     for check in NAME_CHECKS:
