@@ -26,14 +26,8 @@ from watermark_assets.cli import main
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
-from watermark_assets.explain import (
-    Evidence,
-    Verdict,
-    explain_all,
-    explain_file,
-    gather_evidence,
-    listing_lines,
-)
+from watermark_assets.explain import explain_all, explain_file, gather_evidence, listing_lines
+from watermark_assets.verdicts import Evidence, Verdict
 
 
 @dataclass
@@ -132,6 +126,29 @@ def build_without_late_window(folder: Path) -> Scene:
     return Scene(pipeline, write_config(folder, document), {"new older partition": late})
 
 
+def build_log_cleaned_up(folder: Path) -> Scene:
+    """One file ingested, then the Delta log's older commits cleaned up after a checkpoint (as
+    delta.logRetentionDuration does): the commit that names the file is gone."""
+    from deltalake import DeltaTable
+
+    document = pipeline_yaml(folder)
+    config = project_config(document)
+    loop = SensorLoop(
+        build_definitions(config, clock=lambda: FROZEN_NOW), DagsterInstance.ephemeral()
+    )
+    ingested = Landing(folder / "landing").add(hour(28, 10))
+    loop.run_all(loop.tick().run_requests)
+    table = DeltaTable(config.pipeline("events").table.uri)
+    table.alter.set_table_properties({"delta.logRetentionDuration": "interval 0 seconds"})
+    table = DeltaTable(config.pipeline("events").table.uri)
+    table.create_checkpoint()
+    table.cleanup_metadata()
+    assert not (Path(table.table_uri) / "_delta_log" / f"{0:020d}.json").exists()
+    return Scene(
+        config.pipeline("events"), write_config(folder, document), {"before the log": ingested}
+    )
+
+
 def build_commit_pipeline(folder: Path) -> Scene:
     """A commit pipeline: another writer's Parquet files, added to the table in place."""
     table = folder / "delta" / "clicks"
@@ -166,6 +183,7 @@ def scenes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Sc
         "cold start": build_cold_start(tmp_path_factory.mktemp("cold")),
         "no late window": build_without_late_window(tmp_path_factory.mktemp("null")),
         "commit pipeline": build_commit_pipeline(tmp_path_factory.mktemp("clicks")),
+        "log cleaned up": build_log_cleaned_up(tmp_path_factory.mktemp("cleaned")),
     }
 
 
@@ -186,6 +204,14 @@ CASES = [
         {"rows": 5, "partition_keys": ["2024-01-28"]},
         "5 rows in the table",
         id="a commit pipeline's Parquet file counts its rows from its add action",
+    ),
+    pytest.param(
+        "log cleaned up",
+        "before the log",
+        Verdict.INGESTED,
+        {"delta_versions": [], "committed_before_version": 1, "rows": 3},
+        "a Delta version before 1 (the oldest commit the log still holds",
+        id="a file whose commit the log no longer holds is ingested, as its rows show",
     ),
     pytest.param(
         "ingested",
