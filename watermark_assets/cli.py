@@ -3,7 +3,8 @@
 ``watermark-assets demo`` is what ``make demo`` runs: it writes the demo landing data (once), then
 for each pipeline evaluates its sensor, launches the runs it requests on the Dagster instance in
 $DAGSTER_HOME (so ``make ui`` shows them), repeats until the sensor reports nothing above the
-watermarks, and prints one summary row per pipeline.
+watermarks, and prints one summary row per pipeline. ``watermark-assets explain PIPELINE [PATH]``
+says whether a landing file was ingested (in which Delta version) or why not.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ class Quarantined:
 
 @dataclass(frozen=True, kw_only=True)
 class Evidence:
-    """Everything a verdict needs, read once per pipeline (see :func:`gather_evidence`).
+    """Everything a verdict needs, read once per pipeline (:func:`.explain.gather_evidence`).
 
     ``history``: the state's watermark merged with every commit's, so the watermark of a
     partition pruned from the state still decides. ``log_from``: the oldest version whose commit
@@ -205,7 +205,8 @@ def _outside_partitions(evidence: Evidence, path: str) -> Explanation | None:
 
 
 #: The checks of a file's name and place, in order; the first that answers decides. A new
-#: refusal (e.g. characters a reader cannot take) is one more function here, with its Verdict.
+#: refusal (e.g. characters a reader cannot take) is one more function here, placed where the
+#: listing applies it, with its own Verdict member (the enum's order is the listing's order).
 NAME_CHECKS: tuple[NameCheck, ...] = (
     _ignored,
     _unsortable,
@@ -242,7 +243,7 @@ def explain_path(
     """The verdict on ``path`` (relative to the source folder); see the module docstring.
 
     ``present``: the file is in the landing folder. ``rows``: its rows in the data table, when
-    read (:func:`rows_in_table`); without it a committed file is ``ingested`` unless it has
+    read (:func:`.explain.rows_in_table`); without it a committed file is ``ingested`` unless it has
     quarantined records and ``rows`` is 0.
     """
     commits = evidence.commits.get(path, ())
