@@ -3,7 +3,8 @@
 ``watermark-assets demo`` is what ``make demo`` runs: it writes the demo landing data (once), then
 for each pipeline evaluates its sensor, launches the runs it requests on the Dagster instance in
 $DAGSTER_HOME (so ``make ui`` shows them), repeats until the sensor reports nothing above the
-watermarks, and prints one summary row per pipeline.
+watermarks, and prints one summary row per pipeline. ``watermark-assets explain PIPELINE [PATH]``
+says whether a landing file was ingested (in which Delta version) or why not.
 """
 
 from __future__ import annotations
@@ -224,6 +225,32 @@ def run_sensors(
     return rows, failures
 
 
+def explain_command(
+    config_path: str | None, name: str, path: str | None, as_json: bool, limit: int
+) -> int:
+    """``explain PIPELINE [PATH]``: one verdict for PATH, else every file not ingested."""
+    import json
+
+    from watermark_assets import explain
+    from watermark_assets.defs.partitions import partition_mapper, partitions_definition
+
+    pipeline = load_config(config_path).pipeline(name)
+    now = system_clock()
+    partition_of = partition_mapper(partitions_definition(pipeline), system_clock)
+    evidence = explain.gather_evidence(pipeline, partition_of, now=now)
+    if path is not None:
+        answer = explain.explain_file(evidence, path)
+        print(json.dumps(explain.file_json(name, answer)) if as_json else answer.line())
+        return 0
+    listing = explain.explain_all(evidence)
+    cap = None if limit <= 0 else limit
+    if as_json:
+        print(json.dumps(explain.listing_json(listing, limit=cap)))
+    else:
+        print("\n".join(explain.listing_lines(listing, limit=cap)))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; exit status 0, 1 when runs failed, 2 for a configuration error."""
     parser = argparse.ArgumentParser(prog="watermark-assets", description=__doc__)
@@ -235,6 +262,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("run-sensors", help="evaluate the sensors and run what they request")
     commands.add_parser("summary", help="print one row per pipeline")
     commands.add_parser("demo", help="generate-demo-data, run-sensors, summary")
+    explain = commands.add_parser(
+        "explain",
+        help="why a landing file was or was not ingested; without PATH every file that was not",
+    )
+    explain.add_argument("pipeline", metavar="PIPELINE")
+    explain.add_argument(
+        "path", metavar="PATH", nargs="?", help="a landing file, relative to the source folder"
+    )
+    explain.add_argument("--json", action="store_true", help="machine-readable output")
+    explain.add_argument(
+        "--limit",
+        type=int,
+        default=20,
+        help="file names shown per verdict without PATH (default 20; 0: all)",
+    )
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -244,6 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command == "explain":
+        return explain_command(args.config, args.pipeline, args.path, args.json, args.limit)
     failures: list[FailedRun] = []
     if args.command in ("generate-demo-data", "demo"):
         print("Generating demo landing data")

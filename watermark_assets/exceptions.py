@@ -219,3 +219,16 @@ class UnreadableFilesError(WatermarkAssetsError):
         )
         self.pipeline = pipeline
         self.files = files
+
+
+class ExplainPathError(WatermarkAssetsError):
+    """``watermark-assets explain`` was given a path that cannot be a landing file's."""
+
+    def __init__(self, path: str, source_uri: str) -> None:
+        super().__init__(
+            f"path {path!r} is not a file path inside the source folder {source_uri!r}; give it "
+            "relative to that folder, as the sensor shows it (e.g. "
+            "'date=2024-01-28/1706450400-a.ndjson.gz'), without '.' or '..' parts"
+        )
+        self.path = path
+        self.source_uri = source_uri
