@@ -79,6 +79,7 @@ def build_ingested(folder: Path) -> Scene:
         "ingested": landing.add(hour(28, 10), minute=30),
         "quarantined": landing.add(hour(28, 11), rows=0, malformed=MALFORMED_LINES),
         "partly quarantined": landing.add(hour(28, 12), rows=2, malformed=MALFORMED_LINES[:1]),
+        "unreadable": landing.add_bytes(hour(28, 12), b"not gzip at all", minute=30),
         "removed": landing.add(hour(28, 13)),
     }
     for _ in range(3):
@@ -228,6 +229,14 @@ CASES = [
         {"rows": 0, "rows_quarantined": 2},
         "quarantine table",
         id="a committed file whose every record was malformed is quarantined",
+    ),
+    pytest.param(
+        "ingested",
+        "unreadable",
+        Verdict.QUARANTINED,
+        {"rows": 0, "rows_quarantined": 1},
+        "not a gzip file",
+        id="a file Spark could not read at all is quarantined whole, with Spark's error",
     ),
     pytest.param(
         "ingested",
@@ -383,7 +392,7 @@ def test_without_a_path_every_landing_file_not_ingested_is_listed_by_verdict(
 
     names = {v.value: [e.path for e in found] for v, found in listing.groups.items()}
     assert names == {
-        "quarantined": [paths["quarantined"]],
+        "quarantined": [paths["quarantined"], paths["unreadable"]],
         "pending": [paths["pending"]],
         "below-watermark": [paths["below"]],
         "late-partition-closed": [paths["late"]],
@@ -392,7 +401,7 @@ def test_without_a_path_every_landing_file_not_ingested_is_listed_by_verdict(
         "ignored": [paths["other format"]],
         "unsortable-name": [paths["unsortable"]],
     }, "hidden files are never part of a source; the removed one is not in the folder"
-    assert (listing.landing_files, listing.ingested, listing.not_ingested) == (11, 3, 8)
+    assert (listing.landing_files, listing.ingested, listing.not_ingested) == (12, 3, 9)
 
 
 def test_the_listing_caps_the_names_per_verdict(tmp_path: Path) -> None:
@@ -453,9 +462,9 @@ def test_the_command_lists_the_files_not_ingested_in_json(
     assert status == 0
     listing = json.loads(capsys.readouterr().out)
     assert {key: listing[key] for key in ("landing_files", "ingested", "not_ingested")} == {
-        "landing_files": 11,
+        "landing_files": 12,
         "ingested": 3,
-        "not_ingested": 8,
+        "not_ingested": 9,
     }
     pending = next(g for g in listing["groups"] if g["verdict"] == "pending")
     assert (pending["count"], pending["more"]) == (1, 0)
