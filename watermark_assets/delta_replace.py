@@ -83,7 +83,8 @@ REPLACE_METADATA_KEY = "watermark_assets.replace"
 
 STATS_TIMESTAMP_SLACK = timedelta(milliseconds=1) - timedelta(microseconds=1)
 """Delta writers (delta-rs, Spark) cut timestamp statistics to milliseconds: a file's maximum may be
-up to 999 microseconds above its recorded one, so that much is added before trusting it."""
+up to 999 microseconds above a recorded maximum that falls on a millisecond, so that much is added
+before trusting it (a maximum with microseconds was not cut)."""
 
 
 class Interval(str, Enum):
@@ -446,8 +447,8 @@ def _place(
         return _Place.OUTSIDE  # no rows, or only nulls: nothing in the window
     if low is None or high is None:
         return _Place.UNKNOWN
-    if pa.types.is_timestamp(column_type) and not exact:
-        high = high + STATS_TIMESTAMP_SLACK
+    if pa.types.is_timestamp(column_type) and not exact and high.microsecond % 1000 == 0:
+        high = high + STATS_TIMESTAMP_SLACK  # on a millisecond: perhaps cut there
     if window.is_below(high) or window.is_above(low):
         return _Place.OUTSIDE
     trusted = not pa.types.is_floating(column_type)  # NaN is in no window and in no statistics
