@@ -553,3 +553,54 @@ def test_the_window_bounds_are_closed_as_declared() -> None:
             True,
         )
     assert ReplaceWindow("ts", at(1), at(2) + timedelta(hours=1)).upper.tzinfo is UTC  # type: ignore[union-attr]
+
+
+def test_escaped_partition_paths_are_read_removed_and_rewritten_under_their_real_names(
+    tmp_path: Path,
+) -> None:
+    # delta-rs escapes ' ' and ':' in the directory and escapes that again in the log.
+    path = tmp_path / "escaped"
+    rows = {"id": [1, 2], "ts": [at(10), at(10, 40)], "hour": ["2024-01-01 10:00"] * 2}
+    write_deltalake(str(path), pa.table(rows, schema=TABLE_SCHEMA), partition_by=["hour"])
+
+    plan = plan_replace(str(path), ReplaceWindow("ts", at(10, 30), at(11)), [])
+    outcome = commit_replace(
+        committer(path),
+        plan,
+        schema=TABLE_SCHEMA,
+        partition_by=["hour"],
+        txns=[TxnVersion(APP, 1)],
+        custom_metadata={},
+    )
+
+    assert outcome.version == 1
+    (rewritten,) = plan.rewritten
+    assert rewritten.removed.path.startswith("hour=2024-01-01%2010%3A00/")
+    assert ids_read_by_every_reader(path) == [1]
+    assert DeltaTable(str(path)).to_pyarrow_table().column("hour").to_pylist() == [
+        "2024-01-01 10:00"
+    ]
+
+
+def test_rows_with_a_null_watermark_column_are_in_no_window_and_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "nulls"
+    (path / "hour=2024-01-01T10").mkdir(parents=True)
+    mixed = [{"id": 1, "ts": at(10, 10)}, {"id": 2, "ts": None}]
+    only_null = [{"id": 3, "ts": None}]
+    for name, rows in (("mixed", mixed), ("null", only_null)):
+        table = pa.Table.from_pylist(rows, schema=FILE_SCHEMA)
+        pq.write_table(table, path / f"hour=2024-01-01T10/{name}.parquet")
+    relative = ["hour=2024-01-01T10/mixed.parquet", "hour=2024-01-01T10/null.parquet"]
+    outcome = committer(path).commit(
+        described(path, relative),
+        schema=TABLE_SCHEMA,
+        partition_by=["hour"],
+        txns=[TxnVersion("load", 1)],
+        custom_metadata={},
+    )
+    assert outcome.version == 0
+
+    plan, version = replace(path, ReplaceWindow("ts", None, at(11)), [])
+
+    assert (len(plan.removed), len(plan.rewritten), plan.kept_files, version) == (0, 1, 1, 1)
+    assert ids_read_by_every_reader(path) == [2, 3]

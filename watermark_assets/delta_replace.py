@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from enum import Enum
 from typing import Any, NoReturn, TypeAlias
+from urllib.parse import unquote
 
 import fsspec
 import pyarrow as pa
@@ -353,7 +354,7 @@ def plan_replace(
     try:
         for existing in pa.table(table.get_add_actions(flatten=True)).to_pylist():
             file = RemovedFile(
-                existing["path"],
+                unquote(existing["path"]),  # the log's form is percent-encoded
                 int(existing["size_bytes"]),
                 _partition_texts({c: existing.get(f"partition.{c}") for c in partition_columns}),
                 int(existing["num_records"] or 0),
