@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -335,38 +335,6 @@ def test_a_replace_on_a_table_that_does_not_exist_yet_creates_it(tmp_path: Path)
     assert ids_read_by_every_reader(path) == [1]
 
 
-INVALID_WINDOWS = {
-    "lower above upper": lambda: ReplaceWindow("ts", at(12), at(11)),
-    "lower equal to upper in (lower, upper]": lambda: ReplaceWindow("ts", at(11), at(11)),
-    "a naive datetime bound": lambda: ReplaceWindow("ts", None, datetime(2024, 1, 1, 11)),
-    "bounds of different kinds": lambda: ReplaceWindow("ts", 5, at(11)),
-    "a boolean bound": lambda: ReplaceWindow("flag", False, True),
-    "a NaN bound": lambda: ReplaceWindow("x", float("nan"), 1.0),
-    "no upper bound (the watermark after is unknown)": lambda: ReplaceWindow("ts", at(10), None),  # type: ignore[arg-type]
-    "an empty column name": lambda: ReplaceWindow("", None, at(11)),
-    "a window over two columns": lambda: ReplaceWindow.from_mapping(
-        {"ts": (at(10), at(11)), "id": (1, 2)}
-    ),
-}
-
-
-@pytest.mark.parametrize("build", INVALID_WINDOWS.values(), ids=INVALID_WINDOWS.keys())
-def test_an_invalid_window_is_refused_at_construction(build: Any) -> None:
-    with pytest.raises(ReplaceWindowError, match="Nothing was committed"):
-        build()
-
-
-def test_the_seed_mapping_becomes_a_window_with_explicit_closedness() -> None:
-    window = ReplaceWindow.from_mapping({"updated_at": (at(10), at(11))})
-
-    assert window == ReplaceWindow("updated_at", at(10), at(11), Interval.OPEN_CLOSED)
-    assert str(window) == "{'updated_at': (2024-01-01T10:00:00+00:00, 2024-01-01T11:00:00+00:00]}"
-    assert not window.contains(at(10)) and window.contains(at(11))
-    assert ReplaceWindow("d", date(2024, 1, 1), date(2024, 1, 1), Interval.CLOSED_CLOSED).contains(
-        date(2024, 1, 1)
-    )
-
-
 WINDOWS_THAT_DO_NOT_FIT_THE_TABLE = {
     "an unknown column": ReplaceWindow("updated_at", None, at(11)),
     "number bounds on a timestamp column": ReplaceWindow("ts", 1, 2),
@@ -536,23 +504,6 @@ def test_removes_without_a_read_version_are_refused(table: Path) -> None:
             custom_metadata={},
             removes=plan.remove_actions(0),
         )
-
-
-def test_the_window_bounds_are_closed_as_declared() -> None:
-    cases = {
-        Interval.OPEN_CLOSED: (False, True),
-        Interval.CLOSED_CLOSED: (True, True),
-        Interval.CLOSED_OPEN: (True, False),
-        Interval.OPEN_OPEN: (False, False),
-    }
-    for interval, (has_lower, has_upper) in cases.items():
-        window = ReplaceWindow("n", 1, 5, interval)
-        assert (window.contains(1), window.contains(5), window.contains(3)) == (
-            has_lower,
-            has_upper,
-            True,
-        )
-    assert ReplaceWindow("ts", at(1), at(2) + timedelta(hours=1)).upper.tzinfo is UTC  # type: ignore[union-attr]
 
 
 def test_escaped_partition_paths_are_read_removed_and_rewritten_under_their_real_names(
