@@ -157,7 +157,10 @@ class ReplacePlan:
         }
 
     def discard(self) -> None:
-        """Delete the rewritten remainders (never committed); the new files are the caller's."""
+        """Delete the rewritten remainders of a plan that was NOT committed (stale, refused).
+
+        The new files are the caller's and stay. :func:`commit_replace` calls this itself.
+        """
         for rewritten in self.rewritten:
             if rewritten.remainder is not None:
                 self._filesystem.rm_file(f"{self._root}/{rewritten.remainder.path}")
