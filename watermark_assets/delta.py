@@ -153,21 +153,33 @@ class DeltaCommitter:
         partition_by: Sequence[str],
         txns: Sequence[TxnVersion],
         custom_metadata: Mapping[str, str],
+        removes: Sequence[RemoveAction] = (),
+        read_version: int | None = None,
     ) -> CommitOutcome:
         """Commit ``files``, ``txns`` and ``custom_metadata`` atomically, or nothing when stale.
 
         ``schema`` is the table's schema including the partition columns. ``files`` may be empty:
         the commit then only records the txns and the metadata (a batch whose every record was
         quarantined still advances). With no files, an empty ``schema`` means "the table's".
+
+        ``removes`` (a replace, see :mod:`watermark_assets.delta_replace`) are marked removed in
+        the same commit; they need ``read_version``, the table version they were planned on (-1:
+        no table yet). With ``read_version`` the commit is made on exactly that version or not at
+        all: a table that moved, or a commit landing while this one is written (delta-rs is told
+        not to rebase it), makes the outcome stale.
         """
-        self._validate(files, partition_by, txns, custom_metadata)
+        self._validate(files, partition_by, txns, custom_metadata, removes, read_version)
         actions = [
             AddAction(f.path, f.size, dict(f.partition_values), f.modification_time, True, f.stats)
             for f in files
         ]
         records = sum(f.num_records for f in files)
         table = self._load_table()
-        read_version = None if table is None else table.version()
+        current = -1 if table is None else table.version()
+        pinned = read_version is not None
+        if pinned and current != read_version:
+            moved_on = f"the table moved from version {read_version} to {current} since it was read"
+            return CommitOutcome(None, True, moved_on, stale=True)
         moved = _moved_txns(table, txns)
         if moved:
             return CommitOutcome(None, True, moved, stale=True)
@@ -175,14 +187,16 @@ class DeltaCommitter:
         properties = CommitProperties(
             custom_metadata=dict(custom_metadata),
             app_transactions=[Transaction(t.app_id, t.version, now_ms) for t in txns],
+            max_commit_retries=0 if pinned else None,
         )
-        what = f"{len(files)} file(s), {records} record(s), txns {_txn_text(txns)}"
+        removed = f", {len(removes)} removed file(s)" if removes else ""
+        what = f"{len(files)} file(s){removed}, {records} record(s), txns {_txn_text(txns)}"
         try:
             if table is None:
                 self._create(schema, partition_by, actions, properties)
                 return CommitOutcome(0, False, f"created the table with {what} as version 0")
             write_schema = _checked_schema(self.table_uri, table, schema, partition_by, files)
-            appended: list[AddAction | RemoveAction] = list(actions)  # the stub's element type
+            appended: list[AddAction | RemoveAction] = [*actions, *removes]
             table.create_write_transaction(
                 appended, "append", write_schema, list(partition_by), commit_properties=properties
             )
@@ -196,8 +210,7 @@ class DeltaCommitter:
             raise DeltaCommitError(
                 f"Delta commit to {self.table_uri!r} failed: {exc}", table_uri=self.table_uri
             ) from exc
-        assert read_version is not None  # the table existed: we appended to it
-        version = self._version_holding(read_version, txns[0])
+        version = self._version_holding(current, txns[0])
         return CommitOutcome(version, False, f"committed {what} as version {version}")
 
     def add_missing_columns(self, schema: pa.Schema) -> list[str]:
@@ -279,8 +292,11 @@ class DeltaCommitter:
         partition_by: Sequence[str],
         txns: Sequence[TxnVersion],
         custom_metadata: Mapping[str, str],
+        removes: Sequence[RemoveAction],
+        read_version: int | None,
     ) -> None:
         app_ids = [t.app_id for t in txns]
+        both = sorted({f.path for f in files} & {r.path for r in removes})
         reserved = sorted(set(custom_metadata) & COMMIT_INFO_KEYS)
         wrong_partitions = [f.path for f in files if set(f.partition_values) != set(partition_by)]
         problem = (
@@ -297,6 +313,10 @@ class DeltaCommitter:
             else f"files {wrong_partitions[:3]} do not have partition values for exactly "
             f"{list(partition_by)}"
             if wrong_partitions
+            else "remove actions need the table version they were planned on (read_version)"
+            if removes and (read_version is None or read_version < 0)
+            else f"files {both[:3]} are both added and removed"
+            if both
             else None
         )
         if problem is not None:

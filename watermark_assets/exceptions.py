@@ -232,3 +232,33 @@ class ExplainPathError(WatermarkAssetsError):
         )
         self.path = path
         self.source_uri = source_uri
+
+
+class ReplaceWindowError(WatermarkAssetsError, ValueError):
+    """A range-replace window is invalid, or does not fit the table; nothing was committed."""
+
+    def __init__(self, window: str, problem: str, fix: str) -> None:
+        super().__init__(
+            f"replace window {window} is refused: {problem}. Nothing was committed; {fix}"
+        )
+        self.window = window
+        self.problem = problem
+
+
+class RowsOutsideWindowError(DeltaCommitError):
+    """A file to add in a range replace holds rows outside the window being replaced."""
+
+    def __init__(
+        self, table_uri: str, window: str, path: str, outside: int, example: object
+    ) -> None:
+        super().__init__(
+            f"replace of window {window} in table {table_uri!r} is refused: new file {path!r} "
+            f"holds {outside} row(s) outside the window (e.g. {example!r}; a null is outside "
+            "too). Nothing was committed. Filter the written rows to the window, or widen the "
+            "window to the watermarks before and after the read",
+            table_uri=table_uri,
+        )
+        self.window = window
+        self.path = path
+        self.outside = outside
+        self.example = example

@@ -1,0 +1,557 @@
+"""Range replace (seed 001's replace_by_watermark) on real Delta tables in tmp_path.
+
+Every replace is ONE Delta commit (remove + add actions); readers are deltalake, Polars and DuckDB.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from watermark_assets.delta import DataFile, DeltaCommitter, TxnVersion, describe_data_files
+from watermark_assets.delta_replace import (
+    REPLACE_METADATA_KEY,
+    Interval,
+    ReplacePlan,
+    ReplaceWindow,
+    commit_replace,
+    plan_replace,
+)
+from watermark_assets.exceptions import (
+    DeltaCommitError,
+    ReplaceWindowError,
+    RowsOutsideWindowError,
+)
+
+UTC = timezone.utc
+FROZEN = datetime(2024, 1, 2, 0, 0, tzinfo=UTC)
+FILE_SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC"))])
+TABLE_SCHEMA = FILE_SCHEMA.append(pa.field("hour", pa.string()))
+APP = "watermark_assets/orders/replace"
+
+
+def at(hour: int, minute: int = 0, second: int = 0, micro: int = 0) -> datetime:
+    return datetime(2024, 1, 1, hour, minute, second, micro, tzinfo=UTC)
+
+
+END_OF_HOUR = (59, 59, 999_999)
+
+
+def hour_key(ts: datetime) -> str:
+    return ts.strftime("%Y-%m-%dT%H")
+
+
+# The table before every replace: hours 10-13, one file per hour, three rows each. Ids: hour*10+n.
+BASE_ROWS = [
+    {"id": h * 10 + n, "ts": t}
+    for h in (10, 11, 12, 13)
+    for n, t in enumerate([at(h), at(h, 30), at(h, *END_OF_HOUR)])
+]
+
+
+def write_rows(
+    table: Path, rows: Sequence[Mapping[str, Any]], name: str, **options: Any
+) -> list[str]:
+    """Write rows the way Spark does: one file per hour partition, the hour only in the path."""
+    by_hour: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_hour.setdefault(hour_key(row["ts"]), []).append(row)
+    written = []
+    for hour, hour_rows in sorted(by_hour.items()):
+        relative = f"hour={hour}/{name}.parquet"
+        (table / f"hour={hour}").mkdir(parents=True, exist_ok=True)
+        pq.write_table(
+            pa.Table.from_pylist(hour_rows, schema=FILE_SCHEMA), table / relative, **options
+        )
+        written.append(relative)
+    return written
+
+
+def described(table: Path, relative: Sequence[str]) -> list[DataFile]:
+    return describe_data_files(str(table), relative, ["hour"])
+
+
+def committer(table: Path) -> DeltaCommitter:
+    return DeltaCommitter(str(table), now=lambda: FROZEN)
+
+
+def append(table: Path, rows: Sequence[Mapping[str, Any]], name: str, app_id: str) -> int:
+    delta = committer(table)
+    txn = TxnVersion.next_of(app_id, delta.transaction_version(app_id))
+    outcome = delta.commit(
+        described(table, write_rows(table, rows, name)),
+        schema=TABLE_SCHEMA,
+        partition_by=["hour"],
+        txns=[txn],
+        custom_metadata={"watermark_assets": "{}"},
+    )
+    assert outcome.version is not None, outcome
+    return outcome.version
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Path:
+    path = tmp_path / "orders"
+    append(path, BASE_ROWS, "base", "watermark_assets/orders/load")
+    return path
+
+
+def replace(
+    table: Path, window: ReplaceWindow, new_rows: Sequence[Mapping[str, Any]]
+) -> tuple[ReplacePlan, int | None]:
+    new_files = described(table, write_rows(table, new_rows, "new")) if new_rows else []
+    plan = plan_replace(str(table), window, new_files)
+    delta = committer(table)
+    outcome = commit_replace(
+        delta,
+        plan,
+        schema=TABLE_SCHEMA,
+        partition_by=["hour"],
+        txns=[TxnVersion.next_of(APP, delta.transaction_version(APP))],
+        custom_metadata={"watermark_assets": json.dumps({"window": window.to_json()})},
+        now=lambda: FROZEN,
+    )
+    return plan, outcome.version
+
+
+def ids_read_by_every_reader(table: Path) -> list[int]:
+    """The ids deltalake, Polars and DuckDB read (DuckDB: the live files, its delta extension
+    cannot be downloaded here)."""
+    by_deltalake = sorted(DeltaTable(str(table)).to_pyarrow_table().column("id").to_pylist())
+    by_polars = sorted(pl.read_delta(str(table))["id"].to_list())
+    uris = DeltaTable(str(table)).file_uris()
+    query = f"SELECT id FROM read_parquet({uris!r})"
+    by_duckdb = sorted(r[0] for r in duckdb.execute(query).fetchall()) if uris else []
+    assert by_deltalake == by_polars == by_duckdb
+    return by_deltalake
+
+
+def log_actions(table: Path, version: int) -> list[dict[str, Any]]:
+    text = (table / "_delta_log" / f"{version:020d}.json").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def table_parquet_files(table: Path) -> set[str]:
+    return {str(p.relative_to(table)) for p in table.rglob("*.parquet")}
+
+
+@dataclass(frozen=True)
+class Case:
+    window: ReplaceWindow
+    new_rows: list[dict[str, Any]]
+    expected_ids: list[int]
+    removed: int
+    rewritten: int
+    kept: int
+    new_ids: list[int] = field(default_factory=list)
+
+
+BASE_IDS = sorted(r["id"] for r in BASE_ROWS)
+
+
+def without(*ids: int) -> list[int]:
+    return [i for i in BASE_IDS if i not in ids]
+
+
+CASES = {
+    "a closed-open window covering whole hour files removes them without reading": Case(
+        ReplaceWindow("ts", at(11), at(13), Interval.CLOSED_OPEN),
+        [{"id": 900, "ts": at(11, 5)}, {"id": 901, "ts": at(12, 5)}],
+        sorted([*without(110, 111, 112, 120, 121, 122), 900, 901]),
+        removed=2,
+        rewritten=0,
+        kept=2,
+    ),
+    "files straddling (10:30, 11:30] are rewritten and their rows outside kept exactly": Case(
+        ReplaceWindow("ts", at(10, 30), at(11, 30)),
+        [{"id": 900, "ts": at(10, 45)}, {"id": 901, "ts": at(11, 30)}],
+        sorted([*without(102, 110, 111), 900, 901]),
+        removed=0,
+        rewritten=2,
+        kept=2,
+    ),
+    "a range backfill [10:00, 13:00) replaces every hour partition, not only the first": Case(
+        ReplaceWindow("ts", at(10), at(13), Interval.CLOSED_OPEN),
+        [{"id": 900 + h, "ts": at(h, 1)} for h in (10, 11, 12)],
+        sorted([130, 131, 132, 910, 911, 912]),
+        removed=3,
+        rewritten=0,
+        kept=1,
+    ),
+    "a window from the beginning with no new rows removes every row in it": Case(
+        ReplaceWindow("ts", None, at(13, *END_OF_HOUR), Interval.CLOSED_CLOSED),
+        [],
+        [],
+        removed=4,
+        rewritten=0,
+        kept=0,
+    ),
+    "a straddling file whose rows all fall in the window is removed, not rewritten": Case(
+        ReplaceWindow("ts", at(12, 29), at(12, *END_OF_HOUR)),
+        [],
+        without(121, 122),
+        removed=0,
+        rewritten=1,
+        kept=3,
+    ),
+    "a window on the partition column itself removes whole partitions": Case(
+        ReplaceWindow("hour", "2024-01-01T11", "2024-01-01T12", Interval.CLOSED_CLOSED),
+        [{"id": 900, "ts": at(12, 7)}],
+        sorted([*without(110, 111, 112, 120, 121, 122), 900]),
+        removed=2,
+        rewritten=0,
+        kept=2,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_replace_window_in_one_commit(table: Path, case: Case) -> None:
+    before = DeltaTable(str(table)).version()
+
+    plan, version = replace(table, case.window, case.new_rows)
+
+    assert version == before + 1
+    assert (len(plan.removed), len(plan.rewritten), plan.kept_files) == (
+        case.removed,
+        case.rewritten,
+        case.kept,
+    )
+    assert ids_read_by_every_reader(table) == case.expected_ids
+    actions = log_actions(table, version)
+    assert sum("commitInfo" in a for a in actions) == 1
+    removes = [a["remove"] for a in actions if "remove" in a]
+    adds = [a["add"] for a in actions if "add" in a]
+    assert len(removes) == case.removed + case.rewritten
+    assert len(adds) == len(plan.add_files())
+    assert [a["txn"]["appId"] for a in actions if "txn" in a] == [APP]
+
+
+def test_history_shows_one_commit_with_removes_adds_and_the_window(table: Path) -> None:
+    window = ReplaceWindow("ts", at(10, 30), at(11, 30))
+
+    plan, version = replace(table, window, [{"id": 900, "ts": at(11)}])
+
+    assert version is not None
+    (last,) = DeltaTable(str(table)).history(1)
+    assert last["version"] == version
+    assert last["operation"] == "WRITE"
+    recorded = json.loads(last[REPLACE_METADATA_KEY])
+    assert recorded["window"] == {
+        "column": "ts",
+        "lower": "2024-01-01T10:30:00+00:00",
+        "upper": "2024-01-01T11:30:00+00:00",
+        "interval": "(lower, upper]",
+    }
+    assert (recorded["rows_removed"], recorded["rows_added"]) == (3, 1)
+    assert recorded == plan.metadata()
+    kinds = [next(iter(a)) for a in log_actions(table, version)]
+    assert kinds.count("remove") == 2
+    assert kinds.count("add") == 3  # the new file and the two rewritten remainders
+
+
+def test_rewritten_remainders_keep_every_column_and_value(table: Path) -> None:
+    replace(table, ReplaceWindow("ts", at(10, 30), at(11, 30)), [])
+
+    rows = sorted(DeltaTable(str(table)).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    expected = sorted(
+        (
+            {**r, "hour": hour_key(r["ts"])}
+            for r in BASE_ROWS
+            if not at(10, 30) < r["ts"] <= at(11, 30)
+        ),
+        key=lambda r: r["id"],
+    )
+    assert rows == expected
+
+
+def test_statistics_cut_to_milliseconds_never_remove_a_row_past_the_upper_bound(
+    tmp_path: Path,
+) -> None:
+    # delta-rs writes timestamp statistics cut to milliseconds: this file's max reads as .123.
+    path = tmp_path / "cut"
+    rows = pa.Table.from_pylist(
+        [{"id": 1, "ts": at(10, 0, 0, 100)}, {"id": 2, "ts": at(10, 0, 0, 123_456)}],
+        schema=FILE_SCHEMA,
+    )
+    write_deltalake(str(path), rows)
+    (stats,) = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pylist()
+    assert stats["max.ts"] == at(10, 0, 0, 123_000)
+    window = ReplaceWindow("ts", at(9), at(10, 0, 0, 123_000))
+
+    plan = plan_replace(str(path), window, [])
+    outcome = commit_replace(
+        committer(path),
+        plan,
+        schema=FILE_SCHEMA,
+        partition_by=[],
+        txns=[TxnVersion(APP, 1)],
+        custom_metadata={},
+    )
+
+    assert (len(plan.removed), len(plan.rewritten)) == (0, 1)
+    assert outcome.version == 1
+    assert DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist() == [2]
+
+
+def test_a_file_without_statistics_is_read_never_assumed(tmp_path: Path) -> None:
+    path = tmp_path / "nostats"
+    rows = [{"id": 1, "ts": at(10, 1)}, {"id": 2, "ts": at(10, 50)}]
+    relative = write_rows(path, rows, "x", write_statistics=False)
+    outcome = committer(path).commit(
+        described(path, relative),
+        schema=TABLE_SCHEMA,
+        partition_by=["hour"],
+        txns=[TxnVersion("load", 1)],
+        custom_metadata={},
+    )
+    assert outcome.version == 0
+    (bare,) = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pylist()
+    assert bare.get("min.ts") is None
+
+    plan, version = replace(path, ReplaceWindow("ts", at(10, 30), at(11)), [])
+
+    assert (len(plan.removed), len(plan.rewritten), version) == (0, 1, 1)
+    assert ids_read_by_every_reader(path) == [1]
+
+
+def test_a_replace_on_a_table_that_does_not_exist_yet_creates_it(tmp_path: Path) -> None:
+    path = tmp_path / "fresh"
+
+    plan, version = replace(path, ReplaceWindow("ts", None, at(11)), [{"id": 1, "ts": at(10)}])
+
+    assert (plan.read_version, version) == (-1, 0)
+    assert ids_read_by_every_reader(path) == [1]
+
+
+WINDOWS_THAT_DO_NOT_FIT_THE_TABLE = {
+    "an unknown column": ReplaceWindow("updated_at", None, at(11)),
+    "number bounds on a timestamp column": ReplaceWindow("ts", 1, 2),
+    "date bounds on a timestamp column": ReplaceWindow("ts", date(2024, 1, 1), date(2024, 1, 2)),
+}
+
+
+@pytest.mark.parametrize(
+    "window",
+    WINDOWS_THAT_DO_NOT_FIT_THE_TABLE.values(),
+    ids=WINDOWS_THAT_DO_NOT_FIT_THE_TABLE.keys(),
+)
+def test_a_window_that_does_not_fit_the_table_is_refused_before_anything_is_written(
+    table: Path, window: ReplaceWindow
+) -> None:
+    files = table_parquet_files(table)
+
+    with pytest.raises(ReplaceWindowError):
+        plan_replace(str(table), window, [])
+
+    assert table_parquet_files(table) == files
+    assert DeltaTable(str(table)).version() == 0
+
+
+OUTSIDE_ROWS = {
+    "a new row below the window": {"id": 900, "ts": at(10, 30)},
+    "a new row above the window": {"id": 900, "ts": at(12, 0, 0, 1)},
+    "a new row with a null watermark column": {"id": 900, "ts": None},
+}
+
+
+@pytest.mark.parametrize("row", OUTSIDE_ROWS.values(), ids=OUTSIDE_ROWS.keys())
+def test_a_new_row_outside_the_window_stops_the_replace_with_nothing_committed(
+    table: Path, row: dict[str, Any]
+) -> None:
+    window = ReplaceWindow("ts", at(10, 30), at(12))  # straddles hour 10: a rewrite if it ran
+    inside = {"id": 901, "ts": at(11, 15)}
+    rows = [inside, row]
+    relative = []
+    for n, r in enumerate(rows):  # one file per row, the hour from the ts (or hour 11 for null)
+        folder = f"hour={hour_key(r['ts']) if r['ts'] else '2024-01-01T11'}"
+        (table / folder).mkdir(parents=True, exist_ok=True)
+        pq.write_table(
+            pa.Table.from_pylist([r], schema=FILE_SCHEMA), table / folder / f"n{n}.parquet"
+        )
+        relative.append(f"{folder}/n{n}.parquet")
+    files_before = table_parquet_files(table)
+    ids_before = ids_read_by_every_reader(table)
+
+    with pytest.raises(RowsOutsideWindowError) as refused:
+        plan_replace(str(table), window, described(table, relative))
+
+    assert refused.value.path == relative[1]
+    assert refused.value.outside == 1
+    assert DeltaTable(str(table)).version() == 0
+    assert table_parquet_files(table) == files_before  # no remainder was written
+    assert ids_read_by_every_reader(table) == ids_before
+
+
+def test_a_new_file_without_statistics_is_checked_row_by_row(table: Path) -> None:
+    relative = write_rows(table, [{"id": 900, "ts": at(13, 1)}], "nostats", write_statistics=False)
+
+    with pytest.raises(RowsOutsideWindowError, match="2024"):
+        plan_replace(str(table), ReplaceWindow("ts", at(10), at(12)), described(table, relative))
+
+
+def test_a_commit_between_plan_and_commit_makes_the_outcome_stale_and_a_new_plan_commits(
+    table: Path,
+) -> None:
+    window = ReplaceWindow("ts", at(10, 30), at(11, 30))
+    new_files = described(table, write_rows(table, [{"id": 900, "ts": at(11)}], "new"))
+    plan = plan_replace(str(table), window, new_files)
+    remainders = {r.remainder.path for r in plan.rewritten if r.remainder}
+    assert remainders
+    # Another writer appends a row inside the window after the plan: replacing from the old
+    # snapshot would keep it, so the plan is stale.
+    append(table, [{"id": 800, "ts": at(11, 10)}, {"id": 801, "ts": at(13, 10)}], "other", "other")
+    delta = committer(table)
+
+    outcome = commit_replace(
+        delta,
+        plan,
+        schema=TABLE_SCHEMA,
+        partition_by=["hour"],
+        txns=[TxnVersion.next_of(APP, None)],
+        custom_metadata={},
+    )
+
+    assert outcome.stale and outcome.version is None
+    assert "moved from version 0 to 1" in outcome.reason
+    assert DeltaTable(str(table)).version() == 1
+    assert not remainders & table_parquet_files(table)  # the stale plan's rewrites are gone
+
+    again = plan_replace(str(table), window, new_files)
+    outcome = commit_replace(
+        delta,
+        again,
+        schema=TABLE_SCHEMA,
+        partition_by=["hour"],
+        txns=[TxnVersion.next_of(APP, None)],
+        custom_metadata={},
+    )
+
+    assert outcome.version == 2
+    assert ids_read_by_every_reader(table) == sorted([*without(102, 110, 111), 801, 900])
+
+
+class RacingCommitter(DeltaCommitter):
+    """Another writer commits right after the committer loaded the snapshot (inside commit)."""
+
+    def __init__(self, table: Path) -> None:
+        super().__init__(str(table), now=lambda: FROZEN)
+        self._table_path = table
+        self._raced = False
+
+    def _load_table(self) -> DeltaTable | None:
+        loaded = super()._load_table()
+        if not self._raced:
+            self._raced = True
+            append(self._table_path, [{"id": 800, "ts": at(13, 10)}], "racer", "racer")
+        return loaded
+
+
+def test_a_commit_landing_while_the_replace_is_written_is_never_rebased_over(table: Path) -> None:
+    plan = plan_replace(str(table), ReplaceWindow("ts", at(10, 30), at(11, 30)), [])
+
+    outcome = commit_replace(
+        RacingCommitter(table),
+        plan,
+        schema=TABLE_SCHEMA,
+        partition_by=["hour"],
+        txns=[TxnVersion.next_of(APP, None)],
+        custom_metadata={},
+    )
+
+    assert outcome.stale and outcome.version is None
+    assert DeltaTable(str(table)).version() == 1  # only the racer's commit
+    assert 102 in ids_read_by_every_reader(table)
+
+
+def test_a_moved_txn_makes_the_replace_stale(table: Path) -> None:
+    plan = plan_replace(str(table), ReplaceWindow("ts", at(10, 30), at(11, 30)), [])
+
+    outcome = commit_replace(
+        committer(table),
+        plan,
+        schema=TABLE_SCHEMA,
+        partition_by=["hour"],
+        txns=[TxnVersion(APP, 5, previous=4)],
+        custom_metadata={},
+    )
+
+    assert outcome.stale
+    assert "txn versions moved" in outcome.reason
+    assert DeltaTable(str(table)).version() == 0
+
+
+def test_removes_without_a_read_version_are_refused(table: Path) -> None:
+    plan = plan_replace(str(table), ReplaceWindow("ts", at(10), at(11), Interval.CLOSED_OPEN), [])
+
+    with pytest.raises(DeltaCommitError, match="read_version"):
+        committer(table).commit(
+            [],
+            schema=pa.schema([]),
+            partition_by=["hour"],
+            txns=[TxnVersion(APP, 1)],
+            custom_metadata={},
+            removes=plan.remove_actions(0),
+        )
+
+
+def test_escaped_partition_paths_are_read_removed_and_rewritten_under_their_real_names(
+    tmp_path: Path,
+) -> None:
+    # delta-rs escapes ' ' and ':' in the directory and escapes that again in the log.
+    path = tmp_path / "escaped"
+    rows = {"id": [1, 2], "ts": [at(10), at(10, 40)], "hour": ["2024-01-01 10:00"] * 2}
+    write_deltalake(str(path), pa.table(rows, schema=TABLE_SCHEMA), partition_by=["hour"])
+
+    plan = plan_replace(str(path), ReplaceWindow("ts", at(10, 30), at(11)), [])
+    outcome = commit_replace(
+        committer(path),
+        plan,
+        schema=TABLE_SCHEMA,
+        partition_by=["hour"],
+        txns=[TxnVersion(APP, 1)],
+        custom_metadata={},
+    )
+
+    assert outcome.version == 1
+    (rewritten,) = plan.rewritten
+    assert rewritten.removed.path.startswith("hour=2024-01-01%2010%3A00/")
+    assert ids_read_by_every_reader(path) == [1]
+    assert DeltaTable(str(path)).to_pyarrow_table().column("hour").to_pylist() == [
+        "2024-01-01 10:00"
+    ]
+
+
+def test_rows_with_a_null_watermark_column_are_in_no_window_and_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "nulls"
+    (path / "hour=2024-01-01T10").mkdir(parents=True)
+    mixed = [{"id": 1, "ts": at(10, 10)}, {"id": 2, "ts": None}]
+    only_null = [{"id": 3, "ts": None}]
+    for name, rows in (("mixed", mixed), ("null", only_null)):
+        table = pa.Table.from_pylist(rows, schema=FILE_SCHEMA)
+        pq.write_table(table, path / f"hour=2024-01-01T10/{name}.parquet")
+    relative = ["hour=2024-01-01T10/mixed.parquet", "hour=2024-01-01T10/null.parquet"]
+    outcome = committer(path).commit(
+        described(path, relative),
+        schema=TABLE_SCHEMA,
+        partition_by=["hour"],
+        txns=[TxnVersion("load", 1)],
+        custom_metadata={},
+    )
+    assert outcome.version == 0
+
+    plan, version = replace(path, ReplaceWindow("ts", None, at(11)), [])
+
+    assert (len(plan.removed), len(plan.rewritten), plan.kept_files, version) == (0, 1, 1, 1)
+    assert ids_read_by_every_reader(path) == [2, 3]

@@ -1,0 +1,531 @@
+"""Range replace (seed 001's ``replace_by_watermark``): a window of rows replaced in ONE commit.
+
+Contract:
+
+- :class:`ReplaceWindow` (:mod:`watermark_assets.core.replace_window`, pure) is
+  ``{column: (lower, upper)}`` with its closedness an explicit :class:`Interval`, ``(lower, upper]``
+  by default: the read took ``> lower`` and ``upper`` is the largest value it read.
+- :func:`plan_replace` reads the table's current snapshot once (its version is the plan's
+  ``read_version``) and places every file from its statistics (``get_add_actions``): wholly outside
+  the window (kept), wholly inside (a remove action), or neither, or unknown (no statistics, nulls
+  or NaN possible, a truncated string): that file is read with pyarrow and, when it holds rows in
+  the window, rewritten without them next to the original (a remove of the old file, an add of the
+  remainder). Never assumed from a partition name or the window's start: every file of the table
+  is placed, so a range over many hourly partitions is replaced whole.
+- Fail closed, before anything is written: an invalid window (:class:`ReplaceWindowError`: bounds
+  reversed, types that cannot be compared with each other or with the column, an unknown column, a
+  multi-column window) or a new row outside the window or null (:class:`RowsOutsideWindowError`)
+  stops the plan. There is no path to an unfiltered overwrite.
+- :func:`commit_replace` makes ONE Delta commit holding the remove actions, the add actions (new
+  files and rewritten remainders), the caller's ``txn`` actions and custom metadata, plus
+  ``watermark_assets.replace`` (the window and the counts). It goes through
+  :meth:`DeltaCommitter.commit` with ``read_version``: the commit is made on exactly the snapshot
+  that was planned, or the outcome is stale (another writer committed: its rows may be in the window
+  too) and the caller plans again. A stale or failed commit deletes the rewritten files it wrote.
+
+Why ``create_write_transaction`` with remove actions (``mode="append"``), not
+``write_deltalake(mode="overwrite", predicate=...)``: the data files are written by Spark, and
+delta-rs would write the rows again itself; its predicate is SQL text parsed by DataFusion, where a
+typo or a type mismatch in the predicate is the failure that must never widen the overwrite. The
+log shows the commit as ``WRITE`` (``mode: Append``) with ``remove`` and ``add`` actions;
+``watermark_assets.replace`` in ``commitInfo`` says it was a replace. Deletion vectors and column
+mapping are refused (reading a file's Parquet would resurrect deleted rows or miss renamed columns).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from enum import Enum
+from typing import Any
+from urllib.parse import unquote
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+from deltalake.transaction import RemoveAction
+
+from watermark_assets.core.clock import Clock, ensure_utc, system_clock
+from watermark_assets.core.replace_window import Interval, ReplaceWindow, WindowValue, value_kind
+from watermark_assets.delta import CommitOutcome, DeltaCommitter, TxnVersion
+from watermark_assets.delta_stats import STRING_STATS_PREFIX, DataFile, describe_data_files
+from watermark_assets.exceptions import (
+    DeltaCommitError,
+    ReplaceWindowError,
+    RowsOutsideWindowError,
+)
+
+__all__ = [
+    "REPLACE_METADATA_KEY",
+    "Interval",
+    "RemovedFile",
+    "ReplacePlan",
+    "ReplaceWindow",
+    "RewrittenFile",
+    "commit_replace",
+    "plan_replace",
+]
+
+REPLACE_METADATA_KEY = "watermark_assets.replace"
+"""The ``commitInfo`` key of a replace commit: the window, files removed and rewritten, rows."""
+
+STATS_TIMESTAMP_SLACK = timedelta(milliseconds=1) - timedelta(microseconds=1)
+"""Delta writers (delta-rs, Spark) cut timestamp statistics to milliseconds: a file's maximum may be
+up to 999 microseconds above a recorded maximum that falls on a millisecond, so that much is added
+before trusting it (a maximum with microseconds was not cut)."""
+
+
+@dataclass(frozen=True)
+class RemovedFile:
+    """A file of the snapshot that the replace removes; ``path`` as in :class:`DataFile`."""
+
+    path: str
+    size: int
+    partition_values: Mapping[str, str | None] | None
+    """As in the log; None when the snapshot gave typed values (the remove then omits them)."""
+    num_records: int
+
+
+@dataclass(frozen=True)
+class RewrittenFile:
+    """A straddling file: removed, and its rows outside the window added back as ``remainder``."""
+
+    removed: RemovedFile
+    remainder: DataFile | None
+    """None when every row was in the window (the file is only removed)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplacePlan:
+    """What one replace commits, planned on the snapshot ``read_version`` (-1: no table yet)."""
+
+    table_uri: str
+    window: ReplaceWindow
+    read_version: int
+    new_files: tuple[DataFile, ...]
+    removed: tuple[RemovedFile, ...]
+    rewritten: tuple[RewrittenFile, ...]
+    kept_files: int
+    _filesystem: fsspec.AbstractFileSystem = field(repr=False, compare=False)
+    _root: str = field(repr=False, compare=False)
+
+    @property
+    def rows_removed(self) -> int:
+        """Rows of the table in the window: in removed files and cut out of rewritten ones."""
+        cut = sum(
+            r.removed.num_records - (r.remainder.num_records if r.remainder else 0)
+            for r in self.rewritten
+        )
+        return sum(f.num_records for f in self.removed) + cut
+
+    @property
+    def rows_added(self) -> int:
+        return sum(f.num_records for f in self.new_files)
+
+    def remove_actions(self, now_ms: int) -> list[RemoveAction]:
+        files = [*self.removed, *(r.removed for r in self.rewritten)]
+        return [
+            RemoveAction(
+                f.path,
+                True,
+                now_ms,
+                f.size,
+                None if f.partition_values is None else dict(f.partition_values),
+            )
+            for f in files
+        ]
+
+    def add_files(self) -> list[DataFile]:
+        return [*self.new_files, *(r.remainder for r in self.rewritten if r.remainder)]
+
+    def metadata(self) -> dict[str, Any]:
+        """The ``watermark_assets.replace`` entry of the commit."""
+        return {
+            "window": self.window.to_json(),
+            "read_version": self.read_version,
+            "removed_files": len(self.removed),
+            "rewritten_files": len(self.rewritten),
+            "rows_removed": self.rows_removed,
+            "rows_added": self.rows_added,
+        }
+
+    def discard(self) -> None:
+        """Delete the rewritten remainders of a plan that was NOT committed (stale, refused).
+
+        The new files are the caller's and stay. :func:`commit_replace` calls this itself.
+        """
+        for rewritten in self.rewritten:
+            if rewritten.remainder is not None:
+                self._filesystem.rm_file(f"{self._root}/{rewritten.remainder.path}")
+
+
+def plan_replace(
+    table_uri: str,
+    window: ReplaceWindow,
+    new_files: Sequence[DataFile],
+    *,
+    storage_options: Mapping[str, str] | None = None,
+    filesystem: fsspec.AbstractFileSystem | None = None,
+) -> ReplacePlan:
+    """Plan replacing ``window`` of the table at ``table_uri`` by ``new_files`` (module docstring).
+
+    ``new_files`` are already under the table root (described by :func:`describe_data_files`).
+    Raises :class:`ReplaceWindowError` or :class:`RowsOutsideWindowError` before writing anything.
+    """
+    if filesystem is None:
+        fs, root = fsspec.core.url_to_fs(table_uri)
+    else:
+        fs, root = filesystem, filesystem._strip_protocol(table_uri)
+    root = str(root).rstrip("/")
+    try:
+        table: DeltaTable | None = DeltaTable(
+            table_uri, storage_options=dict(storage_options) if storage_options else None
+        )
+    except TableNotFoundError:
+        table = None
+    column_type, partition_columns = _column_of(table_uri, table, window, new_files, fs, root)
+    for new in new_files:
+        _check_inside(table_uri, window, new, column_type, partition_columns, fs, root)
+    if table is None:
+        return ReplacePlan(
+            table_uri=table_uri,
+            window=window,
+            read_version=-1,
+            new_files=tuple(new_files),
+            removed=(),
+            rewritten=(),
+            kept_files=0,
+            _filesystem=fs,
+            _root=root,
+        )
+    _refuse_unsupported_features(table_uri, table, window)
+    removed: list[RemovedFile] = []
+    rewritten: list[RewrittenFile] = []
+    kept = 0
+    try:
+        for existing in pa.table(table.get_add_actions(flatten=True)).to_pylist():
+            file = RemovedFile(
+                unquote(existing["path"]),  # the log's form is percent-encoded
+                int(existing["size_bytes"]),
+                _partition_texts({c: existing.get(f"partition.{c}") for c in partition_columns}),
+                int(existing["num_records"] or 0),
+            )
+            place = _place_existing(window, existing, column_type, partition_columns)
+            if place is _Place.OUTSIDE:
+                kept += 1
+            elif place is _Place.INSIDE:
+                removed.append(file)
+            else:
+                done = _rewrite(table_uri, window, file, partition_columns, fs, root)
+                if done is None:
+                    kept += 1
+                else:
+                    rewritten.append(done)
+    except BaseException:
+        _delete_remainders(rewritten, fs, root)
+        raise
+    return ReplacePlan(
+        table_uri=table_uri,
+        window=window,
+        read_version=table.version(),
+        new_files=tuple(new_files),
+        removed=tuple(removed),
+        rewritten=tuple(rewritten),
+        kept_files=kept,
+        _filesystem=fs,
+        _root=root,
+    )
+
+
+def commit_replace(
+    committer: DeltaCommitter,
+    plan: ReplacePlan,
+    *,
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    txns: Sequence[TxnVersion],
+    custom_metadata: Mapping[str, str],
+    now: Clock = system_clock,
+) -> CommitOutcome:
+    """Commit ``plan`` as ONE Delta commit, or nothing: stale when the table moved since the plan.
+
+    On a stale outcome or an error the rewritten remainders are deleted; plan again from the new
+    snapshot (:func:`plan_replace`) with freshly read txn versions.
+    """
+    if committer.table_uri != plan.table_uri:
+        raise DeltaCommitError(
+            f"the replace was planned on {plan.table_uri!r}, not on {committer.table_uri!r}; "
+            "plan and commit against the same table",
+            table_uri=committer.table_uri,
+        )
+    metadata = {**custom_metadata, REPLACE_METADATA_KEY: json.dumps(plan.metadata())}
+    now_ms = int(ensure_utc(now()).timestamp() * 1000)
+    try:
+        outcome = committer.commit(
+            plan.add_files(),
+            schema=schema,
+            partition_by=partition_by,
+            txns=txns,
+            custom_metadata=metadata,
+            removes=plan.remove_actions(now_ms),
+            read_version=plan.read_version,
+        )
+    except BaseException:
+        plan.discard()
+        raise
+    if outcome.version is None:
+        plan.discard()
+    return outcome
+
+
+class _Place(Enum):
+    OUTSIDE = "outside"
+    INSIDE = "inside"
+    UNKNOWN = "unknown"
+
+
+def _place(
+    window: ReplaceWindow,
+    low: Any,
+    high: Any,
+    nulls: int | None,
+    rows: int,
+    column_type: pa.DataType,
+    *,
+    exact: bool = False,
+) -> _Place:
+    """Where a file lies from its bounds; UNKNOWN unless they prove it (``exact``: not cut)."""
+    if rows == 0 or (nulls is not None and nulls == rows):
+        return _Place.OUTSIDE  # no rows, or only nulls: nothing in the window
+    if low is None or high is None:
+        return _Place.UNKNOWN
+    if pa.types.is_timestamp(column_type) and not exact and high.microsecond % 1000 == 0:
+        high = high + STATS_TIMESTAMP_SLACK  # on a millisecond: perhaps cut there
+    if window.is_below(high) or window.is_above(low):
+        return _Place.OUTSIDE
+    trusted = not pa.types.is_floating(column_type)  # NaN is in no window and in no statistics
+    if trusted and nulls == 0 and window.contains(low) and window.contains(high):
+        return _Place.INSIDE
+    return _Place.UNKNOWN
+
+
+def _place_existing(
+    window: ReplaceWindow,
+    existing: Mapping[str, Any],
+    column_type: pa.DataType,
+    partition_columns: Sequence[str],
+) -> _Place:
+    rows = int(existing["num_records"] or 0)
+    if window.column in partition_columns:
+        raw = existing.get(f"partition.{window.column}")
+        value = None if raw is None else _comparable(raw, column_type)
+        nulls = rows if raw is None else 0
+        return _place(window, value, value, nulls, rows, column_type, exact=True)
+    low = _comparable(existing.get(f"min.{window.column}"), column_type)
+    high = _comparable(existing.get(f"max.{window.column}"), column_type)
+    counted = existing.get(f"null_count.{window.column}")
+    return _place(window, low, high, None if counted is None else int(counted), rows, column_type)
+
+
+def _check_inside(
+    table_uri: str,
+    window: ReplaceWindow,
+    new: DataFile,
+    column_type: pa.DataType,
+    partition_columns: Sequence[str],
+    fs: fsspec.AbstractFileSystem,
+    root: str,
+) -> None:
+    """Raise unless every row of ``new`` is in the window: statistics first, else the column."""
+    if window.column in partition_columns:
+        raw = new.partition_values.get(window.column)
+        value = None if raw is None else _comparable(raw, column_type)
+        if new.num_records and (value is None or not window.contains(value)):
+            raise RowsOutsideWindowError(table_uri, str(window), new.path, new.num_records, raw)
+        return
+    stats = json.loads(new.stats) if new.stats else {}
+    low = _comparable(stats.get("minValues", {}).get(window.column), column_type)
+    high = _comparable(stats.get("maxValues", {}).get(window.column), column_type)
+    nulls = stats.get("nullCount", {}).get(window.column)
+    if _place(window, low, high, nulls, new.num_records, column_type) is _Place.INSIDE:
+        return
+    if new.num_records == 0:
+        return
+    values = pq.read_table(f"{root}/{new.path}", columns=[window.column], filesystem=fs)
+    inside = _in_window(window, values.column(window.column))
+    outside = len(inside) - pc.sum(inside).as_py() if len(inside) else 0
+    if outside:
+        first = pc.index(inside, False).as_py()
+        example = values.column(window.column)[first].as_py()
+        raise RowsOutsideWindowError(table_uri, str(window), new.path, outside, example)
+
+
+def _rewrite(
+    table_uri: str,
+    window: ReplaceWindow,
+    file: RemovedFile,
+    partition_columns: Sequence[str],
+    fs: fsspec.AbstractFileSystem,
+    root: str,
+) -> RewrittenFile | None:
+    """Read a file the statistics could not place; its remainder, or None (nothing in window)."""
+    data = pq.read_table(f"{root}/{file.path}", filesystem=fs)
+    if window.column not in data.column_names:
+        raise DeltaCommitError(
+            f"file {file.path!r} of table {table_uri!r} has no column {window.column!r}; a "
+            "replace cannot tell which of its rows are in the window. Rewrite the table with "
+            "the column in every file",
+            table_uri=table_uri,
+        )
+    inside = _in_window(window, data.column(window.column))
+    if not pc.any(inside).as_py():
+        return None
+    remainder = data.filter(pc.invert(inside))
+    if remainder.num_rows == 0:
+        return RewrittenFile(file, None)
+    folder = posixpath.dirname(file.path)
+    name = f"part-replace-{uuid.uuid4()}.parquet"
+    relative = f"{folder}/{name}" if folder else name
+    with fs.open(f"{root}/{relative}", "wb") as out:
+        pq.write_table(remainder, out, coerce_timestamps="us", allow_truncated_timestamps=False)
+    described = describe_data_files(table_uri, [relative], partition_columns, filesystem=fs)[0]
+    return RewrittenFile(file, described)
+
+
+def _in_window(window: ReplaceWindow, values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """True where a value is in the window; a null is in no window (False)."""
+    column_type = values.type
+    upper = _scalar(window.upper, column_type)
+    inside = (pc.less_equal if window.interval.upper_inclusive else pc.less)(values, upper)
+    if window.lower is not None:
+        lower = _scalar(window.lower, column_type)
+        above = (pc.greater_equal if window.interval.lower_inclusive else pc.greater)(values, lower)
+        inside = pc.and_(inside, above)
+    return pc.fill_null(inside, False)
+
+
+def _scalar(value: WindowValue, column_type: pa.DataType) -> pa.Scalar:
+    if isinstance(value, datetime) and pa.types.is_timestamp(column_type):
+        if column_type.tz is None:  # timestamp without time zone: its wall clock read as UTC
+            value = value.replace(tzinfo=None)
+        return pa.scalar(value, type=pa.timestamp("us", tz=column_type.tz))
+    return pa.scalar(value)
+
+
+def _column_of(
+    table_uri: str,
+    table: DeltaTable | None,
+    window: ReplaceWindow,
+    new_files: Sequence[DataFile],
+    fs: fsspec.AbstractFileSystem,
+    root: str,
+) -> tuple[pa.DataType, list[str]]:
+    """The window column's Arrow type and the partition columns; refuses what cannot compare."""
+    if table is not None:
+        schema = pa.schema(table.schema().to_arrow())
+        partition_columns = list(table.metadata().partition_columns)
+    elif new_files:
+        schema = pq.read_schema(f"{root}/{new_files[0].path}", filesystem=fs)
+        partition_columns = list(new_files[0].partition_values)
+        for column in partition_columns:
+            if column not in schema.names:
+                schema = schema.append(pa.field(column, pa.string()))
+    else:
+        raise ReplaceWindowError(
+            str(window),
+            f"table {table_uri!r} does not exist and there are no new files",
+            "nothing to replace: skip the commit, or create the table first",
+        )
+    if window.column not in schema.names:
+        raise ReplaceWindowError(
+            str(window),
+            f"table {table_uri!r} has no column {window.column!r} (it has {schema.names})",
+            "name the column the watermark is read from",
+        )
+    column_type = schema.field(window.column).type
+    expected = _kind_of_type(column_type)
+    if expected is None or expected != value_kind(window.upper):
+        raise ReplaceWindowError(
+            str(window),
+            f"column {window.column!r} is {column_type}, the bounds are "
+            f"{type(window.upper).__name__}",
+            "give bounds of the column's type (numbers, dates, aware datetimes or strings); "
+            "other column types cannot be replaced by range",
+        )
+    return column_type, partition_columns
+
+
+def _refuse_unsupported_features(table_uri: str, table: DeltaTable, window: ReplaceWindow) -> None:
+    protocol = table.protocol()
+    features = {*(protocol.reader_features or ()), *(protocol.writer_features or ())}
+    configuration = table.metadata().configuration
+    mapped = configuration.get("delta.columnMapping.mode", "none") not in ("none", None)
+    if "deletionVectors" in features or mapped:
+        raise ReplaceWindowError(
+            str(window),
+            f"table {table_uri!r} uses "
+            f"{'deletion vectors' if 'deletionVectors' in features else 'column mapping'}, so "
+            "its Parquet files cannot be rewritten row by row here",
+            "replace this window with Spark and delta-spark (MERGE or replaceWhere), or rewrite "
+            "the table without the feature",
+        )
+
+
+def _delete_remainders(
+    rewritten: Sequence[RewrittenFile], fs: fsspec.AbstractFileSystem, root: str
+) -> None:
+    for done in rewritten:
+        if done.remainder is not None:
+            fs.rm_file(f"{root}/{done.remainder.path}")
+
+
+def _kind_of_type(arrow_type: pa.DataType) -> str | None:
+    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type):
+        return "number"
+    if pa.types.is_timestamp(arrow_type):
+        return "datetime"
+    if pa.types.is_date(arrow_type):
+        return "date"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "string"
+    return None
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "datetime": lambda text: datetime.fromisoformat(text.replace(" ", "T")),
+    "date": date.fromisoformat,
+    "number": lambda text: float(text) if any(c in text for c in ".eE") else int(text),
+}
+
+
+def _comparable(raw: Any, column_type: pa.DataType) -> Any:
+    """A statistics or partition value as a value comparable with the bounds; None: unknown."""
+    if raw is None:
+        return None
+    kind = _kind_of_type(column_type)
+    if kind == "string":
+        # A cut maximum would be too low: a string at the prefix length may have been cut.
+        return raw if isinstance(raw, str) and len(raw) < STRING_STATS_PREFIX else None
+    if isinstance(raw, str) and kind in _PARSERS:
+        try:
+            raw = _PARSERS[kind](raw)
+        except ValueError:
+            return None
+    if isinstance(raw, datetime):
+        if raw.tzinfo is None:
+            return raw.replace(tzinfo=timezone.utc)
+        return raw.astimezone(timezone.utc)
+    return raw
+
+
+def _partition_texts(values: Mapping[str, Any]) -> dict[str, str | None] | None:
+    if all(v is None or isinstance(v, str) for v in values.values()):
+        return dict(values)
+    return None
