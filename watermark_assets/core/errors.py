@@ -117,3 +117,12 @@ class WatermarkHistoryLostError(WatermarkAssetsError):
         self.table_uri = table_uri
         self.dataflow_id = dataflow_id
         self.oldest_version = oldest_version
+
+
+class WatermarkProviderError(WatermarkAssetsError):
+    """A watermark provider cannot read or store a watermark (unreachable, or misused)."""
+
+    def __init__(self, message: str, *, provider: str, dataflow_id: str | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.dataflow_id = dataflow_id
