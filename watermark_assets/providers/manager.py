@@ -25,7 +25,7 @@ cannot be read raises; it is never overwritten blindly.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from watermark_assets.core.column import serialization
 from watermark_assets.core.column.watermark import ColumnValue, ColumnWatermark
@@ -39,7 +39,7 @@ from watermark_assets.providers.base import (
 
 T = TypeVar("T")
 
-WatermarkInput = ColumnWatermark | Mapping[str, ColumnValue | None]
+WatermarkInput: TypeAlias = ColumnWatermark | Mapping[str, ColumnValue | None]
 
 
 class WatermarkManager:

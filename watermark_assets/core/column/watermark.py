@@ -51,7 +51,7 @@ from watermark_assets.core.errors import (
 )
 from watermark_assets.core.watermark import Watermark, register
 
-ColumnValue: TypeAlias = "int | float | str | datetime | date | time"
+ColumnValue: TypeAlias = int | float | str | datetime | date | time
 """A value a watermark column can hold."""
 
 Observed: TypeAlias = "ColumnWatermark | Mapping[str, ColumnValue | None] | None"
