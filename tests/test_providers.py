@@ -171,11 +171,13 @@ class SeparateStoreSuite(ProviderSuite):
         assert record is not None and record.dataflow_run_id == "r2"
 
     def test_concurrent_updates_never_go_backwards(self, manager: WatermarkManager) -> None:
-        values = [later(s, i) for s in range(4) for i in range(3)]
+        values = [later(s, i) for s in range(6) for i in range(4)]
         random.Random(7).shuffle(values)
         errors: list[BaseException] = []
+        start = threading.Barrier(len(values))
 
         def save(value: dict[str, Any]) -> None:
+            start.wait()  # every writer at once: the race the store must make atomic
             try:
                 manager.save_watermark("orders", value, job_id="j", dataflow_run_id=str(value))
             except BaseException as exc:  # surfaced below
@@ -187,7 +189,7 @@ class SeparateStoreSuite(ProviderSuite):
         for thread in threads:
             thread.join()
         assert not errors
-        assert manager.get_watermark("orders") == later(3, 2)
+        assert manager.get_watermark("orders") == later(5, 3)
 
 
 class TestLocalFile(SeparateStoreSuite):
