@@ -91,6 +91,12 @@ def test_sql(watermark: ColumnWatermark, operator: Any, dialect: SqlDialect, sql
         ),
         pytest.param(date(2024, 2, 29), SqlDialect.SPARK, "DATE '2024-02-29'", id="a date"),
         pytest.param(time(7, 0), SqlDialect.POSTGRES, "TIME '07:00:00'", id="a time"),
+        pytest.param(
+            time(7, 0, tzinfo=timezone.utc),
+            SqlDialect.POSTGRES,
+            "TIMETZ '07:00:00+00:00'",
+            id="an aware time keeps its offset in postgres",
+        ),
         pytest.param(2.5, SqlDialect.SPARK, "2.5", id="a float"),
     ],
 )

@@ -135,7 +135,9 @@ def sql_literal(value: ColumnValue, dialect: SqlDialect) -> str:
     if isinstance(value, date):
         return f"DATE {_string(value.isoformat(), dialect)}"
     if isinstance(value, time):
-        return f"TIME {_string(value.isoformat(), dialect)}"
+        # PostgreSQL's TIME drops an offset silently; an aware time needs TIMETZ.
+        zone = "TZ" if value.utcoffset() is not None and dialect is SqlDialect.POSTGRES else ""
+        return f"TIME{zone} {_string(value.isoformat(), dialect)}"
     raise TypeError(f"{value!r} ({type(value).__name__}) has no SQL literal here")
 
 
