@@ -6,9 +6,8 @@ and its message names the value, what was expected, and the fix.
 
 from __future__ import annotations
 
-
-class WatermarkAssetsError(Exception):
-    """Base class of all errors raised by watermark_assets."""
+# The ONE base class lives in the pure core (core must not import this module's Java/Delta errors).
+from watermark_assets.core.errors import WatermarkAssetsError as WatermarkAssetsError
 
 
 class ConfigError(WatermarkAssetsError):

@@ -1,0 +1,130 @@
+"""The Delta metadata provider (the default): the watermark travels in the data commit itself.
+
+The watermark of a dataflow is an entry of the ``commitInfo`` custom metadata of the Delta commit
+that writes the dataflow's rows::
+
+    "watermark_assets.column_watermark/orders": "{\"watermark\": \"{\\\"updated_at\\\": ...}\",
+                                                  \"job_id\": \"orders_job\",
+                                                  \"dataflow_run_id\": \"...\"}"
+
+so data and progress are ONE atomic commit: there is no moment where rows are committed and the
+watermark is not, or the reverse. Consequently ``update_watermark`` does not exist here: there is
+nothing to write after the commit. :func:`commit_metadata_entry` (and
+:meth:`DeltaMetadataProvider.commit_metadata`) turns ``(dataflow_id, text, job_id, run id)`` into
+the entry that the committer adds to ``CommitProperties(custom_metadata=...)``;
+``WatermarkManager.commit_then_save`` hands it to the commit.
+
+Reading (:meth:`DeltaMetadataProvider.get_watermark`): the newest commit of the table's log that
+carries an entry for the dataflow, walking back from the latest version (commits of other
+dataflows, OPTIMIZE or VACUUM in between are skipped). No table, or no such commit down to version
+0: None (nothing read yet). If the walk reaches commits that the log cleaned up after a Delta
+checkpoint (``delta.logRetentionDuration``, 30 days by default) before finding one, the watermark
+is unknown and :class:`~watermark_assets.core.errors.WatermarkHistoryLostError` is raised: "read
+everything" would duplicate rows. A dataflow that commits at least once per retention period never
+meets it; the generic checkpoint (issue 7, step 1) will make it a fast path too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, timezone
+
+from watermark_assets.core.errors import WatermarkHistoryLostError, WatermarkProviderError
+from watermark_assets.delta import DeltaCommitter
+from watermark_assets.delta_log import CommitRecord
+from watermark_assets.exceptions import DeltaCommitError
+from watermark_assets.providers.base import WatermarkRecord
+
+KEY_PREFIX = "watermark_assets.column_watermark/"
+"""The custom metadata key of a dataflow's watermark is this prefix + the dataflow id."""
+
+
+def metadata_key(dataflow_id: str) -> str:
+    """The commitInfo key that holds ``dataflow_id``'s watermark."""
+    if not dataflow_id:
+        raise WatermarkProviderError(
+            "a dataflow id is needed to key its watermark in the commit; got ''",
+            provider=DeltaMetadataProvider.name,
+        )
+    return KEY_PREFIX + dataflow_id
+
+
+def commit_metadata_entry(
+    dataflow_id: str,
+    watermark_value: str,
+    *,
+    job_id: str | None,
+    dataflow_run_id: str | None,
+) -> dict[str, str]:
+    """The custom metadata entry that makes a Delta commit carry this watermark."""
+    envelope = {"watermark": watermark_value, "job_id": job_id, "dataflow_run_id": dataflow_run_id}
+    return {metadata_key(dataflow_id): json.dumps(envelope)}
+
+
+def watermark_record(dataflow_id: str, commit: CommitRecord) -> WatermarkRecord | None:
+    """The watermark ``commit`` carries for ``dataflow_id``, or None."""
+    entry = commit.custom_metadata.get(metadata_key(dataflow_id))
+    if entry is None:
+        return None
+    try:
+        envelope = json.loads(entry)
+        text = envelope["watermark"]
+        if not isinstance(text, str):
+            raise TypeError(f"'watermark' is {text!r}, not the watermark's JSON text")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise WatermarkProviderError(
+            f"commit {commit.version} carries an unreadable watermark entry for {dataflow_id!r} "
+            f"({exc!r}): {entry!r}. Delta commits are immutable: commit a corrected watermark "
+            "with a file or postgres provider, or start a new dataflow id",
+            provider=DeltaMetadataProvider.name,
+            dataflow_id=dataflow_id,
+        ) from exc
+    return WatermarkRecord(
+        dataflow_id=dataflow_id,
+        watermark=text,
+        job_id=envelope.get("job_id"),
+        dataflow_run_id=envelope.get("dataflow_run_id"),
+        updated_at=datetime.fromtimestamp(commit.timestamp_ms / 1000, tz=timezone.utc),
+        delta_version=commit.version,
+    )
+
+
+class DeltaMetadataProvider:
+    """Reads watermarks from the commits of the Delta table at ``table_uri`` (module docstring)."""
+
+    name = "delta_metadata"
+
+    def __init__(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> None:
+        self.table_uri = table_uri
+        self._committer = DeltaCommitter(table_uri, storage_options=storage_options)
+
+    def get_watermark(self, dataflow_id: str) -> str | None:
+        record = self.get_record(dataflow_id)
+        return None if record is None else record.watermark
+
+    def get_record(self, dataflow_id: str) -> WatermarkRecord | None:
+        latest = self._committer.current_version()
+        if latest is None:
+            return None
+        for version in range(latest, -1, -1):
+            try:
+                commit = self._committer.read_commit(version)
+            except DeltaCommitError:
+                raise WatermarkHistoryLostError(self.table_uri, dataflow_id, version + 1) from None
+            record = watermark_record(dataflow_id, commit)
+            if record is not None:
+                return record
+        return None
+
+    def commit_metadata(
+        self,
+        dataflow_id: str,
+        watermark_value: str,
+        *,
+        job_id: str | None,
+        dataflow_run_id: str | None,
+    ) -> dict[str, str]:
+        return commit_metadata_entry(
+            dataflow_id, watermark_value, job_id=job_id, dataflow_run_id=dataflow_run_id
+        )
