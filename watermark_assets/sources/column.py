@@ -1,0 +1,87 @@
+"""The contract every column-watermark source implements, and the one Spark job they share.
+
+A run reads the rows above (or, replaying, at or above) the watermark, writes them as Parquet into
+a staging folder and observes the next watermark *during that write* (Spark observed metrics:
+nothing collected to the driver, no second pass). The source decides how the predicate reaches
+the data (a filter Spark pushes into a Parquet scan, a WHERE clause the database runs, request
+parameters of an API); :func:`stage_rows` is the same for all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from watermark_assets.core.column.predicate import Predicate
+from watermark_assets.core.column.watermark import ColumnWatermark
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True, kw_only=True)
+class ColumnRead:
+    """What a source hands the run: the rows as a lazy frame and how they were selected."""
+
+    frame: DataFrame
+    #: the predicate as the engine that applies it sees it (SQL text, a filter, request params)
+    pushed_down: str
+    #: the source's own notes for the metadata, e.g. files skipped by statistics, pages fetched
+    details: dict[str, object]
+
+
+class ColumnSource(Protocol):
+    """A source of rows ordered by watermark columns."""
+
+    @property
+    def name(self) -> str: ...
+
+    def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
+        """The rows ``predicate`` admits, as a lazy frame (nothing read yet)."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class StagedRows:
+    """What :func:`stage_rows` wrote: the staging folder, the row count, the next watermark."""
+
+    data_dir: str | None  # None when no row was read
+    rows: int
+    next_watermark: ColumnWatermark  # the greatest row's columns, advanced from the start
+
+
+def stage_rows(
+    read: ColumnRead,
+    *,
+    columns: Sequence[str],
+    start: ColumnWatermark,
+    data_dir: str,
+    partition_by: Sequence[str] = (),
+) -> StagedRows:
+    """Write ``read.frame`` as Parquet under ``data_dir`` in ONE pass, observing the row count
+    and the greatest ``columns`` tuple (``max_by`` over a struct compares field by field, the
+    watermark's tuple order). ``start.advance`` of that tuple is the next watermark."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from watermark_assets.spark import spark_path
+
+    observation = Observation("watermark_assets_column_read")
+    complete = F.lit(True)
+    for column in columns:  # a row with a NULL watermark column never advances the watermark
+        complete = complete & F.col(column).isNotNull()
+    key = F.struct(*[F.col(c) for c in columns])
+    observed = read.frame.observe(
+        observation,
+        F.count(F.lit(1)).alias("rows"),
+        F.max(F.when(complete, key)).alias("top"),
+    )
+    observed.write.mode("errorifexists").partitionBy(*partition_by).parquet(spark_path(data_dir))
+    values = observation.get
+    rows = int(values.get("rows", 0))
+    top = values.get("top")
+    next_watermark = start
+    if top is not None:
+        next_watermark = start.advance({c: top[c] for c in columns})
+    return StagedRows(data_dir=data_dir if rows else None, rows=rows, next_watermark=next_watermark)
