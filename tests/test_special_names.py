@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from _landing import FROZEN_NOW, delta_ids, hour
 from _sensor_loop import SensorLoop
@@ -20,7 +22,8 @@ from deltalake import DeltaTable
 
 from watermark_assets.config import IngestPipelineConfig
 from watermark_assets.defs import build_definitions
-from watermark_assets.exceptions import UnreadablePathError
+from watermark_assets.exceptions import UnreadablePathError, UntracedRowsError
+from watermark_assets.spark import ReadSpec, stage_batch
 from watermark_assets.spark_paths import literal_path, unreadable_character
 from watermark_assets.state_store import load_state
 
@@ -250,3 +253,77 @@ def test_which_paths_spark_cannot_read_literally(uri: str, character: str | None
 )
 def test_a_literal_path_escapes_hadoop_glob_syntax(uri: str, literal: str) -> None:
     assert literal_path(uri) == literal
+
+
+# --- the Spark adapter alone: every reader, and the untraced-rows safety net ------------------
+
+STAGE_NAMES = [
+    "1706436060-a b",
+    "1706436061-a+b",
+    "1706436062-a*b",
+    "1706436062-aXb",
+    "1706436063-a:b",
+]
+
+
+def write_rows(root: Path, relative: str, fmt: str, first_id: int) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "csv":
+        path.write_text(f"id,event_time,name\n{first_id},2024-01-28T10:00:00Z,n\n")
+    elif fmt == "parquet":
+        pq.write_table(pa.table({"id": [first_id], "name": ["n"]}), path)
+    else:
+        write_ndjson(root, relative, event_records(first_id, 1, hour(28, 10)))
+
+
+def read_spec(root: Path, files: list[str], fmt: str, mapped: list[str]) -> ReadSpec:
+    return ReadSpec(
+        source_uri=str(root),
+        files=files,
+        file_partitions={f: PARTITION for f in mapped},
+        format=fmt,
+        schema_ddl=None if fmt == "parquet" else "id BIGINT, event_time TIMESTAMP, name STRING",
+        csv_options={"header": "true"},
+        derived_columns={},
+        partition_by=[],
+        ingested_at_iso="2024-01-28T15:00:00+00:00",
+    )
+
+
+@pytest.mark.parametrize(
+    ("fmt", "suffix"),
+    [("ndjson", ".ndjson"), ("csv", ".csv"), ("parquet", ".parquet")],
+    ids=["NDJSON", "CSV", "Parquet"],
+)
+def test_every_reader_reads_special_names_literally_and_traces_each_row(
+    spark: Any, tmp_path: Path, fmt: str, suffix: str
+) -> None:
+    root = tmp_path / "land ing"
+    files = [f"{HOUR}/{name}{suffix}" for name in STAGE_NAMES]
+    for number, relative in enumerate(files):
+        write_rows(root, relative, fmt, number)
+    out = stage_batch(
+        spark,
+        read_spec(root, files, fmt, files),
+        data_dir=str(tmp_path / "stage"),
+        quarantine_dir=str(tmp_path / "q"),
+    )
+    rows = pq.read_table(str(tmp_path / "stage")).to_pylist()
+    assert sorted((r["_source_file"], r["id"]) for r in rows) == list(zip(files, range(5)))
+    assert out.per_partition == {PARTITION: {"rows_read": 5, "rows_quarantined": 0}}
+
+
+def test_rows_that_trace_to_no_file_of_the_batch_are_refused(spark: Any, tmp_path: Path) -> None:
+    root = tmp_path / "landing"
+    files = [f"{HOUR}/1706436060-a b.ndjson", f"{HOUR}/1706436061-c.ndjson"]
+    for number, relative in enumerate(files):
+        write_rows(root, relative, "ndjson", number)
+    with pytest.raises(UntracedRowsError, match="1 rows read by Spark trace to no") as refused:
+        stage_batch(
+            spark,
+            read_spec(root, files, "ndjson", mapped=files[1:]),
+            data_dir=str(tmp_path / "stage"),
+            quarantine_dir=str(tmp_path / "q"),
+        )
+    assert refused.value.example is not None and refused.value.example.endswith("a%20b.ndjson")
