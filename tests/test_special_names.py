@@ -212,6 +212,9 @@ def test_a_name_spark_cannot_read_is_held_back_named_and_never_passed(
     assert observed["files/unreadable"] == 1
     assert observed["files/unreadable_first"] == [f"{HOUR}/{UNREADABLE}"]
 
+    assert source.loop.run_partition(PARTITION).success, "a run that discovers holds it back too"
+    assert set(source.committed()) == {before, other_hour}
+
     with pytest.raises(UnreadablePathError, match=r"':'.*'\*'") as refused:
         source.loop.run_partition(PARTITION, [after])  # a requested list must include it
     assert refused.value.path == f"{HOUR}/{UNREADABLE}"
