@@ -22,6 +22,7 @@ from deltalake import DeltaTable
 
 from watermark_assets.config import IngestPipelineConfig
 from watermark_assets.defs import build_definitions
+from watermark_assets.discovery import hold_back_unreadable
 from watermark_assets.exceptions import UnreadablePathError, UntracedRowsError
 from watermark_assets.spark import ReadSpec, stage_batch
 from watermark_assets.spark_paths import literal_path, unreadable_character
@@ -330,3 +331,26 @@ def test_rows_that_trace_to_no_file_of_the_batch_are_refused(spark: Any, tmp_pat
             quarantine_dir=str(tmp_path / "q"),
         )
     assert refused.value.example is not None and refused.value.example.endswith("a%20b.ndjson")
+
+
+@pytest.mark.parametrize(
+    ("paths", "kept", "unreadable"),
+    [
+        pytest.param(
+            ["h=1/1-a.gz", "h=1/2-a:b*.gz", "h=1/3-c.gz", "h=2/1-d.gz"],
+            ["h=1/1-a.gz", "h=2/1-d.gz"],
+            {"h=1/2-a:b*.gz": ":"},
+            id="the files after an unreadable one in its landing partition wait, others go on",
+        ),
+        pytest.param(
+            ["h=1/1-a:b.gz", "h=1/2-a*b.gz"],
+            ["h=1/1-a:b.gz", "h=1/2-a*b.gz"],
+            {},
+            id="a colon and a glob character in different names are both readable",
+        ),
+    ],
+)
+def test_hold_back_unreadable(
+    paths: list[str], kept: list[str], unreadable: dict[str, str]
+) -> None:
+    assert hold_back_unreadable("/data/landing", paths) == (kept, unreadable)
