@@ -104,8 +104,12 @@ class SensorCursor:
                 "late": self.late,
                 "late_first": list(self.late_first),
                 "closed_through": self.closed_through,
-                "unreadable": self.unreadable,
-                "unreadable_first": list(self.unreadable_first),
+                # only when there are any: the cursor stays small (shown on the sensor's page)
+                **(
+                    {"unreadable": self.unreadable, "unreadable_first": list(self.unreadable_first)}
+                    if self.unreadable
+                    else {}
+                ),
             }
         )
 
