@@ -240,6 +240,7 @@ def test_a_name_spark_cannot_read_is_held_back_named_and_never_passed(
         pytest.param("/data/x:y/1706436060-a[b.gz", ":", id="a colon in the root, [ in the name"),
         pytest.param("s3://bucket/in/1706436060-ab.gz", None, id="the scheme's colon is no part"),
         pytest.param("s3://bucket/in/1706436060-a:b?.gz", ":", id="on S3 the same"),
+        pytest.param("file:/data/in/1706436060-a*.gz", None, id="a file: URI's colon is no part"),
     ],
 )
 def test_which_paths_spark_cannot_read_literally(uri: str, character: str | None) -> None:

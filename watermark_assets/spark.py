@@ -21,6 +21,8 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from watermark_assets.exceptions import JavaNotFoundError, UntracedRowsError
+
+# spark_path lives in spark_paths with the rest of path handling; importable from here as before
 from watermark_assets.spark_paths import literal_path, reader_options, relative_path, spark_path
 
 if TYPE_CHECKING:
@@ -96,9 +98,6 @@ def get_spark(master: str = "local[2]", conf: Mapping[str, str] | None = None) -
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel((conf or {}).get("spark.log.level", "WARN"))
     return session
-
-
-__all__ = ["spark_path"]  # re-exported: it lives in spark_paths with the rest of path handling
 
 
 @dataclass(frozen=True)

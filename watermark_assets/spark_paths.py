@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 #: Characters of Hadoop's glob syntax (``org.apache.hadoop.fs.GlobPattern``), backslash first.
 GLOB_CHARACTERS = "\\*?[]{}"
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+#: A URI scheme ('s3a:', 'file:') followed by the path's '/'; local sources are plain paths.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(?=/)")
 
 
 def spark_path(uri: str) -> str:
@@ -54,7 +55,7 @@ def unreadable_character(uri: str) -> str | None:
     its glob cannot build a path from a component holding ``:``). Every other character is read
     literally (see the module docstring).
     """
-    path = _SCHEME.sub("", spark_path(uri), count=1)
+    path = _without_scheme(spark_path(uri))
     if ":" in path and any(c in path for c in GLOB_CHARACTERS):
         return ":"
     return None
@@ -75,7 +76,8 @@ def reader_options(source_uri: str) -> Mapping[str, str]:
     files (landing files have none) and fails on a name holding ``:``. The file system cache is
     keyed by scheme, not by settings, so it is bypassed for this read only.
     """
-    if _SCHEME.match(spark_path(source_uri)):
+    scheme = _SCHEME.match(spark_path(source_uri))
+    if scheme is not None and scheme.group(1) != "file":
         return {}
     return {
         "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
@@ -105,7 +107,11 @@ def relative_path(encoded: Column, source_uri: str) -> Column:
     """
     from pyspark.sql import functions as F
 
-    marker = _SCHEME.sub("", spark_path(source_uri), count=1).rstrip("/") + "/"
+    marker = _without_scheme(spark_path(source_uri)).rstrip("/") + "/"
     decoded = decoded_file_path(encoded)
     start = F.locate(marker, decoded)
     return F.when(start > 0, decoded.substr(start + len(marker), F.lit(1 << 30)))
+
+
+def _without_scheme(path: str) -> str:
+    return _SCHEME.sub("", path, count=1)
