@@ -8,7 +8,7 @@ Spark, a run calls it to discover the files of its partitions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -18,6 +18,7 @@ from watermark_assets.core.coldstart import lookback_prefixes
 from watermark_assets.core.file_watermark import FileWatermark, WatermarkState, components_below
 from watermark_assets.core.filepath import prefix_components, split_path
 from watermark_assets.core.listing import ListingPlan, plan_listing, plan_sweep
+from watermark_assets.spark_paths import unreadable_character
 from watermark_assets.state_store import listing_horizon, retention_horizon
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
@@ -36,6 +37,10 @@ class FileGroups:
     paths_listed: int
     #: landing partition -> files that landed at or below its watermark and were never committed
     below_watermark: Mapping[str, int] = field(default_factory=dict)
+    #: files Spark cannot read literally (path -> the character), held back with every later file
+    #: of their landing partition (``held_back`` counts both); see :func:`hold_back_unreadable`
+    unreadable: Mapping[str, str] = field(default_factory=dict)
+    held_back: int = 0
 
 
 def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -> str | None:
@@ -85,7 +90,8 @@ def discover_files(
     groups: dict[str, list[str]] = {}
     out_of_range: list[str] = []
     unmatched: list[str] = []
-    for path in listing.files:
+    readable, unreadable = hold_back_unreadable(pipeline.source.uri, listing.files)
+    for path in readable:
         prefix, _ = split_path(path)
         when = pipeline.source.template.try_parse(prefix)
         if when is None:
@@ -108,7 +114,31 @@ def discover_files(
         listing.files_seen,
         listing.paths_listed,
         below,
+        unreadable,
+        len(listing.files) - len(readable),
     )
+
+
+def hold_back_unreadable(source_uri: str, paths: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """(the paths to ingest, path -> character of each file Spark cannot read literally).
+
+    A landing partition's watermark is the last file committed there, and a watermark must never
+    pass a file whose rows were not committed: so an unreadable file is held back with every file
+    that sorts after it in its landing partition. Nothing of that partition moves until the user
+    renames the file (the sensor names it); other landing partitions go on.
+    """
+    blocked: dict[str, str] = {}  # landing partition -> its first unreadable file
+    unreadable: dict[str, str] = {}
+    kept: list[str] = []
+    for path in sorted(paths):
+        prefix, _ = split_path(path)
+        character = unreadable_character(storage.join(source_uri, path))
+        if character is not None:
+            unreadable[path] = character
+            blocked.setdefault(prefix, path)
+        elif prefix not in blocked:
+            kept.append(path)
+    return kept, unreadable
 
 
 def lowered_plan(plan: ListingPlan, since: str | None, horizon: str | None) -> ListingPlan:

@@ -261,3 +261,36 @@ class RowsOutsideWindowError(DeltaCommitError):
         self.path = path
         self.outside = outside
         self.example = example
+
+
+class UnreadablePathError(WatermarkAssetsError):
+    """A landing file's path cannot be handed to Spark literally (found before anything is read)."""
+
+    def __init__(self, path: str, character: str, glob_character: str) -> None:
+        super().__init__(
+            f"file {path!r} cannot be read by Spark: its path holds {character!r} and the glob "
+            f"character {glob_character!r}; Hadoop must glob a path holding {glob_character!r} "
+            f"(escaped) and its glob cannot open a path component holding {character!r}. The "
+            "file is held back, not ingested, and later files of its landing partition wait for "
+            f"it: rename it without {character!r} (or without {glob_character!r}), keeping the "
+            "name sorting at the same place (for example '-' for ':')"
+        )
+        self.path = path
+        self.character = character
+        self.glob_character = glob_character
+
+
+class UntracedRowsError(WatermarkAssetsError):
+    """Spark read rows whose lineage names no file of the batch (nothing is committed)."""
+
+    def __init__(self, count: int, example: str | None, files: tuple[str, ...]) -> None:
+        shown = ", ".join(repr(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
+        super().__init__(
+            f"{count} rows read by Spark trace to no requested file (first lineage value "
+            f"{example!r}; requested {shown}); Spark reported a path the batch did not ask for or "
+            "that did not map back to one. Nothing was committed and the watermark did not "
+            "move. Report it with the file names: it is a bug in watermark_assets.spark_paths"
+        )
+        self.count = count
+        self.example = example
+        self.files = files

@@ -53,6 +53,7 @@ from watermark_assets.exceptions import (
     UnreadableDataFileError,
     UnreadableFilesError,
 )
+from watermark_assets.spark_paths import check_readable
 from watermark_assets.state_store import (
     COMMIT_METADATA_KEY,
     CommitMetadata,
@@ -141,6 +142,9 @@ class BatchPlan:
     file_partitions: Mapping[str, str]
     already_committed: tuple[str, ...]
     added: tuple[str, ...] = ()
+    #: files Spark cannot read literally (path -> character), held back by discovery with the
+    #: later files of their landing partition (a requested list holding one is refused instead)
+    unreadable: Mapping[str, str] = field(default_factory=dict)
 
 
 def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetime) -> BatchPlan:
@@ -161,12 +165,18 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
         watermark = restore_partitions(pipeline, state.watermark, request.partition_keys)
         state = replace(state, watermark=watermark)
     added: tuple[str, ...] = ()
+    unreadable: dict[str, str] = {}
     if request.files is None:
         groups = discover_files(
             pipeline, state.watermark, partition_of, now=now, since=since, restored=restored
         )
         candidates = sorted(p for key in wanted for p in groups.by_partition.get(key, ()))
         already: list[str] = []
+        unreadable = {
+            path: character
+            for path, character in groups.unreadable.items()
+            if partition_key_of(pipeline, path, partition_of) in wanted
+        }
     else:
         candidates, already, added = requested_files(pipeline, state.watermark, request.files)
     file_partitions: dict[str, str] = {}
@@ -185,7 +195,13 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
             "launch it in its own partition",
         )
     return BatchPlan(
-        request, state, tuple(sorted(file_partitions)), file_partitions, tuple(already), added
+        request,
+        state,
+        tuple(sorted(file_partitions)),
+        file_partitions,
+        tuple(already),
+        added,
+        unreadable,
     )
 
 
@@ -231,6 +247,8 @@ def requested_files(
                 check_sortable(path, source.file_name_ordering)
                 added.append(path)
             files.append(path)
+    for path in files:  # refused before anything is read (discovery holds such files back)
+        check_readable(source.uri, path)
     return sorted(files), already, tuple(sorted(added))
 
 

@@ -20,7 +20,10 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from watermark_assets.exceptions import JavaNotFoundError
+from watermark_assets.exceptions import JavaNotFoundError, UntracedRowsError
+
+# spark_path lives in spark_paths with the rest of path handling; importable from here as before
+from watermark_assets.spark_paths import literal_path, reader_options, relative_path, spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -97,13 +100,6 @@ def get_spark(master: str = "local[2]", conf: Mapping[str, str] | None = None) -
     return session
 
 
-def spark_path(uri: str) -> str:
-    """The path Spark's Hadoop file systems understand for a storage URI."""
-    if uri.startswith("s3://"):
-        return "s3a://" + uri.removeprefix("s3://")
-    return uri.removeprefix("file://")
-
-
 @dataclass(frozen=True)
 class ReadSpec:
     """How to read one batch of landing files."""
@@ -133,35 +129,38 @@ class StagedOutput:
 
 
 def _lineage(spec: ReadSpec) -> list[Column]:
+    """``_source_file`` (the requested relative path, from Spark's URI-encoded
+    ``_metadata.file_path``), ``_ingested_at`` and ``_dagster_partition``. A row whose file maps
+    to no requested path gets NULL in both: :func:`stage_batch` refuses such a batch."""
     from pyspark.sql import functions as F
 
-    marker = spark_path(spec.source_uri).rstrip("/") + "/"
-    marker = marker.removeprefix("s3a://")
-    relative = F.expr(
-        f"substring(_metadata.file_path, instr(_metadata.file_path, '{_sql_quote(marker)}') "
-        f"+ {len(marker)})"
+    relative = relative_path(F.col("_metadata.file_path"), spec.source_uri)
+    requested = F.create_map(
+        *[item for path in spec.file_partitions for item in (F.lit(path), F.lit(path))]
     )
     partitions = F.create_map(
         *[item for path, key in spec.file_partitions.items() for item in (F.lit(path), F.lit(key))]
     )
     return [
-        relative.alias(SOURCE_FILE_COLUMN),
+        # cast: a batch whose every file was set aside has empty maps (type void)
+        F.element_at(requested, relative).cast("string").alias(SOURCE_FILE_COLUMN),
         F.lit(spec.ingested_at_iso).cast("timestamp").alias(INGESTED_AT_COLUMN),
-        # cast: a batch whose every file was set aside has an empty map (type void)
         F.element_at(partitions, relative).cast("string").alias(PARTITION_KEY_COLUMN),
+        F.col("_metadata.file_path").alias(_RAW_SOURCE_COLUMN),
     ]
 
 
-def _sql_quote(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("'", "\\'")
+#: Spark's own ``_metadata.file_path``, kept until the write for the untraced-rows check.
+_RAW_SOURCE_COLUMN = "_watermark_assets_raw_source"
 
 
 def read_batch(spark: SparkSession, spec: ReadSpec) -> tuple[DataFrame, bool]:
     """The batch with lineage and derived columns; True if it can hold malformed records."""
     from pyspark.sql import functions as F
 
-    paths = [spark_path(f"{spec.source_uri.rstrip('/')}/{path}") for path in spec.files]
-    reader = spark.read
+    # Each path literally (no glob expansion); see spark_paths for what Hadoop does otherwise.
+    paths = [literal_path(f"{spec.source_uri.rstrip('/')}/{path}") for path in spec.files]
+    reader = spark.read.options(**reader_options(spec.source_uri))
     has_corrupt = spec.format in ("ndjson", "csv")
     if has_corrupt:
         schema = f"{spec.schema_ddl}, {CORRUPT_RECORD_COLUMN} STRING"
@@ -177,7 +176,7 @@ def read_batch(spark: SparkSession, spec: ReadSpec) -> tuple[DataFrame, bool]:
     else:
         frame = reader.parquet(*paths)
     # Lineage replaces same-named columns of the source (e.g. re-ingesting an exported table).
-    lineage = (SOURCE_FILE_COLUMN, INGESTED_AT_COLUMN, PARTITION_KEY_COLUMN)
+    lineage = (SOURCE_FILE_COLUMN, INGESTED_AT_COLUMN, PARTITION_KEY_COLUMN, _RAW_SOURCE_COLUMN)
     frame = frame.select(*[c for c in frame.columns if c not in lineage], *_lineage(spec))
     for name, expression in spec.derived_columns.items():
         frame = frame.withColumn(name, F.expr(expression))
@@ -206,15 +205,20 @@ def stage_batch(
         in_partition = F.col(PARTITION_KEY_COLUMN) == F.lit(key)
         metrics.append(F.count_if(in_partition).alias(f"rows_{number}"))
         metrics.append(F.count_if(in_partition & corrupt).alias(f"bad_{number}"))
+    untraced = F.col(SOURCE_FILE_COLUMN).isNull()
+    metrics.append(F.count_if(untraced).alias("untraced"))
+    metrics.append(F.min(F.when(untraced, F.col(_RAW_SOURCE_COLUMN))).alias("eg"))
     observation = Observation("watermark_assets_batch")
-    observed = frame.observe(observation, *metrics) if metrics else frame
-    good_frame = observed
+    observed = frame.observe(observation, *metrics)
+    good_frame = observed.drop(_RAW_SOURCE_COLUMN)
     if has_corrupt:
-        good_frame = observed.where(~corrupt).drop(CORRUPT_RECORD_COLUMN)
+        good_frame = good_frame.where(~corrupt).drop(CORRUPT_RECORD_COLUMN)
     good_frame.write.mode("errorifexists").partitionBy(*spec.partition_by).parquet(
         spark_path(data_dir)
     )
-    values = observation.get if metrics else {}
+    values = observation.get
+    if values.get("untraced"):  # never commit rows that cannot be traced to a requested file
+        raise UntracedRowsError(int(values["untraced"]), values.get("eg"), tuple(spec.files))
     per_partition = {
         key: {
             "rows_read": int(values.get(f"rows_{number}", 0)),

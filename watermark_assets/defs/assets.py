@@ -117,6 +117,13 @@ def build_asset(
             f"committed; watermark {plan.state.watermark.value!r} "
             f"({plan.state.watermark.state.value})"
         )
+        if plan.unreadable:
+            first = sorted(plan.unreadable)[:5]
+            context.log.warning(
+                f"{len(plan.unreadable)} files Spark cannot read by their exact path are held "
+                f"back with the later files of their landing partitions (first {first}): rename "
+                "them without ':' (see the sensor's skip reason)"
+            )
         needs_spark = plan.files and isinstance(pipeline, IngestPipelineConfig)
         return stage_batch(plan, spark.spark_session if needs_spark else None, now=now)
 

@@ -46,6 +46,7 @@ from watermark_assets.core.listing import ListingPlan
 from watermark_assets.defs.assets import BATCH_TAG, PIPELINE_TAG
 from watermark_assets.delta import DeltaCommitter
 from watermark_assets.discovery import FileGroups, discover_files, sweep
+from watermark_assets.spark_paths import GLOB_CHARACTERS
 from watermark_assets.state_store import (
     PipelineState,
     listing_horizon,
@@ -87,6 +88,9 @@ class SensorCursor:
     late: int = 0
     late_first: tuple[str, ...] = ()
     closed_through: str | None = None
+    #: files Spark cannot read literally, and the first of them (held back: rename them)
+    unreadable: int = 0
+    unreadable_first: tuple[str, ...] = ()
 
     def to_string(self) -> str:
         return json.dumps(
@@ -100,6 +104,12 @@ class SensorCursor:
                 "late": self.late,
                 "late_first": list(self.late_first),
                 "closed_through": self.closed_through,
+                # only when there are any: the cursor stays small (shown on the sensor's page)
+                **(
+                    {"unreadable": self.unreadable, "unreadable_first": list(self.unreadable_first)}
+                    if self.unreadable
+                    else {}
+                ),
             }
         )
 
@@ -118,6 +128,8 @@ class SensorCursor:
             late=int(raw.get("late", 0)),
             late_first=tuple(raw.get("late_first", ())),
             closed_through=raw.get("closed_through"),
+            unreadable=int(raw.get("unreadable", 0)),
+            unreadable_first=tuple(raw.get("unreadable_first", ())),
         )
 
 
@@ -170,6 +182,13 @@ def build_sensor(
             context, pipeline, asset_key, partitions_def, state, previous.closed_through, busy, now
         )
         notes = _notes(groups, pipeline, swept, closed, initial=state.watermark.value is None)
+        # The next tick lists from the oldest pending prefix; held-back files count, so that
+        # their landing partition stays listed (and reported) until they are renamed.
+        pending_paths = [
+            *(path for files in groups.by_partition.values() for path in files),
+            *groups.unreadable,
+        ]
+        low = min((split_path(p)[0] for p in pending_paths), key=prefix_components, default=None)
         seen = SensorCursor(
             delta_version=state.delta_version,
             below=sum(below.values()),
@@ -177,6 +196,9 @@ def build_sensor(
             late=swept.late,
             late_first=swept.late_first,
             closed_through=closed_through,
+            low=low,
+            unreadable=len(groups.unreadable),
+            unreadable_first=tuple(sorted(groups.unreadable)[:UNREADABLE_NAMES]),
         )
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
@@ -225,11 +247,7 @@ def build_sensor(
                 )
             )
         pending = sum(len(files) for files in groups.by_partition.values())
-        low = min(
-            (split_path(path)[0] for files in groups.by_partition.values() for path in files),
-            key=prefix_components,
-        )
-        cursor = replace(seen, pending_files=pending, state=WatermarkState.ACTIVE.value, low=low)
+        cursor = replace(seen, pending_files=pending, state=WatermarkState.ACTIVE.value)
         events = [*_observations(asset_key, previous, cursor, state, below), *closed]
         if not requests:
             reason = (
@@ -319,6 +337,9 @@ def _sweep_if_due(
         found.complete,
     )
 
+
+#: How many names of files Spark cannot read the cursor and the observation keep (all are counted).
+UNREADABLE_NAMES = 5
 
 #: How many Dagster partitions one tick checks for being closed (the next tick goes on).
 MAX_CLOSED_PER_TICK = 200
@@ -437,6 +458,15 @@ def _notes(
         )
     if not swept.complete:
         notes.append(f"the sweep of {swept.window} stopped after sweep.max_paths paths")
+    if groups.unreadable:
+        first = sorted(groups.unreadable)[:UNREADABLE_NAMES]
+        shown = ", ".join(f"{path!r} ({groups.unreadable[path]!r})" for path in first)
+        notes.append(
+            f"{len(groups.unreadable)} files Spark cannot read by their exact path (first "
+            f"{shown}: ':' together with one of {GLOB_CHARACTERS!r}); they and the later files of "
+            f"their landing partitions ({groups.held_back} in all) are held back: rename them "
+            "without ':', keeping the names sorting at the same place"
+        )
     if out_of_range:
         notes.append(
             f"{len(out_of_range)} files outside the partitions (first {out_of_range[0]!r}; "
@@ -464,8 +494,9 @@ def _observations(
     below: Mapping[str, int],
 ) -> list[AssetObservation]:
     """An observation on the asset when the watermark state or the files not ingested change."""
-    seen = (cursor.state, cursor.below, cursor.late, cursor.late_first)
-    if (previous.state, previous.below, previous.late, previous.late_first) == seen:
+    seen = (cursor.state, cursor.below, cursor.late, cursor.late_first, cursor.unreadable_first)
+    before = (previous.state, previous.below, previous.late, previous.late_first)
+    if (*before, previous.unreadable_first) == seen:
         return []
     watermark = state.watermark
     return [
@@ -480,6 +511,8 @@ def _observations(
                 "files/below_watermark_by_partition": MetadataValue.json(dict(below)),
                 "files/late_after_window": MetadataValue.int(cursor.late),
                 "files/late_after_window_first": MetadataValue.json(list(cursor.late_first)),
+                "files/unreadable": MetadataValue.int(cursor.unreadable),
+                "files/unreadable_first": MetadataValue.json(list(cursor.unreadable_first)),
             },
         )
     ]
