@@ -65,7 +65,7 @@ def stage_rows(
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    from watermark_assets.spark import spark_path
+    from watermark_assets.spark_paths import spark_path
 
     observation = Observation("watermark_assets_column_read")
     complete = F.lit(True)
