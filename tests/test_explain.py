@@ -315,7 +315,7 @@ CASES = [
         "unsortable",
         Verdict.UNSORTABLE_NAME,
         {"file_name_ordering": "auto", "blocks_sensor": True},
-        "every sensor tick of the pipeline fails on it",
+        "the sensor holds it back",
         id="a name without a sortable prefix is refused",
     ),
     pytest.param(

@@ -231,6 +231,35 @@ def test_a_name_spark_cannot_read_is_held_back_named_and_never_passed(
     assert source.observation()["files/unreadable"] == 0
 
 
+def test_a_name_that_does_not_sort_by_time_is_held_back_named_and_never_passed(
+    spark: Any, tmp_path: Path
+) -> None:
+    """One misnamed file used to fail every sensor tick of the pipeline: now it waits, named,
+    with the files after it in its landing partition, and everything else goes on."""
+    source = make_source(tmp_path)
+    before = source.add(f"{HOUR}/1706436000-000001.ndjson.gz")
+    misnamed = source.add(f"{HOUR}/17064360xx-000002.ndjson.gz")
+    after = source.add(f"{HOUR}/1706436120-000003.ndjson.gz")
+    other_hour = source.add(f"{LATER_HOUR}/1706439600-000004.ndjson.gz")
+
+    skip = source.ingest()
+
+    assert source.committed() == {before: source.ids[before], other_hour: source.ids[other_hour]}
+    assert source.partition_watermarks()[HOUR] == before.rsplit("/", 1)[1]
+    assert f"1 files whose names do not sort by time (first ['{misnamed}']" in skip
+    observed = source.observation()
+    assert (observed["files/unsortable"], observed["files/unsortable_first"]) == (1, [misnamed])
+
+    renamed = f"{HOUR}/1706436060-000002.ndjson.gz"
+    (source.root / misnamed).rename(source.root / renamed)
+    source.ids[renamed] = source.ids.pop(misnamed)
+
+    assert source.ingest().startswith("Idle:")
+    assert source.committed() == source.ids, "once renamed, it and the files after it commit"
+    assert source.partition_watermarks()[HOUR] == after.rsplit("/", 1)[1]
+    assert source.observation()["files/unsortable"] == 0
+
+
 @pytest.mark.parametrize(
     ("uri", "character"),
     [

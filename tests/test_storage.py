@@ -16,7 +16,6 @@ from watermark_assets import storage
 from watermark_assets.core.file_watermark import FileWatermark
 from watermark_assets.core.filepath import NameOrdering
 from watermark_assets.core.listing import plan_listing
-from watermark_assets.exceptions import UnsortableFileNameError
 
 SEED_FILES = [
     "date=2024-01-26/1706227200-aaa.ndjson.gz",
@@ -95,10 +94,11 @@ def test_hidden_entries_and_other_suffixes_are_never_part_of_a_source(root: str)
     assert list(result.files) == ["date=2024-01-28/1706450100-a.ndjson.gz"]
 
 
-def test_a_file_name_that_does_not_sort_chronologically_is_refused(root: str) -> None:
-    put(root, "date=2024-01-28/event-abc123.ndjson.gz")
-    with pytest.raises(UnsortableFileNameError, match="event-abc123"):
-        list_above(root)
+def test_a_file_name_that_does_not_sort_chronologically_is_set_apart(root: str) -> None:
+    put(root, "date=2024-01-28/event-abc123.ndjson.gz", "date=2024-01-28/1706450100-a.ndjson.gz")
+    result = list_above(root)
+    assert result.files == ("date=2024-01-28/1706450100-a.ndjson.gz",), "never mis-ordered"
+    assert result.unsortable == ("date=2024-01-28/event-abc123.ndjson.gz",)
 
 
 def test_lookback_prefixes_are_listed_directly(root: str) -> None:

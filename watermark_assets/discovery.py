@@ -41,6 +41,9 @@ class FileGroups:
     #: of their landing partition (``held_back`` counts both); see :func:`hold_back_unreadable`
     unreadable: Mapping[str, str] = field(default_factory=dict)
     held_back: int = 0
+    #: files whose names do not sort by time (a watermark cannot order them), held back the same
+    #: way: the watermark never passes them, the sensor names them until they are renamed
+    unsortable: tuple[str, ...] = ()
 
 
 def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -> str | None:
@@ -90,7 +93,9 @@ def discover_files(
     groups: dict[str, list[str]] = {}
     out_of_range: list[str] = []
     unmatched: list[str] = []
-    readable, unreadable = hold_back_unreadable(pipeline.source.uri, listing.files)
+    readable, unreadable = hold_back_unreadable(
+        pipeline.source.uri, listing.files, listing.unsortable
+    )
     for path in readable:
         prefix, _ = split_path(path)
         when = pipeline.source.template.try_parse(prefix)
@@ -116,27 +121,34 @@ def discover_files(
         below,
         unreadable,
         len(listing.files) - len(readable),
+        listing.unsortable,
     )
 
 
-def hold_back_unreadable(source_uri: str, paths: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+def hold_back_unreadable(
+    source_uri: str, paths: Sequence[str], unsortable: Sequence[str] = ()
+) -> tuple[list[str], dict[str, str]]:
     """(the paths to ingest, path -> character of each file Spark cannot read literally).
 
     A landing partition's watermark is the last file committed there, and a watermark must never
-    pass a file whose rows were not committed: so an unreadable file is held back with every file
-    that sorts after it in its landing partition. Nothing of that partition moves until the user
-    renames the file (the sensor names it); other landing partitions go on.
+    pass a file whose rows were not committed: so an unreadable file (or one of ``unsortable``,
+    whose name does not sort by time) is held back with every file that sorts after it in its
+    landing partition. Nothing of that partition moves until the user renames the file (the
+    sensor names it); other landing partitions go on.
     """
-    blocked: dict[str, str] = {}  # landing partition -> its first unreadable file
+    blocked: dict[str, str] = {}  # landing partition -> its first file held back
+    for path in unsortable:
+        prefix, name = split_path(path)
+        blocked[prefix] = min(blocked.get(prefix, name), name)
     unreadable: dict[str, str] = {}
     kept: list[str] = []
     for path in sorted(paths):
-        prefix, _ = split_path(path)
+        prefix, name = split_path(path)
         character = unreadable_character(storage.join(source_uri, path))
         if character is not None:
             unreadable[path] = character
-            blocked.setdefault(prefix, path)
-        elif prefix not in blocked:
+            blocked[prefix] = min(blocked.get(prefix, name), name)
+        elif prefix not in blocked or name < blocked[prefix]:
             kept.append(path)
     return kept, unreadable
 

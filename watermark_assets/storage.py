@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from watermark_assets.core.filepath import NameOrdering, check_sortable
+from watermark_assets.core.filepath import NameOrdering, is_sortable
 from watermark_assets.core.listing import ListingPlan
 
 
@@ -54,6 +54,8 @@ class ListingResult:
     paths_listed: int
     directories_listed: int
     at_or_below: Mapping[str, int] = field(default_factory=dict)
+    #: files above the watermark whose names do not sort by time (never mis-ordered: set apart)
+    unsortable: tuple[str, ...] = ()
 
 
 def list_files_above(
@@ -72,13 +74,14 @@ def list_files_above(
     directly instead of walking from the root. ``limit`` stops the walk once that many files above
     the watermark are found (the oldest ones: the walk goes in path order), which bounds the work
     of a sensor tick however large the backlog; ``max_paths`` stops it once that many paths were
-    listed. Names that do not sort chronologically are refused
-    (:class:`~watermark_assets.exceptions.UnsortableFileNameError`), never mis-ordered; with
-    ``ordering`` None (a sweep that only reports) they are not checked.
+    listed. Names that do not sort chronologically are set apart in ``unsortable``, never
+    mis-ordered (the caller holds them back and reports them); with ``ordering`` None (a sweep
+    that only reports) they are not checked.
     """
     fs, root = filesystem(root_uri)
     fs.invalidate_cache()  # listings are cached by some backends; a poll must see new files
     found: list[str] = []
+    unsortable: list[str] = []
     below: Counter[str] = Counter()
     entries_of = plan.watermark.partition_watermarks
     seen = listed = dirs = 0
@@ -104,9 +107,10 @@ def list_files_above(
             elif name.endswith(tuple(suffixes)):
                 seen += 1
                 if plan.accepts(child):
-                    if ordering is not None:
-                        check_sortable(child, ordering)
-                    found.append(child)
+                    if ordering is not None and not is_sortable(child, ordering):
+                        unsortable.append(child)
+                    else:
+                        found.append(child)
                 elif relative in entries_of:
                     below[relative] += 1
         pending[:0] = sorted(children)
@@ -116,7 +120,7 @@ def list_files_above(
             break
     files = sorted(found)
     kept = tuple(files if limit is None else files[:limit])
-    return ListingResult(kept, seen, listed, dirs, dict(below))
+    return ListingResult(kept, seen, listed, dirs, dict(below), tuple(sorted(unsortable)))
 
 
 def list_names(directory_uri: str) -> set[str]:

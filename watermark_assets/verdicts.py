@@ -148,13 +148,14 @@ def _unsortable(evidence: Evidence, path: str) -> Explanation | None:
     try:
         check_sortable(path, ordering)
     except UnsortableFileNameError:
-        # the listing checks the names it returns: one above the watermark fails every tick
+        # the listing sets such names apart: one above the watermark is held back, with the
+        # later files of its landing partition, and named by the sensor on every tick
         blocks = evidence.plan.accepts(path)
         effect = (
-            "every sensor tick of the pipeline fails on it (UnsortableFileNameError) while it is "
-            "there"
+            "the sensor holds it back, with the files after it in its landing partition, and "
+            "names it on every tick"
             if blocks
-            else "the sensor would refuse it"
+            else "the sensor would hold it back"
         )
         return Explanation(
             path=path,

@@ -130,15 +130,18 @@ def check_sortable(path: str, ordering: NameOrdering) -> None:
     :func:`detect_name_ordering` finds; a specific ordering requires that identifier. Otherwise
     raises :class:`~watermark_assets.exceptions.UnsortableFileNameError`.
     """
+    if not is_sortable(path, ordering):
+        raise UnsortableFileNameError(path, ordering.value)
+
+
+def is_sortable(path: str, ordering: NameOrdering) -> bool:
+    """Whether a path's file name is known to sort chronologically (see :func:`check_sortable`)."""
     _, name = split_path(path)
     if ordering is NameOrdering.LEXICOGRAPHIC:
-        return
+        return True
     if ordering is NameOrdering.AUTO:
-        if detect_name_ordering(name) is not None:
-            return
-    elif _PATTERNS[ordering].match(name):
-        return
-    raise UnsortableFileNameError(path, ordering.value)
+        return detect_name_ordering(name) is not None
+    return bool(_PATTERNS[ordering].match(name))
 
 
 def name_time(name: str) -> datetime | None:

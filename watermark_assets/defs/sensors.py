@@ -91,6 +91,9 @@ class SensorCursor:
     #: files Spark cannot read literally, and the first of them (held back: rename them)
     unreadable: int = 0
     unreadable_first: tuple[str, ...] = ()
+    #: files whose names do not sort by time, and the first of them (held back: rename them)
+    unsortable: int = 0
+    unsortable_first: tuple[str, ...] = ()
 
     def to_string(self) -> str:
         return json.dumps(
@@ -108,6 +111,11 @@ class SensorCursor:
                 **(
                     {"unreadable": self.unreadable, "unreadable_first": list(self.unreadable_first)}
                     if self.unreadable
+                    else {}
+                ),
+                **(
+                    {"unsortable": self.unsortable, "unsortable_first": list(self.unsortable_first)}
+                    if self.unsortable
                     else {}
                 ),
             }
@@ -130,6 +138,8 @@ class SensorCursor:
             closed_through=raw.get("closed_through"),
             unreadable=int(raw.get("unreadable", 0)),
             unreadable_first=tuple(raw.get("unreadable_first", ())),
+            unsortable=int(raw.get("unsortable", 0)),
+            unsortable_first=tuple(raw.get("unsortable_first", ())),
         )
 
 
@@ -187,6 +197,7 @@ def build_sensor(
         pending_paths = [
             *(path for files in groups.by_partition.values() for path in files),
             *groups.unreadable,
+            *groups.unsortable,
         ]
         low = min((split_path(p)[0] for p in pending_paths), key=prefix_components, default=None)
         seen = SensorCursor(
@@ -199,6 +210,8 @@ def build_sensor(
             low=low,
             unreadable=len(groups.unreadable),
             unreadable_first=tuple(sorted(groups.unreadable)[:UNREADABLE_NAMES]),
+            unsortable=len(groups.unsortable),
+            unsortable_first=groups.unsortable[:UNREADABLE_NAMES],
         )
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
@@ -467,6 +480,14 @@ def _notes(
             f"their landing partitions ({groups.held_back} in all) are held back: rename them "
             "without ':', keeping the names sorting at the same place"
         )
+    if groups.unsortable:
+        notes.append(
+            f"{len(groups.unsortable)} files whose names do not sort by time (first "
+            f"{list(groups.unsortable[:UNREADABLE_NAMES])}; file_name_ordering: "
+            f"{pipeline.source.file_name_ordering.value}): they and the later files of their "
+            "landing partitions are held back; land them again named with a Unix-timestamp, "
+            "UUIDv7 or ISO 8601 prefix above the watermark"
+        )
     if out_of_range:
         notes.append(
             f"{len(out_of_range)} files outside the partitions (first {out_of_range[0]!r}; "
@@ -494,9 +515,11 @@ def _observations(
     below: Mapping[str, int],
 ) -> list[AssetObservation]:
     """An observation on the asset when the watermark state or the files not ingested change."""
-    seen = (cursor.state, cursor.below, cursor.late, cursor.late_first, cursor.unreadable_first)
-    before = (previous.state, previous.below, previous.late, previous.late_first)
-    if (*before, previous.unreadable_first) == seen:
+
+    def noted(c: SensorCursor) -> tuple[object, ...]:
+        return (c.state, c.below, c.late, c.late_first, c.unreadable_first, c.unsortable_first)
+
+    if noted(previous) == noted(cursor):
         return []
     watermark = state.watermark
     return [
@@ -513,6 +536,8 @@ def _observations(
                 "files/late_after_window_first": MetadataValue.json(list(cursor.late_first)),
                 "files/unreadable": MetadataValue.int(cursor.unreadable),
                 "files/unreadable_first": MetadataValue.json(list(cursor.unreadable_first)),
+                "files/unsortable": MetadataValue.int(cursor.unsortable),
+                "files/unsortable_first": MetadataValue.json(list(cursor.unsortable_first)),
             },
         )
     ]
