@@ -139,3 +139,29 @@ def test_pipeline_names_are_unique(tmp_path: Path) -> None:
 def test_a_missing_file_says_which_variable_to_set(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="set WATERMARK_ASSETS_CONFIG"):
         load_config(tmp_path / "absent.yaml", env={})
+
+
+@pytest.mark.parametrize(
+    ("kind", "problem"),
+    [
+        pytest.param(None, "kind is required", id="a pipeline without kind"),
+        pytest.param("ingset", "kind 'ingset' is not an accepted value", id="a misspelt kind"),
+        pytest.param("Ingest", "kind 'Ingest' is not an accepted value", id="a kind in capitals"),
+        pytest.param("", "kind '' is not an accepted value", id="an empty kind"),
+    ],
+)
+def test_a_missing_or_unknown_kind_names_the_pipeline_and_the_accepted_values(
+    tmp_path: Path, kind: str | None, problem: str
+) -> None:
+    raw = pipeline_yaml(tmp_path)
+    if kind is None:
+        del raw["kind"]
+    else:
+        raw["kind"] = kind
+    with pytest.raises(ConfigError) as raised:
+        parse([raw])
+    error = raised.value
+    assert (error.pipeline, error.key, error.value) == ("events", "kind", kind)
+    assert f"test.yaml: pipeline 'events': {problem}; set it to one of 'ingest' (" in str(error)
+    assert "'commit' (" in str(error)
+    assert "discriminator" not in str(error)

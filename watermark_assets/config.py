@@ -302,6 +302,12 @@ class CommitPipelineConfig(_PipelineBase):
 
 PipelineConfig = Annotated[IngestPipelineConfig | CommitPipelineConfig, Field(discriminator="kind")]
 
+#: The accepted values of a pipeline's required ``kind`` key, and what each one does.
+PIPELINE_KINDS: Mapping[str, str] = {
+    "ingest": "Spark reads the landing files and commits them as Parquet",
+    "commit": "Parquet files another writer puts under the table are committed as they are",
+}
+
 
 class SparkConfig(_Model):
     """The Spark session all ingestion runs share (one per process)."""
@@ -374,6 +380,34 @@ def _resolve_paths(raw: Any, base: Path) -> Any:
     return raw
 
 
+def _check_kinds(raw: Any, origin: str) -> None:
+    """Every pipeline names an accepted ``kind`` (pydantic would only say that it cannot
+    "extract tag using discriminator 'kind'")."""
+    pipelines = raw.get("pipelines")
+    if not isinstance(pipelines, list):
+        return
+    accepted = "; ".join(f"{kind!r} ({what})" for kind, what in PIPELINE_KINDS.items())
+    for number, pipeline in enumerate(pipelines):
+        if not isinstance(pipeline, dict):
+            continue
+        name = pipeline.get("name") or f"#{number}"
+        kind = pipeline.get("kind")
+        if kind in PIPELINE_KINDS:
+            continue
+        problem = (
+            "kind is required"
+            if "kind" not in pipeline
+            else f"kind {kind!r} is not an accepted value"
+        )
+        raise ConfigError(
+            f"{origin}: pipeline {name!r}: {problem}; set it to one of {accepted}, "
+            "e.g. 'kind: ingest'",
+            pipeline=str(name),
+            key="kind",
+            value=kind,
+        )
+
+
 def _describe(error: ValidationError, raw: Any) -> str:
     lines = []
     for item in error.errors():
@@ -400,6 +434,7 @@ def parse_config(text: str, *, env: Mapping[str, str], base: Path, origin: str) 
     if not isinstance(raw, dict):
         raise ConfigError(f"{origin} must hold a mapping with a 'pipelines' list")
     raw = _resolve_paths(raw, base)
+    _check_kinds(raw, origin)
     try:
         return ProjectConfig.model_validate(raw)
     except ValidationError as error:
