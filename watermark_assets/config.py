@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from watermark_assets.core.filepath import NameOrdering
 from watermark_assets.core.timeparts import PartitionTemplate
 from watermark_assets.exceptions import ConfigError, PartitionTemplateError
+from watermark_assets.spark_ddl import parse_read_schema
 
 CONFIG_ENV_VAR = "WATERMARK_ASSETS_CONFIG"
 DEFAULT_CONFIG_PATH = Path(__file__).parent / "demo" / "pipelines.yaml"
@@ -136,6 +137,15 @@ class SourceConfig(_Model):
     )
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("schema_ddl")
+    @classmethod
+    def _schema_is_spark_ddl(cls, value: str | None) -> str | None:
+        # Checked here, not when Spark first reads: a SparkSchemaError (a ValueError) names the
+        # position and the fix.
+        if value is not None and value.strip():
+            parse_read_schema(value)
+        return value
 
     @property
     def suffixes(self) -> tuple[str, ...]:
