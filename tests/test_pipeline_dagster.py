@@ -670,33 +670,6 @@ def test_a_range_run_covers_its_window_in_one_commit_with_metadata_per_partition
     assert (loop.tick().skip_message or "").startswith("Idle:")
 
 
-@pytest.mark.parametrize(
-    "rerun",
-    [
-        pytest.param("request", id="executing the sensor's RunRequest again"),
-        pytest.param("backfill", id="a backfill run without a file list"),
-    ],
-)
-def test_re_running_a_partition_twice_leaves_the_table_unchanged(world: World, rerun: str) -> None:
-    loop = world.loop
-    wanted = [world.landing.add(hour(28, 10)), world.landing.add(hour(28, 11))]
-    [request] = loop.tick().run_requests
-    loop.run(request)
-    version, ids = table_version(world.table), delta_ids(world.table)
-    files = table_files(world.table)
-
-    for _ in range(2):
-        result = loop.run(request) if rerun == "request" else loop.run_partition("2024-01-28")
-        assert result.success
-        metadata = loop.metadata("2024-01-28")
-        assert metadata["files"] == 0
-        assert metadata["files/already_committed"] == (len(wanted) if rerun == "request" else 0)
-        assert str(metadata["delta/version"]).startswith("no new commit")
-    assert (table_version(world.table), delta_ids(world.table)) == (version, ids)
-    assert table_files(world.table) == files
-    world.assert_each_row_once()
-
-
 # --- the commit pipeline kind: Parquet files another writer puts under the table ----------------
 
 
