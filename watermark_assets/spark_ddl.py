@@ -12,8 +12,11 @@ Accepted, case-insensitively: columns ``name TYPE [NOT NULL] [COMMENT 'text']`` 
 commas; names plain (letters, digits, ``_``) or backquoted (```` `a b` ````, ```` `` ```` for a
 backquote); the primitive types (``STRING``, ``INT``, ``BIGINT``, ``DECIMAL(p,s)``, ``CHAR(n)``,
 ``INTERVAL DAY TO SECOND``, ...) and the nested ``ARRAY<T>``, ``MAP<K, V>``, ``STRUCT<a: T, ...>``
-(the colon is optional); ``--`` and ``/* */`` comments. Not supported (refused with the position):
-``COLLATE`` clauses.
+(the colon is optional); ``STRING COLLATE name``; ``--`` and nested ``/* */`` comments.
+:func:`parse_read_schema` also refuses ``CHAR``/``VARCHAR``, which Spark's file reader refuses.
+
+Not checked here, left to Spark: whether a collation name exists (ICU locales are open-ended),
+and duplicate column names.
 """
 
 from __future__ import annotations
@@ -116,7 +119,13 @@ def _tokens(ddl: str) -> list[_Token]:
                 ddl, position, match.group(), "a closing " + match.group() + " (it is never closed)"
             )
         if kind == "other":
-            raise SparkSchemaError(ddl, position, match.group(), "a name, a type, ',' or '<'")
+            raise SparkSchemaError(
+                ddl,
+                position,
+                match.group(),
+                "letters, digits, '_' or one of , < > ( ) : . outside quotes (a name with "
+                f"{match.group()!r} in it goes in backquotes)",
+            )
         if kind not in ("space", "line_comment"):
             tokens.append(_Token(kind, match.group(), position))
         position = match.end()
