@@ -4,15 +4,34 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 STAMP := $(VENV)/.installed
+LOCK_VENV := build/lock-venv
+# The Python that constraints.txt was pinned with (its first line): some pinned versions need it
+# or newer (pyarrow, polars, duckdb, ... dropped 3.10).
+PINNED_PYTHON := $(shell sed -n '1s/.*(Python \([0-9.]*\)).*/\1/p' constraints.txt)
 
-.PHONY: demo test ui lint typecheck pytest setup browser bench clean
+.PHONY: demo test ui lint typecheck pytest setup browser bench clean lock
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; v = tuple(map(int, "$(PINNED_PYTHON)".split("."))); sys.exit(0 if sys.version_info[:2] >= v else f"{sys.executable} is Python {sys.version.split()[0]}; constraints.txt pins versions for Python >= $(PINNED_PYTHON). Run make with PYTHON=python$(PINNED_PYTHON) (or newer), or re-pin for your Python with make lock")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
-	@echo "Installing watermark_assets and its dependencies into $(VENV) (a few minutes the first time)"
-	$(BIN)/pip install --progress-bar off -e '.[dev]'
+	@echo "Installing watermark_assets and its pinned dependencies into $(VENV) (a few minutes the first time)"
+	$(BIN)/pip install --progress-bar off -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+## Re-resolve the dependencies of pyproject.toml in a throwaway virtualenv and pin every installed
+## version in constraints.txt (then run make test, and commit both files together).
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install --quiet --upgrade pip setuptools wheel
+	$(LOCK_VENV)/bin/pip install --progress-bar off -e '.[dev]'
+	{ echo "# Exact versions of every dependency, the set the tests passed with (Python $$($(LOCK_VENV)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])'))."; \
+	  echo "# make installs with 'pip install -c constraints.txt -e .[dev]'; refresh with 'make lock'."; \
+	  $(LOCK_VENV)/bin/pip freeze --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf $(LOCK_VENV)
+	@echo "constraints.txt refreshed; run make test before committing it"
 
 setup: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 

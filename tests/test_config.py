@@ -139,3 +139,73 @@ def test_pipeline_names_are_unique(tmp_path: Path) -> None:
 def test_a_missing_file_says_which_variable_to_set(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="set WATERMARK_ASSETS_CONFIG"):
         load_config(tmp_path / "absent.yaml", env={})
+
+
+@pytest.mark.parametrize(
+    ("kind", "problem"),
+    [
+        pytest.param(None, "kind is required", id="a pipeline without kind"),
+        pytest.param("ingset", "kind 'ingset' is not an accepted value", id="a misspelt kind"),
+        pytest.param("Ingest", "kind 'Ingest' is not an accepted value", id="a kind in capitals"),
+        pytest.param("", "kind '' is not an accepted value", id="an empty kind"),
+    ],
+)
+def test_a_missing_or_unknown_kind_names_the_pipeline_and_the_accepted_values(
+    tmp_path: Path, kind: str | None, problem: str
+) -> None:
+    raw = pipeline_yaml(tmp_path)
+    if kind is None:
+        del raw["kind"]
+    else:
+        raw["kind"] = kind
+    with pytest.raises(ConfigError) as raised:
+        parse([raw])
+    error = raised.value
+    assert (error.pipeline, error.key, error.value) == ("events", "kind", kind)
+    assert f"test.yaml: pipeline 'events': {problem}; set it to one of 'ingest' (" in str(error)
+    assert "'commit' (" in str(error)
+    assert "discriminator" not in str(error)
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        pytest.param(
+            "id BIGNT, ts TIMESTAMP",
+            r"source.schema: .*at 'BIGNT' \(line 1, column 4\) expected a Spark type",
+            id="a misspelt type",
+        ),
+        pytest.param(
+            "id BIGINT,",
+            r"source.schema: .*at the end .* expected a column name",
+            id="a trailing comma",
+        ),
+        pytest.param(
+            "event-id STRING",
+            r"source.schema: .*at '-'.*backquotes",
+            id="an unquoted name with a dash",
+        ),
+        pytest.param(
+            "code CHAR(3)",
+            r"source.schema: .*at 'CHAR'.*expected STRING",
+            id="char, which Spark's reader refuses",
+        ),
+    ],
+)
+def test_an_invalid_spark_schema_is_refused_when_the_configuration_loads(
+    tmp_path: Path, schema: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=r"pipeline 'events': " + message):
+        parse([pipeline_yaml(tmp_path, source={"schema": schema})])
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        pytest.param("id BIGINT, ts TIMESTAMP -- the event time", id="a trailing -- comment"),
+        pytest.param("`user id` STRUCT<a: INT, b ARRAY<STRING>>", id="nested types"),
+    ],
+)
+def test_a_valid_spark_schema_loads_as_written(tmp_path: Path, schema: str) -> None:
+    (pipeline,) = parse([pipeline_yaml(tmp_path, source={"schema": schema})]).pipelines
+    assert pipeline.source.schema_ddl == schema

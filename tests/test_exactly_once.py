@@ -163,16 +163,18 @@ def test_a_run_killed_mid_way_and_re_run_commits_each_row_exactly_once(
 
 
 @pytest.mark.parametrize(
-    "files",
+    ("rerun", "already_committed"),
     [
-        pytest.param("same", id="with the same file list"),
-        pytest.param(None, id="without a file list"),
+        pytest.param("request", 3, id="executing the sensor's RunRequest again"),
+        pytest.param("same", 3, id="with the same file list"),
+        pytest.param(None, 0, id="without a file list, as a backfill runs it"),
     ],
 )
 def test_re_running_a_partition_twice_leaves_the_table_unchanged(
-    scene: Scene, files: str | None
+    scene: Scene, rerun: str | None, already_committed: int
 ) -> None:
-    assert scene.run(scene.files).success
+    [request] = scene.loop.tick().run_requests  # the sensor asks for the three files
+    assert scene.loop.run(request).success
     before = (
         table_version(scene.table),
         table_files(scene.table),
@@ -182,7 +184,14 @@ def test_re_running_a_partition_twice_leaves_the_table_unchanged(
     checkpoint = checkpoint_json(scene.pipeline)
 
     for _ in range(2):
-        assert scene.run(scene.files if files == "same" else None).success
+        if rerun == "request":
+            result = scene.loop.run(request)
+        else:
+            result = scene.run(scene.files if rerun == "same" else None)
+        assert result.success
+        metadata = scene.loop.metadata(PARTITION)
+        assert (metadata["files"], metadata["files/already_committed"]) == (0, already_committed)
+        assert str(metadata["delta/version"]).startswith("no new commit")
 
     after = (
         table_version(scene.table),
@@ -191,8 +200,8 @@ def test_re_running_a_partition_twice_leaves_the_table_unchanged(
         table_version(scene.pipeline.table.quarantine),
     )
     assert after == before
-    rerun = checkpoint_json(scene.pipeline)
-    assert {k: rerun[k] for k in ("partition_watermarks", "delta_version")} == {
+    rerun_checkpoint = checkpoint_json(scene.pipeline)
+    assert {k: rerun_checkpoint[k] for k in ("partition_watermarks", "delta_version")} == {
         k: checkpoint[k] for k in ("partition_watermarks", "delta_version")
     }
     scene.assert_exactly_once()

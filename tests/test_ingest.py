@@ -1,16 +1,21 @@
-"""Pieces of ingest.py that need no Spark: staging hygiene and txn app ids."""
+"""Pieces of ingest.py that need no Spark: staging hygiene, txn app ids, the crash point."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from watermark_assets.ingest import crash_point, remove_stale_staging
+from watermark_assets.ingest import CRASH_ENV_VAR, remove_stale_staging
 from watermark_assets.state_store import txn_app_id
 
 NOW = datetime(2024, 1, 28, 12, 0, tzinfo=timezone.utc)
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_staging_folders_left_by_crashed_runs_are_removed_after_the_retention(
@@ -28,12 +33,51 @@ def test_no_staging_folder_is_nothing_to_do(tmp_path: Path) -> None:
     assert remove_stale_staging(str(tmp_path / "absent"), NOW) == []
 
 
-def test_each_dagster_partition_has_its_own_txn_app_id() -> None:
-    assert txn_app_id("events", "2024-01-28") == "watermark_assets/events/2024-01-28"
-    assert txn_app_id("events", "2024-01-28") != txn_app_id("events", "2024-01-29")
+@pytest.mark.parametrize(
+    ("pipeline", "partition", "app_id"),
+    [
+        pytest.param("events", "2024-01-28", "watermark_assets/events/2024-01-28", id="a day"),
+        pytest.param(
+            "events", "2024-01-28-14:00", "watermark_assets/events/2024-01-28-14:00", id="an hour"
+        ),
+        pytest.param("clicks", "2024-01-28", "watermark_assets/clicks/2024-01-28", id="a pipeline"),
+    ],
+)
+def test_the_txn_app_id_names_the_pipeline_and_the_dagster_partition(
+    pipeline: str, partition: str, app_id: str
+) -> None:
+    # The README documents this format: users find a partition's commits in the log by it.
+    assert txn_app_id(pipeline, partition) == app_id
 
 
-@pytest.mark.parametrize("point", ["after_data_written", "after_commit"])
-def test_a_crash_point_does_nothing_unless_named(point: str) -> None:
-    crash_point(point, env={})
-    crash_point(point, env={"WATERMARK_ASSETS_CRASH_AT": "somewhere_else"})
+_CALL_CRASH_POINT = """
+from watermark_assets.ingest import crash_point
+crash_point("after_commit")
+print("went on", flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("crash_at", "returncode", "output"),
+    [
+        pytest.param("after_commit", -signal.SIGKILL, "", id="the named point kills the process"),
+        pytest.param("after_data_written", 0, "went on\n", id="another named point goes on"),
+        pytest.param(None, 0, "went on\n", id="nothing named goes on"),
+    ],
+)
+def test_a_crash_point_kills_the_process_only_where_it_is_named(
+    crash_at: str | None, returncode: int, output: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != CRASH_ENV_VAR}
+    if crash_at is not None:
+        env[CRASH_ENV_VAR] = crash_at
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    completed = subprocess.run(
+        [sys.executable, "-c", _CALL_CRASH_POINT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (completed.returncode, completed.stdout) == (returncode, output), completed.stderr

@@ -8,11 +8,8 @@ tmp_path, read back with deltalake, Polars and DuckDB.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,7 +19,6 @@ from typing import Any
 import duckdb
 import polars as pl
 import pytest
-import yaml
 from _landing import (
     FROZEN_NOW,
     MALFORMED_LINES,
@@ -51,7 +47,6 @@ from watermark_assets.delta import DeltaCommitter
 from watermark_assets.exceptions import RequestedFileError, UnsortableFileNameError
 from watermark_assets.state_store import load_state, txn_app_id
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTHING_YET = "(none: no file processed yet)"
 
 
@@ -675,33 +670,6 @@ def test_a_range_run_covers_its_window_in_one_commit_with_metadata_per_partition
     assert (loop.tick().skip_message or "").startswith("Idle:")
 
 
-@pytest.mark.parametrize(
-    "rerun",
-    [
-        pytest.param("request", id="executing the sensor's RunRequest again"),
-        pytest.param("backfill", id="a backfill run without a file list"),
-    ],
-)
-def test_re_running_a_partition_twice_leaves_the_table_unchanged(world: World, rerun: str) -> None:
-    loop = world.loop
-    wanted = [world.landing.add(hour(28, 10)), world.landing.add(hour(28, 11))]
-    [request] = loop.tick().run_requests
-    loop.run(request)
-    version, ids = table_version(world.table), delta_ids(world.table)
-    files = table_files(world.table)
-
-    for _ in range(2):
-        result = loop.run(request) if rerun == "request" else loop.run_partition("2024-01-28")
-        assert result.success
-        metadata = loop.metadata("2024-01-28")
-        assert metadata["files"] == 0
-        assert metadata["files/already_committed"] == (len(wanted) if rerun == "request" else 0)
-        assert str(metadata["delta/version"]).startswith("no new commit")
-    assert (table_version(world.table), delta_ids(world.table)) == (version, ids)
-    assert table_files(world.table) == files
-    world.assert_each_row_once()
-
-
 # --- the commit pipeline kind: Parquet files another writer puts under the table ----------------
 
 
@@ -775,62 +743,3 @@ def test_the_commit_pipeline_quarantines_a_truncated_parquet_file_and_commits_th
     assert record["error"].startswith("not a readable Parquet file"), record["error"]
     assert loop.metadata("2024-01-28")["files/quarantined"] == 1
     assert (loop.tick().skip_message or "").startswith("Idle:"), "the watermark passed it"
-
-
-# --- the code location as the Dagster CLI loads it ----------------------------------------------
-
-
-def _validate(tmp_path: Path, pipeline: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    config = tmp_path / "pipelines.yaml"
-    config.write_text(yaml.safe_dump({"pipelines": [pipeline]}), encoding="utf-8")
-    home = tmp_path / "dagster_home"
-    home.mkdir(exist_ok=True)
-    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
-    env = {**os.environ, "WATERMARK_ASSETS_CONFIG": str(config), "DAGSTER_HOME": str(home)}
-    return subprocess.run(
-        [
-            str(Path(sys.executable).parent / "dagster"),
-            "definitions",
-            "validate",
-            "-w",
-            "workspace.yaml",
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-
-
-def test_dagster_definitions_validate_accepts_the_workspace_with_a_valid_config(
-    tmp_path: Path,
-) -> None:
-    completed = _validate(tmp_path, pipeline_yaml(tmp_path))
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "Validation successful" in completed.stdout + completed.stderr
-
-
-@pytest.mark.parametrize(
-    ("override", "named"),
-    [
-        pytest.param(
-            {"sensor": {"max_files_per_run": 0}},
-            "sensor.max_files_per_run",
-            id="a zero batch size fails naming sensor.max_files_per_run",
-        ),
-        pytest.param(
-            {"partitions": {"granularity": "yearly"}},
-            "partitions.granularity",
-            id="an unknown granularity fails naming partitions.granularity",
-        ),
-    ],
-)
-def test_dagster_definitions_validate_fails_on_an_invalid_config_naming_pipeline_and_key(
-    tmp_path: Path, override: dict[str, Any], named: str
-) -> None:
-    completed = _validate(tmp_path, pipeline_yaml(tmp_path, **override))
-    output = completed.stdout + completed.stderr
-    assert completed.returncode != 0
-    assert f"pipeline 'events': {named}" in output

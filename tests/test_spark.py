@@ -180,6 +180,48 @@ def test_a_failure_that_is_not_an_unreadable_file_is_not_taken_for_one(
     assert unreadable_file(failure.value, read) is None
 
 
+def fake_java_home(root: Path, version_output: str, *, executable: bool = True) -> Path:
+    """A JAVA_HOME whose bin/java prints ``version_output`` on stderr, as ``java -version`` does."""
+    java = root / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text(f"#!/bin/sh\ncat >&2 <<'EOF'\n{version_output}\nEOF\n", encoding="utf-8")
+    java.chmod(0o755 if executable else 0o644)
+    return root / "jdk"
+
+
+@pytest.mark.parametrize(
+    ("version_output", "major"),
+    [
+        pytest.param('openjdk version "17.0.9" 2023-10-17', 17, id="OpenJDK 17"),
+        pytest.param('openjdk version "21" 2023-09-19 LTS', 21, id="a version without a dot"),
+        pytest.param('java version "25-ea"', 25, id="an early-access build"),
+    ],
+)
+def test_the_java_in_java_home_is_used_and_its_major_version_read(
+    tmp_path: Path, version_output: str, major: int
+) -> None:
+    assert check_java({"JAVA_HOME": str(fake_java_home(tmp_path, version_output))}) == major
+
+
+@pytest.mark.parametrize(
+    ("version_output", "executable", "message"),
+    [
+        pytest.param('java version "1.8.0_392"', True, "is Java 8", id="Java 8 in the 1.x style"),
+        pytest.param('openjdk version "11.0.21"', True, "is Java 11", id="Java 11"),
+        pytest.param("Error: no JVM here", True, "could not read the version", id="no version"),
+        pytest.param('openjdk version "17"', False, "could not run", id="bin/java not executable"),
+    ],
+)
+def test_an_unusable_java_in_java_home_says_how_to_install_one(
+    tmp_path: Path, version_output: str, executable: bool, message: str
+) -> None:
+    home = fake_java_home(tmp_path, version_output, executable=executable)
+    with pytest.raises(JavaNotFoundError, match="apt-get install openjdk-17") as error:
+        check_java({"JAVA_HOME": str(home)})
+    assert message in str(error.value)
+    assert error.value.detail in str(error.value)
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [
@@ -192,11 +234,7 @@ def test_missing_java_says_how_to_install_it(
     env: dict[str, str], message: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if "PATH" in env:
-        monkeypatch.setenv("PATH", env["PATH"])
+        monkeypatch.setenv("PATH", env["PATH"])  # check_java looks java up on the real PATH
     with pytest.raises(JavaNotFoundError, match="apt-get install openjdk-17") as error:
         check_java(env)
     assert message in str(error.value)
-
-
-def test_the_java_of_this_machine_is_17_or_newer() -> None:
-    assert check_java() >= 17

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from watermark_assets.core.filepath import NameOrdering
 from watermark_assets.core.timeparts import PartitionTemplate
 from watermark_assets.exceptions import ConfigError, PartitionTemplateError
+from watermark_assets.spark_ddl import parse_read_schema
 
 CONFIG_ENV_VAR = "WATERMARK_ASSETS_CONFIG"
 DEFAULT_CONFIG_PATH = Path(__file__).parent / "demo" / "pipelines.yaml"
@@ -136,6 +137,15 @@ class SourceConfig(_Model):
     )
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("schema_ddl")
+    @classmethod
+    def _schema_is_spark_ddl(cls, value: str | None) -> str | None:
+        # Checked here, not when Spark first reads: a SparkSchemaError (a ValueError) names the
+        # position and the fix.
+        if value is not None and value.strip():
+            parse_read_schema(value)
+        return value
 
     @property
     def suffixes(self) -> tuple[str, ...]:
@@ -302,6 +312,12 @@ class CommitPipelineConfig(_PipelineBase):
 
 PipelineConfig = Annotated[IngestPipelineConfig | CommitPipelineConfig, Field(discriminator="kind")]
 
+#: The accepted values of a pipeline's required ``kind`` key, and what each one does.
+PIPELINE_KINDS: Mapping[str, str] = {
+    "ingest": "Spark reads the landing files and commits them as Parquet",
+    "commit": "Parquet files another writer puts under the table are committed as they are",
+}
+
 
 class SparkConfig(_Model):
     """The Spark session all ingestion runs share (one per process)."""
@@ -374,6 +390,34 @@ def _resolve_paths(raw: Any, base: Path) -> Any:
     return raw
 
 
+def _check_kinds(raw: Any, origin: str) -> None:
+    """Every pipeline names an accepted ``kind`` (pydantic would only say that it cannot
+    "extract tag using discriminator 'kind'")."""
+    pipelines = raw.get("pipelines")
+    if not isinstance(pipelines, list):
+        return
+    accepted = "; ".join(f"{kind!r} ({what})" for kind, what in PIPELINE_KINDS.items())
+    for number, pipeline in enumerate(pipelines):
+        if not isinstance(pipeline, dict):
+            continue
+        name = pipeline.get("name") or f"#{number}"
+        kind = pipeline.get("kind")
+        if kind in PIPELINE_KINDS:
+            continue
+        problem = (
+            "kind is required"
+            if "kind" not in pipeline
+            else f"kind {kind!r} is not an accepted value"
+        )
+        raise ConfigError(
+            f"{origin}: pipeline {name!r}: {problem}; set it to one of {accepted}, "
+            "e.g. 'kind: ingest'",
+            pipeline=str(name),
+            key="kind",
+            value=kind,
+        )
+
+
 def _describe(error: ValidationError, raw: Any) -> str:
     lines = []
     for item in error.errors():
@@ -400,6 +444,7 @@ def parse_config(text: str, *, env: Mapping[str, str], base: Path, origin: str) 
     if not isinstance(raw, dict):
         raise ConfigError(f"{origin} must hold a mapping with a 'pipelines' list")
     raw = _resolve_paths(raw, base)
+    _check_kinds(raw, origin)
     try:
         return ProjectConfig.model_validate(raw)
     except ValidationError as error:

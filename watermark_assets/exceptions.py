@@ -294,3 +294,22 @@ class UntracedRowsError(WatermarkAssetsError):
         self.count = count
         self.example = example
         self.files = files
+
+
+class SparkSchemaError(WatermarkAssetsError, ValueError):
+    """A source's ``schema`` is not a Spark DDL column list that Spark's reader would accept."""
+
+    def __init__(self, ddl: str, position: int, token: str, expected: str) -> None:
+        near = f"at {token!r}" if token else "at the end"
+        line = ddl.count("\n", 0, position) + 1
+        column = position - (ddl.rfind("\n", 0, position) + 1) + 1
+        super().__init__(
+            f"schema {ddl!r} is not valid Spark DDL: {near} (line {line}, column {column}) "
+            f"expected {expected}. Write the schema as Spark column definitions "
+            "'name TYPE, ...', e.g. 'id BIGINT, event_time TIMESTAMP, tags ARRAY<STRING>', and "
+            "put names with other characters than letters, digits and '_' in backquotes (`my col`)"
+        )
+        self.ddl = ddl
+        self.position = position
+        self.token = token
+        self.expected = expected

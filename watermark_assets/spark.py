@@ -163,7 +163,7 @@ def read_batch(spark: SparkSession, spec: ReadSpec) -> tuple[DataFrame, bool]:
     reader = spark.read.options(**reader_options(spec.source_uri))
     has_corrupt = spec.format in ("ndjson", "csv")
     if has_corrupt:
-        schema = f"{spec.schema_ddl}, {CORRUPT_RECORD_COLUMN} STRING"
+        schema = f"{spec.schema_ddl}\n, {CORRUPT_RECORD_COLUMN} STRING"  # after a -- comment
         reader = (
             reader.schema(schema)
             .option("mode", "PERMISSIVE")

@@ -82,6 +82,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def repo_pythonpath() -> str:
+    """PYTHONPATH for a subprocess: this checkout first, whatever the editable install points at."""
+    return os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+
+
 def instance_yaml(source: Path) -> str:
     """The repo's dagster.yaml, with the queued runs dequeued every second instead of every 5."""
     document = yaml.safe_load(source.read_text())
@@ -103,12 +108,18 @@ class GraphQLError(AssertionError):
 
 @dataclass
 class DagsterDev:
-    """``dagster dev -w workspace.yaml`` (webserver + daemon) in its own process group."""
+    """``dagster dev -w workspace.yaml`` (webserver + daemon) in its own process group.
 
-    dagster_home: Path
-    config_path: Path
+    ``dagster_home`` None runs it as a newcomer does: DAGSTER_HOME unset, so Dagster reads the
+    repository's ``dagster.yaml`` and keeps its storage in a temporary ``.tmp_dagster_home_*``
+    folder there. ``config_path`` None uses the demo configuration; ``workspace`` None leaves
+    ``-w`` out (Dagster then finds ``workspace.yaml`` in the working directory)."""
+
+    dagster_home: Path | None
+    config_path: Path | None
     log_path: Path
     port: int = field(default_factory=free_port)
+    workspace: Path | None = REPO_ROOT / "workspace.yaml"
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
 
@@ -122,24 +133,21 @@ class DagsterDev:
         return DagsterGraphQLClient("127.0.0.1", port_number=self.port, timeout=60)
 
     def start(self) -> None:
-        env = {
-            **os.environ,
-            "DAGSTER_HOME": str(self.dagster_home),
-            "WATERMARK_ASSETS_CONFIG": str(self.config_path),
-            "PYSPARK_PYTHON": sys.executable,
-        }
-        env.pop("WATERMARK_ASSETS_DATA", None)
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": repo_pythonpath()}
+        for name, value in (
+            ("DAGSTER_HOME", self.dagster_home),
+            ("WATERMARK_ASSETS_CONFIG", self.config_path),
+            ("WATERMARK_ASSETS_DATA", None),
+        ):
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = str(value)
         dagster = Path(sys.executable).with_name("dagster")
-        command = [
-            str(dagster),
-            "dev",
-            "-w",
-            str(REPO_ROOT / "workspace.yaml"),
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(self.port),
-        ]
+        command = [str(dagster), "dev"]
+        if self.workspace is not None:
+            command += ["-w", str(self.workspace)]
+        command += ["-h", "127.0.0.1", "-p", str(self.port)]
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 command,
@@ -201,20 +209,24 @@ class DagsterDev:
             details=self.log_tail,
         )
 
-    def stop(self, grace: float = 20.0) -> None:
-        """SIGTERM to the whole process group (dagster dev stops its services), then SIGKILL."""
+    def stop(self, grace: float = 20.0) -> int | None:
+        """SIGTERM to the whole process group (dagster dev stops its services), then SIGKILL.
+
+        Returns dagster dev's exit code if it exited within ``grace`` seconds, else None."""
         if self.process is None:
-            return
+            return None
         pgid = self.process.pid  # start_new_session: the group id is the leader's pid
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGTERM)
+        exited: int | None = None
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=grace)
+            exited = self.process.wait(timeout=grace)
         # Whatever is left in the group (a run's Spark JVM, a hung service): kill it.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
+        return exited
 
     # ------------------------------------------------------------------------------- GraphQL
 
