@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,13 @@ def test_a_real_run_passes_both_checks(spark: Any, tmp_path: Path) -> None:
     assert set(evaluations) == {MONOTONE_CHECK, RECONCILE_CHECK}
     assert all(e.passed for e in evaluations.values())
     assert evaluations[RECONCILE_CHECK].description == "rows reconcile in commits [0]"
+
+
+def test_commit_metadata_tags_its_watermarks_with_their_kind_and_reads_untagged_ones() -> None:
+    written = metadata(10, 2)
+    document = json.loads(written.to_json())
+    assert document["watermark_after"]["kind"] == "file_path"
+    assert CommitMetadata.from_json(written.to_json()) == written
+    for side in ("watermark_before", "watermark_after"):  # as commits before the tag hold them
+        del document[side]["kind"]
+    assert CommitMetadata.from_json(json.dumps(document)) == written

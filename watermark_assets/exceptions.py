@@ -7,7 +7,33 @@ and its message names the value, what was expected, and the fix.
 from __future__ import annotations
 
 # The ONE base class lives in the pure core (core must not import this module's Java/Delta errors).
-from watermark_assets.core.errors import WatermarkAssetsError as WatermarkAssetsError
+from watermark_assets.core.errors import (
+    CheckpointError as CheckpointError,
+)
+from watermark_assets.core.errors import (
+    CorruptCheckpointError as CorruptCheckpointError,
+)
+from watermark_assets.core.errors import (
+    NaiveDatetimeError as NaiveDatetimeError,
+)
+from watermark_assets.core.errors import (
+    PartitionTemplateError as PartitionTemplateError,
+)
+from watermark_assets.core.errors import (
+    ReplaceWindowError as ReplaceWindowError,
+)
+from watermark_assets.core.errors import (
+    UnknownCheckpointSchemaError as UnknownCheckpointSchemaError,
+)
+from watermark_assets.core.errors import (
+    UnsortableFileNameError as UnsortableFileNameError,
+)
+from watermark_assets.core.errors import (
+    WatermarkAssetsError as WatermarkAssetsError,
+)
+from watermark_assets.core.errors import (
+    WatermarkRegressionError as WatermarkRegressionError,
+)
 
 
 class ConfigError(WatermarkAssetsError):
@@ -25,88 +51,6 @@ class ConfigError(WatermarkAssetsError):
         self.pipeline = pipeline
         self.key = key
         self.value = value
-
-
-class NaiveDatetimeError(WatermarkAssetsError, ValueError):
-    """A datetime without a time zone reached code that only accepts UTC-aware datetimes."""
-
-    def __init__(self, value: object) -> None:
-        super().__init__(
-            f"datetime {value!r} has no time zone; pass an aware datetime, "
-            "for example datetime(..., tzinfo=timezone.utc)"
-        )
-        self.value = value
-
-
-class UnsortableFileNameError(WatermarkAssetsError):
-    """A file name does not sort chronologically, so a path watermark would mis-order it."""
-
-    def __init__(self, path: str, ordering: str) -> None:
-        super().__init__(
-            f"file {path!r} does not start with a sortable identifier ({ordering}); "
-            "a path watermark "
-            "would silently mis-order it. Name files with a Unix-timestamp prefix "
-            "(1706450400-uuid.ndjson.gz), a UUIDv7 or an ISO 8601 timestamp, or set "
-            "'file_name_ordering: lexicographic' if the names already sort chronologically"
-        )
-        self.path = path
-        self.ordering = ordering
-
-
-class WatermarkRegressionError(WatermarkAssetsError):
-    """Something tried to move a watermark backwards."""
-
-    def __init__(self, partition: str, current: str, proposed: str) -> None:
-        super().__init__(
-            f"watermark of partition {partition!r} would move backwards from {current!r} to "
-            f"{proposed!r}; a watermark only moves forward. Files at or below the watermark are "
-            "already committed: drop them from the batch"
-        )
-        self.partition = partition
-        self.current = current
-        self.proposed = proposed
-
-
-class PartitionTemplateError(WatermarkAssetsError):
-    """A strftime partition template is unusable, or a path does not match it."""
-
-    def __init__(self, message: str, *, template: str, value: str | None = None) -> None:
-        super().__init__(message)
-        self.template = template
-        self.value = value
-
-
-class CheckpointError(WatermarkAssetsError):
-    """A checkpoint file cannot be used; never silently reset."""
-
-    def __init__(self, message: str, *, location: str) -> None:
-        super().__init__(message)
-        self.location = location
-
-
-class CorruptCheckpointError(CheckpointError):
-    """The checkpoint file is not valid checkpoint JSON."""
-
-    def __init__(self, location: str, reason: str) -> None:
-        super().__init__(
-            f"checkpoint {location!r} is corrupt ({reason}). It was not reset: inspect it, then "
-            "delete it to rebuild the state from the Delta log",
-            location=location,
-        )
-        self.reason = reason
-
-
-class UnknownCheckpointSchemaError(CheckpointError):
-    """The checkpoint was written by an unknown schema version."""
-
-    def __init__(self, location: str, schema_version: object) -> None:
-        super().__init__(
-            f"checkpoint {location!r} has schema_version {schema_version!r}; this version of "
-            "watermark_assets reads schema_version 1. Upgrade watermark_assets, or delete the file "
-            "to rebuild the state from the Delta log",
-            location=location,
-        )
-        self.schema_version = schema_version
 
 
 class DeltaCommitError(WatermarkAssetsError):
@@ -231,17 +175,6 @@ class ExplainPathError(WatermarkAssetsError):
         )
         self.path = path
         self.source_uri = source_uri
-
-
-class ReplaceWindowError(WatermarkAssetsError, ValueError):
-    """A range-replace window is invalid, or does not fit the table; nothing was committed."""
-
-    def __init__(self, window: str, problem: str, fix: str) -> None:
-        super().__init__(
-            f"replace window {window} is refused: {problem}. Nothing was committed; {fix}"
-        )
-        self.window = window
-        self.problem = problem
 
 
 class RowsOutsideWindowError(DeltaCommitError):

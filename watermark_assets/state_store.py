@@ -114,11 +114,22 @@ class CommitMetadata:
 
 
 def _watermark_json(watermark: FileWatermark) -> dict[str, object]:
-    return dict(watermark.to_dict())
+    """The watermark in a commit's metadata, tagged with its kind (the contract's name)."""
+    return {"kind": watermark.kind, **watermark.to_dict()}
 
 
-def _watermark_from_json(raw: Mapping[str, Mapping[str, object]]) -> FileWatermark:
-    return FileWatermark.from_dict(raw["watermark"], raw["partition_watermarks"])
+def _watermark_from_json(raw: Mapping[str, object]) -> FileWatermark:
+    """Read :func:`_watermark_json`'s shape; commits written before the tag are file-path ones."""
+    kind = raw.get("kind", FileWatermark.kind)
+    if kind != FileWatermark.kind:
+        raise ValueError(
+            f"a commit holds a {kind!r} watermark where this pipeline keeps file-path watermarks; "
+            "was the table written by another pipeline kind?"
+        )
+    return FileWatermark.from_dict(
+        raw["watermark"],  # type: ignore[arg-type]
+        raw["partition_watermarks"],  # type: ignore[arg-type]
+    )
 
 
 @dataclass(frozen=True)

@@ -345,3 +345,38 @@ def test_prune_is_idempotent_and_keeps_the_global_partition(
     if watermark.value is not None:
         prefix = watermark.value.rpartition("/")[0]
         assert pruned.partition_watermarks.get(prefix) == watermark.partition_watermarks.get(prefix)
+
+
+# --- the watermark contract (core/watermark.py) -----------------------------------------------
+
+
+def test_a_file_watermark_implements_the_contract_under_its_kind_name() -> None:
+    from typing import Any
+
+    from watermark_assets.core.watermark import Watermark, watermark_kind
+
+    watermark: Watermark[Any] = FileWatermark.initial().advance(["date=2024-01-28/1706450400-a.gz"])
+    assert isinstance(watermark, Watermark)
+    assert watermark_kind("file_path") is FileWatermark
+    assert FileWatermark.initial().is_empty
+    assert not watermark.is_empty
+
+
+@given(watermarks())
+def test_json_round_trips(watermark: FileWatermark) -> None:
+    assert FileWatermark.from_json(watermark.to_json()) == watermark
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("[]", id="not an object"),
+        pytest.param('{"watermark": {"state": "Sleepy"}}', id="an unknown state"),
+        pytest.param(
+            '{"watermark": {"state": "Active", "value": 3}}', id="a value that is no path"
+        ),
+    ],
+)
+def test_malformed_json_is_refused_and_named(text: str) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        FileWatermark.from_json(text)

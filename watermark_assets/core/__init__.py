@@ -3,6 +3,7 @@
 from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
 from watermark_assets.core.clock import Clock, ensure_utc, system_clock
 from watermark_assets.core.coldstart import lookback_horizon, lookback_prefixes
+from watermark_assets.core.column import ColumnWatermark
 from watermark_assets.core.file_watermark import (
     FileWatermark,
     PartitionWatermarks,
@@ -18,16 +19,19 @@ from watermark_assets.core.filepath import (
 )
 from watermark_assets.core.listing import ListingPlan, plan_listing, select_files_above
 from watermark_assets.core.timeparts import PartitionTemplate
+from watermark_assets.core.watermark import Watermark, register, registered_kinds, watermark_kind
 
 __all__ = [
     "Checkpoint",
     "CheckpointPolicy",
     "Clock",
+    "ColumnWatermark",
     "FileWatermark",
     "ListingPlan",
     "NameOrdering",
     "PartitionTemplate",
     "PartitionWatermarks",
+    "Watermark",
     "WatermarkState",
     "check_sortable",
     "detect_name_ordering",
@@ -37,7 +41,10 @@ __all__ = [
     "name_time",
     "plan_listing",
     "prefix_components",
+    "register",
+    "registered_kinds",
     "select_files_above",
     "split_path",
     "system_clock",
+    "watermark_kind",
 ]

@@ -29,11 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from watermark_assets.core.file_watermark import FileWatermark
-from watermark_assets.exceptions import (
+from watermark_assets.core.errors import (
     CorruptCheckpointError,
     UnknownCheckpointSchemaError,
 )
+from watermark_assets.core.file_watermark import FileWatermark
 
 SCHEMA_VERSION = 1
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from watermark_assets.exceptions import NaiveDatetimeError
+from watermark_assets.core.errors import NaiveDatetimeError
 
 Clock = Callable[[], datetime]
 """A function returning the current time as an aware UTC datetime (see :func:`system_clock`)."""

@@ -14,13 +14,16 @@ exist but none is above the watermark", which is different from "no files at all
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import ClassVar
 
+from watermark_assets.core.errors import WatermarkRegressionError
 from watermark_assets.core.filepath import prefix_components, split_path
-from watermark_assets.exceptions import WatermarkRegressionError
+from watermark_assets.core.watermark import register
 
 
 class WatermarkState(str, Enum):
@@ -90,6 +93,7 @@ class PartitionWatermarks(Mapping[str, str]):
         self._keys = list(self._items)
 
 
+@register
 @dataclass(frozen=True)
 class FileWatermark:
     """Global watermark, per-partition watermarks and state; immutable, normalised at construction.
@@ -102,6 +106,9 @@ class FileWatermark:
     entries; Active and Idle have a value; every path, prefix and name is well formed (see
     :func:`~.filepath.split_path`).
     """
+
+    #: the watermark contract's kind name (core/watermark.py)
+    kind: ClassVar[str] = "file_path"
 
     state: WatermarkState
     value: str | None = None
@@ -148,6 +155,23 @@ class FileWatermark:
                 f"a watermark in state {state.value} needs a value (the greatest path processed); "
                 "use state Initial for a watermark that has processed nothing"
             )
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing processed yet (the Initial state): a source lists everything."""
+        return self.value is None and not self.partition_watermarks
+
+    def to_json(self) -> str:
+        """The :meth:`to_dict` shapes as JSON text; ``from_json(w.to_json()) == w``."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> FileWatermark:
+        """The watermark :meth:`to_json` wrote (ValueError/TypeError name a malformed part)."""
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise TypeError(f"file-path watermark JSON {text!r} is not an object")
+        return cls.from_dict(raw.get("watermark", {}), raw.get("partition_watermarks", {}))
 
     @classmethod
     def initial(cls) -> FileWatermark:

@@ -12,7 +12,7 @@ import re
 from datetime import datetime, timezone
 from enum import Enum
 
-from watermark_assets.exceptions import UnsortableFileNameError
+from watermark_assets.core.errors import UnsortableFileNameError
 
 
 def split_path(path: str) -> tuple[str, str]:

@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Any, NoReturn, TypeAlias
 
 from watermark_assets.core.clock import ensure_utc
-from watermark_assets.exceptions import NaiveDatetimeError, ReplaceWindowError
+from watermark_assets.core.errors import NaiveDatetimeError, ReplaceWindowError
 
 __all__ = ["Interval", "ReplaceWindow", "WindowValue", "value_kind"]
 

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Literal
 
 from watermark_assets.core.clock import ensure_utc
-from watermark_assets.exceptions import PartitionTemplateError
+from watermark_assets.core.errors import PartitionTemplateError
 
 Grain = Literal["minute", "hour", "day", "month", "year"]
 
