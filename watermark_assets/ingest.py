@@ -37,6 +37,7 @@ from watermark_assets.core.filepath import (
     prefix_components,
     split_path,
 )
+from watermark_assets.core.partition_selection import PartitionSelection
 from watermark_assets.delta import (
     CommitOutcome,
     DataFile,
@@ -119,11 +120,20 @@ class BatchRequest:
     """What one run was asked to do, taken from the Dagster context once, at the edge."""
 
     pipeline: Pipeline
-    partition_keys: tuple[str, ...]
+    selection: PartitionSelection
     run_id: str
     files: tuple[str, ...] | None = None  # None: discover the files above the watermark
-    window_start: datetime | None = None  # start of the partitions' time window (for discovery)
     clock: Clock = system_clock  # the definitions' clock, for the commit's "now"
+
+    @property
+    def partition_keys(self) -> tuple[str, ...]:
+        return self.selection.keys
+
+    @property
+    def window_start(self) -> datetime | None:
+        """Start of the partitions' time window (the oldest landing partition to list)."""
+        window = self.selection.time_window
+        return None if window is None else window.start
 
 
 @dataclass(frozen=True)

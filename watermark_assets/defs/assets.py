@@ -18,6 +18,7 @@ from pydantic import Field
 
 from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
 from watermark_assets.core.clock import Clock
+from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.ingest import BatchRequest, StagedBatch, plan_batch, stage_batch
 
@@ -103,10 +104,9 @@ def build_asset(
     ) -> StagedBatch:
         request = BatchRequest(
             pipeline=pipeline,
-            partition_keys=tuple(context.partition_keys),
+            selection=partition_selection(context),
             run_id=context.run.run_id,
             files=tuple(config.files) if config.files else None,
-            window_start=context.partition_time_window.start,
             clock=clock,
         )
         now = clock()

@@ -1,4 +1,5 @@
-"""Dagster time partitions of a pipeline, and the mapping of landing times onto them."""
+"""Dagster time partitions of a pipeline, the mapping of landing times onto them, and the run's
+partitions turned into a :class:`~watermark_assets.core.partition_selection.PartitionSelection`."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from dagster import (
+    AssetExecutionContext,
     DailyPartitionsDefinition,
     HourlyPartitionsDefinition,
     MonthlyPartitionsDefinition,
+    MultiPartitionsDefinition,
     TimeWindowPartitionsDefinition,
     WeeklyPartitionsDefinition,
     partition_loading_context,
@@ -17,6 +20,11 @@ from dagster import (
 
 from watermark_assets.config import CommitPipelineConfig, Granularity, IngestPipelineConfig
 from watermark_assets.core.clock import Clock
+from watermark_assets.core.partition_selection import (
+    PartitionDimension,
+    PartitionSelection,
+    TimeWindow,
+)
 from watermark_assets.exceptions import ConfigError
 
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
@@ -77,3 +85,29 @@ def partition_mapper(
         return partitions_def.get_partition_key_for_timestamp(when.timestamp())
 
     return partition_of
+
+
+def partition_selection(context: AssetExecutionContext) -> PartitionSelection:
+    """The run's partitions as a plain value (the one place Dagster's partitioning is read).
+
+    Time partitions carry their window; static or dynamic ones their keys; multi-partitions each
+    dimension (a time dimension with the window its keys cover).
+    """
+    definition = context.assets_def.partitions_def
+    keys = list(context.partition_keys)
+    if isinstance(definition, TimeWindowPartitionsDefinition):
+        window = context.partition_time_window
+        return PartitionSelection.of_time_window(keys, TimeWindow(window.start, window.end))
+    if isinstance(definition, MultiPartitionsDefinition):
+        dimensions: dict[str, PartitionDimension] = {}
+        split = [definition.get_partition_key_from_str(k).keys_by_dimension for k in keys]
+        for dimension in definition.partitions_defs:
+            values = sorted({by_dimension[dimension.name] for by_dimension in split})
+            window = None
+            if isinstance(dimension.partitions_def, TimeWindowPartitionsDefinition):
+                first = dimension.partitions_def.time_window_for_partition_key(values[0])
+                last = dimension.partitions_def.time_window_for_partition_key(values[-1])
+                window = TimeWindow(first.start, last.end)
+            dimensions[dimension.name] = PartitionDimension(dimension.name, tuple(values), window)
+        return PartitionSelection.of_dimensions(keys, dimensions)
+    return PartitionSelection.of_keys(keys)
