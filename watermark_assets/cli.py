@@ -17,11 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig, load_config
+from watermark_assets.config import (
+    CommitPipelineConfig,
+    Pipeline,
+    load_config,
+)
 from watermark_assets.core.clock import system_clock
 from watermark_assets.exceptions import WatermarkAssetsError
 
-Pipeline = IngestPipelineConfig | CommitPipelineConfig
 #: The demo prints its own progress and one line per failed run; Dagster's per-event lines and
 #: the failures' tracebacks would drown them (they stay in the run's logs in the UI).
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}

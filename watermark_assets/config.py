@@ -311,6 +311,8 @@ class CommitPipelineConfig(_PipelineBase):
 
 
 PipelineConfig = Annotated[IngestPipelineConfig | CommitPipelineConfig, Field(discriminator="kind")]
+#: Any pipeline's configuration, for type annotations (declared here once).
+Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
 #: The accepted values of a pipeline's required ``kind`` key, and what each one does.
 PIPELINE_KINDS: Mapping[str, str] = {

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from watermark_assets import storage
-from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
+from watermark_assets.config import CommitPipelineConfig, Pipeline
 from watermark_assets.core.listing import plan_listing
 from watermark_assets.delta import DeltaCommitter
 from watermark_assets.discovery import PartitionOf
@@ -39,8 +39,6 @@ from watermark_assets.verdicts import (
     Verdict,
     explain_path,
 )
-
-Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
 #: The version of the ``--json`` shapes; bumped only when a key changes meaning or goes away.
 JSON_SCHEMA_VERSION = 1

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from watermark_assets import storage
-from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
+from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig, Pipeline
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.file_watermark import FileWatermark, components_below
 from watermark_assets.core.filepath import (
@@ -73,7 +73,6 @@ if TYPE_CHECKING:
 
     from watermark_assets.spark import ReadSpec, UnreadableFile
 
-Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
 CRASH_ENV_VAR = "WATERMARK_ASSETS_CRASH_AT"
 STAGING_DIR = "_staging"

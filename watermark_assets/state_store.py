@@ -18,15 +18,13 @@ from datetime import datetime
 import pyarrow as pa
 
 from watermark_assets import storage
-from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
+from watermark_assets.config import Pipeline
 from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
 from watermark_assets.core.coldstart import lookback_horizon
 from watermark_assets.core.file_watermark import FileWatermark
 from watermark_assets.core.filepath import split_path
 from watermark_assets.delta import DeltaCommitter, TxnVersion, describe_data_files
 from watermark_assets.exceptions import CheckpointError, DeltaCommitError
-
-Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
 #: The commitInfo key under which each commit records the progress it made.
 COMMIT_METADATA_KEY = "watermark_assets"

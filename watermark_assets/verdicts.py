@@ -24,15 +24,13 @@ from enum import Enum
 from typing import Any
 
 from watermark_assets import storage
-from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
+from watermark_assets.config import Pipeline
 from watermark_assets.core.file_watermark import FileWatermark
 from watermark_assets.core.filepath import check_sortable, split_path
 from watermark_assets.core.listing import ListingPlan
 from watermark_assets.discovery import PartitionOf
 from watermark_assets.exceptions import UnsortableFileNameError
 from watermark_assets.state_store import PipelineState
-
-Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
 
 class Verdict(str, Enum):

@@ -16,13 +16,11 @@ from dagster import (
 from dagster._utils.warnings import BetaWarning
 from pydantic import Field
 
-from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
+from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig, Pipeline
 from watermark_assets.core.clock import Clock
 from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.ingest import BatchRequest, StagedBatch, plan_batch, stage_batch
-
-Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
 # BackfillPolicy is "beta" in dagster 1.13; the warning would repeat on every code-location load.
 warnings.filterwarnings("ignore", message=".*backfill_policy.*", category=BetaWarning)

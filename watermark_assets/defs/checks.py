@@ -19,12 +19,10 @@ from dagster import (
     multi_asset_check,
 )
 
-from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
+from watermark_assets.config import Pipeline
 from watermark_assets.core.file_watermark import FileWatermark
 from watermark_assets.delta import DeltaCommitter
 from watermark_assets.state_store import COMMIT_METADATA_KEY, CommitMetadata
-
-Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
 MONOTONE_CHECK = "watermark_never_moves_backwards"
 RECONCILE_CHECK = "rows_reconcile"

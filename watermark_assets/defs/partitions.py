@@ -18,7 +18,10 @@ from dagster import (
     partition_loading_context,
 )
 
-from watermark_assets.config import CommitPipelineConfig, Granularity, IngestPipelineConfig
+from watermark_assets.config import (
+    Granularity,
+    Pipeline,
+)
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.partition_selection import (
     PartitionDimension,
@@ -26,8 +29,6 @@ from watermark_assets.core.partition_selection import (
     TimeWindow,
 )
 from watermark_assets.exceptions import ConfigError
-
-Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
 
 def _moment(pipeline: Pipeline, key: str, value: str) -> datetime:

@@ -38,7 +38,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from watermark_assets import storage
-from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
+from watermark_assets.config import Pipeline
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.file_watermark import FileWatermark, WatermarkState
 from watermark_assets.core.filepath import prefix_components, split_path
@@ -54,8 +54,6 @@ from watermark_assets.state_store import (
     mark_idle,
     txn_app_id,
 )
-
-Pipeline = IngestPipelineConfig | CommitPipelineConfig
 
 IN_FLIGHT = [
     DagsterRunStatus.QUEUED,
