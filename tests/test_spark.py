@@ -14,7 +14,7 @@ import pytest
 from conftest import event_records, write_ndjson
 
 from watermark_assets.exceptions import JavaNotFoundError
-from watermark_assets.spark import ReadSpec, check_java, stage_batch, unreadable_file
+from watermark_assets.spark import ReadSpec, check_java, unreadable_file, write_batch
 
 WHEN = datetime(2024, 1, 28, 14, tzinfo=timezone.utc)
 SCHEMA = "id BIGINT, event_time TIMESTAMP, name STRING"
@@ -55,7 +55,7 @@ def test_malformed_records_are_quarantined_with_their_source_file(
         "date=2024-01-28/hour=14/1706450400-a.ndjson.gz",
         "date=2024-01-28/hour=14/1706450500-b.ndjson",
     ]
-    out = stage_batch(
+    out = write_batch(
         spark,
         spec(root, files),
         data_dir=str(tmp_path / "stage"),
@@ -84,7 +84,7 @@ def test_csv_and_parquet_sources(spark: Any, tmp_path: Path) -> None:
     csv = root / "date=2024-01-28/hour=14/1706450400-a.csv"
     csv.parent.mkdir(parents=True)
     csv.write_text("id,event_time,name\n1,2024-01-28T14:00:00Z,a\nx,2024-01-28T14:00:00Z,b\n")
-    out = stage_batch(
+    out = write_batch(
         spark,
         spec(root, ["date=2024-01-28/hour=14/1706450400-a.csv"], "csv"),
         data_dir=str(tmp_path / "csv_stage"),
@@ -95,7 +95,7 @@ def test_csv_and_parquet_sources(spark: Any, tmp_path: Path) -> None:
     exported = pq.read_table(next((tmp_path / "csv_stage").rglob("*.parquet")))
     assert "_dagster_partition" in exported.column_names  # lineage in the source is replaced
     pq.write_table(exported, root / "date=2024-01-28/hour=14/1706450500-b.parquet")
-    out = stage_batch(
+    out = write_batch(
         spark,
         spec(root, ["date=2024-01-28/hour=14/1706450500-b.parquet"], "parquet"),
         data_dir=str(tmp_path / "pq_stage"),
@@ -157,7 +157,7 @@ def test_a_failed_job_names_the_unreadable_file_of_its_batch(
         (root / name).write_bytes(content)
     read = replace(spec(root, sorted(files), fmt), derived_columns={}, partition_by=[])
     with pytest.raises(Exception) as failure:
-        stage_batch(spark, read, data_dir=str(tmp_path / "s"), quarantine_dir=str(tmp_path / "q"))
+        write_batch(spark, read, data_dir=str(tmp_path / "s"), quarantine_dir=str(tmp_path / "q"))
 
     found = unreadable_file(failure.value, read)
 
@@ -176,7 +176,7 @@ def test_a_failure_that_is_not_an_unreadable_file_is_not_taken_for_one(
     root.mkdir()
     read = spec(root, ["gone.ndjson.gz"])
     with pytest.raises(Exception) as failure:
-        stage_batch(spark, read, data_dir=str(tmp_path / "s"), quarantine_dir=str(tmp_path / "q"))
+        write_batch(spark, read, data_dir=str(tmp_path / "s"), quarantine_dir=str(tmp_path / "q"))
     assert unreadable_file(failure.value, read) is None
 
 

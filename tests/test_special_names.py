@@ -24,7 +24,7 @@ from watermark_assets.config import IngestPipelineConfig
 from watermark_assets.defs import build_definitions
 from watermark_assets.discovery import hold_back_unreadable
 from watermark_assets.exceptions import UnreadablePathError, UntracedRowsError
-from watermark_assets.spark import ReadSpec, stage_batch
+from watermark_assets.spark import ReadSpec, write_batch
 from watermark_assets.spark_paths import literal_path, unreadable_character
 from watermark_assets.state_store import load_state
 
@@ -337,7 +337,7 @@ def test_every_reader_reads_special_names_literally_and_traces_each_row(
     files = [f"{HOUR}/{name}{suffix}" for name in STAGE_NAMES]
     for number, relative in enumerate(files):
         write_rows(root, relative, fmt, number)
-    out = stage_batch(
+    out = write_batch(
         spark,
         read_spec(root, files, fmt, files),
         data_dir=str(tmp_path / "stage"),
@@ -354,7 +354,7 @@ def test_rows_that_trace_to_no_file_of_the_batch_are_refused(spark: Any, tmp_pat
     for number, relative in enumerate(files):
         write_rows(root, relative, "ndjson", number)
     with pytest.raises(UntracedRowsError, match="1 rows read by Spark trace to no") as refused:
-        stage_batch(
+        write_batch(
             spark,
             read_spec(root, files, "ndjson", mapped=files[1:]),
             data_dir=str(tmp_path / "stage"),

@@ -414,7 +414,7 @@ def _stage_with_spark(
         spec = _read_spec(pipeline, [p for p in plan.files if p not in aside], plan, now)
         try:
             if spec.files or spec.schema_ddl is not None:  # no files: the schema's empty batch
-                output = spark_adapter.stage_batch(
+                output = spark_adapter.write_batch(
                     spark, spec, data_dir=data_dir, quarantine_dir=quarantine_dir
                 )
             else:  # Parquet without a configured schema, and no file left to read

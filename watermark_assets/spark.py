@@ -131,7 +131,7 @@ class StagedOutput:
 def _lineage(spec: ReadSpec) -> list[Column]:
     """``_source_file`` (the requested relative path, from Spark's URI-encoded
     ``_metadata.file_path``), ``_ingested_at`` and ``_dagster_partition``. A row whose file maps
-    to no requested path gets NULL in both: :func:`stage_batch` refuses such a batch."""
+    to no requested path gets NULL in both: :func:`write_batch` refuses such a batch."""
     from pyspark.sql import functions as F
 
     relative = relative_path(F.col("_metadata.file_path"), spec.source_uri)
@@ -183,7 +183,7 @@ def read_batch(spark: SparkSession, spec: ReadSpec) -> tuple[DataFrame, bool]:
     return frame, has_corrupt
 
 
-def stage_batch(
+def write_batch(
     spark: SparkSession, spec: ReadSpec, *, data_dir: str, quarantine_dir: str
 ) -> StagedOutput:
     """Write the good rows as Parquet in ONE pass over the files, counting as it goes.
