@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
@@ -39,6 +39,7 @@ from watermark_assets.core.column.predicate import (
     leading_bound,
     to_sql,
 )
+from watermark_assets.core.replace_window import value_kind
 from watermark_assets.delta_stats import (
     STATS_TIMESTAMP_SLACK,
     stats_kind,
@@ -92,10 +93,8 @@ class DeltaTableSource:
         schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=True)
         root = spark_path(table.table_uri.rstrip("/"))
         paths = [_literal_path(f"{root}/{unquote(f['path'])}") for f in kept]
-        if paths:
-            frame = spark.read.schema(schema).option("basePath", root).parquet(*paths)
-        else:
-            frame = spark.createDataFrame([], schema)
+        # No path (every file skipped) is an empty Parquet scan: the same plan, no rows.
+        frame = spark.read.schema(schema).option("basePath", root).parquet(*paths)
         return ColumnRead(
             frame=_filtered(frame, predicate),
             pushed_down=to_sql(predicate, SqlDialect.SPARK),
@@ -183,26 +182,12 @@ def file_may_hold_rows(
         if high is not None and pa.types.is_timestamp(column_type) and high.microsecond % 1000 == 0:
             high = high + STATS_TIMESTAMP_SLACK  # on a millisecond: perhaps cut there
     kind = stats_kind(column_type)
-    if high is None or pa.types.is_floating(column_type) or kind != _value_kind(bound.value):
+    if high is None or pa.types.is_floating(column_type) or kind != value_kind(bound.value):
         return True
     value = bound.value
     if isinstance(value, datetime) and value.utcoffset() is None:
         value = value.replace(tzinfo=timezone.utc)  # as stats_value reads a wall clock
     return bool(high > value) if bound.op == ">" else bool(high >= value)
-
-
-def _value_kind(value: object) -> str | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, datetime):
-        return "datetime"
-    if isinstance(value, date):
-        return "date"
-    if isinstance(value, str):
-        return "string"
-    return None
 
 
 def _filtered(frame: DataFrame, predicate: Predicate) -> DataFrame:
