@@ -48,7 +48,7 @@ from watermark_assets.delta_stats import (
 )
 from watermark_assets.exceptions import UnsupportedDeltaTableError
 from watermark_assets.sources.column import ColumnRead
-from watermark_assets.spark import spark_path
+from watermark_assets.spark_paths import literal_path, reader_options, spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -92,9 +92,10 @@ class DeltaTableSource:
         # path) and fills columns that older files lack with nulls.
         schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=True)
         root = spark_path(table.table_uri.rstrip("/"))
-        paths = [_literal_path(f"{root}/{unquote(f['path'])}") for f in kept]
+        paths = [literal_path(f"{root}/{unquote(f['path'])}") for f in kept]
         # No path (every file skipped) is an empty Parquet scan: the same plan, no rows.
-        frame = spark.read.schema(schema).option("basePath", root).parquet(*paths)
+        reader = spark.read.schema(schema).options(**reader_options(root))
+        frame = reader.option("basePath", root).parquet(*paths)
         return ColumnRead(
             frame=_filtered(frame, predicate),
             pushed_down=to_sql(predicate, SqlDialect.SPARK),
@@ -117,7 +118,7 @@ class ParquetFilesSource:
 
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
         """The rows ``predicate`` admits (lazy)."""
-        frame = spark.read.parquet(_literal_path(spark_path(self.uri)))
+        frame = spark.read.options(**reader_options(self.uri)).parquet(literal_path(self.uri))
         return ColumnRead(
             frame=_filtered(frame, predicate),
             pushed_down=to_sql(predicate, SqlDialect.SPARK),
@@ -150,8 +151,9 @@ class CsvJsonSource:
 
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
         """The rows ``predicate`` admits, after a full scan (lazy)."""
-        reader = spark.read.schema(self.schema_ddl).options(**dict(self.options))
-        frame = reader.format(self.format).load(_literal_path(spark_path(self.uri)))
+        reader = spark.read.schema(self.schema_ddl).options(**reader_options(self.uri))
+        reader = reader.options(**dict(self.options))
+        frame = reader.format(self.format).load(literal_path(self.uri))
         return ColumnRead(
             frame=_filtered(frame, predicate),
             pushed_down=to_sql(predicate, SqlDialect.SPARK),
@@ -197,9 +199,3 @@ def _filtered(frame: DataFrame, predicate: Predicate) -> DataFrame:
     if predicate.admits_everything:
         return frame
     return frame.where(F.expr(to_sql(predicate, SqlDialect.SPARK)))
-
-
-def _literal_path(path: str) -> str:
-    """``path`` with Hadoop's glob characters escaped, so Spark reads that path and no other.
-    (``spark_paths.literal_path`` on fix/special-names does the same; use it once merged.)"""
-    return "".join("\\" + c if c in "\\*?[]{}" else c for c in path)
