@@ -47,7 +47,7 @@ from watermark_assets.delta_stats import (
     unsupported_read_feature,
 )
 from watermark_assets.exceptions import UnsupportedDeltaTableError
-from watermark_assets.sources.column import ColumnRead
+from watermark_assets.sources.column import ColumnRead, ColumnSource
 from watermark_assets.spark_paths import literal_path, reader_options, spark_path
 
 if TYPE_CHECKING:
@@ -199,3 +199,11 @@ def _filtered(frame: DataFrame, predicate: Predicate) -> DataFrame:
     if predicate.admits_everything:
         return frame
     return frame.where(F.expr(to_sql(predicate, SqlDialect.SPARK)))
+
+
+if TYPE_CHECKING:
+    # Static proof that every source here satisfies the contract (mypy checks these assignments).
+    def _conforms(
+        delta: DeltaTableSource, parquet: ParquetFilesSource, text: CsvJsonSource
+    ) -> list[ColumnSource]:
+        return [delta, parquet, text]
