@@ -37,9 +37,9 @@ from __future__ import annotations
 import json
 import posixpath
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime
 from enum import Enum
 from typing import Any
 from urllib.parse import unquote
@@ -55,7 +55,14 @@ from deltalake.transaction import RemoveAction
 from watermark_assets.core.clock import Clock, ensure_utc, system_clock
 from watermark_assets.core.replace_window import Interval, ReplaceWindow, WindowValue, value_kind
 from watermark_assets.delta import CommitOutcome, DeltaCommitter, TxnVersion
-from watermark_assets.delta_stats import STRING_STATS_PREFIX, DataFile, describe_data_files
+from watermark_assets.delta_stats import (
+    STATS_TIMESTAMP_SLACK,
+    DataFile,
+    describe_data_files,
+    stats_kind,
+    stats_value,
+    unsupported_read_feature,
+)
 from watermark_assets.exceptions import (
     DeltaCommitError,
     ReplaceWindowError,
@@ -75,11 +82,6 @@ __all__ = [
 
 REPLACE_METADATA_KEY = "watermark_assets.replace"
 """The ``commitInfo`` key of a replace commit: the window, files removed and rewritten, rows."""
-
-STATS_TIMESTAMP_SLACK = timedelta(milliseconds=1) - timedelta(microseconds=1)
-"""Delta writers (delta-rs, Spark) cut timestamp statistics to milliseconds: a file's maximum may be
-up to 999 microseconds above a recorded maximum that falls on a millisecond, so that much is added
-before trusting it (a maximum with microseconds was not cut)."""
 
 
 @dataclass(frozen=True)
@@ -325,11 +327,11 @@ def _place_existing(
     rows = int(existing["num_records"] or 0)
     if window.column in partition_columns:
         raw = existing.get(f"partition.{window.column}")
-        value = None if raw is None else _comparable(raw, column_type)
+        value = None if raw is None else stats_value(raw, column_type)
         nulls = rows if raw is None else 0
         return _place(window, value, value, nulls, rows, column_type, exact=True)
-    low = _comparable(existing.get(f"min.{window.column}"), column_type)
-    high = _comparable(existing.get(f"max.{window.column}"), column_type)
+    low = stats_value(existing.get(f"min.{window.column}"), column_type)
+    high = stats_value(existing.get(f"max.{window.column}"), column_type)
     counted = existing.get(f"null_count.{window.column}")
     return _place(window, low, high, None if counted is None else int(counted), rows, column_type)
 
@@ -346,13 +348,13 @@ def _check_inside(
     """Raise unless every row of ``new`` is in the window: statistics first, else the column."""
     if window.column in partition_columns:
         raw = new.partition_values.get(window.column)
-        value = None if raw is None else _comparable(raw, column_type)
+        value = None if raw is None else stats_value(raw, column_type)
         if new.num_records and (value is None or not window.contains(value)):
             raise RowsOutsideWindowError(table_uri, str(window), new.path, new.num_records, raw)
         return
     stats = json.loads(new.stats) if new.stats else {}
-    low = _comparable(stats.get("minValues", {}).get(window.column), column_type)
-    high = _comparable(stats.get("maxValues", {}).get(window.column), column_type)
+    low = stats_value(stats.get("minValues", {}).get(window.column), column_type)
+    high = stats_value(stats.get("maxValues", {}).get(window.column), column_type)
     nulls = stats.get("nullCount", {}).get(window.column)
     if _place(window, low, high, nulls, new.num_records, column_type) is _Place.INSIDE:
         return
@@ -450,7 +452,7 @@ def _column_of(
             "name the column the watermark is read from",
         )
     column_type = schema.field(window.column).type
-    expected = _kind_of_type(column_type)
+    expected = stats_kind(column_type)
     if expected is None or expected != value_kind(window.upper):
         raise ReplaceWindowError(
             str(window),
@@ -463,16 +465,12 @@ def _column_of(
 
 
 def _refuse_unsupported_features(table_uri: str, table: DeltaTable, window: ReplaceWindow) -> None:
-    protocol = table.protocol()
-    features = {*(protocol.reader_features or ()), *(protocol.writer_features or ())}
-    configuration = table.metadata().configuration
-    mapped = configuration.get("delta.columnMapping.mode", "none") not in ("none", None)
-    if "deletionVectors" in features or mapped:
+    feature = unsupported_read_feature(table)
+    if feature is not None:
         raise ReplaceWindowError(
             str(window),
-            f"table {table_uri!r} uses "
-            f"{'deletion vectors' if 'deletionVectors' in features else 'column mapping'}, so "
-            "its Parquet files cannot be rewritten row by row here",
+            f"table {table_uri!r} uses {feature}, so its Parquet files cannot be rewritten row by "
+            "row here",
             "replace this window with Spark and delta-spark (MERGE or replaceWhere), or rewrite "
             "the table without the feature",
         )
@@ -484,45 +482,6 @@ def _delete_remainders(
     for done in rewritten:
         if done.remainder is not None:
             fs.rm_file(f"{root}/{done.remainder.path}")
-
-
-def _kind_of_type(arrow_type: pa.DataType) -> str | None:
-    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type):
-        return "number"
-    if pa.types.is_timestamp(arrow_type):
-        return "datetime"
-    if pa.types.is_date(arrow_type):
-        return "date"
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return "string"
-    return None
-
-
-_PARSERS: dict[str, Callable[[str], Any]] = {
-    "datetime": lambda text: datetime.fromisoformat(text.replace(" ", "T")),
-    "date": date.fromisoformat,
-    "number": lambda text: float(text) if any(c in text for c in ".eE") else int(text),
-}
-
-
-def _comparable(raw: Any, column_type: pa.DataType) -> Any:
-    """A statistics or partition value as a value comparable with the bounds; None: unknown."""
-    if raw is None:
-        return None
-    kind = _kind_of_type(column_type)
-    if kind == "string":
-        # A cut maximum would be too low: a string at the prefix length may have been cut.
-        return raw if isinstance(raw, str) and len(raw) < STRING_STATS_PREFIX else None
-    if isinstance(raw, str) and kind in _PARSERS:
-        try:
-            raw = _PARSERS[kind](raw)
-        except ValueError:
-            return None
-    if isinstance(raw, datetime):
-        if raw.tzinfo is None:
-            return raw.replace(tzinfo=timezone.utc)
-        return raw.astimezone(timezone.utc)
-    return raw
 
 
 def _partition_texts(values: Mapping[str, Any]) -> dict[str, str | None] | None:

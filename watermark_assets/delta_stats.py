@@ -25,9 +25,9 @@ from __future__ import annotations
 import json
 import math
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 from urllib.parse import unquote
@@ -35,6 +35,7 @@ from urllib.parse import unquote
 import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
+from deltalake import DeltaTable
 
 from watermark_assets.exceptions import (
     DeltaCommitError,
@@ -257,3 +258,70 @@ def modification_time_ms(info: Mapping[str, Any]) -> int:
     # Readers ignore modificationTime and VACUUM only looks at it for unreferenced files, so a
     # filesystem that reports none gets the epoch rather than a failed commit.
     return 0
+
+
+# Reading statistics back (file skipping, range replace): a bound is trusted only when it proves it.
+
+STATS_TIMESTAMP_SLACK = timedelta(milliseconds=1) - timedelta(microseconds=1)
+"""Delta writers (delta-rs, Spark) cut timestamp statistics to milliseconds: a file's maximum may be
+up to 999 microseconds above a recorded maximum that falls on a millisecond, so that much is added
+before trusting it (a maximum with microseconds was not cut)."""
+
+
+def stats_kind(arrow_type: pa.DataType) -> str | None:
+    """The family of values a column's statistics hold ("number", "datetime", "date", "string");
+    None for a type whose statistics are not read back."""
+    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type):
+        return "number"
+    if pa.types.is_timestamp(arrow_type):
+        return "datetime"
+    if pa.types.is_date(arrow_type):
+        return "date"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "string"
+    return None
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "datetime": lambda text: datetime.fromisoformat(text.replace(" ", "T")),
+    "date": date.fromisoformat,
+    "number": lambda text: float(text) if any(c in text for c in ".eE") else int(text),
+}
+
+
+def stats_value(raw: Any, column_type: pa.DataType) -> Any:
+    """A statistics or partition value (``get_add_actions`` or stats JSON) as a comparable value;
+    None: unknown. Datetimes come back aware UTC (a timestamp without time zone: its wall clock
+    read as UTC); a string at the prefix length may have been cut, so it is unknown."""
+    if raw is None:
+        return None
+    kind = stats_kind(column_type)
+    if kind == "string":
+        # A cut maximum would be too low: a string at the prefix length may have been cut.
+        return raw if isinstance(raw, str) and len(raw) < STRING_STATS_PREFIX else None
+    if isinstance(raw, str) and kind in _PARSERS:
+        try:
+            raw = _PARSERS[kind](raw)
+        except ValueError:
+            return None
+    if isinstance(raw, datetime):
+        if raw.tzinfo is None:
+            return raw.replace(tzinfo=timezone.utc)
+        return raw.astimezone(timezone.utc)
+    return raw
+
+
+def unsupported_read_feature(table: DeltaTable) -> str | None:
+    """Why a table's Parquet files do not hold its rows as they are; None when they do.
+
+    With deletion vectors a file still holds deleted rows; with column mapping its columns carry
+    physical names. Either way reading (or rewriting) the files directly would be wrong.
+    """
+    protocol = table.protocol()
+    features = {*(protocol.reader_features or ()), *(protocol.writer_features or ())}
+    if "deletionVectors" in features:
+        return "deletion vectors"
+    mode = table.metadata().configuration.get("delta.columnMapping.mode", "none")
+    if mode not in ("none", None) or "columnMapping" in (protocol.reader_features or ()):
+        return "column mapping"
+    return None

@@ -246,3 +246,17 @@ class SparkSchemaError(WatermarkAssetsError, ValueError):
         self.position = position
         self.token = token
         self.expected = expected
+
+
+class UnsupportedDeltaTableError(WatermarkAssetsError):
+    """A Delta table whose rows cannot be read from its Parquet files directly (no delta-spark)."""
+
+    def __init__(self, table_uri: str, feature: str) -> None:
+        super().__init__(
+            f"Delta table {table_uri!r} uses {feature}: reading its Parquet files directly would "
+            "bring back deleted rows or miss renamed columns, so it is not read. Read it with "
+            "Spark and delta-spark where its jars are available, or rewrite the table without "
+            f"{feature} (e.g. REORG TABLE ... APPLY (PURGE), then disable the feature)"
+        )
+        self.table_uri = table_uri
+        self.feature = feature

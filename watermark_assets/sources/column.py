@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Protocol
 
 from watermark_assets.core.column.predicate import Predicate
@@ -60,19 +61,30 @@ def stage_rows(
     partition_by: Sequence[str] = (),
 ) -> StagedRows:
     """Write ``read.frame`` as Parquet under ``data_dir`` in ONE pass, observing the row count
-    and the greatest ``columns`` tuple (``max_by`` over a struct compares field by field, the
-    watermark's tuple order). ``start.advance`` of that tuple is the next watermark."""
+    and the greatest ``columns`` tuple (``max`` over a struct compares field by field, the
+    watermark's tuple order). ``start.advance`` of that tuple is the next watermark.
+
+    A row with a null in any watermark column never advances the watermark. ``TIMESTAMP``
+    columns come back as UTC-aware datetimes: they are observed as microseconds since the epoch
+    (the same order), because PySpark would turn them into naive datetimes in the Python
+    process's local zone. ``TIMESTAMP_NTZ`` columns come back naive, as the column holds them.
+    """
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
 
     from watermark_assets.spark_paths import spark_path
 
+    frame = read.frame
+    instants = {c for c in columns if isinstance(frame.schema[c].dataType, TimestampType)}
     observation = Observation("watermark_assets_column_read")
     complete = F.lit(True)
     for column in columns:  # a row with a NULL watermark column never advances the watermark
         complete = complete & F.col(column).isNotNull()
-    key = F.struct(*[F.col(c) for c in columns])
-    observed = read.frame.observe(
+    key = F.struct(
+        *[(F.unix_micros(F.col(c)) if c in instants else F.col(c)).alias(c) for c in columns]
+    )
+    observed = frame.observe(
         observation,
         F.count(F.lit(1)).alias("rows"),
         F.max(F.when(complete, key)).alias("top"),
@@ -83,5 +95,14 @@ def stage_rows(
     top = values.get("top")
     next_watermark = start
     if top is not None:
-        next_watermark = start.advance({c: top[c] for c in columns})
+        next_watermark = start.advance(
+            {c: _utc_from_micros(top[c]) if c in instants else top[c] for c in columns}
+        )
     return StagedRows(data_dir=data_dir if rows else None, rows=rows, next_watermark=next_watermark)
+
+
+def _utc_from_micros(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -84,6 +84,21 @@ def predicate(watermark: ColumnWatermark, operator: WatermarkOperator) -> Predic
     return Predicate(tuple(clauses), watermark, operator)
 
 
+def leading_bound(pred: Predicate) -> Comparison | None:
+    """The bound on the first watermark column that every admitted row meets; None: no bound.
+
+    Every clause of the expansion starts with the first column (``a > x`` or ``a = x AND ...``),
+    so an admitted row has ``a >= x``, or ``a > x`` when the predicate is the single clause
+    ``a > x``. File skipping by statistics needs only this: a file whose maximum of ``a`` fails
+    the bound holds no admitted row.
+    """
+    if pred.admits_everything:
+        return None
+    first = pred.clauses[0][0]
+    strict = len(pred.clauses) == 1 and first.op == ">"
+    return Comparison(first.column, ">" if strict else ">=", first.value)
+
+
 class SqlDialect(str, Enum):
     """Quoting rules of the engines that receive SQL text."""
 
