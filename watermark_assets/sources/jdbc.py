@@ -28,6 +28,11 @@ and, in the pipeline configuration::
 Elsewhere, from Maven: ``spark.jars.packages: org.postgresql:postgresql:42.7.4`` (any 42.x).
 Without it a read raises :class:`~watermark_assets.exceptions.JdbcDriverMissingError`.
 
+**String watermark columns** must sort in the server as the watermark sorts them (by code
+point): give them a byte-order collation (``text COLLATE "C"``). Under a linguistic collation
+(``en_US.UTF-8``) ``'a' > 'O'`` in the server but not in the watermark, and a run could skip or
+re-read rows.
+
 Credentials are never part of the configuration: ``user_env`` / ``password_env`` name environment
 variables, read at :meth:`JdbcSource.read` from the injected ``env`` (``os.environ`` by default).
 """
@@ -202,8 +207,10 @@ class JdbcSource:
             # Rendered in the session time zone, in which Spark parses the bounds back.
             lo, hi = F.col("lo"), F.col("hi")
         else:
-            return {"reason": f"column {column!r} is {kind.simpleString()}, not numeric, date or "
-                    "timestamp; read as one partition"}
+            return {
+                "reason": f"column {column!r} is {kind.simpleString()}, not numeric, date or "
+                "timestamp; read as one partition"
+            }
         row = bounds.select(lo.cast("string").alias("lo"), hi.cast("string").alias("hi")).first()
         if row is None or row["lo"] is None:
             return {"reason": "no row to read; one partition"}
