@@ -83,6 +83,9 @@ class Handler(BaseHTTPRequestHandler):
         )
         if parts.path == "/broken":
             return self.send(500, b'{"error": "database is down"}')
+        if parts.path == "/malformed":
+            page = {"data": [RECORDS[0], {"id": 99, "updated_at": "yesterday", "name": "x"}]}
+            return self.send(200, json.dumps(page).encode())
         if parts.path == "/text":
             return self.send(200, b"<html>hello</html>")
         args = {**query, **body}
@@ -393,3 +396,11 @@ def test_format_param(value: Any, value_format: str, expected: str) -> None:
 def test_an_epoch_of_a_naive_datetime_is_refused() -> None:
     with pytest.raises(ValueError, match="no time zone"):
         format_param(datetime(2026, 4, 3), "timestamp")
+
+
+def test_a_record_the_schema_cannot_hold_fails_the_read(spark: Any, api: Api) -> None:
+    read = source(api, "/malformed", pagination=None).read(
+        spark, predicate(ColumnWatermark.empty(), GreaterThan)
+    )
+    with pytest.raises(Exception, match="MALFORMED_RECORD"):
+        read.frame.collect()  # never a row with a null updated_at in its place

@@ -28,7 +28,7 @@ from watermark_assets.core.column import (
     predicate,
     to_sql,
 )
-from watermark_assets.exceptions import ConfigError
+from watermark_assets.exceptions import ConfigError, JdbcDriverMissingError
 from watermark_assets.sources.column import stage_rows
 from watermark_assets.sources.jdbc import JdbcSource, postgres_jdbc_jar
 
@@ -280,3 +280,15 @@ def test_a_missing_credential_variable_is_named(spark: Any, database: str) -> No
 def test_table_and_query_are_exclusive() -> None:
     with pytest.raises(ConfigError, match="exactly one of 'table' and 'query'"):
         JdbcSource(name="x", url="jdbc:postgresql://h/d", watermark_columns=("id",))
+
+
+def test_a_driver_spark_cannot_load_says_how_to_add_the_jar(spark: Any, database: str) -> None:
+    source = orders(
+        database,
+        url=f"jdbc:postgresql://127.0.0.1:5432/{database}?user=postgres&password=s3cret",
+        driver="org.example.NoSuchDriver",
+    )
+    with pytest.raises(JdbcDriverMissingError, match=r"spark\.jars") as caught:
+        source.read(spark, predicate(WATERMARK, GreaterThan))
+    assert "org.postgresql:postgresql:42" in str(caught.value)
+    assert "s3cret" not in str(caught.value)

@@ -27,7 +27,8 @@ followed as given, with the same method and body) or :class:`PageNumber` (a page
 up until a page is empty or shorter than ``page_size``); None reads one page. More than
 ``max_pages`` pages raise rather than truncate. Pages are fetched by the driver in
 :meth:`HttpApiSource.read` (an API's pages are small), then the records become a frame through
-Spark's JSON parser with ``schema_ddl`` (ISO timestamps become TIMESTAMP values). Standard library
+Spark's JSON parser with ``schema_ddl`` (ISO timestamps become TIMESTAMP values; a value the
+schema cannot hold fails the run, a missing field is null). Standard library
 HTTP (``urllib``); a status >= 400 raises :class:`~watermark_assets.exceptions.HttpApiError`
 naming the URL and the status.
 """
@@ -243,7 +244,9 @@ class HttpApiSource:
         records, requests = self._fetch_all(injected)
         lines = [(json.dumps(record),) for record in records]
         parsed = spark.createDataFrame(lines, "value STRING").select(
-            F.from_json("value", self.schema_ddl).alias("record")
+            # FAILFAST: a record the schema cannot hold stops the run (Spark's
+            # MALFORMED_RECORD_IN_PARSING when the rows are written) instead of becoming nulls.
+            F.from_json("value", self.schema_ddl, {"mode": "FAILFAST"}).alias("record")
         )
         frame = parsed.select("record.*")
         if not predicate.admits_everything:

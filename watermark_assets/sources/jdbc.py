@@ -40,6 +40,7 @@ variables, read at :meth:`JdbcSource.read` from the injected ``env`` (``os.envir
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -148,7 +149,7 @@ class JdbcSource:
             raise ColumnMismatchError(self.watermark_columns, predicate.watermark.columns)
         select = self.select_sql(predicate)
         dbtable = f"({select}) AS src"
-        details: dict[str, object] = {"dbtable": dbtable, "url": self.url}
+        details: dict[str, object] = {"dbtable": dbtable, "url": _redacted(self.url)}
         reader = self._reader(spark).option("dbtable", dbtable)
         if self.num_partitions > 1:
             partitioning = self._partitioning(spark, select)
@@ -222,5 +223,10 @@ class JdbcSource:
         except Exception as exc:  # py4j / pyspark wrap the JVM's exception
             text = str(exc)
             if "ClassNotFoundException" in text or "No suitable driver" in text:
-                raise JdbcDriverMissingError(self.url, self.driver, _JAR_HINT) from exc
+                raise JdbcDriverMissingError(_redacted(self.url), self.driver, _JAR_HINT) from exc
             raise
+
+
+def _redacted(url: str) -> str:
+    """``url`` without a ``password=`` parameter's value (it ends up in metadata and errors)."""
+    return re.sub(r"(?i)(password=)[^&;]*", r"\1***", url)
