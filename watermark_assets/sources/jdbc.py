@@ -162,7 +162,7 @@ class JdbcSource:
                     numPartitions=str(self.num_partitions),
                 )
         frame = self._load(reader)
-        details["num_partitions"] = frame.rdd.getNumPartitions()
+        details["num_partitions"] = _num_partitions(frame)
         return ColumnRead(
             frame=frame, pushed_down=to_sql(predicate, SqlDialect.POSTGRES), details=details
         )
@@ -225,6 +225,15 @@ class JdbcSource:
             if "ClassNotFoundException" in text or "No suitable driver" in text:
                 raise JdbcDriverMissingError(_redacted(self.url), self.driver, _JAR_HINT) from exc
             raise
+
+
+def _num_partitions(frame: DataFrame) -> int | None:
+    """The partitions Spark planned (it may take fewer than asked for a narrow range); None
+    where the frame has no RDD (Spark Connect)."""
+    try:
+        return int(frame.rdd.getNumPartitions())
+    except Exception:  # pyspark.errors.PySparkNotImplementedError under Spark Connect
+        return None
 
 
 def _redacted(url: str) -> str:
