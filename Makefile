@@ -53,7 +53,7 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-pytest: setup browser
+pytest: setup browser jdbc
 	$(BIN)/python -m pytest
 
 ## Debian's Chromium for the browser tests (tests/ui), installed only when it is missing. Without
@@ -66,6 +66,20 @@ browser:
 	      || echo "warning: apt-get could not install chromium; the browser tests will be skipped"; \
 	  else \
 	    echo "warning: /usr/bin/chromium is missing and needs root + apt-get; the browser tests will be skipped"; \
+	  fi; \
+	fi
+
+## Debian's PostgreSQL JDBC driver for the Spark JDBC tests, installed only when it is missing
+## (users elsewhere: spark.jars.packages org.postgresql:postgresql:42.x). Without root or apt-get
+## (or if the install fails) the JDBC tests skip and say why.
+jdbc:
+	@if [ ! -f /usr/share/java/postgresql.jar ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's libpostgresql-jdbc-java for the JDBC tests"; \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libpostgresql-jdbc-java) \
+	      || echo "warning: apt-get could not install libpostgresql-jdbc-java; the JDBC tests will be skipped"; \
+	  else \
+	    echo "warning: /usr/share/java/postgresql.jar is missing and needs root + apt-get; the JDBC tests will be skipped"; \
 	  fi; \
 	fi
 

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from watermark_assets.config import ProjectConfig, parse_config
+from watermark_assets.sources.jdbc import postgres_jdbc_jar
 
 # Spark's Python workers must run this interpreter (pyarrow, fsspec are installed here).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -24,6 +25,10 @@ TEST_SPARK_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
 }
+# The PostgreSQL JDBC driver (`make jdbc`) must be on the classpath when the ONE session starts;
+# without the jar the JDBC tests skip and say why.
+if postgres_jdbc_jar():
+    TEST_SPARK_CONF["spark.jars"] = str(postgres_jdbc_jar())
 
 
 @pytest.fixture(scope="session")

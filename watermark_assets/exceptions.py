@@ -260,3 +260,26 @@ class UnsupportedDeltaTableError(WatermarkAssetsError):
         )
         self.table_uri = table_uri
         self.feature = feature
+
+
+class JdbcDriverMissingError(WatermarkAssetsError):
+    """Spark has no JDBC driver for a database URL: the driver jar is not on its classpath."""
+
+    def __init__(self, url: str, driver: str, jar_hint: str) -> None:
+        super().__init__(
+            f"Spark cannot load the JDBC driver {driver} for {url!r}. Put the driver jar on the "
+            f"session's classpath: {jar_hint}"
+        )
+        self.url = url
+        self.driver = driver
+
+
+class HttpApiError(WatermarkAssetsError):
+    """An HTTP API answered a page request with an error status, or with an unusable body."""
+
+    def __init__(self, url: str, status: int | None, problem: str, fix: str) -> None:
+        where = f"HTTP {status}" if status is not None else "no HTTP status"
+        super().__init__(f"request to {url} failed ({where}): {problem}. {fix}")
+        self.url = url
+        self.status = status
+        self.problem = problem
