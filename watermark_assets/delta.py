@@ -187,7 +187,9 @@ class DeltaCommitter:
         properties = CommitProperties(
             custom_metadata=dict(custom_metadata),
             app_transactions=[Transaction(t.app_id, t.version, now_ms) for t in txns],
-            max_commit_retries=0 if pinned else None,
+            # No rebase for a pinned commit, nor for a create: delta-rs would retry a losing
+            # create as version 1 of the winner's table, committing its files a second time.
+            max_commit_retries=0 if pinned or table is None else None,
         )
         removed = f", {len(removes)} removed file(s)" if removes else ""
         what = f"{len(files)} file(s){removed}, {records} record(s), txns {_txn_text(txns)}"
