@@ -28,7 +28,7 @@ def build_definitions(
     """
     config = config or load_config()
     assets, jobs, sensors, checks = [], [], [], []
-    for pipeline in config.pipelines:
+    for pipeline in config.file_pipelines:
         partitions_def = partitions_definition(pipeline)
         partition_of = partition_mapper(partitions_def, clock)
         asset = build_asset(pipeline, partitions_def, partition_of, clock)
