@@ -340,6 +340,11 @@ class DeltaTableSourceConfig(_Model):
 
         return DeltaTableSource(name, self.uri, self.storage_options)
 
+    @property
+    def location(self) -> str:
+        """Where the rows come from, as the UI shows it (each source type says it its way)."""
+        return self.uri
+
 
 class ParquetSourceConfig(_Model):
     """A folder of Parquet files (Hive-style partition folders allowed); Spark's own push-down."""
@@ -352,6 +357,11 @@ class ParquetSourceConfig(_Model):
         from watermark_assets.sources.table import ParquetFilesSource
 
         return ParquetFilesSource(name, self.uri)
+
+    @property
+    def location(self) -> str:
+        """Where the rows come from, as the UI shows it (each source type says it its way)."""
+        return self.uri
 
 
 class _TextSourceConfig(_Model):
@@ -372,6 +382,11 @@ class _TextSourceConfig(_Model):
     def _schema_is_spark_ddl(cls, value: str) -> str:
         parse_read_schema(value)
         return value
+
+    @property
+    def location(self) -> str:
+        """Where the rows come from, as the UI shows it (each source type says it its way)."""
+        return self.uri
 
 
 class CsvSourceConfig(_TextSourceConfig):
@@ -403,8 +418,8 @@ class JsonSourceConfig(_TextSourceConfig):
 
 
 # The place for the JDBC and HTTP API sources (sources/jdbc.py, sources/http_api.py): add their
-# ``*SourceConfig`` models (``type: jdbc`` / ``type: http_api``, each with a ``build(name)``) to
-# this union and to COLUMN_SOURCE_TYPES; nothing else changes.
+# ``*SourceConfig`` models (``type: jdbc`` / ``type: http_api``, each with ``build(name)`` and a
+# ``location`` property) to this union and to COLUMN_SOURCE_TYPES; nothing else changes.
 ColumnSourceConfig = Annotated[
     DeltaTableSourceConfig | ParquetSourceConfig | CsvSourceConfig | JsonSourceConfig,
     Field(discriminator="type"),

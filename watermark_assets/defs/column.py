@@ -58,8 +58,9 @@ def describe(pipeline: ColumnPipelineConfig) -> str:
         if pipeline.destination.replace_by_watermark
         else "appends them in ONE Delta commit"
     )
+    source = f"{pipeline.source.type} source `{pipeline.source.location}`"
     return (
-        f"{lead}Reads the rows of the {pipeline.source.type} source `{pipeline.source.uri}` whose "
+        f"{lead}Reads the rows of the {source} whose "
         f"({columns}) is above the watermark (compared as a tuple, in that order; the predicate "
         f"is pushed down to the source) and {how} to `{pipeline.table.uri}`. The watermark is kept "
         f"by the `{pipeline.watermark.provider.type}` provider, saved only with or after the "
@@ -79,7 +80,7 @@ def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDe
         kinds={"spark", "delta"},
         metadata={
             "table_uri": pipeline.table.uri,
-            "source_uri": pipeline.source.uri,
+            "source": pipeline.source.location,
             "source_type": pipeline.source.type,
             "watermark_columns": list(pipeline.watermark.columns),
             "watermark_provider": pipeline.watermark.provider.type,

@@ -143,7 +143,7 @@ def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str
         "watermark/read_from": MetadataValue.text(str(plan.bound.watermark)),
         "watermark/provider": MetadataValue.text(plan.provider),
         "watermark/repaired_from_log": MetadataValue.bool(plan.repaired_from_log),
-        "read/source": MetadataValue.text(f"{pipeline.source.type} {pipeline.source.uri}"),
+        "read/source": MetadataValue.text(f"{pipeline.source.type} {pipeline.source.location}"),
         "read/predicate": MetadataValue.text(plan.predicate_text),
         "read/pushed_down": MetadataValue.text(staged.pushed_down),
         "read/details": MetadataValue.json({k: str(v) for k, v in staged.details.items()}),
