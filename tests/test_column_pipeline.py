@@ -392,3 +392,39 @@ def test_a_run_whose_commit_went_stale_reads_again_from_the_newer_watermark(
     assert result.attempts == 2
     assert result.rows_committed == 1
     scene.assert_each_source_row_once()
+
+
+def _write_rows(folder: Path, name: str, fmt: str, rows: list[dict[str, Any]]) -> None:
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if fmt == "parquet":
+        pq.write_table(pa.Table.from_pylist(rows, schema=ORDERS_SCHEMA), folder / f"{name}.parquet")
+        return
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    texts = [{**r, "updated_at": r["updated_at"].strftime(stamp)} for r in rows]
+    if fmt == "csv":
+        lines = [
+            "id,updated_at,amount",
+            *(f"{r['id']},{r['updated_at']},{r['amount']}" for r in texts),
+        ]
+    else:
+        lines = [json.dumps(r) for r in texts]
+    (folder / f"{name}.{fmt}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
+def test_file_sources_read_only_the_rows_above_the_watermark(tmp_path: Path, fmt: str) -> None:
+    folder = tmp_path / "source" / fmt
+    source: dict[str, Any] = {"type": fmt, "uri": str(folder)}
+    if fmt != "parquet":
+        source["schema"] = "id BIGINT, updated_at TIMESTAMP, amount DOUBLE"
+    scene = Scene(tmp_path, source=source)
+    _write_rows(folder, "a", fmt, [order(i, at(9, i)) for i in range(3)])
+    assert metadata(scene.run())["rows/read"] == 3
+    _write_rows(folder, "b", fmt, [order(i, at(10, i)) for i in range(3, 5)])
+    second = metadata(scene.run())
+    assert second["rows/read"] == 2
+    assert second["read/source"] == f"{fmt} {folder}"
+    assert second["watermark/after"] == "updated_at=2026-04-03T10:04:00+00:00, id=4"
+    assert scene.target_ids() == list(range(5))
