@@ -1,7 +1,8 @@
 """Materialize one partition in THIS process (the victim of the crash and concurrency tests).
 
 Usage: python _crash_run.py PIPELINE PARTITION_KEY [FILE...]   (no FILE: every file above the
-watermark, as a backfill of the partition does)
+watermark, as a backfill of the partition does; PARTITION_KEY '-': an unpartitioned column
+pipeline, run without run config)
 
 The configuration comes from $WATERMARK_ASSETS_CONFIG; $WATERMARK_ASSETS_CRASH_AT makes
 ``watermark_assets.ingest.crash_point`` SIGKILL the process at that point, and
@@ -24,12 +25,15 @@ def main(argv: list[str]) -> int:
     pipeline, partition_key, *files = argv
     defs = build_definitions(load_config())
     job = defs.resolve_job_def(f"{pipeline}_job")
-    result = job.execute_in_process(
-        instance=DagsterInstance.ephemeral(),
-        partition_key=partition_key,
-        run_config={"ops": {pipeline: {"config": {"files": files}}}},
-        raise_on_error=False,
-    )
+    if partition_key == "-":
+        result = job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    else:
+        result = job.execute_in_process(
+            instance=DagsterInstance.ephemeral(),
+            partition_key=partition_key,
+            run_config={"ops": {pipeline: {"config": {"files": files}}}},
+            raise_on_error=False,
+        )
     retries = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
     print(f"retries={len(retries)}")
     for event in result.all_events:

@@ -49,7 +49,7 @@ def generate(config_path: str | None = None) -> None:
     from watermark_assets.demo.data import write_clicks, write_events
 
     config = load_config(config_path)
-    for pipeline in config.pipelines:
+    for pipeline in config.file_pipelines:
         root = Path(pipeline.source.uri)
         if root.exists() and any(
             p
@@ -183,7 +183,7 @@ def run_sensors(
     instance = DagsterInstance.get()
     rows: list[SummaryRow] = []
     failures: list[FailedRun] = []
-    for pipeline in config.pipelines:
+    for pipeline in config.file_pipelines:  # column pipelines have no sensor (manual runs)
         sensor_def = defs.resolve_sensor_def(f"{pipeline.name}_sensor")
         job = defs.resolve_job_def(job_name(pipeline.name))
         cursor = None
@@ -237,7 +237,7 @@ def explain_command(
     from watermark_assets import explain
     from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 
-    pipeline = load_config(config_path).pipeline(name)
+    pipeline = load_config(config_path).file_pipeline(name)
     now = system_clock()
     partition_of = partition_mapper(partitions_definition(pipeline), system_clock)
     evidence = explain.gather_evidence(pipeline, partition_of, now=now)
@@ -299,7 +299,7 @@ def _run(args: argparse.Namespace) -> int:
         print("Evaluating sensors and launching the runs they request")
         rows, failures = run_sensors(args.config)
     else:
-        rows = [summarize(p) for p in load_config(args.config).pipelines]
+        rows = [summarize(p) for p in load_config(args.config).file_pipelines]
     if args.command != "generate-demo-data":
         print()
         print_table(rows)

@@ -13,17 +13,24 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from datetime import timedelta
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from watermark_assets.core.column.lookback import Backward
+from watermark_assets.core.errors import LookbackError
 from watermark_assets.core.filepath import NameOrdering
 from watermark_assets.core.timeparts import PartitionTemplate
 from watermark_assets.exceptions import ConfigError, PartitionTemplateError
 from watermark_assets.spark_ddl import parse_read_schema
+
+if TYPE_CHECKING:
+    from watermark_assets.providers.base import CommitCarriedProvider, WatermarkProvider
+    from watermark_assets.sources.column import ColumnSource
 
 CONFIG_ENV_VAR = "WATERMARK_ASSETS_CONFIG"
 DEFAULT_CONFIG_PATH = Path(__file__).parent / "demo" / "pipelines.yaml"
@@ -34,6 +41,15 @@ _NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _pipeline_name(value: str) -> str:
+    if not _NAME_PATTERN.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid pipeline name; use lower-case letters, digits and '_', "
+            "starting with a letter (e.g. 'web_events')"
+        )
+    return value
 
 
 class Granularity(str, Enum):
@@ -239,12 +255,7 @@ class _PipelineBase(_Model):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, value: str) -> str:
-        if not _NAME_PATTERN.match(value):
-            raise ValueError(
-                f"{value!r} is not a valid pipeline name; use lower-case letters, digits and '_', "
-                "starting with a letter (e.g. 'web_events')"
-            )
-        return value
+        return _pipeline_name(value)
 
     @model_validator(mode="after")
     def _template_fits_granularity(self) -> _PipelineBase:
@@ -310,14 +321,342 @@ class CommitPipelineConfig(_PipelineBase):
         return self
 
 
-PipelineConfig = Annotated[IngestPipelineConfig | CommitPipelineConfig, Field(discriminator="kind")]
-#: Any pipeline's configuration, for type annotations (declared here once).
+# --- column pipelines (seed 001): rows above a column watermark, read from a table or files ---
+
+
+class DeltaTableSourceConfig(_Model):
+    """A Delta table read through its log (``deltalake``): files skipped by statistics, then the
+    predicate pushed into Spark's Parquet scan."""
+
+    type: Literal["delta_table"] = "delta_table"
+    uri: str = Field(description="Delta table root of the source: a local path or file:// URI.")
+    storage_options: dict[str, str] | None = Field(
+        default=None, description="delta-rs storage options (S3 endpoint, credentials...)."
+    )
+
+    def build(self, name: str) -> ColumnSource:
+        """The source strategy this configuration describes."""
+        from watermark_assets.sources.table import DeltaTableSource
+
+        return DeltaTableSource(name, self.uri, self.storage_options)
+
+    @property
+    def location(self) -> str:
+        """Where the rows come from, as the UI shows it (each source type says it its way)."""
+        return self.uri
+
+
+class ParquetSourceConfig(_Model):
+    """A folder of Parquet files (Hive-style partition folders allowed); Spark's own push-down."""
+
+    type: Literal["parquet"] = "parquet"
+    uri: str = Field(description="Folder of the Parquet files: a local path or file:// URI.")
+
+    def build(self, name: str) -> ColumnSource:
+        """The source strategy this configuration describes."""
+        from watermark_assets.sources.table import ParquetFilesSource
+
+        return ParquetFilesSource(name, self.uri)
+
+    @property
+    def location(self) -> str:
+        """Where the rows come from, as the UI shows it (each source type says it its way)."""
+        return self.uri
+
+
+class _TextSourceConfig(_Model):
+    uri: str = Field(description="Folder of the files: a local path or file:// URI.")
+    schema_ddl: str = Field(
+        alias="schema",
+        description="Spark DDL schema of the rows, e.g. 'id BIGINT, updated_at TIMESTAMP' "
+        "(required: an inferred schema could type a watermark column differently per run).",
+    )
+    options: dict[str, str] = Field(
+        default_factory=dict, description="Spark reader options (header, delimiter, ...)."
+    )
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("schema_ddl")
+    @classmethod
+    def _schema_is_spark_ddl(cls, value: str) -> str:
+        parse_read_schema(value)
+        return value
+
+    @property
+    def location(self) -> str:
+        """Where the rows come from, as the UI shows it (each source type says it its way)."""
+        return self.uri
+
+
+class CsvSourceConfig(_TextSourceConfig):
+    """CSV files: a full scan, then the predicate applied in Spark (the seed's fallback)."""
+
+    type: Literal["csv"] = "csv"
+    options: dict[str, str] = Field(
+        default_factory=lambda: {"header": "true"},
+        description="Spark CSV reader options; default {header: 'true'}.",
+    )
+
+    def build(self, name: str) -> ColumnSource:
+        """The source strategy this configuration describes."""
+        from watermark_assets.sources.table import CsvJsonSource
+
+        return CsvJsonSource(name, self.uri, "csv", self.schema_ddl, self.options)
+
+
+class JsonSourceConfig(_TextSourceConfig):
+    """JSON files (one object a line): a full scan, then the predicate applied in Spark."""
+
+    type: Literal["json"] = "json"
+
+    def build(self, name: str) -> ColumnSource:
+        """The source strategy this configuration describes."""
+        from watermark_assets.sources.table import CsvJsonSource
+
+        return CsvJsonSource(name, self.uri, "json", self.schema_ddl, self.options)
+
+
+# The place for the JDBC and HTTP API sources (sources/jdbc.py, sources/http_api.py): add their
+# ``*SourceConfig`` models (``type: jdbc`` / ``type: http_api``, each with ``build(name)`` and a
+# ``location`` property) to this union and to COLUMN_SOURCE_TYPES; nothing else changes.
+ColumnSourceConfig = Annotated[
+    DeltaTableSourceConfig | ParquetSourceConfig | CsvSourceConfig | JsonSourceConfig,
+    Field(discriminator="type"),
+]
+
+#: The accepted ``source.type`` values of a column pipeline, and what each one reads.
+COLUMN_SOURCE_TYPES: Mapping[str, str] = {
+    "delta_table": "a Delta table (statistics skip files, the filter is pushed into the scan)",
+    "parquet": "a folder of Parquet files (the filter is pushed into the scan)",
+    "csv": "CSV files (full scan, then the filter)",
+    "json": "JSON-lines files (full scan, then the filter)",
+}
+
+
+class DeltaMetadataProviderConfig(_Model):
+    """The watermark travels in the data commit's custom metadata (default): one atomic commit."""
+
+    type: Literal["delta_metadata"] = "delta_metadata"
+
+    def build(self, table_uri: str) -> WatermarkProvider | CommitCarriedProvider:
+        """The provider over the pipeline's target table."""
+        from watermark_assets.providers.delta_metadata import DeltaMetadataProvider
+
+        return DeltaMetadataProvider(table_uri)
+
+
+class FileProviderConfig(_Model):
+    """One JSON file per pipeline under ``uri``, written atomically after the commit."""
+
+    type: Literal["file"] = "file"
+    uri: str = Field(description="Folder of the watermark files (local path or fsspec URI).")
+
+    def build(self, table_uri: str) -> WatermarkProvider | CommitCarriedProvider:
+        """The provider (``table_uri`` unused: the file is its own store)."""
+        from watermark_assets.providers.file import FileWatermarkProvider
+
+        return FileWatermarkProvider(self.uri)
+
+
+class PostgresProviderConfig(_Model):
+    """One row per pipeline in a PostgreSQL table (created on first use), after the commit."""
+
+    type: Literal["postgres"] = "postgres"
+    conninfo: str = Field(
+        description="libpq connection string or URI, e.g. "
+        "'postgresql://postgres@127.0.0.1:5432/test' (use ${ENV} for secrets)."
+    )
+    table: str = Field(
+        default="watermark_assets_watermarks", description="Table of the watermarks."
+    )
+    db_schema: str | None = Field(
+        default=None, alias="schema", description="Schema of that table (default: search_path)."
+    )
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def build(self, table_uri: str) -> WatermarkProvider | CommitCarriedProvider:
+        """The provider (``table_uri`` unused: the database is its own store)."""
+        from watermark_assets.providers.postgres import PostgresWatermarkProvider
+
+        return PostgresWatermarkProvider(self.conninfo, table=self.table, schema=self.db_schema)
+
+
+ProviderConfig = Annotated[
+    DeltaMetadataProviderConfig | FileProviderConfig | PostgresProviderConfig,
+    Field(discriminator="type"),
+]
+
+
+_PROVIDER_TYPES = ("delta_metadata", "file", "postgres")
+
+
+class BackwardConfig(_Model):
+    """The seed's nested look-back: re-read a window behind the watermark."""
+
+    days: int = Field(default=0, ge=0, description="Days before the watermark's leading column.")
+    months: int = Field(default=0, ge=0, description="Calendar months before it (first).")
+    closing_day: int | None = Field(
+        default=None,
+        ge=1,
+        le=28,
+        description="Accounting months: a month stays open until this day of the next month; "
+        "an open month is re-read from its first day, a closed one never.",
+    )
+
+
+class ColumnWatermarkConfig(_Model):
+    """Where a column pipeline's watermark stands, where it is kept, how far back a run reads."""
+
+    columns: list[str] = Field(
+        min_length=1,
+        description="Watermark columns in comparison order, e.g. [updated_at, id]: the tuple is "
+        "compared in order, so a run resumes exactly inside rows sharing one timestamp.",
+    )
+    provider: ProviderConfig = Field(
+        default_factory=DeltaMetadataProviderConfig,
+        description="delta_metadata (default: in the data commit), file ({type: file, uri}) or "
+        "postgres ({type: postgres, conninfo}). A bare name is accepted: 'provider: file'.",
+    )
+    backward_days: int | None = Field(
+        default=None, ge=0, description="Re-read this many days behind the watermark."
+    )
+    backward: BackwardConfig | None = Field(
+        default=None, description="Nested look-back {days, months, closing_day}."
+    )
+    lag: timedelta | None = Field(
+        default=None,
+        description="Safety lag for rows a database commits late with an older timestamp: "
+        "re-read this much behind the watermark (seconds or ISO 8601, e.g. PT10M).",
+    )
+
+    @field_validator("provider", mode="before")
+    @classmethod
+    def _bare_provider_name(cls, value: Any) -> Any:
+        return {"type": value} if isinstance(value, str) else value
+
+    @field_validator("columns")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value) or not all(value):
+            raise ValueError(f"{value!r}: watermark columns must be distinct, non-empty names")
+        return value
+
+    @model_validator(mode="after")
+    def _one_lookback(self) -> ColumnWatermarkConfig:
+        self.lookback  # noqa: B018 - validates backward_days/backward
+        return self
+
+    @property
+    def lookback(self) -> Backward:
+        """The look-back as the core's value (zero when none is configured)."""
+        configure: dict[str, Any] = {"backward_days": self.backward_days}
+        if self.backward is not None:
+            configure["backward"] = self.backward.model_dump()
+        try:
+            return Backward.from_configure(configure)
+        except LookbackError as error:
+            raise ValueError(str(error)) from error
+
+    @property
+    def reads_behind(self) -> bool:
+        """Whether runs re-read rows at or below the watermark (a look-back or a lag)."""
+        return not self.lookback.is_zero or bool(self.lag)
+
+
+class ColumnTableConfig(_Model):
+    """The Delta table a column pipeline commits to."""
+
+    uri: str = Field(description="Delta table root: a local path or file:// URI.")
+    partition_by: list[str] = Field(
+        default_factory=list, description="Columns the Delta table is partitioned by."
+    )
+    merge_keys: list[str] = Field(
+        default_factory=list,
+        description="Reserved for merging re-read rows on keys (not supported yet: use "
+        "destination.replace_by_watermark).",
+    )
+
+
+class DestinationConfig(_Model):
+    """How rows are written to the table."""
+
+    replace_by_watermark: bool = Field(
+        default=False,
+        description="Replace the window {leading column: (watermark before, watermark after)} "
+        "in ONE Delta commit (rows in it removed, the rows read added) instead of appending. "
+        "Required with a look-back or lag, so re-read rows never duplicate.",
+    )
+
+
+class ColumnPipelineConfig(_Model):
+    """Rows above a column watermark are read from a table or files and committed to Delta
+    (seed 001): the watermark is saved only with, or after, the commit."""
+
+    kind: Literal["column"] = "column"
+    name: str = Field(
+        description="Pipeline name: lower case, digits, '_'. Names the asset, job and the "
+        "watermark's dataflow id."
+    )
+    description: str | None = Field(default=None, description="Shown on the asset in the UI.")
+    source: ColumnSourceConfig
+    watermark: ColumnWatermarkConfig
+    table: ColumnTableConfig
+    destination: DestinationConfig = Field(default_factory=DestinationConfig)
+    partitions: PartitionsConfig | None = Field(
+        default=None,
+        description="Dagster partitions of the asset. Column pipelines are unpartitioned for "
+        "now (one watermark per pipeline); partitioned replays come with replay support.",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return _pipeline_name(value)
+
+    @model_validator(mode="after")
+    def _no_duplicates_on_re_read(self) -> ColumnPipelineConfig:
+        if self.table.merge_keys:
+            raise ValueError(
+                f"table.merge_keys {self.table.merge_keys!r}: merging on keys is not supported "
+                "yet; remove merge_keys and set destination.replace_by_watermark: true to replace "
+                "the re-read window instead"
+            )
+        if self.watermark.reads_behind and not self.destination.replace_by_watermark:
+            raise ValueError(
+                "watermark.backward_days/backward/lag re-read rows at or below the watermark, "
+                "which an append would duplicate; set destination.replace_by_watermark: true "
+                "(the re-read window is replaced in one commit), or remove the look-back"
+            )
+        if self.partitions is not None:
+            raise ValueError(
+                "partitions: column pipelines are unpartitioned for now (the watermark is the "
+                "pipeline's); remove the partitions block"
+            )
+        return self
+
+    @property
+    def dataflow_id(self) -> str:
+        """The watermark's key in its provider: the pipeline name."""
+        return self.name
+
+
+PipelineConfig = Annotated[
+    IngestPipelineConfig | CommitPipelineConfig | ColumnPipelineConfig,
+    Field(discriminator="kind"),
+]
+#: A file-path pipeline's configuration (landing files or another writer's Parquet files), for
+#: type annotations (declared here once).
 Pipeline = IngestPipelineConfig | CommitPipelineConfig
+#: Any pipeline's configuration, whatever its watermark kind.
+AnyPipeline = IngestPipelineConfig | CommitPipelineConfig | ColumnPipelineConfig
 
 #: The accepted values of a pipeline's required ``kind`` key, and what each one does.
 PIPELINE_KINDS: Mapping[str, str] = {
     "ingest": "Spark reads the landing files and commits them as Parquet",
     "commit": "Parquet files another writer puts under the table are committed as they are",
+    "column": "rows above a column watermark (e.g. updated_at) are read from a table or files",
 }
 
 
@@ -347,7 +686,13 @@ class ProjectConfig(_Model):
             seen.add(pipeline.name)
         return self
 
-    def pipeline(self, name: str) -> IngestPipelineConfig | CommitPipelineConfig:
+    @property
+    def file_pipelines(self) -> list[Pipeline]:
+        """The file-path pipelines (``ingest``, ``commit``): the ones with sensors and landing
+        files."""
+        return [p for p in self.pipelines if not isinstance(p, ColumnPipelineConfig)]
+
+    def pipeline(self, name: str) -> AnyPipeline:
         for pipeline in self.pipelines:
             if pipeline.name == name:
                 return pipeline
@@ -355,6 +700,19 @@ class ProjectConfig(_Model):
             f"no pipeline named {name!r}; configured: {[p.name for p in self.pipelines]}",
             pipeline=name,
         )
+
+    def file_pipeline(self, name: str) -> Pipeline:
+        """The file-path pipeline ``name`` (ConfigError for a column pipeline)."""
+        pipeline = self.pipeline(name)
+        if isinstance(pipeline, ColumnPipelineConfig):
+            raise ConfigError(
+                f"pipeline {name!r} is a column pipeline: it has no landing files; this command "
+                "works on 'ingest' and 'commit' pipelines",
+                pipeline=name,
+                key="kind",
+                value="column",
+            )
+        return pipeline
 
 
 def interpolate_env(text: str, env: Mapping[str, str]) -> str:
@@ -389,6 +747,10 @@ def _resolve_paths(raw: Any, base: Path) -> Any:
             block = pipeline.get(section)
             if isinstance(block, dict) and isinstance(block.get(key), str):
                 block[key] = _resolve_local(block[key], base)
+        watermark = pipeline.get("watermark")
+        provider = watermark.get("provider") if isinstance(watermark, dict) else None
+        if isinstance(provider, dict) and isinstance(provider.get("uri"), str):
+            provider["uri"] = _resolve_local(provider["uri"], base)
     return raw
 
 
@@ -405,6 +767,8 @@ def _check_kinds(raw: Any, origin: str) -> None:
         name = pipeline.get("name") or f"#{number}"
         kind = pipeline.get("kind")
         if kind in PIPELINE_KINDS:
+            if kind == "column":
+                _check_source_type(pipeline, str(name), origin)
             continue
         problem = (
             "kind is required"
@@ -420,6 +784,27 @@ def _check_kinds(raw: Any, origin: str) -> None:
         )
 
 
+def _check_source_type(pipeline: dict[str, Any], name: str, origin: str) -> None:
+    """A column pipeline's ``source.type`` is an accepted one (named with what each reads)."""
+    source = pipeline.get("source")
+    kind = source.get("type") if isinstance(source, dict) else None
+    if kind in COLUMN_SOURCE_TYPES:
+        return
+    accepted = "; ".join(f"{t!r} ({what})" for t, what in COLUMN_SOURCE_TYPES.items())
+    problem = (
+        "source.type is required"
+        if not isinstance(source, dict) or "type" not in source
+        else f"source.type {kind!r} is not an accepted value"
+    )
+    raise ConfigError(
+        f"{origin}: pipeline {name!r}: {problem}; set it to one of {accepted}, "
+        "e.g. 'source: {type: delta_table, uri: data/orders}'",
+        pipeline=name,
+        key="source.type",
+        value=kind,
+    )
+
+
 def _describe(error: ValidationError, raw: Any) -> str:
     lines = []
     for item in error.errors():
@@ -429,7 +814,8 @@ def _describe(error: ValidationError, raw: Any) -> str:
             pipelines = raw.get("pipelines") or []
             name = pipelines[loc[1]].get("name") if loc[1] < len(pipelines) else None
             where = f"pipeline {name or '#' + str(loc[1])!r}: "
-            loc = [part for part in loc[2:] if part not in ("ingest", "commit")]
+            tags = {*PIPELINE_KINDS, *COLUMN_SOURCE_TYPES, *_PROVIDER_TYPES}
+            loc = [part for part in loc[2:] if part not in tags]
         key = ".".join(str(part) for part in loc) or "(pipeline)"
         value = item.get("input")
         shown = "" if isinstance(value, dict) else f" (got {value!r})"

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
-from dagster import AssetSelection, Definitions, define_asset_job
+from dataclasses import dataclass
 
-from watermark_assets.config import ProjectConfig, load_config
+from dagster import (
+    AssetChecksDefinition,
+    AssetsDefinition,
+    AssetSelection,
+    Definitions,
+    SensorDefinition,
+    define_asset_job,
+)
+from dagster._core.definitions.unresolved_asset_job_definition import (
+    UnresolvedAssetJobDefinition,
+)
+
+from watermark_assets.config import AnyPipeline, ColumnPipelineConfig, ProjectConfig, load_config
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.defs.assets import IO_MANAGER_KEY, SPARK_RESOURCE_KEY, build_asset
 from watermark_assets.defs.checks import build_checks
+from watermark_assets.defs.column import (
+    COLUMN_IO_MANAGER_KEY,
+    ColumnWatermarkIOManager,
+    build_column_asset,
+    build_column_checks,
+)
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
@@ -18,39 +36,61 @@ def job_name(pipeline_name: str) -> str:
     return f"{pipeline_name}_job"
 
 
+@dataclass(frozen=True)
+class PipelineDefs:
+    """The Dagster objects of one pipeline."""
+
+    asset: AssetsDefinition
+    checks: AssetChecksDefinition
+    job: UnresolvedAssetJobDefinition
+    sensor: SensorDefinition | None
+
+
+def build_pipeline(pipeline: AnyPipeline, clock: Clock) -> PipelineDefs:
+    """The ONE place a pipeline's kind decides its Dagster objects."""
+    if isinstance(pipeline, ColumnPipelineConfig):
+        asset = build_column_asset(pipeline, clock)
+        check = build_column_checks(pipeline, asset.key)
+        job = define_asset_job(
+            job_name(pipeline.name),
+            selection=AssetSelection.assets(asset) | AssetSelection.checks(check),
+            description=f"Reads the rows of {pipeline.name} above its column watermark.",
+        )
+        return PipelineDefs(asset, check, job, None)
+    partitions_def = partitions_definition(pipeline)
+    partition_of = partition_mapper(partitions_def, clock)
+    asset = build_asset(pipeline, partitions_def, partition_of, clock)
+    check = build_checks(pipeline, asset.key)
+    job = define_asset_job(
+        job_name(pipeline.name),
+        selection=AssetSelection.assets(asset) | AssetSelection.checks(check),
+        partitions_def=partitions_def,
+        description=f"Ingests the files of {pipeline.name} above the watermark.",
+    )
+    sensor = build_sensor(pipeline, job, asset.key, partitions_def, partition_of, clock)
+    return PipelineDefs(asset, check, job, sensor)
+
+
 def build_definitions(
     config: ProjectConfig | None = None, *, clock: Clock = system_clock
 ) -> Definitions:
     """Everything the code location shows, named after each pipeline ``NAME``.
 
-    asset ``NAME``; job ``NAME_job``; sensor ``NAME_sensor``; checks ``NAME_checks``
-    (``watermark_never_moves_backwards`` and ``rows_reconcile``).
+    asset ``NAME``; job ``NAME_job``; checks ``NAME_checks`` (``watermark_never_moves_backwards``
+    and ``rows_reconcile``); file-path pipelines also a sensor ``NAME_sensor`` (column pipelines
+    are materialized by hand or by a backfill for now).
     """
     config = config or load_config()
-    assets, jobs, sensors, checks = [], [], [], []
-    for pipeline in config.pipelines:
-        partitions_def = partitions_definition(pipeline)
-        partition_of = partition_mapper(partitions_def, clock)
-        asset = build_asset(pipeline, partitions_def, partition_of, clock)
-        check = build_checks(pipeline, asset.key)
-        job = define_asset_job(
-            job_name(pipeline.name),
-            selection=AssetSelection.assets(asset) | AssetSelection.checks(check),
-            partitions_def=partitions_def,
-            description=f"Ingests the files of {pipeline.name} above the watermark.",
-        )
-        assets.append(asset)
-        checks.append(check)
-        jobs.append(job)
-        sensors.append(build_sensor(pipeline, job, asset.key, partitions_def, partition_of, clock))
+    built = [build_pipeline(pipeline, clock) for pipeline in config.pipelines]
     spark_conf = {"spark.master": config.spark.master, **config.spark.conf}
     return Definitions(
-        assets=assets,
-        asset_checks=checks,
-        jobs=jobs,
-        sensors=sensors,
+        assets=[b.asset for b in built],
+        asset_checks=[b.checks for b in built],
+        jobs=[b.job for b in built],
+        sensors=[b.sensor for b in built if b.sensor is not None],
         resources={
             IO_MANAGER_KEY: WatermarkDeltaIOManager(),
+            COLUMN_IO_MANAGER_KEY: ColumnWatermarkIOManager(),
             SPARK_RESOURCE_KEY: WatermarkSparkResource(spark_config=spark_conf),
         },
     )

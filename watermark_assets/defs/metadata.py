@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from dagster import MetadataValue
 
+from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.core.file_watermark import FileWatermark
 from watermark_assets.core.filepath import name_time, split_path
 from watermark_assets.ingest import BatchResult
+from watermark_assets.runs.column import ColumnResult
 
 
 def _text(value: str | None) -> MetadataValue:
@@ -110,3 +113,53 @@ def summary_line(result: BatchResult) -> str:
             "delta_version": result.outcome.version,
         }
     )
+
+
+def _column_watermark_entries(label: str, watermark: ColumnWatermark) -> dict[str, Any]:
+    """``label`` readable (``updated_at=2026-04-03T09:15:00+00:00, id=42``), ``label_json`` (the
+    stored JSON with its sentinels) and ``label_time`` when the leading column is a datetime."""
+    entries: dict[str, Any] = {
+        label: MetadataValue.text(str(watermark)),
+        f"{label}_json": MetadataValue.json(json.loads(watermark.to_json()) or {}),
+    }
+    leading = None if watermark.is_empty else watermark.values[0]
+    if isinstance(leading, datetime) and leading.tzinfo is not None:
+        entries[f"{label}_time"] = MetadataValue.timestamp(leading)
+    return entries
+
+
+def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str, Any]:
+    """What a column pipeline's run read and committed, and where its watermark stands."""
+    staged = result.staged
+    plan = staged.plan
+    pipeline = plan.request.pipeline
+    outcome = result.outcome
+    window = result.window
+    metadata: dict[str, Any] = {
+        **_column_watermark_entries("watermark/before", plan.watermark_before),
+        **_column_watermark_entries("watermark/after", result.watermark_after),
+        "watermark/columns": MetadataValue.text(", ".join(pipeline.watermark.columns)),
+        "watermark/operator": MetadataValue.text(plan.operator.value),
+        "watermark/read_from": MetadataValue.text(str(plan.bound.watermark)),
+        "watermark/provider": MetadataValue.text(plan.provider),
+        "watermark/repaired_from_log": MetadataValue.bool(plan.repaired_from_log),
+        "read/source": MetadataValue.text(f"{pipeline.source.type} {pipeline.source.location}"),
+        "read/predicate": MetadataValue.text(plan.predicate_text),
+        "read/pushed_down": MetadataValue.text(staged.pushed_down),
+        "read/details": MetadataValue.json({k: str(v) for k, v in staged.details.items()}),
+        "rows/read": MetadataValue.int(staged.rows_read),
+        "rows/committed": MetadataValue.int(result.rows_committed),
+        "rows/removed": MetadataValue.int(result.rows_removed),
+        "replace/window": MetadataValue.text(
+            str(window) if window is not None else "(none: append)"
+        ),
+        "delta/version": MetadataValue.int(outcome.version)
+        if outcome.version is not None
+        else MetadataValue.text(f"no new commit: {outcome.reason}"),
+        "delta/txn": MetadataValue.json({plan.txn.app_id: plan.txn.version}),
+        "delta/commit_attempts": MetadataValue.int(result.attempts),
+        "dagster/uri": MetadataValue.path(pipeline.table.uri),
+    }
+    if table_rows is not None:
+        metadata["dagster/row_count"] = MetadataValue.int(table_rows)
+    return metadata

@@ -1,0 +1,220 @@
+"""The Dagster objects of a column pipeline: its asset, the IO manager that commits, its checks.
+
+The asset plans and stages (``runs.column``), the IO manager makes the ONE Delta commit and
+records the metadata, the checks read the commit back from the Delta log. Column pipelines have
+no sensor yet: the asset is materialized by hand, by a schedule a user adds, or by a backfill
+(each run reads what is above the pipeline's watermark).
+"""
+
+import json
+from collections.abc import Iterator
+
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetChecksDefinition,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetKey,
+    AssetsDefinition,
+    DagsterEventType,
+    OutputContext,
+    asset,
+    multi_asset_check,
+)
+
+from watermark_assets.config import ColumnPipelineConfig
+from watermark_assets.core.clock import Clock
+from watermark_assets.core.column.watermark import ColumnWatermark
+from watermark_assets.defs.io_manager import WatermarkDeltaIOManager, table_row_count
+from watermark_assets.defs.metadata import column_metadata
+from watermark_assets.defs.resources import WatermarkSparkResource
+from watermark_assets.delta import DeltaCommitter
+from watermark_assets.exceptions import DeltaCommitError
+from watermark_assets.providers.base import WatermarkRecord
+from watermark_assets.providers.delta_metadata import watermark_record
+from watermark_assets.runs.column import (
+    RUN_METADATA_KEY,
+    ColumnRunRequest,
+    StagedColumnBatch,
+    commit_column_batch,
+    plan_column_batch,
+    stage_column_batch,
+)
+
+COLUMN_IO_MANAGER_KEY = "column_watermark_io_manager"
+MONOTONE_CHECK = "watermark_never_moves_backwards"
+RECONCILE_CHECK = "rows_reconcile"
+
+
+def describe(pipeline: ColumnPipelineConfig) -> str:
+    """The asset's description: its pipeline in a paragraph."""
+    lead = pipeline.description.strip() + "\n\n" if pipeline.description else ""
+    columns = ", ".join(f"`{c}`" for c in pipeline.watermark.columns)
+    how = (
+        "replaces the window it read (rows between the watermark before and after, look-back "
+        "included) in ONE Delta commit"
+        if pipeline.destination.replace_by_watermark
+        else "appends them in ONE Delta commit"
+    )
+    source = f"{pipeline.source.type} source `{pipeline.source.location}`"
+    return (
+        f"{lead}Reads the rows of the {source} whose "
+        f"({columns}) is above the watermark (compared as a tuple, in that order; the predicate "
+        f"is pushed down to the source) and {how} to `{pipeline.table.uri}`. The watermark is kept "
+        f"by the `{pipeline.watermark.provider.type}` provider, saved only with or after the "
+        "commit. Metadata: `watermark/before` and `watermark/after`, `read/predicate`, "
+        "`rows/read`, `rows/committed`, `replace/window`."
+    )
+
+
+def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDefinition:
+    """The pipeline's asset (unpartitioned): plans and stages; its IO manager commits."""
+
+    @asset(
+        key=AssetKey([pipeline.name]),
+        description=describe(pipeline),
+        io_manager_key=COLUMN_IO_MANAGER_KEY,
+        group_name="watermark_column_ingestion",
+        kinds={"spark", "delta"},
+        metadata={
+            "table_uri": pipeline.table.uri,
+            "source": pipeline.source.location,
+            "source_type": pipeline.source.type,
+            "watermark_columns": list(pipeline.watermark.columns),
+            "watermark_provider": pipeline.watermark.provider.type,
+        },
+        op_tags={"watermark_assets/pipeline": pipeline.name},
+    )
+    def column_asset(
+        context: AssetExecutionContext, spark: WatermarkSparkResource
+    ) -> StagedColumnBatch:
+        request = ColumnRunRequest(
+            pipeline=pipeline, run_id=context.run.run_id, job_name=context.run.job_name, clock=clock
+        )
+        now = clock()
+        plan = plan_column_batch(request, now=now)
+        context.log.info(
+            f"{pipeline.name}: watermark {plan.watermark_before} ({plan.provider}); reading "
+            f"{plan.predicate_text}"
+        )
+        return stage_column_batch(plan, spark.spark_session, now=now)
+
+    return column_asset
+
+
+class ColumnWatermarkIOManager(WatermarkDeltaIOManager):
+    """Commits a column pipeline's staged rows (and its watermark) to Delta; loading returns the
+    table as a ``deltalake.DeltaTable``, as for the file pipelines."""
+
+    def handle_output(self, context: OutputContext, obj: StagedColumnBatch) -> None:  # type: ignore[override]
+        result = commit_column_batch(obj, now=obj.plan.request.clock())
+        uri = obj.plan.request.pipeline.table.uri
+        context.add_output_metadata(column_metadata(result, table_rows=table_row_count(uri)))
+        context.log.info(
+            f"{obj.plan.request.pipeline.name}: {result.staged.rows_read} rows read, "
+            f"{result.rows_committed} committed, watermark {result.watermark_after} "
+            f"({result.outcome.reason})"
+        )
+
+
+def _run_versions(context: AssetCheckExecutionContext, asset_key: AssetKey) -> list[int]:
+    records = context.instance.get_records_for_run(
+        context.run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION
+    ).records
+    versions = set()
+    for record in records:
+        materialization = record.event_log_entry.asset_materialization
+        if materialization is None or materialization.asset_key != asset_key:
+            continue
+        value = materialization.metadata.get("delta/version")
+        if value is not None and isinstance(value.value, int):
+            versions.add(value.value)
+    return sorted(versions)
+
+
+def _previous_carried(
+    committer: DeltaCommitter, dataflow_id: str, version: int
+) -> WatermarkRecord | None:
+    """The watermark the newest commit before ``version`` carries for ``dataflow_id``."""
+    for earlier in range(version - 1, -1, -1):
+        try:
+            record = watermark_record(dataflow_id, committer.read_commit(earlier))
+        except DeltaCommitError:
+            return None  # cleaned up by log retention: nothing to compare with
+        if record is not None:
+            return record
+    return None
+
+
+def build_column_checks(
+    pipeline: ColumnPipelineConfig, asset_key: AssetKey
+) -> AssetChecksDefinition:
+    """Both checks, read from this run's commit in the Delta log (not from the run's claims)."""
+
+    @multi_asset_check(
+        specs=[
+            AssetCheckSpec(
+                MONOTONE_CHECK,
+                asset=asset_key,
+                description="The watermark a commit stores is at or above the one it read "
+                "and the one the previous commit stored.",
+            ),
+            AssetCheckSpec(
+                RECONCILE_CHECK,
+                asset=asset_key,
+                description="Rows added by the commit = rows read (+ rows a replace kept when it "
+                "rewrote a file straddling the window).",
+            ),
+        ],
+        name=f"{pipeline.name}_checks",
+    )
+    def checks(context: AssetCheckExecutionContext) -> Iterator[AssetCheckResult]:
+        versions = _run_versions(context, asset_key)
+        committer = DeltaCommitter(pipeline.table.uri)
+        regressions: list[str] = []
+        mismatches: list[str] = []
+        for version in versions:
+            commit = committer.read_commit(version)
+            text = commit.custom_metadata.get(RUN_METADATA_KEY)
+            if not text:
+                continue
+            record = json.loads(text)
+            before = ColumnWatermark.from_json(record["watermark_before"])
+            after = ColumnWatermark.from_json(record["watermark_after"])
+            if not after.covers(before):
+                regressions.append(f"v{version}: {before} -> {after}")
+            carried = watermark_record(pipeline.dataflow_id, commit)
+            previous = _previous_carried(committer, pipeline.dataflow_id, version)
+            if carried is not None and previous is not None:
+                now, was = (ColumnWatermark.from_json(r.watermark) for r in (carried, previous))
+                if not now.covers(was):
+                    regressions.append(
+                        f"v{version} stores {now}, below v{previous.delta_version}'s {was}"
+                    )
+            logged = sum(add.num_records or 0 for add in commit.added)
+            expected = int(record["rows_read"]) + int(record["rows_kept_by_rewrite"])
+            if logged != expected:
+                mismatches.append(
+                    f"v{version}: log adds {logged} rows, read {record['rows_read']} + kept by "
+                    f"rewrite {record['rows_kept_by_rewrite']} = {expected}"
+                )
+        if not versions:
+            note = "this run made no commit (nothing above the watermark)"
+            yield AssetCheckResult(check_name=MONOTONE_CHECK, passed=True, description=note)
+            yield AssetCheckResult(check_name=RECONCILE_CHECK, passed=True, description=note)
+            return
+        for name, problems, fine in (
+            (MONOTONE_CHECK, regressions, "monotone"),
+            (RECONCILE_CHECK, mismatches, "rows reconcile"),
+        ):
+            yield AssetCheckResult(
+                check_name=name,
+                passed=not problems,
+                severity=AssetCheckSeverity.ERROR,
+                description="; ".join(problems) or f"{fine} in commits {versions}",
+                metadata={"commits": versions},
+            )
+
+    return checks

@@ -1,0 +1,424 @@
+"""One run of a column pipeline, from the stored watermark to ONE Delta commit (no Dagster).
+
+- :func:`plan_column_batch`: read the pipeline's txn version (the optimistic lock), then the
+  watermark through the :class:`~watermark_assets.providers.WatermarkManager` (empty: read
+  everything), then where the read starts (:func:`read_bound`: the watermark with ``>``, or a
+  look-back/lag start with ``>=`` on the leading column).
+- :func:`stage_column_batch`: the source reads the rows the predicate admits (pushed down where the
+  source can), :func:`~watermark_assets.sources.column.stage_rows` writes them as Parquet under
+  ``{table}/_staging/{token}`` and observes the next watermark during that one write.
+- :func:`commit_column_batch`: the staged files are moved into the table and committed with a txn
+  ``watermark_assets/{pipeline}/column`` (the version read when planning: a concurrent run of the
+  same pipeline makes the outcome stale, and the run plans and reads again, at most
+  ``MAX_COMMIT_ATTEMPTS`` times). Append, or with ``destination.replace_by_watermark`` a replace of
+  the window read (:mod:`watermark_assets.delta_replace`), both ONE commit.
+
+Where the watermark is saved: the ``delta_metadata`` provider puts it in that same commit (data and
+progress atomic). ``file`` and ``postgres`` save it after the commit succeeded
+(``WatermarkManager.commit_then_save``): a failing commit saves nothing. Every commit also carries
+the watermark in its commit metadata (``providers.delta_metadata.commit_metadata_entry``), so a run
+killed between the commit and the provider's save is repaired by the next plan: the log's
+watermark wins over an older stored one, and is saved to the provider then. Consequence: lowering a
+file/postgres watermark by hand does not re-read rows that a commit already holds (the log is the
+truth); replay is the way to re-read.
+
+Crash points (``ingest.crash_point``, for the exactly-once tests): ``after_data_written`` once the
+staged files exist, ``after_commit`` right after the Delta commit, before a provider save.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from watermark_assets import storage
+from watermark_assets.config import ColumnPipelineConfig
+from watermark_assets.core.clock import Clock, system_clock
+from watermark_assets.core.column.lookback import ReadBound, effective_lower_bound
+from watermark_assets.core.column.predicate import Predicate, SqlDialect, predicate, to_sql
+from watermark_assets.core.column.watermark import ColumnWatermark, WatermarkOperator
+from watermark_assets.core.replace_window import Interval, ReplaceWindow
+from watermark_assets.delta import CommitOutcome, DeltaCommitter, TxnVersion, describe_data_files
+from watermark_assets.delta_replace import commit_replace, plan_replace
+from watermark_assets.exceptions import DeltaCommitError
+from watermark_assets.ingest import (
+    MAX_COMMIT_ATTEMPTS,
+    STAGING_DIR,
+    _list_parquet,
+    _move_into_table,
+    _remove_tree,
+    crash_point,
+    remove_stale_staging,
+)
+from watermark_assets.providers.delta_metadata import DeltaMetadataProvider, commit_metadata_entry
+from watermark_assets.providers.manager import WatermarkManager
+from watermark_assets.sources.column import StagedRows, stage_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: The commitInfo entry of every column-pipeline commit: what the run read and wrote (the checks
+#: and the UI read it back from the log).
+RUN_METADATA_KEY = "watermark_assets.column_run"
+
+
+def txn_app_id(pipeline_name: str) -> str:
+    """The txn app id of a column pipeline: one per pipeline (its watermark is the pipeline's)."""
+    return f"watermark_assets/{pipeline_name}/column"
+
+
+def watermark_manager(pipeline: ColumnPipelineConfig) -> WatermarkManager:
+    """The manager over the pipeline's configured provider."""
+    return WatermarkManager(pipeline.watermark.provider.build(pipeline.table.uri))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ColumnRunRequest:
+    """What one run was asked to do, taken from the Dagster context once, at the edge."""
+
+    pipeline: ColumnPipelineConfig
+    run_id: str
+    job_name: str | None = None
+    clock: Clock = field(default=system_clock, compare=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ColumnPlan:
+    """Where a run starts: the committed watermark, the read's bound and the txn it builds on."""
+
+    request: ColumnRunRequest
+    watermark_before: ColumnWatermark
+    bound: ReadBound
+    txn: TxnVersion
+    provider: str
+    #: the provider's watermark was behind the Delta log (a run killed before its save): repaired
+    repaired_from_log: bool = False
+
+    @property
+    def predicate(self) -> Predicate:
+        return predicate(self.bound.watermark, self.bound.operator)
+
+    @property
+    def operator(self) -> WatermarkOperator:
+        return self.bound.operator
+
+    @property
+    def predicate_text(self) -> str:
+        """The predicate as Spark SQL (``TRUE``: no watermark yet, everything is read)."""
+        return to_sql(self.predicate, SqlDialect.SPARK)
+
+
+def read_bound(
+    pipeline: ColumnPipelineConfig, watermark: ColumnWatermark, now: datetime
+) -> ReadBound:
+    """Where the read starts (:func:`effective_lower_bound`), for a replace on whole values.
+
+    A replaced window is a range of the leading column, so a replace must read every row of the
+    values it covers: with several watermark columns and no look-back, the read takes
+    ``leading >= watermark's leading value`` (rows at that value with a smaller tie-breaker are
+    read again and replaced, never removed without being re-added).
+    """
+    config = pipeline.watermark
+    bound = effective_lower_bound(watermark, config.lookback, now, lag=config.lag)
+    columns = bound.watermark.columns
+    if pipeline.destination.replace_by_watermark and len(columns) > 1 and not watermark.is_empty:
+        leading = ColumnWatermark(columns[:1], bound.watermark.values[:1])
+        return ReadBound(leading, WatermarkOperator.GREATER_OR_EQUAL)
+    return bound
+
+
+def load_watermark(
+    pipeline: ColumnPipelineConfig, manager: WatermarkManager
+) -> tuple[ColumnWatermark, bool]:
+    """The committed watermark, and whether the provider's copy had to be repaired from the log.
+
+    For the Delta provider the log is the store. For the others the log's copy (every commit
+    carries one) is merged in: a run killed after its commit, before its save, left the provider
+    behind; the log's value is saved to it now (its commit did succeed).
+    """
+    columns = pipeline.watermark.columns
+    stored = manager.load(pipeline.dataflow_id, columns)
+    if manager.saves_with_commit:
+        return stored, False
+    text = DeltaMetadataProvider(pipeline.table.uri).get_watermark(pipeline.dataflow_id)
+    if text is None:
+        return stored, False
+    logged = ColumnWatermark.from_json(text)
+    if stored.covers(logged):
+        return stored, False
+    repaired = stored.merge(logged)
+    manager.save_watermark(pipeline.dataflow_id, repaired, job_id=None, dataflow_run_id=None)
+    return repaired, True
+
+
+def plan_column_batch(request: ColumnRunRequest, *, now: datetime) -> ColumnPlan:
+    """Read the txn version first, then the watermark (a commit landing in between makes the
+    commit stale, never silently stacked on an old watermark)."""
+    pipeline = request.pipeline
+    committer = DeltaCommitter(pipeline.table.uri)
+    app_id = txn_app_id(pipeline.name)
+    committed = committer.transaction_version(app_id)
+    manager = watermark_manager(pipeline)
+    before, repaired = load_watermark(pipeline, manager)
+    return ColumnPlan(
+        request=request,
+        watermark_before=before,
+        bound=read_bound(pipeline, before, now),
+        txn=TxnVersion.next_of(app_id, committed),
+        provider=manager.provider.name,
+        repaired_from_log=repaired,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class StagedColumnBatch:
+    """A planned read whose rows are written as Parquet in staging, not committed yet."""
+
+    plan: ColumnPlan
+    token: str
+    rows: StagedRows
+    pushed_down: str
+    details: Mapping[str, object]
+    data_files: tuple[str, ...]
+    data_schema: pa.Schema | None
+    #: the session that staged the rows: a stale commit plans and reads again with it
+    spark: SparkSession | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def rows_read(self) -> int:
+        return self.rows.rows
+
+    @property
+    def watermark_after(self) -> ColumnWatermark:
+        """The next watermark: the greatest row read, never below the watermark before."""
+        return self.rows.next_watermark
+
+    @property
+    def window(self) -> ReplaceWindow | None:
+        """The window a ``replace_by_watermark`` commit replaces; None for an append or no rows.
+
+        ``lower`` is where the read started (the watermark before, or the look-back's start),
+        ``upper`` the leading column of the watermark after; ``(lower, upper]`` for a read with
+        ``>``, ``[lower, upper]`` for one with ``>=``; from the beginning without a watermark.
+        """
+        pipeline = self.plan.request.pipeline
+        if not pipeline.destination.replace_by_watermark or not self.rows.rows:
+            return None
+        bound = self.plan.bound.watermark
+        column = pipeline.watermark.columns[0]
+        upper = self.watermark_after.values[0]
+        if upper is None:
+            return None  # no complete row: nothing can be placed in a window (fails closed later)
+        inclusive = self.plan.operator is WatermarkOperator.GREATER_OR_EQUAL or bound.is_empty
+        return ReplaceWindow(
+            column,
+            None if bound.is_empty else bound.values[0],  # type: ignore[arg-type]
+            upper,  # type: ignore[arg-type]
+            Interval.CLOSED_CLOSED if inclusive else Interval.OPEN_CLOSED,
+        )
+
+
+def stage_column_batch(
+    plan: ColumnPlan, spark: SparkSession, *, now: datetime
+) -> StagedColumnBatch:
+    """Read through the source and write the rows under ``{table}/_staging/{token}``."""
+    pipeline = plan.request.pipeline
+    table_uri = pipeline.table.uri
+    token = f"{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
+    remove_stale_staging(table_uri, now)
+    source = pipeline.source.build(pipeline.name)
+    read = source.read(spark, plan.predicate)
+    data_dir = storage.join(table_uri, f"{STAGING_DIR}/{token}")
+    rows = stage_rows(
+        read,
+        columns=pipeline.watermark.columns,
+        start=plan.watermark_before,
+        data_dir=data_dir,
+        partition_by=pipeline.table.partition_by,
+    )
+    files = _list_parquet(data_dir) if rows.rows else ()
+    schema = _table_schema(files[0], read.frame, pipeline.table.partition_by) if files else None
+    crash_point("after_data_written")
+    return StagedColumnBatch(
+        plan=plan,
+        token=token,
+        rows=rows,
+        pushed_down=read.pushed_down,
+        details=dict(read.details),
+        data_files=files,
+        data_schema=schema,
+        spark=spark,
+    )
+
+
+def _table_schema(first_file: str, frame: Any, partition_by: list[str]) -> pa.Schema:
+    """The Parquet footer's columns, plus the partition columns with the frame's types (their
+    values live in the folder names, not in the files)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = storage.parquet_schema(first_file)
+    if partition_by:
+        typed = to_arrow_schema(frame.select(*partition_by).schema)
+        for name in partition_by:
+            schema = schema.append(typed.field(name))
+    return schema
+
+
+@dataclass(frozen=True, kw_only=True)
+class ColumnResult:
+    """What a run did, for the materialization metadata."""
+
+    staged: StagedColumnBatch
+    outcome: CommitOutcome
+    rows_committed: int
+    rows_removed: int = 0
+    rows_kept_by_rewrite: int = 0
+    window: ReplaceWindow | None = None
+    #: the watermark the store holds after the run
+    watermark_after: ColumnWatermark
+    attempts: int = 1
+
+
+class _Stale(Exception):
+    """Inside ``commit_then_save``: the commit was stale, so nothing may be saved."""
+
+    def __init__(self, outcome: CommitOutcome) -> None:
+        super().__init__(outcome.reason)
+        self.outcome = outcome
+
+
+def commit_column_batch(staged: StagedColumnBatch, *, now: datetime) -> ColumnResult:
+    """Commit the staged rows (append or window replace) with the watermark, or plan again when
+    another run of the pipeline committed meanwhile (module docstring)."""
+    pipeline = staged.plan.request.pipeline
+    for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
+        staging = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{staged.token}")
+        try:
+            if not staged.rows_read:
+                reason = "no row above the watermark: nothing to commit"
+                nothing = CommitOutcome(None, True, reason)
+                return ColumnResult(
+                    staged=staged,
+                    outcome=nothing,
+                    rows_committed=0,
+                    watermark_after=staged.plan.watermark_before,
+                    attempts=attempt,
+                )
+            return _commit_once(staged, attempt)
+        except _Stale:
+            if staged.spark is None:
+                raise
+        finally:
+            _remove_tree(staging)
+        # Another run of the pipeline committed since the plan: its rows may be ours too.
+        staged = stage_column_batch(
+            plan_column_batch(staged.plan.request, now=now), staged.spark, now=now
+        )
+    raise DeltaCommitError(
+        f"gave up committing to {pipeline.table.uri!r} after {MAX_COMMIT_ATTEMPTS} attempts: "
+        f"other runs of {pipeline.name!r} kept committing. Nothing was committed by this run; "
+        "run it again",
+        table_uri=pipeline.table.uri,
+    )
+
+
+def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
+    plan = staged.plan
+    request = plan.request
+    pipeline = request.pipeline
+    uri, partition_by = pipeline.table.uri, pipeline.table.partition_by
+    committer = DeltaCommitter(uri, now=request.clock)
+    data_dir = storage.join(uri, f"{STAGING_DIR}/{staged.token}")
+    moved = _move_into_table(staged.data_files, data_dir, uri, staged.token)
+    files = describe_data_files(uri, moved, partition_by)
+    schema = staged.data_schema if staged.data_schema is not None else pa.schema([])
+    window = staged.window
+    manager = watermark_manager(pipeline)
+    after = staged.watermark_after
+    counts: dict[str, int] = {"rows_removed": 0, "rows_kept_by_rewrite": 0}
+
+    def commit(entries: Mapping[str, str]) -> CommitOutcome:
+        custom = dict(entries) or commit_metadata_entry(
+            pipeline.dataflow_id,
+            after.to_json(),
+            job_id=request.job_name,
+            dataflow_run_id=request.run_id,
+        )
+        if window is None:
+            custom[RUN_METADATA_KEY] = _run_record(staged, None, 0, 0)
+            outcome = committer.commit(
+                files,
+                schema=schema,
+                partition_by=partition_by,
+                txns=[plan.txn],
+                custom_metadata=custom,
+            )
+        else:
+            replace = plan_replace(uri, window, files)
+            kept = sum(r.remainder.num_records for r in replace.rewritten if r.remainder)
+            counts.update(rows_removed=replace.rows_removed, rows_kept_by_rewrite=kept)
+            custom[RUN_METADATA_KEY] = _run_record(staged, window, replace.rows_removed, kept)
+            outcome = commit_replace(
+                committer,
+                replace,
+                schema=schema,
+                partition_by=partition_by,
+                txns=[plan.txn],
+                custom_metadata=custom,
+                now=request.clock,
+            )
+        if outcome.stale:
+            raise _Stale(outcome)
+        crash_point("after_commit")  # committed; a provider with its own store is not saved yet
+        return outcome
+
+    try:
+        outcome = manager.commit_then_save(
+            pipeline.dataflow_id,
+            after,
+            commit,
+            job_id=request.job_name,
+            dataflow_run_id=request.run_id,
+        )
+    except BaseException:
+        fs, root = storage.filesystem(uri)
+        for path in moved:  # moved in, never committed: not part of the table
+            fs.rm(f"{root}/{path}")
+        raise
+    return ColumnResult(
+        staged=staged,
+        outcome=outcome,
+        rows_committed=sum(f.num_records for f in files),
+        rows_removed=counts["rows_removed"],
+        rows_kept_by_rewrite=counts["rows_kept_by_rewrite"],
+        window=window,
+        watermark_after=manager.load(pipeline.dataflow_id, pipeline.watermark.columns),
+        attempts=attempt,
+    )
+
+
+def _run_record(
+    staged: StagedColumnBatch, window: ReplaceWindow | None, removed: int, kept: int
+) -> str:
+    """The ``watermark_assets.column_run`` entry (JSON text)."""
+    plan = staged.plan
+    return json.dumps(
+        {
+            "pipeline": plan.request.pipeline.name,
+            "run_id": plan.request.run_id,
+            "watermark_before": plan.watermark_before.to_json(),
+            "watermark_after": staged.watermark_after.to_json(),
+            "operator": plan.operator.value,
+            "predicate": plan.predicate_text,
+            "rows_read": staged.rows_read,
+            "window": None if window is None else window.to_json(),
+            "rows_removed": removed,
+            "rows_kept_by_rewrite": kept,
+        }
+    )
