@@ -10,8 +10,9 @@ DOUBLE) of ``--rows`` rows in a fresh PostgreSQL database (created, loaded with 
 the end), and the same rows as a Delta table written with ``deltalake`` in ``--commits`` commits
 ordered by ``updated_at`` (each file has its own ``updated_at`` range in its statistics). Then
 ``--changed-pct`` of the rows, spread at random over the table, get a newer ``updated_at``:
-PostgreSQL ``UPDATE``; Delta, by default, a delete of the old versions then an append of the new
-ones (``--delta-change``).
+PostgreSQL ``UPDATE``; Delta, by default, the changed versions appended as one new commit (the old
+versions stay, as in an append-only change feed; ``--delta-change`` for a delete + append or a
+MERGE, which rewrite the files the change touches: benchmarks/README.md).
 
 Cases, per source: a full read (empty watermark) and an incremental read (watermark = the greatest
 ``updated_at`` before the change, operator ``>``), each through the source's ``read`` and
@@ -37,7 +38,7 @@ import uuid
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -153,13 +154,26 @@ def pg_conninfo(args: argparse.Namespace, database: str) -> str:
 
 
 def setup_postgres(args: argparse.Namespace, table: Any, changed: Any) -> tuple[str, str]:
-    """A fresh database with ``orders`` loaded by COPY, then the changed rows UPDATEd."""
+    """A fresh database with ``orders`` (:func:`load_postgres`); its name and JDBC URL."""
     import psycopg
-    import pyarrow.csv as pacsv
 
     database = f"wa_bench_column_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(pg_conninfo(args, "postgres"), autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{database}"')
+    try:
+        load_postgres(args, database, table, changed)
+    except BaseException:
+        drop_postgres(args, database)
+        raise
+    url = f"jdbc:postgresql://{args.pg_host}:{args.pg_port}/{database}?user={args.pg_user}"
+    return database, url
+
+
+def load_postgres(args: argparse.Namespace, database: str, table: Any, changed: Any) -> None:
+    """``orders`` loaded by COPY (indexes built after), then the changed rows UPDATEd."""
+    import psycopg
+    import pyarrow.csv as pacsv
+
     with psycopg.connect(pg_conninfo(args, database), autocommit=True) as conn:
         conn.execute(
             "CREATE TABLE orders (id bigint NOT NULL, updated_at timestamptz NOT NULL, "
@@ -184,8 +198,6 @@ def setup_postgres(args: argparse.Namespace, table: Any, changed: Any) -> tuple[
         count = conn.execute("SELECT count(*) FROM orders").fetchone()
         if count is None or count[0] != table.num_rows:
             raise BenchmarkError(f"PostgreSQL holds {count} rows, expected {table.num_rows}")
-    url = f"jdbc:postgresql://{args.pg_host}:{args.pg_port}/{database}?user={args.pg_user}"
-    return database, url
 
 
 def drop_postgres(args: argparse.Namespace, database: str) -> None:
@@ -271,7 +283,14 @@ def build_setup(args: argparse.Namespace, work: Path) -> Setup:
             f"[setup] Delta: {args.commits} commits, then the change ({args.delta_change}) ...",
             flush=True,
         )
-        full_rows["delta"] = setup_delta(delta_uri, table, changed, args.commits, args.delta_change)
+        try:
+            full_rows["delta"] = setup_delta(
+                delta_uri, table, changed, args.commits, args.delta_change
+            )
+        except BaseException:
+            if database:
+                drop_postgres(args, database)
+            raise
     print(f"[setup] done in {time.perf_counter() - started:.1f}s", flush=True)
     return Setup(
         rows=rows,
@@ -437,6 +456,14 @@ def bench_cold(
     return results
 
 
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages (the machine is shared: say how busy it was)."""
+    try:
+        return " ".join(f"{v:.1f}" for v in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
 def median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -497,14 +524,15 @@ def report(
         f"  warm excludes Spark start-up ({warm['spark_start']:.1f}s) and a warm-up "
         f"({warm['warm_up']:.1f}s, each case once); cold is the whole process"
     )
-    print(f"  Delta change: {setup.delta_change}")
+    print(f"  Delta change: {setup.delta_change}; load average {load_average()}")
     for case in cases:
         each = " ".join(f"{r['seconds']:.2f}" for r in warm["results"][case])
         line = f"  {case:<21} warm runs {each}"
         if cold:
             procs = " ".join(f"{r['process']:.2f}" for r in cold[case])
             starts = " ".join(f"{r['spark_start']:.2f}" for r in cold[case])
-            line += f"; cold processes {procs} (Spark start {starts})"
+            reads = " ".join(f"{r['seconds']:.2f}" for r in cold[case])
+            line += f"; cold processes {procs} (Spark start {starts}, read+stage {reads})"
         print(line + f"; {warm['results'][case][-1]['note']}")
     print()
 
@@ -516,8 +544,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--commits", type=int, default=20, help="Delta commits of the load")
     parser.add_argument(
         "--delta-change",
-        choices=("delete-append", "append", "merge"),
-        default="delete-append",
+        choices=("append", "delete-append", "merge"),
+        default="append",
         help="how the Delta table takes the change (README)",
     )
     parser.add_argument("--quick", action="store_true", help="50,000 rows, 1 repetition")
