@@ -46,6 +46,7 @@ BASE = datetime(2026, 1, 1, tzinfo=timezone.utc)
 CASES = ("postgres_full", "postgres_incremental", "delta_full", "delta_incremental")
 SOURCES = {"postgres": "PostgreSQL (JDBC)", "delta": "Delta (deltalake log)"}
 RESULT_PREFIX = "BENCH_COLUMN_RESULT "
+COLD_TIMEOUT = 1800  # seconds a --case process may take
 
 
 class BenchmarkError(Exception):
@@ -140,10 +141,11 @@ def orders_table(rows: int) -> Any:
 def changed_rows(table: Any, changed: int, rng: random.Random) -> Any:
     """``changed`` rows picked at random, each with an ``updated_at`` after every existing one."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     ids = sorted(rng.sample(range(table.num_rows), changed))
     picked = table.take(pa.array(ids, pa.int64()))
-    top = int(pa.compute.max(table["updated_at"]).cast(pa.int64()).as_py())
+    top = int(pc.max(table["updated_at"]).cast(pa.int64()).as_py())
     micros = [top + 60_000_000 + n * 1_000 for n in range(changed)]
     stamps = pa.array(micros, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
     return picked.set_column(picked.schema.get_field_index("updated_at"), "updated_at", stamps)
@@ -436,7 +438,12 @@ def bench_cold(
                 str(stage),
             ]
             started = time.perf_counter()
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            try:
+                done = subprocess.run(
+                    command, capture_output=True, text=True, check=False, timeout=COLD_TIMEOUT
+                )
+            except subprocess.TimeoutExpired as error:
+                raise BenchmarkError(f"cold {case} ran over {COLD_TIMEOUT}s") from error
             elapsed = time.perf_counter() - started
             shutil.rmtree(stage, ignore_errors=True)
             lines = [ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
@@ -548,7 +555,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="append",
         help="how the Delta table takes the change (README)",
     )
-    parser.add_argument("--quick", action="store_true", help="50,000 rows, 1 repetition")
+    parser.add_argument("--quick", action="store_true", help="50,000 rows, 1 repetition each")
     parser.add_argument("--reps", type=int, help="warm repetitions (default 3, --quick 1)")
     parser.add_argument("--cold-reps", type=int, help="cold repetitions (default 2, --quick 1)")
     parser.add_argument("--no-cold", action="store_true", help="skip the cold processes")
