@@ -531,7 +531,8 @@ def report(
         f"  warm excludes Spark start-up ({warm['spark_start']:.1f}s) and a warm-up "
         f"({warm['warm_up']:.1f}s, each case once); cold is the whole process"
     )
-    print(f"  Delta change: {setup.delta_change}; load average {load_average()}")
+    change = f"Delta change: {setup.delta_change}; " if "delta_full" in cases else ""
+    print(f"  {change}load average {load_average()}")
     for case in cases:
         each = " ".join(f"{r['seconds']:.2f}" for r in warm["results"][case])
         line = f"  {case:<21} warm runs {each}"
