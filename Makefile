@@ -9,7 +9,7 @@ LOCK_VENV := build/lock-venv
 # or newer (pyarrow, polars, duckdb, ... dropped 3.10).
 PINNED_PYTHON := $(shell sed -n '1s/.*(Python \([0-9.]*\)).*/\1/p' constraints.txt)
 
-.PHONY: demo test ui lint typecheck pytest setup browser jdbc bench clean lock
+.PHONY: demo test ui lint typecheck pytest setup browser jdbc bench bench-column clean lock
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; v = tuple(map(int, "$(PINNED_PYTHON)".split("."))); sys.exit(0 if sys.version_info[:2] >= v else f"{sys.executable} is Python {sys.version.split()[0]}; constraints.txt pins versions for Python >= $(PINNED_PYTHON). Run make with PYTHON=python$(PINNED_PYTHON) (or newer), or re-pin for your Python with make lock")'
@@ -89,6 +89,11 @@ ui: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_watermarks.py
+
+## Full vs incremental column-watermark reads (PostgreSQL through JDBC, Delta); needs the JDBC jar
+## and PostgreSQL on 127.0.0.1:5432 for the PostgreSQL rows (else they are skipped).
+bench-column: setup jdbc
+	$(BIN)/python benchmarks/bench_column.py
 
 clean:
 	rm -rf data .dagster_home
