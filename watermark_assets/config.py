@@ -717,14 +717,17 @@ class ColumnPipelineConfig(_Model):
     def replay_problem(self, replay: ReplayConfig) -> None:
         """ValueError when ``replay`` would duplicate rows: a replay into the pipeline's own
         table re-reads rows its runs committed, so it must replace its chunks' windows."""
-        target = replay.target_table
-        own = target is None or _same_location(target, self.table.uri)
-        if own and not self.destination.replace_by_watermark:
+        if self.replays_own_table(replay) and not self.destination.replace_by_watermark:
             raise ValueError(
                 "replay into the pipeline's own table re-reads rows it already holds, which an "
                 "append would duplicate; set destination.replace_by_watermark: true (each chunk "
                 "replaces its window) or give replay.target_table (a new table)"
             )
+
+    def replays_own_table(self, replay: ReplayConfig) -> bool:
+        """Whether ``replay`` writes to the pipeline's own table (no other ``target_table``)."""
+        target = replay.target_table
+        return target is None or _same_location(target, self.table.uri)
 
     @property
     def dataflow_id(self) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Any
 
 from watermark_assets.core.column.watermark import ColumnValue, ColumnWatermark, WatermarkOperator
 
@@ -61,9 +62,9 @@ def split_range(
     if not start < end:  # type: ignore[operator]
         raise ValueError(f"range [{start}, {end}) is empty or reversed; give start < end")
     chunks = []
-    lower = start
-    while lower < end:  # type: ignore[operator]
-        upper = min(lower + step, end)  # type: ignore[operator, type-var]
+    lower: Any = start
+    while lower < end:
+        upper: Any = min(lower + step, end)
         chunks.append(ReplayChunk(_bound(column, lower), _bound(column, upper)))
         lower = upper
     return chunks
@@ -92,7 +93,7 @@ def _check_step(start: ColumnValue, end: ColumnValue, step: ChunkStep) -> None:
             raise ValueError(f"chunk {step}: give a positive duration")
         return
     if isinstance(start, (int, float)) and not isinstance(start, bool):
-        if isinstance(step, timedelta) or isinstance(step, bool) or step <= 0:
+        if isinstance(step, (timedelta, bool)) or step <= 0:
             raise ValueError(f"chunk {step!r}: a numeric range takes a positive number (size)")
         return
     raise ValueError(
