@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from test_column_pipeline import NOW, REPO, TESTS, Scene, at, order
+from test_column_pipeline import NOW, REPO, TESTS, Scene, at, checks_passed, order
 
 from watermark_assets.config import ColumnPipelineConfig, ReplayConfig
 from watermark_assets.core.column.watermark import ColumnWatermark
@@ -291,3 +291,36 @@ def test_the_replay_config_is_parsed_from_yaml_values(tmp_path: Path) -> None:
     assert replay_chunks(scene.pipeline, replay_of(scene))[0].key == (
         "2026-04-03T00:00:00+00:00..2026-04-03T02:00:00+00:00"
     )
+
+
+def test_a_ui_backfill_of_a_partition_range_replays_exactly_those_windows(
+    tmp_path: Path, spark: Any
+) -> None:
+    scene = Scene(
+        tmp_path,
+        partitions={"granularity": "hourly", "start": "2026-04-03T00:00", "end": "2026-04-03T08"},
+        destination={"replace_by_watermark": True},
+    )
+    scene.orders.put(*(order(i, when) for i, when in ROWS.items()))
+    job = scene.defs.resolve_job_def("orders_job")
+
+    # what the UI launches for a backfill of 02:00..05:00 under BackfillPolicy.single_run()
+    backfill = job.execute_in_process(
+        instance=scene.instance,
+        tags={
+            "dagster/asset_partition_range_start": "2026-04-03-02:00",
+            "dagster/asset_partition_range_end": "2026-04-03-05:00",
+        },
+    )
+
+    assert scene.target_ids() == [3, 4, 5, 6], "[02:00, 06:00): 02:00 in, 06:00 out"
+    assert [c["ids"] for c in replay_commits(scene.table)] == [[3], [4], [5], [6]]
+    assert all(checks_passed(backfill).values()), checks_passed(backfill)
+    assert production(scene) is None, "save_watermark false: no production watermark"
+
+    scene.orders.put(order(5, at(4), amount=50.0), order(11, at(4, 30)))
+    job.execute_in_process(instance=scene.instance, partition_key="2026-04-03-04:00")
+
+    rows = {r["id"]: r["amount"] for r in scene.target_rows()}
+    assert sorted(rows) == [3, 4, 5, 6, 11], "the 04:00 window replaced, nothing twice"
+    assert rows[5] == 50.0

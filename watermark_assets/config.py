@@ -677,8 +677,11 @@ class ColumnPipelineConfig(_Model):
     destination: DestinationConfig = Field(default_factory=DestinationConfig)
     partitions: PartitionsConfig | None = Field(
         default=None,
-        description="Dagster partitions of the asset. Column pipelines are unpartitioned for "
-        "now (one watermark per pipeline); a range is replayed with ``replay``.",
+        description="Optional Dagster time partitions of the asset ({granularity, start, end}). "
+        "A run of partitions replays their windows, one chunk per partition (read with >= the "
+        "window's start and < its end, each window replaced in one commit: requires "
+        "destination.replace_by_watermark); a UI backfill of a range runs once over the range. "
+        "Without it the asset is unpartitioned and each run reads above the watermark.",
     )
     replay: ReplayConfig | None = Field(
         default=None,
@@ -705,10 +708,11 @@ class ColumnPipelineConfig(_Model):
                 "which an append would duplicate; set destination.replace_by_watermark: true "
                 "(the re-read window is replaced in one commit), or remove the look-back"
             )
-        if self.partitions is not None:
+        if self.partitions is not None and not self.destination.replace_by_watermark:
             raise ValueError(
-                "partitions: column pipelines are unpartitioned for now (the watermark is the "
-                "pipeline's); remove the partitions block and replay a range with `replay`"
+                "partitions: a partition run replays its window into the pipeline's table, which "
+                "an append would duplicate on a re-run; set destination.replace_by_watermark: "
+                "true (each window is replaced in one commit), or remove the partitions block"
             )
         if self.replay is not None:
             self.replay_problem(self.replay)  # raises ValueError

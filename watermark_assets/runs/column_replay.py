@@ -40,7 +40,7 @@ Crash point: ``after_chunk_commit:N`` (``ingest.crash_point``) once chunk N (1-b
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING
@@ -146,6 +146,16 @@ class ReplayResult:
     def skipped(self) -> list[int]:
         return [c.number for c in self.chunks if c.result is None]
 
+    @property
+    def results(self) -> list[ColumnResult]:
+        """The chunks that ran, in order."""
+        return [c.result for c in self.chunks if c.result is not None]
+
+    @property
+    def versions(self) -> list[int]:
+        """The Delta versions the chunks committed."""
+        return [r.outcome.version for r in self.results if r.outcome.version is not None]
+
 
 def run_replay(
     pipeline: ColumnPipelineConfig,
@@ -155,13 +165,18 @@ def run_replay(
     run_id: str,
     clock: Clock = system_clock,
     log: Callable[[str], None] = print,
+    chunks: Sequence[ReplayChunk] | None = None,
 ) -> ReplayResult:
-    """Replay ``replay``'s range chunk by chunk (module docstring); returns what each chunk did."""
+    """Replay ``replay``'s range chunk by chunk (module docstring); returns what each chunk did.
+
+    ``chunks``: these chunks instead of ``replay.chunk``'s cut of the range (a run of Dagster
+    time partitions: one chunk per partition window).
+    """
     pipeline.replay_problem(replay)
     target = target_pipeline(pipeline, replay)
     own = target is pipeline
     table = target.table.uri
-    chunks = replay_chunks(pipeline, replay)
+    chunks = list(chunks) if chunks is not None else replay_chunks(pipeline, replay)
     dataflow = replay_dataflow_id(pipeline.name, replay)
     manager = watermark_manager(pipeline)
     production_before, _ = load_watermark(pipeline, manager)
