@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 from deltalake import DeltaTable
 from test_column_pipeline import NOW, REPO, TESTS, Scene, at, checks_passed, order
 
+from watermark_assets.cli import main
 from watermark_assets.config import ColumnPipelineConfig, ReplayConfig
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.delta import DeltaCommitter
@@ -324,3 +326,34 @@ def test_a_ui_backfill_of_a_partition_range_replays_exactly_those_windows(
     rows = {r["id"]: r["amount"] for r in scene.target_rows()}
     assert sorted(rows) == [3, 4, 5, 6, 11], "the 04:00 window replaced, nothing twice"
     assert rows[5] == 50.0
+
+
+def test_the_cli_refuses_a_bad_range_and_a_pipeline_without_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scene = replay_scene(tmp_path)
+    config = str(scene.config_path)
+    assert main(["--config", config, "replay", "orders", "--start", "yesterday"]) == 2
+    assert "'yesterday' is not an integer, a date" in capsys.readouterr().err
+    assert main(["--config", config, "replay", "orders", "--end", "2026-04-02T00:00Z"]) == 2
+    assert "empty or reversed" in capsys.readouterr().err
+    (tmp_path / "plain").mkdir()
+    plain = Scene(tmp_path / "plain")
+    assert main(["--config", str(plain.config_path), "replay", "orders"]) == 2
+    assert "has no replay section" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "chunk", "value"),
+    [
+        ("2026-04-03T02:00:00Z", "2026-04-03T04:00:00Z", {"hours": 1}, at(2)),
+        ("2026-04-03", "2026-04-05", {"days": 1}, date(2026, 4, 3)),
+        ("42", "50", {"size": 4}, 42),
+    ],
+)
+def test_range_values_given_as_text_keep_their_type(
+    start: str, end: str, chunk: dict[str, int], value: object
+) -> None:
+    config = ReplayConfig.model_validate({"start": start, "end": end, "chunk": chunk})
+    assert config.start == value
+    assert type(config.start) is type(value)

@@ -650,6 +650,26 @@ class ReplayConfig(_Model):
         "with destination.replace_by_watermark.",
     )
 
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _parse_text(cls, value: Any) -> Any:
+        """Text as written (YAML quoted or ``--start``): digits are an integer, ``YYYY-MM-DD`` a
+        date, anything else an ISO 8601 datetime (never a Unix time, never a guessed type)."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if re.fullmatch(r"[+-]?\d+", text):
+            return int(text)
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            return date.fromisoformat(text)
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not an integer, a date (2026-04-01) or an ISO 8601 datetime "
+                "(2026-04-01T00:00:00Z)"
+            ) from None
+
     @model_validator(mode="after")
     def _valid_range(self) -> ReplayConfig:
         from watermark_assets.core.column.replay import split_range
