@@ -5,6 +5,9 @@ for each pipeline evaluates its sensor, launches the runs it requests on the Dag
 $DAGSTER_HOME (so ``make ui`` shows them), repeats until the sensor reports nothing above the
 watermarks, and prints one summary row per pipeline. ``watermark-assets explain PIPELINE [PATH]``
 says whether a landing file was ingested (in which Delta version) or why not.
+``watermark-assets replay PIPELINE [--start V] [--end V]`` replays a range of a column pipeline in
+chunks (its ``replay`` section; ``--start``/``--end`` override the range), one Delta commit per
+chunk, and prints one line per chunk (skipped chunks included).
 """
 
 from __future__ import annotations
@@ -254,6 +257,42 @@ def explain_command(
     return 0
 
 
+def replay_command(config_path: str | None, name: str, start: str | None, end: str | None) -> int:
+    """``replay PIPELINE``: run the pipeline's ``replay`` section, the range overridden."""
+    import uuid
+
+    from pydantic import ValidationError
+
+    from watermark_assets.config import ColumnPipelineConfig, ReplayConfig
+    from watermark_assets.exceptions import ConfigError
+    from watermark_assets.runs.column_replay import run_replay
+    from watermark_assets.spark import get_spark
+
+    config = load_config(config_path)
+    pipeline = config.pipeline(name)
+    if not isinstance(pipeline, ColumnPipelineConfig):
+        raise ConfigError(f"replay {name}: only column pipelines (kind: column) are replayed")
+    if pipeline.replay is None:
+        raise ConfigError(
+            f"replay {name}: the pipeline has no replay section; add "
+            "replay: {start: ..., end: ..., chunk: {days: 1}} to it"
+        )
+    overrides = {k: v for k, v in (("start", start), ("end", end)) if v is not None}
+    try:
+        replay = ReplayConfig.model_validate({**pipeline.replay.model_dump(), **overrides})
+        pipeline.replay_problem(replay)
+    except (ValidationError, ValueError) as error:
+        raise ConfigError(f"replay {name}: {error}") from None
+    spark = get_spark(config.spark.master, config.spark.conf)
+    result = run_replay(pipeline, replay, spark, run_id=f"replay-{uuid.uuid4().hex[:12]}")
+    print(
+        f"{name}: {len(result.chunks) - len(result.skipped)} chunks run, skipped "
+        f"{result.skipped or 'none'}; production watermark {result.production_before} -> "
+        f"{result.production_after}"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; exit status 0, 1 when runs failed, 2 for a configuration error."""
     parser = argparse.ArgumentParser(prog="watermark-assets", description=__doc__)
@@ -280,6 +319,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=20,
         help="file names shown per verdict without PATH (default 20; 0: all)",
     )
+    replay = commands.add_parser(
+        "replay", help="replay a range of a column pipeline in chunks (its replay section)"
+    )
+    replay.add_argument("pipeline", metavar="PIPELINE")
+    replay.add_argument("--start", help="first value replayed (included), e.g. 2026-04-01T00:00Z")
+    replay.add_argument("--end", help="where the replay stops (excluded)")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -291,6 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.command == "explain":
         return explain_command(args.config, args.pipeline, args.path, args.json, args.limit)
+    if args.command == "replay":
+        return replay_command(args.config, args.pipeline, args.start, args.end)
     failures: list[FailedRun] = []
     if args.command in ("generate-demo-data", "demo"):
         print("Generating demo landing data")

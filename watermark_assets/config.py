@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import date, datetime, timedelta
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -590,6 +590,97 @@ class DestinationConfig(_Model):
     )
 
 
+class ReplayChunkConfig(_Model):
+    """The size of one replay chunk: a duration (datetime/date columns) or ``size`` (numbers)."""
+
+    days: int = Field(default=0, ge=0, description="Days per chunk.")
+    hours: int = Field(default=0, ge=0, description="Hours per chunk (datetime columns).")
+    minutes: int = Field(default=0, ge=0, description="Minutes per chunk (datetime columns).")
+    size: int | None = Field(
+        default=None, gt=0, description="Values per chunk, for a numeric leading column."
+    )
+
+    @model_validator(mode="after")
+    def _one_size(self) -> ReplayChunkConfig:
+        duration = self.days or self.hours or self.minutes
+        if bool(duration) == (self.size is not None):
+            raise ValueError(
+                f"replay.chunk {self.model_dump(exclude_defaults=True)}: give a duration "
+                "({days, hours, minutes}) for a datetime or date column, or {size: N} for a "
+                "numeric one, not both and not neither"
+            )
+        return self
+
+    @property
+    def step(self) -> timedelta | int:
+        """What :func:`~watermark_assets.core.column.replay.split_range` takes."""
+        if self.size is not None:
+            return self.size
+        return timedelta(days=self.days, hours=self.hours, minutes=self.minutes)
+
+
+class ReplayConfig(_Model):
+    """Replay the range ``[start, end)`` of the leading watermark column in chunks (seed 001's
+    ``ReplayConfig``), each chunk read with ``>=`` its start and ``<`` its end and committed on
+    its own (``watermark-assets replay PIPELINE``)."""
+
+    start: datetime | date | int = Field(
+        description="First value of the leading watermark column replayed (included). "
+        "Datetimes with an offset for a timestamp column (2026-04-01T00:00:00Z), naive for a "
+        "timestamp-without-time-zone one; dates; or integers."
+    )
+    end: datetime | date | int = Field(
+        description="Where the replay stops (excluded): rows at exactly ``end`` are not read."
+    )
+    chunk: ReplayChunkConfig = Field(
+        description="Size of one chunk, e.g. {days: 1} or {hours: 6}; {size: 1000} for numbers."
+    )
+    save_watermark: bool = Field(
+        default=False,
+        description="False (default): the production watermark is never touched (safe backfill "
+        "into a new table) and a re-run replays every chunk. True: each chunk's upper bound is "
+        "saved in its commit and a re-run skips the chunks already committed (crash-resume); "
+        "a replay into the pipeline's own table also advances its watermark when the range "
+        "starts at or below it.",
+    )
+    target_table: str | None = Field(
+        default=None,
+        description="Delta table the replay writes to (a local path or file:// URI); default: "
+        "the pipeline's table. Chunks are appended to a target table, or replace their window "
+        "with destination.replace_by_watermark.",
+    )
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _parse_text(cls, value: Any) -> Any:
+        """Text as written (YAML quoted or ``--start``): digits are an integer, ``YYYY-MM-DD`` a
+        date, anything else an ISO 8601 datetime (never a Unix time, never a guessed type)."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if re.fullmatch(r"[+-]?\d+", text):
+            return int(text)
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            return date.fromisoformat(text)
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not an integer, a date (2026-04-01) or an ISO 8601 datetime "
+                "(2026-04-01T00:00:00Z)"
+            ) from None
+
+    @model_validator(mode="after")
+    def _valid_range(self) -> ReplayConfig:
+        from watermark_assets.core.column.replay import split_range
+
+        try:
+            split_range("replay", self.start, self.end, self.chunk.step)
+        except ValueError as error:
+            raise ValueError(f"replay: {error}") from None
+        return self
+
+
 class ColumnPipelineConfig(_Model):
     """Rows above a column watermark are read from a table or files and committed to Delta
     (seed 001): the watermark is saved only with, or after, the commit."""
@@ -606,8 +697,16 @@ class ColumnPipelineConfig(_Model):
     destination: DestinationConfig = Field(default_factory=DestinationConfig)
     partitions: PartitionsConfig | None = Field(
         default=None,
-        description="Dagster partitions of the asset. Column pipelines are unpartitioned for "
-        "now (one watermark per pipeline); partitioned replays come with replay support.",
+        description="Optional Dagster time partitions of the asset ({granularity, start, end}). "
+        "A run of partitions replays their windows, one chunk per partition (read with >= the "
+        "window's start and < its end, each window replaced in one commit: requires "
+        "destination.replace_by_watermark); a UI backfill of a range runs once over the range. "
+        "Without it the asset is unpartitioned and each run reads above the watermark.",
+    )
+    replay: ReplayConfig | None = Field(
+        default=None,
+        description="The range ``watermark-assets replay PIPELINE`` replays in chunks "
+        "({start, end, chunk, save_watermark, target_table}); --start/--end override it.",
     )
 
     @field_validator("name")
@@ -629,17 +728,42 @@ class ColumnPipelineConfig(_Model):
                 "which an append would duplicate; set destination.replace_by_watermark: true "
                 "(the re-read window is replaced in one commit), or remove the look-back"
             )
-        if self.partitions is not None:
+        if self.partitions is not None and not self.destination.replace_by_watermark:
             raise ValueError(
-                "partitions: column pipelines are unpartitioned for now (the watermark is the "
-                "pipeline's); remove the partitions block"
+                "partitions: a partition run replays its window into the pipeline's table, which "
+                "an append would duplicate on a re-run; set destination.replace_by_watermark: "
+                "true (each window is replaced in one commit), or remove the partitions block"
             )
+        if self.replay is not None:
+            self.replay_problem(self.replay)  # raises ValueError
         return self
+
+    def replay_problem(self, replay: ReplayConfig) -> None:
+        """ValueError when ``replay`` would duplicate rows: a replay into the pipeline's own
+        table re-reads rows its runs committed, so it must replace its chunks' windows."""
+        if self.replays_own_table(replay) and not self.destination.replace_by_watermark:
+            raise ValueError(
+                "replay into the pipeline's own table re-reads rows it already holds, which an "
+                "append would duplicate; set destination.replace_by_watermark: true (each chunk "
+                "replaces its window) or give replay.target_table (a new table)"
+            )
+
+    def replays_own_table(self, replay: ReplayConfig) -> bool:
+        """Whether ``replay`` writes to the pipeline's own table (no other ``target_table``)."""
+        target = replay.target_table
+        return target is None or _same_location(target, self.table.uri)
 
     @property
     def dataflow_id(self) -> str:
         """The watermark's key in its provider: the pipeline name."""
         return self.name
+
+
+def _same_location(a: str, b: str) -> bool:
+    def norm(uri: str) -> str:
+        return os.path.normpath(uri.removeprefix("file://")).rstrip("/")
+
+    return norm(a) == norm(b)
 
 
 PipelineConfig = Annotated[
@@ -743,7 +867,12 @@ def _resolve_paths(raw: Any, base: Path) -> Any:
     for pipeline in raw.get("pipelines") or []:
         if not isinstance(pipeline, dict):
             continue
-        for section, key in (("source", "uri"), ("table", "uri"), ("table", "quarantine_uri")):
+        for section, key in (
+            ("source", "uri"),
+            ("table", "uri"),
+            ("table", "quarantine_uri"),
+            ("replay", "target_table"),
+        ):
             block = pipeline.get(section)
             if isinstance(block, dict) and isinstance(block.get(key), str):
                 block[key] = _resolve_local(block[key], base)

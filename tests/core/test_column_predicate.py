@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from watermark_assets.core.column.predicate import (
     SqlDialect,
+    below,
+    leading_bound,
     predicate,
     quote_identifier,
     sql_literal,
@@ -151,3 +153,44 @@ def test_the_expanded_form_equals_the_tuple_comparison(
     pred = predicate(watermark, operator)
     for row in table:
         assert pred.admits(row) is watermark.admits(row, operator)
+
+
+END = T0 + timedelta(hours=2)
+
+
+def test_an_upper_bound_joins_every_clause_as_a_strict_less_than() -> None:
+    chunk = below(predicate(PAIR, GreaterOrEqual), "updated_at", END)
+    assert to_sql(chunk, SqlDialect.SPARK) == (
+        "(`updated_at` > TIMESTAMP '2026-04-03 09:15:00+00:00' AND "
+        "`updated_at` < TIMESTAMP '2026-04-03 11:15:00+00:00') OR "
+        "(`updated_at` = TIMESTAMP '2026-04-03 09:15:00+00:00' AND `id` >= 7 AND "
+        "`updated_at` < TIMESTAMP '2026-04-03 11:15:00+00:00')"
+    )
+    assert to_dnf(chunk) == [
+        [("updated_at", ">", T0), ("updated_at", "<", END)],
+        [("updated_at", "==", T0), ("id", ">=", 7), ("updated_at", "<", END)],
+    ]
+    assert leading_bound(chunk) == leading_bound(predicate(PAIR, GreaterOrEqual))
+
+
+def test_a_chunk_is_closed_at_its_start_and_open_at_its_end() -> None:
+    chunk = below(predicate(SEED, GreaterOrEqual), "updated_at", END)
+    assert chunk.admits({"updated_at": T0}), "a row on the lower bound is read"
+    assert not chunk.admits({"updated_at": END}), "a row on the upper bound is the next chunk's"
+    assert chunk.admits({"updated_at": END - timedelta(microseconds=1)})
+    assert not chunk.admits({"updated_at": None})
+
+
+def test_an_upper_bound_alone_reads_everything_below_it() -> None:
+    chunk = below(predicate(ColumnWatermark.empty(["updated_at"]), GreaterThan), "updated_at", END)
+    assert to_sql(chunk, SqlDialect.POSTGRES) == (
+        "\"updated_at\" < TIMESTAMPTZ '2026-04-03 11:15:00+00:00'"
+    )
+    assert leading_bound(chunk) is None
+
+
+def test_an_upper_bound_is_on_the_leading_column_and_only_one() -> None:
+    with pytest.raises(ValueError, match="leading watermark column"):
+        below(predicate(PAIR, GreaterOrEqual), "id", 9)
+    with pytest.raises(ValueError, match="already has"):
+        below(below(predicate(SEED, GreaterOrEqual), "updated_at", END), "updated_at", END)

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import date, datetime, timedelta, timezone
+from itertools import pairwise
+
 import pytest
 
-from watermark_assets.core.column.replay import ReplayChunk, chunks_to_run, watermark_to_save
+from watermark_assets.core.column.replay import (
+    ReplayChunk,
+    chunks_to_run,
+    split_range,
+    watermark_to_save,
+)
 from watermark_assets.core.column.watermark import ColumnWatermark, GreaterOrEqual
 
 
@@ -47,3 +55,36 @@ def test_save_watermark_table(
 
 def test_a_replay_chunk_reads_its_lower_bound_inclusively() -> None:
     assert CHUNKS[0].operator is GreaterOrEqual
+
+
+def test_a_range_is_cut_into_consecutive_closed_open_chunks() -> None:
+    start = datetime(2026, 4, 3, tzinfo=timezone.utc)
+    chunks = split_range("u", start, start + timedelta(hours=5), timedelta(hours=2))
+    bounds = [(c.lower.values[0], c.upper.values[0]) for c in chunks]
+    hours = [start + timedelta(hours=h) for h in (0, 2, 4, 5)]
+    assert bounds == list(pairwise(hours)), "the last chunk ends at the range's end"
+    assert chunks[0].key == "2026-04-03T00:00:00+00:00..2026-04-03T02:00:00+00:00"
+
+
+def test_numbers_and_dates_are_chunked_too() -> None:
+    assert [c.key for c in split_range("id", 0, 25, 10)] == ["0..10", "10..20", "20..25"]
+    days = split_range("d", date(2026, 1, 1), date(2026, 1, 3), timedelta(days=1))
+    assert [c.key for c in days] == ["2026-01-01..2026-01-02", "2026-01-02..2026-01-03"]
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "step", "message"),
+    [
+        (5, 5, 1, "empty or reversed"),
+        (9, 5, 1, "empty or reversed"),
+        (0, 5, 0, "positive number"),
+        (0, 5, timedelta(days=1), "positive number"),
+        (date(2026, 1, 1), date(2026, 1, 3), timedelta(hours=12), "whole days"),
+        (date(2026, 1, 1), date(2026, 1, 3), 1, "takes a duration"),
+        (date(2026, 1, 1), 5, 1, "differ in type"),
+        ("a", "b", 1, "datetimes, dates or numbers"),
+    ],
+)
+def test_a_bad_range_is_refused(start: object, end: object, step: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        split_range("c", start, end, step)  # type: ignore[arg-type]

@@ -25,6 +25,7 @@ from watermark_assets.defs.column import (
     ColumnWatermarkIOManager,
     build_column_asset,
     build_column_checks,
+    column_partitions,
 )
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
@@ -54,7 +55,10 @@ def build_pipeline(pipeline: AnyPipeline, clock: Clock) -> PipelineDefs:
         job = define_asset_job(
             job_name(pipeline.name),
             selection=AssetSelection.assets(asset) | AssetSelection.checks(check),
-            description=f"Reads the rows of {pipeline.name} above its column watermark.",
+            partitions_def=column_partitions(pipeline),
+            description=f"Reads the rows of {pipeline.name} above its column watermark"
+            if pipeline.partitions is None
+            else f"Replays the windows of {pipeline.name}'s partitions (one chunk each)",
         )
         return PipelineDefs(asset, check, job, None)
     partitions_def = partitions_definition(pipeline)

@@ -2,12 +2,20 @@
 
 The asset plans and stages (``runs.column``), the IO manager makes the ONE Delta commit and
 records the metadata, the checks read the commit back from the Delta log. Column pipelines have
-no sensor yet: the asset is materialized by hand, by a schedule a user adds, or by a backfill
-(each run reads what is above the pipeline's watermark).
+no sensor yet: the asset is materialized by hand or by a schedule a user adds (each run reads
+what is above the pipeline's watermark).
+
+With a ``partitions`` block the asset is time-partitioned and a run replays its partitions'
+windows (``runs.column_replay``): one chunk per partition, read with ``>=`` the window's start
+and ``<`` its end, each replacing its window in its own commit (the asset commits; no IO
+manager). A UI backfill of a range is ONE run over the range (``BackfillPolicy.single_run``),
+its chunks in order; ``replay.save_watermark`` applies (default false: the production watermark
+is untouched).
 """
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from dagster import (
     AssetCheckExecutionContext,
@@ -18,17 +26,22 @@ from dagster import (
     AssetExecutionContext,
     AssetKey,
     AssetsDefinition,
+    BackfillPolicy,
     DagsterEventType,
+    MaterializeResult,
     OutputContext,
+    TimeWindowPartitionsDefinition,
     asset,
     multi_asset_check,
 )
 
-from watermark_assets.config import ColumnPipelineConfig
+from watermark_assets.config import ColumnPipelineConfig, ReplayChunkConfig, ReplayConfig
 from watermark_assets.core.clock import Clock
+from watermark_assets.core.column.replay import ReplayChunk
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager, table_row_count
-from watermark_assets.defs.metadata import column_metadata
+from watermark_assets.defs.metadata import column_metadata, replay_metadata
+from watermark_assets.defs.partitions import partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.delta import DeltaCommitter
 from watermark_assets.exceptions import DeltaCommitError
@@ -42,6 +55,7 @@ from watermark_assets.runs.column import (
     plan_column_batch,
     stage_column_batch,
 )
+from watermark_assets.runs.column_replay import run_replay
 
 COLUMN_IO_MANAGER_KEY = "column_watermark_io_manager"
 MONOTONE_CHECK = "watermark_never_moves_backwards"
@@ -69,10 +83,10 @@ def describe(pipeline: ColumnPipelineConfig) -> str:
     )
 
 
-def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDefinition:
-    """The pipeline's asset (unpartitioned): plans and stages; its IO manager commits."""
-
-    @asset(
+def _asset_decorator(
+    pipeline: ColumnPipelineConfig, partitions_def: TimeWindowPartitionsDefinition | None
+) -> Callable[[Callable[..., Any]], AssetsDefinition]:
+    return asset(
         key=AssetKey([pipeline.name]),
         description=describe(pipeline),
         io_manager_key=COLUMN_IO_MANAGER_KEY,
@@ -86,7 +100,41 @@ def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDe
             "watermark_provider": pipeline.watermark.provider.type,
         },
         op_tags={"watermark_assets/pipeline": pipeline.name},
+        partitions_def=partitions_def,
+        backfill_policy=None if partitions_def is None else BackfillPolicy.single_run(),
     )
+
+
+def column_partitions(pipeline: ColumnPipelineConfig) -> TimeWindowPartitionsDefinition | None:
+    """The asset's time partitions, or None (unpartitioned) without a ``partitions`` block."""
+    return None if pipeline.partitions is None else partitions_definition(pipeline)
+
+
+def partition_chunks(
+    pipeline: ColumnPipelineConfig,
+    partitions_def: TimeWindowPartitionsDefinition,
+    keys: list[str],
+) -> list[ReplayChunk]:
+    """One replay chunk per partition key: its window ``[start, end)`` on the leading column."""
+    column = (pipeline.watermark.columns[0],)
+    windows = sorted(
+        (partitions_def.time_window_for_partition_key(key) for key in keys),
+        key=lambda window: window.start,
+    )
+    return [
+        ReplayChunk(ColumnWatermark(column, (w.start,)), ColumnWatermark(column, (w.end,)))
+        for w in windows
+    ]
+
+
+def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDefinition:
+    """The pipeline's asset: unpartitioned (plans and stages; its IO manager commits), or
+    time-partitioned (replays its partitions' windows: :func:`build_partitioned_column_asset`)."""
+    partitions_def = column_partitions(pipeline)
+    if partitions_def is not None:
+        return build_partitioned_column_asset(pipeline, partitions_def, clock)
+
+    @_asset_decorator(pipeline, None)
     def column_asset(
         context: AssetExecutionContext, spark: WatermarkSparkResource
     ) -> StagedColumnBatch:
@@ -102,6 +150,38 @@ def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDe
         return stage_column_batch(plan, spark.spark_session, now=now)
 
     return column_asset
+
+
+def build_partitioned_column_asset(
+    pipeline: ColumnPipelineConfig, partitions_def: TimeWindowPartitionsDefinition, clock: Clock
+) -> AssetsDefinition:
+    """The time-partitioned asset: a run replays its partitions' windows (module docstring)."""
+    save_watermark = pipeline.replay is not None and pipeline.replay.save_watermark
+
+    @_asset_decorator(pipeline, partitions_def)
+    def column_partitions_asset(
+        context: AssetExecutionContext, spark: WatermarkSparkResource
+    ) -> MaterializeResult[None]:
+        chunks = partition_chunks(pipeline, partitions_def, list(context.partition_keys))
+        replay = ReplayConfig(
+            start=chunks[0].lower.values[0],  # type: ignore[arg-type]
+            end=chunks[-1].upper.values[0],  # type: ignore[arg-type]
+            chunk=ReplayChunkConfig(hours=1),  # unused: the chunks are the partitions
+            save_watermark=save_watermark,
+        )
+        result = run_replay(
+            pipeline,
+            replay,
+            spark.spark_session,
+            run_id=context.run.run_id,
+            clock=clock,
+            log=context.log.info,
+            chunks=chunks,
+        )
+        uri = pipeline.table.uri
+        return MaterializeResult(metadata=replay_metadata(result, table_rows=table_row_count(uri)))
+
+    return column_partitions_asset
 
 
 class ColumnWatermarkIOManager(WatermarkDeltaIOManager):
@@ -131,6 +211,9 @@ def _run_versions(context: AssetCheckExecutionContext, asset_key: AssetKey) -> l
         value = materialization.metadata.get("delta/version")
         if value is not None and isinstance(value.value, int):
             versions.add(value.value)
+        several = materialization.metadata.get("delta/versions")  # a replay: one per chunk
+        if several is not None and isinstance(several.value, list):
+            versions.update(v for v in several.value if isinstance(v, int))
     return sorted(versions)
 
 

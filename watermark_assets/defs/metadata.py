@@ -19,6 +19,7 @@ from watermark_assets.core.file_watermark import FileWatermark
 from watermark_assets.core.filepath import name_time, split_path
 from watermark_assets.ingest import BatchResult
 from watermark_assets.runs.column import ColumnResult
+from watermark_assets.runs.column_replay import ReplayResult
 
 
 def _text(value: str | None) -> MetadataValue:
@@ -160,6 +161,28 @@ def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str
         "delta/commit_attempts": MetadataValue.int(result.attempts),
         "dagster/uri": MetadataValue.path(pipeline.table.uri),
     }
+    if table_rows is not None:
+        metadata["dagster/row_count"] = MetadataValue.int(table_rows)
+    return metadata
+
+
+def replay_metadata(result: ReplayResult, *, table_rows: int | None) -> dict[str, Any]:
+    """What a replay (a run of column-pipeline partitions) did: one line per chunk, the rows,
+    the commits (the checks read ``delta/versions``) and the production watermark around it."""
+    results = result.results
+    metadata: dict[str, Any] = {
+        "replay/chunks": MetadataValue.md("\n".join(f"- {c.line()}" for c in result.chunks)),
+        "replay/skipped": MetadataValue.json(result.skipped),
+        **_column_watermark_entries("watermark/before", result.production_before),
+        **_column_watermark_entries("watermark/after", result.production_after),
+        "rows/read": MetadataValue.int(sum(r.staged.rows_read for r in results)),
+        "rows/committed": MetadataValue.int(sum(r.rows_committed for r in results)),
+        "rows/removed": MetadataValue.int(sum(r.rows_removed for r in results)),
+        "delta/versions": MetadataValue.json(result.versions),
+        "dagster/uri": MetadataValue.path(result.target_table),
+    }
+    if results:
+        metadata["read/predicate"] = MetadataValue.text(results[0].staged.plan.predicate_text)
     if table_rows is not None:
         metadata["dagster/row_count"] = MetadataValue.int(table_rows)
     return metadata

@@ -19,6 +19,7 @@ from dagster import (
 )
 
 from watermark_assets.config import (
+    ColumnPipelineConfig,
     Granularity,
     Pipeline,
 )
@@ -31,7 +32,7 @@ from watermark_assets.core.partition_selection import (
 from watermark_assets.exceptions import ConfigError
 
 
-def _moment(pipeline: Pipeline, key: str, value: str) -> datetime:
+def _moment(pipeline: Pipeline | ColumnPipelineConfig, key: str, value: str) -> datetime:
     try:
         moment = datetime.fromisoformat(value)
     except ValueError as error:
@@ -45,12 +46,18 @@ def _moment(pipeline: Pipeline, key: str, value: str) -> datetime:
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
 
 
-def partitions_definition(pipeline: Pipeline) -> TimeWindowPartitionsDefinition:
+def partitions_definition(
+    pipeline: Pipeline | ColumnPipelineConfig,
+) -> TimeWindowPartitionsDefinition:
     """Partitions from ``partitions.start`` to ``partitions.end`` (exclusive) or, without an end,
-    to the current (still filling) period included."""
-    start = _moment(pipeline, "start", pipeline.partitions.start)
-    end = pipeline.partitions.end
-    granularity = pipeline.partitions.granularity
+    to the current (still filling) period included (a column pipeline: only when it has a
+    ``partitions`` block)."""
+    partitions = pipeline.partitions
+    if partitions is None:
+        raise ConfigError(f"pipeline {pipeline.name!r} has no partitions", pipeline=pipeline.name)
+    start = _moment(pipeline, "start", partitions.start)
+    end = partitions.end
+    granularity = partitions.granularity
     hourly = granularity is Granularity.HOURLY
     shape = "%Y-%m-%d-%H:%M" if hourly else "%Y-%m-%d"
     bounds: dict[str, Any] = {"start_date": start.strftime(shape), "end_offset": 1}

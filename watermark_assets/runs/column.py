@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -41,7 +41,7 @@ from watermark_assets import storage
 from watermark_assets.config import ColumnPipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.lookback import ReadBound, effective_lower_bound
-from watermark_assets.core.column.predicate import Predicate, SqlDialect, predicate, to_sql
+from watermark_assets.core.column.predicate import Predicate, SqlDialect, below, predicate, to_sql
 from watermark_assets.core.column.watermark import ColumnWatermark, WatermarkOperator
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.delta import CommitOutcome, DeltaCommitter, TxnVersion, describe_data_files
@@ -99,10 +99,23 @@ class ColumnPlan:
     provider: str
     #: the provider's watermark was behind the Delta log (a run killed before its save): repaired
     repaired_from_log: bool = False
+    #: an exclusive upper bound on the leading column (a replay chunk's end): the read takes
+    #: ``< upper`` and a replace replaces ``[bound, upper)``; None for a normal run
+    upper: ColumnWatermark | None = None
+    #: False: the commit carries no watermark of the pipeline and its provider saves nothing
+    #: (a replay that must not touch the production watermark)
+    saves_watermark: bool = True
+    #: further txns the commit carries (a replay chunk's own txn)
+    extra_txns: tuple[TxnVersion, ...] = ()
+    #: further commitInfo entries (a replay chunk's record)
+    extra_metadata: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def predicate(self) -> Predicate:
-        return predicate(self.bound.watermark, self.bound.operator)
+        read = predicate(self.bound.watermark, self.bound.operator)
+        if self.upper is None:
+            return read
+        return below(read, self.upper.columns[0], self.upper.values[0])  # type: ignore[arg-type]
 
     @property
     def operator(self) -> WatermarkOperator:
@@ -212,6 +225,13 @@ class StagedColumnBatch:
             return None
         bound = self.plan.bound.watermark
         column = pipeline.watermark.columns[0]
+        if self.plan.upper is not None:  # a chunk: its whole closed-open range, read with >=
+            return ReplaceWindow(
+                column,
+                bound.values[0],  # type: ignore[arg-type]
+                self.plan.upper.values[0],  # type: ignore[arg-type]
+                Interval.CLOSED_OPEN,
+            )
         upper = self.watermark_after.values[0]
         if upper is None:
             return None  # no complete row: nothing can be placed in a window (fails closed later)
@@ -293,10 +313,19 @@ class _Stale(Exception):
         self.outcome = outcome
 
 
-def commit_column_batch(staged: StagedColumnBatch, *, now: datetime) -> ColumnResult:
+def commit_column_batch(
+    staged: StagedColumnBatch, *, now: datetime, replan: Callable[[], ColumnPlan] | None = None
+) -> ColumnResult:
     """Commit the staged rows (append or window replace) with the watermark, or plan again when
-    another run of the pipeline committed meanwhile (module docstring)."""
+    another run of the pipeline committed meanwhile (module docstring). ``replan`` makes that new
+    plan (default: :func:`plan_column_batch` of the same request; a replay chunk plans its own)."""
     pipeline = staged.plan.request.pipeline
+    request = staged.plan.request
+    if replan is None:
+
+        def replan() -> ColumnPlan:
+            return plan_column_batch(request, now=now)
+
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         staging = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{staged.token}")
         try:
@@ -317,9 +346,7 @@ def commit_column_batch(staged: StagedColumnBatch, *, now: datetime) -> ColumnRe
         finally:
             _remove_tree(staging)
         # Another run of the pipeline committed since the plan: its rows may be ours too.
-        staged = stage_column_batch(
-            plan_column_batch(staged.plan.request, now=now), staged.spark, now=now
-        )
+        staged = stage_column_batch(replan(), staged.spark, now=now)
     raise DeltaCommitError(
         f"gave up committing to {pipeline.table.uri!r} after {MAX_COMMIT_ATTEMPTS} attempts: "
         f"other runs of {pipeline.name!r} kept committing. Nothing was committed by this run; "
@@ -343,20 +370,24 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
     after = staged.watermark_after
     counts: dict[str, int] = {"rows_removed": 0, "rows_kept_by_rewrite": 0}
 
+    txns = [plan.txn, *plan.extra_txns]
+
     def commit(entries: Mapping[str, str]) -> CommitOutcome:
-        custom = dict(entries) or commit_metadata_entry(
-            pipeline.dataflow_id,
-            after.to_json(),
-            job_id=request.job_name,
-            dataflow_run_id=request.run_id,
-        )
+        custom = dict(plan.extra_metadata)
+        if plan.saves_watermark:
+            custom |= dict(entries) or commit_metadata_entry(
+                pipeline.dataflow_id,
+                after.to_json(),
+                job_id=request.job_name,
+                dataflow_run_id=request.run_id,
+            )
         if window is None:
             custom[RUN_METADATA_KEY] = _run_record(staged, None, 0, 0)
             outcome = committer.commit(
                 files,
                 schema=schema,
                 partition_by=partition_by,
-                txns=[plan.txn],
+                txns=txns,
                 custom_metadata=custom,
             )
         else:
@@ -369,7 +400,7 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
                 replace,
                 schema=schema,
                 partition_by=partition_by,
-                txns=[plan.txn],
+                txns=txns,
                 custom_metadata=custom,
                 now=request.clock,
             )
@@ -379,13 +410,16 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
         return outcome
 
     try:
-        outcome = manager.commit_then_save(
-            pipeline.dataflow_id,
-            after,
-            commit,
-            job_id=request.job_name,
-            dataflow_run_id=request.run_id,
-        )
+        if not plan.saves_watermark:
+            outcome = commit({})
+        else:
+            outcome = manager.commit_then_save(
+                pipeline.dataflow_id,
+                after,
+                commit,
+                job_id=request.job_name,
+                dataflow_run_id=request.run_id,
+            )
     except BaseException:
         fs, root = storage.filesystem(uri)
         for path in moved:  # moved in, never committed: not part of the table

@@ -8,6 +8,12 @@ skipping understand row-value comparisons, while every engine prunes on plain co
     (a > x) OR (a = x AND b > y)          operator >
     (a > x) OR (a = x AND b >= y)         operator >=  (only the last column is inclusive)
 
+:func:`below` adds an exclusive upper bound on the leading column to every clause (a replay
+chunk reads ``lower <= row < upper``, closed at its start, open at its end)::
+
+    (a >= x AND a < u)                    one column, operator >=, upper u
+    (a > x AND a < u) OR (a = x AND b >= y AND a < u)
+
 An empty watermark gives the predicate that admits everything (no clause at all: render nothing,
 read everything). Renderers:
 
@@ -38,7 +44,7 @@ from watermark_assets.core.column.watermark import (
 
 @dataclass(frozen=True)
 class Comparison:
-    """``column op value`` with ``op`` one of ``=``, ``>``, ``>=``."""
+    """``column op value`` with ``op`` one of ``=``, ``>``, ``>=`` (``<``: an upper bound)."""
 
     column: str
     op: str
@@ -56,6 +62,8 @@ class Predicate:
     clauses: tuple[tuple[Comparison, ...], ...]
     watermark: ColumnWatermark
     operator: WatermarkOperator
+    #: the exclusive upper bound on the leading column (:func:`below`); None: no upper bound
+    upper: Comparison | None = None
 
     @property
     def admits_everything(self) -> bool:
@@ -84,6 +92,25 @@ def predicate(watermark: ColumnWatermark, operator: WatermarkOperator) -> Predic
     return Predicate(tuple(clauses), watermark, operator)
 
 
+def below(pred: Predicate, column: str, value: ColumnValue) -> Predicate:
+    """``pred AND column < value``: an exclusive upper bound (a replay chunk's end).
+
+    ``column`` must be the leading watermark column (a chunk is a range of it). The bound joins
+    every clause, so the result stays in disjunctive normal form; an empty watermark gives the
+    single clause ``column < value``. A second upper bound is refused (one chunk, one end).
+    """
+    if pred.upper is not None:
+        raise ValueError(f"the predicate already has the upper bound {pred.upper}")
+    if not pred.watermark.is_empty and column != pred.watermark.columns[0]:
+        raise ValueError(
+            f"upper bound on {column!r}: a chunk bounds the leading watermark column "
+            f"{pred.watermark.columns[0]!r}"
+        )
+    upper = Comparison(column, "<", value)
+    clauses = tuple((*clause, upper) for clause in pred.clauses) or ((upper,),)
+    return Predicate(clauses, pred.watermark, pred.operator, upper)
+
+
 def leading_bound(pred: Predicate) -> Comparison | None:
     """The bound on the first watermark column that every admitted row meets; None: no bound.
 
@@ -92,8 +119,8 @@ def leading_bound(pred: Predicate) -> Comparison | None:
     ``a > x``. File skipping by statistics needs only this: a file whose maximum of ``a`` fails
     the bound holds no admitted row.
     """
-    if pred.admits_everything:
-        return None
+    if pred.admits_everything or pred.watermark.is_empty:
+        return None  # no lower bound (an upper bound alone skips nothing here)
     first = pred.clauses[0][0]
     strict = len(pred.clauses) == 1 and first.op == ">"
     return Comparison(first.column, ">" if strict else ">=", first.value)
@@ -220,4 +247,6 @@ def _holds(value: Any, comparison: Comparison) -> bool:
         return bool(value == comparison.value)
     if comparison.op == ">":
         return bool(value > comparison.value)
+    if comparison.op == "<":
+        return bool(value < comparison.value)
     return bool(value >= comparison.value)

@@ -1,0 +1,279 @@
+"""Replay a range of a column pipeline in chunks (seed 001, "Replay watermark behaviour").
+
+``[start, end)`` of the leading watermark column is cut into closed-open chunks
+(:func:`~watermark_assets.core.column.replay.split_range`); each chunk is one run of the column
+pipeline's pieces (:mod:`watermark_assets.runs.column`): read with
+:data:`~watermark_assets.core.column.watermark.GreaterOrEqual` on its lower bound and ``<`` its
+upper bound, staged, and committed in ONE Delta commit (appended, or with
+``destination.replace_by_watermark`` replacing the window ``[lower, upper)``). A row sitting
+exactly on a bound belongs to the chunk that starts there: read once, never twice, never lost.
+
+``save_watermark`` (seed's table):
+
+=================  ===================================================================
+False (default)    the production watermark is never touched: the commits carry no
+                   watermark of the pipeline and its provider saves nothing; a re-run
+                   replays every chunk
+True               each chunk's upper bound is saved in its own commit (the entry of the
+                   replay's dataflow id :func:`replay_dataflow_id`, next to the chunk's txn
+                   :func:`replay_app_id`): exactly once with the data. A re-run skips the
+                   chunks the saved bound covers (``chunks_to_run``) and any chunk whose txn
+                   is in the log (crash-resume)
+=================  ===================================================================
+
+The production watermark with ``save_watermark: true``: a replay into the pipeline's own table
+also advances it (to the greatest row read, never backwards) when it already stands at or above
+the replay's start, so every row between it and the new value was read by this replay; otherwise
+(empty, below the start, or another target table) it is left alone: advancing it would skip the
+rows before the range.
+
+Where the work is recorded: the target table's log. Each chunk commit carries the txn
+``watermark_assets/{pipeline}/replay/{lower}..{upper}`` (version 1, 2, ... per replay of that
+chunk: a concurrent replay of the same chunk makes the commit stale and it plans again) and the
+``watermark_assets.replay`` entry (the range, the chunk, ``save_watermark``, rows).
+
+An empty chunk commits nothing (a re-run reads it again, and finds the rows that arrived since).
+
+Crash point: ``after_chunk_commit:N`` (``ingest.crash_point``) once chunk N (1-based) committed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import TYPE_CHECKING
+
+from watermark_assets.config import ColumnPipelineConfig, ColumnTableConfig, ReplayConfig
+from watermark_assets.core.clock import Clock, system_clock
+from watermark_assets.core.column.lookback import ReadBound
+from watermark_assets.core.column.replay import (
+    ReplayChunk,
+    chunks_to_run,
+    split_range,
+    watermark_to_save,
+)
+from watermark_assets.core.column.watermark import ColumnWatermark, GreaterOrEqual
+from watermark_assets.delta import DeltaCommitter, TxnVersion
+from watermark_assets.ingest import crash_point
+from watermark_assets.providers.delta_metadata import DeltaMetadataProvider, commit_metadata_entry
+from watermark_assets.runs.column import (
+    ColumnPlan,
+    ColumnResult,
+    ColumnRunRequest,
+    commit_column_batch,
+    load_watermark,
+    stage_column_batch,
+    txn_app_id,
+    watermark_manager,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: The commitInfo entry of every replay chunk commit (JSON text).
+REPLAY_METADATA_KEY = "watermark_assets.replay"
+
+
+def replay_app_id(pipeline_name: str, chunk: ReplayChunk) -> str:
+    """The txn app id of one chunk: its commit is in the log exactly when this txn is."""
+    return f"watermark_assets/{pipeline_name}/replay/{chunk.key}"
+
+
+def replay_dataflow_id(pipeline_name: str, replay: ReplayConfig) -> str:
+    """The dataflow id under which ``save_watermark: true`` saves the chunks' upper bounds (one
+    per range, so replaying another range never skips chunks because of this one)."""
+    return f"{pipeline_name}/replay/{_text(replay.start)}..{_text(replay.end)}"
+
+
+def _text(value: object) -> str:
+    return value.isoformat() if isinstance(value, (datetime, date)) else str(value)
+
+
+def replay_chunks(pipeline: ColumnPipelineConfig, replay: ReplayConfig) -> list[ReplayChunk]:
+    """The chunks of ``replay``'s range over the pipeline's leading watermark column."""
+    return split_range(pipeline.watermark.columns[0], replay.start, replay.end, replay.chunk.step)
+
+
+def target_pipeline(pipeline: ColumnPipelineConfig, replay: ReplayConfig) -> ColumnPipelineConfig:
+    """The pipeline writing to the replay's target table (itself without ``target_table``)."""
+    if replay.target_table is None or pipeline.replays_own_table(replay):
+        return pipeline
+    table: ColumnTableConfig = pipeline.table.model_copy(update={"uri": replay.target_table})
+    return pipeline.model_copy(update={"table": table})
+
+
+def stored_replay_watermark(table_uri: str, dataflow_id: str) -> ColumnWatermark | None:
+    """The greatest chunk upper bound a ``save_watermark: true`` replay saved, or None."""
+    text = DeltaMetadataProvider(table_uri).get_watermark(dataflow_id)
+    return None if text is None else ColumnWatermark.from_json(text)
+
+
+@dataclass(frozen=True)
+class ChunkRun:
+    """One chunk of a replay: skipped (completed before) or run (its result)."""
+
+    number: int
+    chunk: ReplayChunk
+    result: ColumnResult | None
+    skipped_because: str | None = None
+
+    def line(self) -> str:
+        """One log line."""
+        head = f"chunk {self.number} {self.chunk.key}"
+        if self.result is None:
+            return f"{head}: skipped ({self.skipped_because})"
+        outcome = self.result.outcome
+        version = "" if outcome.version is None else f" as Delta version {outcome.version}"
+        return (
+            f"{head}: {self.result.staged.rows_read} rows read, {self.result.rows_committed} "
+            f"committed{version} ({outcome.reason})"
+        )
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """A whole replay: its chunks in order, and the production watermark around it."""
+
+    pipeline: str
+    target_table: str
+    chunks: tuple[ChunkRun, ...]
+    production_before: ColumnWatermark
+    production_after: ColumnWatermark
+
+    @property
+    def skipped(self) -> list[int]:
+        return [c.number for c in self.chunks if c.result is None]
+
+    @property
+    def results(self) -> list[ColumnResult]:
+        """The chunks that ran, in order."""
+        return [c.result for c in self.chunks if c.result is not None]
+
+    @property
+    def versions(self) -> list[int]:
+        """The Delta versions the chunks committed."""
+        return [r.outcome.version for r in self.results if r.outcome.version is not None]
+
+
+def run_replay(
+    pipeline: ColumnPipelineConfig,
+    replay: ReplayConfig,
+    spark: SparkSession,
+    *,
+    run_id: str,
+    clock: Clock = system_clock,
+    log: Callable[[str], None] = print,
+    chunks: Sequence[ReplayChunk] | None = None,
+) -> ReplayResult:
+    """Replay ``replay``'s range chunk by chunk (module docstring); returns what each chunk did.
+
+    ``chunks``: these chunks instead of ``replay.chunk``'s cut of the range (a run of Dagster
+    time partitions: one chunk per partition window).
+    """
+    pipeline.replay_problem(replay)
+    target = target_pipeline(pipeline, replay)
+    own = target is pipeline
+    table = target.table.uri
+    chunks = list(chunks) if chunks is not None else replay_chunks(pipeline, replay)
+    dataflow = replay_dataflow_id(pipeline.name, replay)
+    manager = watermark_manager(pipeline)
+    production_before, _ = load_watermark(pipeline, manager)
+    to_run = set(chunks)
+    completed_txns: set[ReplayChunk] = set()
+    if replay.save_watermark:
+        stored = stored_replay_watermark(table, dataflow)
+        to_run = set(chunks_to_run(chunks, stored, save_watermark=True))
+        versions = DeltaCommitter(table).transaction_versions(
+            [replay_app_id(pipeline.name, c) for c in chunks]
+        )
+        completed_txns = {c for c in chunks if versions[replay_app_id(pipeline.name, c)]}
+    request = ColumnRunRequest(pipeline=target, run_id=run_id, job_name="replay", clock=clock)
+    runs: list[ChunkRun] = []
+    log(
+        f"{pipeline.name}: replaying [{_text(replay.start)}, {_text(replay.end)}) in "
+        f"{len(chunks)} chunks into {table} (save_watermark: {replay.save_watermark})"
+    )
+    for number, chunk in enumerate(chunks, 1):
+        if chunk not in to_run or chunk in completed_txns:
+            why = (
+                "the saved replay watermark covers its upper bound"
+                if chunk not in to_run
+                else f"its txn {replay_app_id(pipeline.name, chunk)} is in the log"
+            )
+            runs.append(ChunkRun(number, chunk, None, why))
+            log(f"  {runs[-1].line()}")
+            continue
+        now = clock()
+
+        def plan(chunk: ReplayChunk = chunk) -> ColumnPlan:
+            return plan_chunk(request, replay, chunk, own=own)
+
+        staged = stage_column_batch(plan(), spark, now=now)
+        result = commit_column_batch(staged, now=now, replan=plan)
+        runs.append(ChunkRun(number, chunk, result))
+        log(f"  {runs[-1].line()}")
+        crash_point(f"after_chunk_commit:{number}")
+    production_after, _ = load_watermark(pipeline, manager)
+    return ReplayResult(pipeline.name, table, tuple(runs), production_before, production_after)
+
+
+def plan_chunk(
+    request: ColumnRunRequest, replay: ReplayConfig, chunk: ReplayChunk, *, own: bool
+) -> ColumnPlan:
+    """The plan of one chunk: txns read first (the optimistic lock), then the watermarks.
+
+    The chunk's txn always; with ``own``, the pipeline's txn too (a normal run committing
+    meanwhile makes this commit stale, and the other way round). The plan saves the pipeline's
+    watermark only when :func:`advances_production` says so.
+    """
+    pipeline = request.pipeline
+    committer = DeltaCommitter(pipeline.table.uri)
+    chunk_app = replay_app_id(pipeline.name, chunk)
+    app_ids = [chunk_app, txn_app_id(pipeline.name)] if own else [chunk_app]
+    versions = committer.transaction_versions(app_ids)
+    txns = [TxnVersion.next_of(app_id, versions[app_id]) for app_id in app_ids]
+    manager = watermark_manager(pipeline)
+    production, _ = load_watermark(pipeline, manager)
+    saves = own and advances_production(production, replay)
+    metadata = {
+        REPLAY_METADATA_KEY: json.dumps(
+            {
+                "range": [_text(replay.start), _text(replay.end)],
+                "chunk": [chunk.lower.to_json(), chunk.upper.to_json()],
+                "save_watermark": replay.save_watermark,
+                "advances_production_watermark": saves,
+            }
+        )
+    }
+    saved = watermark_to_save(chunk, save_watermark=replay.save_watermark)
+    if saved is not None:
+        dataflow = replay_dataflow_id(pipeline.name, replay)
+        stored = stored_replay_watermark(pipeline.table.uri, dataflow)
+        value = saved if stored is None else stored.merge(saved)
+        metadata |= commit_metadata_entry(
+            dataflow, value.to_json(), job_id="replay", dataflow_run_id=request.run_id
+        )
+    return ColumnPlan(
+        request=request,
+        watermark_before=ColumnWatermark.empty(pipeline.watermark.columns),
+        bound=ReadBound(chunk.lower, GreaterOrEqual),
+        txn=txns[0],
+        extra_txns=tuple(txns[1:]),
+        provider=manager.provider.name,
+        upper=chunk.upper,
+        saves_watermark=saves,
+        extra_metadata=metadata,
+    )
+
+
+def advances_production(production: ColumnWatermark, replay: ReplayConfig) -> bool:
+    """Whether a ``save_watermark: true`` chunk may advance the production watermark: only when
+    it stands at or above the replay's start (every row between it and the greatest row the
+    replay read was read by the replay). Empty or below the start: advancing would skip rows."""
+    if not replay.save_watermark or production.is_empty:
+        return False
+    leading = ColumnWatermark(production.columns[:1], production.values[:1])
+    start = ColumnWatermark(production.columns[:1], (replay.start,))
+    return leading.covers(start)
