@@ -227,6 +227,16 @@ def test_a_jdbc_source_is_built_from_its_configuration() -> None:
             id="http mapping of a column that is not a watermark column",
         ),
         pytest.param(
+            {
+                "type": "http_api",
+                "url": "http://api/orders",
+                "schema": "id BIGINT",
+                "pagination": {"type": "page_number", "page_size": 0},
+            },
+            ["source.pagination.page_size:", "(got 0)"],
+            id="http zero page size",
+        ),
+        pytest.param(
             {"type": "http_api", "url": "http://api/orders", "schema": "id BIGINT,"},
             ["source.schema"],
             id="http schema that is not Spark DDL",

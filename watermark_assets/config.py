@@ -548,6 +548,8 @@ class PageNumberPaginationConfig(_Model):
     )
 
 
+_PAGINATION_TYPES = ("next_link", "page_number")
+
 PaginationConfig = Annotated[
     NextLinkPaginationConfig | PageNumberPaginationConfig, Field(discriminator="type")
 ]
@@ -1109,7 +1111,7 @@ def _describe(error: ValidationError, raw: Any) -> str:
             pipelines = raw.get("pipelines") or []
             name = pipelines[loc[1]].get("name") if loc[1] < len(pipelines) else None
             where = f"pipeline {name or '#' + str(loc[1])!r}: "
-            tags = {*PIPELINE_KINDS, *COLUMN_SOURCE_TYPES, *_PROVIDER_TYPES}
+            tags = {*PIPELINE_KINDS, *COLUMN_SOURCE_TYPES, *_PROVIDER_TYPES, *_PAGINATION_TYPES}
             loc = [part for part in loc[2:] if part not in tags]
         key = ".".join(str(part) for part in loc) or "(pipeline)"
         value = item.get("input")
