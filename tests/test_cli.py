@@ -110,6 +110,40 @@ def test_a_configuration_error_prints_its_message_not_a_traceback(
 
 def test_the_demo_partitions_cover_its_data_and_nothing_else() -> None:
     config = load_config(DEFAULT_CONFIG_PATH)
-    for pipeline in config.pipelines:  # the demo data: three days from 2024-01-28
+    for pipeline in config.file_pipelines:  # the demo data: three days from 2024-01-28
         keys = partitions_definition(pipeline).get_partition_keys()
         assert keys == ["2024-01-28", "2024-01-29", "2024-01-30"], pipeline.name
+
+
+def test_the_demo_runs_a_column_pipeline_twice_and_skips_postgres_in_one_line_without_it(
+    spark: Any,
+    tmp_path: Path,
+    dagster_home: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Step 1 reads every order, ~1% change in a new commit of the source, step 2 reads only
+    those; a PostgreSQL pipeline without a reachable server is skipped and the demo exits 0."""
+    nowhere = "postgresql://postgres@127.0.0.1:1/postgres"
+    monkeypatch.setenv("WATERMARK_ASSETS_DEMO_POSTGRES", nowhere)
+    monkeypatch.delenv("WATERMARK_ASSETS_DEMO_JDBC_URL", raising=False)
+    demo = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    column = [p for p in demo["pipelines"] if p["kind"] == "column"]
+    assert [p["name"] for p in column] == ["orders", "customers_pg"]
+    column[0]["source"]["uri"] = str(tmp_path / "sources" / "orders")
+    column[0]["table"]["uri"] = str(tmp_path / "delta" / "orders")
+    column[1]["table"]["uri"] = str(tmp_path / "delta" / "customers_pg")
+    config = write_config(tmp_path, *column)
+
+    assert main(["--config", str(config), "demo"]) == 0
+
+    out, err = capfd.readouterr()
+    skipped = [line.strip() for line in out.splitlines() if "customers_pg: skipped" in line]
+    assert len(skipped) == 1, out
+    assert f"no PostgreSQL reachable at {nowhere}" in skipped[0]
+    assert "WATERMARK_ASSETS_DEMO_POSTGRES" in skipped[0]
+    assert "orders, step 1 (initial load): 9000 rows read" in out
+    assert "orders, step 2 (incremental: the changed rows): 90 rows read" in out
+    assert "skipped by statistics 2" in out
+    assert "customers_pg, step" not in out
+    assert "Traceback" not in out + err

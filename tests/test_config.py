@@ -11,6 +11,7 @@ from conftest import pipeline_yaml
 
 from watermark_assets.config import (
     DEFAULT_CONFIG_PATH,
+    ColumnPipelineConfig,
     CommitPipelineConfig,
     IngestPipelineConfig,
     interpolate_env,
@@ -25,10 +26,19 @@ def parse(pipelines: list[dict[str, Any]], env: dict[str, str] | None = None) ->
     return parse_config(text, env=env or {}, base=Path("/base"), origin="test.yaml")
 
 
-def test_the_demo_file_loads_with_its_two_pipeline_kinds() -> None:
+def test_the_demo_file_loads_with_its_three_pipeline_kinds() -> None:
     config = load_config(DEFAULT_CONFIG_PATH, env={})
     kinds = {p.name: type(p) for p in config.pipelines}
-    assert kinds == {"events": IngestPipelineConfig, "clicks": CommitPipelineConfig}
+    assert kinds == {
+        "events": IngestPipelineConfig,
+        "clicks": CommitPipelineConfig,
+        "orders": ColumnPipelineConfig,
+        "customers_pg": ColumnPipelineConfig,
+    }
+    sources = {
+        p.name: p.source.type for p in config.pipelines if isinstance(p, ColumnPipelineConfig)
+    }
+    assert sources == {"orders": "delta_table", "customers_pg": "jdbc"}
 
 
 def test_the_environment_variable_chooses_the_file(tmp_path: Path) -> None:

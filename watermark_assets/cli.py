@@ -8,11 +8,19 @@ says whether a landing file was ingested (in which Delta version) or why not.
 ``watermark-assets replay PIPELINE [--start V] [--end V]`` replays a range of a column pipeline in
 chunks (its ``replay`` section; ``--start``/``--end`` override the range), one Delta commit per
 chunk, and prints one line per chunk (skipped chunks included).
+for each file pipeline evaluates its sensor, launches the runs it requests on the Dagster instance
+in $DAGSTER_HOME (so ``make ui`` shows them), repeats until the sensor reports nothing above the
+watermarks, and prints one summary row per pipeline. Then the column pipelines run twice: step 1
+reads what is above their watermarks, about 1% of the source rows change, step 2 reads only those
+(a PostgreSQL-backed pipeline is skipped, in one line, when no database is reachable).
+``watermark-assets explain PIPELINE [PATH]`` says whether a landing file was ingested (in which
+Delta version) or why not.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -21,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from watermark_assets.config import (
+    ColumnPipelineConfig,
     CommitPipelineConfig,
     Pipeline,
+    ProjectConfig,
     load_config,
 )
 from watermark_assets.core.clock import system_clock
@@ -48,10 +58,19 @@ def _progress(label: str) -> object:
 
 
 def generate(config_path: str | None = None) -> None:
-    """Write the demo landing files for the demo pipelines (skipped when already there)."""
-    from watermark_assets.demo.data import write_clicks, write_events
+    """Write the demo landing files for the demo pipelines, and the Delta source tables of its
+    column pipelines (skipped when already there)."""
+    from watermark_assets.demo.data import write_clicks, write_events, write_orders
 
     config = load_config(config_path)
+    for column in _column_pipelines(config):
+        if column.source.type != "delta_table":
+            continue
+        root = Path(column.source.location)
+        if (root / "_delta_log").is_dir():
+            print(f"  {column.name}: source table already in {root}")
+            continue
+        print(f"  {column.name}: source Delta table with {write_orders(root)} rows in {root}")
     for pipeline in config.file_pipelines:
         root = Path(pipeline.source.uri)
         if root.exists() and any(
@@ -127,7 +146,7 @@ def print_table(rows: Sequence[SummaryRow]) -> None:
         ]
         for r in rows
     ]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
     print("  ".join("-" * w for w in widths))
     for row in cells:
@@ -229,6 +248,152 @@ def run_sensors(
                     )
         rows.append(summarize(pipeline))
     return rows, failures
+
+
+def _column_pipelines(config: ProjectConfig) -> list[ColumnPipelineConfig]:
+    return [p for p in config.pipelines if isinstance(p, ColumnPipelineConfig)]
+
+
+@dataclass(frozen=True)
+class ColumnStep:
+    """One run of a column pipeline in the demo, read from its materialization."""
+
+    pipeline: str
+    step: str
+    rows_read: int
+    before: str
+    after: str
+    pushed_down: str
+    details: str
+
+    def lines(self) -> list[str]:
+        return [
+            f"{self.pipeline}, {self.step}: {self.rows_read} rows read{self.details}",
+            f"    watermark before: {self.before}",
+            f"    watermark after:  {self.after}",
+            f"    pushed predicate: {self.pushed_down}",
+        ]
+
+
+def _column_step(pipeline: str, number: int, result: Any) -> ColumnStep:
+    (materialization,) = result.asset_materializations_for_node(pipeline)
+    meta = {key: value.value for key, value in materialization.metadata.items()}
+    before = str(meta.get("watermark/before", "-"))
+    if number == 2:
+        step = "step 2 (incremental: the changed rows)"
+    elif before.startswith("(empty"):
+        step = "step 1 (initial load)"
+    else:
+        step = "step 1 (what changed since the watermark)"
+    details = meta.get("read/details") or {}
+    extra = ""
+    if "files_skipped_by_statistics" in details:
+        extra = (
+            f" (files read {details.get('files_read')}, skipped by statistics "
+            f"{details['files_skipped_by_statistics']})"
+        )
+    elif "num_partitions" in details:
+        extra = f" (JDBC partitions: {details['num_partitions']})"
+    return ColumnStep(
+        pipeline=pipeline,
+        step=step,
+        rows_read=int(meta.get("rows/read", 0)),
+        before=before,
+        after=str(meta.get("watermark/after", "-")),
+        pushed_down=str(meta.get("read/pushed_down", "-")),
+        details=extra,
+    )
+
+
+def _prepare_column_sources(config: ProjectConfig) -> list[ColumnPipelineConfig]:
+    """The column pipelines the demo can run; a JDBC one is skipped, in one line, without a
+    reachable PostgreSQL or the driver jar."""
+    from watermark_assets.demo.postgres import admin_conninfo, prepare_customers
+    from watermark_assets.sources.jdbc import has_postgres_driver, with_postgres_driver
+
+    runnable = []
+    for pipeline in _column_pipelines(config):
+        if pipeline.source.type == "jdbc":
+            if not has_postgres_driver(with_postgres_driver(config.spark.conf)):
+                print(
+                    f"  {pipeline.name}: skipped: Spark has no PostgreSQL JDBC driver (Debian: "
+                    "apt-get install libpostgresql-jdbc-java, or `make jdbc`; elsewhere "
+                    "spark.jars.packages: org.postgresql:postgresql:42.7.4)"
+                )
+                continue
+            conninfo = admin_conninfo(os.environ)
+            try:
+                print(f"  {pipeline.name}: {prepare_customers(conninfo)}")
+            except Exception as error:  # psycopg.OperationalError: no server, no such role...
+                reason = str(error).strip().splitlines()[0] if str(error).strip() else error
+                print(
+                    f"  {pipeline.name}: skipped: no PostgreSQL reachable at {conninfo} "
+                    f"({reason}); set WATERMARK_ASSETS_DEMO_POSTGRES to a server's URI to run it"
+                )
+                continue
+        runnable.append(pipeline)
+    return runnable
+
+
+def _change_sources(pipelines: Sequence[ColumnPipelineConfig]) -> None:
+    """About 1% of each source's rows change between the two steps."""
+    from watermark_assets.demo.data import update_orders
+    from watermark_assets.demo.postgres import admin_conninfo, update_customers
+
+    for pipeline in pipelines:
+        if pipeline.source.type == "delta_table":
+            count, stamp = update_orders(Path(pipeline.source.location))
+            print(
+                f"  {pipeline.name}: {count} orders shipped (updated_at {stamp.isoformat()}) in "
+                "a new commit of the source table"
+            )
+        elif pipeline.source.type == "jdbc":
+            count = update_customers(admin_conninfo(os.environ))
+            print(f"  {pipeline.name}: {count} customers updated in PostgreSQL")
+
+
+def run_column_pipelines(
+    config_path: str | None = None,
+) -> tuple[list[ColumnStep], list[FailedRun]]:
+    """The column pipelines, twice: step 1 reads what is above their watermarks (everything the
+    first time), about 1% of the source rows change, step 2 reads only those."""
+    from dagster import DagsterInstance
+
+    from watermark_assets.defs import build_definitions
+    from watermark_assets.defs.build import job_name
+
+    config = load_config(config_path)
+    pipelines = _prepare_column_sources(config)
+    if not pipelines:
+        return [], []
+    quiet_spark = config.spark.model_copy(
+        update={"conf": {"spark.log.level": "FATAL", **config.spark.conf}}
+    )
+    defs = build_definitions(config.model_copy(update={"spark": quiet_spark}))
+    instance = DagsterInstance.get()
+    steps: list[ColumnStep] = []
+    failures: list[FailedRun] = []
+    for number in (1, 2):
+        if number == 2:
+            _change_sources(pipelines)
+        for pipeline in list(pipelines):
+            started = time.monotonic()
+            result = defs.resolve_job_def(job_name(pipeline.name)).execute_in_process(
+                instance=instance, run_config=QUIET_LOGS, raise_on_error=False
+            )
+            print(
+                f"  {pipeline.name} step {number}: run {result.run_id[:8]} "
+                f"{'succeeded' if result.success else 'FAILED'} "
+                f"in {time.monotonic() - started:.1f}s"
+            )
+            if not result.success:
+                failures.append(
+                    FailedRun(pipeline.name, "-", result.run_id, failure_reason(result))
+                )
+                pipelines.remove(pipeline)
+                continue
+            steps.append(_column_step(pipeline.name, number, result))
+    return steps, failures
 
 
 def explain_command(
@@ -338,18 +503,30 @@ def _run(args: argparse.Namespace) -> int:
         return explain_command(args.config, args.pipeline, args.path, args.json, args.limit)
     if args.command == "replay":
         return replay_command(args.config, args.pipeline, args.start, args.end)
+    from watermark_assets.demo.postgres import export_jdbc_url
+
+    export_jdbc_url(os.environ)
     failures: list[FailedRun] = []
+    steps: list[ColumnStep] = []
     if args.command in ("generate-demo-data", "demo"):
         print("Generating demo landing data")
         generate(args.config)
     if args.command in ("run-sensors", "demo"):
         print("Evaluating sensors and launching the runs they request")
         rows, failures = run_sensors(args.config)
-    else:
+    if args.command == "demo":
+        print("Column watermarks: step 1, a change of ~1% of the source rows, step 2")
+        steps, column_failures = run_column_pipelines(args.config)
+        failures += column_failures
+    if args.command not in ("run-sensors", "demo"):
         rows = [summarize(p) for p in load_config(args.config).file_pipelines]
     if args.command != "generate-demo-data":
         print()
         print_table(rows)
+    if steps:
+        print()
+        for step in steps:
+            print("\n".join(step.lines()))
     if failures:
         print(f"\n{len(failures)} runs failed:", file=sys.stderr)
         for failure in failures:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta
 from enum import Enum
 from pathlib import Path
@@ -334,8 +334,9 @@ class DeltaTableSourceConfig(_Model):
         default=None, description="delta-rs storage options (S3 endpoint, credentials...)."
     )
 
-    def build(self, name: str) -> ColumnSource:
-        """The source strategy this configuration describes."""
+    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
+        """The source strategy this configuration describes (the watermark columns unused:
+        the frame has them)."""
         from watermark_assets.sources.table import DeltaTableSource
 
         return DeltaTableSource(name, self.uri, self.storage_options)
@@ -352,8 +353,9 @@ class ParquetSourceConfig(_Model):
     type: Literal["parquet"] = "parquet"
     uri: str = Field(description="Folder of the Parquet files: a local path or file:// URI.")
 
-    def build(self, name: str) -> ColumnSource:
-        """The source strategy this configuration describes."""
+    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
+        """The source strategy this configuration describes (the watermark columns unused:
+        the frame has them)."""
         from watermark_assets.sources.table import ParquetFilesSource
 
         return ParquetFilesSource(name, self.uri)
@@ -398,8 +400,9 @@ class CsvSourceConfig(_TextSourceConfig):
         description="Spark CSV reader options; default {header: 'true'}.",
     )
 
-    def build(self, name: str) -> ColumnSource:
-        """The source strategy this configuration describes."""
+    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
+        """The source strategy this configuration describes (the watermark columns unused:
+        the frame has them)."""
         from watermark_assets.sources.table import CsvJsonSource
 
         return CsvJsonSource(name, self.uri, "csv", self.schema_ddl, self.options)
@@ -410,18 +413,298 @@ class JsonSourceConfig(_TextSourceConfig):
 
     type: Literal["json"] = "json"
 
-    def build(self, name: str) -> ColumnSource:
-        """The source strategy this configuration describes."""
+    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
+        """The source strategy this configuration describes (the watermark columns unused:
+        the frame has them)."""
         from watermark_assets.sources.table import CsvJsonSource
 
         return CsvJsonSource(name, self.uri, "json", self.schema_ddl, self.options)
 
 
-# The place for the JDBC and HTTP API sources (sources/jdbc.py, sources/http_api.py): add their
-# ``*SourceConfig`` models (``type: jdbc`` / ``type: http_api``, each with ``build(name)`` and a
-# ``location`` property) to this union and to COLUMN_SOURCE_TYPES; nothing else changes.
+class JdbcSourceConfig(_Model):
+    """A PostgreSQL table (or query) read through Spark JDBC: the watermark's WHERE clause runs
+    in the database; ``num_partitions > 1`` reads in parallel on the leading watermark column.
+
+    Spark needs the PostgreSQL driver jar on its classpath: the code location adds Debian's
+    ``/usr/share/java/postgresql.jar`` to ``spark.jars`` when it is there (``make jdbc``
+    installs it); elsewhere set ``spark.conf`` ``spark.jars.packages:
+    org.postgresql:postgresql:42.7.4``.
+    """
+
+    type: Literal["jdbc"] = "jdbc"
+    url: str = Field(
+        description="JDBC URL of the database, e.g. 'jdbc:postgresql://127.0.0.1:5432/shop' "
+        "(no password here: use password_env)."
+    )
+    table: str | None = Field(
+        default=None,
+        description="The table to read, quoted as given (case and special characters kept). "
+        "Exactly one of table and query.",
+    )
+    query: str | None = Field(
+        default=None,
+        description="A SELECT whose result is read (the watermark predicate is applied to it "
+        "in the database). Exactly one of table and query.",
+    )
+    db_schema: str | None = Field(
+        default=None,
+        alias="schema",
+        description="Schema of the table (default: the connection's search_path).",
+    )
+    user_env: str | None = Field(
+        default=None,
+        description="Environment variable holding the user name (default: the URL's user=).",
+    )
+    password_env: str | None = Field(
+        default=None, description="Environment variable holding the password."
+    )
+    num_partitions: int = Field(
+        default=1,
+        ge=1,
+        description="Parallel JDBC reads, partitioned on the leading watermark column (a "
+        "numeric, date or timestamp column); 1: one connection.",
+    )
+    fetchsize: int = Field(
+        default=10_000,
+        ge=0,
+        description="Rows per round trip (0, the driver's default, fetches the whole result "
+        "at once).",
+    )
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if not value.startswith("jdbc:postgresql:"):
+            raise ValueError(
+                f"{value!r} is not a PostgreSQL JDBC URL; write it as "
+                "'jdbc:postgresql://HOST:PORT/DATABASE' (the PostgreSQL driver is the one "
+                "supported)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _table_or_query(self) -> JdbcSourceConfig:
+        if (self.table is None) == (self.query is None):
+            given = "both" if self.table is not None else "neither"
+            raise ValueError(
+                f"source.table and source.query: {given} given; set exactly one, e.g. "
+                "'table: orders' or 'query: SELECT * FROM orders WHERE NOT deleted'"
+            )
+        return self
+
+    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
+        """The source strategy this configuration describes, over ``watermark_columns``."""
+        from watermark_assets.sources.jdbc import JdbcSource
+
+        return JdbcSource(
+            name=name,
+            url=self.url,
+            table=self.table,
+            schema=self.db_schema,
+            query=self.query,
+            watermark_columns=tuple(watermark_columns),
+            user_env=self.user_env,
+            password_env=self.password_env,
+            num_partitions=self.num_partitions,
+            fetchsize=self.fetchsize,
+        )
+
+    @property
+    def location(self) -> str:
+        """The URL (a ``password=`` parameter masked) and the table or ``(query)``."""
+        url = re.sub(r"(?i)(password=)[^&;]*", r"\1***", self.url)
+        if self.table is None:
+            return f"{url} (query)"
+        return f"{url} {self.db_schema + '.' if self.db_schema else ''}{self.table}"
+
+
+class NextLinkPaginationConfig(_Model):
+    """Pages linked by a field of each response holding the next page's URL."""
+
+    type: Literal["next_link"] = "next_link"
+    path: str = Field(
+        default="next",
+        description="Dotted path of the next page's URL in a response (absent or null: the "
+        "last page), e.g. 'links.next'.",
+    )
+
+
+class PageNumberPaginationConfig(_Model):
+    """Pages counted by a query parameter until a page is empty or shorter than page_size."""
+
+    type: Literal["page_number"] = "page_number"
+    param: str = Field(default="page", description="Query parameter holding the page number.")
+    start: int = Field(default=1, ge=0, description="Number of the first page.")
+    size_param: str | None = Field(
+        default=None, description="Query parameter sending page_size (None: not sent)."
+    )
+    page_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Records per full page: a shorter page is the last (None: only an empty "
+        "page ends the read).",
+    )
+
+
+_PAGINATION_TYPES = ("next_link", "page_number")
+
+PaginationConfig = Annotated[
+    NextLinkPaginationConfig | PageNumberPaginationConfig, Field(discriminator="type")
+]
+
+
+class HttpApiSourceConfig(_Model):
+    """A paged JSON API: the watermark goes into the requests (``watermark_param_*``), the exact
+    predicate is applied again in Spark to the records received."""
+
+    type: Literal["http_api"] = "http_api"
+    url: str = Field(description="URL of the first page, e.g. 'https://api.example.com/orders'.")
+    method: Literal["GET", "POST"] = Field(
+        default="GET", description="HTTP method of every page request (POST for a body)."
+    )
+    schema_ddl: str = Field(
+        alias="schema",
+        description="Spark DDL schema of the records, e.g. 'id BIGINT, updated_at TIMESTAMP' "
+        "(a record the schema cannot hold fails the run; a missing field is null).",
+    )
+    watermark_param_mapping: dict[str, str] = Field(
+        default_factory=dict,
+        description="Watermark column -> request parameter carrying the watermark's value of "
+        "that column (the read's lower bound), e.g. {updated_at: updated_since}.",
+    )
+    watermark_to_param: str | None = Field(
+        default=None,
+        description="Request parameter carrying the read's upper bound (the run's time), "
+        "e.g. updated_before. None: not sent.",
+    )
+    watermark_param_location: Literal["query", "params", "body"] = Field(
+        default="query",
+        description="Where the watermark parameters go: query ('params' is the same) or body "
+        "(a JSON object; needs method POST).",
+    )
+    watermark_param_format: str = Field(
+        default="iso",
+        description="How a datetime watermark is sent: iso, date, timestamp (epoch seconds), "
+        "timestamp_ms or a strftime pattern ('%Y-%m-%dT%H:%M:%SZ').",
+    )
+    params: dict[str, str] = Field(
+        default_factory=dict, description="Static query parameters of the first request."
+    )
+    body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Static JSON body (the watermark parameters are added to it in body location).",
+    )
+    pagination: PaginationConfig | None = Field(
+        default=None,
+        description="{type: next_link, path} or {type: page_number, param, start, size_param, "
+        "page_size}; None: one page.",
+    )
+    records_path: str = Field(
+        default="data",
+        description="Dotted path of the records list in a page ('' when the page is the list).",
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Static request headers (no secrets: headers_env)."
+    )
+    headers_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Header -> environment variable holding its value, e.g. "
+        "{Authorization: ORDERS_API_TOKEN}.",
+    )
+    timeout_seconds: float = Field(default=30.0, gt=0, description="Per request.")
+    max_pages: int = Field(
+        default=10_000, ge=1, description="More pages than this fail the run (never truncated)."
+    )
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _upper_method(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("schema_ddl")
+    @classmethod
+    def _schema_is_spark_ddl(cls, value: str) -> str:
+        parse_read_schema(value)
+        return value
+
+    @field_validator("watermark_param_format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        from watermark_assets.sources.http_api import NAMED_FORMATS
+
+        if value not in NAMED_FORMATS and "%" not in value:
+            raise ValueError(
+                f"{value!r} is not a watermark format; use one of {list(NAMED_FORMATS)} or a "
+                "strftime pattern such as '%Y-%m-%dT%H:%M:%SZ'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _body_needs_post(self) -> HttpApiSourceConfig:
+        if self.watermark_param_location == "body" and self.method == "GET":
+            raise ValueError(
+                "source.watermark_param_location is 'body' but source.method is 'GET'; set "
+                "method: POST, or watermark_param_location: query"
+            )
+        return self
+
+    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
+        """The source strategy this configuration describes, over ``watermark_columns``."""
+        from watermark_assets.sources.http_api import (
+            HttpApiSource,
+            NextLink,
+            PageNumber,
+            Pagination,
+            ParamLocation,
+        )
+
+        pagination: Pagination = None
+        if isinstance(self.pagination, NextLinkPaginationConfig):
+            pagination = NextLink(path=self.pagination.path)
+        elif isinstance(self.pagination, PageNumberPaginationConfig):
+            pagination = PageNumber(
+                param=self.pagination.param,
+                start=self.pagination.start,
+                size_param=self.pagination.size_param,
+                page_size=self.pagination.page_size,
+            )
+        return HttpApiSource(
+            name=name,
+            url=self.url,
+            schema_ddl=self.schema_ddl,
+            watermark_columns=tuple(watermark_columns),
+            method=self.method,
+            watermark_param_mapping=dict(self.watermark_param_mapping),
+            watermark_to_param=self.watermark_to_param,
+            watermark_param_location=ParamLocation.parse(self.watermark_param_location),
+            watermark_param_format=self.watermark_param_format,
+            params=dict(self.params),
+            body=dict(self.body),
+            pagination=pagination,
+            records_path=self.records_path,
+            headers=dict(self.headers),
+            headers_env=dict(self.headers_env),
+            timeout_seconds=self.timeout_seconds,
+            max_pages=self.max_pages,
+        )
+
+    @property
+    def location(self) -> str:
+        """The method and the first page's URL."""
+        return f"{self.method} {self.url}"
+
+
 ColumnSourceConfig = Annotated[
-    DeltaTableSourceConfig | ParquetSourceConfig | CsvSourceConfig | JsonSourceConfig,
+    DeltaTableSourceConfig
+    | ParquetSourceConfig
+    | CsvSourceConfig
+    | JsonSourceConfig
+    | JdbcSourceConfig
+    | HttpApiSourceConfig,
     Field(discriminator="type"),
 ]
 
@@ -431,6 +714,9 @@ COLUMN_SOURCE_TYPES: Mapping[str, str] = {
     "parquet": "a folder of Parquet files (the filter is pushed into the scan)",
     "csv": "CSV files (full scan, then the filter)",
     "json": "JSON-lines files (full scan, then the filter)",
+    "jdbc": "a PostgreSQL table or query through Spark JDBC (the WHERE clause runs in the "
+    "database)",
+    "http_api": "a paged JSON API (the watermark is sent as request parameters)",
 }
 
 
@@ -753,6 +1039,17 @@ class ColumnPipelineConfig(_Model):
         target = replay.target_table
         return target is None or _same_location(target, self.table.uri)
 
+    @model_validator(mode="after")
+    def _source_takes_the_watermark(self) -> ColumnPipelineConfig:
+        # The JDBC and HTTP sources check their settings against the watermark columns (e.g.
+        # watermark_param_mapping names only watermark columns) when they are built.
+        if isinstance(self.source, (JdbcSourceConfig, HttpApiSourceConfig)):
+            try:
+                self.source.build(self.name, self.watermark.columns)
+            except ConfigError as error:
+                raise ValueError(str(error)) from error
+        return self
+
     @property
     def dataflow_id(self) -> str:
         """The watermark's key in its provider: the pipeline name."""
@@ -943,7 +1240,7 @@ def _describe(error: ValidationError, raw: Any) -> str:
             pipelines = raw.get("pipelines") or []
             name = pipelines[loc[1]].get("name") if loc[1] < len(pipelines) else None
             where = f"pipeline {name or '#' + str(loc[1])!r}: "
-            tags = {*PIPELINE_KINDS, *COLUMN_SOURCE_TYPES, *_PROVIDER_TYPES}
+            tags = {*PIPELINE_KINDS, *COLUMN_SOURCE_TYPES, *_PROVIDER_TYPES, *_PAGINATION_TYPES}
             loc = [part for part in loc[2:] if part not in tags]
         key = ".".join(str(part) for part in loc) or "(pipeline)"
         value = item.get("input")

@@ -97,7 +97,12 @@ def test_dagster_dev_serves_the_code_location_from_the_repository_root_and_stops
         dev.wait_until_ready(timeout=180)  # /server_info answers, the location is LOADED
         assert len(temporary_homes() - homes) == 1, "storage in a .tmp_dagster_home_* folder"
         assets = dev.graphql("{ assetNodes { assetKey { path } } }")["assetNodes"]
-        assert {tuple(a["assetKey"]["path"]) for a in assets} >= {("events",), ("clicks",)}
+        assert {tuple(a["assetKey"]["path"]) for a in assets} >= {
+            ("events",),
+            ("clicks",),
+            ("orders",),
+            ("customers_pg",),
+        }
     finally:
         exit_code = dev.stop(grace=60)
     assert exit_code is not None, f"dagster dev ignored SIGTERM\n{dev.log_tail()}"

@@ -31,6 +31,7 @@ from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.sensors import build_sensor
+from watermark_assets.sources.jdbc import with_postgres_driver
 
 
 def job_name(pipeline_name: str) -> str:
@@ -87,6 +88,11 @@ def build_definitions(
     config = config or load_config()
     built = [build_pipeline(pipeline, clock) for pipeline in config.pipelines]
     spark_conf = {"spark.master": config.spark.master, **config.spark.conf}
+    if any(
+        p.source.type == "jdbc" for p in config.pipelines if isinstance(p, ColumnPipelineConfig)
+    ):
+        # The session must start with the driver jar; a later JDBC read cannot add it.
+        spark_conf = with_postgres_driver(spark_conf)
     return Definitions(
         assets=[b.asset for b in built],
         asset_checks=[b.checks for b in built],

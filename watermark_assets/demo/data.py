@@ -121,3 +121,72 @@ def write_clicks(
             pq.write_table(table, folder / sortable_name(stamp, rng, ".parquet"))
             written += 1
     return written
+
+
+ORDER_STATUSES = ("placed", "paid", "shipped", "delivered")
+ORDERS_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("customer_id", pa.int64()),
+        ("status", pa.string()),
+        ("amount", pa.float64()),
+        ("updated_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+def write_orders(
+    uri: Path, *, start: datetime = DEMO_START, days: int = 3, per_day: int = 3000, seed: int = 13
+) -> int:
+    """The "orders" source: a Delta table written with deltalake, one commit (one file) per day
+    of orders, each ``updated_at`` within its day; returns the number of rows."""
+    from deltalake import write_deltalake
+
+    rng = random.Random(seed)
+    for day in range(days):
+        first = day * per_day
+        when = start + timedelta(days=day)
+        table = pa.table(
+            {
+                "id": list(range(first, first + per_day)),
+                "customer_id": [rng.randrange(1, 2000) for _ in range(per_day)],
+                "status": [rng.choice(ORDER_STATUSES[:2]) for _ in range(per_day)],
+                "amount": [round(rng.uniform(5, 500), 2) for _ in range(per_day)],
+                "updated_at": sorted(
+                    when + timedelta(seconds=rng.randrange(86_400)) for _ in range(per_day)
+                ),
+            },
+            schema=ORDERS_SCHEMA,
+        )
+        write_deltalake(str(uri), table, mode="append")
+    return days * per_day
+
+
+def update_orders(uri: Path, *, fraction: float = 0.01) -> tuple[int, datetime]:
+    """Ship ``fraction`` of the orders, picked among the newest day's (orders change while they
+    are recent): ``status`` and ``updated_at`` change in ONE new commit of the source table
+    (delta-rs rewrites the file holding them; the older days' files are untouched). The new
+    ``updated_at`` is an hour after the table's newest one, so every call changes rows above
+    any watermark. Returns the number of rows changed and their new ``updated_at``."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(uri))
+    rows = table.to_pyarrow_table(columns=["id", "updated_at"])
+    newest = pc.max(rows.column("updated_at")).as_py()
+    recent = rows.filter(
+        pc.greater_equal(rows.column("updated_at"), pa.scalar(newest - timedelta(days=1)))
+    )
+    count = max(1, round(rows.num_rows * fraction))
+    rng = random.Random(table.version())
+    ids = sorted(rng.sample(recent.column("id").to_pylist(), min(count, recent.num_rows)))
+    stamp = (newest + timedelta(hours=1)).astimezone(timezone.utc)
+    literal = stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    table.update(
+        updates={
+            "status": "'shipped'",
+            "updated_at": f"arrow_cast('{literal}', 'Timestamp(Microsecond, Some(\"UTC\"))')",
+        },
+        predicate=f"id IN ({', '.join(map(str, ids))})",
+    )
+    return len(ids), stamp

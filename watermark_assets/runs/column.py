@@ -252,7 +252,7 @@ def stage_column_batch(
     table_uri = pipeline.table.uri
     token = f"{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
     remove_stale_staging(table_uri, now)
-    source = pipeline.source.build(pipeline.name)
+    source = pipeline.source.build(pipeline.name, pipeline.watermark.columns)
     read = source.read(spark, plan.predicate)
     data_dir = storage.join(table_uri, f"{STAGING_DIR}/{token}")
     rows = stage_rows(

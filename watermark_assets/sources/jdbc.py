@@ -77,6 +77,31 @@ def postgres_jdbc_jar(path: str = DEBIAN_POSTGRES_JDBC_JAR) -> str | None:
     return path if os.path.isfile(path) else None
 
 
+#: Spark settings that can put a JDBC driver on the classpath.
+_CLASSPATH_KEYS = ("spark.jars", "spark.jars.packages", "spark.driver.extraClassPath")
+
+
+def has_postgres_driver(conf: Mapping[str, str]) -> bool:
+    """Whether ``conf`` already names a PostgreSQL driver jar or Maven package."""
+    return any("postgresql" in conf.get(key, "").lower() for key in _CLASSPATH_KEYS)
+
+
+def with_postgres_driver(conf: Mapping[str, str], jar: str | None = None) -> dict[str, str]:
+    """``conf`` with the PostgreSQL driver added to ``spark.jars`` for a project that reads
+    through JDBC: ``jar`` (default: :func:`postgres_jdbc_jar`, Debian's jar when installed)
+    unless ``conf`` already names a driver. Without a jar ``conf`` is returned as it is, and a
+    JDBC read raises :class:`JdbcDriverMissingError`, which says how to install one."""
+    merged = dict(conf)
+    if has_postgres_driver(merged):
+        return merged
+    jar = jar or postgres_jdbc_jar()
+    if jar is None:
+        return merged
+    jars = merged.get("spark.jars", "").strip()
+    merged["spark.jars"] = f"{jars},{jar}" if jars else jar
+    return merged
+
+
 @dataclass(frozen=True, kw_only=True)
 class JdbcSource:
     """Rows of a PostgreSQL ``table`` (or the result of ``query``) above a column watermark."""
