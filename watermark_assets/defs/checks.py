@@ -113,16 +113,25 @@ def build_checks(pipeline: Pipeline, asset_key: AssetKey) -> AssetChecksDefiniti
             if mismatch:
                 mismatches.append(mismatch)
         versions = [version for version, _, _ in commits]
+        yield from check_results(versions, regressions, mismatches)
+
+    return checks
+
+
+def check_results(
+    versions: list[int], regressions: list[str], mismatches: list[str]
+) -> list[AssetCheckResult]:
+    """The two checks' results over the commits ``versions`` (shared by every pipeline kind)."""
+    return [
+        AssetCheckResult(
+            check_name=name,
+            passed=not problems,
+            severity=AssetCheckSeverity.ERROR,
+            description="; ".join(problems) or f"{fine} in commits {versions}",
+            metadata={"commits": versions},
+        )
         for name, problems, fine in (
             (MONOTONE_CHECK, regressions, "monotone"),
             (RECONCILE_CHECK, mismatches, "rows reconcile"),
-        ):
-            yield AssetCheckResult(
-                check_name=name,
-                passed=not problems,
-                severity=AssetCheckSeverity.ERROR,
-                description="; ".join(problems) or f"{fine} in commits {versions}",
-                metadata={"commits": versions},
-            )
-
-    return checks
+        )
+    ]

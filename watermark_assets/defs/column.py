@@ -21,7 +21,6 @@ from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
     AssetChecksDefinition,
-    AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
@@ -39,6 +38,7 @@ from watermark_assets.config import ColumnPipelineConfig, ReplayChunkConfig, Rep
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.column.replay import ReplayChunk
 from watermark_assets.core.column.watermark import ColumnWatermark
+from watermark_assets.defs.checks import MONOTONE_CHECK, RECONCILE_CHECK, check_results
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager, table_row_count
 from watermark_assets.defs.metadata import column_metadata, replay_metadata
 from watermark_assets.defs.partitions import partitions_definition
@@ -58,8 +58,6 @@ from watermark_assets.runs.column import (
 from watermark_assets.runs.column_replay import run_replay
 
 COLUMN_IO_MANAGER_KEY = "column_watermark_io_manager"
-MONOTONE_CHECK = "watermark_never_moves_backwards"
-RECONCILE_CHECK = "rows_reconcile"
 
 
 def describe(pipeline: ColumnPipelineConfig) -> str:
@@ -288,16 +286,6 @@ def build_column_checks(
             yield AssetCheckResult(check_name=MONOTONE_CHECK, passed=True, description=note)
             yield AssetCheckResult(check_name=RECONCILE_CHECK, passed=True, description=note)
             return
-        for name, problems, fine in (
-            (MONOTONE_CHECK, regressions, "monotone"),
-            (RECONCILE_CHECK, mismatches, "rows reconcile"),
-        ):
-            yield AssetCheckResult(
-                check_name=name,
-                passed=not problems,
-                severity=AssetCheckSeverity.ERROR,
-                description="; ".join(problems) or f"{fine} in commits {versions}",
-                metadata={"commits": versions},
-            )
+        yield from check_results(versions, regressions, mismatches)
 
     return checks
