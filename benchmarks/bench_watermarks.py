@@ -220,13 +220,13 @@ def bench_listing(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str],
 
     from watermark_assets import storage
     from watermark_assets.core.checkpoint import Checkpoint
-    from watermark_assets.core.coldstart import lookback_horizon
-    from watermark_assets.core.file_watermark import FileWatermark
-    from watermark_assets.core.filepath import NameOrdering
-    from watermark_assets.core.listing import plan_listing
-    from watermark_assets.core.timeparts import PartitionTemplate
+    from watermark_assets.core.filepath.coldstart import lookback_horizon
+    from watermark_assets.core.filepath.listing import plan_listing
+    from watermark_assets.core.filepath.path import NameOrdering
+    from watermark_assets.core.filepath.timeparts import PartitionTemplate
+    from watermark_assets.core.filepath.watermark import FileWatermark
     from watermark_assets.defs import build_definitions
-    from watermark_assets.state_store import load_state
+    from watermark_assets.state.load import load_state
 
     landing = work / "a_landing"
     print(f"[A] writing {sizes.landing_files} landing files under {landing} ...", flush=True)
@@ -441,7 +441,7 @@ def bench_ingestion(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str
 
     from watermark_assets.defs import build_definitions
     from watermark_assets.defs.build import job_name
-    from watermark_assets.spark import get_spark
+    from watermark_assets.spark.session import get_spark
 
     master = work / "b_landing_master"
     print(

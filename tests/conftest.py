@@ -34,7 +34,7 @@ if postgres_jdbc_jar():
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """The one Spark session of the test run (local[2])."""
-    from watermark_assets.spark import get_spark
+    from watermark_assets.spark.session import get_spark
 
     session = get_spark("local[2]", TEST_SPARK_CONF)
     yield session

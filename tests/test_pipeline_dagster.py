@@ -43,9 +43,10 @@ from deltalake import DeltaTable
 from watermark_assets.config import IngestPipelineConfig
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.assets import PIPELINE_TAG
-from watermark_assets.delta import DeltaCommitter
+from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import RequestedFileError, UnsortableFileNameError
-from watermark_assets.state_store import load_state, txn_app_id
+from watermark_assets.state.commit_metadata import txn_app_id
+from watermark_assets.state.load import load_state
 
 NOTHING_YET = "(none: no file processed yet)"
 

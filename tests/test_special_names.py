@@ -22,11 +22,11 @@ from deltalake import DeltaTable
 
 from watermark_assets.config import IngestPipelineConfig
 from watermark_assets.defs import build_definitions
-from watermark_assets.discovery import hold_back_unreadable
 from watermark_assets.exceptions import UnreadablePathError, UntracedRowsError
-from watermark_assets.spark import ReadSpec, write_batch
-from watermark_assets.spark_paths import literal_path, unreadable_character
-from watermark_assets.state_store import load_state
+from watermark_assets.sources.file_discovery import hold_back_unreadable
+from watermark_assets.spark.batch import ReadSpec, write_batch
+from watermark_assets.spark.paths import literal_path, unreadable_character
+from watermark_assets.state.load import load_state
 
 PARTITION = "2024-01-28"
 HOUR = f"date={PARTITION}/hour=10"

@@ -102,8 +102,9 @@ class SummaryRow:
 def summarize(pipeline: Pipeline) -> SummaryRow:
     """One summary row, read from the Delta log and the checkpoint (the truth, not memory)."""
     from watermark_assets.defs.io_manager import table_row_count
-    from watermark_assets.delta import DeltaCommitter
-    from watermark_assets.state_store import load_state, pipeline_commits
+    from watermark_assets.delta.committer import DeltaCommitter
+    from watermark_assets.state.commit_metadata import pipeline_commits
+    from watermark_assets.state.load import load_state
 
     state = load_state(pipeline, now=system_clock())
     committer = DeltaCommitter(pipeline.table.uri)
@@ -431,7 +432,7 @@ def replay_command(config_path: str | None, name: str, start: str | None, end: s
     from watermark_assets.config import ColumnPipelineConfig, ReplayConfig
     from watermark_assets.exceptions import ConfigError
     from watermark_assets.runs.column_replay import run_replay
-    from watermark_assets.spark import get_spark
+    from watermark_assets.spark.session import get_spark
 
     config = load_config(config_path)
     pipeline = config.pipeline(name)

@@ -23,10 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from watermark_assets.core.column.lookback import Backward
 from watermark_assets.core.errors import LookbackError
-from watermark_assets.core.filepath import NameOrdering
-from watermark_assets.core.timeparts import PartitionTemplate
+from watermark_assets.core.filepath.path import NameOrdering
+from watermark_assets.core.filepath.timeparts import PartitionTemplate
 from watermark_assets.exceptions import ConfigError, PartitionTemplateError
-from watermark_assets.spark_ddl import parse_read_schema
+from watermark_assets.spark.ddl import parse_read_schema
 
 if TYPE_CHECKING:
     from watermark_assets.providers.base import CommitCarriedProvider, WatermarkProvider

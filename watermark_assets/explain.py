@@ -21,16 +21,13 @@ from typing import Any
 
 from watermark_assets import storage
 from watermark_assets.config import CommitPipelineConfig, Pipeline
-from watermark_assets.core.listing import plan_listing
-from watermark_assets.delta import DeltaCommitter
-from watermark_assets.discovery import PartitionOf
+from watermark_assets.core.filepath.listing import plan_listing
+from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ExplainPathError
-from watermark_assets.state_store import (
-    COMMIT_METADATA_KEY,
-    CommitMetadata,
-    listing_horizon,
-    load_state,
-)
+from watermark_assets.sources.file_discovery import PartitionOf
+from watermark_assets.state.commit_metadata import COMMIT_METADATA_KEY, CommitMetadata
+from watermark_assets.state.horizons import listing_horizon
+from watermark_assets.state.load import load_state
 from watermark_assets.verdicts import (
     Commit,
     Evidence,

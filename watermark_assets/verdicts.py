@@ -25,12 +25,12 @@ from typing import Any
 
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
-from watermark_assets.core.file_watermark import FileWatermark
-from watermark_assets.core.filepath import check_sortable, split_path
-from watermark_assets.core.listing import ListingPlan
-from watermark_assets.discovery import PartitionOf
+from watermark_assets.core.filepath.listing import ListingPlan
+from watermark_assets.core.filepath.path import check_sortable, split_path
+from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.exceptions import UnsortableFileNameError
-from watermark_assets.state_store import PipelineState
+from watermark_assets.sources.file_discovery import PartitionOf
+from watermark_assets.state.load import PipelineState
 
 
 class Verdict(str, Enum):

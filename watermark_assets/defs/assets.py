@@ -20,7 +20,8 @@ from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig, 
 from watermark_assets.core.clock import Clock
 from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.resources import WatermarkSparkResource
-from watermark_assets.ingest import BatchRequest, StagedBatch, plan_batch, stage_batch
+from watermark_assets.runs.file_plan import BatchRequest, plan_batch
+from watermark_assets.runs.file_stage import StagedBatch, stage_batch
 
 # BackfillPolicy is "beta" in dagster 1.13; the warning would repeat on every code-location load.
 warnings.filterwarnings("ignore", message=".*backfill_policy.*", category=BetaWarning)

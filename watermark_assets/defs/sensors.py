@@ -40,20 +40,17 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.clock import Clock
-from watermark_assets.core.file_watermark import FileWatermark, WatermarkState
-from watermark_assets.core.filepath import prefix_components, split_path
-from watermark_assets.core.listing import ListingPlan
+from watermark_assets.core.filepath.listing import ListingPlan
+from watermark_assets.core.filepath.path import prefix_components, split_path
+from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
 from watermark_assets.defs.assets import BATCH_TAG, PIPELINE_TAG
-from watermark_assets.delta import DeltaCommitter
-from watermark_assets.discovery import FileGroups, discover_files, sweep
-from watermark_assets.spark_paths import GLOB_CHARACTERS
-from watermark_assets.state_store import (
-    PipelineState,
-    listing_horizon,
-    load_state,
-    mark_idle,
-    txn_app_id,
-)
+from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.sources.file_discovery import FileGroups, discover_files, sweep
+from watermark_assets.spark.paths import GLOB_CHARACTERS
+from watermark_assets.state.checkpoint import mark_idle
+from watermark_assets.state.commit_metadata import txn_app_id
+from watermark_assets.state.horizons import listing_horizon
+from watermark_assets.state.load import PipelineState, load_state
 
 IN_FLIGHT = [
     DagsterRunStatus.QUEUED,

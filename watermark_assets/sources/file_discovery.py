@@ -14,12 +14,12 @@ from datetime import datetime
 
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
-from watermark_assets.core.coldstart import lookback_prefixes
-from watermark_assets.core.file_watermark import FileWatermark, WatermarkState, components_below
-from watermark_assets.core.filepath import prefix_components, split_path
-from watermark_assets.core.listing import ListingPlan, plan_listing, plan_sweep
-from watermark_assets.spark_paths import unreadable_character
-from watermark_assets.state_store import listing_horizon, retention_horizon
+from watermark_assets.core.filepath.coldstart import lookback_prefixes
+from watermark_assets.core.filepath.listing import ListingPlan, plan_listing, plan_sweep
+from watermark_assets.core.filepath.path import prefix_components, split_path
+from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState, components_below
+from watermark_assets.spark.paths import unreadable_character
+from watermark_assets.state.horizons import listing_horizon, retention_horizon
 
 #: Maps a landing partition's time to its Dagster partition key (None: outside the partitions).
 PartitionOf = Callable[[datetime], "str | None"]
