@@ -1,7 +1,7 @@
 """Exactly-once when runs of the same pipeline overlap in time.
 
 A run in a subprocess plans and stages its batch, then waits at the ``before_commit`` pause point
-(``watermark_assets.ingest.pause_point``) while the test commits something else; released, it
+(``watermark_assets.runs.faults.pause_point``) while the test commits something else; released, it
 must commit exactly the files nobody committed meanwhile. Checkpoints written by racing processes
 must never go backwards.
 """

@@ -52,7 +52,7 @@ def test_the_txn_app_id_names_the_pipeline_and_the_dagster_partition(
 
 
 _CALL_CRASH_POINT = """
-from watermark_assets.ingest import crash_point
+from watermark_assets.runs.faults import crash_point
 crash_point("after_commit")
 print("went on", flush=True)
 """
