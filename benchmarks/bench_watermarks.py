@@ -126,16 +126,11 @@ def ratio(numerator: float, denominator: float) -> str:
 
 
 def pipeline_yaml(landing: Path, table: Path, **overrides: Any) -> dict[str, Any]:
-    """An ingest pipeline like tests/conftest.py's, with this benchmark's schema."""
+    """A file pipeline like tests/conftest.py's, with this benchmark's schema."""
     pipeline: dict[str, Any] = {
         "name": PIPELINE,
-        "kind": "ingest",
-        "source": {
-            "uri": str(landing),
-            "format": "ndjson",
-            "schema": SCHEMA,
-            "partition_template": "date=%Y-%m-%d/hour=%H",
-        },
+        "source": {"type": "files", "uri": str(landing), "format": "ndjson", "schema": SCHEMA},
+        "watermark": {"partition_template": "date=%Y-%m-%d/hour=%H"},
         "table": {
             "uri": str(table),
             "partition_by": ["event_date"],
@@ -322,10 +317,13 @@ def bench_listing(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str],
     # The whole sensor tick through Dagster: state from a checkpoint, listing, run requests.
     # The checkpoint holds the unpruned watermark; with a lookback, load_state prunes it.
     sensor_cases: list[tuple[str, dict[str, Any]]] = [
-        ("sensor tick (Dagster), late_arrival_days=null", {"source": {"late_arrival_days": None}}),
+        (
+            "sensor tick (Dagster), late_arrival_days=null",
+            {"watermark": {"late_arrival_days": None}},
+        ),
         (
             f"sensor tick (Dagster), late_arrival_days={lookback_days}",
-            {"source": {"late_arrival_days": lookback_days}},
+            {"watermark": {"late_arrival_days": lookback_days}},
         ),
     ]
     print("[A] timing sensor ticks ...", flush=True)

@@ -42,16 +42,17 @@ def spark() -> Iterator[Any]:
 
 
 def pipeline_yaml(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
-    """An ingest pipeline 'events' reading hourly NDJSON landing folders under tmp_path."""
+    """A file-path pipeline 'events' (``source.type: files``) reading hourly NDJSON landing
+    folders under tmp_path."""
     pipeline: dict[str, Any] = {
         "name": "events",
-        "kind": "ingest",
         "source": {
+            "type": "files",
             "uri": str(tmp_path / "landing"),
             "format": "ndjson",
             "schema": "id BIGINT, event_time TIMESTAMP, name STRING",
-            "partition_template": "date=%Y-%m-%d/hour=%H",
         },
+        "watermark": {"partition_template": "date=%Y-%m-%d/hour=%H"},
         "table": {
             "uri": str(tmp_path / "delta" / "events"),
             "partition_by": ["event_date"],

@@ -71,7 +71,6 @@ class Orders:
 def column_pipeline(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
     pipeline: dict[str, Any] = {
         "name": "orders",
-        "kind": "column",
         "source": {"type": "delta_table", "uri": str(tmp_path / "source" / "orders")},
         "watermark": {"columns": ["updated_at", "id"]},
         "table": {"uri": str(tmp_path / "delta" / "orders")},

@@ -24,7 +24,7 @@ from _sensor_loop import SensorLoop, requested_files
 from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config
 from dagster import DagsterInstance
 
-from watermark_assets.config import IngestPipelineConfig
+from watermark_assets.config import FilePipelineConfig
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.defs import build_definitions
 from watermark_assets.runs.faults import PAUSE_DIR_ENV_VAR, PAUSE_ENV_VAR
@@ -51,7 +51,7 @@ class Scene:
             encoding="utf-8",
         )
         pipeline = project_config(raw).pipeline("events")
-        assert isinstance(pipeline, IngestPipelineConfig)
+        assert isinstance(pipeline, FilePipelineConfig)
         self.pipeline = pipeline
         self.landing = Landing(tmp_path / "landing")
         self.loop = SensorLoop(

@@ -36,7 +36,7 @@ from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config
 from dagster import DagsterInstance, ExecuteInProcessResult
 from deltalake import DeltaTable, write_deltalake
 
-from watermark_assets.config import IngestPipelineConfig
+from watermark_assets.config import FilePipelineConfig
 from watermark_assets.defs import build_definitions
 from watermark_assets.exceptions import CorruptCheckpointError
 from watermark_assets.runs.faults import CRASH_ENV_VAR
@@ -60,7 +60,7 @@ class Scene:
         )
         config = project_config(raw)
         pipeline = config.pipeline("events")
-        assert isinstance(pipeline, IngestPipelineConfig)
+        assert isinstance(pipeline, FilePipelineConfig)
         self.pipeline = pipeline
         self.table = pipeline.table.uri
         self.quarantine = pipeline.table.quarantine

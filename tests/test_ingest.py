@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from watermark_assets.runs.faults import CRASH_ENV_VAR
-from watermark_assets.runs.staging import remove_stale_staging
+from watermark_assets.staging import remove_stale_staging
 from watermark_assets.state.commit_metadata import txn_app_id
 
 NOW = datetime(2024, 1, 28, 12, 0, tzinfo=timezone.utc)

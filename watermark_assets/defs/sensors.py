@@ -327,7 +327,7 @@ def _sweep_if_due(
     pipeline: Pipeline, state: PipelineState, previous: SensorCursor, now: datetime
 ) -> _Swept:
     """Sweep the partitions below the listing horizon when ``sweep.interval_minutes`` passed."""
-    interval = pipeline.source.sweep.interval_minutes * 60
+    interval = pipeline.watermark.sweep.interval_minutes * 60
     now_ts = int(now.timestamp())
     due = interval > 0 and (previous.swept_at is None or now_ts - previous.swept_at >= interval)
     if not due:
@@ -374,7 +374,7 @@ def close_empty_partitions(
     horizon = listing_horizon(pipeline, state.watermark, now)
     if horizon is None or state.watermark.value is None:
         return [], closed_through
-    template = pipeline.source.template
+    template = pipeline.watermark.template
     horizon_time = template.parse(horizon)
     window = (
         partitions_def.get_first_partition_window()
@@ -404,7 +404,7 @@ def close_empty_partitions(
         text = (
             f"no files landed in [{start.isoformat()}, {end.isoformat()}) before the listing "
             f"moved past it (horizon {horizon}: late_arrival_days="
-            f"{pipeline.source.late_arrival_days} before the newest partition processed)"
+            f"{pipeline.watermark.late_arrival_days} before the newest partition processed)"
         )
         events.append(
             AssetMaterialization(
@@ -422,7 +422,7 @@ def close_empty_partitions(
 
 
 def _has_landing_file(pipeline: Pipeline, start: datetime, end: datetime) -> bool:
-    template = pipeline.source.template
+    template = pipeline.watermark.template
     low, high = template.format(start), template.format(end)
     listing = storage.list_files_above(
         pipeline.source.uri,
@@ -456,7 +456,7 @@ def _notes(
         )
     if swept.late:
         where = (
-            "before the cold start's lookback (source.cold_start.lookback_days)"
+            "before the cold start's lookback (watermark.cold_start.lookback_days)"
             if initial
             else "after their partition's late-arrival window closed"
         )
@@ -479,7 +479,7 @@ def _notes(
         notes.append(
             f"{len(groups.unsortable)} files whose names do not sort by time (first "
             f"{list(groups.unsortable[:UNREADABLE_NAMES])}; file_name_ordering: "
-            f"{pipeline.source.file_name_ordering.value}): they and the later files of their "
+            f"{pipeline.watermark.file_name_ordering.value}): they and the later files of their "
             "landing partitions are held back; land them again named with a Unix-timestamp, "
             "UUIDv7 or ISO 8601 prefix above the watermark"
         )
@@ -493,7 +493,7 @@ def _notes(
     if unmatched:
         notes.append(
             f"{len(unmatched)} files whose directory does not match "
-            f"{pipeline.source.partition_template!r} (first {unmatched[0]!r})"
+            f"{pipeline.watermark.partition_template!r} (first {unmatched[0]!r})"
         )
     text = "" if not notes else " | not ingested: " + "; ".join(notes)
     if closed:

@@ -4,5 +4,5 @@
   data files), ``file_commit`` (exact per file, ONE Delta commit, the checkpoint);
 - column pipelines: ``column`` (one run above the watermark), ``column_replay`` (a range in
   chunks);
-- shared: ``staging`` (the area under a table), ``faults`` (the tests' crash and pause points).
+- shared: ``faults`` (the tests' crash and pause points).
 """

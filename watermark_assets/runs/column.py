@@ -52,14 +52,14 @@ from watermark_assets.providers.delta_metadata import DeltaMetadataProvider, com
 from watermark_assets.providers.manager import WatermarkManager
 from watermark_assets.runs.faults import crash_point
 from watermark_assets.runs.file_commit import MAX_COMMIT_ATTEMPTS
-from watermark_assets.runs.staging import (
+from watermark_assets.sources.column import StagedRows, stage_rows
+from watermark_assets.staging import (
     STAGING_DIR,
     list_parquet,
     move_into_table,
     remove_stale_staging,
     remove_tree,
 )
-from watermark_assets.sources.column import StagedRows, stage_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

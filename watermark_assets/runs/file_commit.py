@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 from watermark_assets.runs.faults import crash_point, pause_point
 from watermark_assets.runs.file_plan import BatchPlan
 from watermark_assets.runs.file_stage import StagedBatch
-from watermark_assets.runs.staging import move_into_table, remove_tree
+from watermark_assets.staging import move_into_table, remove_tree
 
 
 @dataclass(frozen=True)

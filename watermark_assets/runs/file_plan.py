@@ -79,7 +79,7 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
     state = load_state(pipeline, now=now)
     wanted = set(request.partition_keys)
     since = (
-        pipeline.source.template.format(request.window_start)
+        pipeline.watermark.template.format(request.window_start)
         if request.window_start is not None
         else None
     )
@@ -144,10 +144,13 @@ def requested_files(
     of its partition is added (the watermark must not move past it uncommitted).
     """
     source = pipeline.source
+    ordering = pipeline.watermark.file_name_ordering
     above: dict[str, list[str]] = {}
     already: list[str] = []
     for path in sorted(set(requested)):
-        check_requested_path(path, suffixes=source.suffixes, ordering=source.file_name_ordering)
+        check_requested_path(
+            path, suffixes=source.suffixes, ordering=pipeline.watermark.file_name_ordering
+        )
         if watermark.is_above(path):
             prefix, name = split_path(path)
             above.setdefault(prefix, []).append(name)
@@ -170,7 +173,7 @@ def requested_files(
             if not watermark.is_above(path):
                 continue
             if name not in names:
-                check_sortable(path, source.file_name_ordering)
+                check_sortable(path, ordering)
                 added.append(path)
             files.append(path)
     for path in files:  # refused before anything is read (discovery holds such files back)

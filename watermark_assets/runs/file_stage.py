@@ -1,13 +1,13 @@
 """Stage a planned file batch: its source strategy makes the data files (not committed yet).
 
-A landing file that cannot be read at all is set aside and staged as one quarantine record.
+A landing file that cannot be read at all (not gzip, truncated, no Parquet footer) is set aside
+by the source and staged here as one quarantine record (path, error, size): the rest of the batch
+commits, and the commit that passes the file with the watermark is the one that records it.
 """
 
 from __future__ import annotations
 
-import posixpath
 import uuid
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -16,27 +16,17 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from watermark_assets import storage
-from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig, Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
-from watermark_assets.delta.committer import DeltaCommitter
-from watermark_assets.delta.stats import DataFile, describe_data_files
-from watermark_assets.exceptions import (
-    UnreadableDataFileError,
-    UnreadableFilesError,
-)
+from watermark_assets.delta.stats import DataFile
+from watermark_assets.runs.faults import crash_point
+from watermark_assets.runs.file_plan import BatchPlan
+from watermark_assets.sources.files import FileBatch
+from watermark_assets.staging import STAGING_DIR, list_parquet, remove_stale_staging
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from watermark_assets.spark.batch import ReadSpec, UnreadableFile
-from watermark_assets.runs.faults import crash_point
-from watermark_assets.runs.file_plan import BatchPlan
-from watermark_assets.runs.staging import (
-    STAGING_DIR,
-    list_parquet,
-    remove_stale_staging,
-    remove_tree,
-)
+    from watermark_assets.spark.batch import UnreadableFile
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,7 +47,7 @@ class StagedBatch:
     #: landing files that could not be read at all, recorded in the quarantine as files
     files_quarantined: int = 0
     per_partition: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    #: add actions already read from the footers (commit pipelines: the files do not move)
+    #: add actions already read from the footers (files committed in place do not move)
     described: tuple[DataFile, ...] = ()
 
     @property
@@ -70,12 +60,7 @@ class StagedBatch:
 
 
 def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -> StagedBatch:
-    """Make the batch's data files: Spark for an ingest pipeline, nothing to do for a commit one.
-
-    A landing file that cannot be read at all (not gzip, truncated, no Parquet footer) is set
-    aside and staged as one quarantine record (path, error, size): the rest of the batch commits,
-    and the commit that passes the file with the watermark is the one that records it.
-    """
+    """Make the batch's data files with the pipeline's source strategy (``source.type``)."""
     pipeline = plan.request.pipeline
     token = f"{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
     if not plan.files:
@@ -83,172 +68,45 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
     for table_uri in (pipeline.table.uri, pipeline.table.quarantine):
         remove_stale_staging(table_uri, now)
     quarantine_dir = storage.join(pipeline.table.quarantine, f"{STAGING_DIR}/{token}")
-    if isinstance(pipeline, CommitPipelineConfig):
-        staged, unreadable = _stage_in_place(plan, pipeline, token)
-    else:
-        if spark is None:
-            raise ValueError(f"pipeline {pipeline.name!r} has files to ingest but no Spark session")
-        staged, unreadable = _stage_with_spark(plan, pipeline, spark, token, quarantine_dir, now)
-    if unreadable:
-        staged = _quarantine_unreadable(staged, unreadable, quarantine_dir, now)
-    if not isinstance(pipeline, CommitPipelineConfig):
+    source = pipeline.file_source
+    batch = FileBatch(plan.files, plan.file_partitions, token, quarantine_dir)
+    made = source.stage(batch, spark, now=now)
+    staged = StagedBatch(
+        plan=plan,
+        token=token,
+        rows_read=made.rows_read,
+        rows_quarantined=made.rows_quarantined,
+        data_files=made.data_files,
+        data_root=made.data_root,
+        data_schema=made.data_schema,
+        quarantine_files=made.quarantine_files,
+        quarantine_root=made.quarantine_root,
+        per_partition=made.per_partition,
+        described=made.described,
+    )
+    if made.unreadable:
+        staged = _quarantine_unreadable(staged, made.unreadable, batch, now)
+    if source.needs_spark:
         crash_point("after_data_written")
     return staged
 
 
-def _stage_in_place(
-    plan: BatchPlan, pipeline: CommitPipelineConfig, token: str
-) -> tuple[StagedBatch, list[UnreadableFile]]:
-    """The other writer's files are committed where they are: read each footer once, here."""
-    from watermark_assets.spark.batch import UnreadableFile
-
-    described: list[DataFile] = []
-    unreadable: list[UnreadableFile] = []
-    for path, relative in zip(plan.files, _relative_to_table(pipeline, plan.files)):
-        try:
-            described.extend(
-                describe_data_files(pipeline.table.uri, [relative], pipeline.table.partition_by)
-            )
-        except UnreadableDataFileError as exc:
-            unreadable.append(UnreadableFile(path, f"not a readable Parquet file: {exc.reason}"))
-    aside = {u.path for u in unreadable}
-    readable = [p for p in plan.files if p not in aside]
-    rows = Counter[str]()
-    for path, data_file in zip(readable, described):
-        rows[plan.file_partitions[path]] += data_file.num_records
-    uris = tuple(storage.join(pipeline.source.uri, p) for p in readable)
-    schema = (
-        _parquet_schema(uris[0], pipeline.table.partition_by)
-        if uris
-        else _known_table_schema(pipeline, unreadable)
-    )
-    counts = {
-        k: {"files": _count(plan, k), "rows_read": n, "rows_quarantined": 0}
-        for k, n in rows.items()
-    }
-    staged = StagedBatch(
-        plan=plan,
-        token=token,
-        rows_read=sum(rows.values()),
-        data_files=uris,
-        data_schema=schema,
-        per_partition=counts,
-        described=tuple(described),
-    )
-    return staged, unreadable
-
-
-def _stage_with_spark(
-    plan: BatchPlan,
-    pipeline: IngestPipelineConfig,
-    spark: SparkSession,
-    token: str,
-    quarantine_dir: str,
-    now: datetime,
-) -> tuple[StagedBatch, list[UnreadableFile]]:
-    """Spark's pass over the batch; a file Spark cannot read is set aside and the pass redone."""
-    import watermark_assets.spark.batch as spark_adapter
-
-    data_dir = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{token}")
-    unreadable: list[spark_adapter.UnreadableFile] = []
-    while True:
-        # A file Spark cannot read at all fails the whole job: set it aside and read the others
-        # again (each costs one more pass; a batch has few).
-        aside = {u.path for u in unreadable}
-        spec = _read_spec(pipeline, [p for p in plan.files if p not in aside], plan, now)
-        try:
-            if spec.files or spec.schema_ddl is not None:  # no files: the schema's empty batch
-                output = spark_adapter.write_batch(
-                    spark, spec, data_dir=data_dir, quarantine_dir=quarantine_dir
-                )
-            else:  # Parquet without a configured schema, and no file left to read
-                empty = pa.schema([])
-                schema = _known_table_schema(pipeline, unreadable)
-                output = spark_adapter.StagedOutput(0, 0, {}, None, None, schema, empty)
-            break
-        except Exception as exc:
-            found = spark_adapter.unreadable_file(exc, spec)
-            if found is None:
-                raise
-            unreadable.append(found)
-            remove_tree(data_dir)
-            remove_tree(quarantine_dir)
-            if len(unreadable) > MAX_UNREADABLE_FILES:
-                raise UnreadableFilesError(
-                    pipeline.name,
-                    tuple(u.path for u in unreadable),
-                    f"more than {MAX_UNREADABLE_FILES} in one batch (each costs a pass over the "
-                    "batch)",
-                    "check the producer, then move the broken files out of the source folder or "
-                    "request the rest in smaller batches",
-                ) from exc
-    staged = StagedBatch(
-        plan=plan,
-        token=token,
-        rows_read=output.rows_read,
-        rows_quarantined=output.rows_quarantined,
-        data_files=list_parquet(output.data_dir) if output.data_dir else (),
-        data_root=output.data_dir,
-        data_schema=output.data_schema,
-        quarantine_files=list_parquet(quarantine_dir) if output.quarantine_dir else (),
-        quarantine_root=output.quarantine_dir,
-        per_partition={k: {"files": _count(plan, k), **v} for k, v in output.per_partition.items()},
-    )
-    return staged, unreadable
-
-
-#: Unreadable files one batch may set aside (each costs one more Spark pass); more fail the run.
-MAX_UNREADABLE_FILES = 10
-
-
-def _read_spec(
-    pipeline: IngestPipelineConfig, files: Sequence[str], plan: BatchPlan, now: datetime
-) -> ReadSpec:
-    from watermark_assets.spark.batch import ReadSpec
-
-    return ReadSpec(
-        source_uri=pipeline.source.uri,
-        files=tuple(files),
-        file_partitions={p: plan.file_partitions[p] for p in files},
-        format=pipeline.source.format.value,
-        schema_ddl=pipeline.source.schema_ddl,
-        csv_options=pipeline.source.csv_options,
-        derived_columns=pipeline.table.derived_columns,
-        partition_by=pipeline.table.partition_by,
-        ingested_at_iso=now.isoformat(),
-    )
-
-
-def _known_table_schema(pipeline: Pipeline, unreadable: Sequence[UnreadableFile]) -> pa.Schema:
-    """An empty schema ("the table's") for a batch with no readable file; none to take from a
-    table that does not exist yet."""
-    if DeltaCommitter(pipeline.table.uri).current_version() is None:
-        raise UnreadableFilesError(
-            pipeline.name,
-            tuple(u.path for u in unreadable),
-            "every file of the pipeline's first batch is unreadable, so the table's schema is "
-            "unknown",
-            "fix or remove them, or let a readable file land first",
-        )
-    return pa.schema([])
-
-
 def _quarantine_unreadable(
-    staged: StagedBatch, unreadable: Sequence[UnreadableFile], quarantine_dir: str, now: datetime
+    staged: StagedBatch, unreadable: Sequence[UnreadableFile], batch: FileBatch, now: datetime
 ) -> StagedBatch:
     """``staged`` with one quarantine record per unreadable file (path, error, size) staged
     beside Spark's, counted per Dagster partition."""
     plan = staged.plan
-    _write_unreadable_records(unreadable, plan, quarantine_dir, now)
+    _write_unreadable_records(unreadable, plan, batch.quarantine_dir, now)
     per_partition = {k: dict(v) for k, v in staged.per_partition.items()}
     for item in unreadable:
         key = plan.file_partitions[item.path]
-        tally = per_partition.setdefault(key, {"files": _count(plan, key), "rows_read": 0})
+        tally = per_partition.setdefault(key, {"files": batch.files_of(key), "rows_read": 0})
         tally["files_quarantined"] = tally.get("files_quarantined", 0) + 1
     return replace(
         staged,
-        quarantine_files=list_parquet(quarantine_dir),
-        quarantine_root=quarantine_dir,
+        quarantine_files=list_parquet(batch.quarantine_dir),
+        quarantine_root=batch.quarantine_dir,
         files_quarantined=len(unreadable),
         per_partition=per_partition,
     )
@@ -276,23 +134,3 @@ def _write_unreadable_records(
         schema=spark_adapter.QUARANTINE_SCHEMA,
     )
     storage.write_parquet(storage.join(quarantine_dir, "unreadable-files.parquet"), records)
-
-
-def _count(plan: BatchPlan, key: str) -> int:
-    return sum(1 for k in plan.file_partitions.values() if k == key)
-
-
-def _parquet_schema(uri: str, partition_by: Sequence[str]) -> pa.Schema:
-    schema = storage.parquet_schema(uri)
-    for column in partition_by:
-        if column not in schema.names:
-            schema = schema.append(pa.field(column, pa.string()))
-    return schema
-
-
-def _relative_to_table(pipeline: Pipeline, paths: Sequence[str]) -> list[str]:
-    """Source-relative paths as table-relative ones (a commit pipeline's source is in the table)."""
-    prefix = posixpath.relpath(
-        storage.filesystem(pipeline.source.uri)[1], storage.filesystem(pipeline.table.uri)[1]
-    )
-    return [posixpath.normpath(posixpath.join(prefix, path)) for path in paths]

@@ -23,11 +23,11 @@ def listing_horizon(
     watermark, not to ``now``, so a historical load keeps watching the partitions around its
     progress. ``extra_days`` moves the horizon that many days further back.
     """
-    template = pipeline.source.template
+    template = pipeline.watermark.template
     if watermark.value is None:
-        days = pipeline.source.cold_start.lookback_days
+        days = pipeline.watermark.cold_start.lookback_days
         return None if days is None else lookback_horizon(template, days + extra_days, now)
-    days = pipeline.source.late_arrival_days
+    days = pipeline.watermark.late_arrival_days
     newest = template.try_parse(split_path(watermark.value)[0])
     if days is None or newest is None:
         return None
@@ -38,7 +38,7 @@ def retention_horizon(pipeline: Pipeline, watermark: FileWatermark, now: datetim
     """The oldest landing partition whose watermark is kept: ``sweep.days`` below the listing
     horizon. Between the two, the sweep tells files that landed after their partition's
     late-arrival window closed from files that were committed; older entries are pruned."""
-    days = pipeline.source.sweep.days
+    days = pipeline.watermark.sweep.days
     return listing_horizon(pipeline, watermark, now, extra_days=days)
 
 
