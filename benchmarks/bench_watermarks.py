@@ -221,6 +221,7 @@ def bench_listing(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str],
     from watermark_assets.core.filepath.timeparts import PartitionTemplate
     from watermark_assets.core.filepath.watermark import FileWatermark
     from watermark_assets.defs import build_definitions
+    from watermark_assets.defs.assets import requested_files
     from watermark_assets.state.load import load_state
 
     landing = work / "a_landing"
@@ -351,7 +352,7 @@ def bench_listing(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str],
         requested = [
             f
             for request in data.run_requests
-            for f in request.run_config["ops"][PIPELINE]["config"]["files"]
+            for f in requested_files(request.run_config, PIPELINE) or ()
         ]
         found = check(label, sorted(requested))
         rows.append(
@@ -438,6 +439,7 @@ def bench_ingestion(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str
     from pyspark.sql import functions as F
 
     from watermark_assets.defs import build_definitions
+    from watermark_assets.defs.assets import files_run_config
     from watermark_assets.defs.build import job_name
     from watermark_assets.spark.session import get_spark
 
@@ -473,7 +475,7 @@ def bench_ingestion(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str
 
         def run() -> Any:
             return job.execute_in_process(
-                run_config={**QUIET_LOGS, "ops": {PIPELINE: {"config": {}}}},
+                run_config={**QUIET_LOGS, **files_run_config(PIPELINE, None)},
                 instance=instance,
                 tags=tags,
                 raise_on_error=True,

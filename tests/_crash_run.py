@@ -19,6 +19,7 @@ from dagster import DagsterInstance
 
 from watermark_assets.config import load_config
 from watermark_assets.defs import build_definitions
+from watermark_assets.defs.assets import files_run_config
 
 
 def main(argv: list[str]) -> int:
@@ -31,7 +32,7 @@ def main(argv: list[str]) -> int:
         result = job.execute_in_process(
             instance=DagsterInstance.ephemeral(),
             partition_key=partition_key,
-            run_config={"ops": {pipeline: {"config": {"files": files}}}},
+            run_config=files_run_config(pipeline, files),
             raise_on_error=False,
         )
     retries = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]

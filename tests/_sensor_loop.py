@@ -24,13 +24,15 @@ from dagster import (
 )
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 
+from watermark_assets.defs.assets import files_run_config
+from watermark_assets.defs.assets import requested_files as requested_files_of
+
 RUN_KEY_TAG = "dagster/run_key"
 
 
 def files_config(pipeline: str, files: Sequence[str] | None) -> dict[str, Any]:
     """The run config of an ingestion run (``files`` None: every file above the watermark)."""
-    config = {} if files is None else {"files": list(files)}
-    return {"ops": {pipeline: {"config": config}}}
+    return files_run_config(pipeline, files)
 
 
 @dataclass
@@ -112,7 +114,7 @@ class SensorLoop:
 
 
 def requested_files(request: RunRequest, pipeline: str = "events") -> list[str]:
-    return list(request.run_config["ops"][pipeline]["config"]["files"])
+    return requested_files_of(request.run_config, pipeline) or []
 
 
 def by_partition(requests: Sequence[RunRequest], pipeline: str = "events") -> dict[str, list[str]]:

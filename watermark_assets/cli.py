@@ -100,8 +100,8 @@ class SummaryRow:
 
 def summarize(pipeline: Pipeline) -> SummaryRow:
     """One summary row, read from the Delta log and the checkpoint (the truth, not memory)."""
-    from watermark_assets.defs.io_manager import table_row_count
     from watermark_assets.delta.committer import DeltaCommitter
+    from watermark_assets.delta.log import table_row_count
     from watermark_assets.state.commit_metadata import pipeline_commits
     from watermark_assets.state.load import load_state
 
@@ -194,6 +194,7 @@ def run_sensors(
     from dagster import DagsterInstance, build_sensor_context
 
     from watermark_assets.defs import build_definitions
+    from watermark_assets.defs.assets import requested_files
     from watermark_assets.defs.build import job_name
 
     config = load_config(config_path)
@@ -233,7 +234,7 @@ def run_sensors(
                     tags=request.tags,
                     raise_on_error=False,
                 )
-                files = len(request.run_config["ops"][pipeline.name]["config"]["files"])
+                files = len(requested_files(request.run_config, pipeline.name) or ())
                 print(
                     f"    [{number}/{len(requests)}] partition {request.partition_key}: "
                     f"{files} files, run {result.run_id[:8]} "

@@ -29,6 +29,8 @@ import yaml
 from dagster import DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 
+from watermark_assets.defs.assets import requested_files
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Where the browser tests save their screenshots: build/screenshots/ (ignored by git), or the
 #: folder in $WATERMARK_ASSETS_SCREENSHOTS; set it to docs/screenshots to refresh the README's.
@@ -407,7 +409,7 @@ def tag_dict(run: Mapping[str, Any]) -> dict[str, str]:
 def run_files(run: Mapping[str, Any]) -> list[str]:
     """The ``files`` list of a run's config (what the sensor asked it to ingest)."""
     config = yaml.safe_load(run["runConfigYaml"]) or {}
-    return list(config["ops"][PIPELINE]["config"]["files"])
+    return requested_files(config, PIPELINE) or []
 
 
 # ------------------------------------------------------------------------- config and landing

@@ -1,8 +1,9 @@
 """One partitioned ingestion asset per pipeline, and the job its sensor targets."""
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from dagster import (
     AssetExecutionContext,
@@ -31,6 +32,20 @@ SPARK_RESOURCE_KEY = "spark"
 PIPELINE_TAG = "watermark_assets/pipeline"
 BATCH_TAG = "watermark_assets/batch"
 GROUP_NAME = "watermark_ingestion"
+
+
+def files_run_config(pipeline_name: str, files: Sequence[str] | None) -> dict[str, Any]:
+    """The run config of a file-path pipeline's run: ingest ``files`` (None: every file above
+    the watermark in the run's partitions, what a backfill does). The one place its shape is
+    written; :func:`requested_files` reads it back."""
+    config = {} if files is None else {"files": list(files)}
+    return {"ops": {pipeline_name: {"config": config}}}
+
+
+def requested_files(run_config: Mapping[str, Any], pipeline_name: str) -> list[str] | None:
+    """The files a run config of :func:`files_run_config` requests (None: every file above)."""
+    files = run_config.get("ops", {}).get(pipeline_name, {}).get("config", {}).get("files")
+    return None if files is None else list(files)
 
 
 class IngestRunConfig(Config):

@@ -39,11 +39,12 @@ from watermark_assets.core.clock import Clock
 from watermark_assets.core.column.replay import ReplayChunk
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.defs.checks import MONOTONE_CHECK, RECONCILE_CHECK, check_results
-from watermark_assets.defs.io_manager import WatermarkDeltaIOManager, table_row_count
+from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.metadata import column_metadata, replay_metadata
 from watermark_assets.defs.partitions import partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.log import table_row_count
 from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.providers.base import WatermarkRecord
 from watermark_assets.providers.delta_metadata import watermark_record

@@ -5,28 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from dagster import ConfigurableIOManager, InputContext, OutputContext, RetryRequested
 from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
 
 from watermark_assets import storage
 from watermark_assets.defs.metadata import batch_metadata, partition_metadata
+from watermark_assets.delta.log import table_row_count
 from watermark_assets.exceptions import BatchOverlapError
 from watermark_assets.runs.file_commit import BatchResult, commit_batch
 from watermark_assets.runs.file_stage import StagedBatch
-
-
-def table_row_count(table_uri: str) -> int | None:
-    """Rows in the table's current version, from the add actions' statistics (no data read)."""
-    try:
-        table = DeltaTable(table_uri)
-    except TableNotFoundError:
-        return None
-    actions = pa.table(table.get_add_actions(flatten=True))
-    total = pc.sum(actions.column("num_records")).as_py()
-    return int(total or 0)
 
 
 def newest_file_lag(result: BatchResult) -> float | None:

@@ -43,7 +43,7 @@ from watermark_assets.core.clock import Clock
 from watermark_assets.core.filepath.listing import ListingPlan
 from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
-from watermark_assets.defs.assets import BATCH_TAG, PIPELINE_TAG
+from watermark_assets.defs.assets import BATCH_TAG, PIPELINE_TAG, files_run_config
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.sources.file_discovery import FileGroups, discover_files, sweep
 from watermark_assets.spark.paths import GLOB_CHARACTERS
@@ -250,7 +250,7 @@ def build_sensor(
                 RunRequest(
                     run_key=f"{base}|a{attempt}",
                     partition_key=key,
-                    run_config={"ops": {pipeline.name: {"config": {"files": list(batch)}}}},
+                    run_config=files_run_config(pipeline.name, batch),
                     tags={PIPELINE_TAG: pipeline.name, BATCH_TAG: base},
                 )
             )

@@ -15,6 +15,10 @@ from typing import Any
 from urllib.parse import unquote
 
 import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
 from watermark_assets.delta.stats import modification_time_ms
 from watermark_assets.exceptions import DeltaCommitError
@@ -162,3 +166,14 @@ class DeltaLog:
             if key not in COMMIT_INFO_KEYS
         }
         return CommitRecord(version, int(timestamp), custom, tuple(added), txns)
+
+
+def table_row_count(table_uri: str) -> int | None:
+    """Rows in the table's current version, from the add actions' statistics (no data read)."""
+    try:
+        table = DeltaTable(table_uri)
+    except TableNotFoundError:
+        return None
+    actions = pa.table(table.get_add_actions(flatten=True))
+    total = pc.sum(actions.column("num_records")).as_py()
+    return int(total or 0)
