@@ -34,11 +34,11 @@ chunk: a concurrent replay of the same chunk makes the commit stale and it plans
 
 A chunk that reads no row (:func:`~watermark_assets.runs.column.commit_column_batch`): with
 ``replace_by_watermark`` it still replaces its window when the table holds rows there (they were
-deleted or corrected away at the source: ONE commit of remove actions, no add, with the chunk's
-txns and metadata); with ``save_watermark: true`` it records its completion (its txn and upper
-bound, in that same commit or in one of its own) and a re-run skips it. Otherwise it commits
-nothing (no empty commits in the log) and a re-run reads it again. With no table yet nothing is
-committed.
+deleted or corrected away at the source: ONE commit of remove actions and rewritten remainders
+of straddling files, no new file, with the chunk's txns and metadata); with ``save_watermark:
+true`` it records its completion (its txn and upper bound, in that same commit or in one of its
+own) and a re-run skips it. Otherwise it commits nothing (no empty commits in the log) and a
+re-run reads it again. With no table yet nothing is committed.
 
 Crash point: ``after_chunk_commit:N`` (``ingest.crash_point``) once chunk N (1-based) committed.
 """
