@@ -67,6 +67,12 @@ class Orders:
         table = pa.Table.from_pylist(list(self.rows.values()), schema=ORDERS_SCHEMA)
         write_deltalake(str(self.uri), table, mode="overwrite")
 
+    def delete(self, *ids: int) -> None:
+        """Delete rows (by id) at the source, then write the table's new version."""
+        for id_ in ids:
+            del self.rows[id_]
+        self.put()
+
 
 def column_pipeline(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
     pipeline: dict[str, Any] = {

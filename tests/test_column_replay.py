@@ -13,11 +13,15 @@ import os
 import signal
 import subprocess
 import sys
-from datetime import date
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from dagster import ExecuteInProcessResult
 from deltalake import DeltaTable
 from test_column_pipeline import NOW, REPO, TESTS, Scene, at, checks_passed, order
 
@@ -29,6 +33,7 @@ from watermark_assets.exceptions import ConfigError
 from watermark_assets.providers.delta_metadata import DeltaMetadataProvider
 from watermark_assets.runs.column_replay import (
     REPLAY_METADATA_KEY,
+    ChunkRun,
     ReplayResult,
     replay_app_id,
     replay_chunks,
@@ -357,3 +362,307 @@ def test_range_values_given_as_text_keep_their_type(
     config = ReplayConfig.model_validate({"start": start, "end": end, "chunk": chunk})
     assert config.start == value
     assert type(config.start) is type(value)
+
+
+# Chunks that read no row: a replace removes what the target still holds of their window, a
+# save_watermark replay records their completion, and nothing else commits (no empty commits).
+
+
+def log_actions(table: str, version: int) -> Counter[str]:
+    """How many actions of each kind (add, remove, txn, commitInfo...) commit ``version`` holds."""
+    text = (Path(table) / "_delta_log" / f"{version:020d}.json").read_text(encoding="utf-8")
+    return Counter(next(iter(json.loads(line))) for line in text.splitlines() if line.strip())
+
+
+def run_logged(scene: Scene, spark: Any, lines: list[str]) -> ReplayResult:
+    return run_replay(
+        scene.pipeline, replay_of(scene), spark, run_id="test", clock=lambda: NOW, log=lines.append
+    )
+
+
+def assert_removed_in_one_commit(table: str, run: ChunkRun, removed: int, lines: list[str]) -> None:
+    """``run`` read no row and removed ``removed`` rows of its window in ONE commit of remove
+    actions (and the rewritten remainders of straddling files) with its txns and metadata."""
+    assert run.result is not None
+    version = run.result.outcome.version
+    assert version is not None, run.line()
+    assert (run.result.staged.rows_read, run.result.rows_removed) == (0, removed)
+    expected = f"chunk {run.number} {run.chunk.key}: 0 rows read, {removed} rows removed from the "
+    assert f"  {run.line()}" in lines and run.line().startswith(f"{expected}window as Delta ")
+    actions = log_actions(table, version)
+    assert actions["remove"] >= 1 and actions["commitInfo"] == 1
+    assert actions["txn"] == len(DeltaCommitter(table).read_commit(version).txns) >= 1
+    added = DeltaCommitter(table).read_commit(version).added
+    assert sum(a.num_records or 0 for a in added) == run.result.rows_kept_by_rewrite, "no new row"
+
+
+@dataclass(frozen=True)
+class SourceChange:
+    """What changes at the source after the production run; what the replay must do then."""
+
+    deleted: tuple[int, ...]
+    #: chunk number -> rows its replace removes; each of these chunks reads no row
+    emptied: Mapping[int, int]
+    #: the target after the replay (9 and 10, outside the range, are deleted at the source in
+    #: every case: the replay never touches them)
+    expected_ids: list[int]
+    #: id -> its new updated_at (a correction that moves it out of its chunk)
+    corrected: Mapping[int, datetime] = field(default_factory=dict)
+
+
+OUTSIDE_THE_RANGE = (9, 10)
+
+SOURCE_CHANGES = {
+    "every row of chunk 2 deleted": SourceChange((3, 4), {2: 2}, [1, 2, 5, 6, 7, 8, 9, 10]),
+    "every row of the first and the last chunk deleted": SourceChange(
+        (1, 2, 7, 8), {1: 2, 4: 2}, [3, 4, 5, 6, 9, 10]
+    ),
+    "every row of the range deleted": SourceChange(
+        tuple(IN_RANGE), {1: 2, 2: 2, 3: 2, 4: 2}, [9, 10]
+    ),
+    "chunk 3's rows corrected to after the range": SourceChange(
+        (), {3: 2}, [1, 2, 3, 4, 7, 8, 9, 10], corrected={5: at(9), 6: at(10)}
+    ),
+}
+
+
+@pytest.mark.parametrize("change", SOURCE_CHANGES.values(), ids=SOURCE_CHANGES.keys())
+def test_rows_deleted_at_the_source_inside_a_replayed_window_leave_the_target(
+    tmp_path: Path, spark: Any, change: SourceChange
+) -> None:
+    scene = Scene(tmp_path, replay=RANGE, destination={"replace_by_watermark": True})
+    scene.orders.put(*(order(i, when) for i, when in ROWS.items()))
+    scene.run()
+    assert scene.target_ids() == sorted(ROWS)
+    version = DeltaCommitter(scene.table).current_version()
+    assert version is not None
+    scene.orders.delete(*change.deleted, *OUTSIDE_THE_RANGE)
+    scene.orders.put(*(order(i, when) for i, when in change.corrected.items()))
+
+    lines: list[str] = []
+    result = run_logged(scene, spark, lines)
+
+    assert scene.target_ids() == change.expected_ids, "outside the windows: untouched"
+    chunks = replay_chunks(scene.pipeline, replay_of(scene))
+    assert [c["replay"]["chunk"][0] for c in replay_commits(scene.table)] == [
+        c.lower.to_json() for c in chunks
+    ], "one commit per chunk"
+    assert DeltaCommitter(scene.table).current_version() == version + len(chunks)
+    for number, removed in change.emptied.items():
+        assert_removed_in_one_commit(scene.table, result.chunks[number - 1], removed, lines)
+
+
+@dataclass(frozen=True)
+class PartitionChange:
+    """A change at the source after a backfill of 02:00..05:00 ([3, 4, 5, 6]), and the run of
+    the partitions ``first``..``last`` that follows it."""
+
+    first: str
+    last: str
+    windows: int
+    expected_ids: list[int]
+    deleted: tuple[int, ...] = ()
+    corrected: Mapping[int, datetime] = field(default_factory=dict)
+
+
+PARTITION_CHANGES = {
+    "the partition's only row deleted": PartitionChange(
+        "2026-04-03-04:00", "2026-04-03-04:00", 1, [3, 4, 6], deleted=(5,)
+    ),
+    "the partition's only row corrected into a later partition": PartitionChange(
+        "2026-04-03-04:00", "2026-04-03-04:00", 1, [3, 4, 6], corrected={5: at(7, 30)}
+    ),
+    "a backfill of two partitions whose rows were deleted": PartitionChange(
+        "2026-04-03-03:00", "2026-04-03-04:00", 2, [3, 6], deleted=(4, 5)
+    ),
+}
+
+
+def partition_run(
+    scene: Scene, first: str, last: str, *, raise_on_error: bool = True
+) -> ExecuteInProcessResult:
+    """The run the UI launches for a backfill of ``first``..``last`` (single_run policy)."""
+    return scene.defs.resolve_job_def("orders_job").execute_in_process(
+        instance=scene.instance,
+        tags={
+            "dagster/asset_partition_range_start": first,
+            "dagster/asset_partition_range_end": last,
+        },
+        raise_on_error=raise_on_error,
+    )
+
+
+@pytest.mark.parametrize("change", PARTITION_CHANGES.values(), ids=PARTITION_CHANGES.keys())
+def test_re_running_a_partition_whose_source_rows_were_deleted_removes_them(
+    tmp_path: Path, change: PartitionChange
+) -> None:
+    scene = Scene(
+        tmp_path,
+        partitions={"granularity": "hourly", "start": "2026-04-03T00:00", "end": "2026-04-03T08"},
+        destination={"replace_by_watermark": True},
+    )
+    scene.orders.put(*(order(i, when) for i, when in ROWS.items()))
+    partition_run(scene, "2026-04-03-02:00", "2026-04-03-05:00")
+    assert scene.target_ids() == [3, 4, 5, 6]
+    version = DeltaCommitter(scene.table).current_version()
+    assert version is not None
+    scene.orders.delete(*change.deleted)
+    scene.orders.put(*(order(i, when) for i, when in change.corrected.items()))
+
+    run = partition_run(scene, change.first, change.last)
+
+    assert scene.target_ids() == change.expected_ids
+    windows = change.windows
+    assert DeltaCommitter(scene.table).current_version() == version + windows, "one per window"
+    materialization = run.asset_materializations_for_node("orders")[0]
+    meta = {key: value.value for key, value in materialization.metadata.items()}
+    assert meta["delta/versions"] == list(range(version + 1, version + windows + 1))
+    assert meta["rows/read"] == 0
+    assert str(meta["replay/chunks"]).count(": 0 rows read, 1 rows removed from the window") == (
+        windows
+    ), meta["replay/chunks"]
+    assert all(checks_passed(run).values()), checks_passed(run)
+
+
+EMPTY_WINDOW_CASES = {
+    "its own table, chunk 2's rows deleted at the source": ({}, (3, 4), [1, 2, 5, 6]),
+    "its own table, every row deleted at the source": ({}, (1, 2, 3, 4, 5, 6), []),
+    "a backfill table, chunk 2's rows deleted at the source": (
+        {"target_table": "orders_backfill"},
+        (3, 4),
+        [1, 2, 5, 6],
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("target", "deleted", "expected_ids"),
+    EMPTY_WINDOW_CASES.values(),
+    ids=EMPTY_WINDOW_CASES.keys(),
+)
+def test_an_empty_window_the_target_holds_nothing_of_makes_no_commit(
+    tmp_path: Path,
+    spark: Any,
+    target: dict[str, str],
+    deleted: tuple[int, ...],
+    expected_ids: list[int],
+) -> None:
+    """Chunk 4 [06:00, 08:00) is empty at the source and in the target: no commit, while the
+    windows emptied at the source commit their removals (one commit per chunk 1-3)."""
+    table = {k: str(tmp_path / "delta" / v) for k, v in target.items()}
+    scene = Scene(tmp_path, replay={**RANGE, **table}, destination={"replace_by_watermark": True})
+    scene.orders.put(*(order(i, ROWS[i]) for i in range(1, 7)))  # nothing in chunk 4
+    if table:
+        replay(scene, spark)  # the backfill table: chunks 1-3 (chunk 4: nothing to commit)
+    else:
+        scene.run()
+    uri = table.get("target_table", scene.table)
+    version = DeltaCommitter(uri).current_version()
+    assert version is not None
+    scene.orders.delete(*deleted)
+
+    lines: list[str] = []
+    result = run_logged(scene, spark, lines)
+
+    assert ids(uri) == expected_ids
+    chunks = replay_chunks(scene.pipeline, replay_of(scene))
+    commits = replay_commits(uri)[-3:] if table else replay_commits(uri)
+    assert [c["replay"]["chunk"][0] for c in commits] == [c.lower.to_json() for c in chunks[:3]]
+    assert DeltaCommitter(uri).current_version() == version + 3, "chunks 1-3, not 4"
+    last = result.chunks[3]
+    assert last.result is not None and last.result.outcome.version is None
+    assert last.line() == (
+        f"chunk 4 {last.chunk.key}: 0 rows read (no row read and no row of the table in "
+        f"{last.result.window}: nothing to commit)"
+    )
+    assert f"  {last.line()}" in lines
+
+
+COMPLETION_CASES = {
+    "replace into its own table, the last chunk empty at the source and in the target": (
+        {"destination": {"replace_by_watermark": True}},
+        [1, 2, 3, 4, 5, 6],
+        (),
+        0,
+    ),
+    "replace into its own table, the last chunk's rows deleted at the source": (
+        {"destination": {"replace_by_watermark": True}},
+        IN_RANGE,
+        (7, 8),
+        2,
+    ),
+    "append into a backfill table, the last chunk empty at the source": (
+        {"replay": {"target_table": "orders_backfill"}},
+        [1, 2, 3, 4, 5, 6],
+        (),
+        0,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "source_ids", "deleted", "removed"),
+    COMPLETION_CASES.values(),
+    ids=COMPLETION_CASES.keys(),
+)
+def test_save_watermark_records_an_empty_chunks_completion_and_a_re_run_skips_it(
+    tmp_path: Path,
+    spark: Any,
+    overrides: dict[str, dict[str, Any]],
+    source_ids: list[int],
+    deleted: tuple[int, ...],
+    removed: int,
+) -> None:
+    replay_section = {**RANGE, "save_watermark": True, **overrides.get("replay", {})}
+    if "target_table" in replay_section:
+        replay_section["target_table"] = str(tmp_path / "delta" / replay_section["target_table"])
+    destination = overrides.get("destination", {})
+    scene = Scene(tmp_path, replay=replay_section, destination=destination)
+    scene.orders.put(*(order(i, ROWS[i]) for i in source_ids))
+    if destination:
+        scene.run()  # the production run: the own table holds every row of the source
+    production_before = production(scene)
+    scene.orders.delete(*deleted)
+
+    result = replay(scene, spark)
+
+    uri = result.target_table
+    chunks = replay_chunks(scene.pipeline, replay_of(scene))
+    last = result.chunks[3]
+    assert last.result is not None and last.result.staged.rows_read == 0
+    version = last.result.outcome.version
+    assert version is not None, last.line()
+    assert (last.result.rows_removed, last.result.rows_committed) == (removed, 0)
+    commit = DeltaCommitter(uri).read_commit(version)
+    assert commit.txns[replay_app_id("orders", chunks[3])] == 1
+    assert saved_upper_bounds(scene, uri) == [c.upper.to_json() for c in chunks]
+    actions = log_actions(uri, version)
+    assert (actions["remove"] > 0) == (removed > 0), actions
+    assert sum(a.num_records or 0 for a in commit.added) == last.result.rows_kept_by_rewrite
+    if not removed:
+        assert actions["add"] == 0, "a commit of the chunk's txn and upper bound only"
+    assert production(scene) == production_before, "an empty chunk moves no watermark"
+    assert 7 not in ids(uri) and 8 not in ids(uri)
+
+    rerun = replay(scene, spark)
+
+    assert rerun.skipped == [1, 2, 3, 4], [c.line() for c in rerun.chunks]
+    assert DeltaCommitter(uri).current_version() == version, "the re-run commits nothing"
+
+
+def test_an_empty_chunk_with_no_target_table_yet_commits_nothing_even_to_record_completion(
+    tmp_path: Path, spark: Any
+) -> None:
+    """No table: nothing to remove, and no schema but a guess to create it with (the decision in
+    ``runs.column.commit_column_batch``): the re-run reads the chunk again."""
+    scene = replay_scene(tmp_path, save_watermark=True)
+    scene.orders.delete(*IN_RANGE)  # 9 and 10 stay, outside the range: every chunk is empty
+
+    result = replay(scene, spark)
+
+    assert result.versions == []
+    assert not (Path(result.target_table) / "_delta_log").exists()
+    assert all(
+        c.result is not None and "no table yet" in c.result.outcome.reason for c in result.chunks
+    )
+    assert replay(scene, spark).skipped == []

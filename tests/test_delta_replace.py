@@ -555,3 +555,67 @@ def test_rows_with_a_null_watermark_column_are_in_no_window_and_are_kept(tmp_pat
 
     assert (len(plan.removed), len(plan.rewritten), plan.kept_files, version) == (0, 1, 1, 1)
     assert ids_read_by_every_reader(path) == [2, 3]
+
+
+# What an empty replay chunk commits (runs.column.commit_column_batch): no new file, the table's
+# schema (an empty one given), remove actions and rewritten remainders only, or nothing but its
+# txn and metadata. delta-rs 1.6.6's create_write_transaction(mode="append") takes both.
+NO_NEW_FILE_CASES = {
+    "whole hour files in the window: remove actions only": (
+        ReplaceWindow("ts", at(11), at(13), Interval.CLOSED_OPEN),
+        without(110, 111, 112, 120, 121, 122),
+        {"remove": 2},
+    ),
+    "straddling files: removed, their remainders added back": (
+        ReplaceWindow("ts", at(10, 30), at(11, 30)),
+        without(102, 110, 111),
+        {"remove": 2, "add": 2},
+    ),
+    "the partition column's window: whole partitions removed": (
+        ReplaceWindow("hour", "2024-01-01T10", "2024-01-01T10", Interval.CLOSED_CLOSED),
+        without(100, 101, 102),
+        {"remove": 1},
+    ),
+    "no row of the table in the window: the txn and the metadata only": (
+        ReplaceWindow("ts", at(20), at(22), Interval.CLOSED_OPEN),
+        BASE_IDS,
+        {},
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("window", "expected_ids", "data_actions"),
+    NO_NEW_FILE_CASES.values(),
+    ids=NO_NEW_FILE_CASES.keys(),
+)
+def test_a_replace_with_no_new_file_is_one_commit_of_removes_with_the_txn_and_metadata(
+    table: Path, window: ReplaceWindow, expected_ids: list[int], data_actions: dict[str, int]
+) -> None:
+    plan = plan_replace(str(table), window, [])
+    outcome = commit_replace(
+        committer(table),
+        plan,
+        schema=pa.schema([]),  # what a chunk that read no row has: the table's schema is used
+        partition_by=["hour"],
+        txns=[TxnVersion(APP, 1)],
+        custom_metadata={"watermark_assets.replay": '{"chunk": 4}'},
+        now=lambda: FROZEN,
+    )
+
+    assert outcome.version == 1, outcome
+    assert plan.rows_added == 0
+    assert ids_read_by_every_reader(table) == expected_ids
+    actions = log_actions(table, 1)
+    kinds = {kind: sum(kind in a for a in actions) for kind in ("add", "remove")}
+    assert kinds == {"add": 0, "remove": 0, **data_actions}
+    assert [a["txn"] for a in actions if "txn" in a] == [
+        {"appId": APP, "version": 1, "lastUpdated": int(FROZEN.timestamp() * 1000)}
+    ]
+    (info,) = [a["commitInfo"] for a in actions if "commitInfo" in a]
+    assert (info["operation"], info["operationParameters"]["mode"]) == ("WRITE", "Append")
+    assert info["watermark_assets.replay"] == '{"chunk": 4}'
+    assert json.loads(info[REPLACE_METADATA_KEY])["rows_removed"] == len(BASE_IDS) - len(
+        expected_ids
+    )
+    assert DeltaTable(str(table)).transaction_version(APP) == 1

@@ -110,6 +110,9 @@ class ColumnPlan:
     extra_txns: tuple[TxnVersion, ...] = ()
     #: further commitInfo entries (a replay chunk's record)
     extra_metadata: Mapping[str, str] = field(default_factory=dict)
+    #: True: a read of no row still commits its txns and metadata (a ``save_watermark: true``
+    #: replay chunk records its completion in the log; see :func:`commit_column_batch`)
+    records_completion: bool = False
 
     @property
     def predicate(self) -> Predicate:
@@ -215,14 +218,18 @@ class StagedColumnBatch:
 
     @property
     def window(self) -> ReplaceWindow | None:
-        """The window a ``replace_by_watermark`` commit replaces; None for an append or no rows.
+        """The window a ``replace_by_watermark`` commit replaces; None for an append, or for a
+        run above the watermark that read no row (it has no upper bound).
 
-        ``lower`` is where the read started (the watermark before, or the look-back's start),
-        ``upper`` the leading column of the watermark after; ``(lower, upper]`` for a read with
-        ``>``, ``[lower, upper]`` for one with ``>=``; from the beginning without a watermark.
+        A chunk (``plan.upper``) replaces its whole closed-open range ``[lower, upper)``, also
+        when it read no row: its rows in the table were deleted (or corrected away) at the
+        source, and the replace removes them. Otherwise ``lower`` is where the read started (the
+        watermark before, or the look-back's start), ``upper`` the leading column of the
+        watermark after; ``(lower, upper]`` for a read with ``>``, ``[lower, upper]`` for one
+        with ``>=``; from the beginning without a watermark.
         """
         pipeline = self.plan.request.pipeline
-        if not pipeline.destination.replace_by_watermark or not self.rows.rows:
+        if not pipeline.destination.replace_by_watermark:
             return None
         bound = self.plan.bound.watermark
         column = pipeline.watermark.columns[0]
@@ -233,6 +240,8 @@ class StagedColumnBatch:
                 self.plan.upper.values[0],  # type: ignore[arg-type]
                 Interval.CLOSED_OPEN,
             )
+        if not self.rows.rows:
+            return None
         upper = self.watermark_after.values[0]
         if upper is None:
             return None  # no complete row: nothing can be placed in a window (fails closed later)
@@ -319,7 +328,31 @@ def commit_column_batch(
 ) -> ColumnResult:
     """Commit the staged rows (append or window replace) with the watermark, or plan again when
     another run of the pipeline committed meanwhile (module docstring). ``replan`` makes that new
-    plan (default: :func:`plan_column_batch` of the same request; a replay chunk plans its own)."""
+    plan (default: :func:`plan_column_batch` of the same request; a replay chunk plans its own).
+
+    A read of no row commits nothing, except in two cases, each ONE commit like any other:
+
+    - a chunk's window with ``replace_by_watermark`` (:attr:`StagedColumnBatch.window`): when
+      the table holds rows in ``[lower, upper)``, they were deleted or corrected away at the
+      source, and the commit removes them (remove actions, rewritten straddling files, no new
+      file) with the chunk's txns and metadata. A window the table holds no row of commits
+      nothing (no empty commits in the log), unless the chunk records its completion;
+    - a chunk that records its completion (:attr:`ColumnPlan.records_completion`, a
+      ``save_watermark: true`` replay, append or replace): the commit carries its txns and its
+      upper bound even with no file to add or remove. Why record an empty chunk: the seed saves
+      the upper bound "after each successful chunk", and a chunk that read nothing did
+      succeed; the re-run then skips it like any completed chunk (its txn is in the log, the
+      saved bound covers it). Not recording it was inconsistent too: an empty chunk followed by
+      a non-empty one was skipped anyway (the later bound covers it), a trailing one re-read on
+      every re-run. Rows arriving later in a completed chunk are not re-read, empty or not
+      (re-run with ``save_watermark: false``, or another range). The price is one small commit
+      holding only a ``txn`` and ``commitInfo``.
+
+    An empty read moves no watermark of the pipeline (nothing was read), and with no table yet
+    it commits nothing: there is nothing to remove, and recording would create the table with a
+    schema guessed from the source read instead of the files Spark writes (a re-run reads the
+    chunk again, and only a later chunk's bound covers it).
+    """
     pipeline = staged.plan.request.pipeline
     request = staged.plan.request
     if replan is None:
@@ -330,16 +363,9 @@ def commit_column_batch(
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         staging = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{staged.token}")
         try:
-            if not staged.rows_read:
+            if not staged.rows_read and not _commits_when_empty(staged):
                 reason = "no row above the watermark: nothing to commit"
-                nothing = CommitOutcome(None, True, reason)
-                return ColumnResult(
-                    staged=staged,
-                    outcome=nothing,
-                    rows_committed=0,
-                    watermark_after=staged.plan.watermark_before,
-                    attempts=attempt,
-                )
+                return _nothing_committed(staged, reason, attempt)
             return _commit_once(staged, attempt)
         except _Stale:
             if staged.spark is None:
@@ -356,12 +382,33 @@ def commit_column_batch(
     )
 
 
+def _commits_when_empty(staged: StagedColumnBatch) -> bool:
+    """Whether a read of no row may still commit: a chunk's replace, or a recorded completion."""
+    return staged.window is not None or staged.plan.records_completion
+
+
+def _nothing_committed(staged: StagedColumnBatch, reason: str, attempt: int) -> ColumnResult:
+    return ColumnResult(
+        staged=staged,
+        outcome=CommitOutcome(None, True, reason),
+        rows_committed=0,
+        window=staged.window,
+        watermark_after=staged.plan.watermark_before,
+        attempts=attempt,
+    )
+
+
 def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
     plan = staged.plan
     request = plan.request
     pipeline = request.pipeline
     uri, partition_by = pipeline.table.uri, pipeline.table.partition_by
     committer = DeltaCommitter(uri, now=request.clock)
+    empty = not staged.rows_read
+    if empty and committer.current_version() is None:
+        reason = "no row read and no table yet: nothing to remove or record, nothing to commit"
+        return _nothing_committed(staged, reason, attempt)
+    saves = plan.saves_watermark and not empty  # an empty read moves no watermark
     data_dir = storage.join(uri, f"{STAGING_DIR}/{staged.token}")
     moved = move_into_table(staged.data_files, data_dir, uri, staged.token)
     files = describe_data_files(uri, moved, partition_by)
@@ -375,7 +422,7 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
 
     def commit(entries: Mapping[str, str]) -> CommitOutcome:
         custom = dict(plan.extra_metadata)
-        if plan.saves_watermark:
+        if saves:
             custom |= dict(entries) or commit_metadata_entry(
                 pipeline.dataflow_id,
                 after.to_json(),
@@ -393,6 +440,10 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
             )
         else:
             replace = plan_replace(uri, window, files)
+            touches = files or replace.removed or replace.rewritten
+            if not touches and not plan.records_completion:  # no empty commits in the log
+                reason = f"no row read and no row of the table in {window}: nothing to commit"
+                return CommitOutcome(None, True, reason)
             kept = sum(r.remainder.num_records for r in replace.rewritten if r.remainder)
             counts.update(rows_removed=replace.rows_removed, rows_kept_by_rewrite=kept)
             custom[RUN_METADATA_KEY] = _run_record(staged, window, replace.rows_removed, kept)
@@ -411,7 +462,7 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
         return outcome
 
     try:
-        if not plan.saves_watermark:
+        if not saves:
             outcome = commit({})
         else:
             outcome = manager.commit_then_save(

@@ -32,7 +32,13 @@ Where the work is recorded: the target table's log. Each chunk commit carries th
 chunk: a concurrent replay of the same chunk makes the commit stale and it plans again) and the
 ``watermark_assets.replay`` entry (the range, the chunk, ``save_watermark``, rows).
 
-An empty chunk commits nothing (a re-run reads it again, and finds the rows that arrived since).
+A chunk that reads no row (:func:`~watermark_assets.runs.column.commit_column_batch`): with
+``replace_by_watermark`` it still replaces its window when the table holds rows there (they were
+deleted or corrected away at the source: ONE commit of remove actions and rewritten remainders
+of straddling files, no new file, with the chunk's txns and metadata); with ``save_watermark:
+true`` it records its completion (its txn and upper bound, in that same commit or in one of its
+own) and a re-run skips it. Otherwise it commits nothing (no empty commits in the log) and a
+re-run reads it again. With no table yet nothing is committed.
 
 Crash point: ``after_chunk_commit:N`` (``runs.faults.crash_point``) once chunk N (1-based)
 committed.
@@ -125,12 +131,15 @@ class ChunkRun:
         head = f"chunk {self.number} {self.chunk.key}"
         if self.result is None:
             return f"{head}: skipped ({self.skipped_because})"
-        outcome = self.result.outcome
+        result = self.result
+        outcome = result.outcome
         version = "" if outcome.version is None else f" as Delta version {outcome.version}"
-        return (
-            f"{head}: {self.result.staged.rows_read} rows read, {self.result.rows_committed} "
-            f"committed{version} ({outcome.reason})"
-        )
+        counts = [f"{result.staged.rows_read} rows read"]
+        if result.staged.rows_read:
+            counts.append(f"{result.rows_committed} committed")
+        if result.rows_removed:
+            counts.append(f"{result.rows_removed} rows removed from the window")
+        return f"{head}: {', '.join(counts)}{version} ({outcome.reason})"
 
 
 @dataclass(frozen=True)
@@ -266,6 +275,7 @@ def plan_chunk(
         upper=chunk.upper,
         saves_watermark=saves,
         extra_metadata=metadata,
+        records_completion=replay.save_watermark,
     )
 
 
