@@ -8,8 +8,8 @@ commits, and the commit that passes the file with the watermark is the one that 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -17,10 +17,9 @@ import pyarrow as pa
 
 from watermark_assets import storage
 from watermark_assets.core.filepath.watermark import FileWatermark
-from watermark_assets.delta.stats import DataFile
 from watermark_assets.runs.faults import crash_point
 from watermark_assets.runs.file_plan import BatchPlan
-from watermark_assets.sources.files import FileBatch
+from watermark_assets.sources.files import FileBatch, StagedFiles
 from watermark_assets.staging import STAGING_DIR, list_parquet, remove_stale_staging
 
 if TYPE_CHECKING:
@@ -30,25 +29,14 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, kw_only=True)
-class StagedBatch:
-    """A planned batch whose data files exist but are not committed yet (the asset's output)."""
+class StagedBatch(StagedFiles):
+    """A planned batch whose data files exist but are not committed yet (the asset's output):
+    what its source staged, plus the plan and the quarantine records of unreadable files."""
 
     plan: BatchPlan
     token: str
-    rows_read: int = 0
-    rows_quarantined: int = 0
-    #: URIs of the files to commit (staged, or the other writer's in place)
-    data_files: tuple[str, ...] = ()
-    #: staging root of the data files; None when they are already in place
-    data_root: str | None = None
-    data_schema: pa.Schema | None = None
-    quarantine_files: tuple[str, ...] = ()
-    quarantine_root: str | None = None
     #: landing files that could not be read at all, recorded in the quarantine as files
     files_quarantined: int = 0
-    per_partition: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    #: add actions already read from the footers (files committed in place do not move)
-    described: tuple[DataFile, ...] = ()
 
     @property
     def watermark_before(self) -> FileWatermark:
@@ -72,17 +60,7 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
     batch = FileBatch(plan.files, plan.file_partitions, token, quarantine_dir)
     made = source.stage(batch, spark, now=now)
     staged = StagedBatch(
-        plan=plan,
-        token=token,
-        rows_read=made.rows_read,
-        rows_quarantined=made.rows_quarantined,
-        data_files=made.data_files,
-        data_root=made.data_root,
-        data_schema=made.data_schema,
-        quarantine_files=made.quarantine_files,
-        quarantine_root=made.quarantine_root,
-        per_partition=made.per_partition,
-        described=made.described,
+        plan=plan, token=token, **{f.name: getattr(made, f.name) for f in fields(made)}
     )
     if made.unreadable:
         staged = _quarantine_unreadable(staged, made.unreadable, batch, now)
