@@ -7,4 +7,5 @@
 - ``rewrite``: what replace and merge share: a plan of removes, rewrites and adds on one
   snapshot, a file rewritten without some rows, the commit pinned to the snapshot.
 - ``replace``: a watermark window replaced in ONE commit (removes, rewrites, adds).
+- ``merge``: a run's rows upserted on key columns in ONE commit (removes, rewrites, adds).
 """
