@@ -326,3 +326,43 @@ def test_bad_merge_keys_are_refused_at_load(tmp_path: Path, keys: list[str], mes
     raw = column_pipeline(tmp_path, watermark={"backward_days": 1}, table={"merge_keys": keys})
     with pytest.raises(ConfigError, match=message):
         project_config(raw)
+
+
+@pytest.mark.spark
+def test_a_replay_into_another_table_upserts_its_chunks_on_the_keys(
+    tmp_path: Path, spark: Any
+) -> None:
+    from watermark_assets.runs.column_replay import run_replay
+
+    target = str(tmp_path / "delta" / "orders_backfill")
+    replay = {
+        "start": "2026-04-03T00:00:00Z",
+        "end": "2026-04-03T08:00:00Z",
+        "chunk": {"hours": 2},
+        "target_table": target,
+    }
+    scene = Scene(tmp_path, table=BY_ID, replay=replay)
+    assert scene.pipeline.replay is not None
+    scene.orders.put(*(order(i, at(i)) for i in range(8)))
+
+    def replayed() -> list[tuple[int, float]]:
+        assert scene.pipeline.replay is not None
+        run_replay(scene.pipeline, scene.pipeline.replay, spark, run_id="t", clock=lambda: NOW)
+        rows = DeltaTable(target).to_pyarrow_table(columns=["id", "amount"]).to_pylist()
+        return sorted((r["id"], r["amount"]) for r in rows)
+
+    assert replayed() == [(i, float(i)) for i in range(8)]
+    # Replayed again (save_watermark false: every chunk), with id 3 moved to a later chunk: its
+    # old row is removed by the chunk that reads its new one, nothing is duplicated.
+    scene.orders.put(order(3, at(7, 30), 33.0))
+    assert replayed() == [(i, 33.0 if i == 3 else float(i)) for i in range(8)]
+    merges = [
+        json.loads(c.custom_metadata[MERGE_METADATA_KEY])
+        for c in DeltaCommitter(target).read_commits_after(3)
+    ]
+    assert [(m["rows_updated"], m["rows_inserted"]) for m in merges] == [
+        (2, 0),
+        (1, 0),
+        (2, 0),
+        (3, 0),
+    ]
