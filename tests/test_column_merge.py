@@ -317,7 +317,7 @@ def test_which_pipelines_may_merge_on_keys(
 @pytest.mark.parametrize(
     ("keys", "message"),
     [
-        pytest.param([], "look-back", id="no key with a look-back"),
+        pytest.param([], "set table.merge_keys", id="no key with a look-back: merge_keys offered"),
         pytest.param(["id", "id"], "more than once", id="a key named twice"),
         pytest.param(["id", " "], "blank", id="a blank key"),
     ],
