@@ -925,9 +925,18 @@ class ColumnTableConfig(_Model):
     )
     merge_keys: list[str] = Field(
         default_factory=list,
-        description="Reserved for merging re-read rows on keys (not supported yet: use "
-        "destination.replace_by_watermark).",
+        description="Columns that identify a row, e.g. [id] or [region, id]: each run's rows are "
+        "upserted in ONE Delta commit (table rows with the key of a row read are replaced; one "
+        "row per key is kept from a run, the greatest watermark). Accepts a look-back or lag; "
+        "not together with destination.replace_by_watermark.",
     )
+
+    @field_validator("merge_keys")
+    @classmethod
+    def _valid_merge_keys(cls, value: list[str]) -> list[str]:
+        from watermark_assets.core.column.merge import merge_key_names
+
+        return list(merge_key_names(value)) if value else value
 
 
 class DestinationConfig(_Model):
@@ -1032,6 +1041,13 @@ class ReplayConfig(_Model):
         return self
 
 
+_NOT_MERGE_FOR_WINDOWS = (
+    ". table.merge_keys is not enough here (remove it): windows run in any order, and running "
+    "an older window again would overwrite a key's newer row when the source keeps older "
+    "versions; rows deleted from the source would stay"
+)
+
+
 class ColumnPipelineConfig(_Model):
     """Rows above a column watermark are read from a table or files and committed to Delta
     (seed 001): the watermark is saved only with, or after, the commit."""
@@ -1066,23 +1082,28 @@ class ColumnPipelineConfig(_Model):
 
     @model_validator(mode="after")
     def _no_duplicates_on_re_read(self) -> ColumnPipelineConfig:
-        if self.table.merge_keys:
+        keys, replace = self.table.merge_keys, self.destination.replace_by_watermark
+        if keys and replace:
             raise ValueError(
-                f"table.merge_keys {self.table.merge_keys!r}: merging on keys is not supported "
-                "yet; remove merge_keys and set destination.replace_by_watermark: true to replace "
-                "the re-read window instead"
+                f"table.merge_keys {keys!r} and destination.replace_by_watermark: true are two "
+                "ways of writing re-read rows; pick one. merge_keys: each row read replaces the "
+                "table's row with its key (a key's old version is removed wherever it was). "
+                "replace_by_watermark: the window read replaces the table's rows in it (rows "
+                "deleted from the source inside it disappear; needed for partitions and replay)"
             )
-        if self.watermark.reads_behind and not self.destination.replace_by_watermark:
+        if self.watermark.reads_behind and not (keys or replace):
             raise ValueError(
                 "watermark.backward_days/backward/lag re-read rows at or below the watermark, "
-                "which an append would duplicate; set destination.replace_by_watermark: true "
-                "(the re-read window is replaced in one commit), or remove the look-back"
+                "which an append would duplicate; set table.merge_keys (re-read rows are upserted "
+                "on their key) or destination.replace_by_watermark: true (the re-read window is "
+                "replaced in one commit), or remove the look-back"
             )
-        if self.partitions is not None and not self.destination.replace_by_watermark:
+        if self.partitions is not None and not replace:
             raise ValueError(
                 "partitions: a partition run replays its window into the pipeline's table, which "
                 "an append would duplicate on a re-run; set destination.replace_by_watermark: "
                 "true (each window is replaced in one commit), or remove the partitions block"
+                + (_NOT_MERGE_FOR_WINDOWS if keys else "")
             )
         if self.replay is not None:
             self.replay_problem(self.replay)  # raises ValueError
@@ -1096,6 +1117,7 @@ class ColumnPipelineConfig(_Model):
                 "replay into the pipeline's own table re-reads rows it already holds, which an "
                 "append would duplicate; set destination.replace_by_watermark: true (each chunk "
                 "replaces its window) or give replay.target_table (a new table)"
+                + (_NOT_MERGE_FOR_WINDOWS if self.table.merge_keys else "")
             )
 
     def replays_own_table(self, replay: ReplayConfig) -> bool:

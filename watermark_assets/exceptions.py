@@ -6,6 +6,8 @@ and its message names the value, what was expected, and the fix.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 # The ONE base class lives in the pure core (core must not import this module's Java/Delta errors).
 from watermark_assets.core.errors import (
     CheckpointError as CheckpointError,
@@ -194,6 +196,31 @@ class RowsOutsideWindowError(DeltaCommitError):
         self.path = path
         self.outside = outside
         self.example = example
+
+
+class MergeKeyError(DeltaCommitError):
+    """A merge on keys refused before anything was committed (a missing or null key column, a
+    key given twice, a table whose files cannot be rewritten row by row)."""
+
+    def __init__(
+        self,
+        table_uri: str,
+        keys: Sequence[str],
+        problem: str,
+        fix: str,
+        *,
+        column: str | None = None,
+        value: object = None,
+    ) -> None:
+        super().__init__(
+            f"merge on keys {list(keys)} into table {table_uri!r} is refused: {problem}. "
+            f"Nothing was committed. Fix: {fix}",
+            table_uri=table_uri,
+        )
+        self.keys = tuple(keys)
+        self.problem = problem
+        self.column = column
+        self.value = value
 
 
 class UnreadablePathError(WatermarkAssetsError):

@@ -246,8 +246,8 @@ def build_column_checks(
             AssetCheckSpec(
                 RECONCILE_CHECK,
                 asset=asset_key,
-                description="Rows added by the commit = rows read (+ rows a replace kept when it "
-                "rewrote a file straddling the window).",
+                description="Rows added by the commit = rows read (- rows of a merge key read "
+                "twice, one kept; + rows a replace or merge kept when it rewrote a file).",
             ),
         ],
         name=f"{pipeline.name}_checks",
@@ -276,11 +276,14 @@ def build_column_checks(
                         f"v{version} stores {now}, below v{previous.delta_version}'s {was}"
                     )
             logged = sum(add.num_records or 0 for add in commit.added)
-            expected = int(record["rows_read"]) + int(record["rows_kept_by_rewrite"])
+            duplicates = int(record.get("rows_deduplicated", 0))
+            kept = int(record["rows_kept_by_rewrite"])
+            expected = int(record["rows_read"]) - duplicates + kept
             if logged != expected:
                 mismatches.append(
-                    f"v{version}: log adds {logged} rows, read {record['rows_read']} + kept by "
-                    f"rewrite {record['rows_kept_by_rewrite']} = {expected}"
+                    f"v{version}: log adds {logged} rows, read {record['rows_read']} - "
+                    f"deduplicated on the merge keys {duplicates} + kept by rewrite {kept} = "
+                    f"{expected}"
                 )
         if not versions:
             note = "this run made no commit (nothing above the watermark)"

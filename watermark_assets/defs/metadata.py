@@ -161,6 +161,13 @@ def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str
         "delta/commit_attempts": MetadataValue.int(result.attempts),
         "dagster/uri": MetadataValue.path(pipeline.table.uri),
     }
+    if result.merge_keys:
+        metadata |= {
+            "merge/keys": MetadataValue.text(", ".join(result.merge_keys)),
+            "rows/updated": MetadataValue.int(result.rows_updated),
+            "rows/inserted": MetadataValue.int(result.rows_inserted),
+            "rows/deduplicated": MetadataValue.int(staged.rows.duplicates),
+        }
     if table_rows is not None:
         metadata["dagster/row_count"] = MetadataValue.int(table_rows)
     return metadata

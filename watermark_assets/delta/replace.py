@@ -30,38 +30,46 @@ typo or a type mismatch in the predicate is the failure that must never widen th
 log shows the commit as ``WRITE`` (``mode: Append``) with ``remove`` and ``add`` actions;
 ``watermark_assets.replace`` in ``commitInfo`` says it was a replace. Deletion vectors and column
 mapping are refused (reading a file's Parquet would resurrect deleted rows or miss renamed columns).
+
+The plan's shape, the rewrite of a file without some rows and the pinned commit are shared with
+the merge on keys (:mod:`watermark_assets.delta.merge`) through
+:mod:`watermark_assets.delta.rewrite`.
 """
 
 from __future__ import annotations
 
 import json
-import posixpath
-import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from typing import Any
-from urllib.parse import unquote
 
 import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
-from deltalake.transaction import RemoveAction
 
-from watermark_assets.core.clock import Clock, ensure_utc, system_clock
+from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.replace_window import Interval, ReplaceWindow, WindowValue, value_kind
 from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
+from watermark_assets.delta.rewrite import (
+    RemovedFile,
+    RewritePlan,
+    RewrittenFile,
+    commit_rewrite,
+    delete_remainders,
+    open_table,
+    rewrite_without,
+    snapshot_files,
+)
 from watermark_assets.delta.stats import (
-    STATS_TIMESTAMP_SLACK,
     DataFile,
-    describe_data_files,
     stats_kind,
     stats_value,
     unsupported_read_feature,
+    widen_cut_maximum,
 )
 from watermark_assets.exceptions import (
     DeltaCommitError,
@@ -84,88 +92,15 @@ REPLACE_METADATA_KEY = "watermark_assets.replace"
 """The ``commitInfo`` key of a replace commit: the window, files removed and rewritten, rows."""
 
 
-@dataclass(frozen=True)
-class RemovedFile:
-    """A file of the snapshot that the replace removes; ``path`` as in :class:`DataFile`."""
-
-    path: str
-    size: int
-    partition_values: Mapping[str, str | None] | None
-    """As in the log; None when the snapshot gave typed values (the remove then omits them)."""
-    num_records: int
-
-
-@dataclass(frozen=True)
-class RewrittenFile:
-    """A straddling file: removed, and its rows outside the window added back as ``remainder``."""
-
-    removed: RemovedFile
-    remainder: DataFile | None
-    """None when every row was in the window (the file is only removed)."""
-
-
 @dataclass(frozen=True, kw_only=True)
-class ReplacePlan:
-    """What one replace commits, planned on the snapshot ``read_version`` (-1: no table yet)."""
+class ReplacePlan(RewritePlan):
+    """What one replace commits (:class:`RewritePlan`), and the window it replaces."""
 
-    table_uri: str
     window: ReplaceWindow
-    read_version: int
-    new_files: tuple[DataFile, ...]
-    removed: tuple[RemovedFile, ...]
-    rewritten: tuple[RewrittenFile, ...]
-    kept_files: int
-    _filesystem: fsspec.AbstractFileSystem = field(repr=False, compare=False)
-    _root: str = field(repr=False, compare=False)
-
-    @property
-    def rows_removed(self) -> int:
-        """Rows of the table in the window: in removed files and cut out of rewritten ones."""
-        cut = sum(
-            r.removed.num_records - (r.remainder.num_records if r.remainder else 0)
-            for r in self.rewritten
-        )
-        return sum(f.num_records for f in self.removed) + cut
-
-    @property
-    def rows_added(self) -> int:
-        return sum(f.num_records for f in self.new_files)
-
-    def remove_actions(self, now_ms: int) -> list[RemoveAction]:
-        files = [*self.removed, *(r.removed for r in self.rewritten)]
-        return [
-            RemoveAction(
-                f.path,
-                True,
-                now_ms,
-                f.size,
-                None if f.partition_values is None else dict(f.partition_values),
-            )
-            for f in files
-        ]
-
-    def add_files(self) -> list[DataFile]:
-        return [*self.new_files, *(r.remainder for r in self.rewritten if r.remainder)]
 
     def metadata(self) -> dict[str, Any]:
         """The ``watermark_assets.replace`` entry of the commit."""
-        return {
-            "window": self.window.to_json(),
-            "read_version": self.read_version,
-            "removed_files": len(self.removed),
-            "rewritten_files": len(self.rewritten),
-            "rows_removed": self.rows_removed,
-            "rows_added": self.rows_added,
-        }
-
-    def discard(self) -> None:
-        """Delete the rewritten remainders of a plan that was NOT committed (stale, refused).
-
-        The new files are the caller's and stay. :func:`commit_replace` calls this itself.
-        """
-        for rewritten in self.rewritten:
-            if rewritten.remainder is not None:
-                self._filesystem.rm_file(f"{self._root}/{rewritten.remainder.path}")
+        return {"window": self.window.to_json(), **super().metadata()}
 
 
 def plan_replace(
@@ -181,17 +116,7 @@ def plan_replace(
     ``new_files`` are already under the table root (described by :func:`describe_data_files`).
     Raises :class:`ReplaceWindowError` or :class:`RowsOutsideWindowError` before writing anything.
     """
-    if filesystem is None:
-        fs, root = fsspec.core.url_to_fs(table_uri)
-    else:
-        fs, root = filesystem, filesystem._strip_protocol(table_uri)
-    root = str(root).rstrip("/")
-    try:
-        table: DeltaTable | None = DeltaTable(
-            table_uri, storage_options=dict(storage_options) if storage_options else None
-        )
-    except TableNotFoundError:
-        table = None
+    table, fs, root = open_table(table_uri, storage_options=storage_options, filesystem=filesystem)
     column_type, partition_columns = _column_of(table_uri, table, window, new_files, fs, root)
     for new in new_files:
         _check_inside(table_uri, window, new, column_type, partition_columns, fs, root)
@@ -212,13 +137,7 @@ def plan_replace(
     rewritten: list[RewrittenFile] = []
     kept = 0
     try:
-        for existing in pa.table(table.get_add_actions(flatten=True)).to_pylist():
-            file = RemovedFile(
-                unquote(existing["path"]),  # the log's form is percent-encoded
-                int(existing["size_bytes"]),
-                _partition_texts({c: existing.get(f"partition.{c}") for c in partition_columns}),
-                int(existing["num_records"] or 0),
-            )
+        for file, existing in snapshot_files(table, partition_columns):
             place = _place_existing(window, existing, column_type, partition_columns)
             if place is _Place.OUTSIDE:
                 kept += 1
@@ -231,7 +150,7 @@ def plan_replace(
                 else:
                     rewritten.append(done)
     except BaseException:
-        _delete_remainders(rewritten, fs, root)
+        delete_remainders(rewritten, fs, root)
         raise
     return ReplacePlan(
         table_uri=table_uri,
@@ -261,30 +180,16 @@ def commit_replace(
     On a stale outcome or an error the rewritten remainders are deleted; plan again from the new
     snapshot (:func:`plan_replace`) with freshly read txn versions.
     """
-    if committer.table_uri != plan.table_uri:
-        raise DeltaCommitError(
-            f"the replace was planned on {plan.table_uri!r}, not on {committer.table_uri!r}; "
-            "plan and commit against the same table",
-            table_uri=committer.table_uri,
-        )
-    metadata = {**custom_metadata, REPLACE_METADATA_KEY: json.dumps(plan.metadata())}
-    now_ms = int(ensure_utc(now()).timestamp() * 1000)
-    try:
-        outcome = committer.commit(
-            plan.add_files(),
-            schema=schema,
-            partition_by=partition_by,
-            txns=txns,
-            custom_metadata=metadata,
-            removes=plan.remove_actions(now_ms),
-            read_version=plan.read_version,
-        )
-    except BaseException:
-        plan.discard()
-        raise
-    if outcome.version is None:
-        plan.discard()
-    return outcome
+    return commit_rewrite(
+        committer,
+        plan,
+        entry_key=REPLACE_METADATA_KEY,
+        schema=schema,
+        partition_by=partition_by,
+        txns=txns,
+        custom_metadata=custom_metadata,
+        now=now,
+    )
 
 
 class _Place(Enum):
@@ -308,8 +213,8 @@ def _place(
         return _Place.OUTSIDE  # no rows, or only nulls: nothing in the window
     if low is None or high is None:
         return _Place.UNKNOWN
-    if pa.types.is_timestamp(column_type) and not exact and high.microsecond % 1000 == 0:
-        high = high + STATS_TIMESTAMP_SLACK  # on a millisecond: perhaps cut there
+    if not exact:
+        high = widen_cut_maximum(high, column_type)  # on a millisecond: perhaps cut there
     if window.is_below(high) or window.is_above(low):
         return _Place.OUTSIDE
     trusted = not pa.types.is_floating(column_type)  # NaN is in no window and in no statistics
@@ -389,16 +294,9 @@ def _rewrite(
     inside = _in_window(window, data.column(window.column))
     if not pc.any(inside).as_py():
         return None
-    remainder = data.filter(pc.invert(inside))
-    if remainder.num_rows == 0:
-        return RewrittenFile(file, None)
-    folder = posixpath.dirname(file.path)
-    name = f"part-replace-{uuid.uuid4()}.parquet"
-    relative = f"{folder}/{name}" if folder else name
-    with fs.open(f"{root}/{relative}", "wb") as out:
-        pq.write_table(remainder, out, coerce_timestamps="us", allow_truncated_timestamps=False)
-    described = describe_data_files(table_uri, [relative], partition_columns, filesystem=fs)[0]
-    return RewrittenFile(file, described)
+    return rewrite_without(
+        table_uri, file, inside, partition_columns, fs, root, data=data, prefix="part-replace"
+    )
 
 
 def _in_window(window: ReplaceWindow, values: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -474,17 +372,3 @@ def _refuse_unsupported_features(table_uri: str, table: DeltaTable, window: Repl
             "replace this window with Spark and delta-spark (MERGE or replaceWhere), or rewrite "
             "the table without the feature",
         )
-
-
-def _delete_remainders(
-    rewritten: Sequence[RewrittenFile], fs: fsspec.AbstractFileSystem, root: str
-) -> None:
-    for done in rewritten:
-        if done.remainder is not None:
-            fs.rm_file(f"{root}/{done.remainder.path}")
-
-
-def _partition_texts(values: Mapping[str, Any]) -> dict[str, str | None] | None:
-    if all(v is None or isinstance(v, str) for v in values.values()):
-        return dict(values)
-    return None

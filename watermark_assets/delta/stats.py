@@ -311,6 +311,15 @@ def stats_value(raw: Any, column_type: pa.DataType) -> Any:
     return raw
 
 
+def widen_cut_maximum(high: Any, column_type: pa.DataType) -> Any:
+    """A timestamp maximum read from statistics, widened by :data:`STATS_TIMESTAMP_SLACK` when it
+    falls on a whole millisecond (a writer may have cut it there); other values as they are."""
+    timestamp = pa.types.is_timestamp(column_type) and isinstance(high, datetime)
+    if timestamp and high.microsecond % 1000 == 0:
+        return high + STATS_TIMESTAMP_SLACK
+    return high
+
+
 def unsupported_read_feature(table: DeltaTable) -> str | None:
     """Why a table's Parquet files do not hold its rows as they are; None when they do.
 

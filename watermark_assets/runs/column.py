@@ -11,7 +11,8 @@
   ``watermark_assets/{pipeline}/column`` (the version read when planning: a concurrent run of the
   same pipeline makes the outcome stale, and the run plans and reads again, at most
   ``MAX_COMMIT_ATTEMPTS`` times). Append, or with ``destination.replace_by_watermark`` a replace of
-  the window read (:mod:`watermark_assets.delta.replace`), both ONE commit.
+  the window read (:mod:`watermark_assets.delta.replace`), or with ``table.merge_keys`` an upsert
+  on the keys (:mod:`watermark_assets.delta.merge`; staging kept one row per key), all ONE commit.
 
 Where the watermark is saved: the ``delta_metadata`` provider puts it in that same commit (data and
 progress atomic). ``file`` and ``postgres`` save it after the commit succeeded
@@ -45,9 +46,10 @@ from watermark_assets.core.column.predicate import Predicate, SqlDialect, below,
 from watermark_assets.core.column.watermark import ColumnWatermark, WatermarkOperator
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
+from watermark_assets.delta.merge import MergePlan, commit_merge, plan_merge
 from watermark_assets.delta.replace import commit_replace, plan_replace
 from watermark_assets.delta.stats import describe_data_files
-from watermark_assets.exceptions import DeltaCommitError
+from watermark_assets.exceptions import DeltaCommitError, MergeKeyError
 from watermark_assets.providers.delta_metadata import DeltaMetadataProvider, commit_metadata_entry
 from watermark_assets.providers.manager import WatermarkManager
 from watermark_assets.runs.faults import crash_point
@@ -264,6 +266,17 @@ def stage_column_batch(
     remove_stale_staging(table_uri, now)
     source = pipeline.source.build(pipeline.name, pipeline.watermark.columns)
     read = source.read(spark, plan.predicate)
+    keys = pipeline.table.merge_keys
+    missing = [k for k in keys if k not in read.frame.columns]
+    if missing:
+        raise MergeKeyError(
+            table_uri,
+            keys,
+            f"merge key {missing[0]!r} is not a column of the rows read from {source.name!r} "
+            f"(they have {read.frame.columns})",
+            "name columns of the source in table.merge_keys",
+            column=missing[0],
+        )
     data_dir = storage.join(table_uri, f"{STAGING_DIR}/{token}")
     rows = stage_rows(
         read,
@@ -271,6 +284,7 @@ def stage_column_batch(
         start=plan.watermark_before,
         data_dir=data_dir,
         partition_by=pipeline.table.partition_by,
+        merge_keys=keys,
     )
     files = list_parquet(data_dir) if rows.rows else ()
     schema = _table_schema(files[0], read.frame, pipeline.table.partition_by) if files else None
@@ -313,6 +327,10 @@ class ColumnResult:
     #: the watermark the store holds after the run
     watermark_after: ColumnWatermark
     attempts: int = 1
+    #: a merge on ``table.merge_keys``: rows whose key the table held, rows with a new key
+    merge_keys: tuple[str, ...] = ()
+    rows_updated: int = 0
+    rows_inserted: int = 0
 
 
 class _Stale(Exception):
@@ -417,6 +435,8 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
     manager = watermark_manager(pipeline)
     after = staged.watermark_after
     counts: dict[str, int] = {"rows_removed": 0, "rows_kept_by_rewrite": 0}
+    counts |= {"rows_updated": 0, "rows_inserted": 0}
+    keys = tuple(pipeline.table.merge_keys)
 
     txns = [plan.txn, *plan.extra_txns]
 
@@ -429,7 +449,27 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
                 job_id=request.job_name,
                 dataflow_run_id=request.run_id,
             )
-        if window is None:
+        if keys:
+            merge = plan_merge(uri, keys, files)
+            counts.update(
+                rows_removed=merge.rows_removed,
+                rows_kept_by_rewrite=merge.rows_kept_by_rewrite,
+                rows_updated=merge.rows_updated,
+                rows_inserted=merge.rows_inserted,
+            )
+            custom[RUN_METADATA_KEY] = _run_record(
+                staged, None, merge.rows_removed, merge.rows_kept_by_rewrite, merge=merge
+            )
+            outcome = commit_merge(
+                committer,
+                merge,
+                schema=schema,
+                partition_by=partition_by,
+                txns=txns,
+                custom_metadata=custom,
+                now=request.clock,
+            )
+        elif window is None:
             custom[RUN_METADATA_KEY] = _run_record(staged, None, 0, 0)
             outcome = committer.commit(
                 files,
@@ -486,14 +526,33 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
         window=window,
         watermark_after=manager.load(pipeline.dataflow_id, pipeline.watermark.columns),
         attempts=attempt,
+        merge_keys=keys,
+        rows_updated=counts["rows_updated"],
+        rows_inserted=counts["rows_inserted"],
     )
 
 
 def _run_record(
-    staged: StagedColumnBatch, window: ReplaceWindow | None, removed: int, kept: int
+    staged: StagedColumnBatch,
+    window: ReplaceWindow | None,
+    removed: int,
+    kept: int,
+    *,
+    merge: MergePlan | None = None,
 ) -> str:
-    """The ``watermark_assets.column_run`` entry (JSON text)."""
+    """The ``watermark_assets.column_run`` entry (JSON text). ``rows_deduplicated``: rows read but
+    not written (another row of their merge key kept); the commit adds ``rows_read -
+    rows_deduplicated + rows_kept_by_rewrite`` rows."""
     plan = staged.plan
+    merged = (
+        {}
+        if merge is None
+        else {
+            "merge_keys": list(merge.keys),
+            "rows_updated": merge.rows_updated,
+            "rows_inserted": merge.rows_inserted,
+        }
+    )
     return json.dumps(
         {
             "pipeline": plan.request.pipeline.name,
@@ -506,5 +565,7 @@ def _run_record(
             "window": None if window is None else window.to_json(),
             "rows_removed": removed,
             "rows_kept_by_rewrite": kept,
+            "rows_deduplicated": staged.rows.duplicates,
+            **merged,
         }
     )

@@ -50,6 +50,12 @@ class StagedRows:
     data_dir: str | None  # None when no row was read
     rows: int
     next_watermark: ColumnWatermark  # the greatest row's columns, advanced from the start
+    #: rows read but not written: another row of the same merge key was kept (``merge_keys``)
+    duplicates: int = 0
+
+    @property
+    def rows_written(self) -> int:
+        return self.rows - self.duplicates
 
 
 def stage_rows(
@@ -59,6 +65,7 @@ def stage_rows(
     start: ColumnWatermark,
     data_dir: str,
     partition_by: Sequence[str] = (),
+    merge_keys: Sequence[str] = (),
 ) -> StagedRows:
     """Write ``read.frame`` as Parquet under ``data_dir`` in ONE pass, observing the row count
     and the greatest ``columns`` tuple (``max`` over a struct compares field by field, the
@@ -68,6 +75,11 @@ def stage_rows(
     columns come back as UTC-aware datetimes: they are observed as microseconds since the epoch
     (the same order), because PySpark would turn them into naive datetimes in the Python
     process's local zone. ``TIMESTAMP_NTZ`` columns come back naive, as the column holds them.
+
+    With ``merge_keys`` one row per key is written (:func:`~watermark_assets.spark.dedupe.
+    latest_per_key`: the greatest watermark tuple, ties broken by the other columns), in the same
+    pass: the count and the next watermark are observed over every row read, before that step,
+    and the rows written are observed after it (``duplicates`` is the difference).
     """
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
@@ -89,16 +101,30 @@ def stage_rows(
         F.count(F.lit(1)).alias("rows"),
         F.max(F.when(complete, key)).alias("top"),
     )
-    observed.write.mode("errorifexists").partitionBy(*partition_by).parquet(spark_path(data_dir))
+    written = observed
+    kept = Observation("watermark_assets_column_kept")
+    if merge_keys:
+        from watermark_assets.spark.dedupe import latest_per_key
+
+        written = latest_per_key(observed, merge_keys, columns).observe(
+            kept, F.count(F.lit(1)).alias("rows")
+        )
+    written.write.mode("errorifexists").partitionBy(*partition_by).parquet(spark_path(data_dir))
     values = observation.get
     rows = int(values.get("rows", 0))
+    duplicates = rows - int(kept.get.get("rows", 0)) if merge_keys else 0
     top = values.get("top")
     next_watermark = start
     if top is not None:
         next_watermark = start.advance(
             {c: _utc_from_micros(top[c]) if c in instants else top[c] for c in columns}
         )
-    return StagedRows(data_dir=data_dir if rows else None, rows=rows, next_watermark=next_watermark)
+    return StagedRows(
+        data_dir=data_dir if rows else None,
+        rows=rows,
+        next_watermark=next_watermark,
+        duplicates=duplicates,
+    )
 
 
 def _utc_from_micros(micros: int) -> datetime:

@@ -2,7 +2,8 @@
 
 Standard library only. Modules: ``serialization`` (JSON with sentinels), ``watermark`` (the value,
 its order and the operators), ``predicate`` (push-down rendering), ``lookback`` (backward window
-and lag), ``replay`` (chunks and ``save_watermark``).
+and lag), ``replay`` (chunks and ``save_watermark``), ``merge`` (merge key names, the run's key
+values against a file's bounds).
 """
 
 from watermark_assets.core.column.lookback import Backward, ReadBound, effective_lower_bound
