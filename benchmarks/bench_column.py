@@ -367,7 +367,7 @@ def run_case(spark: Any, setup: Setup, case: str, stage_dir: str) -> dict[str, A
 
 def child_main(args: argparse.Namespace) -> int:
     """``--case NAME``: one case in this whole process (Spark start-up included)."""
-    from watermark_assets.spark import get_spark
+    from watermark_assets.spark.session import get_spark
 
     setup = Setup.loads(Path(args.setup).read_text())
     started = time.perf_counter()
@@ -385,7 +385,7 @@ def child_main(args: argparse.Namespace) -> int:
 
 
 def bench_warm(setup: Setup, cases: Sequence[str], reps: int, work: Path) -> dict[str, Any]:
-    from watermark_assets.spark import get_spark
+    from watermark_assets.spark.session import get_spark
 
     print("[warm] starting Spark (once) ...", flush=True)
     started = time.perf_counter()

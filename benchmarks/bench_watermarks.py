@@ -126,16 +126,11 @@ def ratio(numerator: float, denominator: float) -> str:
 
 
 def pipeline_yaml(landing: Path, table: Path, **overrides: Any) -> dict[str, Any]:
-    """An ingest pipeline like tests/conftest.py's, with this benchmark's schema."""
+    """A file pipeline like tests/conftest.py's, with this benchmark's schema."""
     pipeline: dict[str, Any] = {
         "name": PIPELINE,
-        "kind": "ingest",
-        "source": {
-            "uri": str(landing),
-            "format": "ndjson",
-            "schema": SCHEMA,
-            "partition_template": "date=%Y-%m-%d/hour=%H",
-        },
+        "source": {"type": "files", "uri": str(landing), "format": "ndjson", "schema": SCHEMA},
+        "watermark": {"partition_template": "date=%Y-%m-%d/hour=%H"},
         "table": {
             "uri": str(table),
             "partition_by": ["event_date"],
@@ -220,13 +215,13 @@ def bench_listing(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str],
 
     from watermark_assets import storage
     from watermark_assets.core.checkpoint import Checkpoint
-    from watermark_assets.core.coldstart import lookback_horizon
-    from watermark_assets.core.file_watermark import FileWatermark
-    from watermark_assets.core.filepath import NameOrdering
-    from watermark_assets.core.listing import plan_listing
-    from watermark_assets.core.timeparts import PartitionTemplate
+    from watermark_assets.core.filepath.coldstart import lookback_horizon
+    from watermark_assets.core.filepath.listing import plan_listing
+    from watermark_assets.core.filepath.path import NameOrdering
+    from watermark_assets.core.filepath.timeparts import PartitionTemplate
+    from watermark_assets.core.filepath.watermark import FileWatermark
     from watermark_assets.defs import build_definitions
-    from watermark_assets.state_store import load_state
+    from watermark_assets.state.load import load_state
 
     landing = work / "a_landing"
     print(f"[A] writing {sizes.landing_files} landing files under {landing} ...", flush=True)
@@ -322,10 +317,13 @@ def bench_listing(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str],
     # The whole sensor tick through Dagster: state from a checkpoint, listing, run requests.
     # The checkpoint holds the unpruned watermark; with a lookback, load_state prunes it.
     sensor_cases: list[tuple[str, dict[str, Any]]] = [
-        ("sensor tick (Dagster), late_arrival_days=null", {"source": {"late_arrival_days": None}}),
+        (
+            "sensor tick (Dagster), late_arrival_days=null",
+            {"watermark": {"late_arrival_days": None}},
+        ),
         (
             f"sensor tick (Dagster), late_arrival_days={lookback_days}",
-            {"source": {"late_arrival_days": lookback_days}},
+            {"watermark": {"late_arrival_days": lookback_days}},
         ),
     ]
     print("[A] timing sensor ticks ...", flush=True)
@@ -441,7 +439,7 @@ def bench_ingestion(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str
 
     from watermark_assets.defs import build_definitions
     from watermark_assets.defs.build import job_name
-    from watermark_assets.spark import get_spark
+    from watermark_assets.spark.session import get_spark
 
     master = work / "b_landing_master"
     print(

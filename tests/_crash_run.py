@@ -5,7 +5,7 @@ watermark, as a backfill of the partition does; PARTITION_KEY '-': an unpartitio
 pipeline, run without run config)
 
 The configuration comes from $WATERMARK_ASSETS_CONFIG; $WATERMARK_ASSETS_CRASH_AT makes
-``watermark_assets.ingest.crash_point`` SIGKILL the process at that point, and
+``watermark_assets.runs.faults.crash_point`` SIGKILL the process at that point, and
 $WATERMARK_ASSETS_PAUSE_AT makes ``pause_point`` wait for the test there. Exit status 0: the run
 succeeded, 1: it failed; a crash shows as -9 to the parent. It prints ``retries=N`` (steps Dagster
 re-executed) and the failure messages on stderr.

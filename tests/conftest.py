@@ -34,7 +34,7 @@ if postgres_jdbc_jar():
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """The one Spark session of the test run (local[2])."""
-    from watermark_assets.spark import get_spark
+    from watermark_assets.spark.session import get_spark
 
     session = get_spark("local[2]", TEST_SPARK_CONF)
     yield session
@@ -42,16 +42,17 @@ def spark() -> Iterator[Any]:
 
 
 def pipeline_yaml(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
-    """An ingest pipeline 'events' reading hourly NDJSON landing folders under tmp_path."""
+    """A file-path pipeline 'events' (``source.type: files``) reading hourly NDJSON landing
+    folders under tmp_path."""
     pipeline: dict[str, Any] = {
         "name": "events",
-        "kind": "ingest",
         "source": {
+            "type": "files",
             "uri": str(tmp_path / "landing"),
             "format": "ndjson",
             "schema": "id BIGINT, event_time TIMESTAMP, name STRING",
-            "partition_template": "date=%Y-%m-%d/hour=%H",
         },
+        "watermark": {"partition_template": "date=%Y-%m-%d/hour=%H"},
         "table": {
             "uri": str(tmp_path / "delta" / "events"),
             "partition_by": ["event_date"],

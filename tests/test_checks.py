@@ -12,7 +12,7 @@ from _sensor_loop import SensorLoop
 from conftest import pipeline_yaml, project_config
 from dagster import DagsterInstance
 
-from watermark_assets.core.file_watermark import FileWatermark
+from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.checks import (
     MONOTONE_CHECK,
@@ -20,7 +20,7 @@ from watermark_assets.defs.checks import (
     row_mismatch,
     watermark_regressions,
 )
-from watermark_assets.state_store import CommitMetadata
+from watermark_assets.state.commit_metadata import CommitMetadata
 
 A = "date=2024-01-28/hour=13/1706446800-a.ndjson.gz"
 B = "date=2024-01-28/hour=14/1706450400-b.ndjson.gz"

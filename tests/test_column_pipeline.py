@@ -2,7 +2,8 @@
 
 Each run is the pipeline's Dagster job executed in process (the one Spark session of the test
 run), on real Delta tables on tmp_path: the source written with deltalake, the target committed by
-the IO manager. The crash tests run the job in a subprocess that ``ingest.crash_point`` SIGKILLs.
+the IO manager. The crash tests run the job in a subprocess that ``runs.faults.crash_point``
+SIGKILLs.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from deltalake import DeltaTable, write_deltalake
 
 from watermark_assets.config import ColumnPipelineConfig
 from watermark_assets.defs import build_definitions
-from watermark_assets.delta import DeltaCommitter
-from watermark_assets.ingest import CRASH_ENV_VAR
+from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.providers.delta_metadata import DeltaMetadataProvider
 from watermark_assets.runs.column import RUN_METADATA_KEY, txn_app_id
+from watermark_assets.runs.faults import CRASH_ENV_VAR
 
 pytestmark = pytest.mark.spark
 
@@ -70,7 +71,6 @@ class Orders:
 def column_pipeline(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
     pipeline: dict[str, Any] = {
         "name": "orders",
-        "kind": "column",
         "source": {"type": "delta_table", "uri": str(tmp_path / "source" / "orders")},
         "watermark": {"columns": ["updated_at", "id"]},
         "table": {"uri": str(tmp_path / "delta" / "orders")},

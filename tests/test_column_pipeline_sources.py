@@ -88,7 +88,6 @@ def test_a_jdbc_pipeline_reads_everything_then_only_the_rows_changed_in_postgres
     config = project_config(
         {
             "name": "orders_pg",
-            "kind": "column",
             "source": {
                 "type": "jdbc",
                 "url": f"jdbc:postgresql://127.0.0.1:5432/{database}",
@@ -150,7 +149,6 @@ def test_a_jdbc_source_is_built_from_its_configuration() -> None:
     config = project_config(
         {
             "name": "customers",
-            "kind": "column",
             "source": {
                 "type": "jdbc",
                 "url": "jdbc:postgresql://db:5432/crm?user=etl&password=secret",
@@ -250,7 +248,6 @@ def test_a_bad_jdbc_or_http_source_names_pipeline_key_value_and_fix(
         project_config(
             {
                 "name": "orders",
-                "kind": "column",
                 "source": source,
                 "watermark": {"columns": ["updated_at"]},
                 "table": {"uri": "/tmp/orders"},
@@ -317,7 +314,6 @@ def test_an_http_api_pipeline_reads_everything_then_only_the_changed_records(
     config = project_config(
         {
             "name": "orders_api",
-            "kind": "column",
             "source": {
                 "type": "http_api",
                 "url": url,

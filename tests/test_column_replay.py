@@ -3,7 +3,7 @@
 The "orders" Delta source of ``test_column_pipeline``, replayed over ``[00:00, 08:00)`` of
 2026-04-03 in 4 chunks of 2 hours, with rows sitting exactly on the chunk bounds. Replays run in
 process (``runs.column_replay.run_replay`` with the test session); the crash test runs
-``watermark-assets replay`` in a subprocess that ``ingest.crash_point`` SIGKILLs.
+``watermark-assets replay`` in a subprocess that ``runs.faults.crash_point`` SIGKILLs.
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from test_column_pipeline import NOW, REPO, TESTS, Scene, at, checks_passed, ord
 from watermark_assets.cli import main
 from watermark_assets.config import ColumnPipelineConfig, ReplayConfig
 from watermark_assets.core.column.watermark import ColumnWatermark
-from watermark_assets.delta import DeltaCommitter
+from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
-from watermark_assets.ingest import CRASH_ENV_VAR
 from watermark_assets.providers.delta_metadata import DeltaMetadataProvider
 from watermark_assets.runs.column_replay import (
     REPLAY_METADATA_KEY,
@@ -36,6 +35,7 @@ from watermark_assets.runs.column_replay import (
     replay_dataflow_id,
     run_replay,
 )
+from watermark_assets.runs.faults import CRASH_ENV_VAR
 
 pytestmark = pytest.mark.spark
 

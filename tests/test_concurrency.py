@@ -1,7 +1,7 @@
 """Exactly-once when runs of the same pipeline overlap in time.
 
 A run in a subprocess plans and stages its batch, then waits at the ``before_commit`` pause point
-(``watermark_assets.ingest.pause_point``) while the test commits something else; released, it
+(``watermark_assets.runs.faults.pause_point``) while the test commits something else; released, it
 must commit exactly the files nobody committed meanwhile. Checkpoints written by racing processes
 must never go backwards.
 """
@@ -24,11 +24,12 @@ from _sensor_loop import SensorLoop, requested_files
 from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config
 from dagster import DagsterInstance
 
-from watermark_assets.config import IngestPipelineConfig
-from watermark_assets.core.file_watermark import FileWatermark
+from watermark_assets.config import FilePipelineConfig
+from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.defs import build_definitions
-from watermark_assets.ingest import PAUSE_DIR_ENV_VAR, PAUSE_ENV_VAR
-from watermark_assets.state_store import PipelineState, load_state, save_checkpoint
+from watermark_assets.runs.faults import PAUSE_DIR_ENV_VAR, PAUSE_ENV_VAR
+from watermark_assets.state.checkpoint import save_checkpoint
+from watermark_assets.state.load import PipelineState, load_state
 
 TESTS = Path(__file__).resolve().parent
 PARTITION = "2024-01-28"
@@ -50,7 +51,7 @@ class Scene:
             encoding="utf-8",
         )
         pipeline = project_config(raw).pipeline("events")
-        assert isinstance(pipeline, IngestPipelineConfig)
+        assert isinstance(pipeline, FilePipelineConfig)
         self.pipeline = pipeline
         self.landing = Landing(tmp_path / "landing")
         self.loop = SensorLoop(
@@ -169,8 +170,8 @@ def _create_at_once(uri: str, name: str, start: Any, outcomes: Any) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from watermark_assets.delta import DeltaCommitter, TxnVersion
-    from watermark_assets.delta_stats import describe_data_files
+    from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+    from watermark_assets.delta.stats import describe_data_files
 
     os.makedirs(uri, exist_ok=True)
     pq.write_table(pa.table({"id": [1, 2, 3]}), f"{uri}/{name}.parquet")

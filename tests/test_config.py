@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +14,8 @@ from conftest import pipeline_yaml
 from watermark_assets.config import (
     DEFAULT_CONFIG_PATH,
     ColumnPipelineConfig,
-    CommitPipelineConfig,
-    IngestPipelineConfig,
+    ConfigDeprecationWarning,
+    FilePipelineConfig,
     interpolate_env,
     load_config,
     parse_config,
@@ -26,19 +28,17 @@ def parse(pipelines: list[dict[str, Any]], env: dict[str, str] | None = None) ->
     return parse_config(text, env=env or {}, base=Path("/base"), origin="test.yaml")
 
 
-def test_the_demo_file_loads_with_its_three_pipeline_kinds() -> None:
-    config = load_config(DEFAULT_CONFIG_PATH, env={})
-    kinds = {p.name: type(p) for p in config.pipelines}
+def test_the_demo_file_loads_with_its_watermark_kinds_and_source_types() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the demo is written the current way
+        config = load_config(DEFAULT_CONFIG_PATH, env={})
+    kinds = {p.name: (type(p), p.watermark.kind, p.source.type) for p in config.pipelines}
     assert kinds == {
-        "events": IngestPipelineConfig,
-        "clicks": CommitPipelineConfig,
-        "orders": ColumnPipelineConfig,
-        "customers_pg": ColumnPipelineConfig,
+        "events": (FilePipelineConfig, "file_path", "files"),
+        "clicks": (FilePipelineConfig, "file_path", "parquet_commit"),
+        "orders": (ColumnPipelineConfig, "column", "delta_table"),
+        "customers_pg": (ColumnPipelineConfig, "column", "jdbc"),
     }
-    sources = {
-        p.name: p.source.type for p in config.pipelines if isinstance(p, ColumnPipelineConfig)
-    }
-    assert sources == {"orders": "delta_table", "customers_pg": "jdbc"}
 
 
 def test_the_environment_variable_chooses_the_file(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_defaults_and_the_checkpoint_location_of_the_seed(tmp_path: Path) -> Non
     assert pipeline.checkpoint.interval_files == 100
     assert pipeline.checkpoint.interval_secs == 60
     assert pipeline.sensor.max_files_per_run == 1000
-    assert pipeline.source.cold_start.lookback_days is None  # full scan
+    assert pipeline.watermark.cold_start.lookback_days is None  # full scan
     assert pipeline.checkpoint_uri == (
         f"{tmp_path}/delta/events/_watermarks/events_main_checkpoint.json"
     )
@@ -102,12 +102,12 @@ def test_relative_paths_are_resolved_against_the_base_directory() -> None:
         (
             {
                 "partitions": {"granularity": "hourly"},
-                "source": {"partition_template": "d=%Y-%m-%d"},
+                "watermark": {"partition_template": "d=%Y-%m-%d"},
             },
             r"has no %H but partitions.granularity is hourly",
         ),
         (
-            {"source": {"partition_template": "%d-%m-%Y"}},
+            {"watermark": {"partition_template": "%d-%m-%Y"}},
             r"pipeline 'events': .*%d-%m-%Y",
         ),
         ({"checkpoint": {"interval_files": 0}}, r"checkpoint.interval_files: .*\(got 0\)"),
@@ -130,11 +130,10 @@ def test_errors_name_the_pipeline_the_key_and_the_value(
         parse([pipeline_yaml(tmp_path, **overrides)])
 
 
-def test_a_commit_pipeline_must_stage_inside_its_table(tmp_path: Path) -> None:
+def test_a_parquet_commit_source_must_stage_inside_its_table(tmp_path: Path) -> None:
     pipeline = {
         "name": "clicks",
-        "kind": "commit",
-        "source": {"uri": str(tmp_path / "elsewhere"), "format": "parquet"},
+        "source": {"type": "parquet_commit", "uri": str(tmp_path / "elsewhere")},
         "table": {"uri": str(tmp_path / "table")},
     }
     with pytest.raises(ConfigError, match=r"must be inside table\.uri"):
@@ -152,29 +151,108 @@ def test_a_missing_file_says_which_variable_to_set(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "problem"),
+    ("source_type", "problem"),
     [
-        pytest.param(None, "kind is required", id="a pipeline without kind"),
-        pytest.param("ingset", "kind 'ingset' is not an accepted value", id="a misspelt kind"),
-        pytest.param("Ingest", "kind 'Ingest' is not an accepted value", id="a kind in capitals"),
-        pytest.param("", "kind '' is not an accepted value", id="an empty kind"),
+        pytest.param(None, "source.type is required", id="a source without type"),
+        pytest.param("file", "source.type 'file' is not an accepted value", id="a misspelt type"),
+        pytest.param("Files", "source.type 'Files' is not an accepted value", id="in capitals"),
+        pytest.param("", "source.type '' is not an accepted value", id="an empty type"),
     ],
 )
-def test_a_missing_or_unknown_kind_names_the_pipeline_and_the_accepted_values(
-    tmp_path: Path, kind: str | None, problem: str
+def test_a_missing_or_unknown_source_type_names_the_pipeline_and_the_accepted_values(
+    tmp_path: Path, source_type: str | None, problem: str
 ) -> None:
     raw = pipeline_yaml(tmp_path)
-    if kind is None:
-        del raw["kind"]
+    if source_type is None:
+        del raw["source"]["type"]
     else:
-        raw["kind"] = kind
+        raw["source"]["type"] = source_type
     with pytest.raises(ConfigError) as raised:
         parse([raw])
     error = raised.value
-    assert (error.pipeline, error.key, error.value) == ("events", "kind", kind)
-    assert f"test.yaml: pipeline 'events': {problem}; set it to one of 'ingest' (" in str(error)
-    assert "'commit' (" in str(error)
+    assert (error.pipeline, error.key, error.value) == ("events", "source.type", source_type)
+    assert f"test.yaml: pipeline 'events': {problem}; set it to one of 'files' (" in str(error)
+    for accepted in ("parquet_commit", "delta_table", "jdbc", "http_api"):
+        assert f"'{accepted}' (" in str(error)
     assert "discriminator" not in str(error)
+
+
+@pytest.mark.parametrize(
+    ("watermark_kind", "problem"),
+    [
+        pytest.param("column", "a 'files' source takes a 'file_path' watermark", id="mismatch"),
+        pytest.param("time", "watermark.kind 'time' is not an accepted value", id="unknown kind"),
+    ],
+)
+def test_a_watermark_kind_that_does_not_fit_the_source_is_refused(
+    tmp_path: Path, watermark_kind: str, problem: str
+) -> None:
+    raw = pipeline_yaml(tmp_path, watermark={"kind": watermark_kind})
+    with pytest.raises(ConfigError, match=problem) as raised:
+        parse([raw])
+    assert (raised.value.key, raised.value.value) == ("watermark.kind", watermark_kind)
+
+
+def test_the_watermark_kind_may_be_written_or_left_to_the_source_type(tmp_path: Path) -> None:
+    written = pipeline_yaml(tmp_path, watermark={"kind": "file_path"})
+    (pipeline,) = parse([written]).pipelines
+    assert (pipeline.watermark.kind, pipeline.file_source.needs_spark) == ("file_path", True)
+    assert parse([pipeline_yaml(tmp_path)]).pipelines == [pipeline]
+
+
+def legacy_ingest(tmp_path: Path) -> dict[str, Any]:
+    """The pipeline of ``pipeline_yaml`` as it was written before ``source.type``."""
+    raw = pipeline_yaml(tmp_path)
+    watermark = raw.pop("watermark")
+    source = {k: v for k, v in raw["source"].items() if k != "type"}
+    return {**raw, "kind": "ingest", "source": {**source, **watermark}}
+
+
+@pytest.mark.parametrize(
+    ("legacy", "current", "fix"),
+    [
+        pytest.param(
+            lambda tmp: legacy_ingest(tmp),
+            lambda tmp: pipeline_yaml(tmp),
+            "'kind: ingest' is deprecated; write 'source: {type: files, ...}' and move "
+            "partition_template from source to watermark",
+            id="kind: ingest",
+        ),
+        pytest.param(
+            lambda tmp: {
+                "name": "clicks",
+                "kind": "commit",
+                "source": {"uri": f"{tmp}/t", "format": "parquet", "late_arrival_days": 1},
+                "table": {"uri": f"{tmp}/t"},
+            },
+            lambda tmp: {
+                "name": "clicks",
+                "source": {"type": "parquet_commit", "uri": f"{tmp}/t"},
+                "watermark": {"late_arrival_days": 1},
+                "table": {"uri": f"{tmp}/t"},
+            },
+            "'kind: commit' is deprecated; write 'source: {type: parquet_commit, ...}' and move "
+            "late_arrival_days from source to watermark",
+            id="kind: commit",
+        ),
+    ],
+)
+def test_a_legacy_kind_still_loads_as_the_current_shape_and_says_how_to_write_it(
+    tmp_path: Path,
+    legacy: Callable[[Path], dict[str, Any]],
+    current: Callable[[Path], dict[str, Any]],
+    fix: str,
+) -> None:
+    with pytest.warns(ConfigDeprecationWarning) as caught:
+        old = parse([legacy(tmp_path)])
+    assert fix in str(caught[0].message)
+    assert old == parse([current(tmp_path)])
+
+
+def test_an_unknown_legacy_kind_names_the_source_types(tmp_path: Path) -> None:
+    raw = {**pipeline_yaml(tmp_path), "kind": "ingset"}
+    with pytest.raises(ConfigError, match="kind 'ingset' is not accepted; remove 'kind' and set "):
+        parse([raw])
 
 
 @pytest.mark.parametrize(

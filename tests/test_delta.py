@@ -18,13 +18,8 @@ import pytest
 from deltalake import DeltaTable
 from fsspec.implementations.local import LocalFileSystem
 
-from watermark_assets.delta import (
-    CommitOutcome,
-    DataFile,
-    DeltaCommitter,
-    TxnVersion,
-    describe_data_files,
-)
+from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
+from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.exceptions import (
     DeltaCommitError,
     DeltaPartitionPathError,

@@ -19,15 +19,15 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from watermark_assets.delta import DataFile, DeltaCommitter, TxnVersion, describe_data_files
-from watermark_assets.delta_replace import (
+from watermark_assets.core.replace_window import Interval, ReplaceWindow
+from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.delta.replace import (
     REPLACE_METADATA_KEY,
-    Interval,
     ReplacePlan,
-    ReplaceWindow,
     commit_replace,
     plan_replace,
 )
+from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.exceptions import (
     DeltaCommitError,
     ReplaceWindowError,

@@ -1,7 +1,7 @@
 """Exactly-once: a run killed at any point, re-run any number of times, leaves the same table.
 
 The crash tests materialize one partition in a subprocess (its own Spark) that
-``watermark_assets.ingest.crash_point`` SIGKILLs after the data files are written or after the
+``watermark_assets.runs.faults.crash_point`` SIGKILLs after the data files are written or after the
 Delta commit; the partition is then re-run here, on the shared Spark session. The Delta log is the
 truth: a lost or deleted checkpoint is rebuilt from it, a corrupt one stops everything loudly.
 """
@@ -36,11 +36,11 @@ from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config
 from dagster import DagsterInstance, ExecuteInProcessResult
 from deltalake import DeltaTable, write_deltalake
 
-from watermark_assets.config import IngestPipelineConfig
+from watermark_assets.config import FilePipelineConfig
 from watermark_assets.defs import build_definitions
 from watermark_assets.exceptions import CorruptCheckpointError
-from watermark_assets.ingest import CRASH_ENV_VAR
-from watermark_assets.state_store import load_state
+from watermark_assets.runs.faults import CRASH_ENV_VAR
+from watermark_assets.state.load import load_state
 
 TESTS = Path(__file__).resolve().parent
 PARTITION = "2024-01-28"
@@ -60,7 +60,7 @@ class Scene:
         )
         config = project_config(raw)
         pipeline = config.pipeline("events")
-        assert isinstance(pipeline, IngestPipelineConfig)
+        assert isinstance(pipeline, FilePipelineConfig)
         self.pipeline = pipeline
         self.table = pipeline.table.uri
         self.quarantine = pipeline.table.quarantine

@@ -23,7 +23,7 @@ from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config
 from dagster import DagsterInstance
 
 from watermark_assets.cli import main
-from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig
+from watermark_assets.config import FilePipelineConfig
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.explain import explain_all, explain_file, gather_evidence, listing_lines
@@ -34,7 +34,7 @@ from watermark_assets.verdicts import Evidence, Verdict
 class Scene:
     """A pipeline after ingestion, its config file and the paths that landed, by role."""
 
-    pipeline: IngestPipelineConfig | CommitPipelineConfig
+    pipeline: FilePipelineConfig
     config_file: Path
     paths: dict[str, str]
     instance: DagsterInstance | None = None
@@ -64,12 +64,12 @@ def build_ingested(folder: Path) -> Scene:
     then the files that will not be."""
     document = pipeline_yaml(
         folder,
-        source={"late_arrival_days": 1, "sweep": {"days": 1}},
+        watermark={"late_arrival_days": 1, "sweep": {"days": 1}},
         partitions={"granularity": "daily", "start": "2024-01-10"},
     )
     config = project_config(document)
     pipeline = config.pipeline("events")
-    assert isinstance(pipeline, IngestPipelineConfig)
+    assert isinstance(pipeline, FilePipelineConfig)
     loop = SensorLoop(
         build_definitions(config, clock=lambda: FROZEN_NOW), DagsterInstance.ephemeral()
     )
@@ -105,16 +105,16 @@ def build_ingested(folder: Path) -> Scene:
 
 def build_cold_start(folder: Path) -> Scene:
     """Nothing ingested; a one-day lookback from Jan 31st, 12:00 leaves the 28th out."""
-    document = pipeline_yaml(folder, source={"cold_start": {"lookback_days": 1}})
+    document = pipeline_yaml(folder, watermark={"cold_start": {"lookback_days": 1}})
     pipeline = project_config(document).pipeline("events")
-    assert isinstance(pipeline, IngestPipelineConfig)
+    assert isinstance(pipeline, FilePipelineConfig)
     old = Landing(folder / "landing").add(hour(28, 10))
     return Scene(pipeline, write_config(folder, document), {"before lookback": old})
 
 
 def build_without_late_window(folder: Path) -> Scene:
     """late_arrival_days: null; the 28th ingested, then a first file lands on the 27th."""
-    document = pipeline_yaml(folder, source={"late_arrival_days": None})
+    document = pipeline_yaml(folder, watermark={"late_arrival_days": None})
     config = project_config(document)
     pipeline = config.pipeline("events")
     loop = SensorLoop(
@@ -155,8 +155,8 @@ def build_commit_pipeline(folder: Path) -> Scene:
     table = folder / "delta" / "clicks"
     document = {
         "name": "clicks",
-        "kind": "commit",
-        "source": {"uri": str(table), "format": "parquet", "partition_template": "date=%Y-%m-%d"},
+        "source": {"type": "parquet_commit", "uri": str(table)},
+        "watermark": {"partition_template": "date=%Y-%m-%d"},
         "table": {"uri": str(table), "partition_by": ["date"]},
         "checkpoint": {"interval_files": 1, "interval_secs": 0},
     }

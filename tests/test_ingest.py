@@ -1,4 +1,4 @@
-"""Pieces of ingest.py that need no Spark: staging hygiene, txn app ids, the crash point."""
+"""Pieces of the file runs that need no Spark: staging hygiene, txn app ids, the crash point."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from watermark_assets.ingest import CRASH_ENV_VAR, remove_stale_staging
-from watermark_assets.state_store import txn_app_id
+from watermark_assets.runs.faults import CRASH_ENV_VAR
+from watermark_assets.staging import remove_stale_staging
+from watermark_assets.state.commit_metadata import txn_app_id
 
 NOW = datetime(2024, 1, 28, 12, 0, tzinfo=timezone.utc)
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +52,7 @@ def test_the_txn_app_id_names_the_pipeline_and_the_dagster_partition(
 
 
 _CALL_CRASH_POINT = """
-from watermark_assets.ingest import crash_point
+from watermark_assets.runs.faults import crash_point
 crash_point("after_commit")
 print("went on", flush=True)
 """

@@ -40,12 +40,13 @@ from conftest import pipeline_yaml, project_config
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, ExecuteInProcessResult
 from deltalake import DeltaTable
 
-from watermark_assets.config import IngestPipelineConfig
+from watermark_assets.config import FilePipelineConfig
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.assets import PIPELINE_TAG
-from watermark_assets.delta import DeltaCommitter
+from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import RequestedFileError, UnsortableFileNameError
-from watermark_assets.state_store import load_state, txn_app_id
+from watermark_assets.state.commit_metadata import txn_app_id
+from watermark_assets.state.load import load_state
 
 NOTHING_YET = "(none: no file processed yet)"
 
@@ -55,7 +56,7 @@ class World:
     """A pipeline, its landing directory and the Dagster loop that ingests it."""
 
     loop: SensorLoop
-    pipeline: IngestPipelineConfig
+    pipeline: FilePipelineConfig
     landing: Landing
 
     @property
@@ -73,7 +74,7 @@ def make_world(
     config = project_config(pipeline_yaml(tmp_path, **overrides))
     defs = build_definitions(config, clock=clock)
     pipeline = config.pipeline("events")
-    assert isinstance(pipeline, IngestPipelineConfig)
+    assert isinstance(pipeline, FilePipelineConfig)
     return World(
         SensorLoop(defs, DagsterInstance.ephemeral()), pipeline, Landing(tmp_path / "landing")
     )
@@ -236,7 +237,7 @@ def failure_text(result: ExecuteInProcessResult) -> str:
 def test_a_failed_run_is_requested_again_with_a_new_run_key_after_a_newer_partition_commits(
     world_with: Callable[..., World], tmp_path: Path, late_arrival_days: int | None
 ) -> None:
-    world = world_with(source={"late_arrival_days": late_arrival_days})
+    world = world_with(watermark={"late_arrival_days": late_arrival_days})
     loop = world.loop
     wanted = world.landing.add(hour(28, 10))
     newer = world.landing.add(hour(29, 10))
@@ -306,7 +307,7 @@ def test_a_file_landing_after_its_partitions_late_window_is_reported_by_the_swee
     spark: Any, tmp_path: Path
 ) -> None:
     clock = Clock()
-    world = make_world(tmp_path, clock=clock, source={"late_arrival_days": 1})
+    world = make_world(tmp_path, clock=clock, watermark={"late_arrival_days": 1})
     loop, landing = world.loop, world.landing
     landing.add(hour(20, 10))
     landing.add(hour(28, 10))
@@ -344,14 +345,14 @@ def test_a_file_landing_after_its_partitions_late_window_is_reported_by_the_swee
 def test_a_cold_start_whose_files_all_lie_before_the_lookback_names_them(
     world_with: Callable[..., World],
 ) -> None:
-    world = world_with(source={"cold_start": {"lookback_days": 1}})  # now: Jan 31st, 12:00
+    world = world_with(watermark={"cold_start": {"lookback_days": 1}})  # now: Jan 31st, 12:00
     old = [world.landing.add(hour(28, 10)), world.landing.add(hour(29, 10))]
     tick = world.loop.tick()
     assert tick.run_requests == []
     reason = tick.skip_message or ""
     assert reason.startswith("Initial: no files since date=2024-01-30/hour=12 under ")
     assert (
-        f"2 files landed before the cold start's lookback (source.cold_start.lookback_days) "
+        f"2 files landed before the cold start's lookback (watermark.cold_start.lookback_days) "
         f"(first {old})" in reason
     )
     [observation] = tick.asset_events
@@ -470,7 +471,7 @@ def test_a_first_batch_of_only_malformed_records_still_commits_progress(world: W
 def test_a_cold_start_with_a_lookback_lists_only_the_recent_days(
     world_with: Callable[..., World],
 ) -> None:
-    world = world_with(source={"cold_start": {"lookback_days": 1}})  # now: Jan 31st, 12:00
+    world = world_with(watermark={"cold_start": {"lookback_days": 1}})  # now: Jan 31st, 12:00
     world.landing.add(hour(28, 10))  # before the lookback: history left alone
     # an hourly template: the lookback starts at the same hour one day ago (Jan 30th, 12:00)
     world.landing.add(hour(30, 11))
@@ -599,7 +600,7 @@ def test_a_backfill_run_without_a_file_list_ingests_its_partition_above_its_own_
 def test_a_backfill_of_a_partition_older_than_the_late_arrival_window_never_duplicates(
     world_with: Callable[..., World],
 ) -> None:
-    world = world_with(source={"late_arrival_days": 1, "sweep": {"days": 1}})
+    world = world_with(watermark={"late_arrival_days": 1, "sweep": {"days": 1}})
     loop, landing = world.loop, world.landing
     old = landing.add(hour(20, 10))
     landing.add(hour(28, 10))
@@ -626,7 +627,7 @@ def test_a_backfill_of_a_partition_older_than_the_late_arrival_window_never_dupl
 def test_a_range_run_covers_its_window_in_one_commit_with_metadata_per_partition(
     world_with: Callable[..., World], late_arrival_days: int | None
 ) -> None:
-    world = world_with(source={"late_arrival_days": late_arrival_days})
+    world = world_with(watermark={"late_arrival_days": late_arrival_days})
     loop, landing = world.loop, world.landing
     seen = landing.add(hour(28, 10))
     loop.run_all(loop.tick().run_requests)  # 2024-01-28 already has a watermark (txn 1)
@@ -677,8 +678,8 @@ def clicks_loop(table: Path) -> SensorLoop:
     """A commit pipeline over ``table``: another writer's Parquet files, committed in place."""
     clicks = {
         "name": "clicks",
-        "kind": "commit",
-        "source": {"uri": str(table), "format": "parquet", "partition_template": "date=%Y-%m-%d"},
+        "source": {"type": "parquet_commit", "uri": str(table)},
+        "watermark": {"partition_template": "date=%Y-%m-%d"},
         "table": {"uri": str(table), "partition_by": ["date"]},
         "partitions": {"granularity": "daily", "start": "2024-01-01"},
         "checkpoint": {"interval_files": 1, "interval_secs": 0},

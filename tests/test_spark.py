@@ -14,7 +14,8 @@ import pytest
 from conftest import event_records, write_ndjson
 
 from watermark_assets.exceptions import JavaNotFoundError
-from watermark_assets.spark import ReadSpec, check_java, unreadable_file, write_batch
+from watermark_assets.spark.batch import ReadSpec, unreadable_file, write_batch
+from watermark_assets.spark.session import check_java
 
 WHEN = datetime(2024, 1, 28, 14, tzinfo=timezone.utc)
 SCHEMA = "id BIGINT, event_time TIMESTAMP, name STRING"

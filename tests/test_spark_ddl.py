@@ -15,8 +15,8 @@ import pytest
 from conftest import write_ndjson
 
 from watermark_assets.exceptions import SparkSchemaError
-from watermark_assets.spark import CORRUPT_RECORD_COLUMN, ReadSpec, read_batch
-from watermark_assets.spark_ddl import Column, parse_column_list, parse_read_schema
+from watermark_assets.spark.batch import CORRUPT_RECORD_COLUMN, ReadSpec, read_batch
+from watermark_assets.spark.ddl import Column, parse_column_list, parse_read_schema
 
 VALID = [
     pytest.param("id BIGINT, event_time TIMESTAMP, name STRING", id="the README's example"),

@@ -20,13 +20,13 @@ from conftest import event_records, pipeline_yaml, project_config, write_ndjson
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 from deltalake import DeltaTable
 
-from watermark_assets.config import IngestPipelineConfig
+from watermark_assets.config import FilePipelineConfig
 from watermark_assets.defs import build_definitions
-from watermark_assets.discovery import hold_back_unreadable
 from watermark_assets.exceptions import UnreadablePathError, UntracedRowsError
-from watermark_assets.spark import ReadSpec, write_batch
-from watermark_assets.spark_paths import literal_path, unreadable_character
-from watermark_assets.state_store import load_state
+from watermark_assets.sources.file_discovery import hold_back_unreadable
+from watermark_assets.spark.batch import ReadSpec, write_batch
+from watermark_assets.spark.paths import literal_path, unreadable_character
+from watermark_assets.state.load import load_state
 
 PARTITION = "2024-01-28"
 HOUR = f"date={PARTITION}/hour=10"
@@ -38,7 +38,7 @@ class Source:
     """A pipeline whose landing root is ``root_name`` under tmp_path, and the rows written."""
 
     loop: SensorLoop
-    pipeline: IngestPipelineConfig
+    pipeline: FilePipelineConfig
     root: Path
     ids: dict[str, list[int]] = field(default_factory=dict)
     next_id: int = 1
@@ -89,7 +89,7 @@ def make_source(tmp_path: Path, root_name: str = "landing") -> Source:
     raw = pipeline_yaml(tmp_path, source={"uri": str(root)})
     config = project_config(raw)
     pipeline = config.pipeline("events")
-    assert isinstance(pipeline, IngestPipelineConfig)
+    assert isinstance(pipeline, FilePipelineConfig)
     defs = build_definitions(config, clock=lambda: FROZEN_NOW)
     return Source(SensorLoop(defs, DagsterInstance.ephemeral()), pipeline, root)
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from watermark_assets import storage
-from watermark_assets.core.file_watermark import FileWatermark
-from watermark_assets.core.filepath import NameOrdering
-from watermark_assets.core.listing import plan_listing
+from watermark_assets.core.filepath.listing import plan_listing
+from watermark_assets.core.filepath.path import NameOrdering
+from watermark_assets.core.filepath.watermark import FileWatermark
 
 SEED_FILES = [
     "date=2024-01-26/1706227200-aaa.ndjson.gz",

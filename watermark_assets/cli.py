@@ -30,7 +30,6 @@ from typing import Any
 
 from watermark_assets.config import (
     ColumnPipelineConfig,
-    CommitPipelineConfig,
     Pipeline,
     ProjectConfig,
     load_config,
@@ -63,7 +62,7 @@ def generate(config_path: str | None = None) -> None:
     from watermark_assets.demo.data import write_clicks, write_events, write_orders
 
     config = load_config(config_path)
-    for column in _column_pipelines(config):
+    for column in config.column_pipelines:
         if column.source.type != "delta_table":
             continue
         root = Path(column.source.location)
@@ -80,7 +79,7 @@ def generate(config_path: str | None = None) -> None:
         ):
             print(f"  {pipeline.name}: landing data already in {root}")
             continue
-        if isinstance(pipeline, CommitPipelineConfig):
+        if pipeline.source.type == "parquet_commit":  # the other writer's Parquet files
             count = write_clicks(root)
         else:
             count = write_events(root, progress=_progress(f"{pipeline.name}: writing files"))  # type: ignore[arg-type]
@@ -102,8 +101,9 @@ class SummaryRow:
 def summarize(pipeline: Pipeline) -> SummaryRow:
     """One summary row, read from the Delta log and the checkpoint (the truth, not memory)."""
     from watermark_assets.defs.io_manager import table_row_count
-    from watermark_assets.delta import DeltaCommitter
-    from watermark_assets.state_store import load_state, pipeline_commits
+    from watermark_assets.delta.committer import DeltaCommitter
+    from watermark_assets.state.commit_metadata import pipeline_commits
+    from watermark_assets.state.load import load_state
 
     state = load_state(pipeline, now=system_clock())
     committer = DeltaCommitter(pipeline.table.uri)
@@ -250,10 +250,6 @@ def run_sensors(
     return rows, failures
 
 
-def _column_pipelines(config: ProjectConfig) -> list[ColumnPipelineConfig]:
-    return [p for p in config.pipelines if isinstance(p, ColumnPipelineConfig)]
-
-
 @dataclass(frozen=True)
 class ColumnStep:
     """One run of a column pipeline in the demo, read from its materialization."""
@@ -312,7 +308,7 @@ def _prepare_column_sources(config: ProjectConfig) -> list[ColumnPipelineConfig]
     from watermark_assets.sources.jdbc import has_postgres_driver, with_postgres_driver
 
     runnable = []
-    for pipeline in _column_pipelines(config):
+    for pipeline in config.column_pipelines:
         if pipeline.source.type == "jdbc":
             if not has_postgres_driver(with_postgres_driver(config.spark.conf)):
                 print(
@@ -428,15 +424,13 @@ def replay_command(config_path: str | None, name: str, start: str | None, end: s
 
     from pydantic import ValidationError
 
-    from watermark_assets.config import ColumnPipelineConfig, ReplayConfig
+    from watermark_assets.config import ReplayConfig
     from watermark_assets.exceptions import ConfigError
     from watermark_assets.runs.column_replay import run_replay
-    from watermark_assets.spark import get_spark
+    from watermark_assets.spark.session import get_spark
 
     config = load_config(config_path)
-    pipeline = config.pipeline(name)
-    if not isinstance(pipeline, ColumnPipelineConfig):
-        raise ConfigError(f"replay {name}: only column pipelines (kind: column) are replayed")
+    pipeline = config.column_pipeline(name)  # ConfigError: only column pipelines are replayed
     if pipeline.replay is None:
         raise ConfigError(
             f"replay {name}: the pipeline has no replay section; add "

@@ -12,25 +12,36 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from watermark_assets.core.column.lookback import Backward
 from watermark_assets.core.errors import LookbackError
-from watermark_assets.core.filepath import NameOrdering
-from watermark_assets.core.timeparts import PartitionTemplate
+from watermark_assets.core.filepath.path import NameOrdering
+from watermark_assets.core.filepath.timeparts import PartitionTemplate
 from watermark_assets.exceptions import ConfigError, PartitionTemplateError
-from watermark_assets.spark_ddl import parse_read_schema
+from watermark_assets.spark.ddl import parse_read_schema
 
 if TYPE_CHECKING:
     from watermark_assets.providers.base import CommitCarriedProvider, WatermarkProvider
     from watermark_assets.sources.column import ColumnSource
+    from watermark_assets.sources.files import FileSource
 
 CONFIG_ENV_VAR = "WATERMARK_ASSETS_CONFIG"
 DEFAULT_CONFIG_PATH = Path(__file__).parent / "demo" / "pipelines.yaml"
@@ -110,24 +121,10 @@ class SweepConfig(_Model):
     )
 
 
-class SourceConfig(_Model):
-    """The landing location a pipeline reads files from."""
+class FilePathWatermarkConfig(_Model):
+    """The file-path watermark (seed 000): per landing partition, the last file committed."""
 
-    uri: str = Field(description="Landing root: a local path or file:// URI.")
-    name: str = Field(
-        default="main",
-        description="Source name, used in the checkpoint file name "
-        "{pipeline}_{source}_checkpoint.json.",
-    )
-    format: SourceFormat = Field(
-        default=SourceFormat.NDJSON, description="File format: ndjson (also .gz), csv or parquet."
-    )
-    schema_ddl: str | None = Field(
-        default=None,
-        alias="schema",
-        description="Spark DDL schema of the records, e.g. 'id BIGINT, ts TIMESTAMP'. Required for "
-        "ndjson and csv (records that do not match it are quarantined); parquet uses its own.",
-    )
+    kind: Literal["file_path"] = "file_path"
     partition_template: str = Field(
         default="date=%Y-%m-%d",
         description="strftime template of the landing partition directories, coarsest first, e.g. "
@@ -147,6 +144,37 @@ class SourceConfig(_Model):
         "state, cheap polls). None: keep every partition's watermark and list them all.",
     )
     sweep: SweepConfig = Field(default_factory=SweepConfig)
+
+    @property
+    def template(self) -> PartitionTemplate:
+        return PartitionTemplate(self.partition_template)
+
+
+class _FileSourceBase(_Model):
+    uri: str = Field(description="Folder the files land in: a local path or file:// URI.")
+    name: str = Field(
+        default="main",
+        description="Source name, used in the checkpoint file name "
+        "{pipeline}_{source}_checkpoint.json.",
+    )
+
+    def check_table(self, table: TableConfig) -> None:
+        """ValueError when this source cannot write into ``table`` (any table by default)."""
+
+
+class LandingFilesSourceConfig(_FileSourceBase):
+    """Landing files that Spark reads and writes into the table as Parquet (seed's Blizzard)."""
+
+    type: Literal["files"]
+    format: SourceFormat = Field(
+        default=SourceFormat.NDJSON, description="File format: ndjson (also .gz), csv or parquet."
+    )
+    schema_ddl: str | None = Field(
+        default=None,
+        alias="schema",
+        description="Spark DDL schema of the records, e.g. 'id BIGINT, ts TIMESTAMP'. Required for "
+        "ndjson and csv (records that do not match it are quarantined); parquet uses its own.",
+    )
     csv_options: dict[str, str] = Field(
         default_factory=lambda: {"header": "true"},
         description="Options passed to Spark's CSV reader.",
@@ -163,14 +191,73 @@ class SourceConfig(_Model):
             parse_read_schema(value)
         return value
 
+    @model_validator(mode="after")
+    def _schema_required(self) -> LandingFilesSourceConfig:
+        if self.format is not SourceFormat.PARQUET and not self.schema_ddl:
+            raise ValueError(
+                f"source.schema is required for format {self.format.value!r} so that malformed "
+                "records can be quarantined; add e.g. schema: 'id BIGINT, ts TIMESTAMP'"
+            )
+        return self
+
     @property
     def suffixes(self) -> tuple[str, ...]:
         """File name endings this source ingests; other files are ignored."""
         return _SUFFIXES[self.format]
 
+    def build(self, pipeline: FilePipelineConfig) -> FileSource:
+        """The source strategy of ``pipeline`` (whose source this is)."""
+        from watermark_assets.sources.landing_files import LandingFilesSource
+
+        return LandingFilesSource(pipeline, self)
+
+
+class ParquetCommitSourceConfig(_FileSourceBase):
+    """Parquet files another writer puts under the table folder, committed where they are
+    (seed's Penguin): no Spark, no copy."""
+
+    type: Literal["parquet_commit"]
+
+    def check_table(self, table: TableConfig) -> None:
+        """The files must lie inside the table (add actions are relative to its root) and are
+        not rewritten (no derived columns)."""
+        inside = table.uri.rstrip("/") + "/"
+        if not (self.uri.rstrip("/") + "/").startswith(inside):
+            raise ValueError(
+                f"source.uri {self.uri!r} must be inside table.uri {table.uri!r}: the Delta add "
+                "actions reference files relative to the table root. Let the writer put its "
+                f"Parquet files under {inside}"
+            )
+        if table.derived_columns:
+            raise ValueError(
+                "a parquet_commit source does not rewrite files; remove table.derived_columns"
+            )
+
     @property
-    def template(self) -> PartitionTemplate:
-        return PartitionTemplate(self.partition_template)
+    def format(self) -> SourceFormat:
+        """Always Parquet: the files become the table's files."""
+        return SourceFormat.PARQUET
+
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        return _SUFFIXES[SourceFormat.PARQUET]
+
+    def build(self, pipeline: FilePipelineConfig) -> FileSource:
+        """The source strategy of ``pipeline`` (whose source this is)."""
+        from watermark_assets.sources.parquet_commit import ParquetCommitSource
+
+        return ParquetCommitSource(pipeline)
+
+
+FileSourceConfig = Annotated[
+    LandingFilesSourceConfig | ParquetCommitSourceConfig, Field(discriminator="type")
+]
+
+#: The accepted ``source.type`` values of a file-path pipeline, and what each one does.
+FILE_SOURCE_TYPES: Mapping[str, str] = {
+    "files": "landing files that Spark reads and writes into the table as Parquet",
+    "parquet_commit": "Parquet files another writer puts under the table, committed in place",
+}
 
 
 class TableConfig(_Model):
@@ -240,12 +327,16 @@ class BackfillConfig(_Model):
     )
 
 
-class _PipelineBase(_Model):
+class FilePipelineConfig(_Model):
+    """A file-path pipeline: files above the watermark of their landing partition are committed
+    to Delta, by Spark (``source.type: files``) or in place (``parquet_commit``)."""
+
     name: str = Field(
         description="Pipeline name: lower case, digits, '_'. Names the asset, job, sensor."
     )
     description: str | None = Field(default=None, description="Shown on the asset in the UI.")
-    source: SourceConfig
+    source: FileSourceConfig
+    watermark: FilePathWatermarkConfig = Field(default_factory=FilePathWatermarkConfig)
     table: TableConfig
     partitions: PartitionsConfig = Field(default_factory=PartitionsConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
@@ -258,22 +349,28 @@ class _PipelineBase(_Model):
         return _pipeline_name(value)
 
     @model_validator(mode="after")
-    def _template_fits_granularity(self) -> _PipelineBase:
+    def _template_fits_granularity(self) -> FilePipelineConfig:
+        template = self.watermark.partition_template
         try:
-            grain = self.source.template.grain
+            grain = self.watermark.template.grain
         except PartitionTemplateError as error:
             raise ValueError(str(error)) from error
         if self.partitions.granularity is Granularity.HOURLY and grain not in ("hour", "minute"):
             raise ValueError(
-                f"source.partition_template {self.source.partition_template!r} has no %H but "
+                f"watermark.partition_template {template!r} has no %H but "
                 "partitions.granularity is hourly; add an hour directory (e.g. "
                 "'date=%Y-%m-%d/hour=%H') or use daily partitions"
             )
         if grain in ("month", "year") and self.partitions.granularity is not Granularity.MONTHLY:
             raise ValueError(
-                f"source.partition_template {self.source.partition_template!r} is coarser than "
+                f"watermark.partition_template {template!r} is coarser than "
                 f"{self.partitions.granularity.value} partitions; add %d (and %H) to the template"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _source_fits_table(self) -> FilePipelineConfig:
+        self.source.check_table(self.table)  # raises ValueError
         return self
 
     @property
@@ -282,43 +379,10 @@ class _PipelineBase(_Model):
         name = f"{self.name}_{self.source.name}_checkpoint.json"
         return f"{self.table.uri.rstrip('/')}/_watermarks/{name}"
 
-
-class IngestPipelineConfig(_PipelineBase):
-    """Spark reads landing files above the watermark and commits Parquet to Delta (Blizzard)."""
-
-    kind: Literal["ingest"] = "ingest"
-
-    @model_validator(mode="after")
-    def _schema_required(self) -> IngestPipelineConfig:
-        if self.source.format is not SourceFormat.PARQUET and not self.source.schema_ddl:
-            raise ValueError(
-                f"source.schema is required for format {self.source.format.value!r} so that "
-                "malformed records can be quarantined; add e.g. schema: 'id BIGINT, ts TIMESTAMP'"
-            )
-        return self
-
-
-class CommitPipelineConfig(_PipelineBase):
-    """Parquet files that another writer puts under the table directory are committed (Penguin)."""
-
-    kind: Literal["commit"] = "commit"
-
-    @model_validator(mode="after")
-    def _staging_inside_table(self) -> CommitPipelineConfig:
-        table = self.table.uri.rstrip("/") + "/"
-        if not (self.source.uri.rstrip("/") + "/").startswith(table):
-            raise ValueError(
-                f"source.uri {self.source.uri!r} must be inside table.uri {self.table.uri!r}: the "
-                "Delta add actions reference files relative to the table root. Let the writer put "
-                f"its Parquet files under {table}"
-            )
-        if self.source.format is not SourceFormat.PARQUET:
-            raise ValueError("a commit pipeline adds Parquet files; set source.format: parquet")
-        if self.table.derived_columns:
-            raise ValueError(
-                "a commit pipeline does not rewrite files; remove table.derived_columns"
-            )
-        return self
+    @property
+    def file_source(self) -> FileSource:
+        """The source strategy that stages this pipeline's files."""
+        return self.source.build(self)
 
 
 # --- column pipelines (seed 001): rows above a column watermark, read from a table or files ---
@@ -795,6 +859,7 @@ class BackwardConfig(_Model):
 class ColumnWatermarkConfig(_Model):
     """Where a column pipeline's watermark stands, where it is kept, how far back a run reads."""
 
+    kind: Literal["column"] = "column"
     columns: list[str] = Field(
         min_length=1,
         description="Watermark columns in comparison order, e.g. [updated_at, id]: the tuple is "
@@ -971,7 +1036,6 @@ class ColumnPipelineConfig(_Model):
     """Rows above a column watermark are read from a table or files and committed to Delta
     (seed 001): the watermark is saved only with, or after, the commit."""
 
-    kind: Literal["column"] = "column"
     name: str = Field(
         description="Pipeline name: lower case, digits, '_'. Names the asset, job and the "
         "watermark's dataflow id."
@@ -1041,13 +1105,12 @@ class ColumnPipelineConfig(_Model):
 
     @model_validator(mode="after")
     def _source_takes_the_watermark(self) -> ColumnPipelineConfig:
-        # The JDBC and HTTP sources check their settings against the watermark columns (e.g.
-        # watermark_param_mapping names only watermark columns) when they are built.
-        if isinstance(self.source, (JdbcSourceConfig, HttpApiSourceConfig)):
-            try:
-                self.source.build(self.name, self.watermark.columns)
-            except ConfigError as error:
-                raise ValueError(str(error)) from error
+        # A source checks its settings against the watermark columns when it is built (e.g. an
+        # HTTP API's watermark_param_mapping names only watermark columns); building does no I/O.
+        try:
+            self.source.build(self.name, self.watermark.columns)
+        except ConfigError as error:
+            raise ValueError(str(error)) from error
         return self
 
     @property
@@ -1063,21 +1126,41 @@ def _same_location(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
+def _watermark_kind(value: Any) -> str | None:
+    """The kind that picks a pipeline's model: ``watermark.kind``, else the one its
+    ``source.type`` implies (file sources: ``file_path``; the others: ``column``)."""
+    if isinstance(value, BaseModel):
+        watermark = getattr(value, "watermark", None)
+        return getattr(watermark, "kind", None)
+    if not isinstance(value, dict):
+        return None
+    watermark = value.get("watermark")
+    if isinstance(watermark, dict) and isinstance(watermark.get("kind"), str):
+        return str(watermark["kind"])
+    source = value.get("source")
+    source_type = source.get("type") if isinstance(source, dict) else None
+    if source_type in FILE_SOURCE_TYPES:
+        return "file_path"
+    if source_type in COLUMN_SOURCE_TYPES:
+        return "column"
+    return None
+
+
 PipelineConfig = Annotated[
-    IngestPipelineConfig | CommitPipelineConfig | ColumnPipelineConfig,
-    Field(discriminator="kind"),
+    Annotated[FilePipelineConfig, Tag("file_path")]
+    | Annotated[ColumnPipelineConfig, Tag("column")],
+    Discriminator(_watermark_kind),
 ]
 #: A file-path pipeline's configuration (landing files or another writer's Parquet files), for
 #: type annotations (declared here once).
-Pipeline = IngestPipelineConfig | CommitPipelineConfig
+Pipeline = FilePipelineConfig
 #: Any pipeline's configuration, whatever its watermark kind.
-AnyPipeline = IngestPipelineConfig | CommitPipelineConfig | ColumnPipelineConfig
+AnyPipeline = FilePipelineConfig | ColumnPipelineConfig
 
-#: The accepted values of a pipeline's required ``kind`` key, and what each one does.
-PIPELINE_KINDS: Mapping[str, str] = {
-    "ingest": "Spark reads the landing files and commits them as Parquet",
-    "commit": "Parquet files another writer puts under the table are committed as they are",
-    "column": "rows above a column watermark (e.g. updated_at) are read from a table or files",
+#: The accepted ``watermark.kind`` values, with the ``source.type`` values each one takes.
+WATERMARK_KINDS: Mapping[str, Mapping[str, str]] = {
+    "file_path": FILE_SOURCE_TYPES,
+    "column": COLUMN_SOURCE_TYPES,
 }
 
 
@@ -1109,9 +1192,13 @@ class ProjectConfig(_Model):
 
     @property
     def file_pipelines(self) -> list[Pipeline]:
-        """The file-path pipelines (``ingest``, ``commit``): the ones with sensors and landing
-        files."""
-        return [p for p in self.pipelines if not isinstance(p, ColumnPipelineConfig)]
+        """The file-path pipelines: the ones with sensors and landing files."""
+        return [p for p in self.pipelines if isinstance(p, FilePipelineConfig)]
+
+    @property
+    def column_pipelines(self) -> list[ColumnPipelineConfig]:
+        """The column-watermark pipelines."""
+        return [p for p in self.pipelines if isinstance(p, ColumnPipelineConfig)]
 
     def pipeline(self, name: str) -> AnyPipeline:
         for pipeline in self.pipelines:
@@ -1123,17 +1210,28 @@ class ProjectConfig(_Model):
         )
 
     def file_pipeline(self, name: str) -> Pipeline:
-        """The file-path pipeline ``name`` (ConfigError for a column pipeline)."""
-        pipeline = self.pipeline(name)
-        if isinstance(pipeline, ColumnPipelineConfig):
-            raise ConfigError(
-                f"pipeline {name!r} is a column pipeline: it has no landing files; this command "
-                "works on 'ingest' and 'commit' pipelines",
-                pipeline=name,
-                key="kind",
-                value="column",
-            )
-        return pipeline
+        """The file-path pipeline ``name`` (ConfigError for another kind)."""
+        return self._of_kind(name, self.file_pipelines, "file_path")
+
+    def column_pipeline(self, name: str) -> ColumnPipelineConfig:
+        """The column pipeline ``name`` (ConfigError for another kind)."""
+        return self._of_kind(name, self.column_pipelines, "column")
+
+    def _of_kind(self, name: str, of_kind: Sequence[_P], kind: str) -> _P:
+        for pipeline in of_kind:
+            if pipeline.name == name:
+                return pipeline
+        other = self.pipeline(name)  # raises for an unknown name
+        raise ConfigError(
+            f"pipeline {name!r} has a {other.watermark.kind!r} watermark; this command works on "
+            f"pipelines whose watermark.kind is {kind!r}: {[p.name for p in of_kind]}",
+            pipeline=name,
+            key="watermark.kind",
+            value=other.watermark.kind,
+        )
+
+
+_P = TypeVar("_P", FilePipelineConfig, ColumnPipelineConfig)
 
 
 def interpolate_env(text: str, env: Mapping[str, str]) -> str:
@@ -1180,55 +1278,115 @@ def _resolve_paths(raw: Any, base: Path) -> Any:
     return raw
 
 
-def _check_kinds(raw: Any, origin: str) -> None:
-    """Every pipeline names an accepted ``kind`` (pydantic would only say that it cannot
-    "extract tag using discriminator 'kind'")."""
-    pipelines = raw.get("pipelines")
-    if not isinstance(pipelines, list):
-        return
-    accepted = "; ".join(f"{kind!r} ({what})" for kind, what in PIPELINE_KINDS.items())
-    for number, pipeline in enumerate(pipelines):
+#: Keys of a file-path pipeline that moved from ``source`` to ``watermark`` (legacy ``kind:``).
+_FILE_WATERMARK_KEYS = (
+    "partition_template",
+    "file_name_ordering",
+    "cold_start",
+    "late_arrival_days",
+    "sweep",
+)
+_LEGACY_SOURCE_TYPES = {"ingest": "files", "commit": "parquet_commit"}
+
+
+class ConfigDeprecationWarning(UserWarning):
+    """A configuration spelled the old way: it loads, and the message says how to write it now."""
+
+
+def _upgrade_legacy(raw: Any, origin: str) -> None:
+    """Rewrite a pipeline's legacy ``kind: ingest|commit|column`` in place, with a warning.
+
+    ``kind: ingest`` is ``source.type: files``, ``kind: commit`` is ``source.type:
+    parquet_commit``; their file-watermark keys move from ``source`` to ``watermark``.
+    ``kind: column`` is implied by a column source.
+    """
+    for number, pipeline in enumerate(raw.get("pipelines") or []):
+        if not isinstance(pipeline, dict) or "kind" not in pipeline:
+            continue
+        kind = pipeline.get("kind")
+        name = pipeline.get("name") or f"#{number}"
+        source = pipeline.get("source")
+        if kind == "column":
+            del pipeline["kind"]
+            fix = "remove it: a column source (source.type) implies the column watermark"
+        elif kind in _LEGACY_SOURCE_TYPES and isinstance(source, dict) and "type" not in source:
+            del pipeline["kind"]
+            source["type"] = _LEGACY_SOURCE_TYPES[kind]
+            if kind == "commit" and source.get("format", "parquet") == "parquet":
+                source.pop("format", None)  # implied by parquet_commit
+            watermark = pipeline.setdefault("watermark", {})
+            moved = [key for key in _FILE_WATERMARK_KEYS if key in source]
+            if isinstance(watermark, dict):
+                for key in moved:
+                    watermark.setdefault(key, source.pop(key))
+            fix = f"write 'source: {{type: {source['type']}, ...}}'" + (
+                f" and move {', '.join(moved)} from source to watermark" if moved else ""
+            )
+        else:
+            raise ConfigError(
+                f"{origin}: pipeline {name!r}: kind {kind!r} is not accepted; remove 'kind' and "
+                f"set source.type ({_accepted_source_types()})",
+                pipeline=str(name),
+                key="kind",
+                value=kind,
+            )
+        warnings.warn(
+            f"{origin}: pipeline {name!r}: 'kind: {kind}' is deprecated; {fix}",
+            ConfigDeprecationWarning,
+            stacklevel=3,
+        )
+
+
+def _accepted_source_types() -> str:
+    return "; ".join(
+        f"{t!r} ({what}, watermark.kind {kind!r})"
+        for kind, types in WATERMARK_KINDS.items()
+        for t, what in types.items()
+    )
+
+
+def _check_types(raw: Any, origin: str) -> None:
+    """Every pipeline names an accepted ``source.type``, and a ``watermark.kind`` that takes it
+    (pydantic would only say that it cannot find the discriminator)."""
+    for number, pipeline in enumerate(raw.get("pipelines") or []):
         if not isinstance(pipeline, dict):
             continue
-        name = pipeline.get("name") or f"#{number}"
-        kind = pipeline.get("kind")
-        if kind in PIPELINE_KINDS:
-            if kind == "column":
-                _check_source_type(pipeline, str(name), origin)
-            continue
-        problem = (
-            "kind is required"
-            if "kind" not in pipeline
-            else f"kind {kind!r} is not an accepted value"
-        )
-        raise ConfigError(
-            f"{origin}: pipeline {name!r}: {problem}; set it to one of {accepted}, "
-            "e.g. 'kind: ingest'",
-            pipeline=str(name),
-            key="kind",
-            value=kind,
-        )
-
-
-def _check_source_type(pipeline: dict[str, Any], name: str, origin: str) -> None:
-    """A column pipeline's ``source.type`` is an accepted one (named with what each reads)."""
-    source = pipeline.get("source")
-    kind = source.get("type") if isinstance(source, dict) else None
-    if kind in COLUMN_SOURCE_TYPES:
-        return
-    accepted = "; ".join(f"{t!r} ({what})" for t, what in COLUMN_SOURCE_TYPES.items())
-    problem = (
-        "source.type is required"
-        if not isinstance(source, dict) or "type" not in source
-        else f"source.type {kind!r} is not an accepted value"
-    )
-    raise ConfigError(
-        f"{origin}: pipeline {name!r}: {problem}; set it to one of {accepted}, "
-        "e.g. 'source: {type: delta_table, uri: data/orders}'",
-        pipeline=name,
-        key="source.type",
-        value=kind,
-    )
+        name = str(pipeline.get("name") or f"#{number}")
+        source = pipeline.get("source")
+        source_type = source.get("type") if isinstance(source, dict) else None
+        watermark = pipeline.get("watermark")
+        kind = watermark.get("kind") if isinstance(watermark, dict) else None
+        if kind is not None and kind not in WATERMARK_KINDS:
+            raise ConfigError(
+                f"{origin}: pipeline {name!r}: watermark.kind {kind!r} is not an accepted value; "
+                f"use one of {list(WATERMARK_KINDS)} or leave it out (the source.type implies it)",
+                pipeline=name,
+                key="watermark.kind",
+                value=kind,
+            )
+        implied = next((k for k, types in WATERMARK_KINDS.items() if source_type in types), None)
+        if implied is None:
+            problem = (
+                "source.type is required"
+                if not isinstance(source, dict) or "type" not in source
+                else f"source.type {source_type!r} is not an accepted value"
+            )
+            raise ConfigError(
+                f"{origin}: pipeline {name!r}: {problem}; set it to one of "
+                f"{_accepted_source_types()}, e.g. 'source: {{type: files, uri: data/landing}}'",
+                pipeline=name,
+                key="source.type",
+                value=source_type,
+            )
+        if kind is not None and kind != implied:
+            raise ConfigError(
+                f"{origin}: pipeline {name!r}: a {source_type!r} source takes a {implied!r} "
+                f"watermark, not watermark.kind {kind!r}; sources with a {kind!r} watermark: "
+                f"{list(WATERMARK_KINDS[kind])}",
+                pipeline=name,
+                key="watermark.kind",
+                value=kind,
+            )
 
 
 def _describe(error: ValidationError, raw: Any) -> str:
@@ -1240,7 +1398,13 @@ def _describe(error: ValidationError, raw: Any) -> str:
             pipelines = raw.get("pipelines") or []
             name = pipelines[loc[1]].get("name") if loc[1] < len(pipelines) else None
             where = f"pipeline {name or '#' + str(loc[1])!r}: "
-            tags = {*PIPELINE_KINDS, *COLUMN_SOURCE_TYPES, *_PROVIDER_TYPES, *_PAGINATION_TYPES}
+            tags = {
+                *WATERMARK_KINDS,
+                *FILE_SOURCE_TYPES,
+                *COLUMN_SOURCE_TYPES,
+                *_PROVIDER_TYPES,
+                *_PAGINATION_TYPES,
+            }
             loc = [part for part in loc[2:] if part not in tags]
         key = ".".join(str(part) for part in loc) or "(pipeline)"
         value = item.get("input")
@@ -1258,7 +1422,8 @@ def parse_config(text: str, *, env: Mapping[str, str], base: Path, origin: str) 
     if not isinstance(raw, dict):
         raise ConfigError(f"{origin} must hold a mapping with a 'pipelines' list")
     raw = _resolve_paths(raw, base)
-    _check_kinds(raw, origin)
+    _upgrade_legacy(raw, origin)
+    _check_types(raw, origin)
     try:
         return ProjectConfig.model_validate(raw)
     except ValidationError as error:

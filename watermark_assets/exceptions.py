@@ -222,7 +222,7 @@ class UntracedRowsError(WatermarkAssetsError):
             f"{count} rows read by Spark trace to no requested file (first lineage value "
             f"{example!r}; requested {shown}); Spark reported a path the batch did not ask for or "
             "that did not map back to one. Nothing was committed and the watermark did not "
-            "move. Report it with the file names: it is a bug in watermark_assets.spark_paths"
+            "move. Report it with the file names: it is a bug in watermark_assets.spark.paths"
         )
         self.count = count
         self.example = example

@@ -20,17 +20,14 @@ from datetime import datetime
 from typing import Any
 
 from watermark_assets import storage
-from watermark_assets.config import CommitPipelineConfig, Pipeline
-from watermark_assets.core.listing import plan_listing
-from watermark_assets.delta import DeltaCommitter
-from watermark_assets.discovery import PartitionOf
+from watermark_assets.config import Pipeline
+from watermark_assets.core.filepath.listing import plan_listing
+from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ExplainPathError
-from watermark_assets.state_store import (
-    COMMIT_METADATA_KEY,
-    CommitMetadata,
-    listing_horizon,
-    load_state,
-)
+from watermark_assets.sources.file_discovery import PartitionOf
+from watermark_assets.state.commit_metadata import COMMIT_METADATA_KEY, CommitMetadata
+from watermark_assets.state.horizons import listing_horizon
+from watermark_assets.state.load import load_state
 from watermark_assets.verdicts import (
     Commit,
     Evidence,
@@ -124,34 +121,12 @@ def _files_in_table(pipeline: Pipeline) -> set[str]:
         table = DeltaTable(pipeline.table.uri)
     except TableNotFoundError:
         return set()
-    if isinstance(pipeline, CommitPipelineConfig):
-        import pyarrow as pa
-
-        inside = _source_in_table(pipeline)
-        paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
-        return {
-            posixpath.relpath(str(p), inside) if inside != "." else str(p)
-            for p in paths
-            if inside == "." or str(p).startswith(inside + "/")
-        }
-    column = table.to_pyarrow_table(columns=["_source_file"]).column("_source_file")
-    return {str(value) for value in column.unique().to_pylist()}
-
-
-def _source_in_table(pipeline: Pipeline) -> str:
-    """The source folder relative to the table root (a commit pipeline's source is inside it)."""
-    return posixpath.relpath(
-        storage.filesystem(pipeline.source.uri)[1], storage.filesystem(pipeline.table.uri)[1]
-    )
+    return pipeline.file_source.files_in_table(table)
 
 
 def rows_in_table(pipeline: Pipeline, paths: Iterable[str]) -> dict[str, int]:
-    """Rows each landing file has in the data table now (0 when none).
-
-    Ingest pipelines: the ``_source_file`` lineage column, filtered to ``paths``. Commit
-    pipelines: the landing file IS the data file; its add action's record count.
-    """
-    import pyarrow as pa
+    """Rows each landing file has in the data table now (0 when none), as the pipeline's source
+    strategy counts them (the lineage column, or the add action of a file committed in place)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
@@ -163,23 +138,7 @@ def rows_in_table(pipeline: Pipeline, paths: Iterable[str]) -> dict[str, int]:
         table = DeltaTable(pipeline.table.uri)
     except TableNotFoundError:
         return counts
-    if isinstance(pipeline, CommitPipelineConfig):
-        inside = _source_in_table(pipeline)
-        of_table = {posixpath.normpath(posixpath.join(inside, p)): p for p in wanted}
-        actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
-        for action in actions:
-            source = of_table.get(str(action["path"]))
-            if source is not None:
-                counts[source] += int(action.get("num_records") or 0)
-        return counts
-    import pyarrow.compute as pc
-
-    # Filtered in Arrow, not in the scan: the scan prunes files by the add actions' min/max
-    # statistics, which delta-rs truncates for long strings (a filter on a path finds nothing).
-    column = table.to_pyarrow_table(columns=["_source_file"]).column("_source_file")
-    found = column.filter(pc.is_in(column, value_set=pa.array(wanted, column.type)))
-    counts.update(Counter(str(value) for value in found.to_pylist()))
-    return counts
+    return pipeline.file_source.rows_in_table(table, wanted)
 
 
 def landing_files(pipeline: Pipeline) -> list[str]:

@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from watermark_assets.core.filepath import NameOrdering, is_sortable
-from watermark_assets.core.listing import ListingPlan
+from watermark_assets.core.filepath.listing import ListingPlan
+from watermark_assets.core.filepath.path import NameOrdering, is_sortable
 
 
 def filesystem(uri: str) -> tuple[AbstractFileSystem, str]:

@@ -25,12 +25,12 @@ from typing import Any
 
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
-from watermark_assets.core.file_watermark import FileWatermark
-from watermark_assets.core.filepath import check_sortable, split_path
-from watermark_assets.core.listing import ListingPlan
-from watermark_assets.discovery import PartitionOf
+from watermark_assets.core.filepath.listing import ListingPlan
+from watermark_assets.core.filepath.path import check_sortable, split_path
+from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.exceptions import UnsortableFileNameError
-from watermark_assets.state_store import PipelineState
+from watermark_assets.sources.file_discovery import PartitionOf
+from watermark_assets.state.load import PipelineState
 
 
 class Verdict(str, Enum):
@@ -142,7 +142,7 @@ def _ignored(evidence: Evidence, path: str) -> Explanation | None:
 
 
 def _unsortable(evidence: Evidence, path: str) -> Explanation | None:
-    ordering = evidence.pipeline.source.file_name_ordering
+    ordering = evidence.pipeline.watermark.file_name_ordering
     try:
         check_sortable(path, ordering)
     except UnsortableFileNameError:
@@ -168,9 +168,9 @@ def _unsortable(evidence: Evidence, path: str) -> Explanation | None:
 
 
 def _template_mismatch(evidence: Evidence, path: str) -> Explanation | None:
-    template = evidence.pipeline.source.partition_template
+    template = evidence.pipeline.watermark.partition_template
     prefix, _ = split_path(path)
-    if evidence.pipeline.source.template.try_parse(prefix) is not None:
+    if evidence.pipeline.watermark.template.try_parse(prefix) is not None:
         return None
     return Explanation(
         path=path,
@@ -184,7 +184,7 @@ def _template_mismatch(evidence: Evidence, path: str) -> Explanation | None:
 
 def _outside_partitions(evidence: Evidence, path: str) -> Explanation | None:
     pipeline = evidence.pipeline
-    when = pipeline.source.template.try_parse(split_path(path)[0])
+    when = pipeline.watermark.template.try_parse(split_path(path)[0])
     if when is None or evidence.partition_of(when) is not None:
         return None
     end = pipeline.partitions.end
@@ -299,7 +299,7 @@ def _by_watermark(evidence: Evidence, path: str) -> Explanation:
     and the listing window put it."""
     pipeline = evidence.pipeline
     prefix, _ = split_path(path)
-    when = pipeline.source.template.parse(prefix)
+    when = pipeline.watermark.template.parse(prefix)
     key = evidence.partition_of(when)
     entry = evidence.history.partition_watermarks.get(prefix)
     base: dict[str, Any] = {"partition_key": key, "partition_watermark": entry}
@@ -327,16 +327,17 @@ def _by_watermark(evidence: Evidence, path: str) -> Explanation:
             f"sensor lists it, and a coming tick requests a run of partition {key}",
             facts=base,
         )
-    source = pipeline.source
+    settings = pipeline.watermark
     facts = {**base, "listing_horizon": evidence.horizon}
     if evidence.state.watermark.value is None:
         return Explanation(
             path=path,
             verdict=Verdict.BEFORE_LOOKBACK,
             reason=f"nothing is ingested yet and its landing partition lies before the cold "
-            f"start's lookback (from {evidence.horizon}, cold_start.lookback_days="
-            f"{source.cold_start.lookback_days}): backfill partition {key}, or raise the lookback",
-            facts={**facts, "lookback_days": source.cold_start.lookback_days},
+            f"start's lookback (from {evidence.horizon}, watermark.cold_start.lookback_days="
+            f"{settings.cold_start.lookback_days}): backfill partition {key}, or raise the "
+            "lookback",
+            facts={**facts, "lookback_days": settings.cold_start.lookback_days},
         )
     newest = split_path(evidence.state.watermark.value)[0]
     if evidence.horizon is None:
@@ -350,12 +351,16 @@ def _by_watermark(evidence: Evidence, path: str) -> Explanation:
     else:
         why = (
             f"its landing partition lies below the listing horizon {evidence.horizon} "
-            f"(late_arrival_days={source.late_arrival_days} before the newest partition "
+            f"(late_arrival_days={settings.late_arrival_days} before the newest partition "
             f"processed, {newest}): the sensor no longer lists it, its sweep reports it"
         )
     return Explanation(
         path=path,
         verdict=Verdict.LATE_PARTITION_CLOSED,
         reason=f"{why}. Backfill partition {key} to ingest it",
-        facts={**facts, "late_arrival_days": source.late_arrival_days, "newest_partition": newest},
+        facts={
+            **facts,
+            "late_arrival_days": pipeline.watermark.late_arrival_days,
+            "newest_partition": newest,
+        },
     )

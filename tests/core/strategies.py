@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from watermark_assets.core.file_watermark import FileWatermark
+from watermark_assets.core.filepath.watermark import FileWatermark
 
 PREFIXES = [
     "",

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
-from watermark_assets.core.file_watermark import FileWatermark, WatermarkState
+from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
 from watermark_assets.exceptions import CorruptCheckpointError, UnknownCheckpointSchemaError
 
 from .strategies import watermarks

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watermark_assets.core.coldstart import lookback_horizon, lookback_prefixes
-from watermark_assets.core.timeparts import PartitionTemplate
+from watermark_assets.core.filepath.coldstart import lookback_horizon, lookback_prefixes
+from watermark_assets.core.filepath.timeparts import PartitionTemplate
 from watermark_assets.exceptions import NaiveDatetimeError
 
 UTC = timezone.utc

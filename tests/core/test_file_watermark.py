@@ -9,7 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watermark_assets.core.file_watermark import FileWatermark, PartitionWatermarks, WatermarkState
+from watermark_assets.core.filepath.watermark import (
+    FileWatermark,
+    PartitionWatermarks,
+    WatermarkState,
+)
 from watermark_assets.exceptions import WatermarkRegressionError
 
 from .strategies import paths, watermarks

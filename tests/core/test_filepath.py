@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from watermark_assets.core.filepath import (
+from watermark_assets.core.filepath.path import (
     NameOrdering,
     check_sortable,
     detect_name_ordering,

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watermark_assets.core.file_watermark import FileWatermark, WatermarkState
-from watermark_assets.core.listing import ListingPlan, plan_listing, select_files_above
+from watermark_assets.core.filepath.listing import ListingPlan, plan_listing, select_files_above
+from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
 
 from .strategies import PREFIXES, paths, watermarks
 

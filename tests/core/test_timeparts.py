@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watermark_assets.core.timeparts import PartitionTemplate
+from watermark_assets.core.filepath.timeparts import PartitionTemplate
 from watermark_assets.exceptions import NaiveDatetimeError, PartitionTemplateError
 
 UTC = timezone.utc

@@ -438,14 +438,14 @@ def write_config(path: Path, paths: Paths, partitions_start: date) -> None:
     """An ingest pipeline over hourly landing folders, polled every 5 s, with a small Spark."""
     pipeline = {
         "name": PIPELINE,
-        "kind": "ingest",
         "description": "Test events: gzip NDJSON files in hourly landing folders.",
         "source": {
+            "type": "files",
             "uri": str(paths.landing),
             "format": "ndjson",
             "schema": SCHEMA,
-            "partition_template": "date=%Y-%m-%d/hour=%H",
         },
+        "watermark": {"partition_template": "date=%Y-%m-%d/hour=%H"},
         "table": {
             "uri": str(paths.table),
             "partition_by": ["event_date"],

@@ -2,14 +2,10 @@
 
 from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
 from watermark_assets.core.clock import Clock, ensure_utc, system_clock
-from watermark_assets.core.coldstart import lookback_horizon, lookback_prefixes
 from watermark_assets.core.column import ColumnWatermark
-from watermark_assets.core.file_watermark import (
-    FileWatermark,
-    PartitionWatermarks,
-    WatermarkState,
-)
-from watermark_assets.core.filepath import (
+from watermark_assets.core.filepath.coldstart import lookback_horizon, lookback_prefixes
+from watermark_assets.core.filepath.listing import ListingPlan, plan_listing, select_files_above
+from watermark_assets.core.filepath.path import (
     NameOrdering,
     check_sortable,
     detect_name_ordering,
@@ -17,8 +13,12 @@ from watermark_assets.core.filepath import (
     prefix_components,
     split_path,
 )
-from watermark_assets.core.listing import ListingPlan, plan_listing, select_files_above
-from watermark_assets.core.timeparts import PartitionTemplate
+from watermark_assets.core.filepath.timeparts import PartitionTemplate
+from watermark_assets.core.filepath.watermark import (
+    FileWatermark,
+    PartitionWatermarks,
+    WatermarkState,
+)
 from watermark_assets.core.watermark import Watermark, register, registered_kinds, watermark_kind
 
 __all__ = [

@@ -33,7 +33,7 @@ from watermark_assets.core.errors import (
     CorruptCheckpointError,
     UnknownCheckpointSchemaError,
 )
-from watermark_assets.core.file_watermark import FileWatermark
+from watermark_assets.core.filepath.watermark import FileWatermark
 
 SCHEMA_VERSION = 1
 

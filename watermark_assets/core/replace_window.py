@@ -5,7 +5,7 @@ A :class:`ReplaceWindow` is ``{column: (lower, upper)}`` with its closedness an 
 watermark before) and the watermark after is the largest value read, so exactly the rows of
 ``(lower, upper]`` were read again. A replay chunk read with ``>=`` is ``[lower, upper]``; a Dagster
 time window (one partition or a backfilled range) is ``[start, end)``. ``lower=None`` means "from
-the beginning". A null is in no window. The Delta side is :mod:`watermark_assets.delta_replace`.
+the beginning". A null is in no window. The Delta side is :mod:`watermark_assets.delta.replace`.
 """
 
 from __future__ import annotations

@@ -16,11 +16,12 @@ from dagster import (
 from dagster._utils.warnings import BetaWarning
 from pydantic import Field
 
-from watermark_assets.config import CommitPipelineConfig, IngestPipelineConfig, Pipeline
+from watermark_assets.config import Pipeline
 from watermark_assets.core.clock import Clock
 from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.resources import WatermarkSparkResource
-from watermark_assets.ingest import BatchRequest, StagedBatch, plan_batch, stage_batch
+from watermark_assets.runs.file_plan import BatchRequest, plan_batch
+from watermark_assets.runs.file_stage import StagedBatch, stage_batch
 
 # BackfillPolicy is "beta" in dagster 1.13; the warning would repeat on every code-location load.
 warnings.filterwarnings("ignore", message=".*backfill_policy.*", category=BetaWarning)
@@ -46,22 +47,10 @@ class IngestRunConfig(Config):
 def describe(pipeline: Pipeline) -> str:
     """The asset's description: its pipeline in a paragraph."""
     lead = pipeline.description.strip() + "\n\n" if pipeline.description else ""
-    if isinstance(pipeline, CommitPipelineConfig):
-        how = (
-            f"Commits the Parquet files that another writer puts under `{pipeline.source.uri}` "
-            f"to the Delta table `{pipeline.table.uri}` (no Spark: files are added as they are)."
-        )
-    else:
-        how = (
-            f"Spark reads the {pipeline.source.format.value} files that land under "
-            f"`{pipeline.source.uri}`, adds lineage columns (`_source_file`, `_ingested_at`, "
-            "`_dagster_partition`) and writes Parquet into the Delta table "
-            f"`{pipeline.table.uri}`; records that do not match the schema go to "
-            f"`{pipeline.table.quarantine}`."
-        )
+    how = pipeline.file_source.describe()
     return (
         f"{lead}{how} A file-path watermark per landing partition "
-        f"(`{pipeline.source.partition_template}`) remembers the last file committed, so each "
+        f"(`{pipeline.watermark.partition_template}`) remembers the last file committed, so each "
         "run reads only files above it; data, txn and watermark go into ONE Delta commit, so a "
         "crash at any point loses and duplicates nothing. Metadata: `watermark/state` is Initial "
         "(nothing ingested yet), Active (the last poll found new files) or Idle (files exist, "
@@ -79,7 +68,7 @@ def build_asset(
     """The pipeline's ingestion asset; its IO manager makes the Delta commit."""
     per_run = pipeline.backfill.max_partitions_per_run
     policy = BackfillPolicy.single_run() if per_run is None else BackfillPolicy.multi_run(per_run)
-    kinds = {"delta"} if isinstance(pipeline, CommitPipelineConfig) else {"spark", "delta"}
+    source = pipeline.file_source
 
     @asset(
         key=AssetKey([pipeline.name]),
@@ -88,11 +77,11 @@ def build_asset(
         backfill_policy=policy,
         io_manager_key=IO_MANAGER_KEY,
         group_name=GROUP_NAME,
-        kinds=kinds,
+        kinds=set(source.compute_kinds),
         metadata={
             "table_uri": pipeline.table.uri,
             "source_uri": pipeline.source.uri,
-            "partition_template": pipeline.source.partition_template,
+            "partition_template": pipeline.watermark.partition_template,
             "checkpoint_uri": pipeline.checkpoint_uri,
         },
         op_tags={PIPELINE_TAG: pipeline.name},
@@ -122,7 +111,7 @@ def build_asset(
                 f"back with the later files of their landing partitions (first {first}): rename "
                 "them without ':' (see the sensor's skip reason)"
             )
-        needs_spark = plan.files and isinstance(pipeline, IngestPipelineConfig)
+        needs_spark = plan.files and source.needs_spark
         return stage_batch(plan, spark.spark_session if needs_spark else None, now=now)
 
     return ingestion_asset

@@ -88,9 +88,7 @@ def build_definitions(
     config = config or load_config()
     built = [build_pipeline(pipeline, clock) for pipeline in config.pipelines]
     spark_conf = {"spark.master": config.spark.master, **config.spark.conf}
-    if any(
-        p.source.type == "jdbc" for p in config.pipelines if isinstance(p, ColumnPipelineConfig)
-    ):
+    if any(p.source.type == "jdbc" for p in config.column_pipelines):
         # The session must start with the driver jar; a later JDBC read cannot add it.
         spark_conf = with_postgres_driver(spark_conf)
     return Definitions(

@@ -20,9 +20,9 @@ from dagster import (
 )
 
 from watermark_assets.config import Pipeline
-from watermark_assets.core.file_watermark import FileWatermark
-from watermark_assets.delta import DeltaCommitter
-from watermark_assets.state_store import COMMIT_METADATA_KEY, CommitMetadata
+from watermark_assets.core.filepath.watermark import FileWatermark
+from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.state.commit_metadata import COMMIT_METADATA_KEY, CommitMetadata
 
 MONOTONE_CHECK = "watermark_never_moves_backwards"
 RECONCILE_CHECK = "rows_reconcile"

@@ -43,7 +43,7 @@ from watermark_assets.defs.io_manager import WatermarkDeltaIOManager, table_row_
 from watermark_assets.defs.metadata import column_metadata, replay_metadata
 from watermark_assets.defs.partitions import partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
-from watermark_assets.delta import DeltaCommitter
+from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.providers.base import WatermarkRecord
 from watermark_assets.providers.delta_metadata import watermark_record

@@ -14,7 +14,8 @@ from deltalake.exceptions import TableNotFoundError
 from watermark_assets import storage
 from watermark_assets.defs.metadata import batch_metadata, partition_metadata
 from watermark_assets.exceptions import BatchOverlapError
-from watermark_assets.ingest import BatchResult, StagedBatch, commit_batch
+from watermark_assets.runs.file_commit import BatchResult, commit_batch
+from watermark_assets.runs.file_stage import StagedBatch
 
 
 def table_row_count(table_uri: str) -> int | None:

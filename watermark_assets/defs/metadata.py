@@ -15,11 +15,11 @@ from typing import Any
 from dagster import MetadataValue
 
 from watermark_assets.core.column.watermark import ColumnWatermark
-from watermark_assets.core.file_watermark import FileWatermark
-from watermark_assets.core.filepath import name_time, split_path
-from watermark_assets.ingest import BatchResult
+from watermark_assets.core.filepath.path import name_time, split_path
+from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.runs.column import ColumnResult
 from watermark_assets.runs.column_replay import ReplayResult
+from watermark_assets.runs.file_commit import BatchResult
 
 
 def _text(value: str | None) -> MetadataValue:

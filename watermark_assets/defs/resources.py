@@ -6,7 +6,7 @@ from typing import Any
 
 from dagster_pyspark import LazyPySparkResource
 
-from watermark_assets.spark import get_spark
+from watermark_assets.spark.session import get_spark
 
 
 class WatermarkSparkResource(LazyPySparkResource):

@@ -40,20 +40,17 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.clock import Clock
-from watermark_assets.core.file_watermark import FileWatermark, WatermarkState
-from watermark_assets.core.filepath import prefix_components, split_path
-from watermark_assets.core.listing import ListingPlan
+from watermark_assets.core.filepath.listing import ListingPlan
+from watermark_assets.core.filepath.path import prefix_components, split_path
+from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
 from watermark_assets.defs.assets import BATCH_TAG, PIPELINE_TAG
-from watermark_assets.delta import DeltaCommitter
-from watermark_assets.discovery import FileGroups, discover_files, sweep
-from watermark_assets.spark_paths import GLOB_CHARACTERS
-from watermark_assets.state_store import (
-    PipelineState,
-    listing_horizon,
-    load_state,
-    mark_idle,
-    txn_app_id,
-)
+from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.sources.file_discovery import FileGroups, discover_files, sweep
+from watermark_assets.spark.paths import GLOB_CHARACTERS
+from watermark_assets.state.checkpoint import mark_idle
+from watermark_assets.state.commit_metadata import txn_app_id
+from watermark_assets.state.horizons import listing_horizon
+from watermark_assets.state.load import PipelineState, load_state
 
 IN_FLIGHT = [
     DagsterRunStatus.QUEUED,
@@ -330,7 +327,7 @@ def _sweep_if_due(
     pipeline: Pipeline, state: PipelineState, previous: SensorCursor, now: datetime
 ) -> _Swept:
     """Sweep the partitions below the listing horizon when ``sweep.interval_minutes`` passed."""
-    interval = pipeline.source.sweep.interval_minutes * 60
+    interval = pipeline.watermark.sweep.interval_minutes * 60
     now_ts = int(now.timestamp())
     due = interval > 0 and (previous.swept_at is None or now_ts - previous.swept_at >= interval)
     if not due:
@@ -377,7 +374,7 @@ def close_empty_partitions(
     horizon = listing_horizon(pipeline, state.watermark, now)
     if horizon is None or state.watermark.value is None:
         return [], closed_through
-    template = pipeline.source.template
+    template = pipeline.watermark.template
     horizon_time = template.parse(horizon)
     window = (
         partitions_def.get_first_partition_window()
@@ -407,7 +404,7 @@ def close_empty_partitions(
         text = (
             f"no files landed in [{start.isoformat()}, {end.isoformat()}) before the listing "
             f"moved past it (horizon {horizon}: late_arrival_days="
-            f"{pipeline.source.late_arrival_days} before the newest partition processed)"
+            f"{pipeline.watermark.late_arrival_days} before the newest partition processed)"
         )
         events.append(
             AssetMaterialization(
@@ -425,7 +422,7 @@ def close_empty_partitions(
 
 
 def _has_landing_file(pipeline: Pipeline, start: datetime, end: datetime) -> bool:
-    template = pipeline.source.template
+    template = pipeline.watermark.template
     low, high = template.format(start), template.format(end)
     listing = storage.list_files_above(
         pipeline.source.uri,
@@ -459,7 +456,7 @@ def _notes(
         )
     if swept.late:
         where = (
-            "before the cold start's lookback (source.cold_start.lookback_days)"
+            "before the cold start's lookback (watermark.cold_start.lookback_days)"
             if initial
             else "after their partition's late-arrival window closed"
         )
@@ -482,7 +479,7 @@ def _notes(
         notes.append(
             f"{len(groups.unsortable)} files whose names do not sort by time (first "
             f"{list(groups.unsortable[:UNREADABLE_NAMES])}; file_name_ordering: "
-            f"{pipeline.source.file_name_ordering.value}): they and the later files of their "
+            f"{pipeline.watermark.file_name_ordering.value}): they and the later files of their "
             "landing partitions are held back; land them again named with a Unix-timestamp, "
             "UUIDv7 or ISO 8601 prefix above the watermark"
         )
@@ -496,7 +493,7 @@ def _notes(
     if unmatched:
         notes.append(
             f"{len(unmatched)} files whose directory does not match "
-            f"{pipeline.source.partition_template!r} (first {unmatched[0]!r})"
+            f"{pipeline.watermark.partition_template!r} (first {unmatched[0]!r})"
         )
     text = "" if not notes else " | not ingested: " + "; ".join(notes)
     if closed:

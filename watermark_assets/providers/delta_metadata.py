@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 
 from watermark_assets.core.errors import WatermarkHistoryLostError, WatermarkProviderError
-from watermark_assets.delta import DeltaCommitter
-from watermark_assets.delta_log import CommitRecord
+from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.log import CommitRecord
 from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.providers.base import WatermarkRecord
 

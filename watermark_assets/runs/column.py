@@ -11,7 +11,7 @@
   ``watermark_assets/{pipeline}/column`` (the version read when planning: a concurrent run of the
   same pipeline makes the outcome stale, and the run plans and reads again, at most
   ``MAX_COMMIT_ATTEMPTS`` times). Append, or with ``destination.replace_by_watermark`` a replace of
-  the window read (:mod:`watermark_assets.delta_replace`), both ONE commit.
+  the window read (:mod:`watermark_assets.delta.replace`), both ONE commit.
 
 Where the watermark is saved: the ``delta_metadata`` provider puts it in that same commit (data and
 progress atomic). ``file`` and ``postgres`` save it after the commit succeeded
@@ -22,8 +22,8 @@ watermark wins over an older stored one, and is saved to the provider then. Cons
 file/postgres watermark by hand does not re-read rows that a commit already holds (the log is the
 truth); replay is the way to re-read.
 
-Crash points (``ingest.crash_point``, for the exactly-once tests): ``after_data_written`` once the
-staged files exist, ``after_commit`` right after the Delta commit, before a provider save.
+Crash points (``runs.faults.crash_point``, for the exactly-once tests): ``after_data_written``
+once the staged files exist, ``after_commit`` right after the Delta commit, before a provider save.
 """
 
 from __future__ import annotations
@@ -44,21 +44,22 @@ from watermark_assets.core.column.lookback import ReadBound, effective_lower_bou
 from watermark_assets.core.column.predicate import Predicate, SqlDialect, below, predicate, to_sql
 from watermark_assets.core.column.watermark import ColumnWatermark, WatermarkOperator
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
-from watermark_assets.delta import CommitOutcome, DeltaCommitter, TxnVersion, describe_data_files
-from watermark_assets.delta_replace import commit_replace, plan_replace
+from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
+from watermark_assets.delta.replace import commit_replace, plan_replace
+from watermark_assets.delta.stats import describe_data_files
 from watermark_assets.exceptions import DeltaCommitError
-from watermark_assets.ingest import (
-    MAX_COMMIT_ATTEMPTS,
-    STAGING_DIR,
-    _list_parquet,
-    _move_into_table,
-    _remove_tree,
-    crash_point,
-    remove_stale_staging,
-)
 from watermark_assets.providers.delta_metadata import DeltaMetadataProvider, commit_metadata_entry
 from watermark_assets.providers.manager import WatermarkManager
+from watermark_assets.runs.faults import crash_point
+from watermark_assets.runs.file_commit import MAX_COMMIT_ATTEMPTS
 from watermark_assets.sources.column import StagedRows, stage_rows
+from watermark_assets.staging import (
+    STAGING_DIR,
+    list_parquet,
+    move_into_table,
+    remove_stale_staging,
+    remove_tree,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -262,7 +263,7 @@ def stage_column_batch(
         data_dir=data_dir,
         partition_by=pipeline.table.partition_by,
     )
-    files = _list_parquet(data_dir) if rows.rows else ()
+    files = list_parquet(data_dir) if rows.rows else ()
     schema = _table_schema(files[0], read.frame, pipeline.table.partition_by) if files else None
     crash_point("after_data_written")
     return StagedColumnBatch(
@@ -344,7 +345,7 @@ def commit_column_batch(
             if staged.spark is None:
                 raise
         finally:
-            _remove_tree(staging)
+            remove_tree(staging)
         # Another run of the pipeline committed since the plan: its rows may be ours too.
         staged = stage_column_batch(replan(), staged.spark, now=now)
     raise DeltaCommitError(
@@ -362,7 +363,7 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
     uri, partition_by = pipeline.table.uri, pipeline.table.partition_by
     committer = DeltaCommitter(uri, now=request.clock)
     data_dir = storage.join(uri, f"{STAGING_DIR}/{staged.token}")
-    moved = _move_into_table(staged.data_files, data_dir, uri, staged.token)
+    moved = move_into_table(staged.data_files, data_dir, uri, staged.token)
     files = describe_data_files(uri, moved, partition_by)
     schema = staged.data_schema if staged.data_schema is not None else pa.schema([])
     window = staged.window

@@ -34,7 +34,8 @@ chunk: a concurrent replay of the same chunk makes the commit stale and it plans
 
 An empty chunk commits nothing (a re-run reads it again, and finds the rows that arrived since).
 
-Crash point: ``after_chunk_commit:N`` (``ingest.crash_point``) once chunk N (1-based) committed.
+Crash point: ``after_chunk_commit:N`` (``runs.faults.crash_point``) once chunk N (1-based)
+committed.
 """
 
 from __future__ import annotations
@@ -55,8 +56,7 @@ from watermark_assets.core.column.replay import (
     watermark_to_save,
 )
 from watermark_assets.core.column.watermark import ColumnWatermark, GreaterOrEqual
-from watermark_assets.delta import DeltaCommitter, TxnVersion
-from watermark_assets.ingest import crash_point
+from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.providers.delta_metadata import DeltaMetadataProvider, commit_metadata_entry
 from watermark_assets.runs.column import (
     ColumnPlan,
@@ -68,6 +68,7 @@ from watermark_assets.runs.column import (
     txn_app_id,
     watermark_manager,
 )
+from watermark_assets.runs.faults import crash_point
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -73,7 +73,7 @@ def stage_rows(
     from pyspark.sql import functions as F
     from pyspark.sql.types import TimestampType
 
-    from watermark_assets.spark_paths import spark_path
+    from watermark_assets.spark.paths import spark_path
 
     frame = read.frame
     instants = {c for c in columns if isinstance(frame.schema[c].dataType, TimestampType)}

@@ -12,7 +12,7 @@ How the watermark's predicate reaches the data (seed 001, "Read-side push-down")
 - :class:`ParquetFilesSource`: a folder of Parquet files; Spark's own push-down.
 - :class:`CsvJsonSource`: full scan, then the filter in Spark (the seed's fallback).
 
-Statistics are trusted only where they prove it (see :mod:`watermark_assets.delta_stats`): a
+Statistics are trusted only where they prove it (see :mod:`watermark_assets.delta.stats`): a
 string maximum at the 32-character prefix may have been cut, a timestamp maximum on a whole
 millisecond may have been cut there (999 microseconds are added), a float column may hold NaN,
 which Spark orders above every number, so its files are never skipped; a file without statistics
@@ -40,7 +40,7 @@ from watermark_assets.core.column.predicate import (
     to_sql,
 )
 from watermark_assets.core.replace_window import value_kind
-from watermark_assets.delta_stats import (
+from watermark_assets.delta.stats import (
     STATS_TIMESTAMP_SLACK,
     stats_kind,
     stats_value,
@@ -48,7 +48,7 @@ from watermark_assets.delta_stats import (
 )
 from watermark_assets.exceptions import UnsupportedDeltaTableError
 from watermark_assets.sources.column import ColumnRead, ColumnSource
-from watermark_assets.spark_paths import literal_path, reader_options, spark_path
+from watermark_assets.spark.paths import literal_path, reader_options, spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -22,7 +22,7 @@ from enum import Enum
 from typing import ClassVar
 
 from watermark_assets.core.errors import WatermarkRegressionError
-from watermark_assets.core.filepath import prefix_components, split_path
+from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.watermark import register
 
 

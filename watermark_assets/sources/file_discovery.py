@@ -14,12 +14,12 @@ from datetime import datetime
 
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
-from watermark_assets.core.coldstart import lookback_prefixes
-from watermark_assets.core.file_watermark import FileWatermark, WatermarkState, components_below
-from watermark_assets.core.filepath import prefix_components, split_path
-from watermark_assets.core.listing import ListingPlan, plan_listing, plan_sweep
-from watermark_assets.spark_paths import unreadable_character
-from watermark_assets.state_store import listing_horizon, retention_horizon
+from watermark_assets.core.filepath.coldstart import lookback_prefixes
+from watermark_assets.core.filepath.listing import ListingPlan, plan_listing, plan_sweep
+from watermark_assets.core.filepath.path import prefix_components, split_path
+from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState, components_below
+from watermark_assets.spark.paths import unreadable_character
+from watermark_assets.state.horizons import listing_horizon, retention_horizon
 
 #: Maps a landing partition's time to its Dagster partition key (None: outside the partitions).
 PartitionOf = Callable[[datetime], "str | None"]
@@ -48,7 +48,7 @@ class FileGroups:
 def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -> str | None:
     """The Dagster partition key of a landing file (None: no key for its time or prefix)."""
     prefix, _ = split_path(path)
-    when = pipeline.source.template.try_parse(prefix)
+    when = pipeline.watermark.template.try_parse(prefix)
     return None if when is None else partition_of(when)
 
 
@@ -77,15 +77,15 @@ def discover_files(
     horizon = listing_horizon(pipeline, watermark, now)
     plan = lowered_plan(plan_listing(watermark, horizon), since, None if restored else horizon)
     start_prefixes = None
-    if watermark.state is WatermarkState.INITIAL and pipeline.source.cold_start.lookback_days:
+    if watermark.state is WatermarkState.INITIAL and pipeline.watermark.cold_start.lookback_days:
         start_prefixes = lookback_prefixes(
-            pipeline.source.template, pipeline.source.cold_start.lookback_days, now
+            pipeline.watermark.template, pipeline.watermark.cold_start.lookback_days, now
         )
     listing = storage.list_files_above(
         pipeline.source.uri,
         plan,
         suffixes=pipeline.source.suffixes,
-        ordering=pipeline.source.file_name_ordering,
+        ordering=pipeline.watermark.file_name_ordering,
         start_prefixes=start_prefixes,
         limit=limit,
     )
@@ -97,7 +97,7 @@ def discover_files(
     )
     for path in readable:
         prefix, _ = split_path(path)
-        when = pipeline.source.template.try_parse(prefix)
+        when = pipeline.watermark.template.try_parse(prefix)
         if when is None:
             unmatched.append(path)
             continue
@@ -205,7 +205,7 @@ def sweep(
     if horizon is None:
         return None
     retained = retention_horizon(pipeline, watermark, now)
-    budget = pipeline.source.sweep.max_paths
+    budget = pipeline.watermark.sweep.max_paths
     listing = storage.list_files_above(
         pipeline.source.uri,
         plan_sweep(watermark, retained, horizon),

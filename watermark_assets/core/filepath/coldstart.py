@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from watermark_assets.core.clock import ensure_utc
-from watermark_assets.core.timeparts import Grain, PartitionTemplate
+from watermark_assets.core.filepath.timeparts import Grain, PartitionTemplate
 
 _STEP: dict[Grain, timedelta] = {
     "minute": timedelta(minutes=1),

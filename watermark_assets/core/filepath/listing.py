@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from watermark_assets.core.file_watermark import FileWatermark, components_below
-from watermark_assets.core.filepath import prefix_components, split_path
+from watermark_assets.core.filepath.path import prefix_components, split_path
+from watermark_assets.core.filepath.watermark import FileWatermark, components_below
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,8 @@ from deltalake.transaction import RemoveAction
 
 from watermark_assets.core.clock import Clock, ensure_utc, system_clock
 from watermark_assets.core.replace_window import Interval, ReplaceWindow, WindowValue, value_kind
-from watermark_assets.delta import CommitOutcome, DeltaCommitter, TxnVersion
-from watermark_assets.delta_stats import (
+from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
+from watermark_assets.delta.stats import (
     STATS_TIMESTAMP_SLACK,
     DataFile,
     describe_data_files,

@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 import fsspec
 
-from watermark_assets.delta_stats import modification_time_ms
+from watermark_assets.delta.stats import modification_time_ms
 from watermark_assets.exceptions import DeltaCommitError
 
 COMMIT_INFO_KEYS = frozenset(

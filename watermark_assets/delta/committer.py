@@ -20,7 +20,7 @@ Contract:
 - delta-rs ignores the schema given to a write transaction (it neither checks nor evolves the
   table's), so the committer compares it with the table's and raises
   :class:`DeltaSchemaMismatchError` naming the columns.
-- :meth:`DeltaCommitter.read_commits_after` reads the log back (:mod:`watermark_assets.delta_log`).
+- :meth:`DeltaCommitter.read_commits_after` reads the log back (:mod:`watermark_assets.delta.log`).
 
 For S3, pass delta-rs ``storage_options`` (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``...).
 Concurrent writers on S3 need delta-rs's conditional put (``{"conditional_put": "etag"}``) or a
@@ -50,8 +50,8 @@ from deltalake.transaction import (
 )
 
 from watermark_assets.core.clock import Clock, ensure_utc, system_clock
-from watermark_assets.delta_log import COMMIT_INFO_KEYS, AddedFile, CommitRecord, DeltaLog
-from watermark_assets.delta_stats import DataFile, describe_data_files
+from watermark_assets.delta.log import COMMIT_INFO_KEYS, AddedFile, CommitRecord, DeltaLog
+from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.exceptions import (
     DeltaCommitError,
     DeltaSchemaMismatchError,
@@ -162,7 +162,7 @@ class DeltaCommitter:
         the commit then only records the txns and the metadata (a batch whose every record was
         quarantined still advances). With no files, an empty ``schema`` means "the table's".
 
-        ``removes`` (a replace, see :mod:`watermark_assets.delta_replace`) are marked removed in
+        ``removes`` (a replace, see :mod:`watermark_assets.delta.replace`) are marked removed in
         the same commit; they need ``read_version``, the table version they were planned on (-1:
         no table yet). With ``read_version`` the commit is made on exactly that version or not at
         all: a table that moved, or a commit landing while this one is written (delta-rs is told

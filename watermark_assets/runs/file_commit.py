@@ -1,0 +1,231 @@
+"""Commit a staged file batch: decide exactly per file, ONE Delta commit, then the checkpoint.
+
+Crash anywhere and run again: files at or below the committed watermark are dropped from the batch
+when it is planned, and a commit never holds a file that a commit after the plan already holds
+(exact: every commit records its source files).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from watermark_assets import storage
+from watermark_assets.config import Pipeline
+from watermark_assets.core.filepath.path import (
+    split_path,
+)
+from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
+from watermark_assets.delta.stats import DataFile, describe_data_files
+from watermark_assets.exceptions import (
+    BatchOverlapError,
+    DeltaCommitError,
+)
+from watermark_assets.state.checkpoint import save_checkpoint
+from watermark_assets.state.commit_metadata import (
+    COMMIT_METADATA_KEY,
+    CommitMetadata,
+    pipeline_commits,
+    txn_app_id,
+)
+from watermark_assets.state.load import PipelineState, load_state
+from watermark_assets.state.quarantine import complete_quarantine
+
+if TYPE_CHECKING:
+    pass
+from watermark_assets.runs.faults import crash_point, pause_point
+from watermark_assets.runs.file_plan import BatchPlan
+from watermark_assets.runs.file_stage import StagedBatch
+from watermark_assets.staging import move_into_table, remove_tree
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What a run did, for the materialization metadata and the summary."""
+
+    staged: StagedBatch
+    outcome: CommitOutcome
+    quarantine_versions: tuple[int, ...]
+    rows_committed: int
+    state_after: PipelineState
+    checkpoint_written: bool
+    txns: tuple[TxnVersion, ...] = ()
+
+
+#: How often a commit decides again after another run committed the same partitions meanwhile.
+MAX_COMMIT_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class CommitDecision:
+    """What a commit may do, decided from the log just before committing.
+
+    ``txns``: the next txn version of each Dagster partition of the run, built on the versions
+    read (the optimistic lock: another commit of these partitions makes the commit stale).
+    ``taken``: files of this batch that commits made after the plan already hold (exact, by the
+    ``source_files`` each commit records), and ``taken_by`` those commits (version, run id).
+    """
+
+    txns: tuple[TxnVersion, ...]
+    taken: tuple[str, ...]
+    taken_by: tuple[tuple[int, str], ...]
+
+
+def decide_commit(plan: BatchPlan, committer: DeltaCommitter) -> CommitDecision:
+    """Read the txn versions, then every commit since the plan's state (see CommitDecision)."""
+    pipeline = plan.request.pipeline
+    app_ids = [txn_app_id(pipeline.name, key) for key in sorted(plan.request.partition_keys)]
+    # Versions first: a commit landing after this read moves a txn and makes ours stale.
+    committed = committer.transaction_versions(app_ids)
+    ours = set(plan.files)
+    taken: set[str] = set()
+    taken_by: list[tuple[int, str]] = []
+    for version, metadata in pipeline_commits(committer, pipeline, plan.state.delta_version):
+        hit = ours.intersection(metadata.source_files)
+        if hit:
+            taken |= hit
+            taken_by.append((version, metadata.run_id))
+    return CommitDecision(
+        tuple(TxnVersion.next_of(app_id, committed[app_id]) for app_id in app_ids),
+        tuple(sorted(taken)),
+        tuple(taken_by),
+    )
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """Files moved from staging into their tables (relative to each table's root)."""
+
+    data: tuple[DataFile, ...]
+    moved_data: tuple[str, ...]
+    quarantine: tuple[str, ...]
+
+
+def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
+    """Commit the staged files and the watermark advance in ONE Delta commit, then checkpoint.
+
+    The decision is exact per file (:func:`decide_commit`): if runs that committed after this
+    one planned hold ALL its files, nothing is committed; some of them:
+    :class:`BatchOverlapError` (plan again: the new plan drops the committed files); none: the
+    commit. A stale outcome (a concurrent commit of the same partitions) decides again. The batch's
+    quarantined records are moved into the quarantine table's folder and named by the data
+    commit, then added to the quarantine table (:func:`complete_quarantine`).
+    """
+    plan = staged.plan
+    pipeline = plan.request.pipeline
+    if not plan.files:
+        state = load_state(pipeline, now=now)
+        # A crash between commit and checkpoint (or a deleted checkpoint) leaves the state only in
+        # the Delta log: write the checkpoint it replayed to, when due, even with nothing to commit.
+        written = save_checkpoint(pipeline, state, now=now)
+        nothing = CommitOutcome(None, True, "no files above the watermark: nothing to commit")
+        return BatchResult(staged, nothing, (), 0, state, written)
+    committer = DeltaCommitter(pipeline.table.uri)
+    placed: _Placed | None = None
+    pause_point("before_commit")
+    try:
+        for _ in range(MAX_COMMIT_ATTEMPTS):
+            decision = decide_commit(plan, committer)
+            if decision.taken:
+                if placed is not None:
+                    _remove_placed(pipeline, placed)
+                    placed = None
+                by = ", ".join(f"v{v} (run {run})" for v, run in decision.taken_by)
+                if len(decision.taken) < len(plan.files):
+                    raise BatchOverlapError(pipeline.name, decision.taken, by)
+                reason = (
+                    f"all {len(plan.files)} files were committed by {by} after this run "
+                    "planned: nothing to commit"
+                )
+                state = load_state(pipeline, now=now)
+                skipped = CommitOutcome(None, True, reason)
+                return BatchResult(staged, skipped, (), 0, state, False, decision.txns)
+            if placed is None:
+                placed = _place(staged, pipeline)
+            metadata = _commit_metadata(staged, placed)
+            outcome = committer.commit(
+                placed.data,
+                schema=staged.data_schema if staged.data_schema is not None else pa.schema([]),
+                partition_by=pipeline.table.partition_by,
+                txns=decision.txns,
+                custom_metadata={COMMIT_METADATA_KEY: metadata.to_json()},
+            )
+            if not outcome.stale:
+                break
+        else:
+            raise DeltaCommitError(
+                f"gave up committing to {pipeline.table.uri!r} after {MAX_COMMIT_ATTEMPTS} "
+                "attempts: other runs kept committing the same partitions. Nothing was committed "
+                "by this run; run it again",
+                table_uri=pipeline.table.uri,
+            )
+    finally:
+        for root in (staged.data_root, staged.quarantine_root):
+            if root is not None:
+                remove_tree(root)
+    crash_point("after_commit")
+    state = load_state(pipeline, now=now)
+    completed = complete_quarantine(pipeline, state)
+    written = save_checkpoint(pipeline, state, now=now)
+    rows_committed = sum(f.num_records for f in placed.data)
+    return BatchResult(
+        staged, outcome, tuple(completed), rows_committed, state, written, decision.txns
+    )
+
+
+def _place(staged: StagedBatch, pipeline: Pipeline) -> _Placed:
+    """Move the staged data and quarantine files into their tables (not committed yet)."""
+    data: list[DataFile] = list(staged.described)
+    moved: list[str] = []
+    if staged.data_root is not None and staged.data_files:  # Spark's files, staged: move them in
+        moved = move_into_table(
+            staged.data_files, staged.data_root, pipeline.table.uri, staged.token
+        )
+        data = describe_data_files(pipeline.table.uri, moved, pipeline.table.partition_by)
+    quarantine: list[str] = []
+    if staged.quarantine_root is not None and staged.quarantine_files:
+        quarantine = move_into_table(
+            staged.quarantine_files,
+            staged.quarantine_root,
+            pipeline.table.quarantine,
+            staged.token,
+        )
+    return _Placed(tuple(data), tuple(moved), tuple(quarantine))
+
+
+def _remove_placed(pipeline: Pipeline, placed: _Placed) -> None:
+    """Delete files this run moved into the tables that will not be committed (another run
+    committed the batch). A commit pipeline's data files are the other writer's: never moved."""
+    for table_uri, paths in (
+        (pipeline.table.uri, placed.moved_data),
+        (pipeline.table.quarantine, placed.quarantine),
+    ):
+        fs, root = storage.filesystem(table_uri)
+        for path in paths:
+            fs.rm(f"{root}/{path}")
+
+
+def _commit_metadata(staged: StagedBatch, placed: _Placed) -> CommitMetadata:
+    plan = staged.plan
+    pipeline = plan.request.pipeline
+    return CommitMetadata(
+        pipeline=pipeline.name,
+        source=pipeline.source.name,
+        run_id=plan.request.run_id,
+        partition_keys=plan.request.partition_keys,
+        watermark_before=staged.watermark_before,
+        watermark_after=staged.watermark_after,
+        files=len(plan.files),
+        rows_read=staged.rows_read,
+        rows_quarantined=staged.rows_quarantined,
+        rows_committed=sum(f.num_records for f in placed.data),
+        per_partition=staged.per_partition,
+        partition_files=dict(Counter(split_path(path)[0] for path in plan.files)),
+        source_files=plan.files,
+        quarantine_files=placed.quarantine,
+        files_quarantined=staged.files_quarantined,
+    )

@@ -1,0 +1,202 @@
+"""Plan a file-path batch: which landing files a run ingests, and the state it starts from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from watermark_assets import storage
+from watermark_assets.config import Pipeline
+from watermark_assets.core.clock import Clock, system_clock
+from watermark_assets.core.filepath.path import (
+    NameOrdering,
+    check_sortable,
+    prefix_components,
+    split_path,
+)
+from watermark_assets.core.filepath.watermark import FileWatermark, components_below
+from watermark_assets.core.partition_selection import PartitionSelection
+from watermark_assets.exceptions import (
+    RequestedFileError,
+    SourceFileMissingError,
+)
+from watermark_assets.sources.file_discovery import PartitionOf, discover_files, partition_key_of
+from watermark_assets.spark.paths import check_readable
+from watermark_assets.state.horizons import listing_horizon
+from watermark_assets.state.load import PipelineState, load_state, restore_partitions
+
+if TYPE_CHECKING:
+    pass
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """What one run was asked to do, taken from the Dagster context once, at the edge."""
+
+    pipeline: Pipeline
+    selection: PartitionSelection
+    run_id: str
+    files: tuple[str, ...] | None = None  # None: discover the files above the watermark
+    clock: Clock = system_clock  # the definitions' clock, for the commit's "now"
+
+    @property
+    def partition_keys(self) -> tuple[str, ...]:
+        return self.selection.keys
+
+    @property
+    def window_start(self) -> datetime | None:
+        """Start of the partitions' time window (the oldest landing partition to list)."""
+        window = self.selection.time_window
+        return None if window is None else window.start
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """The files a run will ingest, and the state it starts from.
+
+    ``already_committed``: requested files at or below the watermark (committed, or landed below
+    it). ``added``: files above the watermark that a requested list skipped although they sort
+    below a requested file of their landing partition; they are ingested too, since the
+    watermark cannot move past a file that is not committed.
+    """
+
+    request: BatchRequest
+    state: PipelineState
+    files: tuple[str, ...]
+    file_partitions: Mapping[str, str]
+    already_committed: tuple[str, ...]
+    added: tuple[str, ...] = ()
+    #: files Spark cannot read literally (path -> character), held back by discovery with the
+    #: later files of their landing partition (a requested list holding one is refused instead)
+    unreadable: Mapping[str, str] = field(default_factory=dict)
+
+
+def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetime) -> BatchPlan:
+    """Choose the files: the requested ones still above the watermark, or all above it."""
+    pipeline = request.pipeline
+    state = load_state(pipeline, now=now)
+    wanted = set(request.partition_keys)
+    since = (
+        pipeline.watermark.template.format(request.window_start)
+        if request.window_start is not None
+        else None
+    )
+    horizon = listing_horizon(pipeline, state.watermark, now)
+    restored = bool(
+        since and horizon and components_below(prefix_components(since), prefix_components(horizon))
+    )
+    if restored:  # an old window: its per-partition watermarks may have been pruned
+        watermark = restore_partitions(pipeline, state.watermark, request.partition_keys)
+        state = replace(state, watermark=watermark)
+    added: tuple[str, ...] = ()
+    unreadable: dict[str, str] = {}
+    if request.files is None:
+        groups = discover_files(
+            pipeline, state.watermark, partition_of, now=now, since=since, restored=restored
+        )
+        candidates = sorted(p for key in wanted for p in groups.by_partition.get(key, ()))
+        already: list[str] = []
+        unreadable = {
+            path: character
+            for path, character in groups.unreadable.items()
+            if partition_key_of(pipeline, path, partition_of) in wanted
+        }
+    else:
+        candidates, already, added = requested_files(pipeline, state.watermark, request.files)
+    file_partitions: dict[str, str] = {}
+    outside: list[tuple[str, str | None]] = []
+    for path in candidates:
+        key = partition_key_of(pipeline, path, partition_of)
+        if key in wanted:
+            file_partitions[path] = key
+        else:
+            outside.append((path, key))
+    if outside and request.files is not None:
+        raise RequestedFileError(
+            outside[0][0],
+            f"it belongs to partition {outside[0][1]!r}, not to this run's partitions "
+            f"{sorted(wanted)}",
+            "launch it in its own partition",
+        )
+    return BatchPlan(
+        request,
+        state,
+        tuple(sorted(file_partitions)),
+        file_partitions,
+        tuple(already),
+        added,
+        unreadable,
+    )
+
+
+def requested_files(
+    pipeline: Pipeline, watermark: FileWatermark, requested: Sequence[str]
+) -> tuple[list[str], list[str], tuple[str, ...]]:
+    """(files to ingest, requested files at or below the watermark, files added) of a list.
+
+    A requested list passes the checks a listing applies: each entry is a relative path inside
+    the source (no '.', '..', absolute or empty parts), not hidden, of the source's format and
+    named sortably, else :class:`RequestedFileError` names it. Each landing partition of the list
+    is listed once: a requested file that is not there raises
+    :class:`SourceFileMissingError`; a file above the watermark that sorts below a requested one
+    of its partition is added (the watermark must not move past it uncommitted).
+    """
+    source = pipeline.source
+    ordering = pipeline.watermark.file_name_ordering
+    above: dict[str, list[str]] = {}
+    already: list[str] = []
+    for path in sorted(set(requested)):
+        check_requested_path(
+            path, suffixes=source.suffixes, ordering=pipeline.watermark.file_name_ordering
+        )
+        if watermark.is_above(path):
+            prefix, name = split_path(path)
+            above.setdefault(prefix, []).append(name)
+        else:
+            already.append(path)
+    files: list[str] = []
+    added: list[str] = []
+    for prefix, names in above.items():
+        present = storage.list_names(storage.join(source.uri, prefix) if prefix else source.uri)
+        missing = sorted(set(names) - present)
+        if missing:
+            raise SourceFileMissingError(
+                f"{prefix}/{missing[0]}" if prefix else missing[0], source.uri
+            )
+        last = max(names)
+        for name in sorted(present):
+            path = f"{prefix}/{name}" if prefix else name
+            if name > last or not name.endswith(source.suffixes) or storage.is_hidden(name):
+                continue
+            if not watermark.is_above(path):
+                continue
+            if name not in names:
+                check_sortable(path, ordering)
+                added.append(path)
+            files.append(path)
+    for path in files:  # refused before anything is read (discovery holds such files back)
+        check_readable(source.uri, path)
+    return sorted(files), already, tuple(sorted(added))
+
+
+def check_requested_path(path: str, *, suffixes: Sequence[str], ordering: NameOrdering) -> None:
+    """Refuse a requested entry a listing would never return (see :func:`requested_files`)."""
+    parts = path.split("/")
+    problem = (
+        "it is empty"
+        if not path
+        else "it is absolute; give paths relative to the source root"
+        if path.startswith("/")
+        else "it has '.', '..' or empty parts; give the path as the source listing shows it"
+        if any(part in ("", ".", "..") for part in parts)
+        else "a folder or file in it starts with '_' or '.' (hidden, never part of a source)"
+        if any(storage.is_hidden(part) for part in parts)
+        else f"it does not end with one of the source's suffixes {list(suffixes)}"
+        if not path.endswith(tuple(suffixes))
+        else None
+    )
+    if problem is not None:
+        raise RequestedFileError(path, problem, "fix the run configuration's 'files' list")
+    check_sortable(path, ordering)

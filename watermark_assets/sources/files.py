@@ -1,0 +1,104 @@
+"""The contract of a file-path pipeline's source: how its files become data files of the table.
+
+A :class:`FileSource` is chosen by ``source.type`` (``ConfigModel.build``): ``files``
+(:mod:`.landing_files`, Spark reads the landing files and writes Parquet) or ``parquet_commit``
+(:mod:`.parquet_commit`, another writer's Parquet files are committed in place). Runs
+(:mod:`watermark_assets.runs.file_stage`) plan the files and commit them the same way for both;
+only staging, the asset's description and how ``explain`` finds a file in the table differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+import pyarrow as pa
+
+from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.stats import DataFile
+from watermark_assets.exceptions import UnreadableFilesError
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+    from pyspark.sql import SparkSession
+
+    from watermark_assets.config import FilePipelineConfig
+    from watermark_assets.spark.batch import UnreadableFile
+
+
+@dataclass(frozen=True)
+class FileBatch:
+    """The planned files a source stages: paths relative to the source, each with its Dagster
+    partition key, and where the batch's staged files go (``token`` names them)."""
+
+    files: tuple[str, ...]
+    file_partitions: Mapping[str, str]
+    token: str
+    quarantine_dir: str
+
+    def files_of(self, partition_key: str) -> int:
+        """How many of the batch's files belong to the Dagster partition ``partition_key``."""
+        return sum(1 for key in self.file_partitions.values() if key == partition_key)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StagedFiles:
+    """What a source made of a batch (nothing committed yet)."""
+
+    rows_read: int = 0
+    rows_quarantined: int = 0
+    #: URIs of the files to commit (staged, or the other writer's in place)
+    data_files: tuple[str, ...] = ()
+    #: staging root of the data files; None when they are already in place
+    data_root: str | None = None
+    data_schema: pa.Schema | None = None
+    quarantine_files: tuple[str, ...] = ()
+    quarantine_root: str | None = None
+    per_partition: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: add actions already read from the footers (files committed in place do not move)
+    described: tuple[DataFile, ...] = ()
+    #: files that could not be read at all (recorded in the quarantine as files by the run)
+    unreadable: tuple[UnreadableFile, ...] = ()
+
+
+class FileSource(Protocol):
+    """A file-path pipeline's source strategy."""
+
+    #: whether a batch with files needs the Spark session (and writes new data files)
+    needs_spark: bool
+    #: the asset's compute kinds shown in the UI
+    compute_kinds: frozenset[str]
+
+    def describe(self) -> str:
+        """How the files reach the table, in a sentence or two for the asset's description."""
+        ...
+
+    def stage(self, batch: FileBatch, spark: SparkSession | None, *, now: datetime) -> StagedFiles:
+        """Make the batch's data files (a file that cannot be read is set aside, not raised)."""
+        ...
+
+    def files_in_table(self, table: DeltaTable) -> set[str]:
+        """The source files (relative to the source) that have rows in ``table`` now."""
+        ...
+
+    def rows_in_table(self, table: DeltaTable, wanted: Sequence[str]) -> dict[str, int]:
+        """Rows each of the ``wanted`` source files has in ``table`` now (0 when none)."""
+        ...
+
+
+def known_table_schema(
+    pipeline: FilePipelineConfig, unreadable: Sequence[UnreadableFile]
+) -> pa.Schema:
+    """An empty schema ("the table's") for a batch with no readable file; none to take from a
+    table that does not exist yet."""
+    if DeltaCommitter(pipeline.table.uri).current_version() is None:
+        raise UnreadableFilesError(
+            pipeline.name,
+            tuple(u.path for u in unreadable),
+            "every file of the pipeline's first batch is unreadable, so the table's schema is "
+            "unknown",
+            "fix or remove them, or let a readable file land first",
+        )
+    return pa.schema([])

@@ -1,0 +1,135 @@
+"""``source.type: files``: Spark reads the landing files and writes them into the table as Parquet
+(the seed's Blizzard), lineage columns added, malformed records split off to the quarantine."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from watermark_assets import storage
+from watermark_assets.exceptions import UnreadableFilesError
+from watermark_assets.sources.files import FileBatch, StagedFiles, known_table_schema
+from watermark_assets.spark.batch import SOURCE_FILE_COLUMN
+from watermark_assets.staging import STAGING_DIR, list_parquet, remove_tree
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+    from pyspark.sql import SparkSession
+
+    from watermark_assets.config import FilePipelineConfig, LandingFilesSourceConfig
+    from watermark_assets.spark.batch import ReadSpec, UnreadableFile
+
+#: Unreadable files one batch may set aside (each costs one more Spark pass); more fail the run.
+MAX_UNREADABLE_FILES = 10
+
+
+class LandingFilesSource:
+    """Landing files read by Spark in one pass per batch (see :mod:`watermark_assets.spark`)."""
+
+    needs_spark = True
+    compute_kinds = frozenset({"spark", "delta"})
+
+    def __init__(self, pipeline: FilePipelineConfig, config: LandingFilesSourceConfig) -> None:
+        self.pipeline = pipeline
+        self.config = config
+
+    def describe(self) -> str:
+        pipeline = self.pipeline
+        return (
+            f"Spark reads the {self.config.format.value} files that land under "
+            f"`{self.config.uri}`, adds lineage columns (`_source_file`, `_ingested_at`, "
+            "`_dagster_partition`) and writes Parquet into the Delta table "
+            f"`{pipeline.table.uri}`; records that do not match the schema go to "
+            f"`{pipeline.table.quarantine}`."
+        )
+
+    def stage(self, batch: FileBatch, spark: SparkSession | None, *, now: datetime) -> StagedFiles:
+        """Spark's pass over the batch; a file Spark cannot read is set aside and the pass
+        redone without it (at most MAX_UNREADABLE_FILES times)."""
+        import watermark_assets.spark.batch as spark_adapter
+
+        pipeline = self.pipeline
+        if spark is None:
+            raise ValueError(f"pipeline {pipeline.name!r} has files to ingest but no Spark session")
+        data_dir = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{batch.token}")
+        unreadable: list[UnreadableFile] = []
+        while True:
+            # A file Spark cannot read at all fails the whole job: set it aside and read the
+            # others again (each costs one more pass; a batch has few).
+            aside = {u.path for u in unreadable}
+            spec = self._read_spec(batch, [p for p in batch.files if p not in aside], now)
+            try:
+                if spec.files or spec.schema_ddl is not None:  # no files: the schema's empty batch
+                    output = spark_adapter.write_batch(
+                        spark, spec, data_dir=data_dir, quarantine_dir=batch.quarantine_dir
+                    )
+                else:  # Parquet without a configured schema, and no file left to read
+                    empty = pa.schema([])
+                    schema = known_table_schema(pipeline, unreadable)
+                    output = spark_adapter.StagedOutput(0, 0, {}, None, None, schema, empty)
+                break
+            except Exception as exc:
+                found = spark_adapter.unreadable_file(exc, spec)
+                if found is None:
+                    raise
+                unreadable.append(found)
+                remove_tree(data_dir)
+                remove_tree(batch.quarantine_dir)
+                if len(unreadable) > MAX_UNREADABLE_FILES:
+                    raise UnreadableFilesError(
+                        pipeline.name,
+                        tuple(u.path for u in unreadable),
+                        f"more than {MAX_UNREADABLE_FILES} in one batch (each costs a pass over "
+                        "the batch)",
+                        "check the producer, then move the broken files out of the source folder "
+                        "or request the rest in smaller batches",
+                    ) from exc
+        return StagedFiles(
+            rows_read=output.rows_read,
+            rows_quarantined=output.rows_quarantined,
+            data_files=list_parquet(output.data_dir) if output.data_dir else (),
+            data_root=output.data_dir,
+            data_schema=output.data_schema,
+            quarantine_files=list_parquet(batch.quarantine_dir) if output.quarantine_dir else (),
+            quarantine_root=output.quarantine_dir,
+            per_partition={
+                k: {"files": batch.files_of(k), **v} for k, v in output.per_partition.items()
+            },
+            unreadable=tuple(unreadable),
+        )
+
+    def _read_spec(self, batch: FileBatch, files: Sequence[str], now: datetime) -> ReadSpec:
+        from watermark_assets.spark.batch import ReadSpec
+
+        return ReadSpec(
+            source_uri=self.config.uri,
+            files=tuple(files),
+            file_partitions={p: batch.file_partitions[p] for p in files},
+            format=self.config.format.value,
+            schema_ddl=self.config.schema_ddl,
+            csv_options=self.config.csv_options,
+            derived_columns=self.pipeline.table.derived_columns,
+            partition_by=self.pipeline.table.partition_by,
+            ingested_at_iso=now.isoformat(),
+        )
+
+    def files_in_table(self, table: DeltaTable) -> set[str]:
+        """The landing files named by the lineage column (the whole column is read)."""
+        column = table.to_pyarrow_table(columns=[SOURCE_FILE_COLUMN]).column(SOURCE_FILE_COLUMN)
+        return {str(value) for value in column.unique().to_pylist()}
+
+    def rows_in_table(self, table: DeltaTable, wanted: Sequence[str]) -> dict[str, int]:
+        """Rows per landing file, from the lineage column."""
+        import pyarrow.compute as pc
+
+        counts = dict.fromkeys(wanted, 0)
+        # Filtered in Arrow, not in the scan: the scan prunes files by the add actions' min/max
+        # statistics, which delta-rs truncates for long strings (a filter on a path finds nothing).
+        column = table.to_pyarrow_table(columns=[SOURCE_FILE_COLUMN]).column(SOURCE_FILE_COLUMN)
+        found = column.filter(pc.is_in(column, value_set=pa.array(list(wanted), column.type)))
+        counts.update(Counter(str(value) for value in found.to_pylist()))
+        return counts

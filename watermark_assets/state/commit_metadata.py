@@ -1,0 +1,148 @@
+"""What a file-path commit records in the Delta log, and the log read back.
+
+Every commit of a pipeline carries a ``watermark_assets`` entry in its commitInfo
+(:class:`CommitMetadata`): the watermark before and after (tagged with its kind), counts and the
+exact source files. The txn app ids (``watermark_assets/{pipeline}/{partition_key}``, and the
+quarantine's) are the optimistic locks of the commits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from watermark_assets.config import Pipeline
+from watermark_assets.core.filepath.watermark import FileWatermark
+from watermark_assets.delta.committer import DeltaCommitter
+
+#: The commitInfo key under which each commit records the progress it made.
+COMMIT_METADATA_KEY = "watermark_assets"
+
+
+#: The commitInfo key of a quarantine table's commits: the data commit they complete.
+QUARANTINE_METADATA_KEY = "watermark_assets_quarantine"
+
+
+@dataclass(frozen=True)
+class CommitMetadata:
+    """What one commit records about a pipeline's progress (JSON in the commitInfo).
+
+    ``source_files`` are the landing files the commit ingested (exact: a run that planned before
+    this commit finds its own files here and never commits them twice). ``quarantine_files`` are
+    the Parquet files of the batch's quarantined records, already in the quarantine table's folder
+    (paths relative to it): this commit is their single decision point, and
+    :func:`complete_quarantine` adds them to the quarantine table right after, exactly once.
+    """
+
+    pipeline: str
+    source: str
+    run_id: str
+    partition_keys: tuple[str, ...]
+    watermark_before: FileWatermark
+    watermark_after: FileWatermark
+    files: int
+    rows_read: int
+    rows_quarantined: int
+    rows_committed: int
+    per_partition: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: files this commit added per landing partition prefix
+    partition_files: Mapping[str, int] = field(default_factory=dict)
+    source_files: tuple[str, ...] = ()
+    quarantine_files: tuple[str, ...] = ()
+    files_quarantined: int = 0
+
+    def rows_committed_by_partition(self) -> dict[str, int]:
+        """Rows this commit added per Dagster partition (read minus quarantined)."""
+        return {
+            key: int(counts.get("rows_read", 0)) - int(counts.get("rows_quarantined", 0))
+            for key, counts in self.per_partition.items()
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "pipeline": self.pipeline,
+                "source": self.source,
+                "run_id": self.run_id,
+                "partition_keys": list(self.partition_keys),
+                "watermark_before": _watermark_json(self.watermark_before),
+                "watermark_after": _watermark_json(self.watermark_after),
+                "files": self.files,
+                "rows_read": self.rows_read,
+                "rows_quarantined": self.rows_quarantined,
+                "rows_committed": self.rows_committed,
+                "per_partition": {k: dict(v) for k, v in self.per_partition.items()},
+                "partition_files": dict(self.partition_files),
+                "source_files": list(self.source_files),
+                "quarantine_files": list(self.quarantine_files),
+                "files_quarantined": self.files_quarantined,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> CommitMetadata:
+        raw = json.loads(text)
+        return cls(
+            pipeline=raw["pipeline"],
+            source=raw["source"],
+            run_id=raw["run_id"],
+            partition_keys=tuple(raw["partition_keys"]),
+            watermark_before=_watermark_from_json(raw["watermark_before"]),
+            watermark_after=_watermark_from_json(raw["watermark_after"]),
+            files=int(raw["files"]),
+            rows_read=int(raw["rows_read"]),
+            rows_quarantined=int(raw["rows_quarantined"]),
+            rows_committed=int(raw["rows_committed"]),
+            per_partition=raw.get("per_partition", {}),
+            partition_files=raw.get("partition_files", {}),
+            source_files=tuple(raw.get("source_files", ())),
+            quarantine_files=tuple(raw.get("quarantine_files", ())),
+            files_quarantined=int(raw.get("files_quarantined", 0)),
+        )
+
+
+def _watermark_json(watermark: FileWatermark) -> dict[str, object]:
+    """The watermark in a commit's metadata, tagged with its kind (the contract's name)."""
+    return {"kind": watermark.kind, **watermark.to_dict()}
+
+
+def _watermark_from_json(raw: Mapping[str, object]) -> FileWatermark:
+    """Read :func:`_watermark_json`'s shape; commits written before the tag are file-path ones."""
+    kind = raw.get("kind", FileWatermark.kind)
+    if kind != FileWatermark.kind:
+        raise ValueError(
+            f"a commit holds a {kind!r} watermark where this pipeline keeps file-path watermarks; "
+            "was the table written by another pipeline kind?"
+        )
+    return FileWatermark.from_dict(
+        raw["watermark"],  # type: ignore[arg-type]
+        raw["partition_watermarks"],  # type: ignore[arg-type]
+    )
+
+
+def pipeline_commits(
+    committer: DeltaCommitter, pipeline: Pipeline, after: int | None
+) -> list[tuple[int, CommitMetadata]]:
+    """This pipeline's commits newer than ``after``, ascending, with their metadata."""
+    found = []
+    for record in committer.read_commits_after(after):
+        text = record.custom_metadata.get(COMMIT_METADATA_KEY)
+        if not text:
+            continue
+        metadata = CommitMetadata.from_json(text)
+        if metadata.pipeline == pipeline.name and metadata.source == pipeline.source.name:
+            found.append((record.version, metadata))
+    return found
+
+
+def quarantine_app_id(pipeline: str) -> str:
+    """The txn appId under which a pipeline's quarantine table records the data version whose
+    quarantined records it holds last (data commits complete into it in version order)."""
+    return f"watermark_assets/{pipeline}/quarantine"
+
+
+def txn_app_id(pipeline: str, partition_key: str) -> str:
+    """The Delta txn appId of one Dagster partition of one pipeline."""
+    return f"watermark_assets/{pipeline}/{partition_key}"
