@@ -38,10 +38,11 @@ from test_column_pipeline_sources import PG_SERVER, OrdersApi, run
 
 from watermark_assets.config import ColumnPipelineConfig, ProjectConfig
 from watermark_assets.core.column import ColumnWatermark
-from watermark_assets.delta import DeltaCommitter
-from watermark_assets.ingest import CRASH_ENV_VAR, STAGING_DIR
+from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.providers.delta_metadata import DeltaMetadataProvider
+from watermark_assets.runs.faults import CRASH_ENV_VAR
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
+from watermark_assets.staging import STAGING_DIR
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -179,7 +180,6 @@ class Scene:
             chosen["conninfo"] = f"{PG_SERVER}/{database}"
         raw = {
             "name": NAME,
-            "kind": "column",
             "source": source.config(),
             "watermark": {"columns": ["updated_at", "id"], "provider": chosen},
             "table": {"uri": str(tmp_path / "delta" / NAME)},
