@@ -249,3 +249,18 @@ class UnitIdError(WatermarkAssetsError, ValueError):
         self.reason = reason
         self.row = row
         self.source = source
+
+
+class UnitInnerKindError(WatermarkAssetsError, ValueError):
+    """A unit watermark holding, or merged with, watermarks of another inner kind."""
+
+    def __init__(self, expected: str, got: str, *, unit: str | None = None) -> None:
+        what = f"the watermark of unit {unit!r}" if unit is not None else "the other watermark"
+        super().__init__(
+            f"{what} is of kind {got!r}; this unit watermark holds {expected!r} watermarks. The "
+            "inner kind of a unit watermark is fixed (time x unit holds 'time', a unit-only "
+            "pipeline 'done_at'); if the configuration changed it, reset the stored watermark"
+        )
+        self.expected = expected
+        self.got = got
+        self.unit = unit

@@ -7,6 +7,7 @@ watermark of a unit-only pipeline). Reading ids from files and tables is an adap
 ``watermark_assets.sources.secondary_input``.
 """
 
+from watermark_assets.core.unit.done import DoneAt
 from watermark_assets.core.unit.units import (
     FIELD_SEPARATOR,
     MAX_UNIT_ID_BYTES,
@@ -18,12 +19,17 @@ from watermark_assets.core.unit.units import (
     screen_units,
     unit_id_problems,
 )
+from watermark_assets.core.unit.watermark import UnitEntries, UnitListing, UnitWatermark
 
 __all__ = [
     "FIELD_SEPARATOR",
     "MAX_UNIT_ID_BYTES",
+    "DoneAt",
     "RefusedUnit",
     "ScreenedUnits",
+    "UnitEntries",
+    "UnitListing",
+    "UnitWatermark",
     "UnreadableRow",
     "check_unit_id",
     "parse_units",
