@@ -72,6 +72,7 @@ BAD_IDS = [
     pytest.param("a\x1bb", "'\\x1b'", id="escape: other control characters alike"),
     pytest.param("a\x7fb", "'\\x7f'", id="DEL: other control characters alike"),
     pytest.param("a:*", "':'", id="a colon with a glob character: Spark cannot read the path"),
+    pytest.param("a\udcff", "not valid Unicode", id="a byte that is not UTF-8 (surrogate escape)"),
     pytest.param("x" * (MAX_UNIT_ID_BYTES + 1), "bytes long", id="too long for a path segment"),
     pytest.param("é" * (MAX_UNIT_ID_BYTES // 2 + 1), "bytes long", id="too long in UTF-8 bytes"),
 ]

@@ -22,9 +22,10 @@ refused, never altered:
   with a glob character ``* ? { }`` (Spark cannot read such a path literally, see
   ``watermark_assets/spark/paths.py``).
 
-Leading or trailing whitespace and the empty id are refused too: trimming would make the id differ
-from the value in the source, so a predicate on the unit column would miss its rows. Every other
-control character (Unicode category Cc) is refused like Dagster's eight.
+Leading or trailing whitespace and the empty id are refused too: trimming would make the id
+differ from the value in the source, so a predicate on the unit column would miss its rows. Every
+other control character (Unicode category Cc) is refused like Dagster's eight, and so is text that
+is not valid Unicode (bytes that are not UTF-8, read as lone surrogates).
 
 Ids are text; an integer read from a typed input (Parquet, JSON, PostgreSQL) or a UUID becomes its
 decimal or canonical text. Other types (floats, booleans, dates, nulls) are refused: a float id
@@ -96,6 +97,11 @@ def unit_id_problems(unit_id: str) -> tuple[str, ...]:
         problems.append(
             f"it contains the control character(s) {shown} (Dagster refuses \\a \\b \\f \\n \\r "
             "\\t \\v \\0 in partition keys: its UI cannot show them; the others alike)"
+        )
+    if any(unicodedata.category(c) == "Cs" for c in unit_id):
+        problems.append(
+            "it is not valid Unicode text (a lone surrogate: bytes that are not UTF-8 in the "
+            "input); Dagster stores partition keys as UTF-8"
         )
     if ":" in unit_id and any(c in unit_id for c in _GLOB_CHARACTERS):
         problems.append(
