@@ -123,6 +123,8 @@ def test_stored_ids_are_checked() -> None:
     with pytest.raises(UnitIdError) as caught:
         done({"a/b": 1})
     assert caught.value.source == "the unit watermark" and caught.value.unit_id == "a/b"
+    with pytest.raises(UnitIdError, match="strings"):
+        UnitWatermark("done_at", {42: DoneAt(1)})  # type: ignore[dict-item]
 
 
 @pytest.mark.parametrize(

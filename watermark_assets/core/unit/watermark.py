@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from watermark_assets.core.errors import UnitInnerKindError, WatermarkJSONError
+from watermark_assets.core.errors import UnitIdError, UnitInnerKindError, WatermarkJSONError
 from watermark_assets.core.unit.units import check_unit_id
 from watermark_assets.core.watermark import Watermark, register, watermark_kind
 
@@ -131,6 +131,8 @@ class UnitWatermark(Generic[InnerT]):
             raise ValueError("a unit watermark cannot hold unit watermarks; use one level")
         watermark_kind(self.inner_kind)  # UnknownWatermarkKindError names the registered kinds
         for unit, inner in self.units.items():
+            if not isinstance(unit, str):  # an int would be checked as its text, then mismatch
+                raise UnitIdError(unit, "a unit watermark's ids are strings", source=_STORED)
             check_unit_id(unit, source=_STORED)
             if inner is not None and type(inner).kind != self.inner_kind:
                 raise UnitInnerKindError(self.inner_kind, type(inner).kind, unit=unit)
