@@ -25,6 +25,9 @@ from watermark_assets.core.errors import (
     ReplaceWindowError as ReplaceWindowError,
 )
 from watermark_assets.core.errors import (
+    UnitIdError as UnitIdError,
+)
+from watermark_assets.core.errors import (
     UnknownCheckpointSchemaError as UnknownCheckpointSchemaError,
 )
 from watermark_assets.core.errors import (
@@ -310,3 +313,14 @@ class HttpApiError(WatermarkAssetsError):
         self.url = url
         self.status = status
         self.problem = problem
+
+
+class SecondaryInputError(WatermarkAssetsError):
+    """A secondary input cannot be read at all: missing, unreachable, unknown format, no such
+    field. (A bad id in one row is not this error: that row is refused and the others kept.)"""
+
+    def __init__(self, source: str, problem: str, fix: str) -> None:
+        super().__init__(f"secondary input {source} cannot be read: {problem}. {fix}")
+        self.source = source
+        self.problem = problem
+        self.fix = fix

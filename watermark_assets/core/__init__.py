@@ -19,6 +19,7 @@ from watermark_assets.core.filepath.watermark import (
     PartitionWatermarks,
     WatermarkState,
 )
+from watermark_assets.core.unit import DoneAt, UnitWatermark
 from watermark_assets.core.watermark import Watermark, register, registered_kinds, watermark_kind
 
 __all__ = [
@@ -26,11 +27,13 @@ __all__ = [
     "CheckpointPolicy",
     "Clock",
     "ColumnWatermark",
+    "DoneAt",
     "FileWatermark",
     "ListingPlan",
     "NameOrdering",
     "PartitionTemplate",
     "PartitionWatermarks",
+    "UnitWatermark",
     "Watermark",
     "WatermarkState",
     "check_sortable",

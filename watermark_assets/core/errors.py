@@ -220,3 +220,47 @@ class ReplaceWindowError(WatermarkAssetsError, ValueError):
         )
         self.window = window
         self.problem = problem
+
+
+# --- errors of the unit kind (core/unit) ---
+
+
+class UnitIdError(WatermarkAssetsError, ValueError):
+    """A unit id that would break a Dagster partition key, a Delta txn app id or a path segment.
+
+    ``unit_id`` is the offending value as read (not always a string: a null, a float); ``row`` the
+    input row it came from (1-based; None when it has no row, e.g. a stored watermark's key);
+    ``source`` the input it came from; ``reason`` every rule it breaks.
+    """
+
+    def __init__(
+        self, unit_id: object, reason: str, *, row: int | None = None, source: str | None = None
+    ) -> None:
+        if row is not None:
+            where = f" (row {row} of {source})" if source else f" (row {row})"
+        else:
+            where = f" (from {source})" if source else ""
+        super().__init__(
+            f"unit id {unit_id!r}{where} is refused: {reason}. A unit "
+            "id becomes a Dagster partition key, a Delta txn app id and a path segment. Fix the "
+            f"id in {source or 'its input'}, or leave that row out"
+        )
+        self.unit_id = unit_id
+        self.reason = reason
+        self.row = row
+        self.source = source
+
+
+class UnitInnerKindError(WatermarkAssetsError, ValueError):
+    """A unit watermark holding, or merged with, watermarks of another inner kind."""
+
+    def __init__(self, expected: str, got: str, *, unit: str | None = None) -> None:
+        what = f"the watermark of unit {unit!r}" if unit is not None else "the other watermark"
+        super().__init__(
+            f"{what} is of kind {got!r}; this unit watermark holds {expected!r} watermarks. The "
+            "inner kind of a unit watermark is fixed (time x unit holds 'time', a unit-only "
+            "pipeline 'done_at'); if the configuration changed it, reset the stored watermark"
+        )
+        self.expected = expected
+        self.got = got
+        self.unit = unit
