@@ -6,7 +6,7 @@ Every replace is ONE Delta commit (remove + add actions); readers are deltalake,
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -305,20 +305,33 @@ def test_statistics_cut_to_milliseconds_never_remove_a_row_past_the_upper_bound(
     assert DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist() == [2]
 
 
-def test_a_file_without_statistics_is_read_never_assumed(tmp_path: Path) -> None:
+#: How another writer may leave a file's add action: no column statistics (Parquet written
+#: without them), or no statistics at all, not even the record count.
+BARE_ADD_ACTIONS = {
+    "no column statistics": lambda file: file,
+    "no record count either": lambda file: DataFile(
+        file.path, file.size, file.modification_time, file.partition_values, 0, "{}"
+    ),
+}
+
+
+@pytest.mark.parametrize("bare", BARE_ADD_ACTIONS.values(), ids=BARE_ADD_ACTIONS.keys())
+def test_a_file_without_statistics_is_read_never_assumed(
+    tmp_path: Path, bare: Callable[[DataFile], DataFile]
+) -> None:
     path = tmp_path / "nostats"
     rows = [{"id": 1, "ts": at(10, 1)}, {"id": 2, "ts": at(10, 50)}]
     relative = write_rows(path, rows, "x", write_statistics=False)
     outcome = committer(path).commit(
-        described(path, relative),
+        [bare(file) for file in described(path, relative)],
         schema=TABLE_SCHEMA,
         partition_by=["hour"],
         txns=[TxnVersion("load", 1)],
         custom_metadata={},
     )
     assert outcome.version == 0
-    (bare,) = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pylist()
-    assert bare.get("min.ts") is None
+    (action,) = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pylist()
+    assert action.get("min.ts") is None
 
     plan, version = replace(path, ReplaceWindow("ts", at(10, 30), at(11)), [])
 

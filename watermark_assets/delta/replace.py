@@ -203,12 +203,13 @@ def _place(
     low: Any,
     high: Any,
     nulls: int | None,
-    rows: int,
+    rows: int | None,
     column_type: pa.DataType,
     *,
     exact: bool = False,
 ) -> _Place:
-    """Where a file lies from its bounds; UNKNOWN unless they prove it (``exact``: not cut)."""
+    """Where a file lies from its bounds; UNKNOWN unless they prove it (``exact``: not cut;
+    ``rows``/``nulls`` None: not recorded)."""
     if rows == 0 or (nulls is not None and nulls == rows):
         return _Place.OUTSIDE  # no rows, or only nulls: nothing in the window
     if low is None or high is None:
@@ -229,12 +230,15 @@ def _place_existing(
     column_type: pa.DataType,
     partition_columns: Sequence[str],
 ) -> _Place:
-    rows = int(existing["num_records"] or 0)
+    # No record count (another writer's add action without statistics) is unknown, not empty.
+    counted_rows = existing.get("num_records")
+    rows = None if counted_rows is None else int(counted_rows)
     if window.column in partition_columns:
         raw = existing.get(f"partition.{window.column}")
-        value = None if raw is None else stats_value(raw, column_type)
-        nulls = rows if raw is None else 0
-        return _place(window, value, value, nulls, rows, column_type, exact=True)
+        if raw is None:
+            return _Place.OUTSIDE  # a null partition value: every row is null, in no window
+        value = stats_value(raw, column_type)
+        return _place(window, value, value, 0, rows, column_type, exact=True)
     low = stats_value(existing.get(f"min.{window.column}"), column_type)
     high = stats_value(existing.get(f"max.{window.column}"), column_type)
     counted = existing.get(f"null_count.{window.column}")

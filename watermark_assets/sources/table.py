@@ -41,10 +41,10 @@ from watermark_assets.core.column.predicate import (
 )
 from watermark_assets.core.replace_window import value_kind
 from watermark_assets.delta.stats import (
-    STATS_TIMESTAMP_SLACK,
     stats_kind,
     stats_value,
     unsupported_read_feature,
+    widen_cut_maximum,
 )
 from watermark_assets.exceptions import UnsupportedDeltaTableError
 from watermark_assets.sources.column import ColumnRead, ColumnSource
@@ -181,8 +181,7 @@ def file_may_hold_rows(
         if rows is not None and nulls is not None and int(nulls) == int(rows):
             return False  # only nulls in the column
         high = stats_value(file.get(f"max.{column}"), column_type)
-        if high is not None and pa.types.is_timestamp(column_type) and high.microsecond % 1000 == 0:
-            high = high + STATS_TIMESTAMP_SLACK  # on a millisecond: perhaps cut there
+        high = widen_cut_maximum(high, column_type)  # on a millisecond: perhaps cut there
     kind = stats_kind(column_type)
     if high is None or pa.types.is_floating(column_type) or kind != value_kind(bound.value):
         return True
