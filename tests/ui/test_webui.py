@@ -60,6 +60,11 @@ def page(browser: Any, dagster_dev: DagsterDev, second_backfill: BackfillStage) 
     dagster_dev.graphql("mutation { setNuxSeen }")
     context = browser.new_context(viewport=VIEWPORT, base_url=dagster_dev.url)
     context.set_default_timeout(TIMEOUT_MS)
+    from playwright.sync_api import expect
+
+    # expect() keeps its own 5 s default; a loaded machine needs the page's (the UI fetches
+    # partition counts after the graph is drawn).
+    expect.set_options(timeout=TIMEOUT_MS)
     page = context.new_page()
     try:
         yield page
