@@ -48,29 +48,3 @@ def test_a_taken_kind_name_is_refused() -> None:
 
 def test_registering_the_same_class_again_is_harmless() -> None:
     assert register(ColumnWatermark) is ColumnWatermark
-
-
-def test_the_new_core_modules_import_only_the_standard_library_and_the_core() -> None:
-    import ast
-    import sys
-    from pathlib import Path
-
-    import watermark_assets.core as core
-
-    root = Path(core.__file__).parent
-    modules = [root / "watermark.py", root / "errors.py", *sorted((root / "column").glob("*.py"))]
-    for module in modules:
-        for node in ast.walk(ast.parse(module.read_text())):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else []
-            )
-            for name in names:
-                top = name.split(".")[0]
-                allowed = top in sys.stdlib_module_names or top == "__future__"
-                allowed = allowed or name.startswith("watermark_assets.core.")
-                assert allowed, f"{module.name} imports {name}"
-                assert name != "watermark_assets.exceptions", f"{module.name} imports exceptions"
