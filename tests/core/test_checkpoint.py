@@ -12,6 +12,11 @@ from watermark_assets.exceptions import CorruptCheckpointError, UnknownCheckpoin
 
 from .strategies import watermarks
 
+
+def load(text: str) -> Checkpoint[FileWatermark]:
+    return Checkpoint.loads(text, location=LOCATION, kind=FileWatermark)
+
+
 LOCATION = "s3://my-bucket/events/_watermarks/events_asia_checkpoint.json"
 
 # The seed's "Checkpoint Format" example, verbatim.
@@ -41,7 +46,7 @@ SEED_PER_PARTITION = """
 
 
 def test_the_seed_checkpoint_loads() -> None:
-    checkpoint = Checkpoint.loads(SEED_CHECKPOINT, location=LOCATION)
+    checkpoint = load(SEED_CHECKPOINT)
     assert checkpoint == Checkpoint(
         FileWatermark(
             WatermarkState.ACTIVE,
@@ -57,11 +62,11 @@ def test_the_seed_checkpoint_loads() -> None:
 
 
 def test_the_seed_checkpoint_is_written_back_byte_for_byte() -> None:
-    assert Checkpoint.loads(SEED_CHECKPOINT, location=LOCATION).dumps() == SEED_CHECKPOINT
+    assert load(SEED_CHECKPOINT).dumps() == SEED_CHECKPOINT
 
 
 def test_the_delta_version_is_written_last() -> None:
-    checkpoint = Checkpoint.loads(SEED_CHECKPOINT, location=LOCATION)
+    checkpoint = load(SEED_CHECKPOINT)
     text = Checkpoint(checkpoint.watermark, 1706450500, delta_version=3).dumps()
     assert list(json.loads(text)) == [
         "schema_version",
@@ -71,21 +76,21 @@ def test_the_delta_version_is_written_last() -> None:
         "delta_version",
     ]
     assert text.endswith('  "last_update_ts": 1706450500,\n  "delta_version": 3\n}')
-    assert Checkpoint.loads(text, location=LOCATION).delta_version == 3
+    assert load(text).delta_version == 3
 
 
 def test_the_seed_per_partition_fragment_is_not_a_whole_checkpoint() -> None:
     with pytest.raises(CorruptCheckpointError, match="schema_version"):
-        Checkpoint.loads(SEED_PER_PARTITION, location=LOCATION)
+        load(SEED_PER_PARTITION)
     document = {"schema_version": 1, **json.loads(SEED_PER_PARTITION), "last_update_ts": 0}
-    loaded = Checkpoint.loads(json.dumps(document), location=LOCATION)
+    loaded = load(json.dumps(document))
     assert loaded.watermark.partition_watermarks["date=2024-01-28/hour=13"] == "file950.ndjson.gz"
 
 
 def test_an_initial_watermark_round_trips() -> None:
     checkpoint = Checkpoint(FileWatermark.initial(), 1706450500)
     assert json.loads(checkpoint.dumps())["watermark"] == {"state": "Initial", "value": None}
-    assert Checkpoint.loads(checkpoint.dumps(), location=LOCATION) == checkpoint
+    assert load(checkpoint.dumps()) == checkpoint
 
 
 def _seed_with(**changes: object) -> str:
@@ -152,7 +157,7 @@ def _seed_with(**changes: object) -> str:
 )
 def test_a_corrupt_checkpoint_is_refused_not_reset(text: str, reason: str) -> None:
     with pytest.raises(CorruptCheckpointError, match=reason) as caught:
-        Checkpoint.loads(text, location=LOCATION)
+        load(text)
     assert caught.value.location == LOCATION
     assert "It was not reset" in str(caught.value)
 
@@ -168,13 +173,13 @@ def test_a_corrupt_checkpoint_is_refused_not_reset(text: str, reason: str) -> No
 )
 def test_an_unknown_schema_version_is_refused(version: object) -> None:
     with pytest.raises(UnknownCheckpointSchemaError) as caught:
-        Checkpoint.loads(_seed_with(schema_version=version), location=LOCATION)
+        load(_seed_with(schema_version=version))
     assert (caught.value.location, caught.value.schema_version) == (LOCATION, version)
 
 
 def test_unknown_extra_keys_are_ignored() -> None:
-    loaded = Checkpoint.loads(_seed_with(written_by="a newer version"), location=LOCATION)
-    assert loaded == Checkpoint.loads(SEED_CHECKPOINT, location=LOCATION)
+    loaded = load(_seed_with(written_by="a newer version"))
+    assert loaded == load(SEED_CHECKPOINT)
 
 
 @given(
@@ -186,7 +191,7 @@ def test_checkpoints_round_trip(
     watermark: FileWatermark, last_update_ts: int, delta_version: int | None
 ) -> None:
     checkpoint = Checkpoint(watermark, last_update_ts, delta_version)
-    assert Checkpoint.loads(checkpoint.dumps(), location=LOCATION) == checkpoint
+    assert load(checkpoint.dumps()) == checkpoint
 
 
 # The seed's checkpoint settings: interval_files: 100, interval_secs: 60.
@@ -227,7 +232,7 @@ def test_rows_per_dagster_partition_round_trip_after_the_delta_version() -> None
     document = json.loads(checkpoint.dumps())
     assert list(document)[-3:] == ["delta_version", "partition_rows", "partition_files"]
     assert document["partition_rows"] == {"2024-01-27": 2, "2024-01-28": 498}
-    assert Checkpoint.loads(checkpoint.dumps(), location="x") == checkpoint
+    assert load(checkpoint.dumps()) == checkpoint
 
 
 @pytest.mark.parametrize(
@@ -246,4 +251,25 @@ def test_bad_partition_rows_are_corrupt(rows: object) -> None:
         }
     )
     with pytest.raises(CorruptCheckpointError, match="partition_rows"):
-        Checkpoint.loads(text, location="x")
+        load(text)
+
+
+def test_a_checkpoint_holds_any_kind_of_watermark_and_refuses_another_kind() -> None:
+    from watermark_assets.core.column import ColumnWatermark
+
+    column = ColumnWatermark.of({"id": 3})
+    text = Checkpoint(column, 1706450500, delta_version=2).dumps()
+
+    assert json.loads(text)["kind"] == "column"
+    assert "partition_watermarks" not in json.loads(text)
+    loaded = Checkpoint.loads(text, location=LOCATION, kind=ColumnWatermark)
+    assert (loaded.watermark, loaded.delta_version) == (column, 2)
+    with pytest.raises(
+        CorruptCheckpointError, match="holds a 'column' watermark, not a 'file_path'"
+    ):
+        load(text)
+    seed = load(SEED_CHECKPOINT)
+    with pytest.raises(
+        CorruptCheckpointError, match="holds a 'file_path' watermark, not a 'column'"
+    ):
+        Checkpoint.loads(seed.dumps(), location=LOCATION, kind=ColumnWatermark)

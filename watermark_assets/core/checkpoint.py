@@ -16,6 +16,11 @@ checkpoint without it is byte for byte the seed's example::
 Dagster partition, for Dagster's ``dagster/partition_row_count``) and ``partition_files`` (files
 committed so far per landing partition, to notice files that land below a watermark) follow when
 there are any.
+The checkpoint is generic over the watermark kind (:mod:`watermark_assets.core.watermark`): a
+file-path watermark is written in the seed's shape above, any other kind as ``"kind"`` plus its
+``to_json()`` under ``"watermark"`` (no ``partition_watermarks``). A reader says which kind it
+expects; a checkpoint of another kind is refused (it belongs to another pipeline's table).
+
 A checkpoint that cannot be read is never silently reset: it raises
 :class:`~watermark_assets.exceptions.CorruptCheckpointError` or
 :class:`~watermark_assets.exceptions.UnknownCheckpointSchemaError`. Unknown extra keys are
@@ -27,15 +32,21 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from watermark_assets.core.errors import (
     CorruptCheckpointError,
     UnknownCheckpointSchemaError,
 )
 from watermark_assets.core.filepath.watermark import FileWatermark
+from watermark_assets.core.watermark import Watermark
 
 SCHEMA_VERSION = 1
+
+#: The kind written in the seed's shape (no ``"kind"`` key: the seed's files are this kind).
+SEED_KIND = FileWatermark.kind
+
+W = TypeVar("W", bound=Watermark[Any])
 
 
 def _is_int(value: object) -> bool:
@@ -44,11 +55,12 @@ def _is_int(value: object) -> bool:
 
 
 @dataclass(frozen=True)
-class Checkpoint:
-    """What a checkpoint file holds: the watermark, when it was written (Unix seconds) and the
-    Delta table version it reflects (None when not known, e.g. the seed's own files)."""
+class Checkpoint(Generic[W]):
+    """What a checkpoint file holds: the watermark (of any kind), when it was written (Unix
+    seconds) and the Delta table version it reflects (None when not known, e.g. the seed's own
+    files)."""
 
-    watermark: FileWatermark
+    watermark: W
     last_update_ts: int
     delta_version: int | None = None
     partition_rows: Mapping[str, int] = field(default_factory=dict)
@@ -56,7 +68,12 @@ class Checkpoint:
 
     def dumps(self) -> str:
         """The checkpoint JSON (see the module docstring)."""
-        document: dict[str, Any] = {"schema_version": SCHEMA_VERSION, **self.watermark.to_dict()}
+        document: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+        if isinstance(self.watermark, FileWatermark):
+            document.update(self.watermark.to_dict())
+        else:
+            document["kind"] = self.watermark.kind
+            document["watermark"] = json.loads(self.watermark.to_json())
         document["last_update_ts"] = self.last_update_ts
         if self.delta_version is not None:
             document["delta_version"] = self.delta_version
@@ -66,9 +83,10 @@ class Checkpoint:
             document["partition_files"] = dict(sorted(self.partition_files.items()))
         return json.dumps(document, indent=2, ensure_ascii=False)
 
-    @classmethod
-    def loads(cls, text: str, *, location: str) -> Checkpoint:
-        """Read a checkpoint; ``location`` (its URI) is only used in error messages."""
+    @staticmethod
+    def loads(text: str, *, location: str, kind: type[W]) -> Checkpoint[W]:
+        """Read a checkpoint holding a watermark of ``kind``; ``location`` (its URI) is only used
+        in error messages."""
         try:
             document = json.loads(text)
         except ValueError as error:
@@ -80,7 +98,13 @@ class Checkpoint:
         version = document["schema_version"]
         if not _is_int(version) or version != SCHEMA_VERSION:
             raise UnknownCheckpointSchemaError(location, version)
-        for key in ("watermark", "partition_watermarks", "last_update_ts"):
+        stored_kind = document.get("kind", SEED_KIND)
+        if stored_kind != kind.kind:
+            raise CorruptCheckpointError(
+                location, f"it holds a {stored_kind!r} watermark, not a {kind.kind!r} one"
+            )
+        seed_shape = ("partition_watermarks",) if stored_kind == SEED_KIND else ()
+        for key in ("watermark", *seed_shape, "last_update_ts"):
             if key not in document:
                 raise CorruptCheckpointError(location, f"no {key!r}")
         last_update_ts = document["last_update_ts"]
@@ -104,12 +128,15 @@ class Checkpoint:
                 )
             counts[key] = value
         try:
-            watermark = FileWatermark.from_dict(
-                document["watermark"], document["partition_watermarks"]
-            )
+            if seed_shape:
+                watermark: Any = FileWatermark.from_dict(
+                    document["watermark"], document["partition_watermarks"]
+                )
+            else:
+                watermark = kind.from_json(json.dumps(document["watermark"]))
         except (TypeError, ValueError) as error:
             raise CorruptCheckpointError(location, str(error)) from error
-        return cls(
+        return Checkpoint(
             watermark,
             last_update_ts,
             delta_version,

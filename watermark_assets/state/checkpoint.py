@@ -8,6 +8,7 @@ from datetime import datetime
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
+from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.state.load import PipelineState
 from watermark_assets.state.quarantine import complete_quarantine
 
@@ -35,7 +36,7 @@ def save_checkpoint(
     )
 
     def newer_on_storage(text: str) -> bool:
-        current = Checkpoint.loads(text, location=location)
+        current = Checkpoint.loads(text, location=location, kind=FileWatermark)
         return (current.delta_version or -1) > (state.delta_version or -1)
 
     return storage.replace_text_unless(location, checkpoint.dumps(), keep=newer_on_storage)

@@ -34,7 +34,7 @@ class PipelineState:
 
     watermark: FileWatermark
     delta_version: int | None
-    checkpoint: Checkpoint | None
+    checkpoint: Checkpoint[FileWatermark] | None
     files_since_checkpoint: int
     partition_rows: Mapping[str, int] = field(default_factory=dict)
     partition_files: Mapping[str, int] = field(default_factory=dict)  # per landing partition
@@ -47,7 +47,9 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
     """The pipeline's state: the checkpoint, caught up with the Delta log."""
     location = pipeline.checkpoint_uri
     text = storage.read_text(location)
-    checkpoint = Checkpoint.loads(text, location=location) if text is not None else None
+    checkpoint = (
+        Checkpoint.loads(text, location=location, kind=FileWatermark) if text is not None else None
+    )
     committer = DeltaCommitter(pipeline.table.uri)
     table_version = committer.current_version()
     watermark = checkpoint.watermark if checkpoint else FileWatermark.initial()
