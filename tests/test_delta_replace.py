@@ -632,3 +632,76 @@ def test_a_replace_with_no_new_file_is_one_commit_of_removes_with_the_txn_and_me
         expected_ids
     )
     assert DeltaTable(str(table)).transaction_version(APP) == 1
+
+
+#: A region: the rows in every window (a time window and a unit's [id, id], issue 8's time x unit).
+HOUR_11 = ReplaceWindow("hour", "2024-01-01T11", "2024-01-01T11", Interval.CLOSED_CLOSED)
+REGIONS = {
+    "a time window within one partition value (whole file)": (
+        [ReplaceWindow("ts", at(10, 30), at(12, 30), Interval.CLOSED_OPEN), HOUR_11],
+        [{"id": 999, "ts": at(11, 20)}],
+        (1, 0),
+        sorted([*(r["id"] for r in BASE_ROWS if r["id"] // 10 != 11), 999]),
+    ),
+    "a time window cutting the partition's file": (
+        [ReplaceWindow("ts", at(11, 15), at(13), Interval.CLOSED_OPEN), HOUR_11],
+        [],
+        (0, 1),
+        sorted(r["id"] for r in BASE_ROWS if r["id"] not in (111, 112)),
+    ),
+    "two data columns": (
+        [
+            ReplaceWindow("ts", at(10, 15), at(12, 15), Interval.CLOSED_OPEN),
+            ReplaceWindow("id", 101, 111, Interval.CLOSED_CLOSED),
+        ],
+        [],
+        (0, 2),
+        sorted(r["id"] for r in BASE_ROWS if r["id"] not in (101, 102, 110, 111)),
+    ),
+}
+
+
+@pytest.mark.parametrize(("windows", "new", "files", "ids"), REGIONS.values(), ids=REGIONS.keys())
+def test_a_region_replaces_only_the_rows_in_every_window(
+    table: Path,
+    windows: list[ReplaceWindow],
+    new: list[dict[str, Any]],
+    files: tuple[int, int],
+    ids: list[int],
+) -> None:
+    new_files = described(table, write_rows(table, new, "new")) if new else []
+    plan = plan_replace(str(table), windows, new_files)
+    delta = committer(table)
+    outcome = commit_replace(
+        delta,
+        plan,
+        schema=TABLE_SCHEMA,
+        partition_by=["hour"],
+        txns=[TxnVersion.next_of(APP, delta.transaction_version(APP))],
+        custom_metadata={},
+        now=lambda: FROZEN,
+    )
+
+    assert (len(plan.removed), len(plan.rewritten)) == files
+    assert outcome.version == 1  # ONE commit
+    assert ids_read_by_every_reader(table) == ids
+    entry = json.loads(DeltaTable(str(table)).history(1)[0]["watermark_assets.replace"])
+    assert [w["column"] for w in entry["windows"]] == [w.column for w in windows]
+
+
+def test_a_new_row_outside_one_window_of_the_region_stops_the_replace(table: Path) -> None:
+    region = [ReplaceWindow("ts", at(10), at(14), Interval.CLOSED_OPEN), HOUR_11]
+    outside = described(table, write_rows(table, [{"id": 7, "ts": at(12, 5)}], "new"))
+
+    with pytest.raises(RowsOutsideWindowError):
+        plan_replace(str(table), region, outside)
+
+
+def test_a_region_naming_a_column_twice_is_refused(table: Path) -> None:
+    twice = [
+        HOUR_11,
+        ReplaceWindow("hour", "2024-01-01T12", "2024-01-01T12", Interval.CLOSED_CLOSED),
+    ]
+
+    with pytest.raises(ReplaceWindowError, match="at most one window per column"):
+        plan_replace(str(table), twice, [])

@@ -94,18 +94,38 @@ REPLACE_METADATA_KEY = "watermark_assets.replace"
 
 @dataclass(frozen=True, kw_only=True)
 class ReplacePlan(RewritePlan):
-    """What one replace commits (:class:`RewritePlan`), and the window it replaces."""
+    """What one replace commits (:class:`RewritePlan`), and the region it replaces: the rows in
+    every one of ``windows`` (one window per column; usually one)."""
 
-    window: ReplaceWindow
+    windows: tuple[ReplaceWindow, ...]
+
+    @property
+    def window(self) -> ReplaceWindow:
+        """The first window (the only one of a single-column replace)."""
+        return self.windows[0]
 
     def metadata(self) -> dict[str, Any]:
         """The ``watermark_assets.replace`` entry of the commit."""
-        return {"window": self.window.to_json(), **super().metadata()}
+        region = {"windows": [w.to_json() for w in self.windows]} if len(self.windows) > 1 else {}
+        return {"window": self.window.to_json(), **region, **super().metadata()}
+
+
+def _region(window: ReplaceWindow | Sequence[ReplaceWindow]) -> tuple[ReplaceWindow, ...]:
+    """The windows of a region, one per column (ReplaceWindowError for none or a column twice)."""
+    windows = (window,) if isinstance(window, ReplaceWindow) else tuple(window)
+    columns = [w.column for w in windows]
+    if not windows or len(set(columns)) != len(columns):
+        raise ReplaceWindowError(
+            " x ".join(str(w) for w in windows) or "(no window)",
+            "a region needs at least one window and at most one window per column",
+            "give each column's window once, e.g. a time window and a unit's [id, id]",
+        )
+    return windows
 
 
 def plan_replace(
     table_uri: str,
-    window: ReplaceWindow,
+    window: ReplaceWindow | Sequence[ReplaceWindow],
     new_files: Sequence[DataFile],
     *,
     storage_options: Mapping[str, str] | None = None,
@@ -113,17 +133,25 @@ def plan_replace(
 ) -> ReplacePlan:
     """Plan replacing ``window`` of the table at ``table_uri`` by ``new_files`` (module docstring).
 
-    ``new_files`` are already under the table root (described by :func:`describe_data_files`).
-    Raises :class:`ReplaceWindowError` or :class:`RowsOutsideWindowError` before writing anything.
+    ``window`` may be a region: several windows on different columns (e.g. a time window and a
+    unit's ``[id, id]``), whose rows are those in every window. ``new_files`` are already under
+    the table root (described by :func:`describe_data_files`). Raises
+    :class:`ReplaceWindowError` or :class:`RowsOutsideWindowError` before writing anything.
     """
+    windows = _region(window)
     table, fs, root = open_table(table_uri, storage_options=storage_options, filesystem=filesystem)
-    column_type, partition_columns = _column_of(table_uri, table, window, new_files, fs, root)
+    types: dict[str, pa.DataType] = {}
+    for each in windows:
+        types[each.column], partition_columns = _column_of(
+            table_uri, table, each, new_files, fs, root
+        )
     for new in new_files:
-        _check_inside(table_uri, window, new, column_type, partition_columns, fs, root)
+        for each in windows:
+            _check_inside(table_uri, each, new, types[each.column], partition_columns, fs, root)
     if table is None:
         return ReplacePlan(
             table_uri=table_uri,
-            window=window,
+            windows=windows,
             read_version=-1,
             new_files=tuple(new_files),
             removed=(),
@@ -132,19 +160,23 @@ def plan_replace(
             _filesystem=fs,
             _root=root,
         )
-    _refuse_unsupported_features(table_uri, table, window)
+    _refuse_unsupported_features(table_uri, table, windows[0])
     removed: list[RemovedFile] = []
     rewritten: list[RewrittenFile] = []
     kept = 0
     try:
         for file, existing in snapshot_files(table, partition_columns):
-            place = _place_existing(window, existing, column_type, partition_columns)
-            if place is _Place.OUTSIDE:
+            places = {
+                each: _place_existing(each, existing, types[each.column], partition_columns)
+                for each in windows
+            }
+            undecided = [each for each, place in places.items() if place is not _Place.INSIDE]
+            if _Place.OUTSIDE in places.values():  # outside one window: outside the region
                 kept += 1
-            elif place is _Place.INSIDE:
+            elif not undecided:
                 removed.append(file)
-            else:
-                done = _rewrite(table_uri, window, file, partition_columns, fs, root)
+            else:  # the windows statistics proved hold every row: only the others are read
+                done = _rewrite(table_uri, undecided, file, partition_columns, fs, root)
                 if done is None:
                     kept += 1
                 else:
@@ -154,7 +186,7 @@ def plan_replace(
         raise
     return ReplacePlan(
         table_uri=table_uri,
-        window=window,
+        windows=windows,
         read_version=table.version(),
         new_files=tuple(new_files),
         removed=tuple(removed),
@@ -280,22 +312,27 @@ def _check_inside(
 
 def _rewrite(
     table_uri: str,
-    window: ReplaceWindow,
+    windows: Sequence[ReplaceWindow],
     file: RemovedFile,
     partition_columns: Sequence[str],
     fs: fsspec.AbstractFileSystem,
     root: str,
 ) -> RewrittenFile | None:
-    """Read a file the statistics could not place; its remainder, or None (nothing in window)."""
+    """Read a file the statistics could not place in ``windows`` (those that hold all of its rows
+    are left out); its remainder without the rows in every window, or None (none there)."""
     data = pq.read_table(f"{root}/{file.path}", filesystem=fs)
-    if window.column not in data.column_names:
-        raise DeltaCommitError(
-            f"file {file.path!r} of table {table_uri!r} has no column {window.column!r}; a "
-            "replace cannot tell which of its rows are in the window. Rewrite the table with "
-            "the column in every file",
-            table_uri=table_uri,
-        )
-    inside = _in_window(window, data.column(window.column))
+    inside: pa.ChunkedArray | None = None
+    for window in windows:
+        if window.column not in data.column_names:
+            raise DeltaCommitError(
+                f"file {file.path!r} of table {table_uri!r} has no column {window.column!r}; a "
+                "replace cannot tell which of its rows are in the window. Rewrite the table with "
+                "the column in every file",
+                table_uri=table_uri,
+            )
+        mask = _in_window(window, data.column(window.column))
+        inside = mask if inside is None else pc.and_(inside, mask)
+    assert inside is not None  # a region has a window
     if not pc.any(inside).as_py():
         return None
     return rewrite_without(
