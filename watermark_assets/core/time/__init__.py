@@ -5,7 +5,12 @@ Standard library only. Modules: ``spec`` (``from``/``to`` parsing, :class:`TimeS
 """
 
 from watermark_assets.core.time.instant import format_instant, from_millis, to_millis
-from watermark_assets.core.time.partitioning import Partitioning
+from watermark_assets.core.time.partitioning import (
+    Partitioning,
+    TimeWindows,
+    add_months,
+    windows,
+)
 from watermark_assets.core.time.spec import (
     BeforeNow,
     FixedTime,
@@ -22,8 +27,11 @@ __all__ = [
     "Partitioning",
     "TimeBound",
     "TimeSpec",
+    "TimeWindows",
+    "add_months",
     "format_instant",
     "from_millis",
     "parse_bound",
     "to_millis",
+    "windows",
 ]
