@@ -362,6 +362,9 @@ def test_the_window_containing_an_instant_agrees_with_the_list(
     assert tiles.index_containing(moment) == (holding[0] if holding else None)
     assert tiles.first_ending_after(moment) == sum(1 for w in listed if w.end <= moment)
     assert list(tiles.starts_ms()) == [to_ms(w.start) for w in listed]
+    assert all(w in tiles for w in listed)
+    shifted = [TimeWindow(w.start, w.end + MS) for w in listed]
+    assert not any(w in tiles for w in shifted)
 
 
 @given(instants, st.integers(-30, 130))

@@ -156,6 +156,8 @@ def test_the_hyphen_is_now() -> None:
         pytest.param("PT5H", id="the day part is mandatory"),
         pytest.param("P1DT5M", id="minutes are not a duration form"),
         pytest.param("P1DT24H", id="the hour part above 23"),
+        pytest.param("P1DT007H", id="an hour part of three digits"),
+        pytest.param("P" + "9" * 5000 + "D", id="thousands of digits of days"),
         pytest.param("p1d", id="lower case"),
         pytest.param("-P1D", id="a negative duration"),
         pytest.param("--", id="two hyphens"),

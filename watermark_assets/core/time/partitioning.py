@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, overload
 
 from watermark_assets.core.clock import ensure_utc
 from watermark_assets.core.partition_selection import TimeWindow
-from watermark_assets.core.time.instant import to_millis
+from watermark_assets.core.time.instant import to_millis, truncate_to_ms
 
 if TYPE_CHECKING:
     from watermark_assets.core.time.spec import TimeSpec
@@ -92,6 +92,8 @@ def add_months(moment: datetime, months: int) -> datetime:
 class TimeWindows(Sequence[TimeWindow]):
     """The windows tiling ``[start, end)`` (the resolved ``from`` and ``to``), in order; lazy.
 
+    ``start`` and ``end`` are aware UTC, truncated to the millisecond.
+
     ``len()``, indexing, :meth:`index_containing`, :meth:`containing` and
     :meth:`first_ending_after` take constant time (monthly: a few date operations), whatever the
     number of windows. Build one with :func:`windows`.
@@ -106,8 +108,8 @@ class TimeWindows(Sequence[TimeWindow]):
     _step: timedelta | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "start", ensure_utc(self.start))
-        object.__setattr__(self, "end", ensure_utc(self.end))
+        object.__setattr__(self, "start", truncate_to_ms(self.start))
+        object.__setattr__(self, "end", truncate_to_ms(self.end))
         object.__setattr__(self, "partitioning", Partitioning(self.partitioning))
         object.__setattr__(self, "_step", self.partitioning.step)
         complete, has_partial = 0, False
@@ -189,6 +191,10 @@ class TimeWindows(Sequence[TimeWindow]):
 
     def __len__(self) -> int:
         return self._complete + self._has_partial
+
+    def __contains__(self, window: object) -> bool:
+        """Whether ``window`` is one of these windows (constant time, unlike a scan)."""
+        return isinstance(window, TimeWindow) and self.containing(window.start) == window
 
     @overload
     def __getitem__(self, index: int) -> TimeWindow: ...

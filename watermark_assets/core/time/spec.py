@@ -135,10 +135,12 @@ def parse_bound(text: str, *, bound: str = "from/to") -> TimeBound:
         return Now()
     duration = _DURATION.fullmatch(text)
     if duration is not None:
-        hours = None if duration["hours"] is None else int(duration["hours"])
-        if hours is not None and hours > 23:
+        days, hours = duration["days"], duration["hours"]
+        if len(days) > 9:  # and int() refuses thousands of digits with a ValueError of its own
+            raise TimeBoundError(text, f"{len(days)} digits of days is too many", bound=bound)
+        if hours is not None and (len(hours) > 2 or int(hours) > 23):
             raise TimeBoundError(text, f"the hour part must be 0..23, not {hours}", bound=bound)
-        return BeforeNow(int(duration["days"]), hours)
+        return BeforeNow(int(days), None if hours is None else int(hours))
     match = _DATETIME.fullmatch(text)
     if match is None:
         raise TimeBoundError(text, "not one of the accepted forms", bound=bound)
