@@ -7,6 +7,7 @@ skipping understand row-value comparisons, while every engine prunes on plain co
 
     (a > x) OR (a = x AND b > y)          operator >
     (a > x) OR (a = x AND b >= y)         operator >=  (only the last column is inclusive)
+    (a = x AND b = y)                     operator =   (a unit run: exactly one value)
 
 :func:`below` adds an exclusive upper bound on the leading column to every clause (a replay
 chunk reads ``lower <= row < upper``, closed at its start, open at its end)::
@@ -83,6 +84,9 @@ def predicate(watermark: ColumnWatermark, operator: WatermarkOperator) -> Predic
     if watermark.is_empty:
         return Predicate((), watermark, operator)
     columns, values = watermark.columns, watermark.key()
+    if operator is WatermarkOperator.EQUAL:
+        clause = tuple(Comparison(c, "=", v) for c, v in zip(columns, values))
+        return Predicate((clause,), watermark, operator)
     clauses = []
     for depth, (column, value) in enumerate(zip(columns, values)):
         equal = tuple(Comparison(c, "=", v) for c, v in zip(columns[:depth], values[:depth]))

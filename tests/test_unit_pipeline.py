@@ -1,0 +1,415 @@
+"""Unit pipelines end to end (seed 003, "Unit" watermark; issue 8 section 2).
+
+Explicit ids become static partitions, a secondary input dynamic ones added by the sensor. A
+unit's run reads the source's rows of that unit and replaces exactly them in ONE Delta commit,
+with its txn and its watermark (done-at). Real Spark, real Delta tables on tmp_path; the sensor is
+evaluated with ``build_sensor_context``/``evaluate_tick`` and its dynamic-partition requests
+applied to the instance as the daemon does.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from conftest import project_config
+from dagster import (
+    DagsterInstance,
+    DynamicPartitionsDefinition,
+    ExecuteInProcessResult,
+    SensorResult,
+    StaticPartitionsDefinition,
+    build_sensor_context,
+)
+from dagster._core.definitions.sensor_definition import SensorExecutionData
+from deltalake import DeltaTable, write_deltalake
+
+from watermark_assets.config import UnitPipelineConfig
+from watermark_assets.core.errors import UnitIdError
+from watermark_assets.defs import build_definitions
+from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.exceptions import ConfigError
+from watermark_assets.runs.unit import load_unit_watermark, unit_app_id
+
+NOW = datetime(2026, 4, 3, 12, 0, tzinfo=timezone.utc)
+SCHEMA = pa.schema([("survey_id", pa.string()), ("answer", pa.int64()), ("score", pa.float64())])
+SPARK_SCHEMA = "survey_id STRING, answer BIGINT, score DOUBLE"
+
+
+def answer(survey: str, number: int, score: float | None = None) -> dict[str, Any]:
+    return {
+        "survey_id": survey,
+        "answer": number,
+        "score": float(number) if score is None else score,
+    }
+
+
+class Source:
+    """The answers source in one of the column source formats, rewritten whole on each change."""
+
+    def __init__(self, root: Path, kind: str) -> None:
+        self.kind = kind
+        self.uri = root / "source" / "answers"
+        self.rows: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def config(self) -> dict[str, Any]:
+        if self.kind == "delta_table":
+            return {"type": "delta_table", "uri": str(self.uri)}
+        if self.kind == "parquet":
+            return {"type": "parquet", "uri": str(self.uri)}
+        return {"type": "csv", "uri": str(self.uri), "schema": SPARK_SCHEMA}
+
+    def put(self, *rows: dict[str, Any]) -> None:
+        for row in rows:
+            self.rows[(row["survey_id"], row["answer"])] = row
+        self._write()
+
+    def delete(self, survey: str, number: int) -> None:
+        del self.rows[(survey, number)]
+        self._write()
+
+    def of(self, survey: str) -> list[dict[str, Any]]:
+        return sorted((r for r in self.rows.values() if r["survey_id"] == survey), key=_key)
+
+    def _write(self) -> None:
+        table = pa.Table.from_pylist(list(self.rows.values()), schema=SCHEMA)
+        if self.kind == "delta_table":
+            write_deltalake(str(self.uri), table, mode="overwrite")
+            return
+        import shutil
+
+        import pyarrow.csv as pacsv
+        import pyarrow.parquet as pq
+
+        shutil.rmtree(self.uri, ignore_errors=True)
+        self.uri.mkdir(parents=True)
+        if self.kind == "parquet":
+            pq.write_table(table, self.uri / "part-0.parquet")
+        else:
+            pacsv.write_csv(table, self.uri / "part-0.csv")
+
+
+def _key(row: dict[str, Any]) -> tuple[str, int]:
+    return (row["survey_id"], row["answer"])
+
+
+def unit_pipeline(
+    tmp_path: Path, source: dict[str, Any], watermark: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "name": "answers",
+        "source": source,
+        "watermark": {"kind": "unit", "column": "survey_id", **watermark},
+        "table": {"uri": str(tmp_path / "delta" / "answers")},
+    }
+
+
+class Scene:
+    """A unit pipeline over the answers source, its definitions and a Dagster instance."""
+
+    def __init__(
+        self, tmp_path: Path, watermark: dict[str, Any], kind: str = "delta_table"
+    ) -> None:
+        self.source = Source(tmp_path, kind)
+        self.raw = unit_pipeline(tmp_path, self.source.config(), watermark)
+        config = project_config(self.raw)
+        pipeline = config.pipeline("answers")
+        assert isinstance(pipeline, UnitPipelineConfig)
+        self.pipeline = pipeline
+        self.table = pipeline.table.uri
+        self.defs = build_definitions(config, clock=lambda: self.now)
+        self.now = NOW
+        home = tmp_path / "dagster_home"  # a persistent instance: sensors resolve dynamic
+        home.mkdir()  # partition keys through its ref
+        self.instance = DagsterInstance.local_temp(str(home))
+        self.job = self.defs.resolve_job_def("answers_job")
+        self.cursor: str | None = None
+
+    def run(self, unit: str) -> ExecuteInProcessResult:
+        return self.job.execute_in_process(instance=self.instance, partition_key=unit)
+
+    def target(self, survey: str | None = None) -> list[dict[str, Any]]:
+        rows = DeltaTable(self.table).to_pyarrow_table(columns=["survey_id", "answer", "score"])
+        return sorted(
+            (r for r in rows.to_pylist() if survey is None or r["survey_id"] == survey), key=_key
+        )
+
+    def version(self) -> int | None:
+        return DeltaCommitter(self.table).current_version()
+
+    def tick(self) -> SensorExecutionData:
+        context = build_sensor_context(
+            instance=self.instance,
+            instance_ref=self.instance.get_ref(),
+            cursor=self.cursor,
+            definitions=self.defs,
+        )
+        data = self.defs.resolve_sensor_def("answers_units_sensor").evaluate_tick(context)
+        self.cursor = data.cursor
+        for request in data.dynamic_partitions_requests:  # applied as the daemon does
+            self.instance.add_dynamic_partitions(
+                request.partitions_def_name, request.partition_keys
+            )
+        for event in data.asset_events:
+            self.instance.report_runless_asset_event(event)
+        return data
+
+    def partitions(self) -> list[str]:
+        return self.instance.get_dynamic_partitions("answers_units")
+
+
+def metadata(result: ExecuteInProcessResult) -> dict[str, Any]:
+    (materialization,) = result.asset_materializations_for_node("answers")
+    return {key: value.value for key, value in materialization.metadata.items()}
+
+
+def checks_passed(result: ExecuteInProcessResult) -> dict[str, bool]:
+    return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+
+
+# --- configuration and partitions (no Spark) ---
+
+
+def test_explicit_units_become_exactly_those_static_partitions(tmp_path: Path) -> None:
+    scene = Scene(tmp_path, {"units": "id1,id2,id3"})
+    partitions_def = scene.job.partitions_def
+    assert isinstance(partitions_def, StaticPartitionsDefinition)
+    assert partitions_def.get_partition_keys() == ["id1", "id2", "id3"]
+    asset = scene.defs.resolve_assets_def("answers")
+    assert asset.partitions_def == partitions_def
+    assert [s.name for s in scene.defs.sensors or []] == []  # explicit ids: nothing to watch
+
+
+@pytest.mark.parametrize(
+    ("units", "refused", "row"),
+    [
+        pytest.param("id1,a/b,id3", "a/b", 2, id="a path separator"),
+        pytest.param("id1,id2,x|y", "x|y", 3, id="the multi-partition separator"),
+        pytest.param("id1,,id2", "", 2, id="an empty id"),
+        pytest.param("id1,../etc", "../etc", 2, id="a parent directory"),
+    ],
+)
+def test_a_bad_explicit_id_is_refused_at_load_naming_it_and_its_position(
+    tmp_path: Path, units: str, refused: str, row: int
+) -> None:
+    source = {"type": "delta_table", "uri": str(tmp_path / "s")}
+    with pytest.raises(ConfigError) as raised:
+        project_config(unit_pipeline(tmp_path, source, {"units": units}))
+    cause = raised.value.__cause__
+    assert isinstance(cause, UnitIdError)
+    assert (cause.unit_id, cause.row) == (refused, row)
+    assert f"unit id {refused!r} (row {row} of watermark.units)" in str(raised.value)
+    assert "'answers'" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("watermark", "source_type", "problem"),
+    [
+        pytest.param({}, "delta_table", "exactly one of units", id="no ids at all"),
+        pytest.param(
+            {"units": "a", "secondary_input": {"type": "file", "path": "ids.csv"}},
+            "delta_table",
+            "got both",
+            id="both ways",
+        ),
+        pytest.param({"units": "a", "unit_param": "id"}, "delta_table", "unit_param", id="param"),
+    ],
+)
+def test_a_unit_watermark_that_cannot_work_is_refused_at_load(
+    tmp_path: Path, watermark: dict[str, Any], source_type: str, problem: str
+) -> None:
+    source = {"type": source_type, "uri": str(tmp_path / "s")}
+    with pytest.raises(ConfigError, match=problem):
+        project_config(unit_pipeline(tmp_path, source, watermark))
+
+
+def test_kind_unit_must_be_written_and_takes_only_column_sources(tmp_path: Path) -> None:
+    source = {"type": "delta_table", "uri": str(tmp_path / "s")}
+    raw = unit_pipeline(tmp_path, source, {"units": "a"})
+    assert isinstance(project_config(raw).pipelines[0], UnitPipelineConfig)
+    files = {"type": "files", "uri": str(tmp_path / "landing"), "schema": "id BIGINT"}
+    with pytest.raises(ConfigError, match=r"not watermark\.kind 'unit'"):
+        project_config({**raw, "source": files})
+
+
+# --- runs: one unit replaced in one commit ---
+
+SOURCE_KINDS = ["delta_table", "parquet", "csv"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", SOURCE_KINDS)
+def test_a_units_run_replaces_only_that_units_rows_and_a_re_run_changes_nothing(
+    tmp_path: Path, kind: str
+) -> None:
+    scene = Scene(tmp_path, {"units": "id1,id2,id3"}, kind)
+    source = scene.source
+    source.put(*(answer(s, n) for s in ("id1", "id2", "id3") for n in (1, 2)))
+
+    first = scene.run("id2")
+    assert scene.target() == source.of("id2")
+    meta = metadata(first)
+    assert (meta["unit/id"], meta["rows/read"], meta["rows/committed"]) == ("id2", 2, 2)
+    assert meta["unit/done_at_before"] == "(first run)"
+    assert meta["read/predicate"] == "`survey_id` = 'id2'"
+    assert all(checks_passed(first).values()), checks_passed(first)
+
+    scene.run("id1")
+    # At the source: id2 loses answer 1, changes answer 2, gains answer 3; id1 changes too.
+    source.delete("id2", 1)
+    source.put(answer("id2", 2, 20.0), answer("id2", 3), answer("id1", 1, 10.0))
+    id1_before = scene.target("id1")
+    second = scene.run("id2")
+    assert scene.target("id2") == source.of("id2")
+    assert scene.target("id1") == id1_before  # another unit's rows are never touched
+    assert scene.target("id3") == []
+    meta = metadata(second)
+    assert (meta["rows/read"], meta["rows/committed"], meta["rows/removed"]) == (2, 2, 2)
+    assert meta["unit/done_at_before"] == NOW.isoformat()
+
+    table_before, version_before = scene.target(), scene.version()
+    scene.now = NOW + timedelta(hours=1)
+    again = scene.run("id2")
+    assert scene.target() == table_before  # re-running leaves the table unchanged
+    assert scene.version() == (version_before or 0) + 1  # in exactly one commit
+    assert metadata(again)["unit/done_at"] == scene.now.isoformat()
+    committer = DeltaCommitter(scene.table)
+    assert committer.transaction_version(unit_app_id("answers", "id2")) == 3
+    assert committer.transaction_version(unit_app_id("answers", "id1")) == 1
+    done = load_unit_watermark(scene.table, "answers")
+    assert {u: d.when for u, d in done.units.items() if d is not None} == {
+        "id1": NOW,
+        "id2": NOW + timedelta(hours=1),
+    }
+
+
+@pytest.mark.spark
+def test_each_unit_commit_carries_its_txn_and_only_its_own_watermark(tmp_path: Path) -> None:
+    scene = Scene(tmp_path, {"units": "id1,id2"})
+    scene.source.put(answer("id1", 1), answer("id2", 1))
+    scene.run("id1")
+    scene.run("id2")
+    commit = DeltaCommitter(scene.table).read_commit(scene.version() or 0)
+    assert commit.txns == {unit_app_id("answers", "id2"): 1}
+    carried = json.loads(commit.custom_metadata["watermark_assets.unit_watermark/answers"])
+    assert json.loads(carried["watermark"]) == {
+        "inner_kind": "done_at",
+        "units": {"id2": {"ms": int(NOW.timestamp() * 1000)}},
+    }
+
+
+@pytest.mark.spark
+def test_a_single_run_backfill_of_several_units_commits_once_per_unit(tmp_path: Path) -> None:
+    scene = Scene(tmp_path, {"units": "id1,id2,id3"})
+    scene.source.put(*(answer(s, n) for s in ("id1", "id2", "id3") for n in (1, 2)))
+    result = scene.job.execute_in_process(
+        instance=scene.instance,
+        tags={
+            "dagster/asset_partition_range_start": "id1",
+            "dagster/asset_partition_range_end": "id3",
+        },
+    )
+    assert scene.target() == sorted(scene.source.rows.values(), key=_key)
+    meta = metadata_of_all(result)
+    assert meta["unit/ids"] == ["id1", "id2", "id3"]
+    assert meta["delta/versions"] == [0, 1, 2]
+
+
+def metadata_of_all(result: ExecuteInProcessResult) -> dict[str, Any]:
+    materializations = result.asset_materializations_for_node("answers")
+    return {key: value.value for key, value in materializations[0].metadata.items()}
+
+
+# --- dynamic partitions from a secondary input ---
+
+
+def write_ids(path: Path, kind: str, ids: list[str]) -> dict[str, Any]:
+    """The secondary input listing ``ids`` (field ``id``), as its configuration."""
+    if kind == "delta_table":
+        table = pa.Table.from_pylist(
+            [{"id": i} for i in ids], schema=pa.schema([("id", pa.string())])
+        )
+        write_deltalake(str(path), table, mode="overwrite")
+        return {"type": "delta_table", "uri": str(path), "fields": ["id"]}
+    path.write_text("id\n" + "".join(f"{i}\n" for i in ids), encoding="utf-8")
+    return {"type": "file", "path": str(path), "fields": ["id"]}
+
+
+@pytest.mark.parametrize("kind", ["csv", "delta_table"])
+def test_the_sensor_adds_new_ids_as_partitions_with_a_run_each_and_never_removes_one(
+    tmp_path: Path, kind: str
+) -> None:
+    listing = tmp_path / ("surveys.csv" if kind == "csv" else "surveys")
+    scene = Scene(tmp_path, {"secondary_input": write_ids(listing, kind, ["s1", "s2"])})
+    partitions_def = scene.job.partitions_def
+    assert isinstance(partitions_def, DynamicPartitionsDefinition)
+    assert partitions_def.name == "answers_units"
+
+    first = scene.tick()
+    assert scene.partitions() == ["s1", "s2"]
+    assert [r.partition_key for r in first.run_requests or []] == ["s1", "s2"]
+
+    quiet = scene.tick()
+    assert not quiet.run_requests and not quiet.dynamic_partitions_requests
+    assert "no new unit ids" in (quiet.skip_message or "")
+    assert quiet.asset_events == []  # an unchanged report is not observed again
+
+    write_ids(listing, kind, ["s2", "s3"])  # s3 appended, s1 gone from the input
+    later = scene.tick()
+    assert scene.partitions() == ["s1", "s2", "s3"]  # s1 kept
+    assert [r.partition_key for r in later.run_requests or []] == ["s3"]
+    (observation,) = later.asset_events
+    text = observation.metadata["units/listing"].value
+    assert "1 new unit id(s): s3" in str(text)
+    assert "no longer listed (kept, with their history): s1" in str(text)
+
+
+def test_a_bad_id_in_the_secondary_input_is_reported_with_its_row_and_the_good_ones_added(
+    tmp_path: Path,
+) -> None:
+    listing = tmp_path / "surveys.csv"
+    scene = Scene(tmp_path, {"secondary_input": write_ids(listing, "csv", ["s1", "a/b", "s2"])})
+    data = scene.tick()
+    assert scene.partitions() == ["s1", "s2"]
+    (observation,) = data.asset_events
+    refused = observation.metadata["units/refused"].value
+    assert refused == [{"row": 3, "value": "'a/b'", "reason": refused[0]["reason"]}]
+    assert "contains '/'" in refused[0]["reason"]
+    assert "1 refused: row 3 'a/b'" in str(observation.metadata["units/input"].value)
+    listing.write_text("id\ns1\na/b\ns2\n", encoding="utf-8")
+    quiet = scene.tick()  # the same report: said in the tick, not observed again
+    assert "row 3 'a/b'" in (quiet.skip_message or "")
+    assert quiet.asset_events == []
+
+
+def test_an_unreadable_secondary_input_skips_the_tick_and_changes_nothing(tmp_path: Path) -> None:
+    listing = tmp_path / "surveys.csv"
+    scene = Scene(tmp_path, {"secondary_input": write_ids(listing, "csv", ["s1"])})
+    scene.tick()
+    listing.unlink()
+    data = scene.tick()
+    assert "there is no file there" in (data.skip_message or "")
+    assert scene.partitions() == ["s1"]
+
+
+@pytest.mark.spark
+def test_a_unit_added_by_the_sensor_is_materialized_by_its_run(tmp_path: Path) -> None:
+    listing = tmp_path / "surveys.csv"
+    scene = Scene(tmp_path, {"secondary_input": write_ids(listing, "csv", ["s1"])})
+    scene.source.put(answer("s1", 1), answer("s2", 1), answer("s2", 2))
+    scene.tick()
+    write_ids(listing, "csv", ["s1", "s2"])
+    (request,) = scene.tick().run_requests or []
+    result = scene.job.execute_in_process(
+        instance=scene.instance, partition_key=request.partition_key, tags=request.tags
+    )
+    assert result.success
+    assert scene.target() == scene.source.of("s2")
+
+
+def _unused(_: SensorResult) -> None:  # keeps the import for readers of SensorResult
+    pass
