@@ -10,11 +10,20 @@ applied to the instance as the daemon does.
 from __future__ import annotations
 
 import json
+import shutil
+import threading
+import urllib.parse
+import uuid
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 import pytest
 from conftest import project_config
 from dagster import (
@@ -34,8 +43,10 @@ from watermark_assets.defs import build_definitions
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
 from watermark_assets.runs.unit import load_unit_watermark, unit_app_id
+from watermark_assets.sources.jdbc import postgres_jdbc_jar
 
 NOW = datetime(2026, 4, 3, 12, 0, tzinfo=timezone.utc)
+PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
 SCHEMA = pa.schema([("survey_id", pa.string()), ("answer", pa.int64()), ("score", pa.float64())])
 SPARK_SCHEMA = "survey_id STRING, answer BIGINT, score DOUBLE"
 
@@ -48,20 +59,74 @@ def answer(survey: str, number: int, score: float | None = None) -> dict[str, An
     }
 
 
-class Source:
-    """The answers source in one of the column source formats, rewritten whole on each change."""
+class AnswersApi(BaseHTTPRequestHandler):
+    """``GET /answers?survey=ID`` or ``GET /surveys/ID/answers``: that survey's answers; without
+    a survey, all of them. Records each request's path."""
 
-    def __init__(self, root: Path, kind: str) -> None:
+    rows: dict[tuple[str, int], dict[str, Any]]
+    requests: list[str]
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_GET(self) -> None:
+        self.requests.append(self.path)
+        parts = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        segments = [urllib.parse.unquote(p) for p in parts.path.strip("/").split("/")]
+        survey = segments[1] if segments[0] == "surveys" else query.get("survey")
+        rows = [r for r in self.rows.values() if survey is None or r["survey_id"] == survey]
+        payload = json.dumps({"data": rows}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class Source:
+    """The answers source in one of the column source types, rewritten whole on each change:
+    ``delta_table``, ``parquet``, ``csv``, ``jdbc`` (a PostgreSQL table), ``http_param`` (an API
+    taking the unit as a query parameter) or ``http_path`` (the unit in the URL path)."""
+
+    def __init__(self, root: Path, kind: str, *, database: str | None = None) -> None:
         self.kind = kind
         self.uri = root / "source" / "answers"
+        self.database = database
         self.rows: dict[tuple[str, int], dict[str, Any]] = {}
+        self.api: type[AnswersApi] | None = None
+        self._server: ThreadingHTTPServer | None = None
+        if kind.startswith("http"):
+            self.api = type("Answers", (AnswersApi,), {"rows": self.rows, "requests": []})
+            self._server = ThreadingHTTPServer(("127.0.0.1", 0), self.api)
+            threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
 
     def config(self) -> dict[str, Any]:
         if self.kind == "delta_table":
             return {"type": "delta_table", "uri": str(self.uri)}
         if self.kind == "parquet":
             return {"type": "parquet", "uri": str(self.uri)}
+        if self.kind == "jdbc":
+            url = f"jdbc:postgresql://127.0.0.1:5432/{self.database}?user=postgres"
+            return {"type": "jdbc", "url": url, "table": "answers"}
+        if self._server is not None:
+            base = f"http://127.0.0.1:{self._server.server_address[1]}"
+            url = (
+                f"{base}/answers"
+                if self.kind == "http_param"
+                else f"{base}/surveys/{{unit}}/answers"
+            )
+            return {"type": "http_api", "url": url, "schema": SPARK_SCHEMA}
         return {"type": "csv", "uri": str(self.uri), "schema": SPARK_SCHEMA}
+
+    def watermark(self) -> dict[str, Any]:
+        """What the source needs in the unit watermark (the API's unit parameter)."""
+        return {"unit_param": "survey"} if self.kind == "http_param" else {}
 
     def put(self, *rows: dict[str, Any]) -> None:
         for row in rows:
@@ -80,11 +145,19 @@ class Source:
         if self.kind == "delta_table":
             write_deltalake(str(self.uri), table, mode="overwrite")
             return
-        import shutil
-
-        import pyarrow.csv as pacsv
-        import pyarrow.parquet as pq
-
+        if self.kind.startswith("http"):
+            return  # the API serves self.rows
+        if self.kind == "jdbc":
+            with psycopg.connect(f"{PG_SERVER}/{self.database}", autocommit=True) as conn:
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS answers (survey_id text, answer bigint, "
+                    "score double precision)"
+                )
+                conn.execute("DELETE FROM answers")
+                with conn.cursor().copy("COPY answers FROM STDIN") as copy:
+                    for row in self.rows.values():
+                        copy.write_row((row["survey_id"], row["answer"], row["score"]))
+            return
         shutil.rmtree(self.uri, ignore_errors=True)
         self.uri.mkdir(parents=True)
         if self.kind == "parquet":
@@ -112,9 +185,10 @@ class Scene:
     """A unit pipeline over the answers source, its definitions and a Dagster instance."""
 
     def __init__(
-        self, tmp_path: Path, watermark: dict[str, Any], kind: str = "delta_table"
+        self, tmp_path: Path, watermark: dict[str, Any], source: Source | None = None
     ) -> None:
-        self.source = Source(tmp_path, kind)
+        self.source = source or Source(tmp_path, "delta_table")
+        watermark = {**watermark, **self.source.watermark()}
         self.raw = unit_pipeline(tmp_path, self.source.config(), watermark)
         config = project_config(self.raw)
         pipeline = config.pipeline("answers")
@@ -238,16 +312,46 @@ def test_kind_unit_must_be_written_and_takes_only_column_sources(tmp_path: Path)
 
 # --- runs: one unit replaced in one commit ---
 
-SOURCE_KINDS = ["delta_table", "parquet", "csv"]
+NO_JDBC = "the PostgreSQL JDBC driver /usr/share/java/postgresql.jar is missing: run `make jdbc`"
+#: source type -> how the unit's predicate reaches it (the first run of unit id2)
+SOURCE_KINDS = {
+    "delta_table": "`survey_id` = 'id2'",
+    "parquet": "`survey_id` = 'id2'",
+    "csv": "`survey_id` = 'id2'",
+    "jdbc": "\"survey_id\" = 'id2'",
+    "http_param": "query: survey=id2",
+    "http_path": "query: (no parameter)",
+}
+
+
+@pytest.fixture
+def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Source]:
+    """The answers source of the kind the test is parametrized with (jdbc: a database of its
+    own, dropped at the end; http: a server on loopback)."""
+    kind = request.param
+    if kind != "jdbc":
+        made = Source(tmp_path, kind)
+        yield made
+        made.close()
+        return
+    if postgres_jdbc_jar() is None:
+        pytest.skip(NO_JDBC)
+    name = f"wa_unitpipe_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(f"{PG_SERVER}/test", autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield Source(tmp_path, kind, database=name)
+    finally:
+        with psycopg.connect(f"{PG_SERVER}/test", autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("kind", SOURCE_KINDS)
+@pytest.mark.parametrize("source", list(SOURCE_KINDS), indirect=True)
 def test_a_units_run_replaces_only_that_units_rows_and_a_re_run_changes_nothing(
-    tmp_path: Path, kind: str
+    tmp_path: Path, source: Source
 ) -> None:
-    scene = Scene(tmp_path, {"units": "id1,id2,id3"}, kind)
-    source = scene.source
+    scene = Scene(tmp_path, {"units": "id1,id2,id3"}, source)
     source.put(*(answer(s, n) for s in ("id1", "id2", "id3") for n in (1, 2)))
 
     first = scene.run("id2")
@@ -256,6 +360,9 @@ def test_a_units_run_replaces_only_that_units_rows_and_a_re_run_changes_nothing(
     assert (meta["unit/id"], meta["rows/read"], meta["rows/committed"]) == ("id2", 2, 2)
     assert meta["unit/done_at_before"] == "(first run)"
     assert meta["read/predicate"] == "`survey_id` = 'id2'"
+    assert meta["read/pushed_down"] == SOURCE_KINDS[source.kind]
+    if source.api is not None:  # the unit reached the API: only id2's answers were sent
+        assert source.api.requests[0] in ("/answers?survey=id2", "/surveys/id2/answers")
     assert all(checks_passed(first).values()), checks_passed(first)
 
     scene.run("id1")
