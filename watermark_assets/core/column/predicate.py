@@ -120,12 +120,15 @@ def leading_bound(pred: Predicate) -> Comparison | None:
 
     Every clause of the expansion starts with the first column (``a > x`` or ``a = x AND ...``),
     so an admitted row has ``a >= x``, or ``a > x`` when the predicate is the single clause
-    ``a > x``. File skipping by statistics needs only this: a file whose maximum of ``a`` fails
-    the bound holds no admitted row.
+    ``a > x``, or ``a = x`` for an equality (a unit). File skipping by statistics needs only
+    this: a file whose maximum of ``a`` fails the bound holds no admitted row (for ``=`` also one
+    whose minimum is above ``x``).
     """
     if pred.admits_everything or pred.watermark.is_empty:
         return None  # no lower bound (an upper bound alone skips nothing here)
     first = pred.clauses[0][0]
+    if pred.operator is WatermarkOperator.EQUAL:
+        return first  # one clause of equalities: the leading column is exactly this value
     strict = len(pred.clauses) == 1 and first.op == ">"
     return Comparison(first.column, ">" if strict else ">=", first.value)
 
