@@ -493,6 +493,30 @@ def test_a_bad_id_in_the_secondary_input_is_reported_with_its_row_and_the_good_o
     assert quiet.asset_events == []
 
 
+def test_ids_from_a_postgres_table_become_partitions(tmp_path: Path) -> None:
+    name = f"wa_unitids_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(f"{PG_SERVER}/test", autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with psycopg.connect(f"{PG_SERVER}/{name}", autocommit=True) as conn:
+            conn.execute("CREATE TABLE surveys (id text, n int)")
+            conn.execute("INSERT INTO surveys VALUES ('s1', 1), (' s2', 2), ('s3', 3)")
+        listing = {
+            "type": "postgres",
+            "conninfo": f"{PG_SERVER}/{name}",
+            "query": "SELECT id FROM surveys ORDER BY n",
+            "fields": ["id"],
+        }
+        scene = Scene(tmp_path, {"secondary_input": listing})
+        data = scene.tick()
+    finally:
+        with psycopg.connect(f"{PG_SERVER}/test", autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    assert scene.partitions() == ["s1", "s3"]
+    (observation,) = data.asset_events
+    assert observation.metadata["units/refused"].value[0]["row"] == 2  # ' s2': a leading space
+
+
 def test_an_unreadable_secondary_input_skips_the_tick_and_changes_nothing(tmp_path: Path) -> None:
     listing = tmp_path / "surveys.csv"
     scene = Scene(tmp_path, {"secondary_input": write_ids(listing, "csv", ["s1"])})
@@ -520,3 +544,26 @@ def test_a_unit_added_by_the_sensor_is_materialized_by_its_run(tmp_path: Path) -
 
 def _unused(_: SensorResult) -> None:  # keeps the import for readers of SensorResult
     pass
+
+
+@pytest.mark.spark
+def test_a_unit_whose_source_rows_were_all_deleted_loses_them_in_one_commit(
+    tmp_path: Path,
+) -> None:
+    scene = Scene(tmp_path, {"units": "id1,id2"})
+    scene.source.put(answer("id1", 1), answer("id2", 1), answer("id2", 2))
+    scene.run("id1")
+    scene.run("id2")
+    scene.source.delete("id2", 1)
+    scene.source.delete("id2", 2)
+    version = scene.version() or 0
+    meta = metadata(scene.run("id2"))
+    assert (meta["rows/read"], meta["rows/removed"]) == (0, 2)
+    assert scene.target() == scene.source.of("id1")
+    assert scene.version() == version + 1
+    again = metadata(scene.run("id2"))  # nothing left to remove: its completion is still recorded
+    assert (again["rows/read"], again["rows/removed"], again["delta/versions"]) == (
+        0,
+        0,
+        [version + 2],
+    )
