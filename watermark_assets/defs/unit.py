@@ -14,17 +14,20 @@
 
 The asset's run reads and replaces each of its units in ONE commit
 (:func:`~watermark_assets.runs.unit.run_units`). A backfill runs ``backfill.max_partitions_per_run``
-units per run (default 1). The checks are the column pipelines' (this run's commits, read back
-from the log: the window never moves backwards; rows added = rows read + rows kept by rewrite).
+units per run (default 1). The checks read this run's commits back from the log: each unit's
+done-at never moves backwards; rows added = rows read + rows kept by rewrite.
 """
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
     AssetChecksDefinition,
+    AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
     AssetObservation,
@@ -40,6 +43,7 @@ from dagster import (
     SensorResult,
     StaticPartitionsDefinition,
     asset,
+    multi_asset_check,
     sensor,
 )
 from dagster._core.definitions.unresolved_asset_job_definition import (
@@ -49,11 +53,14 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.unit import UnitWatermark
-from watermark_assets.defs.column import build_column_checks
+from watermark_assets.defs.checks import MONOTONE_CHECK, RECONCILE_CHECK, check_results
+from watermark_assets.defs.column import reconcile_mismatch, run_versions
 from watermark_assets.defs.resources import WatermarkSparkResource
+from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.exceptions import SecondaryInputError
-from watermark_assets.runs.unit import INNER_KIND, UnitRun, run_units
+from watermark_assets.runs.column import RUN_METADATA_KEY
+from watermark_assets.runs.unit import INNER_KIND, UNIT_RUN_KEY, UnitRun, run_units
 from watermark_assets.sources.secondary_input import read_units
 
 UnitPartitions = StaticPartitionsDefinition | DynamicPartitionsDefinition
@@ -180,8 +187,54 @@ def build_unit_asset(
 
 
 def build_unit_checks(pipeline: UnitPipelineConfig, asset_key: AssetKey) -> AssetChecksDefinition:
-    """The column pipelines' checks over this run's commits (module docstring)."""
-    return build_column_checks(pipeline.column_pipeline(), asset_key)
+    """The two checks, read from this run's commits in the Delta log: each unit's done-at never
+    moves backwards (the commit's value is at or above the one it planned on), and the rows it
+    adds reconcile with the rows read (+ rows kept when a file holding other units was
+    rewritten)."""
+
+    @multi_asset_check(
+        specs=[
+            AssetCheckSpec(
+                MONOTONE_CHECK,
+                asset=asset_key,
+                description="Each unit's watermark (done-at) a commit stores is at or above the "
+                "one it read.",
+            ),
+            AssetCheckSpec(
+                RECONCILE_CHECK,
+                asset=asset_key,
+                description="Rows added by a unit's commit = rows read + rows of other units "
+                "kept when a file was rewritten.",
+            ),
+        ],
+        name=f"{pipeline.name}_checks",
+    )
+    def checks(context: AssetCheckExecutionContext) -> Iterator[AssetCheckResult]:
+        versions = run_versions(context, asset_key)
+        committer = DeltaCommitter(pipeline.table.uri)
+        regressions: list[str] = []
+        mismatches: list[str] = []
+        for version in versions:
+            commit = committer.read_commit(version)
+            unit_text = commit.custom_metadata.get(UNIT_RUN_KEY)
+            run_text = commit.custom_metadata.get(RUN_METADATA_KEY)
+            if not unit_text or not run_text:
+                continue
+            unit = json.loads(unit_text)
+            before, after = unit["done_at_before"], unit["done_at_after"]
+            if before is not None and after < before:
+                regressions.append(f"v{version}: unit {unit['unit']!r} {before} -> {after} ms")
+            mismatch = reconcile_mismatch(version, json.loads(run_text), commit)
+            if mismatch is not None:
+                mismatches.append(mismatch)
+        if not versions:
+            note = "this run made no commit"
+            yield AssetCheckResult(check_name=MONOTONE_CHECK, passed=True, description=note)
+            yield AssetCheckResult(check_name=RECONCILE_CHECK, passed=True, description=note)
+            return
+        yield from check_results(versions, regressions, mismatches)
+
+    return checks
 
 
 def build_units_sensor(
