@@ -480,8 +480,9 @@ def test_a_bad_id_in_the_secondary_input_is_reported_with_its_row_and_the_good_o
 ) -> None:
     listing = tmp_path / "surveys.csv"
     scene = Scene(tmp_path, {"secondary_input": write_ids(listing, "csv", ["s1", "a/b", "s2"])})
+    scene.instance.add_dynamic_partitions("answers_units", ["by/hand"])  # added in the UI
     data = scene.tick()
-    assert scene.partitions() == ["s1", "s2"]
+    assert scene.partitions() == ["by/hand", "s1", "s2"]
     (observation,) = data.asset_events
     refused = observation.metadata["units/refused"].value
     assert refused == [{"row": 3, "value": "'a/b'", "reason": refused[0]["reason"]}]

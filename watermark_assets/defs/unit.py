@@ -52,7 +52,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock
-from watermark_assets.core.unit import UnitWatermark
+from watermark_assets.core.unit import UnitWatermark, unit_id_problems
 from watermark_assets.defs.checks import MONOTONE_CHECK, RECONCILE_CHECK, check_results
 from watermark_assets.defs.column import reconcile_mismatch, run_versions
 from watermark_assets.defs.resources import WatermarkSparkResource
@@ -269,7 +269,10 @@ def build_units_sensor(
             screened = read_units(source) if read is None else read()
         except SecondaryInputError as error:
             return SensorResult(skip_reason=f"{pipeline.name}: {error}", cursor=context.cursor)
-        known = context.instance.get_dynamic_partitions(name)
+        # A key added by hand in the UI may break the id rules: it stays, and is not compared.
+        known = [
+            k for k in context.instance.get_dynamic_partitions(name) if not unit_id_problems(k)
+        ]
         units = UnitWatermark.of_units(INNER_KIND, known).new_units(screened.units)
         report = f"{units.describe()} | {screened.describe()}"
         # What is observed once until it changes: the ids no longer listed, the refused rows.
