@@ -28,6 +28,7 @@ import pytest
 from conftest import project_config
 from dagster import (
     DagsterInstance,
+    Definitions,
     DynamicPartitionsDefinition,
     ExecuteInProcessResult,
     SensorResult,
@@ -256,6 +257,28 @@ def test_explicit_units_become_exactly_those_static_partitions(tmp_path: Path) -
     asset = scene.defs.resolve_assets_def("answers")
     assert asset.partitions_def == partitions_def
     assert [s.name for s in scene.defs.sensors or []] == []  # explicit ids: nothing to watch
+
+
+def test_unit_pipelines_load_beside_the_other_kinds(tmp_path: Path) -> None:
+    source = {"type": "delta_table", "uri": str(tmp_path / "s")}
+    explicit = unit_pipeline(tmp_path, source, {"units": "id1,id2"})
+    listed = {
+        **unit_pipeline(
+            tmp_path, source, {"secondary_input": write_ids(tmp_path / "i.csv", "csv", [])}
+        ),
+        "name": "listed",
+        "table": {"uri": str(tmp_path / "delta" / "listed")},
+    }
+    column = {
+        "name": "orders",
+        "source": source,
+        "watermark": {"columns": ["survey_id"]},
+        "table": {"uri": str(tmp_path / "delta" / "orders")},
+    }
+    defs = build_definitions(project_config(explicit, listed, column), clock=lambda: NOW)
+    Definitions.validate_loadable(defs)
+    assert sorted(s.name for s in defs.sensors or []) == ["listed_units_sensor"]
+    assert sorted(j.name for j in defs.jobs or []) == ["answers_job", "listed_job", "orders_job"]
 
 
 @pytest.mark.parametrize(
