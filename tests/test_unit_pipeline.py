@@ -43,7 +43,8 @@ from watermark_assets.core.errors import UnitIdError
 from watermark_assets.defs import build_definitions
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
-from watermark_assets.runs.unit import load_unit_watermark, unit_app_id
+from watermark_assets.runs.column import ColumnRunRequest, commit_column_batch, stage_column_batch
+from watermark_assets.runs.unit import load_unit_watermark, plan_unit, run_units, unit_app_id
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
 
 NOW = datetime(2026, 4, 3, 12, 0, tzinfo=timezone.utc)
@@ -87,8 +88,9 @@ class AnswersApi(BaseHTTPRequestHandler):
 
 class Source:
     """The answers source in one of the column source types, rewritten whole on each change:
-    ``delta_table``, ``parquet``, ``csv``, ``jdbc`` (a PostgreSQL table), ``http_param`` (an API
-    taking the unit as a query parameter) or ``http_path`` (the unit in the URL path)."""
+    ``delta_table``, ``parquet``, ``csv``, ``json``, ``jdbc`` (a PostgreSQL table),
+    ``http_param`` (an API taking the unit as a query parameter) or ``http_path`` (the unit in the
+    URL path)."""
 
     def __init__(self, root: Path, kind: str, *, database: str | None = None) -> None:
         self.kind = kind
@@ -123,7 +125,7 @@ class Source:
                 else f"{base}/surveys/{{unit}}/answers"
             )
             return {"type": "http_api", "url": url, "schema": SPARK_SCHEMA}
-        return {"type": "csv", "uri": str(self.uri), "schema": SPARK_SCHEMA}
+        return {"type": self.kind, "uri": str(self.uri), "schema": SPARK_SCHEMA}  # csv, json
 
     def watermark(self) -> dict[str, Any]:
         """What the source needs in the unit watermark (the API's unit parameter)."""
@@ -163,6 +165,9 @@ class Source:
         self.uri.mkdir(parents=True)
         if self.kind == "parquet":
             pq.write_table(table, self.uri / "part-0.parquet")
+        elif self.kind == "json":
+            lines = "".join(json.dumps(row) + "\n" for row in self.rows.values())
+            (self.uri / "part-0.json").write_text(lines, encoding="utf-8")
         else:
             pacsv.write_csv(table, self.uri / "part-0.csv")
 
@@ -341,6 +346,7 @@ SOURCE_KINDS = {
     "delta_table": "`survey_id` = 'id2'",
     "parquet": "`survey_id` = 'id2'",
     "csv": "`survey_id` = 'id2'",
+    "json": "`survey_id` = 'id2'",
     "jdbc": "\"survey_id\" = 'id2'",
     "http_param": "query: survey=id2",
     "http_path": "query: (no parameter)",
@@ -591,3 +597,32 @@ def test_a_unit_whose_source_rows_were_all_deleted_loses_them_in_one_commit(
         0,
         [version + 2],
     )
+
+
+@pytest.mark.spark
+def test_units_committing_concurrently_never_lose_each_others_rows_or_watermarks(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Unit id1 is planned and staged, then unit id2 runs and commits, then id1 commits: both
+    units' rows and done-at values are in the table (per-unit txns and watermark entries)."""
+    scene = Scene(tmp_path, {"units": "id1,id2"})
+    scene.source.put(answer("id1", 1), answer("id2", 1))
+    scene.run("id1")  # the table exists
+    scene.source.put(answer("id1", 2), answer("id2", 2))
+    pipeline = scene.pipeline
+    request = ColumnRunRequest(
+        pipeline=pipeline.column_pipeline("id1"), run_id="r1", clock=lambda: NOW
+    )
+    later = NOW + timedelta(minutes=1)
+    staged = stage_column_batch(plan_unit(request, "id1", now=later), spark, now=later)
+    run_units(pipeline, ["id2"], spark, run_id="r2", clock=lambda: later, log=lambda _: None)
+    result = commit_column_batch(
+        staged, now=later, replan=lambda: plan_unit(request, "id1", now=later)
+    )
+    assert result.outcome.version is not None
+    assert scene.target() == sorted(scene.source.rows.values(), key=_key)
+    done = load_unit_watermark(scene.table, "answers")
+    assert {u: d.when for u, d in done.units.items() if d is not None} == {
+        "id1": later,
+        "id2": later,
+    }
