@@ -169,14 +169,12 @@ def run_units(
 ) -> list[UnitRun]:
     """Run ``units`` one after the other, each ONE commit (module docstring)."""
     runs: list[UnitRun] = []
-    table = pipeline.table.uri
     for unit in units:
         check_unit_id(unit)
         request = ColumnRunRequest(
             pipeline=pipeline.column_pipeline(unit), run_id=run_id, job_name=job_name, clock=clock
         )
         now = clock()
-        before = load_unit_watermark(table, pipeline.name).units.get(unit)
 
         def plan(
             unit: str = unit, request: ColumnRunRequest = request, now: datetime = now
@@ -185,7 +183,10 @@ def run_units(
 
         staged = stage_column_batch(plan(), spark, now=now)
         result = commit_column_batch(staged, now=now, replan=plan)
-        after = load_unit_watermark(table, pipeline.name).units.get(unit)
+        # The plan the commit was made on (a stale commit planned again) says what it read.
+        record = json.loads(result.staged.plan.extra_metadata[UNIT_RUN_KEY])
+        before = None if record["done_at_before"] is None else DoneAt(record["done_at_before"])
+        after = DoneAt(record["done_at_after"]) if result.outcome.version is not None else before
         runs.append(UnitRun(unit, result, before, after))
         log(runs[-1].line())
     return runs
