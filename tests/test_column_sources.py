@@ -21,6 +21,7 @@ from deltalake import DeltaTable, TableFeatures, write_deltalake
 from watermark_assets.core.column.predicate import predicate
 from watermark_assets.core.column.watermark import (
     ColumnWatermark,
+    Equal,
     GreaterOrEqual,
     GreaterThan,
     WatermarkOperator,
@@ -85,6 +86,10 @@ DELTA_CASES = [
                  id=">= at a file's maximum reads that file"),
     pytest.param(watermark_at(100), GreaterThan, [], 3,
                  id="a watermark above every row skips every file"),
+    pytest.param(ColumnWatermark.of({"id": 6}), Equal, [6], 2,
+                 id="= (a unit) skips the files below and above the value (max, min)"),
+    pytest.param(ColumnWatermark.of({"id": 13}), Equal, [], 3,
+                 id="= a value no file holds skips every file"),
 ]  # fmt: skip
 
 

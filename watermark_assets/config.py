@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from watermark_assets.core.column.lookback import Backward
-from watermark_assets.core.errors import LookbackError
+from watermark_assets.core.errors import LookbackError, UnitIdError
 from watermark_assets.core.filepath.path import NameOrdering
 from watermark_assets.core.filepath.timeparts import PartitionTemplate
 from watermark_assets.exceptions import ConfigError, PartitionTemplateError
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from watermark_assets.providers.base import CommitCarriedProvider, WatermarkProvider
     from watermark_assets.sources.column import ColumnSource
     from watermark_assets.sources.files import FileSource
+    from watermark_assets.sources.secondary_input import SecondaryInput
 
 CONFIG_ENV_VAR = "WATERMARK_ASSETS_CONFIG"
 DEFAULT_CONFIG_PATH = Path(__file__).parent / "demo" / "pipelines.yaml"
@@ -1141,6 +1142,236 @@ class ColumnPipelineConfig(_Model):
         return self.name
 
 
+# --- unit pipelines (seed 003, "Unit" watermark): one Dagster partition per unit id ---
+
+
+class FileSecondaryInputConfig(_Model):
+    """A file listing the unit ids: CSV with a header row, JSON lines or Parquet."""
+
+    type: Literal["file"] = "file"
+    path: str = Field(description="The file: a local path or fsspec URL (s3://...).")
+    fields: list[str] = Field(
+        default_factory=lambda: ["id"],
+        description="Column(s) holding the id (the seed's fields); several are joined with '~'.",
+    )
+    format: Literal["csv", "jsonl", "parquet"] | None = Field(
+        default=None, description="csv, jsonl or parquet; default: from the file's suffix."
+    )
+
+    def build(self) -> SecondaryInput:
+        """The input :func:`~watermark_assets.sources.secondary_input.read_units` reads."""
+        from watermark_assets.sources.secondary_input import FileInput
+
+        return FileInput(path=self.path, fields=tuple(self.fields), format=self.format)
+
+
+class DeltaTableSecondaryInputConfig(_Model):
+    """A Delta table listing the unit ids (a preceding pipeline's table)."""
+
+    type: Literal["delta_table"] = "delta_table"
+    uri: str = Field(description="The Delta table's root: a local path or URI.")
+    fields: list[str] = Field(default_factory=lambda: ["id"], description="Column(s) of the id.")
+
+    def build(self) -> SecondaryInput:
+        """The input :func:`~watermark_assets.sources.secondary_input.read_units` reads."""
+        from watermark_assets.sources.secondary_input import DeltaTableInput
+
+        return DeltaTableInput(uri=self.uri, fields=tuple(self.fields))
+
+
+class PostgresSecondaryInputConfig(_Model):
+    """A PostgreSQL table or query listing the unit ids."""
+
+    type: Literal["postgres"] = "postgres"
+    conninfo: str = Field(description="libpq connection string (password in PGPASSWORD).")
+    table: str | None = Field(default=None, description="The table (or give query).")
+    db_schema: str | None = Field(default=None, alias="schema", description="The table's schema.")
+    query: str | None = Field(default=None, description="A SELECT instead of a table.")
+    fields: list[str] = Field(default_factory=lambda: ["id"], description="Column(s) of the id.")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _table_or_query(self) -> PostgresSecondaryInputConfig:
+        self.build()  # exactly one of table and query (ValueError naming the fix)
+        return self
+
+    def build(self) -> SecondaryInput:
+        """The input :func:`~watermark_assets.sources.secondary_input.read_units` reads."""
+        from watermark_assets.exceptions import SecondaryInputError
+        from watermark_assets.sources.secondary_input import PostgresInput
+
+        try:
+            return PostgresInput(
+                conninfo=self.conninfo,
+                fields=tuple(self.fields),
+                table=self.table,
+                schema=self.db_schema,
+                query=self.query,
+            )
+        except SecondaryInputError as error:
+            raise ValueError(str(error)) from None
+
+
+SecondaryInputConfig = Annotated[
+    FileSecondaryInputConfig | DeltaTableSecondaryInputConfig | PostgresSecondaryInputConfig,
+    Field(discriminator="type"),
+]
+
+#: The placeholder of an ``http_api`` source's URL that a unit run replaces with the unit's id.
+UNIT_PLACEHOLDER = "{unit}"
+
+
+class UnitWatermarkConfig(_Model):
+    """A unit watermark (seed 003): one Dagster partition per unit id, each with its own
+    watermark (when its last run committed). The ids are explicit (``units``: static
+    partitions) or read from a ``secondary_input`` (dynamic partitions, added by a sensor)."""
+
+    kind: Literal["unit"]
+    column: str = Field(
+        min_length=1,
+        description="The source's column holding the unit id (a string column): a unit's run "
+        "reads the rows where it equals the id and replaces exactly those rows in the table.",
+    )
+    units: str | None = Field(
+        default=None,
+        description="Explicit ids, comma-separated, e.g. 'id1,id2,id3' (static partitions). "
+        "An id that cannot be a partition key, a txn app id or a path segment is refused.",
+    )
+    secondary_input: SecondaryInputConfig | None = Field(
+        default=None,
+        description="Where the ids are listed: {type: file, path, fields} | {type: delta_table, "
+        "uri, fields} | {type: postgres, conninfo, table|query, fields}. Dynamic partitions; a "
+        "sensor adds new ids, never removes one.",
+    )
+    unit_param: str | None = Field(
+        default=None,
+        description="http_api sources: the request parameter carrying the unit's id (or put "
+        "'{unit}' in source.url).",
+    )
+
+    @field_validator("units")
+    @classmethod
+    def _valid_units(cls, value: str | None) -> str | None:
+        if value is not None:
+            from watermark_assets.core.unit import parse_units
+
+            parse_units(value, source="watermark.units")  # UnitIdError names the id and its row
+        return value
+
+    @model_validator(mode="after")
+    def _one_listing(self) -> UnitWatermarkConfig:
+        if (self.units is None) == (self.secondary_input is None):
+            raise ValueError(
+                "watermark: give exactly one of units (explicit ids, 'id1,id2,id3': static "
+                "partitions) and secondary_input (a file or table listing them: dynamic "
+                f"partitions); got {'both' if self.units is not None else 'neither'}"
+            )
+        return self
+
+    @property
+    def explicit_units(self) -> tuple[str, ...] | None:
+        """The explicit ids, in order, each once; None with a secondary input."""
+        from watermark_assets.core.unit import parse_units
+
+        return None if self.units is None else parse_units(self.units, source="watermark.units")
+
+
+class UnitSensorConfig(_Model):
+    """How often the sensor of a unit pipeline with a secondary input reads the input."""
+
+    minimum_interval_seconds: int = Field(default=60, ge=1)
+    running_by_default: bool = Field(
+        default=False, description="Start the sensor as soon as the daemon runs."
+    )
+
+
+class UnitPipelineConfig(_Model):
+    """A unit pipeline (seed 003): one Dagster partition per unit id; a unit's run reads the
+    source's rows of that unit (``column = id``, pushed down) and replaces exactly those rows
+    in the table in ONE Delta commit, with the unit's watermark (when it was done)."""
+
+    name: str = Field(description="Pipeline name: lower case, digits, '_'.")
+    description: str | None = Field(default=None, description="Shown on the asset in the UI.")
+    source: ColumnSourceConfig
+    watermark: UnitWatermarkConfig
+    table: ColumnTableConfig
+    sensor: UnitSensorConfig = Field(default_factory=UnitSensorConfig)
+    backfill: BackfillConfig = Field(
+        default_factory=lambda: BackfillConfig(max_partitions_per_run=1),
+        description="max_partitions_per_run: units per run of a backfill (default 1: one run "
+        "per unit); null: one run for the whole backfill, units in order.",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return _pipeline_name(value)
+
+    @model_validator(mode="after")
+    def _fits_the_source(self) -> UnitPipelineConfig:
+        if self.table.merge_keys:
+            raise ValueError(
+                "table.merge_keys: a unit's run replaces the unit's rows (column = id) in one "
+                "commit; remove merge_keys"
+            )
+        http = isinstance(self.source, HttpApiSourceConfig)
+        if self.watermark.unit_param is not None and not http:
+            raise ValueError(
+                f"watermark.unit_param is for http_api sources, not {self.source.type!r}: the "
+                "other sources filter on watermark.column; remove it"
+            )
+        if isinstance(self.source, JdbcSourceConfig) and self.source.num_partitions > 1:
+            raise ValueError(
+                "source.num_partitions: a unit's rows are read with one connection (the unit "
+                "column is text); set num_partitions: 1"
+            )
+        in_url = isinstance(self.source, HttpApiSourceConfig) and (
+            UNIT_PLACEHOLDER in self.source.url
+        )
+        if in_url and self.watermark.unit_param:
+            raise ValueError(
+                f"source.url holds {UNIT_PLACEHOLDER} and watermark.unit_param is set; give one "
+                "way of sending the unit's id"
+            )
+        try:
+            self.column_pipeline()
+        except ValidationError as error:
+            raise ValueError(str(error)) from None
+        return self
+
+    @property
+    def dataflow_id(self) -> str:
+        """The key of the unit watermark in the commits: the pipeline name."""
+        return self.name
+
+    def column_pipeline(self, unit: str | None = None) -> ColumnPipelineConfig:
+        """The column pipeline a unit's run is: watermark column = the unit column, read with
+        ``=`` the id, replacing its window ``[id, id]`` (``destination.replace_by_watermark``);
+        for ``unit`` the ``http_api`` URL's ``{unit}`` holds the id (URL-quoted)."""
+        source: Any = self.source
+        if isinstance(source, HttpApiSourceConfig):
+            update: dict[str, Any] = {}
+            if self.watermark.unit_param is not None:
+                update["watermark_param_mapping"] = {
+                    self.watermark.column: self.watermark.unit_param
+                }
+            if unit is not None and UNIT_PLACEHOLDER in source.url:
+                import urllib.parse
+
+                quoted = urllib.parse.quote(unit, safe="")
+                update["url"] = source.url.replace(UNIT_PLACEHOLDER, quoted)
+            source = source.model_copy(update=update)
+        return ColumnPipelineConfig(
+            name=self.name,
+            description=self.description,
+            source=source,
+            watermark=ColumnWatermarkConfig(kind="column", columns=[self.watermark.column]),
+            table=self.table,
+            destination=DestinationConfig(replace_by_watermark=True),
+        )
+
+
 def _same_location(a: str, b: str) -> bool:
     def norm(uri: str) -> str:
         return os.path.normpath(uri.removeprefix("file://")).rstrip("/")
@@ -1170,19 +1401,21 @@ def _watermark_kind(value: Any) -> str | None:
 
 PipelineConfig = Annotated[
     Annotated[FilePipelineConfig, Tag("file_path")]
-    | Annotated[ColumnPipelineConfig, Tag("column")],
+    | Annotated[ColumnPipelineConfig, Tag("column")]
+    | Annotated[UnitPipelineConfig, Tag("unit")],
     Discriminator(_watermark_kind),
 ]
 #: A file-path pipeline's configuration (landing files or another writer's Parquet files), for
 #: type annotations (declared here once).
 Pipeline = FilePipelineConfig
 #: Any pipeline's configuration, whatever its watermark kind.
-AnyPipeline = FilePipelineConfig | ColumnPipelineConfig
+AnyPipeline = FilePipelineConfig | ColumnPipelineConfig | UnitPipelineConfig
 
 #: The accepted ``watermark.kind`` values, with the ``source.type`` values each one takes.
 WATERMARK_KINDS: Mapping[str, Mapping[str, str]] = {
     "file_path": FILE_SOURCE_TYPES,
     "column": COLUMN_SOURCE_TYPES,
+    "unit": COLUMN_SOURCE_TYPES,  # kind: unit is written (the source type implies column)
 }
 
 
@@ -1221,6 +1454,11 @@ class ProjectConfig(_Model):
     def column_pipelines(self) -> list[ColumnPipelineConfig]:
         """The column-watermark pipelines."""
         return [p for p in self.pipelines if isinstance(p, ColumnPipelineConfig)]
+
+    @property
+    def unit_pipelines(self) -> list[UnitPipelineConfig]:
+        """The unit-watermark pipelines."""
+        return [p for p in self.pipelines if isinstance(p, UnitPipelineConfig)]
 
     def pipeline(self, name: str) -> AnyPipeline:
         for pipeline in self.pipelines:
@@ -1297,6 +1535,11 @@ def _resolve_paths(raw: Any, base: Path) -> Any:
         provider = watermark.get("provider") if isinstance(watermark, dict) else None
         if isinstance(provider, dict) and isinstance(provider.get("uri"), str):
             provider["uri"] = _resolve_local(provider["uri"], base)
+        listing = watermark.get("secondary_input") if isinstance(watermark, dict) else None
+        if isinstance(listing, dict) and listing.get("type") in ("file", "delta_table"):
+            key = "path" if listing.get("type") == "file" else "uri"
+            if isinstance(listing.get(key), str):
+                listing[key] = _resolve_local(listing[key], base)
     return raw
 
 
@@ -1360,10 +1603,14 @@ def _upgrade_legacy(raw: Any, origin: str) -> None:
 
 
 def _accepted_source_types() -> str:
+    kinds: dict[str, list[str]] = {}
+    described: dict[str, str] = {}
+    for kind, types in WATERMARK_KINDS.items():
+        for source_type, what in types.items():
+            kinds.setdefault(source_type, []).append(repr(kind))
+            described.setdefault(source_type, what)
     return "; ".join(
-        f"{t!r} ({what}, watermark.kind {kind!r})"
-        for kind, types in WATERMARK_KINDS.items()
-        for t, what in types.items()
+        f"{t!r} ({described[t]}, watermark.kind {' or '.join(k)})" for t, k in kinds.items()
     )
 
 
@@ -1400,7 +1647,7 @@ def _check_types(raw: Any, origin: str) -> None:
                 key="source.type",
                 value=source_type,
             )
-        if kind is not None and kind != implied:
+        if kind is not None and source_type not in WATERMARK_KINDS[kind]:
             raise ConfigError(
                 f"{origin}: pipeline {name!r}: a {source_type!r} source takes a {implied!r} "
                 f"watermark, not watermark.kind {kind!r}; sources with a {kind!r} watermark: "
@@ -1449,7 +1696,13 @@ def parse_config(text: str, *, env: Mapping[str, str], base: Path, origin: str) 
     try:
         return ProjectConfig.model_validate(raw)
     except ValidationError as error:
-        raise ConfigError(f"{origin}: {_describe(error, raw)}") from error
+        cause: BaseException = error
+        for item in error.errors():  # a refused unit id: chained, with its id and row
+            found = (item.get("ctx") or {}).get("error")
+            if isinstance(found, UnitIdError):
+                cause = found
+                break
+        raise ConfigError(f"{origin}: {_describe(error, raw)}") from cause
 
 
 def load_config(

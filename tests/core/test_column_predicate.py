@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from watermark_assets.core.column.predicate import (
+    Comparison,
     SqlDialect,
     below,
     leading_bound,
@@ -20,7 +21,12 @@ from watermark_assets.core.column.predicate import (
     to_http_params,
     to_sql,
 )
-from watermark_assets.core.column.watermark import ColumnWatermark, GreaterOrEqual, GreaterThan
+from watermark_assets.core.column.watermark import (
+    ColumnWatermark,
+    Equal,
+    GreaterOrEqual,
+    GreaterThan,
+)
 
 UTC = timezone.utc
 T0 = datetime(2026, 4, 3, 9, 15, tzinfo=UTC)
@@ -67,6 +73,20 @@ PAIR = ColumnWatermark.of({"updated_at": T0, "id": 7})
             SqlDialect.POSTGRES,
             "TRUE",
             id="an empty watermark reads everything",
+        ),
+        pytest.param(
+            ColumnWatermark.of({"survey_id": "it's"}),
+            Equal,
+            SqlDialect.POSTGRES,
+            "\"survey_id\" = 'it''s'",
+            id="a unit: one equality (PostgreSQL)",
+        ),
+        pytest.param(
+            PAIR,
+            Equal,
+            SqlDialect.SPARK,
+            "`updated_at` = TIMESTAMP '2026-04-03 09:15:00+00:00' AND `id` = 7",
+            id="= on two columns: one clause of equalities",
         ),
     ],
 )
@@ -144,7 +164,7 @@ rows = st.fixed_dictionaries({"a": instants, "b": small, "c": small})
     instants,
     small,
     small,
-    st.sampled_from([GreaterThan, GreaterOrEqual]),
+    st.sampled_from([GreaterThan, GreaterOrEqual, Equal]),
 )
 def test_the_expanded_form_equals_the_tuple_comparison(
     table: list[dict[str, Any]], a: datetime, b: int, c: int, operator: Any
@@ -194,3 +214,16 @@ def test_an_upper_bound_is_on_the_leading_column_and_only_one() -> None:
         below(predicate(PAIR, GreaterOrEqual), "id", 9)
     with pytest.raises(ValueError, match="already has"):
         below(below(predicate(SEED, GreaterOrEqual), "updated_at", END), "updated_at", END)
+
+
+def test_a_unit_predicate_renders_for_every_engine_and_bounds_files_on_both_sides() -> None:
+    unit = predicate(ColumnWatermark.of({"survey_id": "id2"}), Equal)
+    assert to_dnf(unit) == [[("survey_id", "==", "id2")]]
+    assert to_http_params(unit.watermark, {"survey_id": "survey"}) == {"survey": "id2"}
+    assert leading_bound(unit) == Comparison("survey_id", "=", "id2")
+    assert [unit.admits({"survey_id": v}) for v in ("id1", "id2", "id3", None)] == [
+        False,
+        True,
+        False,
+        False,
+    ]

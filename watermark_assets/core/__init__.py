@@ -19,6 +19,7 @@ from watermark_assets.core.filepath.watermark import (
     PartitionWatermarks,
     WatermarkState,
 )
+from watermark_assets.core.time import TimeSpec, TimeWatermark
 from watermark_assets.core.unit import DoneAt, UnitWatermark
 from watermark_assets.core.watermark import Watermark, register, registered_kinds, watermark_kind
 
@@ -33,6 +34,8 @@ __all__ = [
     "NameOrdering",
     "PartitionTemplate",
     "PartitionWatermarks",
+    "TimeSpec",
+    "TimeWatermark",
     "UnitWatermark",
     "Watermark",
     "WatermarkState",

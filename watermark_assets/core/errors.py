@@ -264,3 +264,40 @@ class UnitInnerKindError(WatermarkAssetsError, ValueError):
         self.expected = expected
         self.got = got
         self.unit = unit
+
+
+# --- errors of the time kind (core/time/) ---
+
+TIME_BOUND_FORMS = (
+    "an ISO date: 2020-01-01",
+    "an ISO datetime: 2020-02-21 10:00:00 or 2020-02-21T10:00:00, optionally with a fraction of "
+    "1 to 6 digits (.123456) and a zone (Z, UTC, GMT, +02:00, +0200); without a zone it is UTC",
+    "an ISO-8601 duration back from now: P<n>D (P0D, P1D) or P<n>DT<m>H with m 0..23 (P0DT7H)",
+    "'-' for now (P0DT0H0M)",
+)
+"""The forms a time watermark's ``from`` and ``to`` accept (quoted by :class:`TimeBoundError`)."""
+
+
+class TimeBoundError(WatermarkAssetsError, ValueError):
+    """A time watermark's ``from`` or ``to`` in none of the accepted forms (or out of range)."""
+
+    def __init__(self, value: object, reason: str, *, bound: str = "from/to") -> None:
+        forms = "; ".join(TIME_BOUND_FORMS)
+        super().__init__(
+            f"time watermark {bound!r} value {value!r} is refused: {reason}. Accepted forms: "
+            f"{forms}"
+        )
+        self.value = value
+        self.reason = reason
+        self.bound = bound
+        self.accepted = TIME_BOUND_FORMS
+
+
+class TimeSpecError(WatermarkAssetsError, ValueError):
+    """A time watermark setting (partitioning, grace or abstinent days) that cannot be used."""
+
+    def __init__(self, setting: str, value: object, expected: str) -> None:
+        super().__init__(f"time watermark {setting} {value!r} is refused; expected {expected}")
+        self.setting = setting
+        self.value = value
+        self.expected = expected

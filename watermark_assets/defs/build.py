@@ -9,6 +9,7 @@ from dagster import (
     AssetsDefinition,
     AssetSelection,
     Definitions,
+    DynamicPartitionsDefinition,
     SensorDefinition,
     define_asset_job,
 )
@@ -16,7 +17,13 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
-from watermark_assets.config import AnyPipeline, ColumnPipelineConfig, ProjectConfig, load_config
+from watermark_assets.config import (
+    AnyPipeline,
+    ColumnPipelineConfig,
+    ProjectConfig,
+    UnitPipelineConfig,
+    load_config,
+)
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.defs.assets import IO_MANAGER_KEY, SPARK_RESOURCE_KEY, build_asset
 from watermark_assets.defs.checks import build_checks
@@ -31,6 +38,12 @@ from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.sensors import build_sensor
+from watermark_assets.defs.unit import (
+    build_unit_asset,
+    build_unit_checks,
+    build_units_sensor,
+    unit_partitions,
+)
 from watermark_assets.sources.jdbc import with_postgres_driver
 
 
@@ -62,6 +75,8 @@ def build_pipeline(pipeline: AnyPipeline, clock: Clock) -> PipelineDefs:
             else f"Replays the windows of {pipeline.name}'s partitions (one chunk each)",
         )
         return PipelineDefs(asset, check, job, None)
+    if isinstance(pipeline, UnitPipelineConfig):
+        return _unit_pipeline(pipeline, clock)
     partitions_def = partitions_definition(pipeline)
     partition_of = partition_mapper(partitions_def, clock)
     asset = build_asset(pipeline, partitions_def, partition_of, clock)
@@ -73,6 +88,23 @@ def build_pipeline(pipeline: AnyPipeline, clock: Clock) -> PipelineDefs:
         description=f"Ingests the files of {pipeline.name} above the watermark.",
     )
     sensor = build_sensor(pipeline, job, asset.key, partitions_def, partition_of, clock)
+    return PipelineDefs(asset, check, job, sensor)
+
+
+def _unit_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> PipelineDefs:
+    """Static partitions of explicit ids; dynamic ones with their sensor (``defs/unit.py``)."""
+    units = unit_partitions(pipeline)
+    asset = build_unit_asset(pipeline, units, clock)
+    check = build_unit_checks(pipeline, asset.key)
+    job = define_asset_job(
+        job_name(pipeline.name),
+        selection=AssetSelection.assets(asset) | AssetSelection.checks(check),
+        partitions_def=units,
+        description=f"Replaces the rows of {pipeline.name}'s units (one commit per unit)",
+    )
+    sensor = None
+    if isinstance(units, DynamicPartitionsDefinition):
+        sensor = build_units_sensor(pipeline, job, asset.key, units)
     return PipelineDefs(asset, check, job, sensor)
 
 
@@ -88,7 +120,10 @@ def build_definitions(
     config = config or load_config()
     built = [build_pipeline(pipeline, clock) for pipeline in config.pipelines]
     spark_conf = {"spark.master": config.spark.master, **config.spark.conf}
-    if any(p.source.type == "jdbc" for p in config.column_pipelines):
+    jdbc = any(p.source.type == "jdbc" for p in config.column_pipelines) or any(
+        p.source.type == "jdbc" for p in config.unit_pipelines
+    )
+    if jdbc:
         # The session must start with the driver jar; a later JDBC read cannot add it.
         spark_conf = with_postgres_driver(spark_conf)
     return Definitions(

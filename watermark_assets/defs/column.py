@@ -44,7 +44,7 @@ from watermark_assets.defs.metadata import column_metadata, replay_metadata
 from watermark_assets.defs.partitions import partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.delta.committer import DeltaCommitter
-from watermark_assets.delta.log import table_row_count
+from watermark_assets.delta.log import CommitRecord, table_row_count
 from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.providers.base import WatermarkRecord
 from watermark_assets.providers.delta_metadata import watermark_record
@@ -198,7 +198,7 @@ class ColumnWatermarkIOManager(WatermarkDeltaIOManager):
         )
 
 
-def _run_versions(context: AssetCheckExecutionContext, asset_key: AssetKey) -> list[int]:
+def run_versions(context: AssetCheckExecutionContext, asset_key: AssetKey) -> list[int]:
     records = context.instance.get_records_for_run(
         context.run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION
     ).records
@@ -230,6 +230,21 @@ def _previous_carried(
     return None
 
 
+def reconcile_mismatch(version: int, record: dict[str, Any], commit: CommitRecord) -> str | None:
+    """Why the rows ``commit`` adds differ from its ``column_run`` record's count, or None:
+    rows added = rows read - rows deduplicated on merge keys + rows kept by rewrite."""
+    logged = sum(add.num_records or 0 for add in commit.added)
+    duplicates = int(record.get("rows_deduplicated", 0))
+    kept = int(record["rows_kept_by_rewrite"])
+    expected = int(record["rows_read"]) - duplicates + kept
+    if logged == expected:
+        return None
+    return (
+        f"v{version}: log adds {logged} rows, read {record['rows_read']} - "
+        f"deduplicated on the merge keys {duplicates} + kept by rewrite {kept} = {expected}"
+    )
+
+
 def build_column_checks(
     pipeline: ColumnPipelineConfig, asset_key: AssetKey
 ) -> AssetChecksDefinition:
@@ -253,7 +268,7 @@ def build_column_checks(
         name=f"{pipeline.name}_checks",
     )
     def checks(context: AssetCheckExecutionContext) -> Iterator[AssetCheckResult]:
-        versions = _run_versions(context, asset_key)
+        versions = run_versions(context, asset_key)
         committer = DeltaCommitter(pipeline.table.uri)
         regressions: list[str] = []
         mismatches: list[str] = []
@@ -275,16 +290,9 @@ def build_column_checks(
                     regressions.append(
                         f"v{version} stores {now}, below v{previous.delta_version}'s {was}"
                     )
-            logged = sum(add.num_records or 0 for add in commit.added)
-            duplicates = int(record.get("rows_deduplicated", 0))
-            kept = int(record["rows_kept_by_rewrite"])
-            expected = int(record["rows_read"]) - duplicates + kept
-            if logged != expected:
-                mismatches.append(
-                    f"v{version}: log adds {logged} rows, read {record['rows_read']} - "
-                    f"deduplicated on the merge keys {duplicates} + kept by rewrite {kept} = "
-                    f"{expected}"
-                )
+            mismatch = reconcile_mismatch(version, record, commit)
+            if mismatch is not None:
+                mismatches.append(mismatch)
         if not versions:
             note = "this run made no commit (nothing above the watermark)"
             yield AssetCheckResult(check_name=MONOTONE_CHECK, passed=True, description=note)

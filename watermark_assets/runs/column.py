@@ -115,6 +115,9 @@ class ColumnPlan:
     #: True: a read of no row still commits its txns and metadata (a ``save_watermark: true``
     #: replay chunk records its completion in the log; see :func:`commit_column_batch`)
     records_completion: bool = False
+    #: the window the commit replaces, fixed when planning (a unit's ``[u, u]``: the read is
+    #: ``column = u``); None: the window follows from the bound, ``upper`` and the rows read
+    window: ReplaceWindow | None = None
 
     @property
     def predicate(self) -> Predicate:
@@ -233,6 +236,8 @@ class StagedColumnBatch:
         pipeline = self.plan.request.pipeline
         if not pipeline.destination.replace_by_watermark:
             return None
+        if self.plan.window is not None:  # fixed when planning (a unit), also for no row read
+            return self.plan.window
         bound = self.plan.bound.watermark
         column = pipeline.watermark.columns[0]
         if self.plan.upper is not None:  # a chunk: its whole closed-open range, read with >=

@@ -188,6 +188,11 @@ def file_may_hold_rows(
     value = bound.value
     if isinstance(value, datetime) and value.utcoffset() is None:
         value = value.replace(tzinfo=timezone.utc)  # as stats_value reads a wall clock
+    if bound.op == "=":  # a unit: the file's [min, max] (or partition value) must hold it
+        if partitioned:
+            return bool(high == value)
+        low = stats_value(file.get(f"min.{column}"), column_type)  # a cut minimum stays below
+        return not (low is not None and low > value) and bool(high >= value)
     return bool(high > value) if bound.op == ">" else bool(high >= value)
 
 

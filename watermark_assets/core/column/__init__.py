@@ -25,6 +25,7 @@ from watermark_assets.core.column.serialization import dumps, loads
 from watermark_assets.core.column.watermark import (
     ColumnValue,
     ColumnWatermark,
+    Equal,
     GreaterOrEqual,
     GreaterThan,
     WatermarkOperator,
@@ -37,6 +38,7 @@ __all__ = [
     "ColumnValue",
     "ColumnWatermark",
     "Comparison",
+    "Equal",
     "GreaterOrEqual",
     "GreaterThan",
     "Predicate",

@@ -7,6 +7,7 @@ skipping understand row-value comparisons, while every engine prunes on plain co
 
     (a > x) OR (a = x AND b > y)          operator >
     (a > x) OR (a = x AND b >= y)         operator >=  (only the last column is inclusive)
+    (a = x AND b = y)                     operator =   (a unit run: exactly one value)
 
 :func:`below` adds an exclusive upper bound on the leading column to every clause (a replay
 chunk reads ``lower <= row < upper``, closed at its start, open at its end)::
@@ -83,6 +84,9 @@ def predicate(watermark: ColumnWatermark, operator: WatermarkOperator) -> Predic
     if watermark.is_empty:
         return Predicate((), watermark, operator)
     columns, values = watermark.columns, watermark.key()
+    if operator is WatermarkOperator.EQUAL:
+        clause = tuple(Comparison(c, "=", v) for c, v in zip(columns, values))
+        return Predicate((clause,), watermark, operator)
     clauses = []
     for depth, (column, value) in enumerate(zip(columns, values)):
         equal = tuple(Comparison(c, "=", v) for c, v in zip(columns[:depth], values[:depth]))
@@ -116,12 +120,15 @@ def leading_bound(pred: Predicate) -> Comparison | None:
 
     Every clause of the expansion starts with the first column (``a > x`` or ``a = x AND ...``),
     so an admitted row has ``a >= x``, or ``a > x`` when the predicate is the single clause
-    ``a > x``. File skipping by statistics needs only this: a file whose maximum of ``a`` fails
-    the bound holds no admitted row.
+    ``a > x``, or ``a = x`` for an equality (a unit). File skipping by statistics needs only
+    this: a file whose maximum of ``a`` fails the bound holds no admitted row (for ``=`` also one
+    whose minimum is above ``x``).
     """
     if pred.admits_everything or pred.watermark.is_empty:
         return None  # no lower bound (an upper bound alone skips nothing here)
     first = pred.clauses[0][0]
+    if pred.operator is WatermarkOperator.EQUAL:
+        return first  # one clause of equalities: the leading column is exactly this value
     strict = len(pred.clauses) == 1 and first.op == ">"
     return Comparison(first.column, ">" if strict else ">=", first.value)
 

@@ -66,13 +66,18 @@ class WatermarkOperator(str, Enum):
     =========== ========= ==========================================
     Normal ETL  ``>``     exclusive: skip the exact last-saved row
     Replay chunk ``>=``   inclusive: include the chunk start value
+    Unit run    ``=``     exactly the rows of one value (a unit id)
     =========== ========= ==========================================
+
+    ``=`` is not the seed's: a unit-watermark run (seed 003) reads the rows of one unit, a chunk
+    whose lower and upper bounds are the same value (``[u, u]``).
 
     The value is the seed's spelling (``watermark_operator=">="``): ``WatermarkOperator(">=")``.
     """
 
     GREATER_THAN = ">"
     GREATER_OR_EQUAL = ">="
+    EQUAL = "="
 
     @classmethod
     def for_run(cls, *, replay: bool) -> WatermarkOperator:
@@ -81,6 +86,8 @@ class WatermarkOperator(str, Enum):
 
     def admits(self, row: tuple[Any, ...], bound: tuple[Any, ...]) -> bool:
         """Whether a row's tuple passes this operator against the watermark's tuple."""
+        if self is WatermarkOperator.EQUAL:
+            return row == bound
         return row > bound if self is WatermarkOperator.GREATER_THAN else row >= bound
 
 
@@ -88,6 +95,8 @@ GreaterThan = WatermarkOperator.GREATER_THAN
 """Normal runs: only rows above the last saved watermark."""
 GreaterOrEqual = WatermarkOperator.GREATER_OR_EQUAL
 """Replay chunks: the chunk's lower bound included."""
+Equal = WatermarkOperator.EQUAL
+"""Unit runs: exactly the rows holding the unit's id."""
 
 
 @register

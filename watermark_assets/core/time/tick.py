@@ -1,0 +1,140 @@
+"""One tick's decision for a time watermark: the effective cut-off, the windows due, and why.
+
+Built by :meth:`~watermark_assets.core.time.watermark.TimeWatermark.cut_off` and
+:meth:`~watermark_assets.core.time.watermark.TimeWatermark.due`; the Dagster edge turns
+:attr:`DueWindows.windows` into run requests and :meth:`DueWindows.explain` into the tick's
+reason, e.g.::
+
+    3 partitions: 2020-02-18, 2020-02-19, 2020-02-20 end after the cut-off 2020-02-18T00:00Z
+    (highest watermark 2020-02-21 + abstinent 0d - grace 3d)
+
+Windows are labelled by their start, as Dagster labels time partitions.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from watermark_assets.core.partition_selection import TimeWindow
+from watermark_assets.core.time.instant import format_instant
+from watermark_assets.core.time.partitioning import TimeWindows
+
+
+@dataclass(frozen=True)
+class CutOff:
+    """The effective cut-off of one tick and what it was computed from.
+
+    ``at`` is the cut-off; ``highest`` the largest high watermark (None on a first run, when
+    ``at`` is ``from_``).
+    """
+
+    at: datetime
+    highest: datetime | None
+    grace_days: int
+    abstinent_days: int
+    from_: datetime
+
+    @property
+    def first_run(self) -> bool:
+        """No window has succeeded yet: the cut-off is ``from``."""
+        return self.highest is None
+
+    def __str__(self) -> str:
+        if self.highest is None:
+            return f"{instant_text(self.at)} (first run: from)"
+        formula = (
+            f"highest watermark {short_instant(self.highest)} + abstinent {self.abstinent_days}d - "
+            f"grace {self.grace_days}d"
+        )
+        formula_at = self.highest + timedelta(days=self.abstinent_days - self.grace_days)
+        if formula_at < self.at:
+            return f"{instant_text(self.at)} (from, since {formula} is before it)"
+        return f"{instant_text(self.at)} ({formula})"
+
+
+@dataclass(frozen=True)
+class DueWindows:
+    """One tick's decision: which windows run, and why (:meth:`explain`).
+
+    ``rerun`` have history and end after the cut-off (grace re-runs, a grown partial window);
+    ``new`` have no history (never run, or their first run failed). ``of`` is every window of the
+    tick.
+    """
+
+    cut_off: CutOff
+    rerun: tuple[TimeWindow, ...]
+    new: tuple[TimeWindow, ...]
+    of: TimeWindows
+
+    @property
+    def windows(self) -> tuple[TimeWindow, ...]:
+        """Every window that runs, in start order."""
+        return tuple(sorted((*self.rerun, *self.new), key=lambda w: w.start))
+
+    @property
+    def effective_range(self) -> TimeWindow | None:
+        """``[cut-off, to)`` (never before ``from``): what an unpartitioned watermark reads, where
+        the one window ``[from, to)`` would re-read everything; None when empty."""
+        return self.of.effective_range(self.cut_off.at)
+
+    def __len__(self) -> int:
+        return len(self.rerun) + len(self.new)
+
+    def explain(self) -> str:
+        """The tick's reason in words, e.g. ``3 partitions: 2020-02-18, 2020-02-19, 2020-02-20
+        end after the cut-off 2020-02-18T00:00Z (highest watermark 2020-02-21 + abstinent 0d -
+        grace 3d)``."""
+        count = len(self)
+        head = f"{count} partition{'' if count == 1 else 's'}"
+        if not self.of:
+            start, end = instant_text(self.of.start), instant_text(self.of.end)
+            return f"{head}: no window between from {start} and to {end}"
+        if not count:
+            return f"{head}: all {len(self.of)} end at or before the cut-off {self.cut_off}"
+        parts: list[str] = []
+        if self.rerun:
+            verb = "ends" if len(self.rerun) == 1 else "end"
+            parts.append(f"{self._labels(self.rerun)} {verb} after the cut-off {self.cut_off}")
+        if self.new:
+            has = "has" if len(self.new) == 1 else "have"
+            parts.append(f"{self._labels(self.new)} {has} no history")
+        if not self.rerun:
+            if self.cut_off.first_run:
+                parts[-1] += f" (first run: the cut-off is from, {instant_text(self.cut_off.at)})"
+            elif len(self.of) > count:
+                parts.append(f"the others end at or before the cut-off {self.cut_off}")
+        return f"{head}: " + "; ".join(parts)
+
+    def _labels(self, chosen: Sequence[TimeWindow]) -> str:
+        labels = [self._label(w) for w in chosen]
+        if len(labels) > 6:
+            labels = [*labels[:3], f"... ({len(labels) - 6} more)", *labels[-3:]]
+        return ", ".join(labels)
+
+    def _label(self, window: TimeWindow) -> str:
+        label = short_instant(window.start)
+        if self.of.is_partial(-1) and window.start == self.of[-1].start:
+            label += f" (partial, to {short_instant(window.end)})"
+        return label
+
+
+def instant_text(moment: datetime) -> str:
+    """``2020-02-18T00:00Z``; seconds and milliseconds only when not zero."""
+    text = format_instant(moment)  # 2020-02-18T00:00:00.000Z
+    if text.endswith(".000Z"):
+        text = text[: -len(".000Z")] + "Z"
+        if text.endswith(":00Z"):
+            text = text[: -len(":00Z")] + "Z"
+    return text
+
+
+def short_instant(moment: datetime | None) -> str:
+    """``2020-02-21`` at midnight, else like :func:`instant_text`."""
+    if moment is None:
+        return "none"
+    text = instant_text(moment)
+    return text[:10] if text.endswith("T00:00Z") else text

@@ -1,0 +1,316 @@
+"""The Dagster objects of a unit pipeline (seed 003): one partition per unit id.
+
+- Explicit ids (``watermark.units: "id1,id2,id3"``): a :class:`StaticPartitionsDefinition` of
+  exactly those ids, in the configured order.
+- A secondary input (``watermark.secondary_input``): a :class:`DynamicPartitionsDefinition`
+  named ``{pipeline}_units`` and a sensor ``{pipeline}_units_sensor`` that reads the input on
+  each tick (:func:`~watermark_assets.sources.secondary_input.read_units`), adds the ids Dagster
+  does not know yet (``SensorResult.dynamic_partitions_requests``) and requests one run per new
+  id. It never removes a partition: ids that vanished from the input are reported
+  (:meth:`~watermark_assets.core.unit.UnitListing.describe`), and so are refused rows with their
+  row number (:meth:`~watermark_assets.core.unit.ScreenedUnits.describe`), in the tick's message
+  and, when the report changes, as an asset observation. An input that cannot be read at all
+  skips the tick and says why (nothing is added or removed).
+
+The asset's run reads and replaces each of its units in ONE commit
+(:func:`~watermark_assets.runs.unit.run_units`). A backfill runs ``backfill.max_partitions_per_run``
+units per run (default 1). The checks read this run's commits back from the log: each unit's
+done-at never moves backwards; rows added = rows read + rows kept by rewrite.
+"""
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetChecksDefinition,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetKey,
+    AssetObservation,
+    AssetsDefinition,
+    BackfillPolicy,
+    DefaultSensorStatus,
+    DynamicPartitionsDefinition,
+    MaterializeResult,
+    MetadataValue,
+    RunRequest,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    StaticPartitionsDefinition,
+    asset,
+    multi_asset_check,
+    sensor,
+)
+from dagster._core.definitions.unresolved_asset_job_definition import (
+    UnresolvedAssetJobDefinition,
+)
+
+from watermark_assets.config import UnitPipelineConfig
+from watermark_assets.core.clock import Clock
+from watermark_assets.core.unit import UnitWatermark, unit_id_problems
+from watermark_assets.defs.checks import MONOTONE_CHECK, RECONCILE_CHECK, check_results
+from watermark_assets.defs.column import reconcile_mismatch, run_versions
+from watermark_assets.defs.resources import WatermarkSparkResource
+from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.log import table_row_count
+from watermark_assets.exceptions import SecondaryInputError
+from watermark_assets.runs.column import RUN_METADATA_KEY
+from watermark_assets.runs.unit import INNER_KIND, UNIT_RUN_KEY, UnitRun, run_units
+from watermark_assets.sources.secondary_input import read_units
+
+UnitPartitions = StaticPartitionsDefinition | DynamicPartitionsDefinition
+
+
+def units_partitions_name(pipeline_name: str) -> str:
+    """The name of a unit pipeline's dynamic partitions: ``{pipeline}_units``."""
+    return f"{pipeline_name}_units"
+
+
+def unit_partitions(pipeline: UnitPipelineConfig) -> UnitPartitions:
+    """Static partitions of the explicit ids, or dynamic ones filled by the sensor."""
+    explicit = pipeline.watermark.explicit_units
+    if explicit is not None:
+        return StaticPartitionsDefinition(list(explicit))
+    return DynamicPartitionsDefinition(name=units_partitions_name(pipeline.name))
+
+
+def describe(pipeline: UnitPipelineConfig) -> str:
+    """The asset's description: its pipeline in a paragraph."""
+    lead = pipeline.description.strip() + "\n\n" if pipeline.description else ""
+    column = pipeline.watermark.column
+    listing = pipeline.watermark.secondary_input
+    where = (
+        f"the explicit ids `{pipeline.watermark.units}` (static partitions)"
+        if listing is None
+        else f"the ids the {listing.type} secondary input lists (dynamic partitions "
+        f"`{units_partitions_name(pipeline.name)}`, added by `{pipeline.name}_units_sensor`)"
+    )
+    return (
+        f"{lead}One partition per unit id, from {where}. A unit's run reads the rows of the "
+        f"{pipeline.source.type} source `{pipeline.source.location}` whose `{column}` is the id "
+        f"(pushed down to the source) and replaces exactly that unit's rows of "
+        f"`{pipeline.table.uri}` in ONE Delta commit, with the unit's watermark (when it was "
+        "done). Metadata: `unit/id`, `unit/done_at_before`, `unit/done_at`, `rows/read`, "
+        "`rows/committed`, `rows/removed`."
+    )
+
+
+def _done_text(run: UnitRun) -> tuple[str, str]:
+    before = "(first run)" if run.done_before is None else run.done_before.when.isoformat()
+    after = "(not recorded)" if run.done_after is None else run.done_after.when.isoformat()
+    return before, after
+
+
+def unit_metadata(runs: list[UnitRun], *, table_rows: int | None, table_uri: str) -> dict[str, Any]:
+    """What a run of units did: per unit its id, rows and done-at (the last unit's when one)."""
+    results = [r.result for r in runs]
+    versions = [r.outcome.version for r in results if r.outcome.version is not None]
+    metadata: dict[str, Any] = {
+        "unit/runs": MetadataValue.md("\n".join(f"- {r.line()}" for r in runs)),
+        "rows/read": MetadataValue.int(sum(r.staged.rows_read for r in results)),
+        "rows/committed": MetadataValue.int(sum(r.rows_committed for r in results)),
+        "rows/removed": MetadataValue.int(sum(r.rows_removed for r in results)),
+        "delta/versions": MetadataValue.json(versions),
+        "dagster/uri": MetadataValue.path(table_uri),
+    }
+    if len(runs) == 1:
+        (run,) = runs
+        before, after = _done_text(run)
+        metadata |= {
+            "unit/id": MetadataValue.text(run.unit),
+            "unit/done_at_before": MetadataValue.text(before),
+            "unit/done_at": MetadataValue.text(after),
+            "read/predicate": MetadataValue.text(run.result.staged.plan.predicate_text),
+            "read/pushed_down": MetadataValue.text(run.result.staged.pushed_down),
+            "replace/window": MetadataValue.text(str(run.result.window)),
+        }
+    else:
+        metadata["unit/ids"] = MetadataValue.json([r.unit for r in runs])
+        metadata["unit/done_at"] = MetadataValue.json({r.unit: _done_text(r)[1] for r in runs})
+    if table_rows is not None:
+        metadata["dagster/row_count"] = MetadataValue.int(table_rows)
+    return metadata
+
+
+def build_unit_asset(
+    pipeline: UnitPipelineConfig, partitions_def: UnitPartitions, clock: Clock
+) -> AssetsDefinition:
+    """The unit-partitioned asset: a run replaces each of its units (module docstring)."""
+    per_run = pipeline.backfill.max_partitions_per_run
+    policy = (
+        BackfillPolicy.single_run()
+        if per_run is None
+        else BackfillPolicy.multi_run(max_partitions_per_run=per_run)
+    )
+
+    @asset(
+        key=AssetKey([pipeline.name]),
+        description=describe(pipeline),
+        group_name="watermark_unit_ingestion",
+        kinds={"spark", "delta"},
+        metadata={
+            "table_uri": pipeline.table.uri,
+            "source": pipeline.source.location,
+            "source_type": pipeline.source.type,
+            "unit_column": pipeline.watermark.column,
+            "units": "explicit"
+            if pipeline.watermark.secondary_input is None
+            else f"secondary input ({pipeline.watermark.secondary_input.type})",
+        },
+        op_tags={"watermark_assets/pipeline": pipeline.name},
+        partitions_def=partitions_def,
+        backfill_policy=policy,
+    )
+    def unit_asset(
+        context: AssetExecutionContext, spark: WatermarkSparkResource
+    ) -> MaterializeResult[None]:
+        runs = run_units(
+            pipeline,
+            list(context.partition_keys),
+            spark.spark_session,
+            run_id=context.run.run_id,
+            job_name=context.run.job_name,
+            clock=clock,
+            log=context.log.info,
+        )
+        uri = pipeline.table.uri
+        return MaterializeResult(
+            metadata=unit_metadata(runs, table_rows=table_row_count(uri), table_uri=uri)
+        )
+
+    return unit_asset
+
+
+def build_unit_checks(pipeline: UnitPipelineConfig, asset_key: AssetKey) -> AssetChecksDefinition:
+    """The two checks, read from this run's commits in the Delta log: each unit's done-at never
+    moves backwards (the commit's value is at or above the one it planned on), and the rows it
+    adds reconcile with the rows read (+ rows kept when a file holding other units was
+    rewritten)."""
+
+    @multi_asset_check(
+        specs=[
+            AssetCheckSpec(
+                MONOTONE_CHECK,
+                asset=asset_key,
+                description="Each unit's watermark (done-at) a commit stores is at or above the "
+                "one it read.",
+            ),
+            AssetCheckSpec(
+                RECONCILE_CHECK,
+                asset=asset_key,
+                description="Rows added by a unit's commit = rows read + rows of other units "
+                "kept when a file was rewritten.",
+            ),
+        ],
+        name=f"{pipeline.name}_checks",
+    )
+    def checks(context: AssetCheckExecutionContext) -> Iterator[AssetCheckResult]:
+        versions = run_versions(context, asset_key)
+        committer = DeltaCommitter(pipeline.table.uri)
+        regressions: list[str] = []
+        mismatches: list[str] = []
+        for version in versions:
+            commit = committer.read_commit(version)
+            unit_text = commit.custom_metadata.get(UNIT_RUN_KEY)
+            run_text = commit.custom_metadata.get(RUN_METADATA_KEY)
+            if not unit_text or not run_text:
+                continue
+            unit = json.loads(unit_text)
+            before, after = unit["done_at_before"], unit["done_at_after"]
+            if before is not None and after < before:
+                regressions.append(f"v{version}: unit {unit['unit']!r} {before} -> {after} ms")
+            mismatch = reconcile_mismatch(version, json.loads(run_text), commit)
+            if mismatch is not None:
+                mismatches.append(mismatch)
+        if not versions:
+            note = "this run made no commit"
+            yield AssetCheckResult(check_name=MONOTONE_CHECK, passed=True, description=note)
+            yield AssetCheckResult(check_name=RECONCILE_CHECK, passed=True, description=note)
+            return
+        yield from check_results(versions, regressions, mismatches)
+
+    return checks
+
+
+def build_units_sensor(
+    pipeline: UnitPipelineConfig,
+    job: UnresolvedAssetJobDefinition,
+    asset_key: AssetKey,
+    partitions_def: DynamicPartitionsDefinition,
+    *,
+    read: Callable[[], Any] | None = None,
+) -> SensorDefinition:
+    """``{pipeline}_units_sensor``: new ids of the secondary input -> dynamic partitions + one
+    run each (module docstring). The cursor holds a digest of the ids no longer listed and the
+    refused rows, so an unchanged report is said in each tick but observed once."""
+    listing = pipeline.watermark.secondary_input
+    assert listing is not None, "only a secondary input has a units sensor"
+    source = listing.build()
+    name = units_partitions_name(pipeline.name)
+    settings = pipeline.sensor
+
+    @sensor(
+        name=f"{pipeline.name}_units_sensor",
+        job=job,
+        minimum_interval_seconds=settings.minimum_interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING
+        if settings.running_by_default
+        else DefaultSensorStatus.STOPPED,
+        description=f"Reads the unit ids of {source.describe()} and adds the new ones as "
+        f"partitions of {pipeline.name} (never removes one), with a run each.",
+    )
+    def units_sensor(context: SensorEvaluationContext) -> SensorResult:
+        try:
+            screened = read_units(source) if read is None else read()
+        except SecondaryInputError as error:
+            return SensorResult(skip_reason=f"{pipeline.name}: {error}", cursor=context.cursor)
+        # A key added by hand in the UI may break the id rules: it stays, and is not compared.
+        known = [
+            k for k in context.instance.get_dynamic_partitions(name) if not unit_id_problems(k)
+        ]
+        units = UnitWatermark.of_units(INNER_KIND, known).new_units(screened.units)
+        report = f"{units.describe()} | {screened.describe()}"
+        # What is observed once until it changes: the ids no longer listed, the refused rows.
+        noted = json.dumps(
+            [list(units.missing), [(r.row, repr(r.value)) for r in screened.refused]]
+        )
+        digest = hashlib.sha256(noted.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        changed = digest != context.cursor and bool(units.missing or screened.refused)
+        events: list[AssetObservation] = []
+        if units.new or changed:
+            events.append(
+                AssetObservation(
+                    asset_key=asset_key,
+                    metadata={
+                        "units/listing": MetadataValue.text(units.describe()),
+                        "units/input": MetadataValue.text(screened.describe()),
+                        "units/new": MetadataValue.json(list(units.new)),
+                        "units/no_longer_listed": MetadataValue.json(list(units.missing)),
+                        "units/refused": MetadataValue.json(
+                            [
+                                {"row": r.row, "value": repr(r.value), "reason": r.reason}
+                                for r in screened.refused
+                            ]
+                        ),
+                    },
+                )
+            )
+        if not units.new:
+            return SensorResult(skip_reason=report, cursor=digest, asset_events=events)
+        context.log.info(f"{pipeline.name}: {report}")
+        return SensorResult(
+            run_requests=[
+                RunRequest(run_key=f"{pipeline.name}|unit|{unit}", partition_key=unit)
+                for unit in units.new
+            ],
+            dynamic_partitions_requests=[partitions_def.build_add_request(list(units.new))],
+            asset_events=events,
+            cursor=digest,
+        )
+
+    return units_sensor
