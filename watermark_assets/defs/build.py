@@ -9,6 +9,7 @@ from dagster import (
     AssetsDefinition,
     AssetSelection,
     Definitions,
+    ScheduleDefinition,
     SensorDefinition,
     define_asset_job,
 )
@@ -16,7 +17,13 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
-from watermark_assets.config import AnyPipeline, ColumnPipelineConfig, ProjectConfig, load_config
+from watermark_assets.config import (
+    AnyPipeline,
+    ColumnPipelineConfig,
+    ProjectConfig,
+    TimePipelineConfig,
+    load_config,
+)
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.defs.assets import IO_MANAGER_KEY, SPARK_RESOURCE_KEY, build_asset
 from watermark_assets.defs.checks import build_checks
@@ -31,6 +38,7 @@ from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.sensors import build_sensor
+from watermark_assets.defs.time import build_time_pipeline
 from watermark_assets.sources.jdbc import with_postgres_driver
 
 
@@ -46,10 +54,14 @@ class PipelineDefs:
     checks: AssetChecksDefinition
     job: UnresolvedAssetJobDefinition
     sensor: SensorDefinition | None
+    schedule: ScheduleDefinition | None = None
 
 
 def build_pipeline(pipeline: AnyPipeline, clock: Clock) -> PipelineDefs:
     """The ONE place a pipeline's kind decides its Dagster objects."""
+    if isinstance(pipeline, TimePipelineConfig):
+        time = build_time_pipeline(pipeline, clock)
+        return PipelineDefs(time.asset, time.checks, time.job, time.sensor, time.schedule)
     if isinstance(pipeline, ColumnPipelineConfig):
         asset = build_column_asset(pipeline, clock)
         check = build_column_checks(pipeline, asset.key)
@@ -83,12 +95,15 @@ def build_definitions(
 
     asset ``NAME``; job ``NAME_job``; checks ``NAME_checks`` (``watermark_never_moves_backwards``
     and ``rows_reconcile``); file-path pipelines also a sensor ``NAME_sensor`` (column pipelines
-    are materialized by hand or by a backfill for now).
+    are materialized by hand or by a backfill for now); time pipelines a sensor ``NAME_sensor``
+    and a schedule ``NAME_schedule`` (``defs/time.py``).
     """
     config = config or load_config()
     built = [build_pipeline(pipeline, clock) for pipeline in config.pipelines]
     spark_conf = {"spark.master": config.spark.master, **config.spark.conf}
-    if any(p.source.type == "jdbc" for p in config.column_pipelines):
+    source_types = [p.source.type for p in config.column_pipelines]
+    source_types += [p.source.type for p in config.time_pipelines]
+    if "jdbc" in source_types:
         # The session must start with the driver jar; a later JDBC read cannot add it.
         spark_conf = with_postgres_driver(spark_conf)
     return Definitions(
@@ -96,6 +111,7 @@ def build_definitions(
         asset_checks=[b.checks for b in built],
         jobs=[b.job for b in built],
         sensors=[b.sensor for b in built if b.sensor is not None],
+        schedules=[b.schedule for b in built if b.schedule is not None],
         resources={
             IO_MANAGER_KEY: WatermarkDeltaIOManager(),
             COLUMN_IO_MANAGER_KEY: ColumnWatermarkIOManager(),

@@ -1,0 +1,212 @@
+"""A run of a time pipeline (seed 003): its windows read and replaced, one commit each (no Dagster).
+
+A window ``[start, end)`` of :func:`~watermark_assets.core.time.windows` is a replay chunk of the
+column machinery (:mod:`watermark_assets.runs.column`): read with ``column >= start AND column <
+end`` (pushed to the source: a filter for tables and files, a ``WHERE`` for JDBC, the lower bound
+in ``watermark_param_mapping`` and the end in ``watermark_to_param`` for an HTTP API), staged, and
+committed as a replace of ``[start, end)`` (``Interval.CLOSED_OPEN``) in ONE Delta commit. That
+commit also carries:
+
+- the txn ``watermark_assets/{pipeline}/time/{window start}`` (:func:`window_app_id`): version 1,
+  2, ... per run of the window; a concurrent run of the same window makes the commit stale and it
+  plans and reads again;
+- the entry ``watermark_assets.time/{pipeline}`` (:func:`time_metadata_key`): the
+  :class:`~watermark_assets.core.time.TimeWatermark` read before the run with this window's high
+  watermark recorded (its end, or ``to`` for the partial last window), plus the window.
+
+So a window's data and its high watermark are ONE atomic commit. :func:`load_time_watermark` reads
+the watermark back by merging the entries of every commit of the log (per-window maximum): two
+runs of different windows committing at once each carry what they saw, and the merge keeps both.
+
+A window that reads no row still commits when the table exists (``records_completion``): its rows
+in the table are removed (deleted at the source) and its high watermark is recorded; with no
+table yet nothing is committed and the window stays without history (it runs again next tick).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from watermark_assets.config import TimePipelineConfig
+from watermark_assets.core.clock import Clock, system_clock
+from watermark_assets.core.column.lookback import ReadBound
+from watermark_assets.core.column.watermark import ColumnWatermark, GreaterOrEqual
+from watermark_assets.core.partition_selection import TimeWindow
+from watermark_assets.core.time import TimeWatermark, format_instant
+from watermark_assets.core.time.tick import DueWindows, short_instant
+from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.runs.column import (
+    ColumnPlan,
+    ColumnResult,
+    ColumnRunRequest,
+    commit_column_batch,
+    stage_column_batch,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: The commitInfo entry prefix of a time pipeline's watermark (+ the pipeline name).
+TIME_METADATA_PREFIX = "watermark_assets.time/"
+
+
+def time_metadata_key(pipeline_name: str) -> str:
+    """The commitInfo key holding ``pipeline_name``'s time watermark."""
+    return TIME_METADATA_PREFIX + pipeline_name
+
+
+def window_app_id(pipeline_name: str, window: TimeWindow) -> str:
+    """The txn app id of one window: one per window start (a partial window keeps its id as it
+    grows)."""
+    return f"watermark_assets/{pipeline_name}/time/{format_instant(window.start)}"
+
+
+def load_time_watermark(pipeline: TimePipelineConfig) -> tuple[TimeWatermark, int | None]:
+    """The pipeline's time watermark (every commit's entry merged, per-window maximum) and the
+    table version it was read at (None: no table, an empty watermark)."""
+    committer = DeltaCommitter(pipeline.table.uri)
+    key = time_metadata_key(pipeline.name)
+    merged = TimeWatermark.empty()
+    version: int | None = None
+    for commit in committer.read_commits_after(None):
+        version = commit.version
+        entry = commit.custom_metadata.get(key)
+        if entry is not None:
+            merged = merged.merge(TimeWatermark.from_json(json.loads(entry)["watermark"]))
+    return merged, version
+
+
+def plan_window(
+    request: ColumnRunRequest, pipeline: TimePipelineConfig, window: TimeWindow
+) -> ColumnPlan:
+    """The plan of one window: its txn read first (the optimistic lock), then the watermark."""
+    column = pipeline.watermark.column
+    committer = DeltaCommitter(pipeline.table.uri)
+    app_id = window_app_id(pipeline.name, window)
+    txn = TxnVersion.next_of(app_id, committer.transaction_version(app_id))
+    stored, _ = load_time_watermark(pipeline)
+    after = stored.advance(window)
+    entry = {
+        "watermark": after.to_json(),
+        "window": [format_instant(window.start), format_instant(window.end)],
+        "high_watermark": format_instant(window.end),
+        "run_id": request.run_id,
+        "job_id": request.job_name,
+    }
+    return ColumnPlan(
+        request=request,
+        watermark_before=ColumnWatermark.empty((column,)),
+        bound=ReadBound(ColumnWatermark((column,), (window.start,)), GreaterOrEqual),
+        txn=txn,
+        provider="delta_metadata",
+        upper=ColumnWatermark((column,), (window.end,)),
+        saves_watermark=False,  # no column watermark: the time watermark is in extra_metadata
+        extra_metadata={time_metadata_key(pipeline.name): json.dumps(entry)},
+        records_completion=True,
+    )
+
+
+@dataclass(frozen=True)
+class WindowRun:
+    """One window of a run: what it read and committed."""
+
+    window: TimeWindow
+    result: ColumnResult
+
+    @property
+    def committed(self) -> bool:
+        return self.result.outcome.version is not None
+
+    def line(self) -> str:
+        """One log line."""
+        result, outcome = self.result, self.result.outcome
+        version = "" if outcome.version is None else f" as Delta version {outcome.version}"
+        counts = [f"{result.staged.rows_read} rows read", f"{result.rows_committed} committed"]
+        if result.rows_removed:
+            counts.append(f"{result.rows_removed} rows removed from the window")
+        return (
+            f"window [{short_instant(self.window.start)}, {short_instant(self.window.end)}): "
+            f"{', '.join(counts)}{version} ({outcome.reason})"
+        )
+
+    def summary(self) -> dict[str, object]:
+        """The window's materialization metadata entry."""
+        result = self.result
+        return {
+            "window": [format_instant(self.window.start), format_instant(self.window.end)],
+            "high_watermark": format_instant(self.window.end) if self.committed else None,
+            "rows_read": result.staged.rows_read,
+            "rows_committed": result.rows_committed,
+            "rows_removed": result.rows_removed,
+            "delta_version": result.outcome.version,
+            "pushed_down": result.staged.pushed_down,
+        }
+
+
+@dataclass(frozen=True)
+class TimeRunResult:
+    """A run's windows in order, and the watermark before and after it."""
+
+    pipeline: str
+    windows: tuple[WindowRun, ...]
+    watermark_before: TimeWatermark
+    watermark_after: TimeWatermark
+
+    @property
+    def versions(self) -> list[int]:
+        return [
+            w.result.outcome.version for w in self.windows if w.result.outcome.version is not None
+        ]
+
+    @property
+    def rows_read(self) -> int:
+        return sum(w.result.staged.rows_read for w in self.windows)
+
+    @property
+    def rows_committed(self) -> int:
+        return sum(w.result.rows_committed for w in self.windows)
+
+    @property
+    def rows_removed(self) -> int:
+        return sum(w.result.rows_removed for w in self.windows)
+
+
+def run_windows(
+    pipeline: TimePipelineConfig,
+    windows: Sequence[TimeWindow],
+    spark: SparkSession,
+    *,
+    run_id: str,
+    job_name: str | None = None,
+    clock: Clock = system_clock,
+    log: Callable[[str], None] = print,
+) -> TimeRunResult:
+    """Read and replace each of ``windows``, in start order, one commit each (module docstring)."""
+    column_pipeline = pipeline.column_pipeline()
+    request = ColumnRunRequest(
+        pipeline=column_pipeline, run_id=run_id, job_name=job_name, clock=clock
+    )
+    before, _ = load_time_watermark(pipeline)
+    runs: list[WindowRun] = []
+    for window in sorted(windows, key=lambda w: w.start):
+        now: datetime = clock()
+
+        def plan(window: TimeWindow = window) -> ColumnPlan:
+            return plan_window(request, pipeline, window)
+
+        staged = stage_column_batch(plan(), spark, now=now)
+        result = commit_column_batch(staged, now=now, replan=plan)
+        runs.append(WindowRun(window, result))
+        log(f"{pipeline.name}: {runs[-1].line()}")
+    after, _ = load_time_watermark(pipeline)
+    return TimeRunResult(pipeline.name, tuple(runs), before, after)
+
+
+def tick(pipeline: TimePipelineConfig, now: datetime) -> DueWindows:
+    """One tick's decision: the windows due at ``now`` (the watermark read from the log once)."""
+    watermark, _ = load_time_watermark(pipeline)
+    return watermark.due_at(pipeline.watermark.spec, now)
