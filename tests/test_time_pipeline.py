@@ -21,7 +21,10 @@ import yaml
 from conftest import project_config
 from dagster import (
     DagsterInstance,
+    DagsterRunStatus,
     ExecuteInProcessResult,
+    build_schedule_context,
+    build_sensor_context,
     partition_loading_context,
 )
 from deltalake import DeltaTable
@@ -292,7 +295,7 @@ DAILY_ORDERS = [order(i, day("2019-12-31T12:00") + timedelta(days=i)) for i in r
 def test_the_seeds_daily_example_first_run_then_grace_3(spark: Any, tmp_path: Path) -> None:
     """from 2020-01-01 to P0D: the first run on 2020-01-15 covers 2020-01-01 to 2020-01-15; the
     run on 2020-01-16 with grace 3 and abstinent 0 covers 2020-01-12 to 2020-01-16."""
-    scene = TimeScene(tmp_path, "2020-01-15", to="P0D", partition="daily")
+    scene = TimeScene(tmp_path, "2020-01-15", to="P0D", partition="daily", grace_days=3)
     scene.orders.put(*DAILY_ORDERS)
     first_tick = decide_tick(scene.pipeline, day("2020-01-15"))
     assert first_tick.keys == tuple(f"2020-01-{d:02}" for d in range(1, 15))
@@ -318,16 +321,63 @@ def test_the_seeds_daily_example_first_run_then_grace_3(spark: Any, tmp_path: Pa
     assert len(watermark.high_watermarks) == 14
     assert watermark.high_watermark(day("2020-01-01")) == day("2020-01-02")
 
-    grace = scene.variant(grace_days=3)
-    tick = decide_tick(grace, day("2020-01-16"))
-    assert tick.keys == ("2020-01-12", "2020-01-13", "2020-01-14", "2020-01-15")
-    assert tick.due.explain() == (
+    expected = ["2020-01-12", "2020-01-13", "2020-01-14", "2020-01-15"]
+    why = (
         "4 partitions: 2020-01-12, 2020-01-13, 2020-01-14 end after the cut-off "
         "2020-01-12T00:00Z (highest watermark 2020-01-15 + abstinent 0d - grace 3d); "
         "2020-01-15 has no history"
     )
+    tick = decide_tick(scene.pipeline, day("2020-01-16"))
+    assert list(tick.keys) == expected
+    assert tick.due.explain() == why
     # Without grace only the new window runs; older successful windows never do.
-    assert keys(scene.pipeline, "2020-01-16") == ["2020-01-15"]
+    assert keys(scene.variant(grace_days=0), "2020-01-16") == ["2020-01-15"]
+
+    # The sensor and the schedule request exactly those partitions (the clock is injected).
+    scene.at("2020-01-16")
+    job = scene.defs.resolve_job_def("orders_job")
+    in_flight = scene.instance.create_run_for_job(
+        job, status=DagsterRunStatus.STARTED, tags={"dagster/partition": "2020-01-13"}
+    )
+    sensor = scene.defs.get_sensor_def("orders_sensor")
+    with build_sensor_context(instance=scene.instance, definitions=scene.defs) as context:
+        requested = sensor.evaluate_tick(context).run_requests or []
+    assert [r.partition_key for r in requested] == [k for k in expected if k != "2020-01-13"]
+    assert len({r.run_key for r in requested}) == 3
+    scene.instance.report_run_failed(in_flight)
+    schedule = scene.defs.get_schedule_def("orders_schedule")
+    assert schedule.cron_schedule == "0 0 * * *"
+    repository = scene.defs.get_repository_def()
+    (tmp_path / "dagster").mkdir()
+    with (
+        DagsterInstance.local_temp(str(tmp_path / "dagster")) as persistent,  # schedules need one
+        build_schedule_context(instance=persistent, repository_def=repository) as context,
+    ):
+        scheduled = schedule.evaluate_tick(context).run_requests or []
+    assert [r.partition_key for r in scheduled] == expected
+
+    # Running them re-reads 01-12..01-14 and adds 01-15; the next tick waits for the next day.
+    rerun = scene.run("2020-01-12", "2020-01-15")
+    assert rerun["rows/read"] == 4 and rerun["rows/removed"] == 3
+    assert rerun["time/cut_off"] == (
+        "2020-01-12T00:00Z (highest watermark 2020-01-15 + abstinent 0d - grace 3d)"
+    )
+    assert scene.ids() == list(range(1, 16))
+    # The cut-off moved to 2020-01-13: the grace windows are due again, under new run keys; a
+    # sensor requests a window once per cut-off window (Dagster skips a run key it launched).
+    with build_sensor_context(instance=scene.instance, definitions=scene.defs) as context:
+        again = sensor.evaluate_tick(context).run_requests or []
+    assert [r.partition_key for r in again] == ["2020-01-13", "2020-01-14", "2020-01-15"]
+    assert again[0].run_key == "2020-01-13|2020-01-13T00:00:00.000Z|a0"
+    assert requested[0].run_key == "2020-01-12|2020-01-12T00:00:00.000Z|a0"
+    scene.at("2020-01-17")
+    assert keys(scene.pipeline, "2020-01-17") == [
+        "2020-01-13",
+        "2020-01-14",
+        "2020-01-15",
+        "2020-01-16",
+    ]
+    assert keys(scene.variant(grace_days=0, abstinent_days=1), "2020-01-16") == []
 
 
 @pytest.mark.spark

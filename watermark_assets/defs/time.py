@@ -17,7 +17,7 @@
   words (``DueWindows.explain()``).
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -286,6 +286,11 @@ class TimeTick:
     keys: tuple[str, ...]
     #: ``partition: none``: whether the effective range is not empty (one run is due)
     unpartitioned_due: bool
+    #: the cut-off rounded down to a window boundary (to the day for ``none``): the sensor's run
+    #: keys carry it, so a window is requested again only once the cut-off crosses a boundary
+    #: (a partial window's ``to`` moves the cut-off on every run; a fast sensor must not
+    #: re-run the windows of the grace period on every tick)
+    epoch: datetime
 
     @property
     def runs(self) -> bool:
@@ -297,37 +302,32 @@ def decide_tick(pipeline: TimePipelineConfig, now: datetime) -> TimeTick:
     spec = pipeline.watermark.spec
     watermark, _ = load_time_watermark(pipeline)
     due = watermark.due_at(spec, now)
+    at = due.cut_off.at
     if spec.partitioning is Partitioning.NONE:
-        return TimeTick(due, (), due.effective_range is not None)
-    return TimeTick(due, tuple(partition_key(spec, w) for w in due.windows), False)
+        epoch = at.replace(hour=0, minute=0, second=0, microsecond=0)
+        return TimeTick(due, (), due.effective_range is not None, epoch)
+    index = due.of.index_containing(at)
+    epoch = at if index is None else due.of.boundary(index)
+    return TimeTick(due, tuple(partition_key(spec, w) for w in due.windows), False, epoch)
 
 
 def _requests(
-    pipeline: TimePipelineConfig,
-    tick: TimeTick,
-    busy: set[str],
-    attempts: dict[str, int] | None = None,
-    *,
-    keyed: bool = True,
+    pipeline: TimePipelineConfig, tick: TimeTick, busy: set[str], suffix: Callable[[str], str]
 ) -> tuple[list[RunRequest], list[str]]:
     """Run requests for the tick's keys, the keys with a run in flight left out (and returned).
 
-    ``keyed``: a sensor's run key is the window, the cut-off it is due after and an attempt
-    counter (a failed run's window gets a new key); a schedule's requests need none (its tick
-    scopes them)."""
-
-    def run_key(base: str) -> str | None:
-        return f"{base}|a{(attempts or {}).get(base, 0)}" if keyed else None
-
-    cut = format_instant(tick.due.cut_off.at)
-    requests: list[RunRequest] = []
-    waiting: list[str] = []
+    Run key: the window, the cut-off's :attr:`TimeTick.epoch`, and ``suffix(base)`` (a sensor:
+    an attempt counter, so a failed run's window gets a new key; a schedule: the tick's time).
+    """
+    cut = format_instant(tick.epoch)
     if not tick.keys and tick.unpartitioned_due:
         if "" in busy:
             return [], ["(unpartitioned)"]
         base = f"{pipeline.name}|{cut}"
         tags = {PIPELINE_TAG: pipeline.name, TICK_TAG: base}
-        return [RunRequest(run_key=run_key(base), tags=tags)], []
+        return [RunRequest(run_key=f"{base}|{suffix(base)}", tags=tags)], []
+    requests: list[RunRequest] = []
+    waiting: list[str] = []
     for key in tick.keys:
         if key in busy:
             waiting.append(key)
@@ -335,7 +335,7 @@ def _requests(
         base = f"{key}|{cut}"
         requests.append(
             RunRequest(
-                run_key=run_key(base),
+                run_key=f"{base}|{suffix(base)}",
                 partition_key=key,
                 tags={PIPELINE_TAG: pipeline.name, TICK_TAG: base},
             )
@@ -404,7 +404,9 @@ def build_time_sensor(
             base = run.tags.get(TICK_TAG)
             if base:
                 attempts[base] = attempts.get(base, 0) + 1
-        requests, waiting = _requests(pipeline, tick, busy, attempts)
+        requests, waiting = _requests(
+            pipeline, tick, busy, lambda base: f"a{attempts.get(base, 0)}"
+        )
         message = _message(tick, waiting)
         if not requests:
             return SensorResult(skip_reason=message)
@@ -426,17 +428,21 @@ def build_time_schedule(
     settings = pipeline.schedule
     cron = settings.cron or partition_cron(pipeline.watermark.spec)
 
-    def evaluate(context: ScheduleEvaluationContext) -> list[RunRequest] | SkipReason:
-        tick = decide_tick(pipeline, clock())
+    def evaluate(context: ScheduleEvaluationContext) -> Iterator[RunRequest | SkipReason]:
+        now = clock()
+        tick = decide_tick(pipeline, now)
         if not tick.runs:
-            return SkipReason(tick.due.explain())
+            yield SkipReason(tick.due.explain())
+            return
         busy = _busy(context, asset_key, job.name, partitions_def)
-        requests, waiting = _requests(pipeline, tick, busy, keyed=False)
+        at = format_instant(now)
+        requests, waiting = _requests(pipeline, tick, busy, lambda base: f"tick {at}")
         message = _message(tick, waiting)
         if not requests:
-            return SkipReason(message)
+            yield SkipReason(message)
+            return
         context.log.info(f"{pipeline.name}: {message}")
-        return requests
+        yield from requests
 
     return ScheduleDefinition(
         name=f"{pipeline.name}_schedule",

@@ -37,7 +37,7 @@ from watermark_assets.core.column.lookback import ReadBound
 from watermark_assets.core.column.watermark import ColumnWatermark, GreaterOrEqual
 from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time import TimeWatermark, format_instant
-from watermark_assets.core.time.tick import DueWindows, short_instant
+from watermark_assets.core.time.tick import short_instant
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.runs.column import (
     ColumnPlan,
@@ -65,30 +65,49 @@ def window_app_id(pipeline_name: str, window: TimeWindow) -> str:
     return f"watermark_assets/{pipeline_name}/time/{format_instant(window.start)}"
 
 
+class TimeWatermarkLog:
+    """The pipeline's time watermark as the Delta log holds it, read incrementally: each
+    :meth:`read` merges the entries of the commits after the last one it read (per-window
+    maximum), so a run of many windows reads each commit once."""
+
+    def __init__(self, pipeline: TimePipelineConfig) -> None:
+        self._committer = DeltaCommitter(pipeline.table.uri)
+        self._key = time_metadata_key(pipeline.name)
+        self.watermark = TimeWatermark.empty()
+        #: the newest table version read (None: no table yet)
+        self.version: int | None = None
+
+    def read(self) -> TimeWatermark:
+        """The watermark merged over every commit up to the table's current version."""
+        for commit in self._committer.read_commits_after(self.version):
+            self.version = commit.version
+            entry = commit.custom_metadata.get(self._key)
+            if entry is not None:
+                stored = TimeWatermark.from_json(json.loads(entry)["watermark"])
+                self.watermark = self.watermark.merge(stored)
+        return self.watermark
+
+
 def load_time_watermark(pipeline: TimePipelineConfig) -> tuple[TimeWatermark, int | None]:
     """The pipeline's time watermark (every commit's entry merged, per-window maximum) and the
     table version it was read at (None: no table, an empty watermark)."""
-    committer = DeltaCommitter(pipeline.table.uri)
-    key = time_metadata_key(pipeline.name)
-    merged = TimeWatermark.empty()
-    version: int | None = None
-    for commit in committer.read_commits_after(None):
-        version = commit.version
-        entry = commit.custom_metadata.get(key)
-        if entry is not None:
-            merged = merged.merge(TimeWatermark.from_json(json.loads(entry)["watermark"]))
-    return merged, version
+    log = TimeWatermarkLog(pipeline)
+    return log.read(), log.version
 
 
 def plan_window(
-    request: ColumnRunRequest, pipeline: TimePipelineConfig, window: TimeWindow
+    request: ColumnRunRequest,
+    pipeline: TimePipelineConfig,
+    window: TimeWindow,
+    log: TimeWatermarkLog | None = None,
 ) -> ColumnPlan:
-    """The plan of one window: its txn read first (the optimistic lock), then the watermark."""
+    """The plan of one window: its txn read first (the optimistic lock), then the watermark
+    (``log``: the run's incremental reader; a new one reads the whole log)."""
     column = pipeline.watermark.column
     committer = DeltaCommitter(pipeline.table.uri)
     app_id = window_app_id(pipeline.name, window)
     txn = TxnVersion.next_of(app_id, committer.transaction_version(app_id))
-    stored, _ = load_time_watermark(pipeline)
+    stored = (log or TimeWatermarkLog(pipeline)).read()
     after = stored.advance(window)
     entry = {
         "watermark": after.to_json(),
@@ -190,23 +209,18 @@ def run_windows(
     request = ColumnRunRequest(
         pipeline=column_pipeline, run_id=run_id, job_name=job_name, clock=clock
     )
-    before, _ = load_time_watermark(pipeline)
+    watermark_log = TimeWatermarkLog(pipeline)
+    before = watermark_log.read()
     runs: list[WindowRun] = []
     for window in sorted(windows, key=lambda w: w.start):
         now: datetime = clock()
 
         def plan(window: TimeWindow = window) -> ColumnPlan:
-            return plan_window(request, pipeline, window)
+            return plan_window(request, pipeline, window, watermark_log)
 
         staged = stage_column_batch(plan(), spark, now=now)
         result = commit_column_batch(staged, now=now, replan=plan)
         runs.append(WindowRun(window, result))
         log(f"{pipeline.name}: {runs[-1].line()}")
-    after, _ = load_time_watermark(pipeline)
+    after = watermark_log.read()
     return TimeRunResult(pipeline.name, tuple(runs), before, after)
-
-
-def tick(pipeline: TimePipelineConfig, now: datetime) -> DueWindows:
-    """One tick's decision: the windows due at ``now`` (the watermark read from the log once)."""
-    watermark, _ = load_time_watermark(pipeline)
-    return watermark.due_at(pipeline.watermark.spec, now)
