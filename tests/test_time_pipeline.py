@@ -12,7 +12,11 @@
 from __future__ import annotations
 
 import json
+import threading
+import urllib.parse
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -495,3 +499,105 @@ def test_the_seeds_abstinent_example_unpartitioned(spark: Any, tmp_path: Path) -
     second = scene.at("2020-01-16").run_unpartitioned()  # abstinent 0: [01-15, 01-16)
     assert second["time/window"] == ["2020-01-15T00:00:00.000Z", "2020-01-16T00:00:00.000Z"]
     assert scene.ids() == list(range(1, 16))
+
+
+class DailyFiles(BaseHTTPRequestHandler):
+    """``GET /files?since=ISO&until=ISO``: the records of the daily files ``fileYYYYMMDD`` whose
+    day starts in ``[since, until)``; the server keeps the last 7 days (the seed's example)."""
+
+    clock: FrozenClock
+    fetched: list[list[str]]
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_GET(self) -> None:
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+        today = self.clock().replace(hour=0, minute=0, second=0, microsecond=0)
+        kept = [today - timedelta(days=back) for back in range(7)]
+        since = datetime.fromisoformat(query["since"]) if "since" in query else kept[-1]
+        until = datetime.fromisoformat(query["until"]) if "until" in query else self.clock()
+        files = sorted(d for d in kept if since <= d < until)
+        self.fetched.append([f"file{d:%Y%m%d}" for d in files])
+        records = [
+            {"id": int(f"{d:%Y%m%d}") * 10 + k, "updated_at": d.isoformat(), "file": f"{d:%Y%m%d}"}
+            for d in files
+            for k in range(2)
+        ]
+        payload = json.dumps({"data": records}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@pytest.fixture
+def daily_files() -> Iterator[tuple[str, type[DailyFiles]]]:
+    handler = type(
+        "Files", (DailyFiles,), {"clock": FrozenClock(day("2020-01-15T12:00")), "fetched": []}
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/files", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.spark
+def test_the_seeds_abstinent_7_over_a_server_keeping_7_days_of_daily_files(
+    spark: Any, tmp_path: Path, daily_files: tuple[str, type[DailyFiles]]
+) -> None:
+    """Abstinent 7, a server keeping the last 7 days of daily files: 01-15, 01-16 and 01-17 each
+    download only the new file; with abstinent 0, 01-16 downloads file20200115 again."""
+    url, server = daily_files
+    raw = time_pipeline(tmp_path, **{"from": "2020-01-15"}, abstinent_days=7)
+    raw["source"] = {
+        "type": "http_api",
+        "url": url,
+        "schema": "id BIGINT, updated_at TIMESTAMP, file STRING",
+        "watermark_param_mapping": {"updated_at": "since"},
+        "watermark_to_param": "until",
+    }
+    config = project_config(raw)
+    pipeline = config.pipeline("orders")
+    assert isinstance(pipeline, TimePipelineConfig)
+    clock = server.clock
+    defs = build_definitions(config, clock=clock)
+    instance = DagsterInstance.ephemeral()
+    job = defs.resolve_job_def("orders_job")
+
+    downloads: dict[str, list[list[str]]] = {}
+    for today in ("2020-01-15", "2020-01-16", "2020-01-17"):
+        clock.now = day(f"{today}T12:00")
+        if today == "2020-01-16":
+            no_abstinence = pipeline.model_copy(
+                update={"watermark": pipeline.watermark.model_copy(update={"abstinent_days": 0})}
+            )
+            assert keys(no_abstinence, "2020-01-16T12:00") == ["2020-01-15", "2020-01-16"]
+        (key,) = keys(pipeline, f"{today}T12:00")
+        assert key == today
+        server.fetched.clear()
+        metadata = meta(job.execute_in_process(instance=instance, partition_key=key))
+        downloads[today] = list(server.fetched)
+        assert metadata["time/windows"][f"{today}T00:00:00.000Z"]["pushed_down"] == (
+            f"query: since={today}T00:00:00+00:00, until={today}T12:00:00+00:00"
+        )
+
+    assert downloads == {
+        "2020-01-15": [["file20200115"]],
+        "2020-01-16": [["file20200116"]],
+        "2020-01-17": [["file20200117"]],
+    }
+    frame = DeltaTable(pipeline.table.uri).to_pyarrow_table(columns=["file"])
+    assert sorted(frame.column("file").to_pylist()) == [
+        "20200115",
+        "20200115",
+        "20200116",
+        "20200116",
+        "20200117",
+        "20200117",
+    ]
