@@ -16,6 +16,7 @@ from watermark_assets.config import (
     ColumnPipelineConfig,
     ConfigDeprecationWarning,
     FilePipelineConfig,
+    TimePipelineConfig,
     interpolate_env,
     load_config,
     parse_config,
@@ -38,6 +39,7 @@ def test_the_demo_file_loads_with_its_watermark_kinds_and_source_types() -> None
         "clicks": (FilePipelineConfig, "file_path", "parquet_commit"),
         "orders": (ColumnPipelineConfig, "column", "delta_table"),
         "customers_pg": (ColumnPipelineConfig, "column", "jdbc"),
+        "orders_daily": (TimePipelineConfig, "time", "delta_table"),
     }
 
 
