@@ -124,6 +124,44 @@ def test_a_bad_time_watermark_names_the_key_the_value_and_the_accepted_forms(
         assert text in str(error.value), str(error.value)
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"type": "delta_table", "uri": "/data/orders"},
+        {"type": "parquet", "uri": "/data/orders"},
+        {"type": "csv", "uri": "/data/orders", "schema": "id BIGINT, updated_at TIMESTAMP"},
+        {"type": "json", "uri": "/data/orders", "schema": "id BIGINT, updated_at TIMESTAMP"},
+        {"type": "jdbc", "url": "jdbc:postgresql://127.0.0.1:5432/shop", "table": "orders"},
+        {
+            "type": "http_api",
+            "url": "http://127.0.0.1:1/orders",
+            "schema": "id BIGINT, updated_at TIMESTAMP",
+            "watermark_param_mapping": {"updated_at": "since"},
+            "watermark_to_param": "until",
+        },
+    ],
+    ids=lambda source: source["type"],
+)
+def test_every_column_source_takes_a_time_watermark(tmp_path: Path, source: dict[str, Any]) -> None:
+    raw = {**time_pipeline(tmp_path), "source": source}
+    pipeline = project_config(raw).pipeline("orders")
+    assert isinstance(pipeline, TimePipelineConfig)
+    assert pipeline.column_pipeline().destination.replace_by_watermark
+    assert pipeline.column_pipeline().watermark.columns == ["updated_at"]
+
+
+def test_an_http_mapping_must_name_the_time_column(tmp_path: Path) -> None:
+    raw = time_pipeline(tmp_path)
+    raw["source"] = {
+        "type": "http_api",
+        "url": "http://127.0.0.1:1/orders",
+        "schema": "id BIGINT, updated_at TIMESTAMP",
+        "watermark_param_mapping": {"created_at": "since"},
+    }
+    with pytest.raises(ConfigError, match="watermark_param_mapping may name only watermark"):
+        project_config(raw)
+
+
 def test_a_bare_hyphen_in_yaml_and_merge_keys_are_refused_with_the_fix(tmp_path: Path) -> None:
     text = yaml.safe_dump({"pipelines": [time_pipeline(tmp_path)]}).replace("P0D", "-")
     raw = yaml.safe_load(text)
@@ -393,6 +431,9 @@ def test_re_running_a_partition_any_number_of_times_leaves_the_table_unchanged(
     scene.run("2020-01-04", "2020-01-06")
     before = scene.ids()
     assert before == [4, 5, 6, 100]
+    # The windows that never ran (or failed) are due; the ones that succeeded are not.
+    never = [f"2020-01-{d:02}" for d in (1, 2, 3, *range(7, 15))]
+    assert keys(scene.pipeline, "2020-01-15") == never
     version = scene.version()
     assert version is not None
 
@@ -442,6 +483,7 @@ def test_the_seeds_monthly_partial_partition_grows_on_the_next_days_run(
     monthly = {"from": "2019-01-01", "to": "-", "partition": "monthly"}
     scene = TimeScene(tmp_path, "2020-02-21T10:00", **monthly)
     scene.orders.put(
+        order(0, day("2019-01-10T08:00")),
         order(1, day("2020-01-31T23:00")),
         order(2, day("2020-02-01T00:00")),
         order(3, day("2020-02-20T23:59")),
@@ -451,18 +493,25 @@ def test_the_seeds_monthly_partial_partition_grows_on_the_next_days_run(
     spec = scene.pipeline.watermark.spec
     first_windows = list(windows(spec, day("2020-02-21T10:00")))
 
+    january = scene.run("2019-01-01")
     first = scene.run("2020-02-01")
 
+    # The seed's [2019-01-01, 2019-01-31) names days: in instants the window is [2019-01-01,
+    # 2019-02-01) and its high watermark, its end, is 2019-02-01T00:00 (closed-open windows).
+    assert january["time/window"] == ["2019-01-01T00:00:00.000Z", "2019-02-01T00:00:00.000Z"]
+    assert january["time/high_watermark"] == "2019-02-01T00:00:00.000Z"
+    grace = decide_tick(scene.variant(grace_days=3), day("2020-02-21T10:00"))
+    assert grace.due.cut_off.at == day("2020-02-18"), "the largest high watermark 02-21 - 3d"
     assert first["time/window"] == ["2020-02-01T00:00:00.000Z", "2020-02-21T00:00:00.000Z"]
     assert first["time/high_watermark"] == "2020-02-21T00:00:00.000Z"
-    assert scene.ids() == [2, 3]
+    assert scene.ids() == [0, 2, 3]
 
     second = scene.at("2020-02-22T10:00").run("2020-02-01")
 
     assert second["time/window"] == ["2020-02-01T00:00:00.000Z", "2020-02-22T00:00:00.000Z"]
     assert second["time/high_watermark"] == "2020-02-22T00:00:00.000Z"
     assert second["rows/read"] == 3 and second["rows/removed"] == 2
-    assert scene.ids() == [2, 3, 4]
+    assert scene.ids() == [0, 2, 3, 4]
     later_windows = list(windows(spec, day("2020-02-22T10:00")))
     assert later_windows[:13] == first_windows[:13]
     watermark, _ = load_time_watermark(scene.pipeline)
