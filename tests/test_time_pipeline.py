@@ -243,6 +243,20 @@ def test_the_seeds_partition_shapes_in_dagster() -> None:
     assert time_partitions(TimeSpec("2020-01-01", "-", "none")) is None
 
 
+def test_the_first_tick_with_a_partial_window_says_so(tmp_path: Path) -> None:
+    pipeline = project_config(time_pipeline(tmp_path)).pipeline("orders")
+    assert isinstance(pipeline, TimePipelineConfig)
+    tick = decide_tick(pipeline, day("2020-01-15T06:00"))  # no table yet: a first run
+    assert tick.keys == tuple(f"2020-01-{d:02}" for d in range(1, 16))
+    assert tick.due.explain().endswith(
+        "2020-01-13, 2020-01-14, 2020-01-15 (partial, to 2020-01-15T06:00Z) have no history "
+        "(first run: the cut-off is from, 2020-01-01T00:00Z)"
+    )
+    complete = pipeline.watermark.model_copy(update={"partial_partition": False})
+    without_partial = pipeline.model_copy(update={"watermark": complete})
+    assert decide_tick(without_partial, day("2020-01-15T06:00")).keys == tick.keys[:-1]
+
+
 def test_a_fixed_to_gives_a_fixed_end() -> None:
     partial = TimeSpec("2020-01-01", "2020-01-05 12:00:00", "daily")
     complete = TimeSpec("2020-01-01", "2020-01-05 12:00:00", "daily", partial_partition=False)
@@ -548,6 +562,9 @@ def test_the_seeds_abstinent_example_unpartitioned(spark: Any, tmp_path: Path) -
     second = scene.at("2020-01-16").run_unpartitioned()  # abstinent 0: [01-15, 01-16)
     assert second["time/window"] == ["2020-01-15T00:00:00.000Z", "2020-01-16T00:00:00.000Z"]
     assert scene.ids() == list(range(1, 16))
+    # One entry: the one window [from, to), whose high watermark is the last run's to.
+    watermark, _ = load_time_watermark(scene.pipeline)
+    assert watermark.as_dict() == {day("2020-01-01"): day("2020-01-16")}
 
 
 class DailyFiles(BaseHTTPRequestHandler):

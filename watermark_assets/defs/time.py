@@ -250,8 +250,15 @@ def build_time_asset(
         watermark, _ = load_time_watermark(pipeline)
         due = watermark.due_at(spec, now)
         skipped: list[str] = []
+        record_as = None
         if partitions_def is None:
             effective = due.effective_range
+            if effective is not None:
+                whole = due.of[0]  # [from, to): the one window, whose high watermark is kept
+
+                def record_as(_: TimeWindow) -> TimeWindow:
+                    return whole
+
             chosen = [] if effective is None else [effective]
             if effective is None:
                 context.log.info(f"{pipeline.name}: nothing to read: {due.explain()}")
@@ -271,6 +278,7 @@ def build_time_asset(
             job_name=context.run.job_name,
             clock=clock,
             log=context.log.info,
+            record_as=record_as,
         )
         rows = table_row_count(pipeline.table.uri)
         return MaterializeResult(metadata=time_metadata(result, due, skipped, table_rows=rows))

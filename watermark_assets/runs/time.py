@@ -100,19 +100,28 @@ def plan_window(
     pipeline: TimePipelineConfig,
     window: TimeWindow,
     log: TimeWatermarkLog | None = None,
+    *,
+    recorded_as: TimeWindow | None = None,
 ) -> ColumnPlan:
     """The plan of one window: its txn read first (the optimistic lock), then the watermark
-    (``log``: the run's incremental reader; a new one reads the whole log)."""
+    (``log``: the run's incremental reader; a new one reads the whole log).
+
+    ``recorded_as``: the window whose high watermark the commit records and whose txn it
+    carries, when it is not the window read: an unpartitioned watermark reads its effective
+    range ``[cut-off, to)`` and records its one window ``[from, to)`` (one entry, not one per
+    run)."""
     column = pipeline.watermark.column
+    record = window if recorded_as is None else recorded_as
     committer = DeltaCommitter(pipeline.table.uri)
-    app_id = window_app_id(pipeline.name, window)
+    app_id = window_app_id(pipeline.name, record)
     txn = TxnVersion.next_of(app_id, committer.transaction_version(app_id))
     stored = (log or TimeWatermarkLog(pipeline)).read()
-    after = stored.advance(window)
+    after = stored.advance(record)
     entry = {
         "watermark": after.to_json(),
         "window": [format_instant(window.start), format_instant(window.end)],
-        "high_watermark": format_instant(window.end),
+        "recorded_window": [format_instant(record.start), format_instant(record.end)],
+        "high_watermark": format_instant(record.end),
         "run_id": request.run_id,
         "job_id": request.job_name,
     }
@@ -203,8 +212,10 @@ def run_windows(
     job_name: str | None = None,
     clock: Clock = system_clock,
     log: Callable[[str], None] = print,
+    record_as: Callable[[TimeWindow], TimeWindow] | None = None,
 ) -> TimeRunResult:
-    """Read and replace each of ``windows``, in start order, one commit each (module docstring)."""
+    """Read and replace each of ``windows``, in start order, one commit each (module docstring);
+    ``record_as(window)``: the window recorded for it (:func:`plan_window`'s ``recorded_as``)."""
     column_pipeline = pipeline.column_pipeline()
     request = ColumnRunRequest(
         pipeline=column_pipeline, run_id=run_id, job_name=job_name, clock=clock
@@ -215,8 +226,10 @@ def run_windows(
     for window in sorted(windows, key=lambda w: w.start):
         now: datetime = clock()
 
-        def plan(window: TimeWindow = window) -> ColumnPlan:
-            return plan_window(request, pipeline, window, watermark_log)
+        recorded = None if record_as is None else record_as(window)
+
+        def plan(window: TimeWindow = window, recorded: TimeWindow | None = recorded) -> ColumnPlan:
+            return plan_window(request, pipeline, window, watermark_log, recorded_as=recorded)
 
         staged = stage_column_batch(plan(), spark, now=now)
         result = commit_column_batch(staged, now=now, replan=plan)
