@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 import yaml
 from conftest import project_config
@@ -31,12 +32,12 @@ from dagster import (
     build_sensor_context,
     partition_loading_context,
 )
-from deltalake import DeltaTable
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 from test_column_pipeline import Orders
 
 from watermark_assets.config import TimePipelineConfig, parse_config
 from watermark_assets.core.partition_selection import TimeWindow
-from watermark_assets.core.time import TimeSpec, windows
+from watermark_assets.core.time import TimeSpec, TimeWatermark, windows
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.time import decide_tick, partition_cron, time_partitions
 from watermark_assets.delta.committer import DeltaCommitter
@@ -667,3 +668,37 @@ def test_the_seeds_abstinent_7_over_a_server_keeping_7_days_of_daily_files(
         "20200117",
         "20200117",
     ]
+
+
+def test_the_watermark_is_read_from_the_newest_entry_and_the_commits_after_its_read(
+    tmp_path: Path,
+) -> None:
+    """Each entry holds every entry up to the version its run read: a reader merges the newest
+    entry with the commits after that version (concurrent runs), not the whole history."""
+    pipeline = project_config(time_pipeline(tmp_path)).pipeline("orders")
+    assert isinstance(pipeline, TimePipelineConfig)
+    key = time_metadata_key("orders")
+
+    def commit(entry: dict[str, Any] | None) -> None:
+        metadata = {} if entry is None else {key: json.dumps(entry)}
+        write_deltalake(
+            pipeline.table.uri,
+            pa.table({"id": [1]}),
+            mode="append",
+            commit_properties=CommitProperties(custom_metadata=metadata),
+        )
+
+    def entry(read_version: int, *days: int) -> dict[str, Any]:
+        highs = {day(f"2020-01-{d:02}"): day(f"2020-01-{d + 1:02}") for d in days}
+        return {"watermark": TimeWatermark.of(highs).to_json(), "read_version": read_version}
+
+    commit(entry(-1, 9))  # v0: in no later entry, so a reader that skips it never sees 01-09
+    commit(entry(0, 1))  # v1: read up to v0 (here: a log written by hand, not consistent)
+    commit(entry(1, 1, 2))  # v2: read up to v1
+    commit(entry(1, 1, 3))  # v3: concurrent with v2, read up to v1 too: lacks 01-02
+    commit(None)  # v4: another writer
+
+    watermark, version = load_time_watermark(pipeline)
+
+    assert version == 4
+    assert sorted(watermark.as_dict()) == [day("2020-01-01"), day("2020-01-02"), day("2020-01-03")]

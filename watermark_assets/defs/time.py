@@ -250,16 +250,11 @@ def build_time_asset(
         watermark, _ = load_time_watermark(pipeline)
         due = watermark.due_at(spec, now)
         skipped: list[str] = []
-        record_as = None
+        record_as: Callable[[TimeWindow], TimeWindow] | None = None
         if partitions_def is None:
             effective = due.effective_range
-            if effective is not None:
-                whole = due.of[0]  # [from, to): the one window, whose high watermark is kept
-
-                def record_as(_: TimeWindow) -> TimeWindow:
-                    return whole
-
             chosen = [] if effective is None else [effective]
+            record_as = _the_one_window(due)
             if effective is None:
                 context.log.info(f"{pipeline.name}: nothing to read: {due.explain()}")
         else:
@@ -284,6 +279,12 @@ def build_time_asset(
         return MaterializeResult(metadata=time_metadata(result, due, skipped, table_rows=rows))
 
     return time_asset
+
+
+def _the_one_window(due: DueWindows) -> Callable[[TimeWindow], TimeWindow]:
+    """An unpartitioned run reads ``[cut-off, to)`` and records the one window ``[from, to)``
+    (one entry, whose high watermark is the last run's ``to``)."""
+    return lambda _read: due.of[0]
 
 
 @dataclass(frozen=True)

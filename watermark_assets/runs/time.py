@@ -35,10 +35,12 @@ from watermark_assets.config import TimePipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.lookback import ReadBound
 from watermark_assets.core.column.watermark import ColumnWatermark, GreaterOrEqual
+from watermark_assets.core.errors import WatermarkHistoryLostError
 from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time import TimeWatermark, format_instant
 from watermark_assets.core.time.tick import short_instant
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.runs.column import (
     ColumnPlan,
     ColumnResult,
@@ -66,26 +68,60 @@ def window_app_id(pipeline_name: str, window: TimeWindow) -> str:
 
 
 class TimeWatermarkLog:
-    """The pipeline's time watermark as the Delta log holds it, read incrementally: each
-    :meth:`read` merges the entries of the commits after the last one it read (per-window
-    maximum), so a run of many windows reads each commit once."""
+    """The pipeline's time watermark as the Delta log holds it.
+
+    Each entry carries the watermark its run read from the log up to ``read_version``, advanced
+    by its window. So the newest commit with an entry holds everything committed up to its
+    ``read_version``, and the first :meth:`read` merges only that entry and the commits after
+    ``read_version`` (the runs that committed concurrently): a tick reads a few commits, however
+    long the history. Later reads merge the commits after the last one read (a run of many
+    windows reads each commit once). Merging is a per-window maximum, so the order does not
+    matter.
+    """
 
     def __init__(self, pipeline: TimePipelineConfig) -> None:
         self._committer = DeltaCommitter(pipeline.table.uri)
+        self._uri = pipeline.table.uri
         self._key = time_metadata_key(pipeline.name)
         self.watermark = TimeWatermark.empty()
-        #: the newest table version read (None: no table yet)
+        #: the newest table version read (None: nothing read yet; -1: no table)
         self.version: int | None = None
 
     def read(self) -> TimeWatermark:
         """The watermark merged over every commit up to the table's current version."""
+        if self.version is None:
+            self._start_from_newest_entry()
         for commit in self._committer.read_commits_after(self.version):
             self.version = commit.version
             entry = commit.custom_metadata.get(self._key)
             if entry is not None:
                 stored = TimeWatermark.from_json(json.loads(entry)["watermark"])
                 self.watermark = self.watermark.merge(stored)
+        if self.version is None:
+            self.version = -1
         return self.watermark
+
+    def _start_from_newest_entry(self) -> None:
+        """Walk back to the newest commit with an entry; continue from its ``read_version``."""
+        latest = self._committer.current_version()
+        if latest is None:
+            self.version = -1
+            return
+        for version in range(latest, -1, -1):
+            try:
+                commit = self._committer.read_commit(version)
+            except DeltaCommitError:
+                raise WatermarkHistoryLostError(self._uri, self._key, version + 1) from None
+            text = commit.custom_metadata.get(self._key)
+            if text is None:
+                continue
+            entry = json.loads(text)
+            read_version = entry.get("read_version")
+            if isinstance(read_version, int) and -1 <= read_version < version:
+                self.watermark = TimeWatermark.from_json(entry["watermark"])
+                self.version = read_version
+            return  # an entry without read_version: read the whole log
+        self.version = latest  # no entry at all: no window has history
 
 
 def load_time_watermark(pipeline: TimePipelineConfig) -> tuple[TimeWatermark, int | None]:
@@ -115,10 +151,12 @@ def plan_window(
     committer = DeltaCommitter(pipeline.table.uri)
     app_id = window_app_id(pipeline.name, record)
     txn = TxnVersion.next_of(app_id, committer.transaction_version(app_id))
-    stored = (log or TimeWatermarkLog(pipeline)).read()
+    log = log or TimeWatermarkLog(pipeline)
+    stored = log.read()
     after = stored.advance(record)
     entry = {
         "watermark": after.to_json(),
+        "read_version": log.version,  # the entry holds every entry up to this version
         "window": [format_instant(window.start), format_instant(window.end)],
         "recorded_window": [format_instant(record.start), format_instant(record.end)],
         "high_watermark": format_instant(record.end),
