@@ -11,12 +11,14 @@ commit also carries:
   2, ... per run of the window; a concurrent run of the same window makes the commit stale and it
   plans and reads again;
 - the entry ``watermark_assets.time/{pipeline}`` (:func:`time_metadata_key`): the
-  :class:`~watermark_assets.core.time.TimeWatermark` read before the run with this window's high
-  watermark recorded (its end, or ``to`` for the partial last window), plus the window.
+  :class:`~watermark_assets.core.time.TimeWatermark` read before the run (from the log up to
+  ``read_version``) with this window's high watermark recorded (its end, or ``to`` for the
+  partial last window), plus the window.
 
 So a window's data and its high watermark are ONE atomic commit. :func:`load_time_watermark` reads
-the watermark back by merging the entries of every commit of the log (per-window maximum): two
-runs of different windows committing at once each carry what they saw, and the merge keeps both.
+the watermark back (:class:`TimeWatermarkLog`): the newest entry, merged with the entries of the
+commits after its ``read_version`` (per-window maximum): two runs of different windows committing
+at once each carry what they saw, and the merge keeps both.
 
 A window that reads no row still commits when the table exists (``records_completion``): its rows
 in the table are removed (deleted at the source) and its high watermark is recorded; with no
@@ -125,8 +127,8 @@ class TimeWatermarkLog:
 
 
 def load_time_watermark(pipeline: TimePipelineConfig) -> tuple[TimeWatermark, int | None]:
-    """The pipeline's time watermark (every commit's entry merged, per-window maximum) and the
-    table version it was read at (None: no table, an empty watermark)."""
+    """The pipeline's time watermark (:class:`TimeWatermarkLog`) and the table version it was
+    read at (-1: no table, an empty watermark)."""
     log = TimeWatermarkLog(pipeline)
     return log.read(), log.version
 
