@@ -16,6 +16,7 @@ from watermark_assets.config import (
     ColumnPipelineConfig,
     ConfigDeprecationWarning,
     FilePipelineConfig,
+    TimePipelineConfig,
     interpolate_env,
     load_config,
     parse_config,
@@ -38,6 +39,7 @@ def test_the_demo_file_loads_with_its_watermark_kinds_and_source_types() -> None
         "clicks": (FilePipelineConfig, "file_path", "parquet_commit"),
         "orders": (ColumnPipelineConfig, "column", "delta_table"),
         "customers_pg": (ColumnPipelineConfig, "column", "jdbc"),
+        "orders_daily": (TimePipelineConfig, "time", "delta_table"),
     }
 
 
@@ -181,7 +183,10 @@ def test_a_missing_or_unknown_source_type_names_the_pipeline_and_the_accepted_va
     ("watermark_kind", "problem"),
     [
         pytest.param("column", "a 'files' source takes a 'file_path' watermark", id="mismatch"),
-        pytest.param("time", "watermark.kind 'time' is not an accepted value", id="unknown kind"),
+        pytest.param("time", "a 'files' source takes a 'file_path' watermark", id="time on files"),
+        pytest.param(
+            "event_time", "watermark.kind 'event_time' is not an accepted value", id="unknown kind"
+        ),
     ],
 )
 def test_a_watermark_kind_that_does_not_fit_the_source_is_refused(

@@ -39,6 +39,7 @@ from watermark_assets.exceptions import ConfigError, PartitionTemplateError
 from watermark_assets.spark.ddl import parse_read_schema
 
 if TYPE_CHECKING:
+    from watermark_assets.core.time import TimeSpec
     from watermark_assets.providers.base import CommitCarriedProvider, WatermarkProvider
     from watermark_assets.sources.column import ColumnSource
     from watermark_assets.sources.files import FileSource
@@ -1379,6 +1380,179 @@ def _same_location(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
+# --- time pipelines (seed 003): windows of [from, to) as Dagster partitions, each replaced ---
+
+
+class TimeWatermarkConfig(_Model):
+    """A time watermark (seed 003): ``[from, to)`` cut into windows derived from ``from``; each
+    window is a Dagster partition, read with ``column >= start AND column < end`` and replaced in
+    ONE Delta commit that also records the window's high watermark."""
+
+    kind: Literal["time"] = "time"
+    column: str = Field(
+        min_length=1,
+        description="The source's time column the windows are read on (a timestamp column).",
+    )
+    from_: str = Field(
+        alias="from",
+        description="Start of the first window: an ISO date or datetime (UTC when no zone), "
+        "e.g. '2020-01-01' or '2020-02-21 10:00:00'. Fixed: the partitions start there.",
+    )
+    to: str = Field(
+        default="P0D",
+        description="End of the range: an ISO datetime, P<n>D or P<n>DT<m>H (that long before "
+        "now), or '-' (now; quote it in YAML).",
+    )
+    partition: str = Field(
+        default="daily", description="monthly, weekly, daily, hourly or none (one window)."
+    )
+    partial_partition: bool = Field(
+        default=True,
+        description="Keep the last, incomplete window up to `to` (it grows on later runs).",
+    )
+    grace_days: int = Field(
+        default=0,
+        ge=0,
+        description="Re-run windows ending this many days before the highest "
+        "high watermark (late arrivals).",
+    )
+    abstinent_days: int = Field(
+        default=0,
+        ge=0,
+        description="Skip windows ending less than this many days after the "
+        "highest high watermark (repeated downloads).",
+    )
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("from_", "to", mode="before")
+    @classmethod
+    def _bound_text(cls, value: Any) -> Any:
+        """YAML reads an unquoted date or datetime as an object, and a bare ``-`` as a list."""
+        if value == [None]:
+            raise ValueError("YAML reads a bare '-' as a list; write it quoted: to: '-'")
+        if isinstance(value, datetime):
+            return value.isoformat(sep=" ")
+        if isinstance(value, date):
+            return value.isoformat()
+        return value
+
+    @model_validator(mode="after")
+    def _valid_spec(self) -> TimeWatermarkConfig:
+        from watermark_assets.core.errors import TimeSpecError
+        from watermark_assets.core.time import FixedTime, Partitioning
+
+        try:
+            spec = self.spec  # TimeBoundError quotes the value and the accepted forms
+        except TimeSpecError as error:
+            key = {"partitioning": "partition"}.get(error.setting, error.setting)
+            raise ValueError(
+                f"watermark.{key} {error.value!r} is refused; expected {error.expected}"
+            ) from None
+        if not isinstance(spec.from_, FixedTime):
+            raise ValueError(
+                f"watermark.from {self.from_!r} is refused: Dagster partitions need a fixed "
+                "start; write an ISO date or datetime, e.g. '2020-01-01'"
+            )
+        start = spec.from_.at
+        if spec.partitioning is not Partitioning.NONE and (start.second or start.microsecond):
+            raise ValueError(
+                f"watermark.from {self.from_!r} is refused: partitions start on a whole minute "
+                "(a cron cannot say seconds); write e.g. '2020-02-21 10:00:00'"
+            )
+        if spec.partitioning is Partitioning.MONTHLY and start.day > 28:
+            raise ValueError(
+                f"watermark.from {self.from_!r} is refused for monthly partitions: a window "
+                "starting on the 29th-31st cannot start on that day in every month (no Dagster "
+                "cron matches it); start on day 1..28, e.g. '2020-01-28' or '2020-02-01'"
+            )
+        return self
+
+    @property
+    def spec(self) -> TimeSpec:
+        """The core's :class:`~watermark_assets.core.time.TimeSpec` of this watermark."""
+        from watermark_assets.core.time import TimeSpec
+
+        return TimeSpec(
+            self.from_,
+            self.to,
+            self.partition,
+            partial_partition=self.partial_partition,
+            grace_days=self.grace_days,
+            abstinent_days=self.abstinent_days,
+        )
+
+    @property
+    def columns(self) -> list[str]:
+        """The one column windows are read on (what column sources are built with)."""
+        return [self.column]
+
+
+class TimeScheduleConfig(_Model):
+    """When the time pipeline's schedule and sensor tick (each requests the windows due)."""
+
+    cron: str | None = Field(
+        default=None,
+        description="Cron of the schedule (UTC). Default: the partitioning's (a tick when a "
+        "window ends; hourly for unpartitioned).",
+    )
+    minimum_interval_seconds: int = Field(
+        default=60, ge=1, description="The sensor's minimum interval between ticks."
+    )
+    running_by_default: bool = Field(
+        default=False, description="Start the schedule and the sensor when the daemon runs."
+    )
+
+
+class TimePipelineConfig(_Model):
+    """Windows of a time watermark read from a column source, each replaced in ONE commit with
+    its high watermark (seed 003); the windows are the asset's Dagster partitions."""
+
+    name: str = Field(description="Pipeline name: lower case, digits, '_'.")
+    description: str | None = Field(default=None, description="Shown on the asset in the UI.")
+    source: ColumnSourceConfig
+    watermark: TimeWatermarkConfig
+    table: ColumnTableConfig
+    schedule: TimeScheduleConfig = Field(default_factory=TimeScheduleConfig)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return _pipeline_name(value)
+
+    @model_validator(mode="after")
+    def _replace_only(self) -> TimePipelineConfig:
+        if self.table.merge_keys:
+            raise ValueError(
+                f"table.merge_keys {self.table.merge_keys!r} is refused for a time watermark: "
+                "each window is replaced in ONE commit (grace re-runs and backfills re-read it, "
+                "rows deleted at the source leave it); remove table.merge_keys"
+            )
+        self.column_pipeline()  # the source checks its settings against the column
+        return self
+
+    def column_pipeline(self) -> ColumnPipelineConfig:
+        """The same pipeline as a column pipeline over ``watermark.column`` that replaces what
+        it reads: what the column run machinery (plan, stage, commit) takes; a window is a
+        chunk."""
+        try:
+            return ColumnPipelineConfig(
+                name=self.name,
+                description=self.description,
+                source=self.source,
+                watermark=ColumnWatermarkConfig(columns=self.watermark.columns),
+                table=self.table,
+                destination=DestinationConfig(replace_by_watermark=True),
+            )
+        except ValidationError as error:
+            problems = "; ".join(str(e["msg"]) for e in error.errors())
+            raise ValueError(problems) from None
+
+    @property
+    def dataflow_id(self) -> str:
+        return self.name
+
+
 def _watermark_kind(value: Any) -> str | None:
     """The kind that picks a pipeline's model: ``watermark.kind``, else the one its
     ``source.type`` implies (file sources: ``file_path``; the others: ``column``)."""
@@ -1402,20 +1576,22 @@ def _watermark_kind(value: Any) -> str | None:
 PipelineConfig = Annotated[
     Annotated[FilePipelineConfig, Tag("file_path")]
     | Annotated[ColumnPipelineConfig, Tag("column")]
-    | Annotated[UnitPipelineConfig, Tag("unit")],
+    | Annotated[UnitPipelineConfig, Tag("unit")]
+    | Annotated[TimePipelineConfig, Tag("time")],
     Discriminator(_watermark_kind),
 ]
 #: A file-path pipeline's configuration (landing files or another writer's Parquet files), for
 #: type annotations (declared here once).
 Pipeline = FilePipelineConfig
 #: Any pipeline's configuration, whatever its watermark kind.
-AnyPipeline = FilePipelineConfig | ColumnPipelineConfig | UnitPipelineConfig
+AnyPipeline = FilePipelineConfig | ColumnPipelineConfig | UnitPipelineConfig | TimePipelineConfig
 
 #: The accepted ``watermark.kind`` values, with the ``source.type`` values each one takes.
 WATERMARK_KINDS: Mapping[str, Mapping[str, str]] = {
     "file_path": FILE_SOURCE_TYPES,
     "column": COLUMN_SOURCE_TYPES,
     "unit": COLUMN_SOURCE_TYPES,  # kind: unit is written (the source type implies column)
+    "time": COLUMN_SOURCE_TYPES,  # written explicitly: a column source implies "column"
 }
 
 
@@ -1454,6 +1630,11 @@ class ProjectConfig(_Model):
     def column_pipelines(self) -> list[ColumnPipelineConfig]:
         """The column-watermark pipelines."""
         return [p for p in self.pipelines if isinstance(p, ColumnPipelineConfig)]
+
+    @property
+    def time_pipelines(self) -> list[TimePipelineConfig]:
+        """The time-watermark pipelines (seed 003)."""
+        return [p for p in self.pipelines if isinstance(p, TimePipelineConfig)]
 
     @property
     def unit_pipelines(self) -> list[UnitPipelineConfig]:

@@ -10,6 +10,7 @@ from dagster import (
     AssetSelection,
     Definitions,
     DynamicPartitionsDefinition,
+    ScheduleDefinition,
     SensorDefinition,
     define_asset_job,
 )
@@ -21,6 +22,7 @@ from watermark_assets.config import (
     AnyPipeline,
     ColumnPipelineConfig,
     ProjectConfig,
+    TimePipelineConfig,
     UnitPipelineConfig,
     load_config,
 )
@@ -38,6 +40,7 @@ from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.sensors import build_sensor
+from watermark_assets.defs.time import build_time_pipeline
 from watermark_assets.defs.unit import (
     build_unit_asset,
     build_unit_checks,
@@ -59,10 +62,14 @@ class PipelineDefs:
     checks: AssetChecksDefinition
     job: UnresolvedAssetJobDefinition
     sensor: SensorDefinition | None
+    schedule: ScheduleDefinition | None = None
 
 
 def build_pipeline(pipeline: AnyPipeline, clock: Clock) -> PipelineDefs:
     """The ONE place a pipeline's kind decides its Dagster objects."""
+    if isinstance(pipeline, TimePipelineConfig):
+        time = build_time_pipeline(pipeline, clock)
+        return PipelineDefs(time.asset, time.checks, time.job, time.sensor, time.schedule)
     if isinstance(pipeline, ColumnPipelineConfig):
         asset = build_column_asset(pipeline, clock)
         check = build_column_checks(pipeline, asset.key)
@@ -115,15 +122,16 @@ def build_definitions(
 
     asset ``NAME``; job ``NAME_job``; checks ``NAME_checks`` (``watermark_never_moves_backwards``
     and ``rows_reconcile``); file-path pipelines also a sensor ``NAME_sensor`` (column pipelines
-    are materialized by hand or by a backfill for now).
+    are materialized by hand or by a backfill for now); time pipelines a sensor ``NAME_sensor``
+    and a schedule ``NAME_schedule`` (``defs/time.py``).
     """
     config = config or load_config()
     built = [build_pipeline(pipeline, clock) for pipeline in config.pipelines]
     spark_conf = {"spark.master": config.spark.master, **config.spark.conf}
-    jdbc = any(p.source.type == "jdbc" for p in config.column_pipelines) or any(
-        p.source.type == "jdbc" for p in config.unit_pipelines
-    )
-    if jdbc:
+    source_types = [p.source.type for p in config.column_pipelines]
+    source_types += [p.source.type for p in config.time_pipelines]
+    source_types += [p.source.type for p in config.unit_pipelines]
+    if "jdbc" in source_types:
         # The session must start with the driver jar; a later JDBC read cannot add it.
         spark_conf = with_postgres_driver(spark_conf)
     return Definitions(
@@ -131,6 +139,7 @@ def build_definitions(
         asset_checks=[b.checks for b in built],
         jobs=[b.job for b in built],
         sensors=[b.sensor for b in built if b.sensor is not None],
+        schedules=[b.schedule for b in built if b.schedule is not None],
         resources={
             IO_MANAGER_KEY: WatermarkDeltaIOManager(),
             COLUMN_IO_MANAGER_KEY: ColumnWatermarkIOManager(),

@@ -5,7 +5,8 @@ The seed's ``source.configure`` keys, with the meanings chosen here::
     watermark_param_mapping:  {updated_at: updated_since}  # column -> parameter: the watermark's
                                                            # value of that column (lower bound)
     watermark_to_param:       updated_before               # parameter: the read's upper bound,
-                                                           # the run's time (``now``)
+                                                           # a chunk's or a time window's
+                                                           # end, else the run's time (now)
     watermark_param_location: query                        # or body (a JSON object); the seed's
                                                            # "params" means query
     watermark_param_format:   iso                          # iso | date | timestamp |
@@ -166,7 +167,8 @@ class HttpApiSource:
     method: str = "GET"
     #: seed: watermark column -> request parameter carrying its value
     watermark_param_mapping: Mapping[str, str] = field(default_factory=dict)
-    #: seed: request parameter carrying the read's upper bound (the run's time), or None
+    #: seed: request parameter carrying the read's upper bound (a window's end, else the run's
+    #: time), or None
     watermark_to_param: str | None = None
     #: seed: ``query`` (the seed's ``params``) or ``body``
     watermark_param_location: ParamLocation = ParamLocation.QUERY
@@ -238,7 +240,7 @@ class HttpApiSource:
             self.watermark_param_mapping,
             value_format=self.watermark_param_format,
             to_param=self.watermark_to_param,
-            upper=self.now(),
+            upper=_upper_bound(predicate, self.now),
             for_body=in_body,
         )
         records, requests = self._fetch_all(injected)
@@ -354,6 +356,15 @@ class HttpApiSource:
                 f"the body is not JSON ({exc}): {raw[:200]!r}",
                 "Point the source at a JSON endpoint",
             ) from exc
+
+
+def _upper_bound(predicate: Predicate, now: Clock) -> datetime:
+    """What ``watermark_to_param`` sends: the read's exclusive upper bound when it has one (a
+    replay chunk's or a time window's end), else the run's time."""
+    upper = predicate.upper
+    if upper is not None and isinstance(upper.value, datetime):
+        return upper.value
+    return now()
 
 
 def _with_query(url: str, query: Mapping[str, object]) -> str:

@@ -1,0 +1,495 @@
+"""The Dagster objects of a time pipeline (seed 003): partitions, asset, job, schedule, sensor.
+
+- **Partitions** (:func:`time_partitions`): a ``TimeWindowPartitionsDefinition`` whose keys are
+  the windows of :func:`~watermark_assets.core.time.windows`: ``start`` = ``from``, a cron on the
+  window boundaries (daily at ``from``'s hour:minute, weekly on ``from``'s weekday, monthly on
+  ``from``'s day, hourly at ``from``'s minute), ``end_offset=1`` with a partial last window (the
+  current window is a partition), the hour in the key when ``from`` has one. ``partition: none``
+  is an unpartitioned asset whose run reads the effective range ``[cut-off, to)``.
+- **Asset** (:func:`build_time_asset`): a run of partitions (or a single-run backfill of a range)
+  reads and replaces each window ``[start, min(end, to))`` in ONE commit with its high watermark
+  (:mod:`watermark_assets.runs.time`). A key whose window is not a window of the spec at the
+  run's time (Dagster's current partition when ``to`` sits exactly on a boundary, or a window
+  after ``to``) is skipped and said so.
+- **Schedule and sensor** (:func:`build_time_schedule`, :func:`build_time_sensor`): each tick reads
+  the time watermark from the Delta log once and requests exactly the windows due
+  (``TimeWatermark.due_at``), skipping partitions with a run in flight; the tick says why in
+  words (``DueWindows.explain()``).
+"""
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from dagster import (
+    AssetChecksDefinition,
+    AssetExecutionContext,
+    AssetKey,
+    AssetsDefinition,
+    AssetSelection,
+    BackfillPolicy,
+    DefaultScheduleStatus,
+    DefaultSensorStatus,
+    MaterializeResult,
+    MetadataValue,
+    RunRequest,
+    ScheduleDefinition,
+    ScheduleEvaluationContext,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    TimeWindowPartitionsDefinition,
+    asset,
+    define_asset_job,
+    sensor,
+)
+from dagster._core.definitions.unresolved_asset_job_definition import (
+    UnresolvedAssetJobDefinition,
+)
+
+from watermark_assets.config import TimePipelineConfig
+from watermark_assets.core.clock import Clock
+from watermark_assets.core.partition_selection import TimeWindow
+from watermark_assets.core.time import (
+    BeforeNow,
+    FixedTime,
+    Partitioning,
+    TimeSpec,
+    format_instant,
+    windows,
+)
+from watermark_assets.core.time.tick import DueWindows, instant_text
+from watermark_assets.defs.assets import PIPELINE_TAG
+from watermark_assets.defs.column import build_column_checks
+from watermark_assets.defs.resources import WatermarkSparkResource
+from watermark_assets.defs.sensors import FAILED, partitions_in_flight
+from watermark_assets.delta.log import table_row_count
+from watermark_assets.runs.time import TimeRunResult, load_time_watermark, run_windows
+
+#: The tag of a time pipeline's requested runs: the window key and the cut-off it was due after.
+TICK_TAG = "watermark_assets/time_tick"
+
+
+def _from(spec: TimeSpec) -> datetime:
+    if not isinstance(spec.from_, FixedTime):  # refused at load (TimeWatermarkConfig)
+        raise ValueError(f"a time partition needs a fixed from, not {spec.from_}")
+    return spec.from_.at
+
+
+def partition_fmt(spec: TimeSpec) -> str:
+    """The key format: the date, and the hour when windows are hourly or ``from`` has one."""
+    start = _from(spec)
+    if spec.partitioning is Partitioning.HOURLY or start.hour or start.minute:
+        return "%Y-%m-%d-%H:%M"
+    return "%Y-%m-%d"
+
+
+def partition_cron(spec: TimeSpec) -> str:
+    """A cron whose ticks are exactly the window boundaries (UTC)."""
+    start = _from(spec)
+    minute, hour = start.minute, start.hour
+    if spec.partitioning is Partitioning.HOURLY:
+        return f"{minute} * * * *"
+    if spec.partitioning is Partitioning.DAILY:
+        return f"{minute} {hour} * * *"
+    if spec.partitioning is Partitioning.WEEKLY:
+        return f"{minute} {hour} * * {start.isoweekday() % 7}"  # cron: 0 is Sunday
+    if spec.partitioning is Partitioning.MONTHLY:
+        return f"{minute} {hour} {start.day} * *"  # from's day is 1..28 (refused at load)
+    return f"{minute} * * * *"  # none: a tick an hour
+
+
+def _end_offset(spec: TimeSpec) -> int:
+    """Dagster's ``end_offset``: the current window is a partition when the last window is
+    partial; a ``P<n>D``/``P<n>DT<m>H`` moves the end back by the whole windows it spans (for
+    monthly windows by none: the run and the ticks clip keys to the spec's windows)."""
+    offset = 1 if spec.partial_partition else 0
+    to = spec.to
+    if isinstance(to, BeforeNow):
+        back = timedelta(days=to.days, hours=to.hours or 0)
+        step = spec.partitioning.step
+        if step is not None:
+            offset -= back // step
+    return offset
+
+
+def time_partitions(spec: TimeSpec) -> TimeWindowPartitionsDefinition | None:
+    """The Dagster partitions whose keys are ``windows(spec, now)`` (module docstring); None for
+    ``partition: none``.
+
+    A fixed ``to`` gives a fixed ``end`` (the end of the window holding ``to`` with a partial last
+    window, else ``to``'s last complete window's end). Exactly one difference remains with a
+    rolling ``to``: when ``to`` sits on a window boundary, Dagster's current partition starts at
+    ``to``, an empty window for the core: its run reads nothing and says so.
+    """
+    if spec.partitioning is Partitioning.NONE:
+        return None
+    start = _from(spec)
+    bounds: dict[str, Any] = {}
+    if isinstance(spec.to, FixedTime):
+        tiles = windows(spec, spec.to.at)
+        last = len(tiles)
+        bounds["end"] = tiles.boundary(last) if last else start
+    else:
+        bounds["end_offset"] = _end_offset(spec)
+    return TimeWindowPartitionsDefinition(
+        start=start,
+        fmt=partition_fmt(spec),
+        cron_schedule=partition_cron(spec),
+        timezone="UTC",
+        **bounds,
+    )
+
+
+def partition_key(spec: TimeSpec, window: TimeWindow) -> str:
+    """The Dagster partition key of one window (its start in :func:`partition_fmt`)."""
+    return window.start.strftime(partition_fmt(spec))
+
+
+def windows_of_keys(
+    spec: TimeSpec,
+    partitions_def: TimeWindowPartitionsDefinition,
+    keys: Sequence[str],
+    now: datetime,
+) -> tuple[list[TimeWindow], list[str]]:
+    """The core windows of ``keys`` at ``now`` (a partial one ends at ``to``), and the keys that
+    are no window at ``now`` (after ``to``, or starting exactly at it)."""
+    tiles = windows(spec, now)
+    chosen: list[TimeWindow] = []
+    outside: list[str] = []
+    for key in keys:
+        start = partitions_def.time_window_for_partition_key(key).start
+        window = tiles.containing(start)
+        if window is None or window.start != start:
+            outside.append(key)
+        else:
+            chosen.append(window)
+    return chosen, outside
+
+
+def describe(pipeline: TimePipelineConfig) -> str:
+    """The asset's description."""
+    lead = pipeline.description.strip() + "\n\n" if pipeline.description else ""
+    w = pipeline.watermark
+    return (
+        f"{lead}Time watermark on `{w.column}` from {w.from_} to {w.to}, {w.partition} windows "
+        f"(partial last window: {w.partial_partition}), grace {w.grace_days}d, abstinent "
+        f"{w.abstinent_days}d. Each window `[start, end)` is read from the "
+        f"{pipeline.source.type} source `{pipeline.source.location}` with `{w.column} >= start "
+        f"AND {w.column} < end` pushed down, and replaces that window of `{pipeline.table.uri}` "
+        "in ONE Delta commit that records its high watermark. Metadata: `time/cut_off`, "
+        "`time/windows` (each window, its high watermark, rows), `rows/*`, `delta/versions`."
+    )
+
+
+def time_metadata(
+    result: TimeRunResult, due: DueWindows, skipped: Sequence[str], *, table_rows: int | None
+) -> dict[str, Any]:
+    """A run's materialization metadata: the cut-off, each window with its high watermark and
+    rows, the totals and the commits (the checks read ``delta/versions``)."""
+    per_window = {format_instant(w.window.start): w.summary() for w in result.windows}
+    metadata: dict[str, Any] = {
+        "time/cut_off": MetadataValue.text(str(due.cut_off)),
+        "time/windows": MetadataValue.json(per_window),
+        "time/runs": MetadataValue.md("\n".join(f"- {w.line()}" for w in result.windows) or "-"),
+        "time/skipped_keys": MetadataValue.json(list(skipped)),
+        "time/highest_watermark": MetadataValue.text(
+            instant_text(h) if (h := result.watermark_after.highest) is not None else "none"
+        ),
+        "rows/read": MetadataValue.int(result.rows_read),
+        "rows/committed": MetadataValue.int(result.rows_committed),
+        "rows/removed": MetadataValue.int(result.rows_removed),
+        "delta/versions": MetadataValue.json(result.versions),
+    }
+    if len(result.windows) == 1:
+        (only,) = result.windows
+        summary = only.summary()
+        window = [format_instant(only.window.start), format_instant(only.window.end)]
+        metadata["time/window"] = MetadataValue.json(window)
+        metadata["time/high_watermark"] = MetadataValue.text(str(summary["high_watermark"]))
+    if table_rows is not None:
+        metadata["dagster/row_count"] = MetadataValue.int(table_rows)
+    return metadata
+
+
+def build_time_asset(
+    pipeline: TimePipelineConfig,
+    partitions_def: TimeWindowPartitionsDefinition | None,
+    clock: Clock,
+) -> AssetsDefinition:
+    """The pipeline's asset: partitioned (a run replaces its partitions' windows) or, for
+    ``partition: none``, one run reads the effective range ``[cut-off, to)``."""
+    spec = pipeline.watermark.spec
+
+    @asset(
+        key=AssetKey([pipeline.name]),
+        description=describe(pipeline),
+        group_name="watermark_time_ingestion",
+        kinds={"spark", "delta"},
+        metadata={
+            "table_uri": pipeline.table.uri,
+            "source": pipeline.source.location,
+            "source_type": pipeline.source.type,
+            "time_column": pipeline.watermark.column,
+            "time_from": pipeline.watermark.from_,
+            "time_to": pipeline.watermark.to,
+            "time_partition": pipeline.watermark.partition,
+            "grace_days": pipeline.watermark.grace_days,
+            "abstinent_days": pipeline.watermark.abstinent_days,
+        },
+        op_tags={PIPELINE_TAG: pipeline.name},
+        partitions_def=partitions_def,
+        backfill_policy=None if partitions_def is None else BackfillPolicy.single_run(),
+    )
+    def time_asset(
+        context: AssetExecutionContext, spark: WatermarkSparkResource
+    ) -> MaterializeResult[None]:
+        now = clock()
+        watermark, _ = load_time_watermark(pipeline)
+        due = watermark.due_at(spec, now)
+        skipped: list[str] = []
+        record_as: Callable[[TimeWindow], TimeWindow] | None = None
+        if partitions_def is None:
+            effective = due.effective_range
+            chosen = [] if effective is None else [effective]
+            record_as = _the_one_window(due)
+            if effective is None:
+                context.log.info(f"{pipeline.name}: nothing to read: {due.explain()}")
+        else:
+            chosen, skipped = windows_of_keys(spec, partitions_def, context.partition_keys, now)
+            if skipped:
+                context.log.info(
+                    f"{pipeline.name}: partitions {skipped} are no window at "
+                    f"{instant_text(now)} (after to, or starting at it): nothing to read"
+                )
+        context.log.info(f"{pipeline.name}: cut-off {due.cut_off}")
+        result = run_windows(
+            pipeline,
+            chosen,
+            spark.spark_session,
+            run_id=context.run.run_id,
+            job_name=context.run.job_name,
+            clock=clock,
+            log=context.log.info,
+            record_as=record_as,
+        )
+        rows = table_row_count(pipeline.table.uri)
+        return MaterializeResult(metadata=time_metadata(result, due, skipped, table_rows=rows))
+
+    return time_asset
+
+
+def _the_one_window(due: DueWindows) -> Callable[[TimeWindow], TimeWindow]:
+    """An unpartitioned run reads ``[cut-off, to)`` and records the one window ``[from, to)``
+    (one entry, whose high watermark is the last run's ``to``)."""
+    return lambda _read: due.of[0]
+
+
+@dataclass(frozen=True)
+class TimeTick:
+    """One tick's decision: the windows due and their partition keys (empty for ``none``)."""
+
+    due: DueWindows
+    keys: tuple[str, ...]
+    #: ``partition: none``: whether the effective range is not empty (one run is due)
+    unpartitioned_due: bool
+    #: the cut-off rounded down to a window boundary (to the day for ``none``): the sensor's run
+    #: keys carry it, so a window is requested again only once the cut-off crosses a boundary
+    #: (a partial window's ``to`` moves the cut-off on every run; a fast sensor must not
+    #: re-run the windows of the grace period on every tick)
+    epoch: datetime
+
+    @property
+    def runs(self) -> bool:
+        return bool(self.keys) or self.unpartitioned_due
+
+
+def decide_tick(pipeline: TimePipelineConfig, now: datetime) -> TimeTick:
+    """The windows due at ``now``: the time watermark is read from the Delta log once."""
+    spec = pipeline.watermark.spec
+    watermark, _ = load_time_watermark(pipeline)
+    due = watermark.due_at(spec, now)
+    at = due.cut_off.at
+    if spec.partitioning is Partitioning.NONE:
+        epoch = at.replace(hour=0, minute=0, second=0, microsecond=0)
+        return TimeTick(due, (), due.effective_range is not None, epoch)
+    index = due.of.index_containing(at)
+    epoch = at if index is None else due.of.boundary(index)
+    return TimeTick(due, tuple(partition_key(spec, w) for w in due.windows), False, epoch)
+
+
+def _requests(
+    pipeline: TimePipelineConfig, tick: TimeTick, busy: set[str], suffix: Callable[[str], str]
+) -> tuple[list[RunRequest], list[str]]:
+    """Run requests for the tick's keys, the keys with a run in flight left out (and returned).
+
+    Run key: the window, the cut-off's :attr:`TimeTick.epoch`, and ``suffix(base)`` (a sensor:
+    an attempt counter, so a failed run's window gets a new key; a schedule: the tick's time).
+    """
+    cut = format_instant(tick.epoch)
+    if not tick.keys and tick.unpartitioned_due:
+        if "" in busy:
+            return [], ["(unpartitioned)"]
+        base = f"{pipeline.name}|{cut}"
+        tags = {PIPELINE_TAG: pipeline.name, TICK_TAG: base}
+        return [RunRequest(run_key=f"{base}|{suffix(base)}", tags=tags)], []
+    requests: list[RunRequest] = []
+    waiting: list[str] = []
+    for key in tick.keys:
+        if key in busy:
+            waiting.append(key)
+            continue
+        base = f"{key}|{cut}"
+        requests.append(
+            RunRequest(
+                run_key=f"{base}|{suffix(base)}",
+                partition_key=key,
+                tags={PIPELINE_TAG: pipeline.name, TICK_TAG: base},
+            )
+        )
+    return requests, waiting
+
+
+def _message(tick: TimeTick, waiting: Sequence[str]) -> str:
+    text = tick.due.explain()
+    if waiting:
+        text += f"; waiting for the runs in flight of {list(waiting)}"
+    return text
+
+
+def _busy(
+    context: SensorEvaluationContext | ScheduleEvaluationContext,
+    asset_key: AssetKey,
+    job_name: str,
+    partitions_def: TimeWindowPartitionsDefinition | None,
+) -> set[str]:
+    if partitions_def is not None:
+        return partitions_in_flight(context, asset_key, job_name, partitions_def)  # type: ignore[arg-type]
+    from dagster import RunsFilter
+
+    from watermark_assets.defs.sensors import IN_FLIGHT
+
+    runs = context.instance.get_runs(
+        filters=RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1
+    )
+    return {""} if runs else set()
+
+
+def build_time_sensor(
+    pipeline: TimePipelineConfig,
+    job: UnresolvedAssetJobDefinition,
+    asset_key: AssetKey,
+    partitions_def: TimeWindowPartitionsDefinition | None,
+    clock: Clock,
+) -> SensorDefinition:
+    """The event-driven tick, ``{pipeline}_sensor``: requests exactly the windows due (run key:
+    the window and the cut-off it is due after, plus an attempt counter after a failed run)."""
+    settings = pipeline.schedule
+
+    @sensor(
+        name=f"{pipeline.name}_sensor",
+        job=job,
+        minimum_interval_seconds=settings.minimum_interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING
+        if settings.running_by_default
+        else DefaultSensorStatus.STOPPED,
+        description=f"Requests the windows of {pipeline.name} due by its time watermark "
+        "(end after the cut-off, or no history), and says why.",
+    )
+    def time_sensor(context: SensorEvaluationContext) -> SensorResult:
+        from dagster import RunsFilter
+
+        tick = decide_tick(pipeline, clock())
+        if not tick.runs:
+            return SensorResult(skip_reason=tick.due.explain())
+        busy = _busy(context, asset_key, job.name, partitions_def)
+        failed = context.instance.get_runs(
+            filters=RunsFilter(job_name=job.name, statuses=FAILED), limit=500
+        )
+        attempts: dict[str, int] = {}
+        for run in failed:
+            base = run.tags.get(TICK_TAG)
+            if base:
+                attempts[base] = attempts.get(base, 0) + 1
+        requests, waiting = _requests(
+            pipeline, tick, busy, lambda base: f"a{attempts.get(base, 0)}"
+        )
+        message = _message(tick, waiting)
+        if not requests:
+            return SensorResult(skip_reason=message)
+        context.log.info(f"{pipeline.name}: {message}")
+        return SensorResult(run_requests=requests)
+
+    return time_sensor
+
+
+def build_time_schedule(
+    pipeline: TimePipelineConfig,
+    job: UnresolvedAssetJobDefinition,
+    asset_key: AssetKey,
+    partitions_def: TimeWindowPartitionsDefinition | None,
+    clock: Clock,
+) -> ScheduleDefinition:
+    """``{pipeline}_schedule``: on the partitioning's cron (or ``schedule.cron``), requests
+    exactly the windows due at the tick, and says why."""
+    settings = pipeline.schedule
+    cron = settings.cron or partition_cron(pipeline.watermark.spec)
+
+    def evaluate(context: ScheduleEvaluationContext) -> Iterator[RunRequest | SkipReason]:
+        now = clock()
+        tick = decide_tick(pipeline, now)
+        if not tick.runs:
+            yield SkipReason(tick.due.explain())
+            return
+        busy = _busy(context, asset_key, job.name, partitions_def)
+        at = format_instant(now)
+        requests, waiting = _requests(pipeline, tick, busy, lambda base: f"tick {at}")
+        message = _message(tick, waiting)
+        if not requests:
+            yield SkipReason(message)
+            return
+        context.log.info(f"{pipeline.name}: {message}")
+        yield from requests
+
+    return ScheduleDefinition(
+        name=f"{pipeline.name}_schedule",
+        cron_schedule=cron,
+        execution_timezone="UTC",
+        job=job,
+        execution_fn=evaluate,
+        default_status=DefaultScheduleStatus.RUNNING
+        if settings.running_by_default
+        else DefaultScheduleStatus.STOPPED,
+        description=f"Requests the windows of {pipeline.name} due at each tick ({cron}, UTC).",
+    )
+
+
+@dataclass(frozen=True)
+class TimePipelineDefs:
+    """The Dagster objects of one time pipeline."""
+
+    asset: AssetsDefinition
+    checks: AssetChecksDefinition
+    job: UnresolvedAssetJobDefinition
+    schedule: ScheduleDefinition
+    sensor: SensorDefinition
+
+
+def build_time_pipeline(pipeline: TimePipelineConfig, clock: Clock) -> TimePipelineDefs:
+    """Everything of one time pipeline (:func:`watermark_assets.defs.build.build_pipeline` picks
+    this for ``watermark.kind: time``)."""
+    partitions_def = time_partitions(pipeline.watermark.spec)
+    asset_def = build_time_asset(pipeline, partitions_def, clock)
+    checks = build_column_checks(pipeline.column_pipeline(), asset_def.key)
+    job = define_asset_job(
+        f"{pipeline.name}_job",
+        selection=AssetSelection.assets(asset_def) | AssetSelection.checks(checks),
+        partitions_def=partitions_def,
+        description=f"Reads and replaces windows of {pipeline.name}'s time watermark (one "
+        "commit per window).",
+    )
+    schedule = build_time_schedule(pipeline, job, asset_def.key, partitions_def, clock)
+    sensor_def = build_time_sensor(pipeline, job, asset_def.key, partitions_def, clock)
+    return TimePipelineDefs(asset_def, checks, job, schedule, sensor_def)

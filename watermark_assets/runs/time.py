@@ -1,0 +1,279 @@
+"""A run of a time pipeline (seed 003): its windows read and replaced, one commit each (no Dagster).
+
+A window ``[start, end)`` of :func:`~watermark_assets.core.time.windows` is a replay chunk of the
+column machinery (:mod:`watermark_assets.runs.column`): read with ``column >= start AND column <
+end`` (pushed to the source: a filter for tables and files, a ``WHERE`` for JDBC, the lower bound
+in ``watermark_param_mapping`` and the end in ``watermark_to_param`` for an HTTP API), staged, and
+committed as a replace of ``[start, end)`` (``Interval.CLOSED_OPEN``) in ONE Delta commit. That
+commit also carries:
+
+- the txn ``watermark_assets/{pipeline}/time/{window start}`` (:func:`window_app_id`): version 1,
+  2, ... per run of the window; a concurrent run of the same window makes the commit stale and it
+  plans and reads again;
+- the entry ``watermark_assets.time/{pipeline}`` (:func:`time_metadata_key`): the
+  :class:`~watermark_assets.core.time.TimeWatermark` read before the run (from the log up to
+  ``read_version``) with this window's high watermark recorded (its end, or ``to`` for the
+  partial last window), plus the window.
+
+So a window's data and its high watermark are ONE atomic commit. :func:`load_time_watermark` reads
+the watermark back (:class:`TimeWatermarkLog`): the newest entry, merged with the entries of the
+commits after its ``read_version`` (per-window maximum): two runs of different windows committing
+at once each carry what they saw, and the merge keeps both.
+
+A window that reads no row still commits when the table exists (``records_completion``): its rows
+in the table are removed (deleted at the source) and its high watermark is recorded; with no
+table yet nothing is committed and the window stays without history (it runs again next tick).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from watermark_assets.config import TimePipelineConfig
+from watermark_assets.core.clock import Clock, system_clock
+from watermark_assets.core.column.lookback import ReadBound
+from watermark_assets.core.column.watermark import ColumnWatermark, GreaterOrEqual
+from watermark_assets.core.errors import WatermarkHistoryLostError
+from watermark_assets.core.partition_selection import TimeWindow
+from watermark_assets.core.time import TimeWatermark, format_instant
+from watermark_assets.core.time.tick import short_instant
+from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.exceptions import DeltaCommitError
+from watermark_assets.runs.column import (
+    ColumnPlan,
+    ColumnResult,
+    ColumnRunRequest,
+    commit_column_batch,
+    stage_column_batch,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: The commitInfo entry prefix of a time pipeline's watermark (+ the pipeline name).
+TIME_METADATA_PREFIX = "watermark_assets.time/"
+
+
+def time_metadata_key(pipeline_name: str) -> str:
+    """The commitInfo key holding ``pipeline_name``'s time watermark."""
+    return TIME_METADATA_PREFIX + pipeline_name
+
+
+def window_app_id(pipeline_name: str, window: TimeWindow) -> str:
+    """The txn app id of one window: one per window start (a partial window keeps its id as it
+    grows)."""
+    return f"watermark_assets/{pipeline_name}/time/{format_instant(window.start)}"
+
+
+class TimeWatermarkLog:
+    """The pipeline's time watermark as the Delta log holds it.
+
+    Each entry carries the watermark its run read from the log up to ``read_version``, advanced
+    by its window. So the newest commit with an entry holds everything committed up to its
+    ``read_version``, and the first :meth:`read` merges only that entry and the commits after
+    ``read_version`` (the runs that committed concurrently): a tick reads a few commits, however
+    long the history. Later reads merge the commits after the last one read (a run of many
+    windows reads each commit once). Merging is a per-window maximum, so the order does not
+    matter.
+    """
+
+    def __init__(self, pipeline: TimePipelineConfig) -> None:
+        self._committer = DeltaCommitter(pipeline.table.uri)
+        self._uri = pipeline.table.uri
+        self._key = time_metadata_key(pipeline.name)
+        self.watermark = TimeWatermark.empty()
+        #: the newest table version read (None: nothing read yet; -1: no table)
+        self.version: int | None = None
+
+    def read(self) -> TimeWatermark:
+        """The watermark merged over every commit up to the table's current version."""
+        if self.version is None:
+            self._start_from_newest_entry()
+        for commit in self._committer.read_commits_after(self.version):
+            self.version = commit.version
+            entry = commit.custom_metadata.get(self._key)
+            if entry is not None:
+                stored = TimeWatermark.from_json(json.loads(entry)["watermark"])
+                self.watermark = self.watermark.merge(stored)
+        if self.version is None:
+            self.version = -1
+        return self.watermark
+
+    def _start_from_newest_entry(self) -> None:
+        """Walk back to the newest commit with an entry; continue from its ``read_version``."""
+        latest = self._committer.current_version()
+        if latest is None:
+            self.version = -1
+            return
+        for version in range(latest, -1, -1):
+            try:
+                commit = self._committer.read_commit(version)
+            except DeltaCommitError:
+                raise WatermarkHistoryLostError(self._uri, self._key, version + 1) from None
+            text = commit.custom_metadata.get(self._key)
+            if text is None:
+                continue
+            entry = json.loads(text)
+            read_version = entry.get("read_version")
+            if isinstance(read_version, int) and -1 <= read_version < version:
+                self.watermark = TimeWatermark.from_json(entry["watermark"])
+                self.version = read_version
+            return  # an entry without read_version: read the whole log
+        self.version = latest  # no entry at all: no window has history
+
+
+def load_time_watermark(pipeline: TimePipelineConfig) -> tuple[TimeWatermark, int | None]:
+    """The pipeline's time watermark (:class:`TimeWatermarkLog`) and the table version it was
+    read at (-1: no table, an empty watermark)."""
+    log = TimeWatermarkLog(pipeline)
+    return log.read(), log.version
+
+
+def plan_window(
+    request: ColumnRunRequest,
+    pipeline: TimePipelineConfig,
+    window: TimeWindow,
+    log: TimeWatermarkLog | None = None,
+    *,
+    recorded_as: TimeWindow | None = None,
+) -> ColumnPlan:
+    """The plan of one window: its txn read first (the optimistic lock), then the watermark
+    (``log``: the run's incremental reader; a new one reads the whole log).
+
+    ``recorded_as``: the window whose high watermark the commit records and whose txn it
+    carries, when it is not the window read: an unpartitioned watermark reads its effective
+    range ``[cut-off, to)`` and records its one window ``[from, to)`` (one entry, not one per
+    run)."""
+    column = pipeline.watermark.column
+    record = window if recorded_as is None else recorded_as
+    committer = DeltaCommitter(pipeline.table.uri)
+    app_id = window_app_id(pipeline.name, record)
+    txn = TxnVersion.next_of(app_id, committer.transaction_version(app_id))
+    log = log or TimeWatermarkLog(pipeline)
+    stored = log.read()
+    after = stored.advance(record)
+    entry = {
+        "watermark": after.to_json(),
+        "read_version": log.version,  # the entry holds every entry up to this version
+        "window": [format_instant(window.start), format_instant(window.end)],
+        "recorded_window": [format_instant(record.start), format_instant(record.end)],
+        "high_watermark": format_instant(record.end),
+        "run_id": request.run_id,
+        "job_id": request.job_name,
+    }
+    return ColumnPlan(
+        request=request,
+        watermark_before=ColumnWatermark.empty((column,)),
+        bound=ReadBound(ColumnWatermark((column,), (window.start,)), GreaterOrEqual),
+        txn=txn,
+        provider="delta_metadata",
+        upper=ColumnWatermark((column,), (window.end,)),
+        saves_watermark=False,  # no column watermark: the time watermark is in extra_metadata
+        extra_metadata={time_metadata_key(pipeline.name): json.dumps(entry)},
+        records_completion=True,
+    )
+
+
+@dataclass(frozen=True)
+class WindowRun:
+    """One window of a run: what it read and committed."""
+
+    window: TimeWindow
+    result: ColumnResult
+
+    @property
+    def committed(self) -> bool:
+        return self.result.outcome.version is not None
+
+    def line(self) -> str:
+        """One log line."""
+        result, outcome = self.result, self.result.outcome
+        version = "" if outcome.version is None else f" as Delta version {outcome.version}"
+        counts = [f"{result.staged.rows_read} rows read", f"{result.rows_committed} committed"]
+        if result.rows_removed:
+            counts.append(f"{result.rows_removed} rows removed from the window")
+        return (
+            f"window [{short_instant(self.window.start)}, {short_instant(self.window.end)}): "
+            f"{', '.join(counts)}{version} ({outcome.reason})"
+        )
+
+    def summary(self) -> dict[str, object]:
+        """The window's materialization metadata entry."""
+        result = self.result
+        return {
+            "window": [format_instant(self.window.start), format_instant(self.window.end)],
+            "high_watermark": format_instant(self.window.end) if self.committed else None,
+            "rows_read": result.staged.rows_read,
+            "rows_committed": result.rows_committed,
+            "rows_removed": result.rows_removed,
+            "delta_version": result.outcome.version,
+            "pushed_down": result.staged.pushed_down,
+        }
+
+
+@dataclass(frozen=True)
+class TimeRunResult:
+    """A run's windows in order, and the watermark before and after it."""
+
+    pipeline: str
+    windows: tuple[WindowRun, ...]
+    watermark_before: TimeWatermark
+    watermark_after: TimeWatermark
+
+    @property
+    def versions(self) -> list[int]:
+        return [
+            w.result.outcome.version for w in self.windows if w.result.outcome.version is not None
+        ]
+
+    @property
+    def rows_read(self) -> int:
+        return sum(w.result.staged.rows_read for w in self.windows)
+
+    @property
+    def rows_committed(self) -> int:
+        return sum(w.result.rows_committed for w in self.windows)
+
+    @property
+    def rows_removed(self) -> int:
+        return sum(w.result.rows_removed for w in self.windows)
+
+
+def run_windows(
+    pipeline: TimePipelineConfig,
+    windows: Sequence[TimeWindow],
+    spark: SparkSession,
+    *,
+    run_id: str,
+    job_name: str | None = None,
+    clock: Clock = system_clock,
+    log: Callable[[str], None] = print,
+    record_as: Callable[[TimeWindow], TimeWindow] | None = None,
+) -> TimeRunResult:
+    """Read and replace each of ``windows``, in start order, one commit each (module docstring);
+    ``record_as(window)``: the window recorded for it (:func:`plan_window`'s ``recorded_as``)."""
+    column_pipeline = pipeline.column_pipeline()
+    request = ColumnRunRequest(
+        pipeline=column_pipeline, run_id=run_id, job_name=job_name, clock=clock
+    )
+    watermark_log = TimeWatermarkLog(pipeline)
+    before = watermark_log.read()
+    runs: list[WindowRun] = []
+    for window in sorted(windows, key=lambda w: w.start):
+        now: datetime = clock()
+
+        recorded = None if record_as is None else record_as(window)
+
+        def plan(window: TimeWindow = window, recorded: TimeWindow | None = recorded) -> ColumnPlan:
+            return plan_window(request, pipeline, window, watermark_log, recorded_as=recorded)
+
+        staged = stage_column_batch(plan(), spark, now=now)
+        result = commit_column_batch(staged, now=now, replan=plan)
+        runs.append(WindowRun(window, result))
+        log(f"{pipeline.name}: {runs[-1].line()}")
+    after = watermark_log.read()
+    return TimeRunResult(pipeline.name, tuple(runs), before, after)
