@@ -72,7 +72,12 @@ RULES = [
 ]
 
 #: The classes of a pipeline's configuration whose type only the Dagster factory may ask.
-PIPELINE_CLASSES = {"FilePipelineConfig", "ColumnPipelineConfig"}
+PIPELINE_CLASSES = {
+    "FilePipelineConfig",
+    "ColumnPipelineConfig",
+    "UnitPipelineConfig",
+    "TimePipelineConfig",
+}
 #: Where asking is allowed: the factory, and the configuration that defines the union.
 MAY_ASK_THE_KIND = {"defs/build.py", "config.py"}
 
