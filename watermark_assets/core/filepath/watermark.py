@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import ClassVar
 
 from watermark_assets.core.errors import WatermarkRegressionError
 from watermark_assets.core.filepath.path import prefix_components, split_path
+from watermark_assets.core.frozen_map import FrozenMap
 from watermark_assets.core.watermark import register
 
 
@@ -38,18 +39,18 @@ class WatermarkState(str, Enum):
 _STATE_RANK = {WatermarkState.INITIAL: 0, WatermarkState.IDLE: 1, WatermarkState.ACTIVE: 2}
 
 
-class PartitionWatermarks(Mapping[str, str]):
+class PartitionWatermarks(FrozenMap[str, str]):
     """An immutable, hashable mapping partition prefix -> greatest file name processed in it.
 
     Iterates in sorted key order. Equal to any mapping with the same items (a plain dict too).
     Picklable and copyable, unlike ``types.MappingProxyType``.
     """
 
-    __slots__ = ("_items", "_keys")
+    __slots__ = ("_keys",)
 
-    def __init__(self, items: Mapping[str, str] | None = None) -> None:
-        self._items: dict[str, str] = dict(sorted((items or {}).items()))
-        self._keys: list[str] = list(self._items)
+    def _prepare(self, items: dict[str, str]) -> dict[str, str]:
+        self._keys: list[str] = list(items)
+        return items
 
     def has_partition_in(self, directory: str) -> bool:
         """Whether ``directory`` is a partition with an entry or holds one below it.
@@ -64,33 +65,6 @@ class PartitionWatermarks(Mapping[str, str]):
         inside = directory + "/"
         index = bisect_left(keys, inside, lo=index)
         return index < len(keys) and keys[index].startswith(inside)
-
-    def __getitem__(self, key: str) -> str:
-        return self._items[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __hash__(self) -> int:
-        return hash(tuple(self._items.items()))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Mapping):
-            return self._items == dict(other.items())
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        return f"PartitionWatermarks({self._items!r})"
-
-    def __getstate__(self) -> dict[str, str]:
-        return self._items
-
-    def __setstate__(self, state: dict[str, str]) -> None:
-        self._items = dict(state)
-        self._keys = list(self._items)
 
 
 @register

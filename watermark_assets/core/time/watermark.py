@@ -31,12 +31,13 @@ Standard library only.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from watermark_assets.core.errors import WatermarkJSONError
+from watermark_assets.core.frozen_map import FrozenMap
 from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time.instant import (
     format_millis,
@@ -53,18 +54,18 @@ Observed: TypeAlias = "TimeWindow | Iterable[TimeWindow]"
 """What :meth:`TimeWatermark.advance` takes: the window(s) a run committed."""
 
 
-class HighWatermarks(Mapping[int, int]):
+class HighWatermarks(FrozenMap[int, int]):
     """An immutable, hashable mapping window start (ms) -> high watermark (ms), in start order.
 
     Equal to any mapping with the same items. Entries whose high watermark is not after the start
     (DIL's failed first run) are left out.
     """
 
-    __slots__ = ("_highest", "_items")
+    __slots__ = ("_highest",)
 
-    def __init__(self, items: Mapping[int, int] | None = None) -> None:
+    def _prepare(self, items: dict[int, int]) -> dict[int, int]:
         checked: dict[int, int] = {}
-        for start, high in sorted((items or {}).items()):
+        for start, high in items.items():
             for value in (start, high):
                 if isinstance(value, bool) or not isinstance(value, int):
                     raise TypeError(
@@ -73,42 +74,13 @@ class HighWatermarks(Mapping[int, int]):
                     )
             if high > start:
                 checked[start] = high
-        self._items = checked
         self._highest = max(checked.values(), default=None)
+        return checked
 
     @property
     def highest(self) -> int | None:
         """The largest high watermark; None when empty."""
         return self._highest
-
-    def __getitem__(self, key: int) -> int:
-        return self._items[key]
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._items
-
-    def __hash__(self) -> int:
-        return hash(tuple(self._items.items()))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Mapping):
-            return self._items == dict(other.items())
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        return f"HighWatermarks({self._items!r})"
-
-    def __getstate__(self) -> dict[int, int]:
-        return self._items
-
-    def __setstate__(self, state: dict[int, int]) -> None:
-        self.__init__(state)  # type: ignore[misc]
 
 
 @register

@@ -35,11 +35,12 @@ Standard library only.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from watermark_assets.core.errors import UnitIdError, UnitInnerKindError, WatermarkJSONError
+from watermark_assets.core.frozen_map import FrozenMap
 from watermark_assets.core.unit.units import check_unit_id
 from watermark_assets.core.watermark import Watermark, register, watermark_kind
 
@@ -48,42 +49,13 @@ InnerT = TypeVar("InnerT", bound=Watermark[Any])
 _STORED = "the unit watermark"
 
 
-class UnitEntries(Mapping[str, InnerT | None]):
+class UnitEntries(FrozenMap[str, InnerT | None]):
     """An immutable, hashable mapping unit id -> inner watermark (None: known, not read yet).
 
     Iterates in sorted id order; equal to any mapping with the same items.
     """
 
-    __slots__ = ("_items",)
-
-    def __init__(self, items: Mapping[str, InnerT | None] | None = None) -> None:
-        self._items: dict[str, InnerT | None] = dict(sorted((items or {}).items()))
-
-    def __getitem__(self, key: str) -> InnerT | None:
-        return self._items[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __hash__(self) -> int:
-        return hash(tuple(self._items.items()))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Mapping):
-            return self._items == dict(other.items())
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        return f"UnitEntries({self._items!r})"
-
-    def __getstate__(self) -> dict[str, InnerT | None]:
-        return self._items
-
-    def __setstate__(self, state: dict[str, InnerT | None]) -> None:
-        self._items = dict(state)
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
