@@ -132,7 +132,13 @@ class PostgresWatermarkProvider:
         return conn
 
     def _create_table(self, conn: psycopg.Connection[Any]) -> None:
-        statements = []
+        # "IF NOT EXISTS" is not race-free: two first uses at once can both pass the check, and the
+        # loser fails on the table's row type (DuplicateObject) or its catalog row (UniqueViolation).
+        # A transaction-scoped advisory lock on the table's name serialises the creators, so the
+        # second one sees the first one's committed table. The except clause stays for servers
+        # where another tool (not holding our lock) creates the same table at the same instant.
+        qualified = f"{self.schema}.{self.table}" if self.schema else self.table
+        statements = [sql.SQL("SELECT pg_advisory_xact_lock(hashtext(%s))")]
         if self.schema:
             statements.append(
                 sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
@@ -144,12 +150,18 @@ class PostgresWatermarkProvider:
                 "dataflow_run_id text, updated_at timestamptz NOT NULL)"
             ).format(self._ident)
         )
-        for statement in statements:
-            try:
-                with conn.transaction():
+        try:
+            with conn.transaction():
+                conn.execute(statements[0], (f"watermark_assets:{qualified}",))
+                for statement in statements[1:]:
                     conn.execute(statement)
-            except (errors.UniqueViolation, errors.DuplicateTable, errors.DuplicateSchema):
-                pass  # a concurrent first use created it ("IF NOT EXISTS" is not race-free)
+        except (
+            errors.UniqueViolation,
+            errors.DuplicateTable,
+            errors.DuplicateSchema,
+            errors.DuplicateObject,
+        ):
+            pass  # created at the same instant by a process outside the advisory lock
         self._table_ready = True
 
 
