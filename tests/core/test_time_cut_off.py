@@ -165,8 +165,8 @@ def test_seed_monthly_cut_off_is_the_largest_high_watermark_minus_grace() -> Non
     # milliseconds the window is [2019-01-01, 2019-02-01) and its high watermark is its end, the
     # midnight after January 31, as for the seed's daily partitions ("2020-02-20 will have high
     # watermark as 2020-02-21 12:00:00 AM").
-    assert watermark.high_watermark(utc(2019, 1, 1)) == utc(2019, 2, 1)
-    assert watermark.high_watermark(utc(2020, 2, 1)) == utc(2020, 2, 21)  # the partial one: to
+    assert watermark.high_watermark(window(utc(2019, 1, 1), utc(2019, 2, 1))) == utc(2019, 2, 1)
+    assert watermark.high_watermark(first.windows[-1]) == utc(2020, 2, 21)  # the partial one: to
     assert watermark.highest == utc(2020, 2, 21)
     assert watermark.cut_off(MONTHLY, utc(2020, 2, 21)).at == utc(2020, 2, 18)
 
@@ -207,7 +207,7 @@ def test_seed_daily_last_partition_has_the_next_midnight_as_high_watermark() -> 
     first, watermark = run(TimeWatermark.empty(), DAILY, utc(2020, 2, 21))
     assert len(first.windows) == 31 + 20
     assert first.windows[-1] == window(utc(2020, 2, 20), utc(2020, 2, 21))  # "partition 2020-02-20"
-    assert watermark.high_watermark(utc(2020, 2, 20)) == utc(2020, 2, 21)
+    assert watermark.high_watermark(first.windows[-1]) == utc(2020, 2, 21)
     assert all(watermark.high_watermark(w) == w.end for w in first.windows)
 
 
@@ -249,7 +249,7 @@ def test_seed_daily_grace_three_re_executes_the_partitions_ending_after_the_cut_
 def test_seed_a_partition_that_failed_its_first_run_runs_on_the_next_tick() -> None:
     spec = TimeSpec("2020-02-01", "P0D", "daily")
     _, watermark = run(TimeWatermark.empty(), spec, utc(2020, 2, 21), failing={utc(2020, 2, 10)})
-    assert watermark.high_watermark(utc(2020, 2, 10)) is None
+    assert watermark.high_watermark(window(utc(2020, 2, 10), utc(2020, 2, 11))) is None
 
     following = watermark.due_at(spec, utc(2020, 2, 22))
     assert following.rerun == ()  # older successful partitions do not run again
@@ -263,7 +263,7 @@ def test_seed_a_partition_that_failed_its_first_run_runs_on_the_next_tick() -> N
 def test_a_partition_that_fails_again_after_a_success_keeps_its_high_watermark() -> None:
     _, watermark = run(TimeWatermark.empty(), DAILY, utc(2020, 2, 21))
     _, after = run(watermark, DAILY, utc(2020, 2, 22), failing={utc(2020, 2, 19)})
-    assert after.high_watermark(utc(2020, 2, 19)) == utc(2020, 2, 20)
+    assert after.high_watermark(window(utc(2020, 2, 19), utc(2020, 2, 20))) == utc(2020, 2, 20)
 
 
 # "watermark from date is allowed to have hours, for example 2020-02-21 10:00:00, in such case the

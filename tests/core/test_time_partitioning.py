@@ -357,10 +357,16 @@ def test_the_window_containing_an_instant_agrees_with_the_list(
         assert tiles.first_ending_after(each.start) == i
         assert tiles.first_ending_after(each.end - MS) == i
         assert tiles.first_ending_after(each.end) == i + 1
+        assert tiles.first_starting_at_or_after(each.start) == i
+        assert tiles.first_starting_at_or_after(each.start + MS) == i + 1
     moment = data.draw(instants)
     holding = [i for i, w in enumerate(listed) if w.contains(moment)]
     assert tiles.index_containing(moment) == (holding[0] if holding else None)
     assert tiles.first_ending_after(moment) == sum(1 for w in listed if w.end <= moment)
+    starting_before = sum(1 for w in listed if w.start < moment)
+    assert tiles.first_starting_at_or_after(moment) == starting_before
+    assert tiles.first_starting_at_or_after(to_ms(moment)) == starting_before
+    assert tiles.first_starting_at_or_after(to_ms(tiles.start) - 1) == 0
     assert list(tiles.starts_ms()) == [to_ms(w.start) for w in listed]
     assert all(w in tiles for w in listed)
     shifted = [TimeWindow(w.start, w.end + MS) for w in listed]

@@ -26,6 +26,8 @@ def ensure_utc(dt: datetime) -> datetime:
     A naive datetime is refused with :class:`~watermark_assets.exceptions.NaiveDatetimeError`:
     guessing its zone is how off-by-hours bugs start.
     """
+    if dt.tzinfo is timezone.utc:  # already UTC (most calls): nothing to convert
+        return dt
     if dt.tzinfo is None or dt.tzinfo.utcoffset(dt) is None:
         raise NaiveDatetimeError(dt)
     return dt.astimezone(timezone.utc)

@@ -2,8 +2,9 @@
 
 Standard library only. Modules: ``spec`` (``from``/``to`` parsing, :class:`TimeSpec`),
 ``partitioning`` (windows derived from ``from``), ``watermark`` (:class:`TimeWatermark`, the
-cut-off and the windows due on a tick), ``tick`` (:class:`CutOff`, :class:`DueWindows`: one
-tick's decision and its reason in words), ``instant`` (UTC milliseconds).
+cut-off and the windows due on a tick), ``spans`` (its value: the disjoint spans the committed
+windows covered), ``tick`` (:class:`CutOff`, :class:`DueWindows`: one tick's decision and its
+reason in words), ``instant`` (UTC milliseconds).
 
 A tick, from the Dagster edge (``now`` read once from the injected clock)::
 
@@ -21,6 +22,7 @@ from watermark_assets.core.time.partitioning import (
     add_months,
     windows,
 )
+from watermark_assets.core.time.spans import Spans
 from watermark_assets.core.time.spec import (
     BeforeNow,
     FixedTime,
@@ -30,16 +32,16 @@ from watermark_assets.core.time.spec import (
     parse_bound,
 )
 from watermark_assets.core.time.tick import CutOff, DueWindows
-from watermark_assets.core.time.watermark import HighWatermarks, TimeWatermark
+from watermark_assets.core.time.watermark import TimeWatermark
 
 __all__ = [
     "BeforeNow",
     "CutOff",
     "DueWindows",
     "FixedTime",
-    "HighWatermarks",
     "Now",
     "Partitioning",
+    "Spans",
     "TimeBound",
     "TimeSpec",
     "TimeWatermark",

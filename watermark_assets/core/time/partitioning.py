@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, overload
 
 from watermark_assets.core.clock import ensure_utc
 from watermark_assets.core.partition_selection import TimeWindow
-from watermark_assets.core.time.instant import to_millis, truncate_to_ms
+from watermark_assets.core.time.instant import from_millis, to_millis, truncate_to_ms
 
 if TYPE_CHECKING:
     from watermark_assets.core.time.spec import TimeSpec
@@ -178,6 +178,22 @@ class TimeWindows(Sequence[TimeWindow]):
         index = self.index_containing(moment)
         return len(self) if index is None else index
 
+    def first_starting_at_or_after(self, moment: datetime | int) -> int:
+        """The index of the first window whose start is at or after ``moment`` (aware, or epoch
+        milliseconds; ``len(self)`` when none): the windows starting in ``[a, b)`` are those from
+        this index of ``a`` up to (not including) this index of ``b``. Integer arithmetic for
+        fixed-length windows given milliseconds (a tick asks this once per gap)."""
+        if isinstance(moment, int):
+            if self._step is not None:
+                width = self._step // timedelta(milliseconds=1)
+                ahead = moment - to_millis(self.start)
+                return min(len(self), max(0, -(-ahead // width)))  # ceil, clipped
+            moment = from_millis(moment)
+        index = self.index_containing(moment)
+        if index is None:
+            return 0 if ensure_utc(moment) <= self.start else len(self)
+        return index if self.boundary(index) == moment else index + 1
+
     def starts_ms(self, stop: int | None = None) -> Sequence[int]:
         """The starts of windows ``0 .. stop - 1`` (all by default) in epoch milliseconds; a
         ``range`` for fixed-length windows, so nothing is built per window."""
@@ -220,8 +236,12 @@ class TimeWindows(Sequence[TimeWindow]):
     def _between(self, lo: int, hi: int) -> Iterator[TimeWindow]:
         """Windows ``lo .. hi - 1``, each end computed once (it is the next start)."""
         start = self.boundary(lo)
+        step = self._step
         for i in range(lo + 1, hi + 1):
-            end = self.end if i > self._complete else self.boundary(i)
+            if i > self._complete:
+                end = self.end
+            else:  # fixed-length windows: one addition, not a multiplication per window
+                end = start + step if step is not None else self.boundary(i)
             yield TimeWindow(start, end)
             start = end
 

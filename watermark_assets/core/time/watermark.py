@@ -1,20 +1,40 @@
-"""The time watermark (kind ``"time"``): one high watermark per window, and the cut-off rule.
+"""The time watermark (kind ``"time"``): what each window's runs covered, and the cut-off rule.
 
-**Value.** A mapping *window start -> high watermark*, both in epoch milliseconds (DIL works in
-milliseconds). A window's high watermark is its end when it succeeded: the seed's daily partition
+**Meaning.** A window's high watermark is its end when it succeeded: the seed's daily partition
 2020-02-20 has high watermark 2020-02-21 00:00; a partial window's is ``to`` at that run (the seed's
-``[2020-02-01, 2020-02-21)`` has 2020-02-21). Its JSON form sorts chronologically::
+``[2020-02-01, 2020-02-21)`` has 2020-02-21). A window that never succeeded has no history, so it
+always runs.
 
-    {"2020-02-20T00:00:00.000Z": 1582243200000}
+**Value: the covered instants, not one entry per window.** A run of window ``[start, end)`` that
+committed replaced the table's rows in ``[start, high)`` (its high watermark). The watermark keeps
+the union of those ranges as disjoint half-open spans (:class:`~.spans.Spans`, epoch
+milliseconds), so it is as large as the number of *gaps* (windows never run, a partial window
+followed by later ones), not the number of windows: five years of hourly windows that all
+succeeded are one span. Reading a window back is exact because the windows of one pipeline tile
+``[from, to)`` and a recorded high watermark lies in ``(start, end]``:
 
-**No history is an absent key.** A window that never succeeded has no entry, so it always runs.
-DIL stores a failed first run as a high watermark *equal to the window's start* and ignores it on
-the next run; an entry at or below its window's start is therefore dropped when a watermark is
-built (read from old state, say), and the window is new again.
+- a window has history iff its start is covered (only its own run can cover its start);
+- its high watermark is ``min(end, end of the span holding its start)``: the span ends exactly at
+  a high watermark below the window's end (nothing else covers the rest of that window), and
+  anywhere at or after the end otherwise;
+- the highest high watermark is the last span's end.
+
+The windows are derived from ``from`` and the partitioning, which a pipeline keeps; when a
+configuration changes them, the spans still say which instants were replaced, and each new window
+is read against them (a window whose start was covered has history up to the span's end).
+
+**JSON**, spans in order, instants as ISO text (:meth:`TimeWatermark.to_json`)::
+
+    {"spans":[["2019-01-01T00:00:00.000Z","2020-02-21T00:00:00.000Z"]]}
+
+The earlier form, one key per window (window start -> high watermark in ms, as commits written
+before the spans hold it), is still read: ``{"2020-02-20T00:00:00.000Z": 1582243200000}``. DIL
+stores a failed first run as a high watermark *equal to the window's start*; such an entry covers
+nothing, so the window is new again.
 
 **Moving.** :meth:`TimeWatermark.advance` records the windows a run committed and
-:meth:`~TimeWatermark.merge` combines concurrent runs; both take the per-window maximum, so no entry
-ever goes down (the contract of :mod:`watermark_assets.core.watermark`).
+:meth:`~TimeWatermark.merge` combines concurrent runs; both are a union of spans, so no window's
+high watermark ever goes down (the contract of :mod:`watermark_assets.core.watermark`).
 
 **Deciding a tick** (:meth:`~TimeWatermark.cut_off`, :meth:`~TimeWatermark.due`, seed 003)::
 
@@ -37,7 +57,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from watermark_assets.core.errors import WatermarkJSONError
-from watermark_assets.core.frozen_map import FrozenMap
 from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time.instant import (
     format_millis,
@@ -46,6 +65,7 @@ from watermark_assets.core.time.instant import (
     to_millis,
 )
 from watermark_assets.core.time.partitioning import TimeWindows, windows
+from watermark_assets.core.time.spans import Spans
 from watermark_assets.core.time.spec import TimeSpec
 from watermark_assets.core.time.tick import CutOff, DueWindows, short_instant
 from watermark_assets.core.watermark import Watermark, register
@@ -53,53 +73,30 @@ from watermark_assets.core.watermark import Watermark, register
 Observed: TypeAlias = "TimeWindow | Iterable[TimeWindow]"
 """What :meth:`TimeWatermark.advance` takes: the window(s) a run committed."""
 
-
-class HighWatermarks(FrozenMap[int, int]):
-    """An immutable, hashable mapping window start (ms) -> high watermark (ms), in start order.
-
-    Equal to any mapping with the same items. Entries whose high watermark is not after the start
-    (DIL's failed first run) are left out.
-    """
-
-    __slots__ = ("_highest",)
-
-    def _prepare(self, items: dict[int, int]) -> dict[int, int]:
-        checked: dict[int, int] = {}
-        for start, high in items.items():
-            for value in (start, high):
-                if isinstance(value, bool) or not isinstance(value, int):
-                    raise TypeError(
-                        f"time watermark entry {start!r}: {high!r} must map epoch milliseconds "
-                        "(int) to epoch milliseconds (int)"
-                    )
-            if high > start:
-                checked[start] = high
-        self._highest = max(checked.values(), default=None)
-        return checked
-
-    @property
-    def highest(self) -> int | None:
-        """The largest high watermark; None when empty."""
-        return self._highest
+#: The key of the JSON form (:meth:`TimeWatermark.to_json`).
+SPANS_KEY = "spans"
 
 
 @register
 @dataclass(frozen=True)
 class TimeWatermark:
-    """The high watermark of each window that succeeded (module docstring).
+    """The instants the pipeline's committed windows covered (module docstring).
 
-    ``high_watermarks`` maps a window's start to its high watermark, in epoch milliseconds; it is
-    stored as a :class:`HighWatermarks`. Build one with :meth:`empty`, :meth:`of` (datetimes), or
-    :meth:`from_json`.
+    ``spans`` is a :class:`~.spans.Spans`; a mapping window start -> high watermark (epoch ms,
+    the earlier per-window form) is accepted too and becomes the union of its ``[start, high)``.
+    Build one with :meth:`empty`, :meth:`of` (datetimes), :meth:`advance` or :meth:`from_json`.
     """
 
     kind: ClassVar[str] = "time"
 
-    high_watermarks: Mapping[int, int] = field(default_factory=HighWatermarks)
+    spans: Spans = field(default_factory=Spans)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.high_watermarks, HighWatermarks):
-            object.__setattr__(self, "high_watermarks", HighWatermarks(self.high_watermarks))
+        if isinstance(self.spans, Mapping):
+            spans = Spans(self.spans.items())
+            object.__setattr__(self, "spans", spans)
+        elif not isinstance(self.spans, Spans):
+            raise TypeError(f"a time watermark holds Spans, not {self.spans!r}")
 
     @classmethod
     def empty(cls) -> TimeWatermark:
@@ -108,73 +105,82 @@ class TimeWatermark:
 
     @classmethod
     def of(cls, high_watermarks: Mapping[datetime, datetime]) -> TimeWatermark:
-        """From aware datetimes: window start -> high watermark."""
-        return cls({to_millis(s): to_millis(h) for s, h in high_watermarks.items()})
-
-    @property
-    def _entries(self) -> HighWatermarks:
-        assert isinstance(self.high_watermarks, HighWatermarks)  # normalised in __post_init__
-        return self.high_watermarks
+        """From aware datetimes: window start -> high watermark (a high watermark at or before
+        its start is no history)."""
+        return cls(Spans((to_millis(s), to_millis(h)) for s, h in high_watermarks.items()))
 
     @property
     def is_empty(self) -> bool:
         """No window has succeeded: the cut-off is ``from`` and every window runs."""
-        return not self._entries
+        return not self.spans
 
     @property
     def highest(self) -> datetime | None:
         """The largest high watermark (the job's, in the seed's words); None when empty."""
-        highest = self._entries.highest
+        highest = self.spans.highest
         return None if highest is None else from_millis(highest)
 
-    def high_watermark(self, window: TimeWindow | datetime) -> datetime | None:
-        """The high watermark of the window starting at ``window`` (or ``window.start``); None
-        when that window has no history."""
-        start = window.start if isinstance(window, TimeWindow) else window
-        high = self._entries.get(to_millis(start))
-        return None if high is None else from_millis(high)
+    def high_watermark(self, window: TimeWindow) -> datetime | None:
+        """The high watermark of ``window`` (one of the pipeline's windows): ``min(end, end of
+        the span holding its start)``; None when it has no history."""
+        covered = self.spans.end_of_span_at(to_millis(window.start))
+        if covered is None:
+            return None
+        return min(window.end, from_millis(covered))
 
-    def as_dict(self) -> dict[datetime, datetime]:
-        """Window start -> high watermark, as aware datetimes, in start order."""
-        return {from_millis(s): from_millis(h) for s, h in self._entries.items()}
+    def high_watermarks(self, windows: Iterable[TimeWindow]) -> dict[datetime, datetime]:
+        """Window start -> high watermark of those of ``windows`` with history, in their order
+        (each window costs a binary search; meant for a few windows, or tests)."""
+        highs: dict[datetime, datetime] = {}
+        for window in windows:
+            high = self.high_watermark(window)
+            if high is not None:
+                highs[window.start] = high
+        return highs
+
+    def count_with_history(self, windows: TimeWindows) -> int:
+        """How many of ``windows`` have a high watermark: all but those starting in a gap
+        (``O(gaps)``, no window built)."""
+        at = windows.first_starting_at_or_after
+        without = 0
+        for lo, hi in self.spans.gaps():
+            first = 0 if lo is None else at(lo)
+            without += (len(windows) if hi is None else at(hi)) - first
+        return len(windows) - without
+
+    def covered(self) -> tuple[TimeWindow, ...]:
+        """The spans as ``[start, end)`` windows, in order (what :meth:`to_json` writes)."""
+        return tuple(TimeWindow(from_millis(s), from_millis(e)) for s, e in self.spans)
 
     def advance(self, observed: Observed) -> TimeWatermark:
-        """The watermark after the windows in ``observed`` were committed: each window's high
-        watermark becomes its end (``to`` for a partial window), unless it already is higher.
+        """The watermark after the windows in ``observed`` were committed: each window's range
+        ``[start, end)`` (``to`` as the end of a partial window) is covered from now on.
 
-        The only way forward: no entry goes down. A window that failed is simply not passed; it
-        keeps the entry it had, or stays without history (then it runs again).
+        The only way forward: no high watermark goes down. A window that failed is simply not
+        passed; it keeps the high watermark it had, or stays without history (then it runs
+        again).
         """
         committed = [observed] if isinstance(observed, TimeWindow) else observed
-        highs: dict[int, int] = {}
-        for window in committed:
-            start, end = to_millis(window.start), to_millis(window.end)
-            if end > highs.get(start, end - 1):  # one start twice in a batch: the later end
-                highs[start] = end
-        return self.merge(TimeWatermark(highs)) if highs else self
+        added = Spans((to_millis(w.start), to_millis(w.end)) for w in committed)
+        return self.merge(TimeWatermark(added)) if added else self
 
     def merge(self, other: TimeWatermark) -> TimeWatermark:
-        """Per-window maximum of the two: commutative, associative, idempotent."""
-        if not other._entries:
+        """The union of the two: commutative, associative, idempotent, and per window the
+        larger high watermark."""
+        merged = self.spans.union(other.spans)
+        if merged is self.spans:
             return self
-        if not self._entries:
-            return other
-        merged = dict(self._entries)
-        for start, high in other._entries.items():
-            if high > merged.get(start, high - 1):
-                merged[start] = high
-        return TimeWatermark(merged)
+        return other if merged is other.spans else TimeWatermark(merged)
 
     def to_json(self) -> str:
-        """``{"<window start, ISO>": <high watermark, epoch ms>, ...}`` in start order."""
-        return json.dumps(
-            {format_millis(s): h for s, h in self._entries.items()},
-            separators=(",", ":"),
-        )
+        """``{"spans":[["<start, ISO>","<end, ISO>"], ...]}`` in order (module docstring)."""
+        spans = [[format_millis(s), format_millis(e)] for s, e in self.spans]
+        return json.dumps({SPANS_KEY: spans}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> TimeWatermark:
-        """Read :meth:`to_json`'s text (``{}`` and ``null`` are the empty watermark)."""
+        """Read :meth:`to_json`'s text, or the earlier per-window form (module docstring);
+        ``{}`` and ``null`` are the empty watermark."""
         try:
             value: Any = json.loads(text)
         except (TypeError, ValueError) as error:
@@ -183,19 +189,9 @@ class TimeWatermark:
             return cls()
         if not isinstance(value, dict):
             raise WatermarkJSONError(text, "a time watermark is a JSON object or null")
-        entries: dict[int, int] = {}
-        for key, high in value.items():
-            start = parse_millis(key)
-            if start is None:
-                raise WatermarkJSONError(
-                    text, f"key {key!r} is not an ISO window start like 2020-02-20T00:00:00.000Z"
-                )
-            if isinstance(high, bool) or not isinstance(high, int):
-                raise WatermarkJSONError(
-                    text, f"the high watermark of {key!r} is {high!r}; expected epoch ms (int)"
-                )
-            entries[start] = high
-        return cls(entries)
+        if SPANS_KEY in value:
+            return cls(_read_spans(text, value))
+        return cls(_read_per_window(text, value))
 
     def cut_off(self, spec: TimeSpec, now: datetime) -> CutOff:
         """The effective cut-off at ``now``: highest high watermark + abstinent - grace (days),
@@ -212,19 +208,25 @@ class TimeWatermark:
         """The windows that run: those ending after the cut-off, and those without history.
 
         Windows end in increasing order, so the first kind is a suffix of ``windows`` found by
-        index; the windows before it are only scanned for missing entries (a set difference of
-        their starts, no window built), so the time stays small however many already succeeded.
+        index. Before it, a window without history is one starting in a gap between spans, and
+        each gap's windows are an index range: the time grows with the gaps and the windows that
+        run, not with the windows that already succeeded.
         """
         boundary = windows.first_ending_after(cut_off.at)
-        entries = self._entries
-        starts = windows.starts_ms()
-        missing = set(starts[:boundary]).difference(entries)
-        new = (
-            [windows[i] for i, s in enumerate(starts[:boundary]) if s in missing] if missing else []
-        )
+        new: list[TimeWindow] = []
+        at = windows.first_starting_at_or_after
+        for lo, hi in self.spans.gaps() if boundary else ():
+            first = 0 if lo is None else at(lo)
+            if first >= boundary:
+                break
+            last = boundary if hi is None else min(boundary, at(hi))
+            new.extend(windows[first:last])
         rerun: list[TimeWindow] = []
-        for i, window in enumerate(windows[boundary:], start=boundary):
-            (rerun if starts[i] in entries else new).append(window)
+        if not self.spans:  # a first run: every window is new, none is looked up
+            new.extend(windows[boundary:])
+        for window in windows[boundary:] if self.spans else ():
+            covered = self.spans.end_of_span_at(to_millis(window.start)) is not None
+            (rerun if covered else new).append(window)
         return DueWindows(cut_off, tuple(rerun), tuple(new), windows)
 
     def due_at(self, spec: TimeSpec, now: datetime) -> DueWindows:
@@ -235,7 +237,50 @@ class TimeWatermark:
     def __str__(self) -> str:
         if self.is_empty:
             return "(empty: every window runs)"
-        return f"{len(self._entries)} windows, highest watermark {short_instant(self.highest)}"
+        count = len(self.spans)
+        return (
+            f"{count} covered span{'' if count == 1 else 's'}, highest watermark "
+            f"{short_instant(self.highest)}"
+        )
+
+
+def _read_spans(text: str, value: dict[str, Any]) -> Spans:
+    """The spans of the JSON form ``{"spans": [[start, end], ...]}``."""
+    spans = value[SPANS_KEY]
+    if len(value) != 1 or not isinstance(spans, list):
+        raise WatermarkJSONError(text, 'expected {"spans": [[start, end], ...]} and nothing else')
+    read: list[tuple[int, int]] = []
+    for span in spans:
+        bounds = (
+            [parse_millis(b) if isinstance(b, str) else None for b in span]
+            if isinstance(span, list)
+            else []
+        )
+        if len(bounds) != 2 or bounds[0] is None or bounds[1] is None or bounds[0] >= bounds[1]:
+            raise WatermarkJSONError(
+                text,
+                f"span {span!r} is not [start, end) as two ISO instants like "
+                '"2020-02-20T00:00:00.000Z", the start first',
+            )
+        read.append((bounds[0], bounds[1]))
+    return Spans(read)
+
+
+def _read_per_window(text: str, value: dict[str, Any]) -> Spans:
+    """The earlier form: ``{"<window start, ISO>": <high watermark, epoch ms>, ...}``."""
+    entries: dict[int, int] = {}
+    for key, high in value.items():
+        start = parse_millis(key)
+        if start is None:
+            raise WatermarkJSONError(
+                text, f"key {key!r} is not an ISO window start like 2020-02-20T00:00:00.000Z"
+            )
+        if isinstance(high, bool) or not isinstance(high, int):
+            raise WatermarkJSONError(
+                text, f"the high watermark of {key!r} is {high!r}; expected epoch ms (int)"
+            )
+        entries[start] = high
+    return Spans(entries.items())
 
 
 if TYPE_CHECKING:
