@@ -301,3 +301,14 @@ class TimeSpecError(WatermarkAssetsError, ValueError):
         self.setting = setting
         self.value = value
         self.expected = expected
+
+
+class FileTemplateError(WatermarkAssetsError, ValueError):
+    """A dated file-name template (``file{date:%Y%m%d}.csv``) that cannot name one file per
+    period, or whose files do not fit the time watermark's windows."""
+
+    def __init__(self, template: str, problem: str, fix: str) -> None:
+        super().__init__(f"file name template {template!r} is refused: {problem}; {fix}")
+        self.template = template
+        self.problem = problem
+        self.fix = fix

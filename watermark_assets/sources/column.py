@@ -30,6 +30,11 @@ class ColumnRead:
     pushed_down: str
     #: the source's own notes for the metadata, e.g. files skipped by statistics, pages fetched
     details: dict[str, object]
+    #: what the source could not get (a file-download source's missing files): a read with any
+    #: is incomplete, and the run commits nothing for it
+    missing: tuple[str, ...] = ()
+    #: a folder the source wrote for this read (downloads): removed once the rows are staged
+    scratch_uri: str | None = None
 
 
 class ColumnSource(Protocol):

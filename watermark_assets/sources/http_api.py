@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone
@@ -53,6 +51,7 @@ from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.core.errors import ColumnMismatchError
 from watermark_assets.exceptions import ConfigError, HttpApiError
 from watermark_assets.sources.column import ColumnRead
+from watermark_assets.sources.http_fetch import open_url, request_headers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -312,41 +311,25 @@ class HttpApiSource:
 
     def _request(self, url: str, body: Mapping[str, object] | None) -> Any:
         env = os.environ if self.env is None else self.env
-        headers = {"Accept": "application/json", **self.headers}
-        for header, variable in self.headers_env.items():
-            if variable not in env:
-                raise ConfigError(
-                    f"HTTP source {self.name!r} reads header {header!r} from the environment "
-                    f"variable {variable!r}, which is not set; set it",
-                    pipeline=self.name,
-                    key="headers_env",
-                    value=variable,
-                )
-            headers[header] = env[variable]
+        headers = {"Accept": "application/json"}
+        headers |= request_headers(self.name, self.headers, self.headers_env, env)
         data = None
         if body is not None:
             data = json.dumps(body).encode("utf-8")
             headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(url, data=data, headers=headers, method=self.method)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            snippet = exc.read(300).decode("utf-8", "replace")
-            raise HttpApiError(
-                url,
-                exc.code,
-                f"{exc.reason}: {snippet!r}",
-                "Nothing was read and the watermark is unchanged; fix the API or the "
-                "source's URL, parameters and headers, then re-run",
-            ) from exc
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            raise HttpApiError(
-                url,
-                None,
-                f"no response ({exc})",
-                "Check that the API is reachable at this URL; the watermark is unchanged",
-            ) from exc
+        fix = (
+            "Nothing was read and the watermark is unchanged; fix the API or the source's URL, "
+            "parameters and headers, then re-run"
+        )
+        with open_url(
+            url,
+            headers=headers,
+            timeout=self.timeout_seconds,
+            method=self.method,
+            data=data,
+            fix=fix,
+        ) as response:
+            raw = response.read()
         try:
             return json.loads(raw)
         except ValueError as exc:

@@ -1,0 +1,103 @@
+"""The HTTP requests of the HTTP sources (``http_api``, ``file_download``): standard library only.
+
+- :func:`request_headers`: static headers plus the ones read from environment variables
+  (``headers_env``: tokens stay out of the configuration); an unset variable is a
+  :class:`~watermark_assets.exceptions.ConfigError` naming it.
+- :func:`open_url`: one request with a timeout; a status >= 400 or no response raises
+  :class:`~watermark_assets.exceptions.HttpApiError` with the status and the URL as
+  :func:`redact_url` shows it (no password, no token).
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from http.client import HTTPResponse
+from typing import cast
+
+from watermark_assets.exceptions import ConfigError, HttpApiError
+
+#: Query parameters whose values are secrets in URLs (matched case-insensitively, as substrings).
+_SECRET_PARAMS = re.compile(r"(?i)(password|passwd|secret|token|key|signature|sig|auth)")
+
+
+def redact_url(url: str) -> str:
+    """``url`` without the secrets it may carry: the password of ``user:password@`` and the
+    values of query parameters named like secrets (``token``, ``api_key``, ``sig``...)."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user = userinfo.partition(":")[0]
+        netloc = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
+    pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    if any(_SECRET_PARAMS.search(name) for name, _ in pairs):
+        query = "&".join(
+            f"{urllib.parse.quote(k)}=***"
+            if _SECRET_PARAMS.search(k)
+            else urllib.parse.urlencode({k: v})
+            for k, v in pairs
+        )
+    else:
+        query = parts.query
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def request_headers(
+    source: str,
+    headers: Mapping[str, str],
+    headers_env: Mapping[str, str],
+    env: Mapping[str, str],
+) -> dict[str, str]:
+    """``headers`` plus each ``headers_env`` header's value from ``env``."""
+    resolved = dict(headers)
+    for header, variable in headers_env.items():
+        if variable not in env:
+            raise ConfigError(
+                f"HTTP source {source!r} reads header {header!r} from the environment "
+                f"variable {variable!r}, which is not set; set it",
+                pipeline=source,
+                key="headers_env",
+                value=variable,
+            )
+        resolved[header] = env[variable]
+    return resolved
+
+
+@contextmanager
+def open_url(
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    timeout: float,
+    method: str = "GET",
+    data: bytes | None = None,
+    fix: str,
+) -> Iterator[HTTPResponse]:
+    """The response to one request (read it inside the ``with``); ``fix`` ends the message of
+    the :class:`HttpApiError` raised for a status >= 400 or no response."""
+    request = urllib.request.Request(url, data=data, headers=dict(headers), method=method)
+    shown = redact_url(url)
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        snippet = exc.read(300).decode("utf-8", "replace")
+        raise HttpApiError(shown, exc.code, f"{exc.reason}: {snippet!r}", fix) from exc
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise HttpApiError(shown, None, f"no response ({exc})", _unreachable_fix(url)) from exc
+    with response:
+        yield cast(HTTPResponse, response)
+
+
+def _unreachable_fix(url: str) -> str:
+    fix = "Check that the server is reachable at this URL"
+    if urllib.parse.urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1"):
+        fix += (
+            " (a server on this machine: is it started? The demo's API is started by "
+            "`watermark-assets demo`, or by `watermark-assets serve-demo-api` for `dagster dev`)"
+        )
+    return fix
