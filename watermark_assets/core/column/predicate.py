@@ -15,6 +15,11 @@ chunk reads ``lower <= row < upper``, closed at its start, open at its end)::
     (a >= x AND a < u)                    one column, operator >=, upper u
     (a > x AND a < u) OR (a = x AND b >= y AND a < u)
 
+:func:`within` adds an equality on another column to every clause (a time x unit cell reads one
+unit's rows of a window)::
+
+    (t >= x AND t < u AND unit = 'a')
+
 An empty watermark gives the predicate that admits everything (no clause at all: render nothing,
 read everything). Renderers:
 
@@ -113,6 +118,22 @@ def below(pred: Predicate, column: str, value: ColumnValue) -> Predicate:
     upper = Comparison(column, "<", value)
     clauses = tuple((*clause, upper) for clause in pred.clauses) or ((upper,),)
     return Predicate(clauses, pred.watermark, pred.operator, upper)
+
+
+def within(pred: Predicate, column: str, value: ColumnValue) -> Predicate:
+    """``pred AND column = value``: every row read also has this value (a time x unit cell's
+    unit: ``(t >= start AND t < end AND unit = 'a')``).
+
+    The equality is appended to every clause, so the result stays in disjunctive normal form, the
+    leading comparison (file skipping by statistics, :func:`leading_bound`) is unchanged, and
+    every renderer (SQL, DNF, Spark) sends it to the source. ``column`` must not be a watermark
+    column (the watermark's own comparisons bound those).
+    """
+    if column in pred.watermark.columns:
+        raise ValueError(f"{column!r} is a watermark column; its bound is the watermark's")
+    equal = Comparison(column, "=", value)
+    clauses = tuple((*clause, equal) for clause in pred.clauses) or ((equal,),)
+    return Predicate(clauses, pred.watermark, pred.operator, pred.upper)
 
 
 def leading_bound(pred: Predicate) -> Comparison | None:

@@ -17,7 +17,7 @@ inner value is any registered kind (``core/watermark.py``), merged by that kind'
 - the merge laws carry over unit by unit: if the inner merge is commutative, associative and
   idempotent (every kind's is property-tested), so is this one, with no new proof;
 - a plain int per unit (milliseconds) would do for unit-only pipelines, but time x unit needs the
-  time kind's per-window map per unit, which would then be a second structure.
+  time kind's covered spans per unit, which would then be a second structure.
 
 **Known, not read yet.** A unit maps to ``None`` when it is known (listed by a secondary input,
 added as a Dagster partition) but has no successful run. ``None`` is below every watermark, so
@@ -73,13 +73,19 @@ class UnitListing:
             return "no new unit ids"
         parts = []
         if self.new:
-            parts.append(f"{len(self.new)} new unit id(s): {', '.join(self.new)}")
+            parts.append(f"{len(self.new)} new unit id(s): {_some(self.new)}")
         if self.missing:
             parts.append(
                 f"{len(self.missing)} known unit id(s) no longer listed (kept, with their "
-                f"history): {', '.join(self.missing)}"
+                f"history): {_some(self.missing)}"
             )
         return "; ".join(parts)
+
+
+def _some(ids: tuple[str, ...], shown: int = 10) -> str:
+    """The first ``shown`` ids (a tick with 10,000 new ids stays one readable line)."""
+    more = f", ... ({len(ids) - shown} more)" if len(ids) > shown else ""
+    return ", ".join(ids[:shown]) + more
 
 
 @register

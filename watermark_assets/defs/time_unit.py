@@ -1,0 +1,379 @@
+"""The Dagster objects of a time x unit pipeline (seed 003): a (window, unit) grid of partitions.
+
+- **Partitions** (:func:`grid_partitions`): ``MultiPartitionsDefinition({"time": ..., "unit":
+  ...})``, the time pipeline's windows (:func:`~watermark_assets.defs.time.time_partitions`) by
+  the unit pipeline's ids (static, or dynamic ``{pipeline}_units``). Dagster sorts the
+  dimensions by name, so a key is ``2024-01-01|a`` (time first) and ``MultiPartitionKey({"time":
+  ..., "unit": ...})`` prints so.
+- **Asset** (:func:`build_grid_asset`): a run of a set of cells (one key, or a range: Dagster's
+  single-run backfill policy cuts a backfill into rectangles holding the dimension with fewer
+  keys fixed, so one unit over 30 days is ONE run of 30 cells) runs each cell in order, unit by
+  unit, one commit each (:mod:`watermark_assets.runs.time_unit`).
+- **Sensor** (:func:`build_grid_sensor`, ``{pipeline}_sensor``): with a secondary input it adds the
+  new ids first (:func:`~watermark_assets.defs.unit.read_units_tick`: vanished and refused ids
+  reported, nothing removed); then it reads the grid's watermark once and requests exactly the
+  due cells (:func:`~watermark_assets.core.unit.due_cells`: each unit its own cut-off), as one
+  ranged run per unit and run of consecutive windows, at most ``sensor.max_runs_per_tick``; cells
+  with a run in flight are left out. The tick says why (``DueCells.explain``).
+"""
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from dagster import (
+    AssetChecksDefinition,
+    AssetExecutionContext,
+    AssetKey,
+    AssetsDefinition,
+    DefaultSensorStatus,
+    DynamicPartitionsDefinition,
+    MaterializeResult,
+    MetadataValue,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
+    RunRequest,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    TimeWindowPartitionsDefinition,
+    asset,
+    sensor,
+)
+from dagster._core.definitions.unresolved_asset_job_definition import (
+    UnresolvedAssetJobDefinition,
+)
+
+from watermark_assets.config import UnitPipelineConfig
+from watermark_assets.core.clock import Clock
+from watermark_assets.core.time import TimeSpec, format_instant
+from watermark_assets.core.time.tick import instant_text
+from watermark_assets.core.unit import Cell, CellRange, DueCells, due_cells
+from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
+from watermark_assets.defs.column import build_column_checks
+from watermark_assets.defs.resources import WatermarkSparkResource
+from watermark_assets.defs.sensors import partitions_in_flight
+from watermark_assets.defs.time import (
+    TICK_TAG,
+    cut_off_epoch,
+    failed_attempts,
+    partition_key,
+    time_asset_metadata,
+    time_partitions,
+    windows_of_keys,
+)
+from watermark_assets.defs.unit import (
+    UnitPartitions,
+    backfill_policy,
+    read_units_tick,
+    unit_partitions,
+    units_partitions_name,
+)
+from watermark_assets.delta.log import table_row_count
+from watermark_assets.runs.time_unit import CellsRunResult, load_grid_watermark, run_cells
+
+#: The dimension names (Dagster sorts them: keys read ``{time}|{unit}``).
+TIME, UNIT = "time", "unit"
+RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+
+
+def _spec(pipeline: UnitPipelineConfig) -> TimeSpec:
+    time = pipeline.watermark.time
+    assert time is not None, "a time x unit pipeline has watermark.time"
+    return time.spec
+
+
+def grid_partitions(pipeline: UnitPipelineConfig) -> MultiPartitionsDefinition:
+    """The (window, unit) grid: the time pipeline's windows x the unit pipeline's ids."""
+    windows_def = time_partitions(_spec(pipeline))
+    assert windows_def is not None, "partition: none is refused for time x unit at load"
+    return MultiPartitionsDefinition({TIME: windows_def, UNIT: unit_partitions(pipeline)})
+
+
+def _dimensions(
+    partitions_def: MultiPartitionsDefinition,
+) -> tuple[TimeWindowPartitionsDefinition, UnitPartitions]:
+    windows_def = partitions_def.get_partitions_def_for_dimension(TIME)
+    units_def = partitions_def.get_partitions_def_for_dimension(UNIT)
+    assert isinstance(windows_def, TimeWindowPartitionsDefinition)
+    return windows_def, units_def  # type: ignore[return-value]
+
+
+def cell_key(spec: TimeSpec, cell: Cell) -> str:
+    """The multi-partition key of ``cell``: ``2024-01-01|a``."""
+    return str(MultiPartitionKey({TIME: partition_key(spec, cell.window), UNIT: cell.unit}))
+
+
+def cells_of_keys(
+    spec: TimeSpec, partitions_def: MultiPartitionsDefinition, keys: Sequence[str], now: datetime
+) -> tuple[list[Cell], list[str]]:
+    """The cells of ``keys`` at ``now`` (a partial window ends at ``to``), in the keys' order,
+    and the keys whose window is no window at ``now`` (after ``to``, or starting at it)."""
+    windows_def, _ = _dimensions(partitions_def)
+    split = [partitions_def.get_partition_key_from_str(k).keys_by_dimension for k in keys]
+    time_keys = list(dict.fromkeys(parts[TIME] for parts in split))
+    chosen, outside = windows_of_keys(spec, windows_def, time_keys, now)
+    by_key = {partition_key(spec, w): w for w in chosen}
+    cells: list[Cell] = []
+    skipped: list[str] = []
+    for key, parts in zip(keys, split, strict=True):
+        window = by_key.get(parts[TIME])
+        if window is None or parts[TIME] in outside:
+            skipped.append(key)
+        else:
+            cells.append(Cell(window, parts[UNIT]))
+    return cells, skipped
+
+
+def describe(pipeline: UnitPipelineConfig) -> str:
+    """The asset's description."""
+    lead = pipeline.description.strip() + "\n\n" if pipeline.description else ""
+    w, time = pipeline.watermark, pipeline.watermark.time
+    assert time is not None
+    units = (
+        f"the explicit ids `{w.units}`"
+        if w.secondary_input is None
+        else f"the ids of the {w.secondary_input.type} secondary input (dynamic partitions "
+        f"`{units_partitions_name(pipeline.name)}`, added by `{pipeline.name}_sensor`)"
+    )
+    return (
+        f"{lead}Time x unit: {time.partition} windows of `{time.column}` from {time.from_} to "
+        f"{time.to} (grace {time.grace_days}d, abstinent {time.abstinent_days}d) by {units}. "
+        f"Each cell (window, unit) reads `{w.column} = id AND {time.column} >= start AND "
+        f"{time.column} < end` from the {pipeline.source.type} source "
+        f"`{pipeline.source.location}` and replaces exactly that cell of `{pipeline.table.uri}` "
+        "in ONE Delta commit with its high watermark. Backfill one unit over a range of windows: "
+        "Materialize, pick the unit and a range of dates (one run). Metadata: "
+        "`time_unit/cut_off` (per unit), `time_unit/cells`, `rows/*`, `delta/versions`."
+    )
+
+
+def grid_metadata(
+    result: CellsRunResult, due: DueCells, skipped: Sequence[str], *, table_rows: int | None
+) -> dict[str, Any]:
+    """A run's materialization metadata: each unit's cut-off and highest watermark, each cell
+    with its high watermark and rows, the totals and the commits (the checks read them)."""
+    after = result.watermark_after.units
+    highest = {
+        unit: instant_text(h) if (inner := after.get(unit)) and (h := inner.highest) else "none"
+        for unit in due.by_unit
+    }
+    cells = {f"{format_instant(c.window.start)}|{c.unit}": c.summary() for c in result.cells}
+    metadata: dict[str, Any] = {
+        "time_unit/cut_off": MetadataValue.json(
+            {unit: str(d.cut_off) for unit, d in due.by_unit.items()}
+        ),
+        "time_unit/highest_watermark": MetadataValue.json(highest),
+        "time_unit/cells": MetadataValue.json(cells),
+        "time_unit/runs": MetadataValue.md("\n".join(f"- {c.line()}" for c in result.cells) or "-"),
+        "time_unit/skipped_keys": MetadataValue.json(list(skipped)),
+        "rows/read": MetadataValue.int(result.rows_read),
+        "rows/committed": MetadataValue.int(result.rows_committed),
+        "rows/removed": MetadataValue.int(result.rows_removed),
+        "delta/versions": MetadataValue.json(result.versions),
+    }
+    if table_rows is not None:
+        metadata["dagster/row_count"] = MetadataValue.int(table_rows)
+    return metadata
+
+
+def build_grid_asset(
+    pipeline: UnitPipelineConfig, partitions_def: MultiPartitionsDefinition, clock: Clock
+) -> AssetsDefinition:
+    """The grid-partitioned asset: a run replaces each of its cells (module docstring)."""
+    spec = _spec(pipeline)
+    policy = backfill_policy(pipeline.cells_per_backfill_run)
+    time = pipeline.watermark.time
+    assert time is not None
+
+    @asset(
+        key=AssetKey([pipeline.name]),
+        description=describe(pipeline),
+        group_name="watermark_time_unit_ingestion",
+        kinds={"spark", "delta"},
+        metadata={
+            **time_asset_metadata(pipeline, time),
+            "unit_column": pipeline.watermark.column,
+        },
+        op_tags={PIPELINE_TAG: pipeline.name},
+        partitions_def=partitions_def,
+        backfill_policy=policy,
+    )
+    def grid_asset(
+        context: AssetExecutionContext, spark: WatermarkSparkResource
+    ) -> MaterializeResult[None]:
+        now = clock()
+        cells, skipped = cells_of_keys(spec, partitions_def, context.partition_keys, now)
+        if skipped:
+            context.log.info(
+                f"{pipeline.name}: partitions {skipped} are no window at {instant_text(now)} "
+                "(after to, or starting at it): nothing to read"
+            )
+        due = due_cells(load_grid_watermark(pipeline), [c.unit for c in cells], spec, now)
+        result = run_cells(
+            pipeline,
+            cells,
+            spark.spark_session,
+            run_id=context.run.run_id,
+            job_name=context.run.job_name,
+            clock=clock,
+            log=context.log.info,
+        )
+        rows = table_row_count(pipeline.table.uri)
+        return MaterializeResult(metadata=grid_metadata(result, due, skipped, table_rows=rows))
+
+    return grid_asset
+
+
+@dataclass(frozen=True)
+class GridTick:
+    """One tick's decision: the due cells, the requests, and why in words."""
+
+    due: DueCells
+    requests: tuple[RunRequest, ...]
+    message: str
+
+
+def decide_grid_tick(
+    pipeline: UnitPipelineConfig,
+    units: Sequence[str],
+    now: datetime,
+    *,
+    busy: Collection[str] = (),
+    attempts: dict[str, int] | None = None,
+) -> GridTick:
+    """The cells due at ``now`` for ``units`` (the grid's watermark read from the log once), as
+    ranged run requests: one per unit and run of consecutive due windows without a run in flight
+    (``busy``: multi-partition keys), at most ``sensor.max_runs_per_tick``.
+
+    Run key: the unit, the range, the unit's cut-off rounded to its window (a grace re-run is
+    requested once per cut-off window, as for time pipelines) and an attempt counter (a failed
+    run's cells get a new key)."""
+    spec = _spec(pipeline)
+    due = due_cells(load_grid_watermark(pipeline), units, spec, now)
+    waiting = {c for c in due.cells if cell_key(spec, c) in busy}
+    ranges = due.ranges(exclude=waiting)
+    cap = pipeline.sensor.max_runs_per_tick
+    requests = tuple(_request(pipeline, spec, due, r, attempts or {}) for r in ranges[:cap])
+    message = due.explain()
+    if waiting:
+        message += f"; {len(waiting)} cell(s) wait for their runs in flight"
+    if len(ranges) > cap:
+        rest = sum(r.cells for r in ranges[cap:])
+        message += (
+            f"; {len(ranges) - cap} more run(s) ({rest} cells) left for the next ticks "
+            f"(sensor.max_runs_per_tick {cap})"
+        )
+    return GridTick(due, requests, message)
+
+
+def _request(
+    pipeline: UnitPipelineConfig,
+    spec: TimeSpec,
+    due: DueCells,
+    cells: CellRange,
+    attempts: dict[str, int],
+) -> RunRequest:
+    first, last = (
+        cell_key(spec, Cell(cells.first, cells.unit)),
+        cell_key(spec, Cell(cells.last, cells.unit)),
+    )
+    epoch = format_instant(cut_off_epoch(due.by_unit[cells.unit]))
+    base = f"{pipeline.name}|{first}..{last}|{epoch}"
+    tags = {PIPELINE_TAG: pipeline.name, TICK_TAG: base}
+    key = f"{base}|a{attempts.get(base, 0)}"
+    if cells.cells == 1:
+        return RunRequest(run_key=key, partition_key=first, tags=tags)
+    return RunRequest(run_key=key, tags={**tags, RANGE_START: first, RANGE_END: last})
+
+
+def build_grid_sensor(
+    pipeline: UnitPipelineConfig,
+    job: UnresolvedAssetJobDefinition,
+    asset_key: AssetKey,
+    partitions_def: MultiPartitionsDefinition,
+    clock: Clock,
+) -> SensorDefinition:
+    """``{pipeline}_sensor`` (module docstring)."""
+    settings = pipeline.sensor
+    listing = pipeline.watermark.secondary_input
+    source = None if listing is None else listing.build()
+    _, units_def = _dimensions(partitions_def)
+
+    @sensor(
+        name=f"{pipeline.name}_sensor",
+        job=job,
+        minimum_interval_seconds=settings.minimum_interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING
+        if settings.running_by_default
+        else DefaultSensorStatus.STOPPED,
+        description=f"Requests the (window, unit) cells of {pipeline.name} due by each unit's "
+        "time watermark, one run per unit and range of windows"
+        + ("" if source is None else ", after adding the new ids of its secondary input")
+        + ", and says why.",
+    )
+    def grid_sensor(context: SensorEvaluationContext) -> SensorResult:
+        explicit = pipeline.watermark.explicit_units
+        adds: list[Any] = []
+        events: list[Any] = []
+        notes: list[str] = []
+        cursor = context.cursor
+        if explicit is not None:
+            units: list[str] = list(explicit)
+        else:
+            assert source is not None and isinstance(units_def, DynamicPartitionsDefinition)
+            listed = read_units_tick(context, pipeline, source, asset_key, noted=context.cursor)
+            units = [*listed.known, *listed.new]
+            notes.append(listed.unreadable or listed.report)
+            events, cursor = listed.events, listed.digest or cursor
+            if listed.new:
+                adds.append(units_def.build_add_request(list(listed.new)))
+        busy = partitions_in_flight(context, asset_key, job.name, partitions_def)
+        tick = decide_grid_tick(
+            pipeline, units, clock(), busy=busy, attempts=failed_attempts(context, job.name)
+        )
+        message = " | ".join([tick.message, *notes])
+        if not tick.requests:
+            return SensorResult(
+                skip_reason=message,
+                dynamic_partitions_requests=adds,
+                asset_events=events,
+                cursor=cursor,
+            )
+        context.log.info(f"{pipeline.name}: {message}")
+        return SensorResult(
+            run_requests=list(tick.requests),
+            dynamic_partitions_requests=adds,
+            asset_events=events,
+            cursor=cursor,
+        )
+
+    return grid_sensor
+
+
+@dataclass(frozen=True)
+class GridPipelineDefs:
+    """The Dagster objects of one time x unit pipeline."""
+
+    asset: AssetsDefinition
+    checks: AssetChecksDefinition
+    job: UnresolvedAssetJobDefinition
+    sensor: SensorDefinition
+
+
+def build_grid_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> GridPipelineDefs:
+    """Everything of one time x unit pipeline (:func:`watermark_assets.defs.build.build_pipeline`
+    picks this for a unit watermark with ``time``)."""
+    partitions_def = grid_partitions(pipeline)
+    asset_def = build_grid_asset(pipeline, partitions_def, clock)
+    checks = build_column_checks(pipeline.column_pipeline(), asset_def.key)
+    job = pipeline_job(
+        pipeline.name,
+        asset_def,
+        checks,
+        partitions_def,
+        f"Reads and replaces (window, unit) cells of {pipeline.name} (one commit per cell).",
+    )
+    sensor_def = build_grid_sensor(pipeline, job, asset_def.key, partitions_def, clock)
+    return GridPipelineDefs(asset_def, checks, job, sensor_def)

@@ -1,0 +1,197 @@
+"""A run of time x unit cells (seed 003): each (window, unit) cell read and replaced in ONE commit.
+
+A cell ``(window [start, end), unit u)`` is a window chunk of the column machinery, as a time
+pipeline's window is (:func:`~watermark_assets.runs.time.window_chunk_plan`), over the column
+pipeline of unit ``u`` (:meth:`~watermark_assets.config.UnitPipelineConfig.column_pipeline`:
+watermark column = the time column; an http_api URL's ``{unit}`` or ``unit_param`` carries the
+id). Per cell:
+
+- read: ``time >= start AND time < end AND unit = u`` (``ColumnPlan.within`` adds the unit to
+  every clause), pushed to the source: a Spark filter and file skipping for tables and files, a
+  ``WHERE`` for JDBC, ``since``/``until`` and the id for an HTTP API (then the exact filter in
+  Spark);
+- commit: the region ``[start, end)`` x ``[u, u]`` replaced (``delta/replace.plan_replace`` with
+  two windows): the unit's rows in the window removed, the rows read added; other units' rows
+  and other windows are never touched. An empty cell still commits once the table exists (rows
+  deleted at the source leave, the high watermark is recorded); with no table yet nothing is
+  committed and the cell stays without history;
+- the txn ``watermark_assets/{pipeline}/{u}/time/{window start}`` (:func:`cell_app_id`; ids never
+  hold ``/``): a concurrent run of the same cell makes the commit stale, and it plans and reads
+  again;
+- the entry ``watermark_assets.time_unit/{pipeline}`` (:func:`time_unit_metadata_key`): the grid's
+  watermark (``UnitWatermark[TimeWatermark]``) read from the log up to ``read_version``, with
+  this cell's high watermark advanced (its end, or ``to`` for the partial last window), plus the
+  cell. Read back like a time pipeline's (:class:`~watermark_assets.runs.time.WatermarkEntryLog`:
+  the newest entry merged with the commits after its ``read_version``; the merge is unit by unit,
+  window by window, so concurrent runs of other cells never lose each other's high watermarks).
+
+Known cost: each entry holds the whole grid, so commitInfo grows with units x windows (with one
+entry per window: ~40 bytes per cell; the time kind's compact form keeps a unit's contiguous
+windows small). The README bounds the grid.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from watermark_assets.config import UnitPipelineConfig
+from watermark_assets.core.clock import Clock, system_clock
+from watermark_assets.core.replace_window import Interval, ReplaceWindow
+from watermark_assets.core.time import TimeWatermark, format_instant
+from watermark_assets.core.unit import Cell, UnitWatermark, check_unit_id, empty_grid
+from watermark_assets.core.unit.grid import unit_time_watermark
+from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.runs.column import (
+    ColumnPlan,
+    ColumnRunRequest,
+    commit_column_batch,
+    stage_column_batch,
+)
+from watermark_assets.runs.time import (
+    WatermarkEntryLog,
+    WindowRun,
+    WindowRunTotals,
+    window_chunk_plan,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: The commitInfo entry prefix of a time x unit pipeline's watermark (+ the pipeline name).
+TIME_UNIT_PREFIX = "watermark_assets.time_unit/"
+
+
+def time_unit_metadata_key(pipeline_name: str) -> str:
+    """The commitInfo key holding ``pipeline_name``'s grid watermark."""
+    return TIME_UNIT_PREFIX + pipeline_name
+
+
+def cell_app_id(pipeline_name: str, cell: Cell) -> str:
+    """The txn app id of one cell (a partial window keeps its id as it grows)."""
+    unit = check_unit_id(cell.unit)
+    return f"watermark_assets/{pipeline_name}/{unit}/time/{format_instant(cell.window.start)}"
+
+
+class GridLog(WatermarkEntryLog[UnitWatermark[Any]]):
+    """The grid's watermark as the Delta log holds it (module docstring)."""
+
+    def __init__(self, pipeline: UnitPipelineConfig) -> None:
+        super().__init__(
+            pipeline.table.uri,
+            time_unit_metadata_key(pipeline.name),
+            empty_grid(),
+            UnitWatermark.from_json,
+        )
+
+
+def load_grid_watermark(pipeline: UnitPipelineConfig) -> UnitWatermark[TimeWatermark]:
+    """Every unit's time watermark (:class:`GridLog`); empty with no table."""
+    return GridLog(pipeline).read()
+
+
+def plan_cell(
+    request: ColumnRunRequest, pipeline: UnitPipelineConfig, cell: Cell, log: GridLog | None = None
+) -> ColumnPlan:
+    """The plan of one cell: its txn read first (the optimistic lock), then the grid (``log``:
+    the run's incremental reader)."""
+    time = pipeline.watermark.time
+    assert time is not None, "a time x unit pipeline has watermark.time"
+    unit_column, window = pipeline.watermark.column, cell.window
+    app_id = cell_app_id(pipeline.name, cell)
+    committed = DeltaCommitter(pipeline.table.uri).transaction_version(app_id)
+    log = log or GridLog(pipeline)
+    stored = log.read()
+    before = unit_time_watermark(stored, cell.unit)
+    previous = before.high_watermark(window)
+    after = stored.advance({cell.unit: before.advance(window)})
+    entry = {
+        "watermark": after.to_json(),
+        "read_version": log.version,
+        "unit": cell.unit,
+        "window": [format_instant(window.start), format_instant(window.end)],
+        "high_watermark_before": None if previous is None else format_instant(previous),
+        "high_watermark": format_instant(window.end),
+        "run_id": request.run_id,
+        "job_id": request.job_name,
+    }
+    region = (
+        ReplaceWindow(time.column, window.start, window.end, Interval.CLOSED_OPEN),
+        ReplaceWindow(unit_column, cell.unit, cell.unit, Interval.CLOSED_CLOSED),
+    )
+    return window_chunk_plan(
+        request,
+        time.column,
+        window,
+        TxnVersion.next_of(app_id, committed),
+        {time_unit_metadata_key(pipeline.name): json.dumps(entry)},
+        region=region,
+        within=((unit_column, cell.unit),),
+    )
+
+
+@dataclass(frozen=True)
+class CellRun(WindowRun):
+    """One cell of a run: its window (:class:`WindowRun`) and its unit."""
+
+    unit: str
+
+    def line(self) -> str:
+        return f"unit {self.unit!r} {super().line()}"
+
+    def summary(self) -> dict[str, object]:
+        return {"unit": self.unit, **super().summary()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellsRunResult(WindowRunTotals):
+    """A run's cells in order, and the grid's watermark before and after it."""
+
+    pipeline: str
+    watermark_before: UnitWatermark[TimeWatermark]
+    watermark_after: UnitWatermark[TimeWatermark]
+
+    @property
+    def cells(self) -> tuple[CellRun, ...]:
+        """The cells, in the order they ran."""
+        return tuple(c for c in self.windows if isinstance(c, CellRun))
+
+
+def run_cells(
+    pipeline: UnitPipelineConfig,
+    cells: Sequence[Cell],
+    spark: SparkSession,
+    *,
+    run_id: str,
+    job_name: str | None = None,
+    clock: Clock = system_clock,
+    log: Callable[[str], None] = print,
+) -> CellsRunResult:
+    """Read and replace each of ``cells`` (unit by unit in the given order of units, windows in
+    start order), ONE commit each (module docstring)."""
+    grid = GridLog(pipeline)
+    before = grid.read()
+    order = {unit: i for i, unit in enumerate(dict.fromkeys(c.unit for c in cells))}
+    runs: list[CellRun] = []
+    for cell in sorted(cells, key=lambda c: (order[c.unit], c.window.start)):
+        request = ColumnRunRequest(
+            pipeline=pipeline.column_pipeline(cell.unit),
+            run_id=run_id,
+            job_name=job_name,
+            clock=clock,
+        )
+        now = clock()
+
+        def plan(cell: Cell = cell, request: ColumnRunRequest = request) -> ColumnPlan:
+            return plan_cell(request, pipeline, cell, grid)
+
+        staged = stage_column_batch(plan(), spark, now=now)
+        result = commit_column_batch(staged, now=now, replan=plan)
+        runs.append(CellRun(cell.window, result, cell.unit))
+        log(f"{pipeline.name}: {runs[-1].line()}")
+    after = grid.read()
+    return CellsRunResult(
+        tuple(runs), pipeline=pipeline.name, watermark_before=before, watermark_after=after
+    )
