@@ -9,7 +9,7 @@ LOCK_VENV := build/lock-venv
 # or newer (pyarrow, polars, duckdb, ... dropped 3.10).
 PINNED_PYTHON := $(shell sed -n '1s/.*(Python \([0-9.]*\)).*/\1/p' constraints.txt)
 
-.PHONY: demo test ui lint typecheck pytest setup browser jdbc bench bench-column clean lock
+.PHONY: demo test ui lint typecheck pytest setup browser jdbc bench bench-column bench-time clean lock
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; v = tuple(map(int, "$(PINNED_PYTHON)".split("."))); sys.exit(0 if sys.version_info[:2] >= v else f"{sys.executable} is Python {sys.version.split()[0]}; constraints.txt pins versions for Python >= $(PINNED_PYTHON). Run make with PYTHON=python$(PINNED_PYTHON) (or newer), or re-pin for your Python with make lock")'
@@ -53,8 +53,15 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
+## The tests in PYTEST_WORKERS parallel pytest-xdist workers (one Spark session each; tests that
+## share one `dagster dev` or a folder of the checkout run in one worker: tests/conftest.py).
+## PYTEST_WORKERS=0 runs them serially in this process; PYTEST_ARGS picks tests or adds options,
+## e.g. make pytest PYTEST_WORKERS=0 PYTEST_ARGS='tests/test_delta.py -x'.
+PYTEST_WORKERS ?= 3
+PYTEST_ARGS ?=
+## --durations: the 30 slowest tests in every run, so CI's log shows where the suite's time goes.
 pytest: setup browser jdbc
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
 
 ## Debian's Chromium for the browser tests (tests/ui), installed only when it is missing. Without
 ## root or apt-get (or if the install fails) the browser tests skip and say why.
@@ -94,6 +101,11 @@ bench: setup
 ## and PostgreSQL on 127.0.0.1:5432 for the PostgreSQL rows (else they are skipped).
 bench-column: setup jdbc
 	$(BIN)/python benchmarks/bench_column.py
+
+## The time pipeline's tick over 5 years of hourly partitions against Dagster's partition status
+## (issue 8 §5; about 10 minutes, most of it writing the Delta logs' history).
+bench-time: setup
+	$(BIN)/python benchmarks/bench_time_tick.py
 
 clean:
 	rm -rf data .dagster_home

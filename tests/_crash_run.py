@@ -2,7 +2,7 @@
 
 Usage: python _crash_run.py PIPELINE PARTITION_KEY [FILE...]   (no FILE: every file above the
 watermark, as a backfill of the partition does; PARTITION_KEY '-': an unpartitioned column
-pipeline, run without run config)
+pipeline, run without run config; a key holding '|': a time x unit cell, run without run config)
 
 The configuration comes from $WATERMARK_ASSETS_CONFIG; $WATERMARK_ASSETS_CRASH_AT makes
 ``watermark_assets.runs.faults.crash_point`` SIGKILL the process at that point, and
@@ -28,6 +28,10 @@ def main(argv: list[str]) -> int:
     job = defs.resolve_job_def(f"{pipeline}_job")
     if partition_key == "-":
         result = job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    elif "|" in partition_key:  # a multi-partition key: no run config
+        result = job.execute_in_process(
+            instance=DagsterInstance.ephemeral(), partition_key=partition_key, raise_on_error=False
+        )
     else:
         result = job.execute_in_process(
             instance=DagsterInstance.ephemeral(),

@@ -5,8 +5,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,122 @@ TEST_SPARK_CONF = {
 # without the jar the JDBC tests skip and say why.
 if postgres_jdbc_jar():
     TEST_SPARK_CONF["spark.jars"] = str(postgres_jdbc_jar())
+
+
+# ------------------------------------------------------------------ parallel workers (pytest-xdist)
+# `make pytest` runs the suite in worker processes (`-n 3 --dist loadgroup`, the Makefile).
+# Each worker is a whole pytest session: its own Spark session, tmp_path tree and DAGSTER_HOME
+# (below). A new test is safe beside the others with files under tmp_path, servers on port 0
+# and a PostgreSQL database from `pg_database_name` / `new_pg_database`. Tests that must share
+# ONE process (a session fixture too costly to repeat per worker) or must not overlap (they
+# watch a folder of the checkout) are listed in XDIST_GROUPS.
+
+#: Tests that run in one worker, one after another, by group (with --dist loadgroup): the tests
+#: of a file whose names start with a prefix ("" for all). A table, not `xdist_group` marks:
+#: pytest-xdist 3.8's marks are silently ignored on pytest 9.2 (pytest-dev/pytest-xdist#1386),
+#: and the scheduler sees only node ids, not fixtures.
+XDIST_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
+    # the UI tests share one real `dagster dev` and its scenario (session fixtures in
+    # tests/ui/conftest.py): in several workers they would start one each
+    "dagster_dev": (("tests/ui/test_graphql.py", ""), ("tests/ui/test_webui.py", "")),
+    # they compare the checkout's .tmp_dagster_home_* folders before and after a dagster command
+    "checkout_dagster_home": (("tests/ui/test_first_commands.py", ""),),
+    # runs in subprocesses, each with its own JVM (two at once in the create races): one such
+    # test at a time per group, or on 2 cores they starve each other past their timeouts
+    "concurrent_runs": (("tests/test_concurrency.py", ""),),
+    # in two groups of about 5 minutes each (one group took 10 of the suite's 15 minutes): at
+    # most two killed runs at once, beside at most one create race
+    "killed_file_runs": (
+        ("tests/test_exactly_once.py", "test_a_run_killed_"),
+        ("tests/test_column_replay.py", "test_a_replay_killed_"),
+        ("tests/test_time_unit_pipeline.py", "test_a_run_killed_"),
+    ),
+    "killed_column_runs": (
+        ("tests/test_column_exactly_once_sources.py", "test_a_run_killed_"),
+        ("tests/test_column_pipeline.py", "test_a_run_killed_"),
+    ),
+}
+#: Every test that uses one of these fixtures must be in its group (checked at collection).
+GROUP_OF_FIXTURE = {"dagster_dev": "dagster_dev"}
+
+
+def xdist_group(nodeid: str) -> str | None:
+    """The XDIST_GROUPS group of a test node id (``path::name[params]``), or None."""
+    path, _, name = nodeid.partition("::")
+    for group, tests in XDIST_GROUPS.items():
+        if any(path == file and name.startswith(prefix) for file, prefix in tests):
+            return group
+    return None
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: the tests of an XDIST_GROUPS group are one unit of work (one worker,
+    the biggest unit first); every other test is a unit of its own, handed to whichever worker
+    is free. Other ``--dist`` modes are xdist's own."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class TableGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid) or super()._split_scope(nodeid)
+
+    return TableGroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses a fixture of GROUP_OF_FIXTURE outside its group fails collection."""
+    for item in items:
+        for fixture, group in GROUP_OF_FIXTURE.items():
+            if fixture in getattr(item, "fixturenames", ()) and xdist_group(item.nodeid) != group:
+                raise pytest.UsageError(
+                    f"{item.nodeid} uses the fixture {fixture!r}: add its file to XDIST_GROUPS "
+                    f"in tests/conftest.py with the group {group!r}, so that it shares that "
+                    "fixture's worker instead of starting its own in another worker"
+                )
+
+
+def worker_id() -> str:
+    """``gw0``, ``gw1``, ... in an xdist worker; ``main`` in a serial run."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_dagster_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """DAGSTER_HOME is this session's own empty folder, never the checkout's ``.dagster_home``
+    (which ``make`` exports): ``DagsterInstance.get()`` in one worker must not share a SQLite
+    storage with another worker, or with the developer's ``make ui``."""
+    home = tmp_path_factory.mktemp("dagster_home_session")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(home))
+        yield home
+
+
+PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
+
+
+@contextmanager
+def new_pg_database(prefix: str = "wa_test") -> Iterator[str]:
+    """A new, empty PostgreSQL database on 127.0.0.1:5432 with a unique name (dropped after).
+
+    The name is ``{prefix}_{worker}_{random}``: parallel workers never create the same one."""
+    import psycopg
+
+    name = f"{prefix}_{worker_id()}_{uuid.uuid4().hex[:10]}".lower()
+    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield name
+    finally:
+        with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_database_name() -> Iterator[str]:
+    """A fresh PostgreSQL database for one test (see :func:`new_pg_database`)."""
+    with new_pg_database() as name:
+        yield name
 
 
 @pytest.fixture(scope="session")
@@ -92,3 +211,20 @@ def event_records(first_id: int, count: int, when: datetime) -> list[dict[str, A
     return [
         {"id": first_id + n, "event_time": stamp, "name": f"e{first_id + n}"} for n in range(count)
     ]
+
+
+def run_benchmark(name: str, *args: str, timeout: int) -> list[str]:
+    """Run ``benchmarks/{name}`` in a fresh interpreter (the project on PYTHONPATH); its output
+    lines, once it exited 0 (a smoke test of a benchmark script; timings are never asserted)."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / name
+    env = {**os.environ, "PYTHONPATH": str(script.parents[1])}
+    done = subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout.splitlines()

@@ -6,36 +6,23 @@ end (setup, reads through the sources, the checks of rows and watermarks, the ta
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_column.py"
+from conftest import run_benchmark
 
 
 @pytest.mark.slow
 def test_bench_column_quick_prints_the_table_with_ratios() -> None:
-    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1])}
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--rows", "2000", "--no-cold", "--commits", "5"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
+    lines = run_benchmark(
+        "bench_column.py", "--quick", "--rows", "2000", "--no-cold", "--commits", "5", timeout=300
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    lines = done.stdout.splitlines()
     header = next(line for line in lines if line.startswith("source "))
     assert "warm ratio" in header and "cold ratio" in header
     # rows full (Delta: 2000 + the 20 appended versions), rows incremental, warm full s, warm incr
     # s, warm ratio, and the cold columns skipped
     row = re.compile(r"\s20[02]0\s+20\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\dx\s+-\s+-\s+n/a\s")
     sources = [line for line in lines if line.startswith(("Delta", "PostgreSQL"))]
-    assert any(line.startswith("Delta") for line in sources), done.stdout
+    assert any(line.startswith("Delta") for line in sources), lines
     assert all(row.search(line) for line in sources), sources
     assert "total wall time" in lines[-1] and lines[-1].endswith("exit 0")

@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import threading
-import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from http.server import ThreadingHTTPServer
@@ -32,7 +31,7 @@ from typing import Any, Protocol
 import psycopg
 import pytest
 import yaml
-from conftest import TEST_SPARK_CONF, project_config
+from conftest import TEST_SPARK_CONF, new_pg_database, project_config
 from deltalake import DeltaTable
 from test_column_pipeline_sources import PG_SERVER, OrdersApi, run
 
@@ -146,14 +145,8 @@ class ApiOrders:
 @pytest.fixture
 def database() -> Iterator[str]:
     """A database of its own (the jdbc source's table, the postgres provider's), dropped after."""
-    name = f"wa_kill_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(f"{PG_SERVER}/test", autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
+    with new_pg_database("wa_kill") as name:
         yield name
-    finally:
-        with psycopg.connect(f"{PG_SERVER}/test", autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -329,8 +329,9 @@ def test_dagster_definitions_validate_loads_a_column_pipeline(tmp_path: Path) ->
     config = tmp_path / "pipelines.yaml"
     pipelines = [pipeline_yaml(tmp_path), column_pipeline(tmp_path)]
     config.write_text(yaml.safe_dump({"pipelines": pipelines}), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME",)}
-    env.update(WATERMARK_ASSETS_CONFIG=str(config), PYTHONPATH=str(REPO))
+    # DAGSTER_HOME stays the session's own (conftest): unset, dagster would keep a temporary
+    # home in the checkout, which tests/ui/test_first_commands.py watches from another worker.
+    env = {**os.environ, "WATERMARK_ASSETS_CONFIG": str(config), "PYTHONPATH": str(REPO)}
     completed = subprocess.run(
         [str(Path(sys.executable).with_name("dagster")), "definitions", "validate"],
         cwd=REPO,

@@ -650,19 +650,20 @@ def test_save_watermark_records_an_empty_chunks_completion_and_a_re_run_skips_it
     assert DeltaCommitter(uri).current_version() == version, "the re-run commits nothing"
 
 
-def test_an_empty_chunk_with_no_target_table_yet_commits_nothing_even_to_record_completion(
+def test_an_empty_chunk_with_no_target_table_yet_creates_it_to_record_completion(
     tmp_path: Path, spark: Any
 ) -> None:
-    """No table: nothing to remove, and no schema but a guess to create it with (the decision in
-    ``runs.column.commit_column_batch``): the re-run reads the chunk again."""
+    """No table: the first chunk's ONE commit creates it, with no file and the schema of the
+    zero-row Parquet file Spark wrote for the read (the decision in
+    ``runs.column.commit_column_batch``), and records the chunk; the re-run skips every chunk."""
     scene = replay_scene(tmp_path, save_watermark=True)
     scene.orders.delete(*IN_RANGE)  # 9 and 10 stay, outside the range: every chunk is empty
 
     result = replay(scene, spark)
 
-    assert result.versions == []
-    assert not (Path(result.target_table) / "_delta_log").exists()
-    assert all(
-        c.result is not None and "no table yet" in c.result.outcome.reason for c in result.chunks
-    )
-    assert replay(scene, spark).skipped == []
+    assert result.versions == list(range(len(PER_CHUNK)))
+    assert "created the table" in result.chunks[0].result.outcome.reason  # type: ignore[union-attr]
+    schema = DeltaTable(result.target_table).schema().to_arrow()
+    assert schema.names == ["id", "updated_at", "amount"]
+    assert ids(result.target_table) == []
+    assert replay(scene, spark).skipped == [1, 2, 3, 4]

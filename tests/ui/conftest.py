@@ -1,7 +1,10 @@
 """One real ``dagster dev`` for the UI tests, and the scenario it goes through, in stages.
 
-The stages are session fixtures that build on each other, so any test can ask for the state it
-checks and the browser tests always see the same final state, whatever runs first:
+The stages are package fixtures (tests/ui) that build on each other, so any test can ask for the
+state it checks and the browser tests always see the same final state, whatever runs first.
+Package, not session: ``dagster dev`` (and its sensor, ticking) stops after the last UI test,
+not at the end of the whole run (under pytest-xdist the UI tests run first, in one worker:
+tests/conftest.py XDIST_GROUPS):
 
 1. ``first_backfill``: three landing files in two days; a backfill of that partition range.
 2. ``sensor_ingest``: the sensor is turned on, three more files land; the sensor's runs.
@@ -42,8 +45,12 @@ from .dagster_dev import (
     write_config,
 )
 
-BACKFILL_TIMEOUT = 180.0
-SENSOR_TIMEOUT = 180.0
+# How long a stage may wait for dagster dev's runs before it fails (the waits end as soon as
+# the runs have finished): every run starts a Spark JVM, and under `make pytest` the other
+# workers run Spark beside them on the same cores. The sensor stage waits for the requests,
+# then for the runs, and stays within pytest-timeout's 600 s per test.
+BACKFILL_TIMEOUT = 300.0
+SENSOR_TIMEOUT = 260.0
 
 
 @dataclass(frozen=True)
@@ -116,7 +123,7 @@ def snapshot(paths: Paths) -> Snapshot:
 # ----------------------------------------------------------------------------- the server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     root = tmp_path_factory.mktemp("ui_data")
     today = today_utc()
@@ -142,7 +149,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     return Scenario(paths, config_path, start, day1, day2, day3, first, later)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def dagster_dev(
     scenario: Scenario, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DagsterDev]:
@@ -192,7 +199,7 @@ def _run_materializations(dev: DagsterDev, run_ids: list[str]) -> list[dict[str,
     return [m for m in dev.materializations(PIPELINE) if m["runId"] in set(run_ids)]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def first_backfill(dagster_dev: DagsterDev, scenario: Scenario) -> BackfillStage:
     land(scenario.paths.landing, scenario.first_files)
     backfill_id = dagster_dev.launch_backfill(PIPELINE, scenario.backfill_range)
@@ -241,7 +248,7 @@ def _next_skipped_tick(dev: DagsterDev, after: float, timeout: float = 60) -> di
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def sensor_ingest(
     dagster_dev: DagsterDev, scenario: Scenario, first_backfill: BackfillStage
 ) -> SensorStage:
@@ -281,7 +288,7 @@ def sensor_ingest(
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def second_backfill(
     dagster_dev: DagsterDev,
     scenario: Scenario,
