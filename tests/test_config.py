@@ -17,6 +17,7 @@ from watermark_assets.config import (
     ConfigDeprecationWarning,
     FilePipelineConfig,
     TimePipelineConfig,
+    UnitPipelineConfig,
     interpolate_env,
     load_config,
     parse_config,
@@ -40,7 +41,17 @@ def test_the_demo_file_loads_with_its_watermark_kinds_and_source_types() -> None
         "orders": (ColumnPipelineConfig, "column", "delta_table"),
         "customers_pg": (ColumnPipelineConfig, "column", "jdbc"),
         "orders_daily": (TimePipelineConfig, "time", "delta_table"),
+        "payments_api_daily": (TimePipelineConfig, "time", "http_api"),
+        "orders_monthly": (TimePipelineConfig, "time", "delta_table"),
+        "orders_by_status": (UnitPipelineConfig, "unit", "delta_table"),
+        "survey_answers": (UnitPipelineConfig, "unit", "delta_table"),  # time x unit
     }
+    # What `dagster dev` loads, with no demo process (nor its HTTP API) running.
+    from dagster import Definitions
+
+    from watermark_assets.defs import build_definitions
+
+    Definitions.validate_loadable(build_definitions(config))
 
 
 def test_the_environment_variable_chooses_the_file(tmp_path: Path) -> None:
@@ -302,3 +313,77 @@ def test_an_invalid_spark_schema_is_refused_when_the_configuration_loads(
 def test_a_valid_spark_schema_loads_as_written(tmp_path: Path, schema: str) -> None:
     (pipeline,) = parse([pipeline_yaml(tmp_path, source={"schema": schema})]).pipelines
     assert pipeline.source.schema_ddl == schema
+
+
+# --- a date or time that does not exist, written unquoted (YAML reads valid ones as objects) ---
+
+
+def _time_pipeline(tmp_path: Path) -> dict[str, Any]:
+    return {
+        "name": "orders",
+        "source": {"type": "delta_table", "uri": str(tmp_path / "source")},
+        "watermark": {"kind": "time", "column": "updated_at", "from": "2020-01-01"},
+        "table": {"uri": str(tmp_path / "delta")},
+    }
+
+
+def _replay_pipeline(tmp_path: Path) -> dict[str, Any]:
+    return {
+        "name": "orders",
+        "source": {"type": "delta_table", "uri": str(tmp_path / "source")},
+        "watermark": {"columns": ["updated_at"]},
+        "table": {"uri": str(tmp_path / "delta")},
+        "replay": {
+            "start": "2020-01-01 00:00:00",
+            "end": "2020-02-01 00:00:00",
+            "chunk": {"days": 1},
+            "target_table": str(tmp_path / "backfill"),
+        },
+    }
+
+
+TIME_KEYS: dict[str, tuple[Callable[[Path], dict[str, Any]], str, str, list[str]]] = {
+    # id: (pipeline, block, key, words the error shows besides the pipeline and the value)
+    "time watermark from": (_time_pipeline, "watermark", "from", ["'from'", "ISO date"]),
+    "time watermark to": (_time_pipeline, "watermark", "to", ["'to'", "ISO date"]),
+    "column replay start": (_replay_pipeline, "replay", "start", ["replay.start", "a date"]),
+    "column replay end": (_replay_pipeline, "replay", "end", ["replay.end", "a date"]),
+    "file partitions start": (pipeline_yaml, "partitions", "start", ["partitions.start", "ISO"]),
+    "file partitions end": (pipeline_yaml, "partitions", "end", ["partitions.end", "ISO"]),
+}
+NOT_AN_INSTANT = ["2020-02-30", "2020-13-01", "2020-02-30 10:00:00", "2020-02-29 25:00:00"]
+
+
+@pytest.mark.parametrize("written", NOT_AN_INSTANT)
+@pytest.mark.parametrize("case", list(TIME_KEYS))
+def test_an_unquoted_date_that_does_not_exist_is_a_config_error_naming_the_key(
+    tmp_path: Path, case: str, written: str
+) -> None:
+    # PyYAML raises a bare ValueError ("day is out of range for month") for an unquoted
+    # 2020-02-30 while it reads the file; the loader keeps such a value as its text instead, and
+    # the key refuses it like a quoted one.
+    build, block, key, words = TIME_KEYS[case]
+    pipeline = build(tmp_path)
+    pipeline[block][key] = "UNQUOTED"
+    text = yaml.safe_dump({"pipelines": [pipeline]}).replace("UNQUOTED", written)
+    assert f"{key}: {written}\n" in text, "written unquoted"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, env={}, base=Path("/base"), origin="test.yaml")
+    message = str(caught.value)
+    for word in [f"pipeline {pipeline['name']!r}", repr(written), *words]:
+        assert word in message, message
+
+
+@pytest.mark.parametrize("case", list(TIME_KEYS))
+def test_an_unquoted_date_and_datetime_that_exist_load(tmp_path: Path, case: str) -> None:
+    build, block, key, _ = TIME_KEYS[case]
+    for written in ["2020-01-05 10:00:00", "2020-01-05"]:
+        pipeline = build(tmp_path)
+        pipeline[block][key] = "UNQUOTED"
+        if block == "replay":  # start and end of one type: both datetimes here
+            written = "2020-01-05 10:00:00"
+        text = yaml.safe_dump({"pipelines": [pipeline]}).replace("UNQUOTED", written)
+        (loaded,) = parse_config(text, env={}, base=Path("/"), origin="t.yaml").pipelines
+        holder = loaded.watermark if block == "watermark" else getattr(loaded, block)
+        value = getattr(holder, {"from": "from_"}.get(key, key))
+        assert str(value).startswith(written[:10]), value

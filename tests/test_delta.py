@@ -373,6 +373,33 @@ def test_an_empty_first_commit_creates_an_empty_table(table: Path) -> None:
     assert committer(table).transaction_version("p") == 1
 
 
+def test_an_empty_create_pinned_on_no_table_is_stale_once_another_run_created_it(
+    table: Path,
+) -> None:
+    """What an empty first window commits (``runs.column``): no file, the schema, its txn, pinned
+    on "no table" (read_version -1). A second run that planned on "no table" too must not commit
+    on the table the first created: stale, so it plans again on that table."""
+
+    def create(app_id: str) -> CommitOutcome:
+        return committer(table).commit(
+            [],
+            schema=TABLE_SCHEMA,
+            partition_by=("day",),
+            txns=[TxnVersion(app_id, 1)],
+            custom_metadata={"watermark_assets": app_id},
+            read_version=-1,
+        )
+
+    assert create("window-1").version == 0
+    second = create("window-2")
+    assert (second.stale, second.version) == (True, None)
+    assert DeltaTable(str(table)).version() == 0
+    assert committer(table).transaction_versions(["window-1", "window-2"]) == {
+        "window-1": 1,
+        "window-2": None,
+    }
+
+
 def test_two_dagster_partitions_commit_in_one_commit(table: Path, two_days: list[DataFile]) -> None:
     txns = [TxnVersion("wa/events/2024-01-27", 1), TxnVersion("wa/events/2024-01-28", 1)]
     assert commit(table, two_days, txns).version == 0
@@ -698,11 +725,27 @@ def test_reading_commits_after_a_cleaned_up_log_starts_at_the_oldest_json(
     with pytest.raises(DeltaCommitError, match="cleaned up after a checkpoint"):
         reader.read_commit(1)
     assert reader.current_version() == 3
+    assert reader.log.latest_version() == 3
     assert reader.transaction_version("p") == 4
+
+
+@pytest.mark.parametrize("commits", [1, 2, 3, 7, 12])
+@pytest.mark.parametrize("checkpoint_at", [None, 0, 2, 6], ids=lambda c: f"checkpoint {c}")
+def test_the_latest_version_is_found_without_loading_the_snapshot(
+    tmp_path: Path, commits: int, checkpoint_at: int | None
+) -> None:
+    table = tmp_path / "t"
+    for version in range(commits):
+        commit(table, [], [TxnVersion("p", version + 1)])
+        if version == checkpoint_at:
+            DeltaTable(str(table)).create_checkpoint()
+    reader = committer(table)
+    assert reader.log.latest_version() == reader.current_version() == commits - 1
 
 
 def test_a_missing_table_has_no_version_and_no_commits(table: Path) -> None:
     reader = committer(table)
+    assert reader.log.latest_version() is None
     assert reader.current_version() is None
     assert reader.transaction_version("p") is None
     assert reader.transaction_versions(["p"]) == {"p": None}

@@ -39,7 +39,14 @@ from watermark_assets.config import TimePipelineConfig, parse_config
 from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time import TimeSpec, TimeWatermark, windows
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.time import decide_tick, partition_cron, time_partitions
+from watermark_assets.defs.time import (
+    decide_tick,
+    partition_cron,
+    partition_key,
+    tick_message,
+    tick_requests,
+    time_partitions,
+)
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
 from watermark_assets.runs.time import load_time_watermark, time_metadata_key, window_app_id
@@ -217,6 +224,7 @@ def test_dagster_partitions_are_exactly_the_core_windows(
         # Dagster's current partition ends where a complete window would; the core's stops at to.
         assert window == TimeWindow(theirs.start, min(theirs.end, to))
     assert core[-1].end == (to if partial else dagster_windows[-1].end)
+    assert [partition_key(spec, w) for w in core] == keys  # what a tick requests
 
 
 def test_the_seeds_partition_shapes_in_dagster() -> None:
@@ -285,8 +293,12 @@ def order(id_: int, updated_at: datetime) -> dict[str, Any]:
 class TimeScene:
     """An "orders" Delta source, a time pipeline over it and a Dagster instance to run it on."""
 
-    def __init__(self, tmp_path: Path, now: str, **watermark: Any) -> None:
+    def __init__(
+        self, tmp_path: Path, now: str, partition_by: list[str] | None = None, **watermark: Any
+    ) -> None:
         self.raw = time_pipeline(tmp_path, **watermark)
+        if partition_by:
+            self.raw["table"]["partition_by"] = partition_by
         config = project_config(self.raw)
         pipeline = config.pipeline("orders")
         assert isinstance(pipeline, TimePipelineConfig)
@@ -375,8 +387,10 @@ def test_the_seeds_daily_example_first_run_then_grace_3(spark: Any, tmp_path: Pa
     )
     assert scene.ids() == list(range(1, 15))
     watermark, _ = load_time_watermark(scene.pipeline)
-    assert len(watermark.high_watermarks) == 14
-    assert watermark.high_watermark(day("2020-01-01")) == day("2020-01-02")
+    every = windows(scene.pipeline.watermark.spec, day("2020-01-15"))
+    assert len(watermark.high_watermarks(every)) == 14
+    assert watermark.high_watermark(every[0]) == day("2020-01-02")
+    assert watermark.covered() == (TimeWindow(day("2020-01-01"), day("2020-01-15")),)
 
     expected = ["2020-01-12", "2020-01-13", "2020-01-14", "2020-01-15"]
     why = (
@@ -464,11 +478,47 @@ def test_re_running_a_partition_any_number_of_times_leaves_the_table_unchanged(
     assert committer.transaction_version(window_app_id("orders", window)) == 4
     # Each commit carries the watermark it advanced, merged with the one stored before.
     last = committer.read_commit(version + 3).custom_metadata[time_metadata_key("orders")]
+    # Three contiguous windows that succeeded are one covered span.
     assert json.loads(json.loads(last)["watermark"]) == {
-        "2020-01-04T00:00:00.000Z": 1578182400000,
-        "2020-01-05T00:00:00.000Z": 1578268800000,
-        "2020-01-06T00:00:00.000Z": 1578355200000,
+        "spans": [["2020-01-04T00:00:00.000Z", "2020-01-07T00:00:00.000Z"]]
     }
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("partition_by", [[], ["id"]], ids=["unpartitioned", "partitioned"])
+def test_an_empty_first_window_creates_the_table_and_is_not_run_again(
+    spark: Any, tmp_path: Path, partition_by: list[str]
+) -> None:
+    """With no table yet, a window that reads no row records its high watermark in ONE commit
+    that creates the table (the schema of the zero-row Parquet file Spark wrote for the read, no
+    data file): the tick no longer runs it, and later windows append as usual."""
+    scene = TimeScene(tmp_path, "2020-01-03", partition_by, to="P0D", partition="daily")
+    scene.orders.put(*(o for o in DAILY_ORDERS if o["id"] != 1))  # no order on 2020-01-01
+    assert keys(scene.pipeline, "2020-01-03") == ["2020-01-01", "2020-01-02"]
+
+    first = scene.run("2020-01-01")
+
+    assert first["rows/read"] == 0 and first["rows/committed"] == 0
+    assert first["delta/versions"] == [0], "the window's one commit creates the table"
+    assert first["time/high_watermark"] == "2020-01-02T00:00:00.000Z"
+    table = DeltaTable(scene.table)
+    assert sorted(table.schema().to_arrow().names) == ["amount", "id", "updated_at"]
+    assert table.metadata().partition_columns == partition_by
+    assert scene.ids() == []
+    assert keys(scene.pipeline, "2020-01-03") == ["2020-01-02"], "01-01 is not new any more"
+
+    second = scene.run("2020-01-02")
+
+    assert second["delta/versions"] == [1] and scene.ids() == [2]
+    # Exactly once: both windows again, then the empty one alone, change nothing.
+    scene.run("2020-01-01", "2020-01-02")
+    scene.run("2020-01-01")
+    assert scene.ids() == [2]
+    committer = DeltaCommitter(scene.table)
+    start = TimeWindow(day("2020-01-01"), day("2020-01-02"))
+    assert committer.transaction_version(window_app_id("orders", start)) == 3
+    watermark, _ = load_time_watermark(scene.pipeline)
+    assert watermark.covered() == (TimeWindow(day("2020-01-01"), day("2020-01-03")),)
 
 
 @pytest.mark.spark
@@ -530,7 +580,7 @@ def test_the_seeds_monthly_partial_partition_grows_on_the_next_days_run(
     later_windows = list(windows(spec, day("2020-02-22T10:00")))
     assert later_windows[:13] == first_windows[:13]
     watermark, _ = load_time_watermark(scene.pipeline)
-    assert watermark.high_watermark(day("2020-02-01")) == day("2020-02-22")
+    assert watermark.high_watermark(later_windows[13]) == day("2020-02-22")
 
 
 @pytest.mark.spark
@@ -565,7 +615,7 @@ def test_the_seeds_abstinent_example_unpartitioned(spark: Any, tmp_path: Path) -
     assert scene.ids() == list(range(1, 16))
     # One entry: the one window [from, to), whose high watermark is the last run's to.
     watermark, _ = load_time_watermark(scene.pipeline)
-    assert watermark.as_dict() == {day("2020-01-01"): day("2020-01-16")}
+    assert watermark.covered() == (TimeWindow(day("2020-01-01"), day("2020-01-16")),)
 
 
 class DailyFiles(BaseHTTPRequestHandler):
@@ -701,4 +751,31 @@ def test_the_watermark_is_read_from_the_newest_entry_and_the_commits_after_its_r
     watermark, version = load_time_watermark(pipeline)
 
     assert version == 4
-    assert sorted(watermark.as_dict()) == [day("2020-01-01"), day("2020-01-02"), day("2020-01-03")]
+    assert watermark.covered() == (TimeWindow(day("2020-01-01"), day("2020-01-04")),)
+
+
+def test_a_first_tick_over_many_windows_requests_at_most_max_runs_per_tick_oldest_first(
+    tmp_path: Path,
+) -> None:
+    """14 daily windows are due on the first tick; with ``schedule.max_runs_per_tick: 3`` the
+    sensor requests the 3 oldest and says how many wait (a first tick over years of hourly
+    windows must not launch tens of thousands of runs at once)."""
+    raw = {**time_pipeline(tmp_path, to="P0D"), "schedule": {"max_runs_per_tick": 3}}
+    config = project_config(raw)
+    pipeline = config.pipeline("orders")
+    assert isinstance(pipeline, TimePipelineConfig)
+    now = day("2020-01-15T06:00")
+    tick = decide_tick(pipeline, now)
+    assert len(tick.keys) == 15  # 14 whole days and the partial 2020-01-15
+    busy = {"2020-01-02"}  # a run of it is in flight: left out, not counted as waiting
+    requested = tick_requests(pipeline, tick, busy, lambda base: "a0")
+    assert [r.partition_key for r in requested.runs] == ["2020-01-01", "2020-01-03", "2020-01-04"]
+    assert (requested.in_flight, requested.deferred) == (["2020-01-02"], 11)
+    assert tick_message(tick, requested, 3).endswith(
+        "; waiting for the runs in flight of 2020-01-02; 3 run(s) requested, 11 due window(s) "
+        "wait for later ticks (schedule.max_runs_per_tick 3)"
+    )
+    defs = build_definitions(config, clock=lambda: now)
+    with build_sensor_context(instance=DagsterInstance.ephemeral(), definitions=defs) as context:
+        runs = defs.get_sensor_def("orders_sensor").evaluate_tick(context).run_requests or []
+    assert [r.partition_key for r in runs] == ["2020-01-01", "2020-01-02", "2020-01-03"]

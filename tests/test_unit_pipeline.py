@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from conftest import project_config
+from conftest import new_pg_database, project_config
 from dagster import (
     DagsterInstance,
     Definitions,
@@ -41,6 +41,7 @@ from deltalake import DeltaTable, write_deltalake
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.errors import UnitIdError
 from watermark_assets.defs import build_definitions
+from watermark_assets.defs.unit import queue_unit_runs
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
 from watermark_assets.runs.column import ColumnRunRequest, commit_column_batch, stage_column_batch
@@ -191,11 +192,17 @@ class Scene:
     """A unit pipeline over the answers source, its definitions and a Dagster instance."""
 
     def __init__(
-        self, tmp_path: Path, watermark: dict[str, Any], source: Source | None = None
+        self,
+        tmp_path: Path,
+        watermark: dict[str, Any],
+        source: Source | None = None,
+        sensor: dict[str, Any] | None = None,
     ) -> None:
         self.source = source or Source(tmp_path, "delta_table")
         watermark = {**watermark, **self.source.watermark()}
         self.raw = unit_pipeline(tmp_path, self.source.config(), watermark)
+        if sensor is not None:
+            self.raw["sensor"] = sensor
         config = project_config(self.raw)
         pipeline = config.pipeline("answers")
         assert isinstance(pipeline, UnitPipelineConfig)
@@ -365,14 +372,8 @@ def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Source]:
         return
     if postgres_jdbc_jar() is None:
         pytest.skip(NO_JDBC)
-    name = f"wa_unitpipe_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(f"{PG_SERVER}/test", autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
+    with new_pg_database("wa_unitpipe") as name:
         yield Source(tmp_path, kind, database=name)
-    finally:
-        with psycopg.connect(f"{PG_SERVER}/test", autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.mark.spark
@@ -504,6 +505,44 @@ def test_the_sensor_adds_new_ids_as_partitions_with_a_run_each_and_never_removes
     assert "no longer listed (kept, with their history): s1" in str(text)
 
 
+def test_a_tick_requests_at_most_max_runs_per_tick_and_the_others_on_later_ticks(
+    tmp_path: Path,
+) -> None:
+    """500 new ids are 500 partitions at once, but at most ``max_runs_per_tick`` runs a tick;
+    the others wait in the cursor, in order (no Dagster query per partition). (500, not 10,000:
+    the same code path, and Dagster's SQLite takes minutes to store 10,000 dynamic partitions.)"""
+    listing = tmp_path / "surveys.csv"
+    ids = [f"s{i:05}" for i in range(500)]
+    scene = Scene(
+        tmp_path,
+        {"secondary_input": write_ids(listing, "csv", ids)},
+        sensor={"max_runs_per_tick": 100},
+    )
+    first = scene.tick()
+    assert len(scene.partitions()) == 500
+    assert [r.partition_key for r in first.run_requests or []] == ids[:100]
+    (observation,) = first.asset_events
+    assert observation.metadata["units/waiting"].value == 400
+
+    # A waiting id removed from the input and deleted in the UI is dropped; a new id queues
+    # behind the waiting ones.
+    write_ids(listing, "csv", [*ids[:150], *ids[151:], "late"])
+    scene.instance.delete_dynamic_partition("answers_units", ids[150])
+    second = scene.tick()
+    assert [r.partition_key for r in second.run_requests or []] == ids[100:150] + ids[151:201]
+    assert scene.partitions()[-1] == "late"
+    assert json.loads(scene.cursor or "")["waiting"] == [*ids[201:], "late"]
+
+
+def test_the_tick_says_how_many_runs_wait() -> None:
+    queued = queue_unit_runs(["a", "gone", "b"], ["c"], known={"a", "b"}, cap=2)
+    assert (queued.requested, queued.waiting) == (("a", "b"), ("c",))
+    assert queued.describe() == (
+        "2 run(s) requested, 1 wait for later ticks (sensor.max_runs_per_tick 2)"
+    )
+    assert queue_unit_runs([], ["c"], known=set(), cap=2).describe() == "1 run(s) requested"
+
+
 def test_a_bad_id_in_the_secondary_input_is_reported_with_its_row_and_the_good_ones_added(
     tmp_path: Path,
 ) -> None:
@@ -626,3 +665,23 @@ def test_units_committing_concurrently_never_lose_each_others_rows_or_watermarks
         "id1": later,
         "id2": later,
     }
+
+
+@pytest.mark.spark
+def test_a_unit_runs_after_the_log_cleaned_up_commits_older_than_its_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """Log retention removes commit files older than a Delta checkpoint. A unit run keeps no
+    column watermark, so it must not walk back through the log looking for one (that walk
+    reaches the removed commits and fails with WatermarkHistoryLostError)."""
+    scene = Scene(tmp_path, {"units": "id1,id2"})
+    scene.source.put(answer("id1", 1), answer("id2", 1))
+    scene.run("id1")
+    scene.run("id2")
+    DeltaTable(scene.table).create_checkpoint()
+    (Path(scene.table) / "_delta_log" / f"{0:020d}.json").unlink()
+    scene.source.put(answer("id1", 2))
+    result = scene.run("id1")
+    assert result.success
+    assert metadata(result)["rows/read"] == 2
+    assert scene.target() == sorted(scene.source.rows.values(), key=_key)

@@ -284,6 +284,16 @@ class TableConfig(_Model):
         return self.quarantine_uri or self.uri.rstrip("/") + "_quarantine"
 
 
+def yaml_instant_text(value: Any) -> Any:
+    """An unquoted YAML date or datetime (which YAML reads as an object) as the ISO text written;
+    anything else unchanged."""
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, date):
+        return value.isoformat()
+    return value
+
+
 class PartitionsConfig(_Model):
     """The Dagster time partitions of the pipeline's asset."""
 
@@ -298,6 +308,22 @@ class PartitionsConfig(_Model):
         description="End of the last partition (exclusive), ISO date or datetime (UTC), for a "
         "pipeline over a closed period. Default: partitions run up to the current period.",
     )
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _instant_text(cls, value: Any) -> Any:
+        """An unquoted YAML date or datetime as its ISO text; text that is no instant (e.g.
+        ``2020-02-30``) is refused with the accepted forms."""
+        value = yaml_instant_text(value)
+        if isinstance(value, str):
+            try:
+                datetime.fromisoformat(value.strip())
+            except ValueError:
+                raise ValueError(
+                    f"{value!r} is not an ISO date or datetime (UTC when no zone); write e.g. "
+                    "'2024-01-01', '2024-01-01 10:00:00' or '2024-01-01T10:00:00Z'"
+                ) from None
+        return value
 
 
 class CheckpointConfig(_Model):
@@ -764,13 +790,130 @@ class HttpApiSourceConfig(_Model):
         return f"{self.method} {self.url}"
 
 
+class FileDownloadSourceConfig(_Model):
+    """Files named by date, downloaded over HTTP(S) (time pipelines only): a window downloads the
+    files whose date is in it, e.g. ``url: https://host/files/file{date:%Y%m%d}.csv``."""
+
+    type: Literal["file_download"] = "file_download"
+    url: str = Field(
+        description="URL template: {date:PATTERN} fields with strftime directives %Y %y %m %b %B "
+        "%d %j %H; the finest is the file period (hourly, daily, monthly), e.g. "
+        "'https://host/files/file{date:%Y%m%d}.csv'. Names are written as they are (spaces, "
+        "'*'): the URL is percent-encoded when built."
+    )
+    format: Literal["csv", "ndjson", "json", "parquet"] = Field(
+        description="csv, ndjson (one JSON object a line), json (one document or array a "
+        "file) or parquet."
+    )
+    schema_ddl: str = Field(
+        alias="schema",
+        description="Spark DDL schema of the rows, e.g. 'id BIGINT, amount DOUBLE' (required: "
+        "an inferred schema could change from file to file).",
+    )
+    options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Spark reader options over the format's own (csv: header 'true'; json: "
+        "multiLine 'true').",
+    )
+    date_column: str | None = Field(
+        default=None,
+        description="A TIMESTAMP column added to the rows holding their file's date (its "
+        "period's start); the watermark's column must then be this one. None: the rows hold "
+        "the watermark's column themselves.",
+    )
+    missing: Literal["skip", "fail"] = Field(
+        default="skip",
+        description="A file the server answers 404 for: skip (the window commits nothing and "
+        "keeps its rows and high watermark; the run says which files) or fail (the run fails).",
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Static request headers (no secrets: headers_env)."
+    )
+    headers_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Header -> environment variable holding its value, e.g. "
+        "{Authorization: FILES_TOKEN}.",
+    )
+    timeout_seconds: float = Field(default=60.0, gt=0, description="Per file request.")
+    staging_uri: str | None = Field(
+        default=None,
+        description="Where files are downloaded before Spark reads them (default: the table's "
+        "_staging folder); removed once the rows are staged.",
+    )
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("url")
+    @classmethod
+    def _dated_http_url(cls, value: str) -> str:
+        from watermark_assets.core.time.file_dates import DateTemplate
+
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL template")
+        DateTemplate.parse(value)  # FileTemplateError names the problem and the fix
+        return value
+
+    @field_validator("schema_ddl")
+    @classmethod
+    def _schema_is_spark_ddl(cls, value: str) -> str:
+        parse_read_schema(value)
+        return value
+
+    @model_validator(mode="after")
+    def _date_column_is_new(self) -> FileDownloadSourceConfig:
+        names = [f.name for f in parse_read_schema(self.schema_ddl)]
+        if self.date_column is not None and self.date_column in names:
+            raise ValueError(
+                f"source.date_column {self.date_column!r} is already a column of the schema; "
+                "name a new column, or leave date_column out to use the rows' own"
+            )
+        return self
+
+    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
+        """The source strategy this configuration describes (``staging_uri`` set by the time
+        pipeline)."""
+        from watermark_assets.sources.file_download import FileDownloadSource
+
+        if self.staging_uri is None or len(watermark_columns) != 1:
+            raise ConfigError(
+                f"file_download source of {name!r} is built by a time pipeline (one time column "
+                "and a staging folder); use watermark.kind: time",
+                pipeline=name,
+                key="source.type",
+                value=self.type,
+            )
+        return FileDownloadSource(
+            name=name,
+            url=self.url,
+            format=self.format,
+            schema_ddl=self.schema_ddl,
+            time_column=watermark_columns[0],
+            date_column=self.date_column,
+            options=dict(self.options),
+            missing=self.missing,
+            headers=dict(self.headers),
+            headers_env=dict(self.headers_env),
+            timeout_seconds=self.timeout_seconds,
+            staging_uri=self.staging_uri,
+        )
+
+    @property
+    def location(self) -> str:
+        """The URL template (secrets redacted)."""
+        from watermark_assets.sources.http_fetch import redact_url
+
+        return f"GET {redact_url(self.url)}"
+
+
 ColumnSourceConfig = Annotated[
     DeltaTableSourceConfig
     | ParquetSourceConfig
     | CsvSourceConfig
     | JsonSourceConfig
     | JdbcSourceConfig
-    | HttpApiSourceConfig,
+    | HttpApiSourceConfig
+    # time pipelines only (WATERMARK_KINDS): it reads windows, by the date in the file names
+    | FileDownloadSourceConfig,
     Field(discriminator="type"),
 ]
 
@@ -783,6 +926,12 @@ COLUMN_SOURCE_TYPES: Mapping[str, str] = {
     "jdbc": "a PostgreSQL table or query through Spark JDBC (the WHERE clause runs in the "
     "database)",
     "http_api": "a paged JSON API (the watermark is sent as request parameters)",
+}
+#: The accepted ``source.type`` values of a time pipeline: the column sources and files
+#: downloaded by the date in their names.
+TIME_SOURCE_TYPES: Mapping[str, str] = {
+    **COLUMN_SOURCE_TYPES,
+    "file_download": "files named by date over HTTP(S) (a window downloads the files dated in it)",
 }
 
 
@@ -1022,9 +1171,9 @@ class ReplayConfig(_Model):
         text = value.strip()
         if re.fullmatch(r"[+-]?\d+", text):
             return int(text)
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-            return date.fromisoformat(text)
         try:
+            if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+                return date.fromisoformat(text)
             return datetime.fromisoformat(text)
         except ValueError:
             raise ValueError(
@@ -1250,6 +1399,13 @@ class UnitWatermarkConfig(_Model):
         description="http_api sources: the request parameter carrying the unit's id (or put "
         "'{unit}' in source.url).",
     )
+    time: TimeWatermarkConfig | None = Field(
+        default=None,
+        description="Time x unit: a time watermark per unit ({column, from, to, partition, "
+        "grace_days, abstinent_days, partial_partition}, as for kind: time). Each (window, unit) "
+        "cell is a partition of a two-dimensional (multi) partitioning with its own high "
+        "watermark, read with unit = id AND start <= time < end and replaced in ONE commit.",
+    )
 
     @field_validator("units")
     @classmethod
@@ -1270,6 +1426,23 @@ class UnitWatermarkConfig(_Model):
             )
         return self
 
+    @model_validator(mode="after")
+    def _time_fits_a_grid(self) -> UnitWatermarkConfig:
+        if self.time is None:
+            return self
+        if self.time.partition == "none":
+            raise ValueError(
+                "watermark.time.partition 'none' is refused for time x unit: a grid needs "
+                "windows (the time dimension of the partitions); use monthly, weekly, daily or "
+                "hourly, or remove watermark.time for a unit pipeline (one partition per id)"
+            )
+        if self.time.column == self.column:
+            raise ValueError(
+                f"watermark.time.column {self.time.column!r} is the unit column too; give the "
+                "source's time column (a timestamp), e.g. answered_at"
+            )
+        return self
+
     @property
     def explicit_units(self) -> tuple[str, ...] | None:
         """The explicit ids, in order, each once; None with a secondary input."""
@@ -1282,6 +1455,13 @@ class UnitSensorConfig(_Model):
     """How often the sensor of a unit pipeline with a secondary input reads the input."""
 
     minimum_interval_seconds: int = Field(default=60, ge=1)
+    max_runs_per_tick: int = Field(
+        default=100,
+        ge=1,
+        description="Runs one tick requests at most; the rest is requested by later ticks, in "
+        "order. Unit pipelines: new ids are added as partitions at once, one run each. Time x "
+        "unit: one run per unit and range of due windows.",
+    )
     running_by_default: bool = Field(
         default=False, description="Start the sensor as soon as the daemon runs."
     )
@@ -1346,28 +1526,49 @@ class UnitPipelineConfig(_Model):
         """The key of the unit watermark in the commits: the pipeline name."""
         return self.name
 
+    @property
+    def is_time_by_unit(self) -> bool:
+        """A time x unit pipeline (``watermark.time`` set): multi-partitions (window, unit)."""
+        return self.watermark.time is not None
+
+    @property
+    def cells_per_backfill_run(self) -> int | None:
+        """Time x unit: the cells of a backfill run (None: one run per range of one unit's
+        windows, Dagster's single-run policy), unless ``backfill`` is written."""
+        if "backfill" not in self.model_fields_set:
+            return None
+        return self.backfill.max_partitions_per_run
+
     def column_pipeline(self, unit: str | None = None) -> ColumnPipelineConfig:
         """The column pipeline a unit's run is: watermark column = the unit column, read with
         ``=`` the id, replacing its window ``[id, id]`` (``destination.replace_by_watermark``);
-        for ``unit`` the ``http_api`` URL's ``{unit}`` holds the id (URL-quoted)."""
+        for ``unit`` the ``http_api`` URL's ``{unit}`` holds the id (URL-quoted).
+
+        Time x unit: the time pipeline's column pipeline (watermark column = the time column, a
+        cell is a window chunk); the unit is fixed per run (the plan adds ``column = id``), and
+        ``unit_param`` is a static query parameter holding the id."""
         source: Any = self.source
+        time = self.watermark.time
         if isinstance(source, HttpApiSourceConfig):
             update: dict[str, Any] = {}
-            if self.watermark.unit_param is not None:
+            if self.watermark.unit_param is not None and time is None:
                 update["watermark_param_mapping"] = {
                     self.watermark.column: self.watermark.unit_param
                 }
+            elif self.watermark.unit_param is not None and unit is not None:
+                update["params"] = {**source.params, self.watermark.unit_param: unit}
             if unit is not None and UNIT_PLACEHOLDER in source.url:
                 import urllib.parse
 
                 quoted = urllib.parse.quote(unit, safe="")
                 update["url"] = source.url.replace(UNIT_PLACEHOLDER, quoted)
             source = source.model_copy(update=update)
+        columns = [self.watermark.column] if time is None else time.columns
         return ColumnPipelineConfig(
             name=self.name,
             description=self.description,
             source=source,
-            watermark=ColumnWatermarkConfig(kind="column", columns=[self.watermark.column]),
+            watermark=ColumnWatermarkConfig(kind="column", columns=columns),
             table=self.table,
             destination=DestinationConfig(replace_by_watermark=True),
         )
@@ -1431,11 +1632,7 @@ class TimeWatermarkConfig(_Model):
         """YAML reads an unquoted date or datetime as an object, and a bare ``-`` as a list."""
         if value == [None]:
             raise ValueError("YAML reads a bare '-' as a list; write it quoted: to: '-'")
-        if isinstance(value, datetime):
-            return value.isoformat(sep=" ")
-        if isinstance(value, date):
-            return value.isoformat()
-        return value
+        return yaml_instant_text(value)
 
     @model_validator(mode="after")
     def _valid_spec(self) -> TimeWatermarkConfig:
@@ -1499,6 +1696,13 @@ class TimeScheduleConfig(_Model):
     minimum_interval_seconds: int = Field(
         default=60, ge=1, description="The sensor's minimum interval between ticks."
     )
+    max_runs_per_tick: int = Field(
+        default=100,
+        ge=1,
+        description="Runs (windows) one tick requests at most, oldest first; the other due "
+        "windows are requested by later ticks (a first tick over years of hourly windows does "
+        "not launch tens of thousands of runs at once).",
+    )
     running_by_default: bool = Field(
         default=False, description="Start the schedule and the sensor when the daemon runs."
     )
@@ -1528,18 +1732,50 @@ class TimePipelineConfig(_Model):
                 "each window is replaced in ONE commit (grace re-runs and backfills re-read it, "
                 "rows deleted at the source leave it); remove table.merge_keys"
             )
+        if isinstance(self.source, FileDownloadSourceConfig):
+            self._check_file_download(self.source)
         self.column_pipeline()  # the source checks its settings against the column
         return self
+
+    def _check_file_download(self, source: FileDownloadSourceConfig) -> None:
+        from watermark_assets.core.errors import FileTemplateError
+        from watermark_assets.core.time import FixedTime
+        from watermark_assets.core.time.file_dates import DateTemplate
+
+        column = self.watermark.column
+        names = [f.name for f in parse_read_schema(source.schema_ddl)]
+        if source.date_column is not None and column != source.date_column:
+            raise ValueError(
+                f"watermark.column {column!r} must be source.date_column "
+                f"{source.date_column!r}: the windows are read on the files' dates"
+            )
+        if source.date_column is None and column not in names:
+            raise ValueError(
+                f"watermark.column {column!r} is not in source.schema {names}; add it, or set "
+                f"source.date_column: {column} to give the rows their file's date"
+            )
+        spec = self.watermark.spec
+        assert isinstance(spec.from_, FixedTime)  # TimeWatermarkConfig refuses the others
+        try:
+            DateTemplate.parse(source.url).check_fits(spec.partitioning, spec.from_.at)
+        except FileTemplateError as error:
+            raise ValueError(str(error)) from None
 
     def column_pipeline(self) -> ColumnPipelineConfig:
         """The same pipeline as a column pipeline over ``watermark.column`` that replaces what
         it reads: what the column run machinery (plan, stage, commit) takes; a window is a
-        chunk."""
+        chunk. A ``file_download`` source downloads into the table's staging folder."""
+        source: Any = self.source
+        if isinstance(source, FileDownloadSourceConfig) and source.staging_uri is None:
+            from watermark_assets.staging import STAGING_DIR
+
+            staging = f"{self.table.uri.rstrip('/')}/{STAGING_DIR}"
+            source = source.model_copy(update={"staging_uri": staging})
         try:
             return ColumnPipelineConfig(
                 name=self.name,
                 description=self.description,
-                source=self.source,
+                source=source,
                 watermark=ColumnWatermarkConfig(columns=self.watermark.columns),
                 table=self.table,
                 destination=DestinationConfig(replace_by_watermark=True),
@@ -1570,6 +1806,8 @@ def _watermark_kind(value: Any) -> str | None:
         return "file_path"
     if source_type in COLUMN_SOURCE_TYPES:
         return "column"
+    if source_type in TIME_SOURCE_TYPES:
+        return "time"
     return None
 
 
@@ -1591,7 +1829,7 @@ WATERMARK_KINDS: Mapping[str, Mapping[str, str]] = {
     "file_path": FILE_SOURCE_TYPES,
     "column": COLUMN_SOURCE_TYPES,
     "unit": COLUMN_SOURCE_TYPES,  # kind: unit is written (the source type implies column)
-    "time": COLUMN_SOURCE_TYPES,  # written explicitly: a column source implies "column"
+    "time": TIME_SOURCE_TYPES,  # written explicitly for a column source (it implies "column")
 }
 
 
@@ -1851,11 +2089,17 @@ def _describe(error: ValidationError, raw: Any) -> str:
             tags = {
                 *WATERMARK_KINDS,
                 *FILE_SOURCE_TYPES,
-                *COLUMN_SOURCE_TYPES,
+                *TIME_SOURCE_TYPES,
                 *_PROVIDER_TYPES,
                 *_PAGINATION_TYPES,
             }
-            loc = [part for part in loc[2:] if part not in tags]
+            # The union tags are dropped; ``time`` under ``watermark`` is a key (time x unit).
+            rest = loc[2:]
+            loc = [
+                part
+                for i, part in enumerate(rest)
+                if part not in tags or (i and rest[i - 1] == "watermark")
+            ]
         key = ".".join(str(part) for part in loc) or "(pipeline)"
         value = item.get("input")
         shown = "" if isinstance(value, dict) else f" (got {value!r})"
@@ -1863,10 +2107,27 @@ def _describe(error: ValidationError, raw: Any) -> str:
     return "invalid configuration:\n  " + "\n  ".join(lines)
 
 
+class _ConfigLoader(yaml.SafeLoader):
+    """``yaml.safe_load``, except that an unquoted date or timestamp that is no real instant
+    (``2020-02-30``, ``2020-13-01``, ``2020-01-01 25:00:00``) stays the text written instead of
+    raising a bare ``ValueError`` while the file is read: the key it belongs to then refuses it
+    like a quoted value, naming the pipeline, the key, the value and the accepted forms."""
+
+
+def _timestamp_or_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    try:
+        return loader.construct_yaml_timestamp(node)
+    except ValueError:
+        return loader.construct_scalar(node)
+
+
+_ConfigLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
+
+
 def parse_config(text: str, *, env: Mapping[str, str], base: Path, origin: str) -> ProjectConfig:
     """Parse YAML text into a validated ProjectConfig (errors name pipeline, key, value, fix)."""
     try:
-        raw = yaml.safe_load(interpolate_env(text, env))
+        raw = yaml.load(interpolate_env(text, env), Loader=_ConfigLoader)  # a SafeLoader
     except yaml.YAMLError as error:
         raise ConfigError(f"{origin} is not valid YAML: {error}") from error
     if not isinstance(raw, dict):

@@ -6,14 +6,19 @@ from datetime import datetime
 from typing import Any
 
 from dagster import (
+    AssetChecksDefinition,
     AssetExecutionContext,
     AssetKey,
     AssetsDefinition,
+    AssetSelection,
     BackfillPolicy,
     Config,
+    PartitionsDefinition,
     TimeWindowPartitionsDefinition,
     asset,
+    define_asset_job,
 )
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from dagster._utils.warnings import BetaWarning
 from pydantic import Field
 
@@ -32,6 +37,26 @@ SPARK_RESOURCE_KEY = "spark"
 PIPELINE_TAG = "watermark_assets/pipeline"
 BATCH_TAG = "watermark_assets/batch"
 GROUP_NAME = "watermark_ingestion"
+
+
+def job_name(pipeline_name: str) -> str:
+    return f"{pipeline_name}_job"
+
+
+def pipeline_job(
+    pipeline_name: str,
+    asset_def: AssetsDefinition,
+    checks: AssetChecksDefinition,
+    partitions_def: PartitionsDefinition[Any] | None,
+    description: str,
+) -> UnresolvedAssetJobDefinition:
+    """``{pipeline}_job``: the pipeline's asset and its checks, over its partitions."""
+    return define_asset_job(
+        job_name(pipeline_name),
+        selection=AssetSelection.assets(asset_def) | AssetSelection.checks(checks),
+        partitions_def=partitions_def,
+        description=description,
+    )
 
 
 def files_run_config(pipeline_name: str, files: Sequence[str] | None) -> dict[str, Any]:

@@ -7,12 +7,10 @@ from dataclasses import dataclass
 from dagster import (
     AssetChecksDefinition,
     AssetsDefinition,
-    AssetSelection,
     Definitions,
     DynamicPartitionsDefinition,
     ScheduleDefinition,
     SensorDefinition,
-    define_asset_job,
 )
 from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
@@ -27,7 +25,12 @@ from watermark_assets.config import (
     load_config,
 )
 from watermark_assets.core.clock import Clock, system_clock
-from watermark_assets.defs.assets import IO_MANAGER_KEY, SPARK_RESOURCE_KEY, build_asset
+from watermark_assets.defs.assets import (
+    IO_MANAGER_KEY,
+    SPARK_RESOURCE_KEY,
+    build_asset,
+    pipeline_job,
+)
 from watermark_assets.defs.checks import build_checks
 from watermark_assets.defs.column import (
     COLUMN_IO_MANAGER_KEY,
@@ -41,6 +44,7 @@ from watermark_assets.defs.partitions import partition_mapper, partitions_defini
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.sensors import build_sensor
 from watermark_assets.defs.time import build_time_pipeline
+from watermark_assets.defs.time_unit import build_grid_pipeline
 from watermark_assets.defs.unit import (
     build_unit_asset,
     build_unit_checks,
@@ -48,10 +52,6 @@ from watermark_assets.defs.unit import (
     unit_partitions,
 )
 from watermark_assets.sources.jdbc import with_postgres_driver
-
-
-def job_name(pipeline_name: str) -> str:
-    return f"{pipeline_name}_job"
 
 
 @dataclass(frozen=True)
@@ -73,26 +73,31 @@ def build_pipeline(pipeline: AnyPipeline, clock: Clock) -> PipelineDefs:
     if isinstance(pipeline, ColumnPipelineConfig):
         asset = build_column_asset(pipeline, clock)
         check = build_column_checks(pipeline, asset.key)
-        job = define_asset_job(
-            job_name(pipeline.name),
-            selection=AssetSelection.assets(asset) | AssetSelection.checks(check),
-            partitions_def=column_partitions(pipeline),
-            description=f"Reads the rows of {pipeline.name} above its column watermark"
+        job = pipeline_job(
+            pipeline.name,
+            asset,
+            check,
+            column_partitions(pipeline),
+            f"Reads the rows of {pipeline.name} above its column watermark"
             if pipeline.partitions is None
             else f"Replays the windows of {pipeline.name}'s partitions (one chunk each)",
         )
         return PipelineDefs(asset, check, job, None)
+    if isinstance(pipeline, UnitPipelineConfig) and pipeline.is_time_by_unit:
+        grid = build_grid_pipeline(pipeline, clock)
+        return PipelineDefs(grid.asset, grid.checks, grid.job, grid.sensor)
     if isinstance(pipeline, UnitPipelineConfig):
         return _unit_pipeline(pipeline, clock)
     partitions_def = partitions_definition(pipeline)
     partition_of = partition_mapper(partitions_def, clock)
     asset = build_asset(pipeline, partitions_def, partition_of, clock)
     check = build_checks(pipeline, asset.key)
-    job = define_asset_job(
-        job_name(pipeline.name),
-        selection=AssetSelection.assets(asset) | AssetSelection.checks(check),
-        partitions_def=partitions_def,
-        description=f"Ingests the files of {pipeline.name} above the watermark.",
+    job = pipeline_job(
+        pipeline.name,
+        asset,
+        check,
+        partitions_def,
+        f"Ingests the files of {pipeline.name} above the watermark.",
     )
     sensor = build_sensor(pipeline, job, asset.key, partitions_def, partition_of, clock)
     return PipelineDefs(asset, check, job, sensor)
@@ -103,11 +108,12 @@ def _unit_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> PipelineDefs:
     units = unit_partitions(pipeline)
     asset = build_unit_asset(pipeline, units, clock)
     check = build_unit_checks(pipeline, asset.key)
-    job = define_asset_job(
-        job_name(pipeline.name),
-        selection=AssetSelection.assets(asset) | AssetSelection.checks(check),
-        partitions_def=units,
-        description=f"Replaces the rows of {pipeline.name}'s units (one commit per unit)",
+    job = pipeline_job(
+        pipeline.name,
+        asset,
+        check,
+        units,
+        f"Replaces the rows of {pipeline.name}'s units (one commit per unit)",
     )
     sensor = None
     if isinstance(units, DynamicPartitionsDefinition):
@@ -123,7 +129,8 @@ def build_definitions(
     asset ``NAME``; job ``NAME_job``; checks ``NAME_checks`` (``watermark_never_moves_backwards``
     and ``rows_reconcile``); file-path pipelines also a sensor ``NAME_sensor`` (column pipelines
     are materialized by hand or by a backfill for now); time pipelines a sensor ``NAME_sensor``
-    and a schedule ``NAME_schedule`` (``defs/time.py``).
+    and a schedule ``NAME_schedule`` (``defs/time.py``); time x unit pipelines (a unit watermark
+    with ``time``) a sensor ``NAME_sensor`` (``defs/time_unit.py``).
     """
     config = config or load_config()
     built = [build_pipeline(pipeline, clock) for pipeline in config.pipelines]

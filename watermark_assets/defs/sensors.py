@@ -25,12 +25,14 @@ from dagster import (
     JobDefinition,
     MetadataValue,
     PartitionKeyRange,
+    PartitionsDefinition,
     RunRequest,
     RunsFilter,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
     TimeWindowPartitionsDefinition,
+    partition_loading_context,
     sensor,
 )
 from dagster._core.definitions.unresolved_asset_job_definition import (
@@ -279,13 +281,15 @@ def partitions_in_flight(
     context: SensorEvaluationContext,
     asset_key: AssetKey,
     job_name: str,
-    partitions_def: TimeWindowPartitionsDefinition,
+    partitions_def: PartitionsDefinition[str],
 ) -> set[str]:
     """Partitions of the asset that a queued or running run already covers.
 
     Sensor runs, manual runs and backfills alike: a run of this job, or any run whose asset
     selection holds the asset (a UI backfill runs Dagster's implicit asset job), counts with
-    its ``dagster/partition`` tag or its whole ``dagster/asset_partition_range_*`` range.
+    its ``dagster/partition`` tag or its whole ``dagster/asset_partition_range_*`` range (of a
+    multi-partitions definition: the cells of the rectangle, a dynamic dimension's keys read
+    from the instance).
     """
     busy: set[str] = set()
     runs = context.instance.get_runs(filters=RunsFilter(statuses=IN_FLIGHT), limit=500)
@@ -299,7 +303,9 @@ def partitions_in_flight(
         start = tags.get("dagster/asset_partition_range_start")
         end = tags.get("dagster/asset_partition_range_end")
         if start and end:
-            busy.update(partitions_def.get_partition_keys_in_range(PartitionKeyRange(start, end)))
+            with partition_loading_context(dynamic_partitions_store=context.instance):
+                keys = partitions_def.get_partition_keys_in_range(PartitionKeyRange(start, end))
+            busy.update(keys)
     return busy
 
 

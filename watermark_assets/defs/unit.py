@@ -6,7 +6,9 @@
   named ``{pipeline}_units`` and a sensor ``{pipeline}_units_sensor`` that reads the input on
   each tick (:func:`~watermark_assets.sources.secondary_input.read_units`), adds the ids Dagster
   does not know yet (``SensorResult.dynamic_partitions_requests``) and requests one run per new
-  id. It never removes a partition: ids that vanished from the input are reported
+  id, at most ``sensor.max_runs_per_tick`` a tick: the others are added as partitions at once,
+  and wait in the cursor for later ticks (no Dagster query per partition). It never removes a
+  partition: ids that vanished from the input are reported
   (:meth:`~watermark_assets.core.unit.UnitListing.describe`), and so are refused rows with their
   row number (:meth:`~watermark_assets.core.unit.ScreenedUnits.describe`), in the tick's message
   and, when the report changes, as an asset observation. An input that cannot be read at all
@@ -20,7 +22,8 @@ done-at never moves backwards; rows added = rows read + rows kept by rewrite.
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence, Set
+from dataclasses import dataclass, field
 from typing import Any
 
 from dagster import (
@@ -61,7 +64,7 @@ from watermark_assets.delta.log import table_row_count
 from watermark_assets.exceptions import SecondaryInputError
 from watermark_assets.runs.column import RUN_METADATA_KEY
 from watermark_assets.runs.unit import INNER_KIND, UNIT_RUN_KEY, UnitRun, run_units
-from watermark_assets.sources.secondary_input import read_units
+from watermark_assets.sources.secondary_input import SecondaryInput, read_units
 
 UnitPartitions = StaticPartitionsDefinition | DynamicPartitionsDefinition
 
@@ -137,16 +140,18 @@ def unit_metadata(runs: list[UnitRun], *, table_rows: int | None, table_uri: str
     return metadata
 
 
+def backfill_policy(per_run: int | None) -> BackfillPolicy:
+    """One run for a backfill's range (None), or runs of at most ``per_run`` partitions."""
+    if per_run is None:
+        return BackfillPolicy.single_run()
+    return BackfillPolicy.multi_run(max_partitions_per_run=per_run)
+
+
 def build_unit_asset(
     pipeline: UnitPipelineConfig, partitions_def: UnitPartitions, clock: Clock
 ) -> AssetsDefinition:
     """The unit-partitioned asset: a run replaces each of its units (module docstring)."""
-    per_run = pipeline.backfill.max_partitions_per_run
-    policy = (
-        BackfillPolicy.single_run()
-        if per_run is None
-        else BackfillPolicy.multi_run(max_partitions_per_run=per_run)
-    )
+    policy = backfill_policy(pipeline.backfill.max_partitions_per_run)
 
     @asset(
         key=AssetKey([pipeline.name]),
@@ -237,6 +242,118 @@ def build_unit_checks(pipeline: UnitPipelineConfig, asset_key: AssetKey) -> Asse
     return checks
 
 
+@dataclass(frozen=True)
+class UnitsCursor:
+    """The units sensor's cursor: the digest of what was last observed (ids no longer listed,
+    refused rows) and the ids added as partitions whose run waits for a later tick
+    (``sensor.max_runs_per_tick``), in order. A cursor of an older version (the bare digest)
+    has nothing waiting."""
+
+    noted: str | None = None
+    waiting: tuple[str, ...] = ()
+
+    @classmethod
+    def from_string(cls, text: str | None) -> "UnitsCursor":
+        if not text:
+            return cls()
+        if not text.startswith("{"):
+            return cls(noted=text)
+        data = json.loads(text)
+        return cls(noted=data.get("noted"), waiting=tuple(data.get("waiting", ())))
+
+    def to_string(self) -> str:
+        return json.dumps({"noted": self.noted, "waiting": list(self.waiting)})
+
+
+@dataclass(frozen=True)
+class QueuedUnitRuns:
+    """One tick's runs: the ids requested now, and those that wait for later ticks."""
+
+    requested: tuple[str, ...]
+    waiting: tuple[str, ...]
+    cap: int
+
+    def describe(self) -> str:
+        text = f"{len(self.requested)} run(s) requested"
+        if self.waiting:
+            text += (
+                f", {len(self.waiting)} wait for later ticks (sensor.max_runs_per_tick {self.cap})"
+            )
+        return text
+
+
+def queue_unit_runs(
+    waiting: Sequence[str], new: Sequence[str], *, known: Set[str], cap: int
+) -> QueuedUnitRuns:
+    """The ids that waited (still partitions: one deleted in the UI is dropped), then the new
+    ones, in order; the first ``cap`` are requested."""
+    queue = [u for u in waiting if u in known] + list(new)
+    return QueuedUnitRuns(tuple(queue[:cap]), tuple(queue[cap:]), cap)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitsTick:
+    """What a sensor tick read from a secondary input: the known ids, the new ones, the report
+    (ids no longer listed, refused rows), the observation to emit and the cursor's digest."""
+
+    known: tuple[str, ...] = ()
+    new: tuple[str, ...] = ()
+    report: str = ""
+    events: list[AssetObservation] = field(default_factory=list)
+    digest: str | None = None
+    #: why the input could not be read (nothing is added then), or None
+    unreadable: str | None = None
+
+
+def read_units_tick(
+    context: SensorEvaluationContext,
+    pipeline: UnitPipelineConfig,
+    source: SecondaryInput,
+    asset_key: AssetKey,
+    read: Callable[[], Any] | None = None,
+    *,
+    noted: str | None,
+) -> UnitsTick:
+    """Read the secondary input and compare it with the dynamic partitions (never removes one);
+    the report is observed when it changes: ``noted`` is the digest of the last one observed
+    (kept in the sensor's cursor)."""
+    name = units_partitions_name(pipeline.name)
+    # A key added by hand in the UI may break the id rules: it stays, and is not compared.
+    known = [k for k in context.instance.get_dynamic_partitions(name) if not unit_id_problems(k)]
+    try:
+        screened = read_units(source) if read is None else read()
+    except SecondaryInputError as error:
+        return UnitsTick(known=tuple(known), unreadable=f"{pipeline.name}: {error}")
+    units = UnitWatermark.of_units(INNER_KIND, known).new_units(screened.units)
+    report = f"{units.describe()} | {screened.describe()}"
+    # What is observed once until it changes: the ids no longer listed, the refused rows.
+    report_json = json.dumps(
+        [list(units.missing), [(r.row, repr(r.value)) for r in screened.refused]]
+    )
+    digest = hashlib.sha256(report_json.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    changed = digest != noted and bool(units.missing or screened.refused)
+    events: list[AssetObservation] = []
+    if units.new or changed:
+        events.append(
+            AssetObservation(
+                asset_key=asset_key,
+                metadata={
+                    "units/listing": MetadataValue.text(units.describe()),
+                    "units/input": MetadataValue.text(screened.describe()),
+                    "units/new": MetadataValue.json(list(units.new)),
+                    "units/no_longer_listed": MetadataValue.json(list(units.missing)),
+                    "units/refused": MetadataValue.json(
+                        [
+                            {"row": r.row, "value": repr(r.value), "reason": r.reason}
+                            for r in screened.refused
+                        ]
+                    ),
+                },
+            )
+        )
+    return UnitsTick(known=tuple(known), new=units.new, report=report, events=events, digest=digest)
+
+
 def build_units_sensor(
     pipeline: UnitPipelineConfig,
     job: UnresolvedAssetJobDefinition,
@@ -246,12 +363,12 @@ def build_units_sensor(
     read: Callable[[], Any] | None = None,
 ) -> SensorDefinition:
     """``{pipeline}_units_sensor``: new ids of the secondary input -> dynamic partitions + one
-    run each (module docstring). The cursor holds a digest of the ids no longer listed and the
-    refused rows, so an unchanged report is said in each tick but observed once."""
+    run each, at most ``sensor.max_runs_per_tick`` runs a tick (module docstring). The cursor
+    (:class:`UnitsCursor`) holds a digest of the ids no longer listed and the refused rows, so
+    an unchanged report is said in each tick but observed once, and the ids whose run waits."""
     listing = pipeline.watermark.secondary_input
     assert listing is not None, "only a secondary input has a units sensor"
     source = listing.build()
-    name = units_partitions_name(pipeline.name)
     settings = pipeline.sensor
 
     @sensor(
@@ -265,52 +382,42 @@ def build_units_sensor(
         f"partitions of {pipeline.name} (never removes one), with a run each.",
     )
     def units_sensor(context: SensorEvaluationContext) -> SensorResult:
-        try:
-            screened = read_units(source) if read is None else read()
-        except SecondaryInputError as error:
-            return SensorResult(skip_reason=f"{pipeline.name}: {error}", cursor=context.cursor)
-        # A key added by hand in the UI may break the id rules: it stays, and is not compared.
-        known = [
-            k for k in context.instance.get_dynamic_partitions(name) if not unit_id_problems(k)
-        ]
-        units = UnitWatermark.of_units(INNER_KIND, known).new_units(screened.units)
-        report = f"{units.describe()} | {screened.describe()}"
-        # What is observed once until it changes: the ids no longer listed, the refused rows.
-        noted = json.dumps(
-            [list(units.missing), [(r.row, repr(r.value)) for r in screened.refused]]
+        cursor = UnitsCursor.from_string(context.cursor)
+        tick = read_units_tick(context, pipeline, source, asset_key, read, noted=cursor.noted)
+        if tick.unreadable is not None:
+            return SensorResult(skip_reason=tick.unreadable, cursor=context.cursor)
+        queued = queue_unit_runs(
+            cursor.waiting, tick.new, known=set(tick.known), cap=settings.max_runs_per_tick
         )
-        digest = hashlib.sha256(noted.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        changed = digest != context.cursor and bool(units.missing or screened.refused)
-        events: list[AssetObservation] = []
-        if units.new or changed:
-            events.append(
-                AssetObservation(
-                    asset_key=asset_key,
-                    metadata={
-                        "units/listing": MetadataValue.text(units.describe()),
-                        "units/input": MetadataValue.text(screened.describe()),
-                        "units/new": MetadataValue.json(list(units.new)),
-                        "units/no_longer_listed": MetadataValue.json(list(units.missing)),
-                        "units/refused": MetadataValue.json(
-                            [
-                                {"row": r.row, "value": repr(r.value), "reason": r.reason}
-                                for r in screened.refused
-                            ]
-                        ),
-                    },
-                )
+        report = tick.report + (f" | {queued.describe()}" if queued.requested else "")
+        events = [
+            AssetObservation(
+                asset_key=event.asset_key,
+                metadata={
+                    **event.metadata,
+                    "units/waiting": MetadataValue.int(len(queued.waiting)),
+                },
             )
-        if not units.new:
-            return SensorResult(skip_reason=report, cursor=digest, asset_events=events)
+            for event in tick.events
+        ]
+        next_cursor = UnitsCursor(noted=tick.digest, waiting=queued.waiting).to_string()
+        adds = [partitions_def.build_add_request(list(tick.new))] if tick.new else []
+        if not queued.requested:
+            return SensorResult(
+                skip_reason=report,
+                cursor=next_cursor,
+                asset_events=events,
+                dynamic_partitions_requests=adds,
+            )
         context.log.info(f"{pipeline.name}: {report}")
         return SensorResult(
             run_requests=[
                 RunRequest(run_key=f"{pipeline.name}|unit|{unit}", partition_key=unit)
-                for unit in units.new
+                for unit in queued.requested
             ],
-            dynamic_partitions_requests=[partitions_def.build_add_request(list(units.new))],
+            dynamic_partitions_requests=adds,
             asset_events=events,
-            cursor=digest,
+            cursor=next_cursor,
         )
 
     return units_sensor

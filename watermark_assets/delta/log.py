@@ -107,6 +107,32 @@ class DeltaLog:
             )
         return self._parse_commit(version, text)
 
+    def latest_version(self) -> int | None:
+        """The newest commit's version (None: no table), without loading the table's snapshot.
+
+        From ``_last_checkpoint`` (or -1 without one), the commit JSON files after it are probed
+        by galloping then bisecting: versions are dense and the JSON files after the last
+        checkpoint are never cleaned up, so this costs one small read and ``O(log n)`` existence
+        checks for ``n`` commits since, however long the history and however many files the
+        table holds (``DeltaTable(uri).version()`` loads every live file's action first).
+        """
+        try:
+            low = int(json.loads(self._fs.cat_file(f"{self._log_dir}/_last_checkpoint"))["version"])
+        except FileNotFoundError:
+            low = -1
+
+        def exists(version: int) -> bool:
+            return bool(self._fs.exists(f"{self._log_dir}/{version:020d}.json"))
+
+        step = 1
+        while exists(low + step):  # low exists (or is -1); gallop until a missing version
+            low, step = low + step, step * 2
+        high = low + step  # missing: the newest version is in [low, high)
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if exists(middle) else (low, middle)
+        return None if low < 0 else low
+
     def _read_log_json(self, version: int) -> str | None:
         try:
             data: bytes = self._fs.cat_file(f"{self._log_dir}/{version:020d}.json")

@@ -42,8 +42,15 @@ from watermark_assets import storage
 from watermark_assets.config import ColumnPipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.lookback import ReadBound, effective_lower_bound
-from watermark_assets.core.column.predicate import Predicate, SqlDialect, below, predicate, to_sql
-from watermark_assets.core.column.watermark import ColumnWatermark, WatermarkOperator
+from watermark_assets.core.column.predicate import (
+    Predicate,
+    SqlDialect,
+    below,
+    predicate,
+    to_sql,
+    within,
+)
+from watermark_assets.core.column.watermark import ColumnValue, ColumnWatermark, WatermarkOperator
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
 from watermark_assets.delta.merge import MergePlan, commit_merge, plan_merge
@@ -65,6 +72,20 @@ from watermark_assets.staging import (
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+#: What a replace commit replaces: a window, or a region (one window per column, the rows in all).
+Region = ReplaceWindow | tuple[ReplaceWindow, ...]
+
+
+def region_json(region: Region) -> Any:
+    """A window's JSON, or a region's list of them."""
+    return region.to_json() if isinstance(region, ReplaceWindow) else [w.to_json() for w in region]
+
+
+def region_text(region: Region) -> str:
+    """``[a, b)`` or ``[a, b) x [u, u]``."""
+    return str(region) if isinstance(region, ReplaceWindow) else " x ".join(map(str, region))
+
 
 #: The commitInfo entry of every column-pipeline commit: what the run read and wrote (the checks
 #: and the UI read it back from the log).
@@ -116,15 +137,21 @@ class ColumnPlan:
     #: replay chunk records its completion in the log; see :func:`commit_column_batch`)
     records_completion: bool = False
     #: the window the commit replaces, fixed when planning (a unit's ``[u, u]``: the read is
-    #: ``column = u``); None: the window follows from the bound, ``upper`` and the rows read
-    window: ReplaceWindow | None = None
+    #: ``column = u``), or a region, one window per column (a time x unit cell: ``[start,
+    #: end)`` x ``[u, u]``); None: the window follows from the bound, ``upper`` and the rows read
+    window: Region | None = None
+    #: equalities on other columns every row read meets (a time x unit cell's unit), added to
+    #: the predicate (:func:`~watermark_assets.core.column.predicate.within`)
+    within: tuple[tuple[str, ColumnValue], ...] = ()
 
     @property
     def predicate(self) -> Predicate:
         read = predicate(self.bound.watermark, self.bound.operator)
-        if self.upper is None:
-            return read
-        return below(read, self.upper.columns[0], self.upper.values[0])  # type: ignore[arg-type]
+        if self.upper is not None:
+            read = below(read, self.upper.columns[0], self.upper.values[0])  # type: ignore[arg-type]
+        for column, value in self.within:
+            read = within(read, column, value)
+        return read
 
     @property
     def operator(self) -> WatermarkOperator:
@@ -211,6 +238,8 @@ class StagedColumnBatch:
     data_schema: pa.Schema | None
     #: the session that staged the rows: a stale commit plans and reads again with it
     spark: SparkSession | None = field(default=None, compare=False, repr=False)
+    #: what the source could not get (:attr:`ColumnRead.missing`): nothing is committed
+    missing: tuple[str, ...] = ()
 
     @property
     def rows_read(self) -> int:
@@ -222,9 +251,9 @@ class StagedColumnBatch:
         return self.rows.next_watermark
 
     @property
-    def window(self) -> ReplaceWindow | None:
-        """The window a ``replace_by_watermark`` commit replaces; None for an append, or for a
-        run above the watermark that read no row (it has no upper bound).
+    def window(self) -> Region | None:
+        """The window (or region) a ``replace_by_watermark`` commit replaces; None for an
+        append, or for a run above the watermark that read no row (it has no upper bound).
 
         A chunk (``plan.upper``) replaces its whole closed-open range ``[lower, upper)``, also
         when it read no row: its rows in the table were deleted (or corrected away) at the
@@ -283,16 +312,27 @@ def stage_column_batch(
             column=missing[0],
         )
     data_dir = storage.join(table_uri, f"{STAGING_DIR}/{token}")
-    rows = stage_rows(
-        read,
-        columns=pipeline.watermark.columns,
-        start=plan.watermark_before,
-        data_dir=data_dir,
-        partition_by=pipeline.table.partition_by,
-        merge_keys=keys,
-    )
+    try:
+        if read.missing:  # an incomplete read commits nothing: no need to stage it
+            rows = StagedRows(data_dir=None, rows=0, next_watermark=plan.watermark_before)
+        else:
+            rows = stage_rows(
+                read,
+                columns=pipeline.watermark.columns,
+                start=plan.watermark_before,
+                data_dir=data_dir,
+                partition_by=pipeline.table.partition_by,
+                merge_keys=keys,
+            )
+        schema = None  # an empty read that records completion: the table's schema, if created
+        if not rows.rows and plan.records_completion and not read.missing:
+            schema = _empty_read_schema(read.frame, data_dir, pipeline.table.partition_by)
+    finally:
+        if read.scratch_uri is not None:  # after the schema's write: the frame may read it
+            remove_tree(read.scratch_uri)
     files = list_parquet(data_dir) if rows.rows else ()
-    schema = _table_schema(files[0], read.frame, pipeline.table.partition_by) if files else None
+    if files:
+        schema = _table_schema(files[0], read.frame, pipeline.table.partition_by)
     crash_point("after_data_written")
     return StagedColumnBatch(
         plan=plan,
@@ -303,7 +343,26 @@ def stage_column_batch(
         data_files=files,
         data_schema=schema,
         spark=spark,
+        missing=read.missing,
     )
+
+
+def _empty_read_schema(frame: Any, data_dir: str, partition_by: list[str]) -> pa.Schema:
+    """The table schema of a read of no row, from a zero-row Parquet file Spark wrote: the same
+    writer and settings as for rows, so the first commit of an empty window can create the table
+    with the schema its later files will have (no guess from the source's types).
+
+    Spark writes one zero-row file for an empty frame; a partitioned write of no row writes none,
+    so the frame without its partition columns is written once more with ``limit(0)`` (Spark
+    plans it as an empty relation: the source is not read again)."""
+    from watermark_assets.spark.paths import spark_path
+
+    found = list_parquet(data_dir)
+    if not found:
+        schema_dir = storage.join(data_dir, "_schema")
+        frame.drop(*partition_by).limit(0).write.parquet(spark_path(schema_dir))
+        found = list_parquet(schema_dir)
+    return _table_schema(found[0], frame, partition_by)
 
 
 def _table_schema(first_file: str, frame: Any, partition_by: list[str]) -> pa.Schema:
@@ -328,7 +387,7 @@ class ColumnResult:
     rows_committed: int
     rows_removed: int = 0
     rows_kept_by_rewrite: int = 0
-    window: ReplaceWindow | None = None
+    window: Region | None = None
     #: the watermark the store holds after the run
     watermark_after: ColumnWatermark
     attempts: int = 1
@@ -371,10 +430,12 @@ def commit_column_batch(
       (re-run with ``save_watermark: false``, or another range). The price is one small commit
       holding only a ``txn`` and ``commitInfo``.
 
-    An empty read moves no watermark of the pipeline (nothing was read), and with no table yet
-    it commits nothing: there is nothing to remove, and recording would create the table with a
-    schema guessed from the source read instead of the files Spark writes (a re-run reads the
-    chunk again, and only a later chunk's bound covers it).
+    An empty read moves no watermark of the pipeline (nothing was read). With no table yet it
+    commits nothing, unless it records its completion: then its ONE commit creates the table
+    (version 0, no file) with the schema of a zero-row Parquet file Spark wrote for the read
+    (:func:`_empty_read_schema`: the same writer as for rows, not a guess), its txns and its
+    metadata. Otherwise a time pipeline's first window that read nothing would stay without
+    history and run again on every tick, and a replay would re-read its empty first chunks.
     """
     pipeline = staged.plan.request.pipeline
     request = staged.plan.request
@@ -386,6 +447,13 @@ def commit_column_batch(
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         staging = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{staged.token}")
         try:
+            if staged.missing:
+                reason = (
+                    f"{len(staged.missing)} source file(s) missing ({staged.missing[0]}"
+                    f"{', ...' if len(staged.missing) > 1 else ''}): nothing committed; the "
+                    "window keeps its rows and high watermark"
+                )
+                return _nothing_committed(staged, reason, attempt)
             if not staged.rows_read and not _commits_when_empty(staged):
                 reason = "no row above the watermark: nothing to commit"
                 return _nothing_committed(staged, reason, attempt)
@@ -428,7 +496,8 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
     uri, partition_by = pipeline.table.uri, pipeline.table.partition_by
     committer = DeltaCommitter(uri, now=request.clock)
     empty = not staged.rows_read
-    if empty and committer.current_version() is None:
+    creates = empty and committer.current_version() is None
+    if creates and (not plan.records_completion or staged.data_schema is None):
         reason = "no row read and no table yet: nothing to remove or record, nothing to commit"
         return _nothing_committed(staged, reason, attempt)
     saves = plan.saves_watermark and not empty  # an empty read moves no watermark
@@ -436,6 +505,8 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
     moved = move_into_table(staged.data_files, data_dir, uri, staged.token)
     files = describe_data_files(uri, moved, partition_by)
     schema = staged.data_schema if staged.data_schema is not None else pa.schema([])
+    if empty and not creates:
+        schema = pa.schema([])  # no file into an existing table: the table's schema
     window = staged.window
     manager = watermark_manager(pipeline)
     after = staged.watermark_after
@@ -454,7 +525,17 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
                 job_id=request.job_name,
                 dataflow_run_id=request.run_id,
             )
-        if keys:
+        if creates:  # records completion: the table is created by this commit, with no file
+            custom[RUN_METADATA_KEY] = _run_record(staged, window, 0, 0)
+            outcome = committer.commit(
+                (),
+                schema=schema,
+                partition_by=partition_by,
+                txns=txns,
+                custom_metadata=custom,
+                read_version=-1,  # another writer creating it first makes this stale
+            )
+        elif keys:
             merge = plan_merge(uri, keys, files)
             counts.update(
                 rows_removed=merge.rows_removed,
@@ -487,7 +568,10 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
             replace = plan_replace(uri, window, files)
             touches = files or replace.removed or replace.rewritten
             if not touches and not plan.records_completion:  # no empty commits in the log
-                reason = f"no row read and no row of the table in {window}: nothing to commit"
+                reason = (
+                    f"no row read and no row of the table in {region_text(window)}: nothing "
+                    "to commit"
+                )
                 return CommitOutcome(None, True, reason)
             kept = sum(r.remainder.num_records for r in replace.rewritten if r.remainder)
             counts.update(rows_removed=replace.rows_removed, rows_kept_by_rewrite=kept)
@@ -529,7 +613,13 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
         rows_removed=counts["rows_removed"],
         rows_kept_by_rewrite=counts["rows_kept_by_rewrite"],
         window=window,
-        watermark_after=manager.load(pipeline.dataflow_id, pipeline.watermark.columns),
+        # A run that saves no column watermark (unit and time runs, replay chunks without
+        # save_watermark) leaves it where it planned: no walk back through the log per commit.
+        watermark_after=(
+            manager.load(pipeline.dataflow_id, pipeline.watermark.columns)
+            if saves
+            else plan.watermark_before
+        ),
         attempts=attempt,
         merge_keys=keys,
         rows_updated=counts["rows_updated"],
@@ -539,7 +629,7 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
 
 def _run_record(
     staged: StagedColumnBatch,
-    window: ReplaceWindow | None,
+    window: Region | None,
     removed: int,
     kept: int,
     *,
@@ -567,7 +657,7 @@ def _run_record(
             "operator": plan.operator.value,
             "predicate": plan.predicate_text,
             "rows_read": staged.rows_read,
-            "window": None if window is None else window.to_json(),
+            "window": None if window is None else region_json(window),
             "rows_removed": removed,
             "rows_kept_by_rewrite": kept,
             "rows_deduplicated": staged.rows.duplicates,

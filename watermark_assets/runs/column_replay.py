@@ -38,7 +38,9 @@ deleted or corrected away at the source: ONE commit of remove actions and rewrit
 of straddling files, no new file, with the chunk's txns and metadata); with ``save_watermark:
 true`` it records its completion (its txn and upper bound, in that same commit or in one of its
 own) and a re-run skips it. Otherwise it commits nothing (no empty commits in the log) and a
-re-run reads it again. With no table yet nothing is committed.
+re-run reads it again. With no table yet, a chunk that records its completion creates the table
+in that commit (the schema of the zero-row Parquet file Spark wrote, no data file); any other
+empty chunk commits nothing.
 
 Crash point: ``after_chunk_commit:N`` (``runs.faults.crash_point``) once chunk N (1-based)
 committed.

@@ -17,36 +17,39 @@ commit also carries:
 
 So a window's data and its high watermark are ONE atomic commit. :func:`load_time_watermark` reads
 the watermark back (:class:`TimeWatermarkLog`): the newest entry, merged with the entries of the
-commits after its ``read_version`` (per-window maximum): two runs of different windows committing
-at once each carry what they saw, and the merge keeps both.
+commits after its ``read_version`` (a union of covered spans): two runs of different windows
+committing at once each carry what they saw, and the merge keeps both.
 
-A window that reads no row still commits when the table exists (``records_completion``): its rows
-in the table are removed (deleted at the source) and its high watermark is recorded; with no
-table yet nothing is committed and the window stays without history (it runs again next tick).
+A window that reads no row still commits (``records_completion``): its rows in the table are
+removed (deleted at the source) and its high watermark is recorded; with no table yet that one
+commit creates the table with the schema of the zero-row Parquet file Spark wrote for the read
+(no data file), so an empty first window gets its history and is not run again on every tick.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from watermark_assets.config import TimePipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.lookback import ReadBound
-from watermark_assets.core.column.watermark import ColumnWatermark, GreaterOrEqual
+from watermark_assets.core.column.watermark import ColumnValue, ColumnWatermark, GreaterOrEqual
 from watermark_assets.core.errors import WatermarkHistoryLostError
 from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time import TimeWatermark, format_instant
 from watermark_assets.core.time.tick import short_instant
+from watermark_assets.core.watermark import Watermark
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.runs.column import (
     ColumnPlan,
     ColumnResult,
     ColumnRunRequest,
+    Region,
     commit_column_batch,
     stage_column_batch,
 )
@@ -69,27 +72,24 @@ def window_app_id(pipeline_name: str, window: TimeWindow) -> str:
     return f"watermark_assets/{pipeline_name}/time/{format_instant(window.start)}"
 
 
-class TimeWatermarkLog:
-    """The pipeline's time watermark as the Delta log holds it.
+W = TypeVar("W", bound=Watermark[Any])
 
-    Each entry carries the watermark its run read from the log up to ``read_version``, advanced
-    by its window. So the newest commit with an entry holds everything committed up to its
-    ``read_version``, and the first :meth:`read` merges only that entry and the commits after
-    ``read_version`` (the runs that committed concurrently): a tick reads a few commits, however
-    long the history. Later reads merge the commits after the last one read (a run of many
-    windows reads each commit once). Merging is a per-window maximum, so the order does not
-    matter.
-    """
 
-    def __init__(self, pipeline: TimePipelineConfig) -> None:
-        self._committer = DeltaCommitter(pipeline.table.uri)
-        self._uri = pipeline.table.uri
-        self._key = time_metadata_key(pipeline.name)
-        self.watermark = TimeWatermark.empty()
+class WatermarkEntryLog(Generic[W]):
+    """A watermark of any kind (``parse``: its ``from_json``) carried in commitInfo entries
+    ``key``, as :class:`TimeWatermarkLog` describes (time pipelines; time x unit reads its
+    ``UnitWatermark[TimeWatermark]`` the same way)."""
+
+    def __init__(self, table_uri: str, key: str, empty: W, parse: Callable[[str], W]) -> None:
+        self._committer = DeltaCommitter(table_uri)
+        self._uri = table_uri
+        self._key = key
+        self._parse = parse
+        self.watermark = empty
         #: the newest table version read (None: nothing read yet; -1: no table)
         self.version: int | None = None
 
-    def read(self) -> TimeWatermark:
+    def read(self) -> W:
         """The watermark merged over every commit up to the table's current version."""
         if self.version is None:
             self._start_from_newest_entry()
@@ -97,7 +97,7 @@ class TimeWatermarkLog:
             self.version = commit.version
             entry = commit.custom_metadata.get(self._key)
             if entry is not None:
-                stored = TimeWatermark.from_json(json.loads(entry)["watermark"])
+                stored = self._parse(json.loads(entry)["watermark"])
                 self.watermark = self.watermark.merge(stored)
         if self.version is None:
             self.version = -1
@@ -105,7 +105,7 @@ class TimeWatermarkLog:
 
     def _start_from_newest_entry(self) -> None:
         """Walk back to the newest commit with an entry; continue from its ``read_version``."""
-        latest = self._committer.current_version()
+        latest = self._committer.log.latest_version()  # no snapshot: independent of history
         if latest is None:
             self.version = -1
             return
@@ -120,10 +120,31 @@ class TimeWatermarkLog:
             entry = json.loads(text)
             read_version = entry.get("read_version")
             if isinstance(read_version, int) and -1 <= read_version < version:
-                self.watermark = TimeWatermark.from_json(entry["watermark"])
+                self.watermark = self._parse(entry["watermark"])
                 self.version = read_version
             return  # an entry without read_version: read the whole log
         self.version = latest  # no entry at all: no window has history
+
+
+class TimeWatermarkLog(WatermarkEntryLog[TimeWatermark]):
+    """The pipeline's time watermark as the Delta log holds it.
+
+    Each entry carries the watermark its run read from the log up to ``read_version``, advanced
+    by its window. So the newest commit with an entry holds everything committed up to its
+    ``read_version``, and the first :meth:`read` merges only that entry and the commits after
+    ``read_version`` (the runs that committed concurrently): a tick reads a few commits, however
+    long the history. Later reads merge the commits after the last one read (a run of many
+    windows reads each commit once). Merging is a union of spans, so the order does not
+    matter.
+    """
+
+    def __init__(self, pipeline: TimePipelineConfig) -> None:
+        super().__init__(
+            pipeline.table.uri,
+            time_metadata_key(pipeline.name),
+            TimeWatermark.empty(),
+            TimeWatermark.from_json,
+        )
 
 
 def load_time_watermark(pipeline: TimePipelineConfig) -> tuple[TimeWatermark, int | None]:
@@ -165,6 +186,25 @@ def plan_window(
         "run_id": request.run_id,
         "job_id": request.job_name,
     }
+    return window_chunk_plan(
+        request, column, window, txn, {time_metadata_key(pipeline.name): json.dumps(entry)}
+    )
+
+
+def window_chunk_plan(
+    request: ColumnRunRequest,
+    column: str,
+    window: TimeWindow,
+    txn: TxnVersion,
+    metadata: Mapping[str, str],
+    *,
+    region: Region | None = None,
+    within: tuple[tuple[str, ColumnValue], ...] = (),
+) -> ColumnPlan:
+    """A window ``[start, end)`` of ``column`` as a chunk of the column machinery: read with
+    ``>= start`` and ``< end``, no column watermark saved (the time watermark travels in
+    ``metadata``), committed even when empty (``records_completion``). A time x unit cell also
+    gives its ``region`` (window x unit) and ``within`` (the unit's equality)."""
     return ColumnPlan(
         request=request,
         watermark_before=ColumnWatermark.empty((column,)),
@@ -173,8 +213,10 @@ def plan_window(
         provider="delta_metadata",
         upper=ColumnWatermark((column,), (window.end,)),
         saves_watermark=False,  # no column watermark: the time watermark is in extra_metadata
-        extra_metadata={time_metadata_key(pipeline.name): json.dumps(entry)},
+        extra_metadata=metadata,
         records_completion=True,
+        window=region,
+        within=within,
     )
 
 
@@ -204,7 +246,7 @@ class WindowRun:
     def summary(self) -> dict[str, object]:
         """The window's materialization metadata entry."""
         result = self.result
-        return {
+        summary: dict[str, object] = {
             "window": [format_instant(self.window.start), format_instant(self.window.end)],
             "high_watermark": format_instant(self.window.end) if self.committed else None,
             "rows_read": result.staged.rows_read,
@@ -213,16 +255,16 @@ class WindowRun:
             "delta_version": result.outcome.version,
             "pushed_down": result.staged.pushed_down,
         }
+        if result.staged.missing:  # what the source could not get: nothing was committed
+            summary["missing"] = list(result.staged.missing)
+        return summary
 
 
 @dataclass(frozen=True)
-class TimeRunResult:
-    """A run's windows in order, and the watermark before and after it."""
+class WindowRunTotals:
+    """The windows (or cells) of a run, in order, and what they add up to."""
 
-    pipeline: str
     windows: tuple[WindowRun, ...]
-    watermark_before: TimeWatermark
-    watermark_after: TimeWatermark
 
     @property
     def versions(self) -> list[int]:
@@ -241,6 +283,15 @@ class TimeRunResult:
     @property
     def rows_removed(self) -> int:
         return sum(w.result.rows_removed for w in self.windows)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimeRunResult(WindowRunTotals):
+    """A run's windows in order, and the watermark before and after it."""
+
+    pipeline: str
+    watermark_before: TimeWatermark
+    watermark_after: TimeWatermark
 
 
 def run_windows(
@@ -276,4 +327,6 @@ def run_windows(
         runs.append(WindowRun(window, result))
         log(f"{pipeline.name}: {runs[-1].line()}")
     after = watermark_log.read()
-    return TimeRunResult(pipeline.name, tuple(runs), before, after)
+    return TimeRunResult(
+        tuple(runs), pipeline=pipeline.name, watermark_before=before, watermark_after=after
+    )
