@@ -131,7 +131,8 @@ def test_the_demo_runs_a_column_pipeline_twice_and_skips_postgres_in_one_line_wi
     column = [
         p
         for p in demo["pipelines"]
-        if p["source"]["type"] in ("delta_table", "jdbc") and p["watermark"].get("kind") != "time"
+        if p["source"]["type"] in ("delta_table", "jdbc")
+        and p["watermark"].get("kind") not in ("time", "unit")
     ]
     assert [p["name"] for p in column] == ["orders", "customers_pg"]
     column[0]["source"]["uri"] = str(tmp_path / "sources" / "orders")
@@ -151,3 +152,90 @@ def test_the_demo_runs_a_column_pipeline_twice_and_skips_postgres_in_one_line_wi
     assert "skipped by statistics 2" in out
     assert "customers_pg, step" not in out
     assert "Traceback" not in out + err
+
+
+def demo_pipelines(tmp_path: Path, *names: str) -> list[dict[str, Any]]:
+    """The demo's pipelines ``names``, their files moved under ``tmp_path``."""
+    demo = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    chosen = [p for p in demo["pipelines"] if p["name"] in names]
+    for pipeline in chosen:
+        if pipeline["source"]["type"] == "delta_table":
+            pipeline["source"]["uri"] = str(tmp_path / "sources" / "orders")
+        pipeline["table"]["uri"] = str(tmp_path / "delta" / pipeline["name"])
+    assert [p["name"] for p in chosen] == list(names)
+    return chosen
+
+
+def test_the_demo_runs_the_time_and_unit_pipelines_due_partitions_and_says_why(
+    spark: Any,
+    tmp_path: Path,
+    dagster_home: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The demo starts its HTTP API on loopback; each time pipeline's tick says which
+    partitions are due and why (the second tick: the grace period), explicit units that never
+    ran run once; the summary prints partitions, high watermarks and cut-offs."""
+    monkeypatch.delenv("WATERMARK_ASSETS_DEMO_API", raising=False)
+    names = ("orders", "payments_api_daily", "orders_monthly", "orders_by_status")
+    config = write_config(tmp_path, *demo_pipelines(tmp_path, *names))
+
+    assert main(["--config", str(config), "demo"]) == 0
+
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err
+    lines = [line.strip() for line in out.splitlines()]
+    assert (
+        "payments_api_daily tick 1: 3 partitions: 2024-01-28, 2024-01-29, 2024-01-30 have no "
+        "history (first run: the cut-off is from, 2024-01-28T00:00Z)"
+    ) in lines
+    assert (
+        "2024-01-28: 144 rows read, 144 committed, high watermark 2024-01-29T00:00:00.000Z; run"
+    ) in out
+    assert any(
+        line.startswith(
+            "payments_api_daily tick 2: 2 partitions: 2024-01-29, 2024-01-30 end "
+            "after the cut-off 2024-01-29T00:00Z (highest watermark 2024-01-31 + abstinent 0d - "
+            "grace 2d)"
+        )
+        for line in lines
+    ), out
+    assert any(
+        line.startswith("orders_monthly tick 1: 2 partitions: 2024-01-01, 2024-02-01 (partial")
+        for line in lines
+    ), out
+    assert any(line.startswith("orders_monthly tick 2: 0 partitions") for line in lines), out
+    assert "orders_by_status: 3 of 3 explicit unit(s) never ran: placed, paid, shipped" in lines
+    assert sum(1 for line in lines if "committed, done at " in line) == 3
+
+    capfd.readouterr()
+    assert main(["--config", str(config), "summary"]) == 0
+    summary = capfd.readouterr().out
+    payments = next(line for line in summary.splitlines() if line.startswith("payments_api_daily"))
+    assert "time (daily)" in payments and "3/3" in payments and "432" in payments
+    assert "2024-01-29T00:00Z (highest watermark 2024-01-31 + abstinent 0d - grace 2d)" in payments
+    monthly = next(line for line in summary.splitlines() if line.startswith("orders_monthly"))
+    assert "2/2" in monthly and "2024-02-15T00:00Z" in monthly
+    units = next(line for line in summary.splitlines() if line.startswith("orders_by_status"))
+    assert "unit (explicit)" in units and "3/3" in units
+
+
+def test_a_run_of_the_api_pipeline_without_its_server_says_how_to_start_it(
+    spark: Any, tmp_path: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under `dagster dev` no demo process runs: the definitions load, and a run fails naming
+    the URL and the command that serves the API."""
+    from dagster import DagsterInstance as Instance
+
+    from watermark_assets.defs import build_definitions
+
+    monkeypatch.setenv("WATERMARK_ASSETS_DEMO_API", "http://127.0.0.1:9/payments")
+    config = load_config(write_config(tmp_path, *demo_pipelines(tmp_path, "payments_api_daily")))
+    job = build_definitions(config).resolve_job_def("payments_api_daily_job")
+    result = job.execute_in_process(
+        instance=Instance.ephemeral(), partition_key="2024-01-28", raise_on_error=False
+    )
+    assert not result.success
+    message = str(result.all_events)
+    assert "http://127.0.0.1:9/payments?since=2024-01-28" in message
+    assert "watermark-assets serve-demo-api" in message

@@ -13,6 +13,12 @@ in $DAGSTER_HOME (so ``make ui`` shows them), repeats until the sensor reports n
 watermarks, and prints one summary row per pipeline. Then the column pipelines run twice: step 1
 reads what is above their watermarks, about 1% of the source rows change, step 2 reads only those
 (a PostgreSQL-backed pipeline is skipped, in one line, when no database is reachable).
+Then the time and unit pipelines: each time pipeline's tick (what its schedule and sensor
+decide) says which partitions are due and why, and each runs; a second tick shows the grace
+period re-running the last windows. Explicit units that never ran run once. The demo starts its
+HTTP API on 127.0.0.1 for ``payments_api_daily`` (``serve-demo-api`` serves it alone, for
+``dagster dev``). ``summary`` prints one row per file pipeline, and one per time or unit
+pipeline (partitions done, high watermark or done-at, cut-off).
 ``watermark-assets explain PIPELINE [PATH]`` says whether a landing file was ingested (in which
 Delta version) or why not.
 """
@@ -23,7 +29,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +38,8 @@ from watermark_assets.config import (
     ColumnPipelineConfig,
     Pipeline,
     ProjectConfig,
+    TimePipelineConfig,
+    UnitPipelineConfig,
     load_config,
 )
 from watermark_assets.core.clock import system_clock
@@ -70,6 +78,7 @@ def generate(config_path: str | None = None) -> None:
             print(f"  {column.name}: source table already in {root}")
             continue
         print(f"  {column.name}: source Delta table with {write_orders(root)} rows in {root}")
+    _generate_survey_answers(config)
     for pipeline in config.file_pipelines:
         root = Path(pipeline.source.uri)
         if root.exists() and any(
@@ -84,6 +93,28 @@ def generate(config_path: str | None = None) -> None:
         else:
             count = write_events(root, progress=_progress(f"{pipeline.name}: writing files"))  # type: ignore[arg-type]
         print(f"  {pipeline.name}: {count} landing files in {root}")
+
+
+def _generate_survey_answers(config: ProjectConfig) -> None:
+    """The source table and the ids file of the time x unit demo pipelines (a Delta source, ids
+    from a file)."""
+    from watermark_assets.config import FileSecondaryInputConfig
+    from watermark_assets.demo.data import write_survey_answers
+
+    for unit in config.unit_pipelines:
+        listing = unit.watermark.secondary_input
+        if not (
+            unit.is_time_by_unit
+            and unit.source.type == "delta_table"
+            and isinstance(listing, FileSecondaryInputConfig)
+        ):
+            continue
+        root = Path(unit.source.location)
+        if (root / "_delta_log").is_dir():
+            print(f"  {unit.name}: source table already in {root}")
+            continue
+        rows = write_survey_answers(root, Path(listing.path))
+        print(f"  {unit.name}: {rows} answers in {root}, survey ids in {listing.path}")
 
 
 @dataclass(frozen=True)
@@ -146,6 +177,11 @@ def print_table(rows: Sequence[SummaryRow]) -> None:
         ]
         for r in rows
     ]
+    print_grid(headers, cells)
+
+
+def print_grid(headers: Sequence[str], cells: Sequence[Sequence[str]]) -> None:
+    """A plain-text table: the headers, a rule, one line per row."""
     widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
     print("  ".join("-" * w for w in widths))
@@ -194,8 +230,7 @@ def run_sensors(
     from dagster import DagsterInstance, build_sensor_context
 
     from watermark_assets.defs import build_definitions
-    from watermark_assets.defs.assets import requested_files
-    from watermark_assets.defs.build import job_name
+    from watermark_assets.defs.assets import job_name, requested_files
 
     config = load_config(config_path)
     # Failed runs are summarized at the end; Spark's own error logs would repeat them mid-way.
@@ -357,7 +392,7 @@ def run_column_pipelines(
     from dagster import DagsterInstance
 
     from watermark_assets.defs import build_definitions
-    from watermark_assets.defs.build import job_name
+    from watermark_assets.defs.assets import job_name
 
     config = load_config(config_path)
     pipelines = _prepare_column_sources(config)
@@ -391,6 +426,264 @@ def run_column_pipelines(
                 continue
             steps.append(_column_step(pipeline.name, number, result))
     return steps, failures
+
+
+@dataclass(frozen=True)
+class PartitionedRow:
+    """One summary row of a time or unit pipeline, read from its table's Delta log."""
+
+    pipeline: str
+    kind: str
+    #: partitions with a committed run / all partitions (a dynamic unit list: the ones done)
+    partitions: str
+    rows: int
+    #: time: the highest high watermark; unit: the latest done-at
+    watermark: str
+    #: time: the effective cut-off and how it was computed; unit: "-"
+    cut_off: str
+    delta_version: str
+
+    def cells(self) -> list[str]:
+        return [
+            self.pipeline,
+            self.kind,
+            self.partitions,
+            str(self.rows),
+            self.watermark,
+            self.cut_off,
+            self.delta_version,
+        ]
+
+
+PARTITIONED_HEADERS = (
+    "pipeline",
+    "kind",
+    "partitions done",
+    "rows",
+    "high watermark / done at",
+    "cut-off",
+    "delta version",
+)
+
+
+def summarize_time(pipeline: TimePipelineConfig) -> PartitionedRow:
+    """Windows with a high watermark, the highest one and the cut-off it gives now."""
+    from watermark_assets.core.time import windows
+    from watermark_assets.core.time.tick import instant_text
+    from watermark_assets.delta.log import table_row_count
+    from watermark_assets.runs.time import load_time_watermark
+
+    now = system_clock()
+    spec = pipeline.watermark.spec
+    watermark, version = load_time_watermark(pipeline)
+    highest = watermark.highest
+    every = windows(spec, now)
+    return PartitionedRow(
+        pipeline=pipeline.name,
+        kind=f"time ({spec.partitioning.value})",
+        partitions=f"{watermark.count_with_history(every)}/{len(every)}",
+        rows=table_row_count(pipeline.table.uri) or 0,
+        watermark="-" if highest is None else instant_text(highest),
+        cut_off=str(watermark.cut_off(spec, now)),
+        delta_version="-" if version is None or version < 0 else str(version),
+    )
+
+
+def summarize_unit(pipeline: UnitPipelineConfig) -> PartitionedRow:
+    """Units with a committed run (of the explicit ones) and the latest done-at."""
+    from watermark_assets.core.time.tick import instant_text
+    from watermark_assets.delta.committer import DeltaCommitter
+    from watermark_assets.delta.log import table_row_count
+    from watermark_assets.runs.unit import load_unit_watermark
+
+    version = DeltaCommitter(pipeline.table.uri).current_version()
+    done: dict[str, Any] = {}
+    if version is not None:
+        units = load_unit_watermark(pipeline.table.uri, pipeline.name).units
+        done = {u: d for u, d in units.items() if d is not None}
+    explicit = pipeline.watermark.explicit_units
+    latest = max((d.when for d in done.values()), default=None)
+    return PartitionedRow(
+        pipeline=pipeline.name,
+        kind="unit (explicit)" if explicit is not None else "unit (secondary input)",
+        partitions=f"{len(done)}/{len(explicit)}" if explicit is not None else str(len(done)),
+        rows=table_row_count(pipeline.table.uri) or 0,
+        watermark="-" if latest is None else instant_text(latest),
+        cut_off="-",
+        delta_version="-" if version is None else str(version),
+    )
+
+
+def summarize_grid(pipeline: UnitPipelineConfig) -> PartitionedRow:
+    """Time x unit: cells with a high watermark out of the known units' cells, the highest high
+    watermark, and each unit's cut-off when they agree (else how many differ)."""
+    from watermark_assets.core.time import windows
+    from watermark_assets.core.time.tick import instant_text
+    from watermark_assets.delta.committer import DeltaCommitter
+    from watermark_assets.delta.log import table_row_count
+    from watermark_assets.runs.time_unit import load_grid_watermark
+
+    assert pipeline.watermark.time is not None, "a time x unit pipeline"
+    now = system_clock()
+    spec = pipeline.watermark.time.spec
+    version = DeltaCommitter(pipeline.table.uri).current_version()
+    grid = load_grid_watermark(pipeline)
+    known = pipeline.watermark.explicit_units or tuple(grid.units)
+    cut = windows(spec, now)
+    inner = {u: grid.units.get(u) for u in known}
+    done = sum(w.count_with_history(cut) for w in inner.values() if w is not None)
+    highest = max((h for w in inner.values() if w and (h := w.highest)), default=None)
+    cut_offs = {str(w.cut_off(spec, now)) for w in inner.values() if w is not None}
+    return PartitionedRow(
+        pipeline=pipeline.name,
+        kind=f"time ({spec.partitioning.value}) x unit",
+        partitions=f"{done}/{len(cut) * len(known)} cells",
+        rows=table_row_count(pipeline.table.uri) or 0,
+        watermark="-" if highest is None else instant_text(highest),
+        cut_off=cut_offs.pop() if len(cut_offs) == 1 else f"{len(cut_offs)} per unit",
+        delta_version="-" if version is None else str(version),
+    )
+
+
+def summarize_partitioned(config: ProjectConfig) -> list[PartitionedRow]:
+    """The time pipelines' rows, then the unit pipelines' (time x unit: one row per grid)."""
+    return [summarize_time(p) for p in config.time_pipelines] + [
+        summarize_grid(p) if p.is_time_by_unit else summarize_unit(p) for p in config.unit_pipelines
+    ]
+
+
+def _run_partition(
+    job: Any,
+    instance: Any,
+    pipeline: str,
+    key: str | None,
+    failures: list[FailedRun],
+    tags: Mapping[str, str] | None = None,
+    label: str | None = None,
+) -> bool:
+    """One run of ``key`` (None: unpartitioned, or the range its ``tags`` name), said in one
+    line; False when it failed."""
+    started = time.monotonic()
+    result = job.execute_in_process(
+        instance=instance,
+        partition_key=key,
+        run_config=QUIET_LOGS,
+        raise_on_error=False,
+        tags=dict(tags or {}),
+    )
+    said = ""
+    if result.success:
+        (materialization, *_) = result.asset_materializations_for_node(pipeline)
+        meta = {k: v.value for k, v in materialization.metadata.items()}
+        said = f"{meta.get('rows/read', 0)} rows read, {meta.get('rows/committed', 0)} committed"
+        if "time/high_watermark" in meta:
+            said += f", high watermark {meta['time/high_watermark']}"
+        if "unit/done_at" in meta:
+            said += f", done at {meta['unit/done_at']}"
+        said += "; "
+    print(
+        f"    {label or key or '(unpartitioned)'}: {said}run {result.run_id[:8]} "
+        f"{'succeeded' if result.success else 'FAILED'} in {time.monotonic() - started:.1f}s"
+    )
+    if not result.success:
+        failures.append(FailedRun(pipeline, key or "-", result.run_id, failure_reason(result)))
+    return bool(result.success)
+
+
+def _tick_grid(defs: Any, instance: Any, name: str, job: Any, failures: list[FailedRun]) -> None:
+    """One tick of a time x unit pipeline's sensor, applied as the daemon does (new ids become
+    partitions), then its runs: one per unit and range of due windows."""
+    from dagster import build_sensor_context
+
+    from watermark_assets.defs.time_unit import RANGE_END, RANGE_START
+
+    context = build_sensor_context(
+        instance=instance, instance_ref=instance.get_ref(), definitions=defs
+    )
+    data = defs.resolve_sensor_def(f"{name}_sensor").evaluate_tick(context)
+    for request in data.dynamic_partitions_requests or ():
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    requests = list(data.run_requests or ())
+    print(f"  {name}: {data.skip_message or f'the sensor requests {len(requests)} run(s)'}")
+    for request in requests:
+        tags = dict(request.tags)
+        key = request.partition_key
+        label = key or f"cells {tags.get(RANGE_START)} .. {tags.get(RANGE_END)}"
+        _run_partition(job, instance, name, key, failures, tags=tags, label=label)
+
+
+def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2) -> list[FailedRun]:
+    """The time and unit pipelines, headless, with the decisions their ticks make.
+
+    Time: ``ticks`` ticks of :func:`~watermark_assets.defs.time.decide_tick` (what the schedule
+    and the sensor request), each printing why, then a run per partition due; the second tick
+    shows the grace period (the windows before the highest high watermark run again). Units:
+    explicit ids that never ran; with a secondary input, one tick of the units sensor (the
+    partitions it adds and the runs it requests).
+    """
+    from dagster import DagsterInstance, build_sensor_context
+
+    from watermark_assets.defs import build_definitions
+    from watermark_assets.defs.assets import job_name
+    from watermark_assets.defs.time import decide_tick
+    from watermark_assets.runs.unit import load_unit_watermark
+
+    config = load_config(config_path)
+    if not config.time_pipelines and not config.unit_pipelines:
+        return []
+    quiet_spark = config.spark.model_copy(
+        update={"conf": {"spark.log.level": "FATAL", **config.spark.conf}}
+    )
+    defs = build_definitions(config.model_copy(update={"spark": quiet_spark}))
+    instance = DagsterInstance.get()
+    failures: list[FailedRun] = []
+    for pipeline in config.time_pipelines:
+        job = defs.resolve_job_def(job_name(pipeline.name))
+        previous = None
+        for tick in range(1, ticks + 1):
+            decision = decide_tick(pipeline, system_clock())
+            if (decision.keys, decision.due.cut_off.at) == previous:
+                print(f"  {pipeline.name} tick {tick}: the cut-off did not move, nothing new")
+                break
+            previous = (decision.keys, decision.due.cut_off.at)
+            print(f"  {pipeline.name} tick {tick}: {decision.due.explain()}")
+            keys: Sequence[str | None] = decision.keys or ([None] if decision.runs else [])
+            if not keys:
+                break
+            if not all([_run_partition(job, instance, pipeline.name, k, failures) for k in keys]):
+                break  # a failed run: the next tick would only ask for it again
+    for unit_pipeline in config.unit_pipelines:
+        job = defs.resolve_job_def(job_name(unit_pipeline.name))
+        explicit = unit_pipeline.watermark.explicit_units
+        if unit_pipeline.is_time_by_unit:  # its sensor adds the ids and requests the due cells
+            _tick_grid(defs, instance, unit_pipeline.name, job, failures)
+            continue
+        if explicit is None:
+            sensor_def = defs.resolve_sensor_def(f"{unit_pipeline.name}_units_sensor")
+            context = build_sensor_context(
+                instance=instance, instance_ref=instance.get_ref(), definitions=defs
+            )
+            data = sensor_def.evaluate_tick(context)
+            for request in data.dynamic_partitions_requests or ():  # as the daemon does
+                instance.add_dynamic_partitions(
+                    request.partitions_def_name,
+                    list(request.partition_keys),
+                )
+            units = [str(r.partition_key) for r in data.run_requests or ()]
+            why = data.skip_message or f"the units sensor requests {len(units)} run(s)"
+        else:
+            done = load_unit_watermark(unit_pipeline.table.uri, unit_pipeline.name).units
+            units = [u for u in explicit if done.get(u) is None]
+            why = (
+                f"{len(units)} of {len(explicit)} explicit unit(s) never ran: {', '.join(units)}"
+                if units
+                else f"all {len(explicit)} explicit units ran (materialize or backfill them "
+                "from the UI to run them again)"
+            )
+        print(f"  {unit_pipeline.name}: {why}")
+        for unit in units:
+            _run_partition(job, instance, unit_pipeline.name, unit, failures)
+    return failures
 
 
 def explain_command(
@@ -463,7 +756,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("generate-demo-data", help="write the demo landing files")
     commands.add_parser("run-sensors", help="evaluate the sensors and run what they request")
     commands.add_parser("summary", help="print one row per pipeline")
-    commands.add_parser("demo", help="generate-demo-data, run-sensors, summary")
+    commands.add_parser(
+        "demo",
+        help="generate-demo-data, run-sensors, the column steps, the time and unit pipelines' "
+        "due partitions, summary",
+    )
+    serve = commands.add_parser(
+        "serve-demo-api",
+        help="serve the demo's HTTP API on 127.0.0.1 (for payments_api_daily under dagster dev)",
+    )
+    serve.add_argument("--port", type=int, default=None, help="default 8765")
     explain = commands.add_parser(
         "explain",
         help="why a landing file was or was not ingested; without PATH every file that was not",
@@ -498,9 +800,24 @@ def _run(args: argparse.Namespace) -> int:
         return explain_command(args.config, args.pipeline, args.path, args.json, args.limit)
     if args.command == "replay":
         return replay_command(args.config, args.pipeline, args.start, args.end)
+    if args.command == "serve-demo-api":
+        from watermark_assets.demo.api import DEFAULT_PORT, serve_demo_api
+
+        serve_demo_api(DEFAULT_PORT if args.port is None else args.port)
+        return 0
+    from watermark_assets.demo.api import start_demo_api
     from watermark_assets.demo.postgres import export_jdbc_url
 
     export_jdbc_url(os.environ)
+    api = start_demo_api(os.environ) if args.command == "demo" else None
+    try:
+        return _run_demo_commands(args)
+    finally:
+        if api is not None:
+            api.stop()
+
+
+def _run_demo_commands(args: argparse.Namespace) -> int:
     failures: list[FailedRun] = []
     steps: list[ColumnStep] = []
     if args.command in ("generate-demo-data", "demo"):
@@ -513,11 +830,17 @@ def _run(args: argparse.Namespace) -> int:
         print("Column watermarks: step 1, a change of ~1% of the source rows, step 2")
         steps, column_failures = run_column_pipelines(args.config)
         failures += column_failures
+        print("Time and unit watermarks: the partitions their ticks say are due")
+        failures += run_partitioned_pipelines(args.config)
     if args.command not in ("run-sensors", "demo"):
         rows = [summarize(p) for p in load_config(args.config).file_pipelines]
     if args.command != "generate-demo-data":
         print()
         print_table(rows)
+        partitioned = summarize_partitioned(load_config(args.config))
+        if partitioned:
+            print()
+            print_grid(PARTITIONED_HEADERS, [r.cells() for r in partitioned])
     if steps:
         print()
         for step in steps:

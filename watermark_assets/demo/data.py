@@ -190,3 +190,76 @@ def update_orders(uri: Path, *, fraction: float = 0.01) -> tuple[int, datetime]:
         predicate=f"id IN ({', '.join(map(str, ids))})",
     )
     return len(ids), stamp
+
+
+# --- the demo's HTTP API (demo/api.py serves these) ---
+
+#: One payment every PAYMENT_EVERY from DEMO_START, for the demo's three days.
+PAYMENT_EVERY = timedelta(minutes=10)
+PAYMENT_DAYS = 3
+
+
+def demo_payments(since: datetime | None, until: datetime | None) -> list[dict[str, object]]:
+    """The payments whose ``paid_at`` is in ``[since, until)`` (None: unbounded), as JSON
+    records, in ``paid_at`` order: the same records on every call (no stored state)."""
+    count = int(timedelta(days=PAYMENT_DAYS) / PAYMENT_EVERY)
+    records: list[dict[str, object]] = []
+    for number in range(count):
+        paid_at = DEMO_START + number * PAYMENT_EVERY
+        if (since is not None and paid_at < since) or (until is not None and paid_at >= until):
+            continue
+        rng = random.Random(number)
+        records.append(
+            {
+                "id": number,
+                "paid_at": paid_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "customer_id": rng.randrange(1, 2000),
+                "amount": round(rng.uniform(5, 500), 2),
+            }
+        )
+    return records
+
+
+#: The demo's survey ids (the secondary input of the time x unit pipeline ``survey_answers``).
+DEMO_SURVEYS = ("onboarding", "nps-2024", "checkout")
+
+ANSWERS_SCHEMA = pa.schema(
+    [
+        ("answer_id", pa.int64()),
+        ("survey_id", pa.string()),
+        ("score", pa.int64()),
+        ("answered_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+def write_survey_answers(
+    uri: Path,
+    ids_path: Path,
+    *,
+    start: datetime = DEMO_START,
+    days: int = 3,
+    per_day: int = 200,
+    seed: int = 17,
+) -> int:
+    """The time x unit demo: the "answers" source (a Delta table, answers of each survey spread
+    over ``days`` days) and the CSV file listing the survey ids (header ``id``); returns the
+    number of answers."""
+    from deltalake import write_deltalake
+
+    rng = random.Random(seed)
+    rows = days * per_day * len(DEMO_SURVEYS)
+    moments = [start + timedelta(seconds=rng.randrange(days * 86_400)) for _ in range(rows)]
+    table = pa.table(
+        {
+            "answer_id": list(range(rows)),
+            "survey_id": [DEMO_SURVEYS[i % len(DEMO_SURVEYS)] for i in range(rows)],
+            "score": [rng.randrange(0, 11) for _ in range(rows)],
+            "answered_at": moments,
+        },
+        schema=ANSWERS_SCHEMA,
+    )
+    write_deltalake(str(uri), table, mode="overwrite")
+    ids_path.parent.mkdir(parents=True, exist_ok=True)
+    ids_path.write_text("id\n" + "".join(f"{s}\n" for s in DEMO_SURVEYS), encoding="utf-8")
+    return rows
