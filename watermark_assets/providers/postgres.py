@@ -132,13 +132,14 @@ class PostgresWatermarkProvider:
         return conn
 
     def _create_table(self, conn: psycopg.Connection[Any]) -> None:
-        # "IF NOT EXISTS" is not race-free: two first uses at once can both pass the check, and the
-        # loser fails on the table's row type (DuplicateObject) or its catalog row (UniqueViolation).
-        # A transaction-scoped advisory lock on the table's name serialises the creators, so the
-        # second one sees the first one's committed table. The except clause stays for servers
-        # where another tool (not holding our lock) creates the same table at the same instant.
+        # "IF NOT EXISTS" is not race-free: two first uses at once can both pass the check, and
+        # the loser fails on the table's row type (DuplicateObject) or its catalog row
+        # (UniqueViolation). A transaction-scoped advisory lock on the table's name serialises
+        # the creators, so the second one sees the first one's committed table. The except
+        # clause stays for another tool (not taking our lock) creating it at the same instant.
         qualified = f"{self.schema}.{self.table}" if self.schema else self.table
-        statements = [sql.SQL("SELECT pg_advisory_xact_lock(hashtext(%s))")]
+        lock = sql.SQL("SELECT pg_advisory_xact_lock(hashtext(%s))")
+        statements: list[sql.Composed] = []
         if self.schema:
             statements.append(
                 sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
@@ -152,8 +153,8 @@ class PostgresWatermarkProvider:
         )
         try:
             with conn.transaction():
-                conn.execute(statements[0], (f"watermark_assets:{qualified}",))
-                for statement in statements[1:]:
+                conn.execute(lock, (f"watermark_assets:{qualified}",))
+                for statement in statements:
                     conn.execute(statement)
         except (
             errors.UniqueViolation,
