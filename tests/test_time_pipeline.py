@@ -158,6 +158,20 @@ def test_every_column_source_takes_a_time_watermark(tmp_path: Path, source: dict
     assert pipeline.column_pipeline().watermark.columns == ["updated_at"]
 
 
+def test_a_from_counted_back_from_now_is_accepted_only_without_partitions(
+    tmp_path: Path,
+) -> None:
+    """Partitions need a fixed start (their keys would move on every tick); one unpartitioned
+    window ``[now - P30D, to)`` does not."""
+    raw = time_pipeline(tmp_path, partition="none", **{"from": "P30D"})
+    pipeline = project_config(raw).pipeline("orders")
+    assert isinstance(pipeline, TimePipelineConfig)
+    assert pipeline.watermark.spec == TimeSpec("P30D", "P0D", "none")
+    assert partition_cron(pipeline.watermark.spec) == "0 * * * *"
+    with pytest.raises(ConfigError, match="use partition: none for a window that moves"):
+        project_config(time_pipeline(tmp_path, partition="daily", **{"from": "P30D"}))
+
+
 def test_an_http_mapping_must_name_the_time_column(tmp_path: Path) -> None:
     raw = time_pipeline(tmp_path)
     raw["source"] = {
@@ -616,6 +630,28 @@ def test_the_seeds_abstinent_example_unpartitioned(spark: Any, tmp_path: Path) -
     # One entry: the one window [from, to), whose high watermark is the last run's to.
     watermark, _ = load_time_watermark(scene.pipeline)
     assert watermark.covered() == (TimeWindow(day("2020-01-01"), day("2020-01-16")),)
+
+
+@pytest.mark.spark
+def test_a_from_counted_back_from_now_moves_with_it_when_unpartitioned(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Seed 003: ``from`` may be a duration too. ``from: P7D`` on 2020-01-15 reads the last 7
+    days; on 2020-01-17 the window [2020-01-10, 2020-01-17) starts inside what was read, so only
+    [2020-01-15, 2020-01-17) is read (the cut-off is the highest watermark, grace 0)."""
+    scene = TimeScene(tmp_path, "2020-01-15", to="P0D", partition="none", **{"from": "P7D"})
+    scene.orders.put(*DAILY_ORDERS)
+    first = scene.run_unpartitioned()
+    assert first["time/window"] == ["2020-01-08T00:00:00.000Z", "2020-01-15T00:00:00.000Z"]
+    assert scene.ids() == list(range(8, 15))
+
+    tick = decide_tick(scene.pipeline, day("2020-01-17"))
+    assert tick.runs and tick.due.effective_range == TimeWindow(
+        day("2020-01-15"), day("2020-01-17")
+    )
+    second = scene.at("2020-01-17").run_unpartitioned()
+    assert second["time/window"] == ["2020-01-15T00:00:00.000Z", "2020-01-17T00:00:00.000Z"]
+    assert scene.ids() == list(range(8, 17))
 
 
 class DailyFiles(BaseHTTPRequestHandler):

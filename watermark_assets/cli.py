@@ -1,26 +1,21 @@
 """``watermark-assets``: generate demo data, run the sensors headless, print a summary.
 
-``watermark-assets demo`` is what ``make demo`` runs: it writes the demo landing data (once), then
-for each pipeline evaluates its sensor, launches the runs it requests on the Dagster instance in
-$DAGSTER_HOME (so ``make ui`` shows them), repeats until the sensor reports nothing above the
-watermarks, and prints one summary row per pipeline. ``watermark-assets explain PIPELINE [PATH]``
-says whether a landing file was ingested (in which Delta version) or why not.
-``watermark-assets replay PIPELINE [--start V] [--end V]`` replays a range of a column pipeline in
-chunks (its ``replay`` section; ``--start``/``--end`` override the range), one Delta commit per
-chunk, and prints one line per chunk (skipped chunks included).
-for each file pipeline evaluates its sensor, launches the runs it requests on the Dagster instance
-in $DAGSTER_HOME (so ``make ui`` shows them), repeats until the sensor reports nothing above the
-watermarks, and prints one summary row per pipeline. Then the column pipelines run twice: step 1
-reads what is above their watermarks, about 1% of the source rows change, step 2 reads only those
-(a PostgreSQL-backed pipeline is skipped, in one line, when no database is reachable).
-Then the time and unit pipelines: each time pipeline's tick (what its schedule and sensor
-decide) says which partitions are due and why, and each runs; a second tick shows the grace
-period re-running the last windows. Explicit units that never ran run once. The demo starts its
-HTTP API on 127.0.0.1 for ``payments_api_daily`` (``serve-demo-api`` serves it alone, for
-``dagster dev``). ``summary`` prints one row per file pipeline, and one per time or unit
-pipeline (partitions done, high watermark or done-at, cut-off).
-``watermark-assets explain PIPELINE [PATH]`` says whether a landing file was ingested (in which
-Delta version) or why not.
+``watermark-assets demo`` is what ``make demo`` runs. It writes the demo data (once), then:
+each file pipeline's sensor is evaluated and the runs it requests are launched on the Dagster
+instance in $DAGSTER_HOME (so ``make ui`` shows them) until it reports nothing above the
+watermarks; the column pipelines run twice (step 1 reads what is above their watermarks, about 1%
+of the source rows change, step 2 reads only those; a PostgreSQL-backed pipeline is skipped, in
+one line, when no database is reachable); each time pipeline's tick (what its schedule and sensor
+decide) says which partitions are due and why, and they run, then a second tick shows the grace
+period re-running the last windows; explicit units that never ran run once, and a time x unit
+pipeline's sensor adds its ids and requests its due cells. The demo starts its HTTP API on
+127.0.0.1 for ``payments_api_daily`` (``serve-demo-api`` serves it alone, for ``dagster dev``).
+
+``summary`` prints one row per file pipeline, and one per time or unit pipeline (partitions done,
+high watermark or done-at, cut-off). ``explain PIPELINE [PATH]`` says whether a landing file was
+ingested (in which Delta version) or why not. ``replay PIPELINE [--start V] [--end V]`` replays a
+range of a column pipeline in chunks (its ``replay`` section; ``--start``/``--end`` override the
+range), one Delta commit per chunk, and prints one line per chunk (skipped chunks included).
 """
 
 from __future__ import annotations

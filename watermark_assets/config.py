@@ -1647,9 +1647,13 @@ class TimeWatermarkConfig(_Model):
                 f"watermark.{key} {error.value!r} is refused; expected {error.expected}"
             ) from None
         if not isinstance(spec.from_, FixedTime):
+            if spec.partitioning is Partitioning.NONE:
+                return self  # a moving start: one window [now - duration, to) on each run
             raise ValueError(
-                f"watermark.from {self.from_!r} is refused: Dagster partitions need a fixed "
-                "start; write an ISO date or datetime, e.g. '2020-01-01'"
+                f"watermark.from {self.from_!r} is refused for {spec.partitioning.value} "
+                "partitions: Dagster partitions need a fixed start (a moving one would rename "
+                "every partition on each tick); write an ISO date or datetime, e.g. "
+                "'2020-01-01', or use partition: none for a window that moves with now"
             )
         start = spec.from_.at
         if spec.partitioning is not Partitioning.NONE and (start.second or start.microsecond):

@@ -85,7 +85,11 @@ def partition_fmt(spec: TimeSpec) -> str:
 
 
 def partition_cron(spec: TimeSpec) -> str:
-    """A cron whose ticks are exactly the window boundaries (UTC)."""
+    """A cron whose ticks are exactly the window boundaries (UTC); hourly for ``none``."""
+    if spec.partitioning is Partitioning.NONE:
+        # no boundaries to follow, and `from` may be a duration (it moves with now)
+        minute = spec.from_.at.minute if isinstance(spec.from_, FixedTime) else 0
+        return f"{minute} * * * *"
     start = _from(spec)
     minute, hour = start.minute, start.hour
     if spec.partitioning is Partitioning.HOURLY:
@@ -96,7 +100,7 @@ def partition_cron(spec: TimeSpec) -> str:
         return f"{minute} {hour} * * {start.isoweekday() % 7}"  # cron: 0 is Sunday
     if spec.partitioning is Partitioning.MONTHLY:
         return f"{minute} {hour} {start.day} * *"  # from's day is 1..28 (refused at load)
-    return f"{minute} * * * *"  # none: a tick an hour
+    raise AssertionError(spec.partitioning)  # every partitioning is handled above
 
 
 def _end_offset(spec: TimeSpec) -> int:
