@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -33,6 +34,8 @@ from dagster import (
     partition_loading_context,
 )
 from deltalake import CommitProperties, DeltaTable, write_deltalake
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_column_pipeline import Orders
 
 from watermark_assets.config import TimePipelineConfig, parse_config
@@ -496,6 +499,49 @@ def test_re_running_a_partition_any_number_of_times_leaves_the_table_unchanged(
     assert json.loads(json.loads(last)["watermark"]) == {
         "spans": [["2020-01-04T00:00:00.000Z", "2020-01-07T00:00:00.000Z"]]
     }
+
+
+#: Six daily windows 2020-01-01 .. 2020-01-06; two orders a day, one on the window's start.
+PROPERTY_DAYS = [f"2020-01-{d:02}" for d in range(1, 7)]
+PROPERTY_ORDERS = [
+    order(10 * d + k, day(f"2020-01-{d:02}T00:00") + timedelta(hours=13 * k))
+    for d in range(1, 7)
+    for k in range(2)
+]
+
+
+@pytest.mark.spark
+@settings(
+    max_examples=5,  # each example is a fresh table and a few real Spark runs (~1-2 s each)
+    deadline=None,
+    derandomize=True,  # the same examples in every CI run
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    runs=st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 2)),  # (first window, extra windows)
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_property_any_sequence_of_re_runs_leaves_exactly_the_windows_run(
+    spark: Any, runs: list[tuple[int, int]]
+) -> None:
+    """Property (issue 8 §3): re-running any partitions, singly or as ranges, any number of times
+    and in any order, leaves the table holding each source row of the windows run exactly once."""
+    with tempfile.TemporaryDirectory() as folder:
+        scene = TimeScene(Path(folder), "2020-01-07", to="2020-01-07", partition="daily")
+        scene.orders.put(*PROPERTY_ORDERS)
+        done: set[int] = set()
+        for first, extra in runs:
+            last = min(first + extra, len(PROPERTY_DAYS) - 1)
+            if first == last:
+                scene.run(PROPERTY_DAYS[first])
+            else:
+                scene.run(PROPERTY_DAYS[first], PROPERTY_DAYS[last])
+            done |= set(range(first + 1, last + 2))  # window i holds the orders of day i + 1
+            expected = sorted(o["id"] for o in PROPERTY_ORDERS if o["id"] // 10 in done)
+            assert scene.ids() == expected, (runs, first, last)
 
 
 @pytest.mark.spark
