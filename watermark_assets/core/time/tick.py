@@ -110,10 +110,10 @@ class DueWindows:
         return f"{head}: " + "; ".join(parts)
 
     def _labels(self, chosen: Sequence[TimeWindow]) -> str:
-        labels = [self._label(w) for w in chosen]
-        if len(labels) > 6:
-            labels = [*labels[:3], f"... ({len(labels) - 6} more)", *labels[-3:]]
-        return ", ".join(labels)
+        if len(chosen) > 6:  # label only what is shown: a first tick may hold 40,000 windows
+            head, tail = [self._label(w) for w in chosen[:3]], [self._label(w) for w in chosen[-3:]]
+            return ", ".join([*head, f"... ({len(chosen) - 6} more)", *tail])
+        return ", ".join(self._label(w) for w in chosen)
 
     def _label(self, window: TimeWindow) -> str:
         label = short_instant(window.start)
