@@ -3,6 +3,7 @@
 from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
 from watermark_assets.core.clock import Clock, ensure_utc, system_clock
 from watermark_assets.core.column import ColumnWatermark
+from watermark_assets.core.event_time import EventTimeWatermark
 from watermark_assets.core.filepath.coldstart import lookback_horizon, lookback_prefixes
 from watermark_assets.core.filepath.listing import ListingPlan, plan_listing, select_files_above
 from watermark_assets.core.filepath.path import (
@@ -29,6 +30,7 @@ __all__ = [
     "Clock",
     "ColumnWatermark",
     "DoneAt",
+    "EventTimeWatermark",
     "FileWatermark",
     "ListingPlan",
     "NameOrdering",
