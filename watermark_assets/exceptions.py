@@ -324,3 +324,19 @@ class SecondaryInputError(WatermarkAssetsError):
         self.source = source
         self.problem = problem
         self.fix = fix
+
+
+class EventWindowConflictError(WatermarkAssetsError):
+    """Two runs of one event-time aggregate committed the same batch at once: the later one
+    stopped before committing anything more (its batch is the other run's)."""
+
+    def __init__(self, pipeline: str, batch: int, table_uri: str, reason: str) -> None:
+        super().__init__(
+            f"pipeline {pipeline!r}: batch {batch} was committed to {table_uri!r} by another run "
+            f"at the same time ({reason}); this run committed nothing more. Nothing is lost: run "
+            "it again, it starts from the other run's batch"
+        )
+        self.pipeline = pipeline
+        self.batch = batch
+        self.table_uri = table_uri
+        self.reason = reason

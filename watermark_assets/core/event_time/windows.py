@@ -9,7 +9,9 @@ keeps them.
   is Spark's eviction predicate for a windowed aggregation.
 - A record is *late* when its window was already closed by the watermark the run started with,
   less an allowed lateness (0 by default: Spark's behaviour): ``end <= watermark - lateness``.
-  Spark drops such records; this project keeps them in a late-records table.
+  Spark drops such records; this project keeps them in a late-records table. A lateness holds the
+  windows open just as long (they close at ``watermark - lateness``): a window emitted while rows
+  could still join it would be emitted twice.
 
 Standard library only.
 """

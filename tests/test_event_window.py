@@ -1,0 +1,235 @@
+"""Event-time window aggregates, batch path (issue 9 §1-2): real Spark, real Delta tables.
+
+An upstream "events" Delta table gets rows in several appends (as ingestion runs commit them);
+each batch aggregates what was appended since the last one into 5-minute windows (events, distinct
+users), emits the windows the watermark (max event time - 10 minutes) closed, keeps the open ones
+in the state table, and sends late records to the late table, never dropping one. Expected
+results are computed here in plain Python from the same events (the oracle).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from watermark_assets.core.event_time import TumblingWindows, WatermarkTracker
+from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.runs.event_window import (
+    LATE_BATCH,
+    LATE_REASON,
+    LATE_WATERMARK,
+    WindowAggregateSpec,
+    load_progress,
+    run_window_batch,
+)
+from watermark_assets.spark.window_agg import Aggregate
+
+UTC = timezone.utc
+T0 = datetime(2024, 1, 30, 12, 0, tzinfo=UTC)
+MIN = 60_000
+EVENTS_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("event_time", pa.timestamp("us", "UTC")),
+        ("user_id", pa.int64()),
+        ("event_date", pa.string()),
+    ]
+)
+
+
+def event(id_: int, minute: float, user: int) -> dict[str, Any]:
+    when = T0 + timedelta(minutes=minute)
+    return {"id": id_, "event_time": when, "user_id": user, "event_date": f"{when:%Y-%m-%d}"}
+
+
+def append(uri: Path, *rows: dict[str, Any]) -> None:
+    """One upstream commit (an ingestion run), partitioned by day like the file pipelines'."""
+    table = pa.Table.from_pylist(list(rows), schema=EVENTS_SCHEMA)
+    write_deltalake(str(uri), table, mode="append", partition_by=["event_date"])
+
+
+def make_spec(root: Path, **changes: Any) -> WindowAggregateSpec:
+    settings: dict[str, Any] = {
+        "pipeline": "events_5min",
+        "upstream_uri": str(root / "events"),
+        "input_name": "events",
+        "event_column": "event_time",
+        "tracker": WatermarkTracker(delays_ms={"events": 10 * MIN}),
+        "windows": TumblingWindows(size_ms=5 * MIN),
+        "aggregates": (
+            Aggregate.parse("events", "count"),
+            Aggregate.parse("users", "count_distinct(user_id)"),
+        ),
+        "output_uri": str(root / "agg" / "events_5min"),
+        "late_uri": str(root / "agg" / "events_5min_late"),
+        "state_uri": str(root / "agg" / "events_5min_state"),
+    }
+    return WindowAggregateSpec(**{**settings, **changes})
+
+
+def output_rows(spec: WindowAggregateSpec) -> list[tuple[str, int, int]]:
+    """The output table's rows as its commits added them, file by file: append only, so this is
+    also the order a reader tailing the table sees (asserted to be window order)."""
+    committer = DeltaCommitter(spec.output_uri)
+    rows = []
+    for record in committer.read_commits_after(None):
+        for added in record.added:
+            frame = pq.read_table(f"{spec.output_uri}/{added.path}").to_pylist()
+            rows += [(f"{r['window_start']:%H:%M}", r["events"], r["users"]) for r in frame]
+    assert rows == sorted(rows), "emitted windows are ordered across batches"
+    return rows
+
+
+def late_ids(spec: WindowAggregateSpec) -> list[int]:
+    return sorted(DeltaTable(spec.late_uri).to_pyarrow_table(columns=["id"])["id"].to_pylist())
+
+
+def oracle(events: list[dict[str, Any]], late: set[int], closed_before: datetime) -> list[Any]:
+    """Windows of 5 minutes ending at or before ``closed_before``, over the events not late."""
+    groups: dict[datetime, list[dict[str, Any]]] = defaultdict(list)
+    for e in events:
+        if e["id"] in late:
+            continue
+        minute = e["event_time"].minute // 5 * 5
+        groups[e["event_time"].replace(minute=minute, second=0, microsecond=0)].append(e)
+    return [
+        (f"{start:%H:%M}", len(rows), len({r["user_id"] for r in rows}))
+        for start, rows in sorted(groups.items())
+        if start + timedelta(minutes=5) <= closed_before
+    ]
+
+
+#: Batch 1: 12:00 .. 12:21 -> watermark 12:11, windows 12:00 and 12:05 closed.
+BATCH_1 = [
+    event(i, m, u)
+    for i, (m, u) in enumerate(
+        [(0, 1), (1, 2), (3, 1), (6, 3), (9, 3), (11, 1), (14, 2), (16, 4), (21, 5)], start=1
+    )
+]
+#: Batch 2: out of order 12:12 (on time: its window ends 12:15 > 12:11), late 12:03 (its window
+#: ended 12:05 <= 12:11), and newer events up to 12:40 -> watermark 12:30.
+BATCH_2 = [event(20, 12, 6), event(21, 3, 7), event(22, 27, 1), event(23, 33, 2), event(24, 40, 3)]
+
+
+@pytest.mark.spark
+def test_windows_are_emitted_once_the_watermark_passes_and_late_records_are_kept(
+    spark: Any, tmp_path: Path
+) -> None:
+    spec = make_spec(tmp_path)
+    append(tmp_path / "events", *BATCH_1[:5])
+    append(tmp_path / "events", *BATCH_1[5:])  # two upstream commits, one batch
+
+    first = run_window_batch(spark, spec, now=T0 + timedelta(hours=1), run_id="run-1")
+    assert first.batch == 1 and first.rows_read == 9 and first.late_rows == 0
+    assert first.watermark_after.watermark_ms - first.watermark_before.watermark_ms > 0
+    assert first.upstream_range == (0, 1)
+    assert output_rows(spec) == [("12:00", 3, 2), ("12:05", 2, 1)]
+    assert output_rows(spec) == oracle(BATCH_1, set(), T0 + timedelta(minutes=11))
+    assert first.windows_emitted == 2 and first.windows_open == 3  # 12:10, 12:15, 12:20
+    assert "watermark 1970-01-01T00:00:00.000Z -> 2024-01-30T12:11:00.000Z" in first.reason
+
+    append(tmp_path / "events", *BATCH_2)
+    second = run_window_batch(spark, spec, now=T0 + timedelta(hours=2), run_id="run-2")
+    assert second.batch == 2 and second.rows_read == 5 and second.late_rows == 1
+    assert late_ids(spec) == [21]
+    late = DeltaTable(spec.late_uri).to_pyarrow_table().to_pylist()[0]
+    assert late[LATE_REASON] == (
+        "window ending 2024-01-30T12:05:00.000Z was closed by the watermark "
+        "2024-01-30T12:11:00.000Z"
+    )
+    assert late[LATE_WATERMARK] == T0 + timedelta(minutes=11) and late[LATE_BATCH] == 2
+    everything = BATCH_1 + BATCH_2
+    assert output_rows(spec) == oracle(everything, {21}, T0 + timedelta(minutes=30))
+    assert [w for w, _, _ in output_rows(spec)][2:] == ["12:10", "12:15", "12:20", "12:25"]
+    # the state holds only the windows still open: 12:30 (event 12:33) and 12:40
+    state = DeltaTable(spec.state_uri).to_pyarrow_table(columns=["window_start"])
+    assert sorted({f"{w:%H:%M}" for w in state["window_start"].to_pylist()}) == ["12:30", "12:40"]
+    assert load_progress(spec).open_windows == second.windows_open == 2
+
+    third = run_window_batch(spark, spec, now=T0 + timedelta(hours=3), run_id="run-3")
+    assert third.batch is None and "no rows appended upstream" in third.reason
+    assert DeltaTable(spec.output_uri).version() == 1  # nothing committed
+
+
+@pytest.mark.spark
+def test_an_allowed_lateness_holds_windows_open_and_keeps_their_rows_on_time(
+    spark: Any, tmp_path: Path
+) -> None:
+    """With 10 minutes of allowed lateness a window closes at watermark - 10 minutes: 12:03
+    arriving at watermark 12:11 is on time, and window 12:00 is emitted once, with it, when the
+    watermark reaches 12:15 (never early, so never twice)."""
+    spec = make_spec(tmp_path, lateness_ms=10 * MIN)
+    append(tmp_path / "events", event(1, 6, 1), event(2, 21, 1))
+    first = run_window_batch(spark, spec, now=T0, run_id="r1")  # watermark 12:11
+    assert first.windows_emitted == 0
+    append(tmp_path / "events", event(3, 3, 9))
+    second = run_window_batch(spark, spec, now=T0, run_id="r2")
+    assert second.late_rows == 0 and second.windows_emitted == 0
+    append(tmp_path / "events", event(4, 30, 2))
+    third = run_window_batch(spark, spec, now=T0, run_id="r3")  # watermark 12:20: closes < 12:10
+    assert output_rows(spec) == [("12:00", 1, 1), ("12:05", 1, 1)]
+    assert third.windows_emitted == 2
+
+
+CRASH_SCRIPT = """
+import json, sys
+from datetime import datetime
+from watermark_assets.spark.session import get_spark
+sys.path.insert(0, {tests!r})
+from test_event_window import make_spec
+from pathlib import Path
+spec = make_spec(Path({root!r}))
+spark = get_spark("local[1]", {{"spark.ui.enabled": "false"}})
+from watermark_assets.runs.event_window import run_window_batch
+result = run_window_batch(
+    spark, spec, now=datetime.fromisoformat("2024-01-30T14:00:00+00:00"), run_id="victim")
+print(json.dumps({{"batch": result.batch}}))
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "crash_at",
+    ["event_window_after_output", "event_window_after_late"],
+    ids=["killed after the output commit", "killed after the late-records commit"],
+)
+def test_a_batch_killed_between_its_commits_is_finished_by_the_next_run_exactly_once(
+    spark: Any, tmp_path: Path, crash_at: str
+) -> None:
+    spec = make_spec(tmp_path)
+    append(tmp_path / "events", *BATCH_1)
+    run_window_batch(spark, spec, now=T0 + timedelta(hours=1), run_id="run-1")
+    append(tmp_path / "events", *BATCH_2)
+
+    script = CRASH_SCRIPT.format(tests=str(Path(__file__).parent), root=str(tmp_path))
+    env = {**os.environ, "WATERMARK_ASSETS_CRASH_AT": crash_at, "PYSPARK_PYTHON": sys.executable}
+    killed = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert load_progress(spec).batch == 1  # the state was not committed: batch 2 is unfinished
+
+    resumed = run_window_batch(spark, spec, now=T0 + timedelta(hours=5), run_id="run-3")
+    assert resumed.batch == 2 and resumed.resumed
+    assert output_rows(spec) == oracle(BATCH_1 + BATCH_2, {21}, T0 + timedelta(minutes=30))
+    assert late_ids(spec) == [21]  # exactly once
+    assert DeltaTable(spec.output_uri).version() == 1  # the output of batch 2 once
+    progress = load_progress(spec)
+    assert progress.batch == 2 and progress.open_windows == 2
+    assert progress.watermark.watermark_ms == resumed.watermark_after.watermark_ms
+    # the plan recorded by the killed run was used: its processing time, not the re-run's
+    plan = json.loads(
+        DeltaTable(spec.output_uri).history(1)[0]["watermark_assets.event_window_plan/events_5min"]
+    )
+    assert '"last_data_at":"2024-01-30T14:00:00.000Z"' in plan["watermark_after"]

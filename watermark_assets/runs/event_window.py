@@ -1,0 +1,520 @@
+"""One batch of an event-time window aggregate over an ingested Delta table (issue 9, batch path).
+
+Structured Streaming's semantics, in one Dagster run (seed 004):
+
+1. The rows appended to the upstream table since the last batch (its Delta versions
+   ``(upstream_version, upstream_to]``, add actions only) are read by Spark.
+2. A row is late when its window was already closed by the watermark committed before this batch
+   started less the allowed lateness (0 by default, as in Spark; a lateness holds windows open
+   that much longer), or when its event time is null. Spark would drop it; here
+   it goes to the late-records table with the reason, that watermark and the run.
+3. The other rows' partial aggregates (``spark/window_agg.py``) are merged with the partials kept
+   in the state table for the windows still open.
+4. The tracker (``core/event_time``) computes the next watermark from this batch's event times
+   (max - delay). The windows it closes (``end <= watermark - lateness``) are finalised into the
+   output table, one row per window, in window order (append only: a window is emitted once,
+   never early). The windows still open are the new state; the emitted ones leave it.
+
+Exactly once across three tables. Every batch has a number ``b`` (the state table's txn version
+of ``watermark_assets/{pipeline}/event_window``, +1) and three commits, in this order, each with
+the txn ``(app, b)``: the output (with the batch's *plan*: the upstream range and both
+watermarks), the late records, then the state (its files replaced, with the new watermark and
+upstream version). A table that already holds txn ``b`` is not committed again. A run that dies
+between two commits is re-run with the plan the output commit recorded, so it recomputes exactly
+the same rows (same upstream files, same state, same watermarks) and commits only what is missing.
+Two runs at once: the second one's commit of ``b`` is stale (the txn moved) and it stops without
+committing anything more.
+
+Spark plans and writes; the driver collects one row of statistics and one count.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from watermark_assets import storage
+from watermark_assets.core.clock import ensure_utc
+from watermark_assets.core.event_time import (
+    EventTimeStats,
+    EventTimeWatermark,
+    TumblingWindows,
+    WatermarkTracker,
+)
+from watermark_assets.core.time.instant import format_millis, to_millis
+from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.delta.log import CommitRecord
+from watermark_assets.delta.stats import describe_data_files
+from watermark_assets.exceptions import DeltaCommitError, EventWindowConflictError
+from watermark_assets.runs.faults import crash_point
+from watermark_assets.spark import window_agg
+from watermark_assets.spark.window_agg import WINDOW_END, WINDOW_START, Aggregate
+from watermark_assets.staging import STAGING_DIR, list_parquet, move_into_table, remove_tree
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+#: Late-record columns added to the upstream row.
+LATE_REASON, LATE_WATERMARK, LATE_RUN, LATE_BATCH = (
+    "_late_reason",
+    "_late_watermark",
+    "_late_run_id",
+    "_late_batch",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowAggregateSpec:
+    """Everything a batch needs, as plain values (the Dagster edge builds it from the config)."""
+
+    pipeline: str
+    upstream_uri: str
+    input_name: str
+    event_column: str
+    tracker: WatermarkTracker
+    windows: TumblingWindows
+    aggregates: tuple[Aggregate, ...]
+    output_uri: str
+    late_uri: str
+    state_uri: str
+    lateness_ms: int = 0
+
+    def __post_init__(self) -> None:
+        window_agg.distinct_column(self.aggregates)  # refuses two count_distinct columns
+        if self.input_name not in self.tracker.delays_ms:
+            raise ValueError(f"input {self.input_name!r} has no delay in the tracker")
+
+    @property
+    def app_id(self) -> str:
+        return f"watermark_assets/{self.pipeline}/event_window"
+
+    @property
+    def state_key(self) -> str:
+        return f"watermark_assets.event_time/{self.pipeline}"
+
+    @property
+    def plan_key(self) -> str:
+        return f"watermark_assets.event_window_plan/{self.pipeline}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowProgress:
+    """What the state table's newest commit says: the last batch, its watermark, the upstream
+    version it read up to (-1: none yet) and the windows still open."""
+
+    batch: int
+    watermark: EventTimeWatermark
+    upstream_version: int
+    open_windows: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchPlan:
+    """What batch ``batch`` reads and decides; recorded with its first commit."""
+
+    batch: int
+    upstream_from: int
+    upstream_to: int
+    watermark_before: EventTimeWatermark
+    watermark_after: EventTimeWatermark
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "batch": self.batch,
+                "upstream_from": self.upstream_from,
+                "upstream_to": self.upstream_to,
+                "watermark_before": self.watermark_before.to_json(),
+                "watermark_after": self.watermark_after.to_json(),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> BatchPlan:
+        raw = json.loads(text)
+        return cls(
+            batch=int(raw["batch"]),
+            upstream_from=int(raw["upstream_from"]),
+            upstream_to=int(raw["upstream_to"]),
+            watermark_before=EventTimeWatermark.from_json(raw["watermark_before"]),
+            watermark_after=EventTimeWatermark.from_json(raw["watermark_after"]),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowBatchResult:
+    """What one run did (the materialization metadata). ``batch`` is None when nothing new was
+    there to read (nothing committed); ``resumed``: the batch's output was committed by a run
+    that died, and this run committed the rest."""
+
+    batch: int | None
+    reason: str
+    watermark_before: EventTimeWatermark
+    watermark_after: EventTimeWatermark
+    rows_read: int = 0
+    late_rows: int = 0
+    windows_emitted: int = 0
+    windows_open: int = 0
+    upstream_range: tuple[int, int] | None = None
+    versions: Mapping[str, int | None] = field(default_factory=dict)
+    resumed: bool = False
+
+
+def load_progress(spec: WindowAggregateSpec) -> WindowProgress:
+    """The progress recorded by the state table's newest commit (empty before the first)."""
+    committer = DeltaCommitter(spec.state_uri)
+    batch = committer.transaction_version(spec.app_id) or 0
+    if batch == 0:
+        return WindowProgress(
+            batch=0, watermark=EventTimeWatermark.empty(), upstream_version=-1, open_windows=0
+        )
+    record = _commit_of_batch(committer, spec.app_id, batch)
+    raw = json.loads(record.custom_metadata[spec.state_key])
+    return WindowProgress(
+        batch=batch,
+        watermark=EventTimeWatermark.from_json(raw["watermark"]),
+        upstream_version=int(raw["upstream_version"]),
+        open_windows=int(raw["open_windows"]),
+    )
+
+
+def _commit_of_batch(committer: DeltaCommitter, app_id: str, batch: int) -> CommitRecord:
+    """The commit of ``committer``'s table holding txn ``(app_id, batch)``, searched from the
+    newest (only this pipeline writes these tables: it is the newest, or close to it)."""
+    version = committer.current_version()
+    while version is not None and version >= 0:
+        record = committer.read_commit(version)
+        if record.txns.get(app_id) == batch:
+            return record
+        version -= 1
+    raise DeltaCommitError(
+        f"table {committer.table_uri!r} has txn {app_id!r} at {batch} but no commit in its log "
+        "holds it (cleaned up by log retention?); restore the log or start a new table",
+        table_uri=committer.table_uri,
+    )
+
+
+def recorded_plan(spec: WindowAggregateSpec, batch: int) -> BatchPlan | None:
+    """The plan of ``batch`` if its output commit was made (a run died after it), else None."""
+    output = DeltaCommitter(spec.output_uri)
+    if (output.transaction_version(spec.app_id) or 0) < batch:
+        return None
+    record = _commit_of_batch(output, spec.app_id, batch)
+    return BatchPlan.from_json(record.custom_metadata[spec.plan_key])
+
+
+def run_window_batch(
+    spark: SparkSession, spec: WindowAggregateSpec, *, now: datetime, run_id: str
+) -> WindowBatchResult:
+    """Run the next batch (module docstring); nothing is committed when nothing new is there."""
+    progress = load_progress(spec)
+    batch = progress.batch + 1
+    recorded = recorded_plan(spec, batch)
+    before = progress.watermark
+    upstream = DeltaCommitter(spec.upstream_uri)
+    upstream_to = recorded.upstream_to if recorded else upstream.current_version()
+    paths = (
+        []
+        if upstream_to is None
+        else _appended_files(upstream, progress.upstream_version, upstream_to)
+    )
+    if recorded is None and not paths:
+        what = "no upstream table yet" if upstream_to is None else "no rows appended upstream"
+        return WindowBatchResult(
+            batch=None,
+            reason=f"{what} since version {progress.upstream_version}: nothing to do, the "
+            f"watermark stays at {format_millis(before.watermark_ms)}",
+            watermark_before=before,
+            watermark_after=before,
+            windows_open=progress.open_windows,
+        )
+    assert upstream_to is not None
+    framed = window_agg.with_window(
+        _read_upstream(spark, spec.upstream_uri, paths),
+        spec.event_column,
+        spec.windows.size_ms,
+        spec.windows.origin_ms,
+    )
+    late = _late_condition(spec, before)
+    now_ms = to_millis(ensure_utc(now))
+    rows, stats, late_rows = _statistics(framed, spec.event_column, late)
+    after = (
+        recorded.watermark_after
+        if recorded
+        else spec.tracker.observe(before, {spec.input_name: stats}, now_ms)
+    )
+    plan = recorded or BatchPlan(
+        batch=batch,
+        upstream_from=progress.upstream_version,
+        upstream_to=upstream_to,
+        watermark_before=before,
+        watermark_after=after,
+    )
+    token = f"{ensure_utc(now):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    emitted, open_windows, versions = _commit_batch(
+        spark, spec, plan, framed, late, token=token, run_id=run_id, now_ms=now_ms
+    )
+    return WindowBatchResult(
+        batch=batch,
+        reason=(
+            f"batch {batch}: {rows} row(s) of upstream versions {plan.upstream_from + 1}.."
+            f"{plan.upstream_to}, {late_rows} late, {emitted} window(s) emitted, "
+            f"{open_windows} open; {spec.tracker.explain(before, after, now_ms)}"
+        ),
+        watermark_before=before,
+        watermark_after=plan.watermark_after,
+        rows_read=rows,
+        late_rows=late_rows,
+        windows_emitted=emitted,
+        windows_open=open_windows,
+        upstream_range=(plan.upstream_from + 1, plan.upstream_to),
+        versions=versions,
+        resumed=recorded is not None,
+    )
+
+
+def _appended_files(upstream: DeltaCommitter, after: int, through: int) -> list[str]:
+    """URIs of the files the upstream table's commits ``(after, through]`` added."""
+    added = []
+    for record in upstream.read_commits_after(after if after >= 0 else None):
+        if record.version > through:
+            break
+        added += [storage.join(upstream.table_uri, a.path) for a in record.added]
+    return added
+
+
+def _read_upstream(spark: SparkSession, table_uri: str, paths: Sequence[str]) -> DataFrame:
+    """The rows of ``paths`` (Parquet files of the upstream table), with its partition columns
+    read from their folders (``basePath`` = the table root)."""
+    from watermark_assets.spark.paths import literal_path, spark_path
+
+    reader = spark.read.option("basePath", spark_path(table_uri))
+    return reader.parquet(*[literal_path(p) for p in paths])
+
+
+def _late_condition(spec: WindowAggregateSpec, before: EventTimeWatermark) -> Column:
+    """A row is late: a null event time, or a window already closed by ``before`` (less the
+    allowed lateness). Before any data (the empty watermark) only the null ones."""
+    from pyspark.sql import functions as F
+
+    null = F.col(spec.event_column).isNull()
+    if before.is_empty:
+        return null
+    closed_by = before.watermark_ms - spec.lateness_ms
+    return null | (F.unix_millis(F.col(WINDOW_END)) <= F.lit(closed_by))
+
+
+def _statistics(
+    framed: DataFrame, event_column: str, late: Column
+) -> tuple[int, EventTimeStats, int]:
+    """Rows, the event-time statistics of seed 004 (Spark's ``EventTimeStats``) and the late
+    rows: ONE Spark job, one row to the driver."""
+    from pyspark.sql import functions as F
+
+    millis = F.unix_millis(F.col(event_column))
+    row = framed.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.count(millis).alias("events"),
+        F.min(millis).alias("min_ms"),
+        F.max(millis).alias("max_ms"),
+        F.sum(F.when(late, 1).otherwise(0)).alias("late"),
+    ).first()
+    assert row is not None
+    stats = EventTimeStats(count=int(row["events"]), min_ms=row["min_ms"], max_ms=row["max_ms"])
+    return int(row["rows"]), stats, int(row["late"] or 0)
+
+
+def _commit_batch(
+    spark: SparkSession,
+    spec: WindowAggregateSpec,
+    plan: BatchPlan,
+    framed: DataFrame,
+    late: Column,
+    *,
+    token: str,
+    run_id: str,
+    now_ms: int,
+) -> tuple[int, int, dict[str, int | None]]:
+    """Stage and commit the output, the late records and the new state, in that order, each only
+    if its table does not hold the batch yet. The windows emitted and open, and the versions."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+    from pyspark.sql import functions as F
+
+    aggregates = spec.aggregates
+    txn = TxnVersion(spec.app_id, plan.batch)
+    before_text = format_millis(plan.watermark_before.watermark_ms)
+    late_rows = (
+        framed.where(late)
+        .withColumn(
+            LATE_REASON,
+            F.when(F.col(spec.event_column).isNull(), F.lit("null event time")).otherwise(
+                F.concat(
+                    F.lit("window ending "),
+                    F.date_format(F.col(WINDOW_END), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
+                    F.lit(f" was closed by the watermark {before_text}"),
+                )
+            ),
+        )
+        .withColumn(LATE_WATERMARK, F.timestamp_millis(F.lit(plan.watermark_before.watermark_ms)))
+        .withColumn(LATE_RUN, F.lit(run_id))
+        .withColumn(LATE_BATCH, F.lit(plan.batch).cast("long"))
+        .drop(WINDOW_START, WINDOW_END)
+    )
+    current = window_agg.partials(framed.where(~late), aggregates)
+    try:
+        state_table: DeltaTable | None = DeltaTable(spec.state_uri)
+    except TableNotFoundError:
+        state_table = None
+    state_version = -1 if state_table is None else state_table.version()
+    state_files = [] if state_table is None else state_table.file_uris()
+    merged = current
+    if state_files:
+        kept = spark.read.parquet(*[_spark_literal(u) for u in state_files])
+        merged = window_agg.merge_partials(
+            current.unionByName(kept.select(*current.columns)), aggregates
+        )
+    merged = merged.persist()
+    try:
+        # the allowed lateness holds windows open as long as it keeps their rows on time: a
+        # window emitted while rows could still join it would be emitted twice
+        closes = F.unix_millis(F.col(WINDOW_START)) + F.lit(spec.windows.size_ms) <= F.lit(
+            plan.watermark_after.watermark_ms - spec.lateness_ms
+        )
+        output = (
+            window_agg.finalise(merged.where(closes), aggregates, spec.windows.size_ms)
+            .repartition(1)
+            .sortWithinPartitions(WINDOW_START)
+        )
+        new_state = merged.where(~closes)
+        open_windows = new_state.select(WINDOW_START).distinct().count()
+        versions: dict[str, int | None] = {}
+        emitted = 0
+        output_meta = {spec.plan_key: plan.to_json()}
+        state_meta = {
+            spec.state_key: json.dumps(
+                {
+                    "batch": plan.batch,
+                    "watermark": plan.watermark_after.to_json(),
+                    "upstream_version": plan.upstream_to,
+                    "open_windows": open_windows,
+                }
+            )
+        }
+        stages = (
+            ("output", spec.output_uri, output, output_meta, None),
+            ("late", spec.late_uri, late_rows, {spec.plan_key: plan.to_json()}, None),
+            ("state", spec.state_uri, new_state, state_meta, (state_table, state_version)),
+        )
+        for name, uri, frame, metadata, replaces in stages:
+            committer = DeltaCommitter(uri)
+            if (committer.transaction_version(spec.app_id) or 0) >= plan.batch:
+                versions[name] = _commit_of_batch(committer, spec.app_id, plan.batch).version
+                if name == "output":
+                    emitted = _rows_added(versions[name], committer)
+                continue
+            version, rows = _stage_and_commit(
+                spec,
+                frame,
+                committer,
+                name=name,
+                token=token,
+                txn=txn,
+                metadata=metadata,
+                replaces=replaces,
+                now_ms=now_ms,
+            )
+            versions[name] = version
+            crash_point(f"event_window_after_{name}")  # the exactly-once tests kill here
+            if name == "output":
+                emitted = rows
+        return emitted, open_windows, versions
+    finally:
+        merged.unpersist()
+
+
+def _rows_added(version: int | None, committer: DeltaCommitter) -> int:
+    if version is None:
+        return 0
+    return sum(a.num_records or 0 for a in committer.read_commit(version).added)
+
+
+def _spark_literal(uri: str) -> str:
+    from watermark_assets.spark.paths import literal_path
+
+    return literal_path(uri)
+
+
+def _stage_and_commit(
+    spec: WindowAggregateSpec,
+    frame: DataFrame,
+    committer: DeltaCommitter,
+    *,
+    name: str,
+    token: str,
+    txn: TxnVersion,
+    metadata: Mapping[str, str],
+    replaces: tuple[Any, int] | None,
+    now_ms: int,
+) -> tuple[int | None, int]:
+    """Spark writes ``frame`` under the table's staging folder; the files move into the table and
+    ONE commit adds them with ``txn`` and ``metadata`` (with ``replaces``: removing every file of
+    the table snapshot it names, pinned to that version). The version and the rows added."""
+    from deltalake.transaction import RemoveAction
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from watermark_assets.spark.paths import spark_path
+
+    uri = committer.table_uri
+    staged = storage.join(uri, f"{STAGING_DIR}/{token}-{name}")
+    observation = Observation(f"watermark_assets_{name}_{token.replace('-', '_')}")
+    frame.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("errorifexists").parquet(
+        spark_path(staged)
+    )
+    rows = int(observation.get.get("rows", 0))
+    files = list_parquet(staged)
+    if not files:
+        raise DeltaCommitError(
+            f"Spark wrote no Parquet file for the {name} of {spec.pipeline!r} under {staged!r} "
+            "(not even an empty one, which carries the schema); re-run",
+            table_uri=uri,
+        )
+    schema = storage.parquet_schema(files[0])
+    relative = move_into_table(files, staged, uri, token) if rows else []
+    remove_tree(staged)
+    removes: list[RemoveAction] = []
+    read_version = None
+    if replaces is not None:
+        table, read_version = replaces
+        if table is not None:
+            for action in pa_rows(table):
+                size = action["size_bytes"]
+                removes.append(RemoveAction(action["path"], True, now_ms, size, None))
+    outcome = committer.commit(
+        describe_data_files(uri, relative, []),
+        schema=schema,
+        partition_by=(),
+        txns=[txn],
+        custom_metadata=metadata,
+        removes=removes,
+        read_version=read_version,
+    )
+    if outcome.stale:
+        fs, root = storage.filesystem(uri)
+        for path in relative:
+            fs.rm(f"{root}/{path}")
+        raise EventWindowConflictError(spec.pipeline, txn.version, uri, outcome.reason)
+    return outcome.version, rows
+
+
+def pa_rows(table: Any) -> list[dict[str, Any]]:
+    """The flattened add actions of a deltalake table snapshot, as dicts."""
+    import pyarrow as pa
+
+    rows: list[dict[str, Any]] = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    return rows
