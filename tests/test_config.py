@@ -196,8 +196,9 @@ def test_a_missing_or_unknown_source_type_names_the_pipeline_and_the_accepted_va
         pytest.param("column", "a 'files' source takes a 'file_path' watermark", id="mismatch"),
         pytest.param("time", "a 'files' source takes a 'file_path' watermark", id="time on files"),
         pytest.param(
-            "event_time", "watermark.kind 'event_time' is not an accepted value", id="unknown kind"
+            "event_time", "sources with a 'event_time' watermark: \\['pipeline'\\]", id="event time"
         ),
+        pytest.param("spatial", "watermark.kind 'spatial' is not an accepted value", id="unknown"),
     ],
 )
 def test_a_watermark_kind_that_does_not_fit_the_source_is_refused(

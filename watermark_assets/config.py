@@ -1793,6 +1793,168 @@ class TimePipelineConfig(_Model):
         return self.name
 
 
+#: The accepted ``source.type`` values of an event-time pipeline.
+EVENT_TIME_SOURCE_TYPES: Mapping[str, str] = {
+    "pipeline": "the rows another pipeline of this file appended to its Delta table",
+}
+
+
+class PipelineSourceConfig(_Model):
+    """Another pipeline's Delta table, read incrementally: the rows its commits appended since
+    the last batch (an event-time aggregate downstream of an ingesting pipeline)."""
+
+    type: Literal["pipeline"] = "pipeline"
+    pipeline: str = Field(description="The upstream pipeline's name (its asset is upstream).")
+
+
+def _duration(value: Any, key: str) -> int:
+    from watermark_assets.core.event_time import parse_duration_ms
+
+    try:
+        return parse_duration_ms(str(value))
+    except ValueError as error:
+        raise ValueError(f"{key}: {error}") from None
+
+
+class EventTimeWatermarkConfig(_Model):
+    """An event-time watermark (seed 004): max(event time) - delay, only forward."""
+
+    kind: Literal["event_time"] = "event_time"
+    column: str = Field(description="The upstream table's event-time column (a timestamp).")
+    delay: str = Field(
+        default="10 minutes",
+        description="How late an event may arrive ('10 minutes', Spark's withWatermark delay).",
+    )
+    allowed_lateness: str = Field(
+        default="0",
+        description="Extra time a window stays open after the watermark passed its end (seed "
+        "002's timeout); 0 is Spark's behaviour.",
+    )
+
+    @field_validator("delay", "allowed_lateness")
+    @classmethod
+    def _valid_duration(cls, value: str, info: Any) -> str:
+        _duration(value, f"watermark.{info.field_name}")
+        return value
+
+    @property
+    def delay_ms(self) -> int:
+        return _duration(self.delay, "watermark.delay")
+
+    @property
+    def lateness_ms(self) -> int:
+        return _duration(self.allowed_lateness, "watermark.allowed_lateness")
+
+
+class EventWindowConfig(_Model):
+    """Tumbling event-time windows."""
+
+    size: str = Field(default="5 minutes", description="Window length ('5 minutes', '1 hour').")
+
+    @field_validator("size")
+    @classmethod
+    def _valid_size(cls, value: str) -> str:
+        if _duration(value, "window.size") <= 0:
+            raise ValueError(f"window.size {value!r} is refused: a window lasts more than 0")
+        return value
+
+    @property
+    def size_ms(self) -> int:
+        return _duration(self.size, "window.size")
+
+
+class EventTimeTableConfig(_Model):
+    """Where an event-time aggregate writes: the output, its late records and its state."""
+
+    uri: str = Field(description="The output table (one row per emitted window, append only).")
+    late_uri: str | None = Field(
+        default=None, description="Late records (kept, never dropped). Default: uri + '_late'."
+    )
+    state_uri: str | None = Field(
+        default=None, description="Partials of the windows still open. Default: uri + '_state'."
+    )
+
+    @property
+    def late(self) -> str:
+        return self.late_uri or self.uri.rstrip("/") + "_late"
+
+    @property
+    def state(self) -> str:
+        return self.state_uri or self.uri.rstrip("/") + "_state"
+
+
+class EventTimePartitionsConfig(_Model):
+    """The asset's event-time partitions: one closes when the watermark passes its end."""
+
+    granularity: Literal["hourly", "daily"] = Field(default="hourly")
+    start: str = Field(description="First partition, ISO date or datetime (UTC).")
+
+    @field_validator("start", mode="before")
+    @classmethod
+    def _instant_text(cls, value: Any) -> Any:
+        value = yaml_instant_text(value)
+        if isinstance(value, str):
+            try:
+                datetime.fromisoformat(value.strip())
+            except ValueError:
+                raise ValueError(
+                    f"partitions.start {value!r} is not an ISO date or datetime; write e.g. "
+                    "'2024-01-28' or '2024-01-28 10:00:00'"
+                ) from None
+        return value
+
+
+class EventTimeSensorConfig(_Model):
+    """The sensor that materializes partitions once the watermark passed their end."""
+
+    minimum_interval_seconds: int = Field(default=60, ge=1)
+    running_by_default: bool = Field(default=False)
+
+
+class EventTimePipelineConfig(_Model):
+    """Event-time window aggregates of another pipeline's table (seeds 002, 004): windows
+    emitted once the watermark passes their end, late records kept, progress committed with the
+    data."""
+
+    name: str = Field(description="Pipeline name: lower case, digits, '_'.")
+    description: str | None = Field(default=None, description="Shown on the asset in the UI.")
+    source: PipelineSourceConfig
+    watermark: EventTimeWatermarkConfig
+    window: EventWindowConfig = Field(default_factory=EventWindowConfig)
+    aggregates: dict[str, str] = Field(
+        default_factory=lambda: {"events": "count"},
+        description="Output column -> count | sum(col) | min(col) | max(col) | "
+        "count_distinct(col).",
+    )
+    table: EventTimeTableConfig
+    partitions: EventTimePartitionsConfig
+    sensor: EventTimeSensorConfig = Field(default_factory=EventTimeSensorConfig)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return _pipeline_name(value)
+
+    @model_validator(mode="after")
+    def _valid_aggregates(self) -> EventTimePipelineConfig:
+        from watermark_assets.spark.window_agg import distinct_column
+
+        if not self.aggregates:
+            raise ValueError("aggregates is empty; name at least one, e.g. {events: count}")
+        distinct_column(self.parsed_aggregates)
+        return self
+
+    @property
+    def parsed_aggregates(self) -> tuple[Any, ...]:
+        from watermark_assets.spark.window_agg import Aggregate
+
+        return tuple(Aggregate.parse(name, text) for name, text in self.aggregates.items())
+
+    @property
+    def dataflow_id(self) -> str:
+        return self.name
+
+
 def _watermark_kind(value: Any) -> str | None:
     """The kind that picks a pipeline's model: ``watermark.kind``, else the one its
     ``source.type`` implies (file sources: ``file_path``; the others: ``column``)."""
@@ -1812,6 +1974,8 @@ def _watermark_kind(value: Any) -> str | None:
         return "column"
     if source_type in TIME_SOURCE_TYPES:
         return "time"
+    if source_type in EVENT_TIME_SOURCE_TYPES:
+        return "event_time"
     return None
 
 
@@ -1819,14 +1983,21 @@ PipelineConfig = Annotated[
     Annotated[FilePipelineConfig, Tag("file_path")]
     | Annotated[ColumnPipelineConfig, Tag("column")]
     | Annotated[UnitPipelineConfig, Tag("unit")]
-    | Annotated[TimePipelineConfig, Tag("time")],
+    | Annotated[TimePipelineConfig, Tag("time")]
+    | Annotated[EventTimePipelineConfig, Tag("event_time")],
     Discriminator(_watermark_kind),
 ]
 #: A file-path pipeline's configuration (landing files or another writer's Parquet files), for
 #: type annotations (declared here once).
 Pipeline = FilePipelineConfig
 #: Any pipeline's configuration, whatever its watermark kind.
-AnyPipeline = FilePipelineConfig | ColumnPipelineConfig | UnitPipelineConfig | TimePipelineConfig
+AnyPipeline = (
+    FilePipelineConfig
+    | ColumnPipelineConfig
+    | UnitPipelineConfig
+    | TimePipelineConfig
+    | EventTimePipelineConfig
+)
 
 #: The accepted ``watermark.kind`` values, with the ``source.type`` values each one takes.
 WATERMARK_KINDS: Mapping[str, Mapping[str, str]] = {
@@ -1834,6 +2005,7 @@ WATERMARK_KINDS: Mapping[str, Mapping[str, str]] = {
     "column": COLUMN_SOURCE_TYPES,
     "unit": COLUMN_SOURCE_TYPES,  # kind: unit is written (the source type implies column)
     "time": TIME_SOURCE_TYPES,  # written explicitly for a column source (it implies "column")
+    "event_time": EVENT_TIME_SOURCE_TYPES,
 }
 
 
@@ -1861,6 +2033,13 @@ class ProjectConfig(_Model):
                     f"pipeline name {pipeline.name!r} is used twice; names must be unique"
                 )
             seen.add(pipeline.name)
+        for pipeline in self.event_time_pipelines:
+            upstream = pipeline.source.pipeline
+            if upstream not in seen or upstream == pipeline.name:
+                raise ValueError(
+                    f"pipeline {pipeline.name!r}: source.pipeline {upstream!r} is not another "
+                    f"pipeline of this file; name one of {sorted(seen - {pipeline.name})}"
+                )
         return self
 
     @property
@@ -1877,6 +2056,15 @@ class ProjectConfig(_Model):
     def time_pipelines(self) -> list[TimePipelineConfig]:
         """The time-watermark pipelines (seed 003)."""
         return [p for p in self.pipelines if isinstance(p, TimePipelineConfig)]
+
+    @property
+    def event_time_pipelines(self) -> list[EventTimePipelineConfig]:
+        """The event-time aggregates (seeds 002, 004)."""
+        return [p for p in self.pipelines if isinstance(p, EventTimePipelineConfig)]
+
+    def upstream_table(self, pipeline: EventTimePipelineConfig) -> str:
+        """The Delta table an event-time pipeline reads: its upstream pipeline's."""
+        return self.pipeline(pipeline.source.pipeline).table.uri
 
     @property
     def unit_pipelines(self) -> list[UnitPipelineConfig]:
@@ -1949,6 +2137,8 @@ def _resolve_paths(raw: Any, base: Path) -> Any:
             ("source", "uri"),
             ("table", "uri"),
             ("table", "quarantine_uri"),
+            ("table", "late_uri"),
+            ("table", "state_uri"),
             ("replay", "target_table"),
         ):
             block = pipeline.get(section)

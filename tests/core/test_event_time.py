@@ -24,7 +24,9 @@ from watermark_assets.core.event_time import (
     WatermarkMerger,
     WatermarkPolicy,
     WatermarkTracker,
+    format_duration_ms,
     is_late_record,
+    parse_duration_ms,
 )
 from watermark_assets.core.time.instant import parse_millis
 
@@ -350,3 +352,36 @@ def test_seed_002_sort_drains_buffered_rows_in_order_up_to_the_watermark() -> No
         buffer.add(9, "z", "z@9")
     buffer.add(11, "w", "w@11")
     assert buffer.drain(20) == ["w@11", "y@12"]
+
+
+# --- durations as Spark writes them ---
+
+DURATIONS = {
+    "10 minutes": 600_000,
+    "1 minute": 60_000,
+    "30 seconds": 30_000,
+    "1 hour": 3_600_000,
+    "2 Days": 172_800_000,
+    "500 milliseconds": 500,
+    "0": 0,
+}
+
+
+@pytest.mark.parametrize("text, millis", DURATIONS.items(), ids=DURATIONS.keys())
+def test_durations_are_read_as_spark_writes_them(text: str, millis: int) -> None:
+    assert parse_duration_ms(text) == millis
+
+
+@pytest.mark.parametrize("text", ["ten minutes", "10", "1.5 hours", "10 fortnights", "-1 day"])
+def test_a_bad_duration_is_refused_with_the_accepted_form(text: str) -> None:
+    with pytest.raises(ValueError, match="'10 minutes'"):
+        parse_duration_ms(text)
+
+
+def test_durations_are_written_in_their_largest_unit() -> None:
+    assert [format_duration_ms(m) for m in (600_000, 3_600_000, 90_000, 0)] == [
+        "10 minutes",
+        "1 hour",
+        "90 seconds",
+        "0",
+    ]

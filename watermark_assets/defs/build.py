@@ -19,6 +19,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 from watermark_assets.config import (
     AnyPipeline,
     ColumnPipelineConfig,
+    EventTimePipelineConfig,
     ProjectConfig,
     TimePipelineConfig,
     UnitPipelineConfig,
@@ -39,6 +40,7 @@ from watermark_assets.defs.column import (
     build_column_checks,
     column_partitions,
 )
+from watermark_assets.defs.event_time import build_event_time_pipeline
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
@@ -59,14 +61,18 @@ class PipelineDefs:
     """The Dagster objects of one pipeline."""
 
     asset: AssetsDefinition
-    checks: AssetChecksDefinition
+    checks: AssetChecksDefinition | None  # None: the asset carries its checks (event time)
     job: UnresolvedAssetJobDefinition
     sensor: SensorDefinition | None
     schedule: ScheduleDefinition | None = None
 
 
-def build_pipeline(pipeline: AnyPipeline, clock: Clock) -> PipelineDefs:
-    """The ONE place a pipeline's kind decides its Dagster objects."""
+def build_pipeline(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -> PipelineDefs:
+    """The ONE place a pipeline's kind decides its Dagster objects (``config``: the whole file,
+    for a pipeline that reads another one's table)."""
+    if isinstance(pipeline, EventTimePipelineConfig):
+        event_time = build_event_time_pipeline(pipeline, config, clock)
+        return PipelineDefs(event_time.asset, None, event_time.job, event_time.sensor)
     if isinstance(pipeline, TimePipelineConfig):
         time = build_time_pipeline(pipeline, clock)
         return PipelineDefs(time.asset, time.checks, time.job, time.sensor, time.schedule)
@@ -133,7 +139,7 @@ def build_definitions(
     with ``time``) a sensor ``NAME_sensor`` (``defs/time_unit.py``).
     """
     config = config or load_config()
-    built = [build_pipeline(pipeline, clock) for pipeline in config.pipelines]
+    built = [build_pipeline(pipeline, clock, config) for pipeline in config.pipelines]
     spark_conf = {"spark.master": config.spark.master, **config.spark.conf}
     source_types = [p.source.type for p in config.column_pipelines]
     source_types += [p.source.type for p in config.time_pipelines]
@@ -143,7 +149,7 @@ def build_definitions(
         spark_conf = with_postgres_driver(spark_conf)
     return Definitions(
         assets=[b.asset for b in built],
-        asset_checks=[b.checks for b in built],
+        asset_checks=[b.checks for b in built if b.checks is not None],
         jobs=[b.job for b in built],
         sensors=[b.sensor for b in built if b.sensor is not None],
         schedules=[b.schedule for b in built if b.schedule is not None],

@@ -7,6 +7,7 @@ next watermark from a run's event-time statistics, min/max policy, idle inputs),
 buffer drains in order up to the watermark).
 """
 
+from watermark_assets.core.event_time.duration import format_duration_ms, parse_duration_ms
 from watermark_assets.core.event_time.operators import LocalWatermarks, SortBuffer, WatermarkMerger
 from watermark_assets.core.event_time.tracker import (
     NO_ROWS,
@@ -34,5 +35,7 @@ __all__ = [
     "WatermarkMerger",
     "WatermarkPolicy",
     "WatermarkTracker",
+    "format_duration_ms",
     "is_late_record",
+    "parse_duration_ms",
 ]

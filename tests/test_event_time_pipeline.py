@@ -1,0 +1,160 @@
+"""Event-time aggregates as Dagster assets (issue 9 §2): configuration, the sensor that closes
+partitions once the watermark passes their end, and runs with their metadata and checks.
+
+The upstream is a column pipeline ``events`` whose Delta table the test appends to directly (as
+its ingestion runs would); the aggregate ``events_5min`` reads what each commit appended.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import project_config
+from dagster import DagsterInstance, build_sensor_context
+from test_event_window import T0, append, event
+
+from watermark_assets.config import EventTimePipelineConfig
+from watermark_assets.defs import build_definitions
+from watermark_assets.exceptions import ConfigError
+
+
+def pipelines(tmp_path: Path, **aggregate: Any) -> list[dict[str, Any]]:
+    events = {
+        "name": "events",
+        "source": {"type": "delta_table", "uri": str(tmp_path / "source")},
+        "watermark": {"columns": ["event_time", "id"]},
+        "table": {"uri": str(tmp_path / "events")},
+    }
+    window = {
+        "name": "events_5min",
+        "source": {"type": "pipeline", "pipeline": "events"},
+        "watermark": {"kind": "event_time", "column": "event_time", "delay": "10 minutes"},
+        "window": {"size": "5 minutes"},
+        "aggregates": {"events": "count", "users": "count_distinct(user_id)"},
+        "table": {"uri": str(tmp_path / "agg" / "events_5min")},
+        "partitions": {"granularity": "hourly", "start": "2024-01-30 12:00:00"},
+    }
+    return [events, {**window, **aggregate}]
+
+
+def test_an_event_time_pipeline_loads_with_its_defaults(tmp_path: Path) -> None:
+    config = project_config(*pipelines(tmp_path))
+    pipeline = config.pipeline("events_5min")
+    assert isinstance(pipeline, EventTimePipelineConfig)
+    assert pipeline.watermark.delay_ms == 600_000 and pipeline.watermark.lateness_ms == 0
+    assert pipeline.table.late.endswith("events_5min_late")
+    assert pipeline.table.state.endswith("events_5min_state")
+    assert config.upstream_table(pipeline) == str(tmp_path / "events")
+
+
+BAD = {
+    "an upstream that is not a pipeline of the file": (
+        {"source": {"type": "pipeline", "pipeline": "clicks"}},
+        ["source.pipeline 'clicks' is not another pipeline", "'events'"],
+    ),
+    "a delay Spark would not read": (
+        {"watermark": {"kind": "event_time", "column": "event_time", "delay": "ten minutes"}},
+        ["watermark.delay", "'ten minutes'", "'10 minutes'"],
+    ),
+    "two count_distinct columns": (
+        {"aggregates": {"a": "count_distinct(x)", "b": "count_distinct(y)"}},
+        ["count_distinct over several columns"],
+    ),
+    "an unknown aggregate": (
+        {"aggregates": {"a": "median(x)"}},
+        ["'median(x)' is not count, sum(col)"],
+    ),
+}
+
+
+@pytest.mark.parametrize("change, said", BAD.values(), ids=BAD.keys())
+def test_a_bad_event_time_pipeline_is_refused_naming_the_value_and_the_fix(
+    tmp_path: Path, change: dict[str, Any], said: list[str]
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        project_config(*pipelines(tmp_path, **change))
+    for text in said:
+        assert text in str(caught.value)
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.mark.spark
+def test_the_sensor_materializes_a_partition_once_the_watermark_passes_its_end(
+    spark: Any, tmp_path: Path
+) -> None:
+    clock = Clock(T0 + timedelta(hours=3))
+    defs = build_definitions(project_config(*pipelines(tmp_path)), clock=clock)
+    instance = DagsterInstance.ephemeral()
+    sensor = defs.resolve_sensor_def("events_5min_sensor")
+
+    def tick() -> Any:
+        return sensor.evaluate_tick(build_sensor_context(instance=instance, definitions=defs))
+
+    assert "no event time in" in str(tick().skip_message)
+
+    upstream = tmp_path / "events"
+    append(upstream, event(1, 0, 1), event(2, 3, 2), event(3, 21, 1))
+    assert tick().skip_message == (
+        "no partition closes: the watermark would be 2024-01-30T12:11:00.000Z (the upstream's "
+        "newest event 2024-01-30T12:21:00.000Z - delay 10 minutes = 2024-01-30T12:11:00.000Z); "
+        "committed 1970-01-01T00:00:00.000Z"
+    )
+
+    append(upstream, event(4, 40, 3), event(5, 62, 4), event(6, 75, 1))  # newest 13:15
+    (request,) = tick().run_requests
+    assert request.tags["dagster/asset_partition_range_start"] == "2024-01-30-12:00"
+    assert request.tags["dagster/asset_partition_range_end"] == "2024-01-30-12:00"
+    assert request.run_key == "events_5min|2024-01-30-12:00..2024-01-30-12:00|a0"
+
+    job = defs.resolve_job_def("events_5min_job")
+    result = job.execute_in_process(instance=instance, tags=request.tags)
+    (materialization,) = result.asset_materializations_for_node("events_5min")
+    metadata = {k: v.value for k, v in materialization.metadata.items()}
+    assert (
+        metadata["event_time/watermark"]
+        == datetime(2024, 1, 30, 13, 5, tzinfo=timezone.utc).timestamp()
+    )
+    # windows with rows only, as Spark: 12:00, 12:20, 12:40 and 13:00 (its end 13:05 is reached)
+    assert metadata["event_time/windows_emitted"] == 4
+    assert metadata["event_time/late_records"] == 0 and metadata["rows/read"] == 6
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {"late_records": True, "watermark_never_moves_backwards": True}
+
+    assert tick().skip_message.startswith("no partition closes")  # 13:00 ends at 14:00
+
+    # a late record: its window (12:00) was closed by the committed watermark 13:05
+    append(upstream, event(7, 2, 9), event(8, 130, 1))  # and the newest event 14:10
+    (request,) = tick().run_requests
+    assert request.tags["dagster/asset_partition_range_start"] == "2024-01-30-13:00"
+    result = job.execute_in_process(instance=instance, tags=request.tags)
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks["late_records"] is False  # WARN: the late record is kept, not lost
+    (materialization,) = result.asset_materializations_for_node("events_5min")
+    assert materialization.metadata["event_time/late_records"].value == 1
+
+
+@pytest.mark.spark
+def test_materializing_a_partition_the_watermark_has_not_closed_fails_and_says_why(
+    spark: Any, tmp_path: Path
+) -> None:
+    defs = build_definitions(project_config(*pipelines(tmp_path)), clock=Clock(T0))
+    append(tmp_path / "events", event(1, 0, 1), event(2, 21, 1))
+    job = defs.resolve_job_def("events_5min_job")
+    result = job.execute_in_process(
+        instance=DagsterInstance.ephemeral(), partition_key="2024-01-30-12:00", raise_on_error=False
+    )
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message  # type: ignore[union-attr]
+    assert "2024-01-30-12:00 .. 2024-01-30-12:00 are not closed" in message
+    assert "2024-01-30T12:11:00.000Z" in message and "2024-01-30T13:00:00.000Z" in message

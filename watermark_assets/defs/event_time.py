@@ -1,0 +1,359 @@
+"""Event-time aggregates in Dagster (issue 9): an asset downstream of an ingesting pipeline,
+partitioned by event time, whose partitions close when the watermark passes their end.
+
+- Asset ``NAME`` (deps: the upstream pipeline's asset; hourly or daily partitions from
+  ``partitions.start``). A run executes the next batch (``runs/event_window.py``: everything the
+  upstream appended since the last batch, one commit per table with the batch's txn) and then
+  says, for the partitions it was asked for, whether the watermark closed them: a partition
+  still open after the batch fails the run with the watermark and the end it waits for (the
+  batch's progress stays committed: nothing is lost or repeated).
+- Checks (in the asset): ``late_records`` (WARN when the batch found late records: their count
+  and the table that keeps them) and ``watermark_never_moves_backwards``.
+- Sensor ``NAME_sensor``: reads the upstream table's greatest event time from its Delta log's
+  statistics (no Spark), so the watermark a batch would reach is ``max - delay``; the partitions
+  whose end that passes (less the allowed lateness) and that the committed watermark had not
+  closed are requested as ONE range run; the tick says which and why. A failed run's range gets a
+  new run key (an attempt counter): Dagster never forgets a run key.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetKey,
+    AssetsDefinition,
+    AssetSelection,
+    BackfillPolicy,
+    DefaultSensorStatus,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    RunRequest,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    TimeWindowPartitionsDefinition,
+    asset,
+    define_asset_job,
+    sensor,
+)
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from watermark_assets.config import EventTimePipelineConfig, ProjectConfig
+from watermark_assets.core.clock import Clock
+from watermark_assets.core.event_time import (
+    TumblingWindows,
+    WatermarkTracker,
+    format_duration_ms,
+)
+from watermark_assets.core.time.instant import format_millis, from_millis, to_millis
+from watermark_assets.defs.assets import PIPELINE_TAG
+from watermark_assets.defs.resources import WatermarkSparkResource
+from watermark_assets.defs.sensors import partitions_in_flight
+from watermark_assets.defs.time import failed_attempts
+from watermark_assets.runs.event_window import (
+    WindowAggregateSpec,
+    WindowBatchResult,
+    load_progress,
+    run_window_batch,
+)
+
+GROUP_NAME = "watermark_event_time"
+#: The tag of a sensor's run: the range it closes (a failed run's range is requested again).
+TICK_TAG = "watermark_assets/event_time_tick"
+
+
+def window_spec(pipeline: EventTimePipelineConfig, upstream_uri: str) -> WindowAggregateSpec:
+    """The config turned once into the plain value the batch takes."""
+    name = pipeline.source.pipeline
+    return WindowAggregateSpec(
+        pipeline=pipeline.name,
+        upstream_uri=upstream_uri,
+        input_name=name,
+        event_column=pipeline.watermark.column,
+        tracker=WatermarkTracker(delays_ms={name: pipeline.watermark.delay_ms}),
+        windows=TumblingWindows(size_ms=pipeline.window.size_ms),
+        aggregates=pipeline.parsed_aggregates,
+        output_uri=pipeline.table.uri,
+        late_uri=pipeline.table.late,
+        state_uri=pipeline.table.state,
+        lateness_ms=pipeline.watermark.lateness_ms,
+    )
+
+
+def event_time_partitions(pipeline: EventTimePipelineConfig) -> TimeWindowPartitionsDefinition:
+    start = datetime.fromisoformat(pipeline.partitions.start.strip())
+    start = start.replace(tzinfo=timezone.utc) if start.tzinfo is None else start
+    hourly = pipeline.partitions.granularity == "hourly"
+    return TimeWindowPartitionsDefinition(
+        start=start,
+        fmt="%Y-%m-%d-%H:%M" if hourly else "%Y-%m-%d",
+        cron_schedule=f"{start.minute} * * * *" if hourly else f"{start.minute} {start.hour} * * *",
+        timezone="UTC",
+    )
+
+
+def _closed_through(spec: WindowAggregateSpec, watermark_ms: int) -> int:
+    """Windows (and partitions) ending at or before this instant are closed."""
+    return watermark_ms - spec.lateness_ms
+
+
+def result_metadata(
+    spec: WindowAggregateSpec, result: WindowBatchResult, now: datetime
+) -> dict[str, Any]:
+    after = result.watermark_after
+    metadata: dict[str, Any] = {
+        "event_time/watermark": MetadataValue.timestamp(from_millis(after.watermark_ms)),
+        "event_time/watermark_before": format_millis(result.watermark_before.watermark_ms),
+        "event_time/lag_seconds": MetadataValue.float(
+            round((to_millis(now) - after.watermark_ms) / 1000, 3)
+        ),
+        "event_time/windows_emitted": result.windows_emitted,
+        "event_time/windows_open": result.windows_open,
+        "event_time/late_records": result.late_rows,
+        "event_time/batch": result.batch if result.batch is not None else "none (nothing new)",
+        "event_time/explain": result.reason,
+        "rows/read": result.rows_read,
+        "dagster/uri": spec.output_uri,
+        "late/table": spec.late_uri,
+        "state/table": spec.state_uri,
+    }
+    if result.upstream_range is not None:
+        metadata["event_time/upstream_versions"] = list(result.upstream_range)
+    for name, version in result.versions.items():
+        metadata[f"delta/{name}_version"] = -1 if version is None else version
+    return metadata
+
+
+def build_event_time_asset(
+    pipeline: EventTimePipelineConfig,
+    spec: WindowAggregateSpec,
+    partitions_def: TimeWindowPartitionsDefinition,
+    clock: Clock,
+) -> AssetsDefinition:
+    key = AssetKey([pipeline.name])
+    delay = format_duration_ms(spec.tracker.delays_ms[spec.input_name])
+
+    @asset(
+        key=key,
+        deps=[AssetKey([pipeline.source.pipeline])],
+        description=pipeline.description
+        or (
+            f"{format_duration_ms(spec.windows.size_ms)} windows of {pipeline.source.pipeline} by "
+            f"`{spec.event_column}` ({', '.join(pipeline.aggregates)}), emitted once the "
+            f"watermark (max event time - {delay}) passes their end; late records kept."
+        ),
+        group_name=GROUP_NAME,
+        kinds={"spark", "delta"},
+        op_tags={PIPELINE_TAG: pipeline.name},
+        partitions_def=partitions_def,
+        backfill_policy=BackfillPolicy.single_run(),
+        check_specs=[
+            AssetCheckSpec(
+                "late_records",
+                asset=key,
+                description="No record of this run was "
+                "late (late ones are kept in the late table).",
+            ),
+            AssetCheckSpec("watermark_never_moves_backwards", asset=key),
+        ],
+        metadata={"event_time/delay": delay, "late/table": spec.late_uri},
+    )
+    def event_time_asset(
+        context: AssetExecutionContext, spark: WatermarkSparkResource
+    ) -> MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class (check outputs)
+        now = clock()
+        result = run_window_batch(spark.spark_session, spec, now=now, run_id=context.run.run_id)
+        context.log.info(f"{pipeline.name}: {result.reason}")
+        closed = _closed_through(spec, result.watermark_after.watermark_ms)
+        window = context.partition_time_window
+        if to_millis(window.end) > closed:
+            raise Failure(
+                f"{pipeline.name}: partition(s) {context.partition_keys[0]} .. "
+                f"{context.partition_keys[-1]} are not closed: the watermark "
+                f"{format_millis(result.watermark_after.watermark_ms)} (less the allowed lateness) "
+                f"has not passed their end {format_millis(to_millis(window.end))}. The batch's "
+                "progress is committed; the sensor requests them once the upstream data passes "
+                "that end",
+                metadata=result_metadata(spec, result, now),
+            )
+        late = AssetCheckResult(
+            check_name="late_records",
+            passed=result.late_rows == 0,
+            severity=AssetCheckSeverity.WARN,
+            metadata={"late_records": result.late_rows, "late/table": spec.late_uri},
+            description=None
+            if result.late_rows == 0
+            else f"{result.late_rows} late record(s) of batch {result.batch} are in "
+            f"{spec.late_uri} (column _late_reason says why)",
+        )
+        monotone = AssetCheckResult(
+            check_name="watermark_never_moves_backwards",
+            passed=result.watermark_after.watermark_ms >= result.watermark_before.watermark_ms,
+            metadata={
+                "before": format_millis(result.watermark_before.watermark_ms),
+                "after": format_millis(result.watermark_after.watermark_ms),
+            },
+        )
+        return MaterializeResult(
+            metadata=result_metadata(spec, result, now), check_results=[late, monotone]
+        )
+
+    return event_time_asset
+
+
+def upstream_max_event_ms(upstream_uri: str, column: str) -> int | None:
+    """The greatest event time in the upstream table, from its files' statistics (no data
+    read); None without a table, a file, or statistics for the column."""
+    try:
+        table = DeltaTable(upstream_uri)
+    except TableNotFoundError:
+        return None
+    actions = pa.table(table.get_add_actions(flatten=True))
+    name = f"max.{column}"
+    if name not in actions.column_names or actions.num_rows == 0:
+        return None
+    top = pa.compute.max(actions.column(name)).as_py()
+    if top is None:
+        return None
+    return to_millis(top if top.tzinfo else top.replace(tzinfo=timezone.utc))
+
+
+@dataclass(frozen=True)
+class CloseDecision:
+    """Which partitions a tick closes, and why (for the tick's text)."""
+
+    keys: tuple[str, ...]
+    reason: str
+
+
+def decide_closing(
+    pipeline: EventTimePipelineConfig,
+    spec: WindowAggregateSpec,
+    partitions_def: TimeWindowPartitionsDefinition,
+    now: datetime,
+) -> CloseDecision:
+    """The partitions the next batch would close: ending after the committed watermark's close
+    and at or before the one the upstream's newest event time gives."""
+    progress = load_progress(spec)
+    committed = progress.watermark.watermark_ms
+    top = upstream_max_event_ms(spec.upstream_uri, spec.event_column)
+    delay = spec.tracker.delays_ms[spec.input_name]
+    if top is None:
+        return CloseDecision(
+            (),
+            f"no event time in {spec.upstream_uri} yet (no table, files or "
+            f"statistics for `{spec.event_column}`)",
+        )
+    expected = max(committed, top - delay)
+    formula = (
+        f"the upstream's newest event {format_millis(top)} - delay {format_duration_ms(delay)} "
+        f"= {format_millis(top - delay)}"
+    )
+    closed_before = _closed_through(spec, committed) if not progress.watermark.is_empty else None
+    closed_after = _closed_through(spec, expected)
+    keys = []
+    with_now = partitions_def.get_partition_keys(current_time=now)
+    for key in with_now:
+        window = partitions_def.time_window_for_partition_key(key)
+        end = to_millis(window.end)
+        if end > closed_after:
+            break
+        if closed_before is None or end > closed_before:
+            keys.append(key)
+    if not keys:
+        return CloseDecision(
+            (),
+            f"no partition closes: the watermark would be {format_millis(expected)} ({formula}); "
+            f"committed {format_millis(committed)}",
+        )
+    return CloseDecision(
+        tuple(keys),
+        f"{len(keys)} partition(s) close: {keys[0]} .. {keys[-1]} end at or before the watermark "
+        f"{format_millis(expected)} ({formula})",
+    )
+
+
+def build_event_time_sensor(
+    pipeline: EventTimePipelineConfig,
+    spec: WindowAggregateSpec,
+    job: UnresolvedAssetJobDefinition,
+    asset_key: AssetKey,
+    partitions_def: TimeWindowPartitionsDefinition,
+    clock: Clock,
+) -> SensorDefinition:
+    @sensor(
+        name=f"{pipeline.name}_sensor",
+        job=job,
+        minimum_interval_seconds=pipeline.sensor.minimum_interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING
+        if pipeline.sensor.running_by_default
+        else DefaultSensorStatus.STOPPED,
+        description=f"Materializes the partitions of {pipeline.name} once the event-time "
+        "watermark passes their end, and says which and why.",
+    )
+    def event_time_sensor(context: SensorEvaluationContext) -> SensorResult:
+        decision = decide_closing(pipeline, spec, partitions_def, clock())
+        if not decision.keys:
+            return SensorResult(skip_reason=decision.reason)
+        busy = partitions_in_flight(context, asset_key, job.name, partitions_def)  # type: ignore[arg-type]
+        if busy.intersection(decision.keys):
+            return SensorResult(
+                skip_reason=f"{decision.reason}; waiting for the run in flight over "
+                f"{sorted(busy.intersection(decision.keys))[0]}"
+            )
+        first, last = decision.keys[0], decision.keys[-1]
+        base = f"{pipeline.name}|{first}..{last}"
+        attempt = failed_attempts(context, job.name).get(base, 0)
+        context.log.info(f"{pipeline.name}: {decision.reason}")
+        tags = {
+            PIPELINE_TAG: pipeline.name,
+            TICK_TAG: base,
+            "dagster/asset_partition_range_start": first,
+            "dagster/asset_partition_range_end": last,
+        }
+        return SensorResult(run_requests=[RunRequest(run_key=f"{base}|a{attempt}", tags=tags)])
+
+    return event_time_sensor
+
+
+@dataclass(frozen=True)
+class EventTimePipelineDefs:
+    asset: AssetsDefinition
+    job: UnresolvedAssetJobDefinition
+    sensor: SensorDefinition
+
+
+def build_event_time_pipeline(
+    pipeline: EventTimePipelineConfig, config: ProjectConfig, clock: Clock
+) -> EventTimePipelineDefs:
+    """Everything of one event-time pipeline (``defs/build.build_pipeline`` picks this)."""
+    spec = window_spec(pipeline, config.upstream_table(pipeline))
+    partitions_def = event_time_partitions(pipeline)
+    asset_def = build_event_time_asset(pipeline, spec, partitions_def, clock)
+    job = define_asset_job(
+        f"{pipeline.name}_job",
+        selection=AssetSelection.assets(asset_def),
+        partitions_def=partitions_def,
+        description=f"Aggregates the rows appended to {pipeline.source.pipeline} into event-time "
+        "windows and emits the closed ones.",
+    )
+    sensor_def = build_event_time_sensor(pipeline, spec, job, asset_def.key, partitions_def, clock)
+    return EventTimePipelineDefs(asset_def, job, sensor_def)
+
+
+__all__ = [
+    "build_event_time_pipeline",
+    "decide_closing",
+    "event_time_partitions",
+    "upstream_max_event_ms",
+    "window_spec",
+]
