@@ -239,3 +239,33 @@ def test_a_run_of_the_api_pipeline_without_its_server_says_how_to_start_it(
     message = str(result.all_events)
     assert "http://127.0.0.1:9/payments?since=2024-01-28" in message
     assert "watermark-assets serve-demo-api" in message
+
+
+def test_the_demo_aggregates_events_by_event_time_and_keeps_a_late_files_old_events(
+    spark: Any, tmp_path: Path, dagster_home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 9: the demo's 5-minute aggregate closes the days the watermark passed; a late file
+    then lands, whose old events are kept as late records and whose new ones close the last
+    day."""
+    events, aggregate = demo_pipelines(tmp_path, "events", "events_5min")
+    events["source"]["uri"] = str(tmp_path / "landing" / "events")
+    config = write_config(tmp_path, events, aggregate)
+
+    assert main(["--config", str(config), "demo"]) == 0
+
+    out = capfd.readouterr().out
+    lines = [line.strip() for line in out.splitlines()]
+    assert "events_5min: the sensor requests 2024-01-28 .. 2024-01-29" in lines
+    assert any(line.startswith("a late file lands in events: 1706640000-") for line in lines)
+    assert "events_5min: the sensor requests 2024-01-30 .. 2024-01-30" in lines
+    closing = next(line for line in lines if line.startswith("2024-01-30 .. 2024-01-30:"))
+    assert "50 rows read" in closing and "20 late records kept" in closing
+    summary = next(line for line in lines if line.startswith("events_5min  "))
+    assert "event time (daily)" in summary and "3/4 closed" in summary
+    assert "20 late records kept in events_5min_late" in summary
+
+    capfd.readouterr()
+    assert main(["--config", str(config), "demo"]) == 0  # again: nothing new, nothing twice
+    again = capfd.readouterr().out
+    assert "events_5min: no partition closes" in again
+    assert "20 late records kept in events_5min_late" in again

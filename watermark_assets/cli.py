@@ -31,6 +31,7 @@ from typing import Any
 
 from watermark_assets.config import (
     ColumnPipelineConfig,
+    EventTimePipelineConfig,
     Pipeline,
     ProjectConfig,
     TimePipelineConfig,
@@ -540,11 +541,53 @@ def summarize_grid(pipeline: UnitPipelineConfig) -> PartitionedRow:
     )
 
 
+def summarize_event_time(
+    config: ProjectConfig, pipeline: EventTimePipelineConfig
+) -> PartitionedRow:
+    """An event-time pipeline's row: the partitions its watermark closed, the windows emitted,
+    the watermark, and the late records kept."""
+    from watermark_assets.core.time.instant import format_millis, to_millis
+    from watermark_assets.defs.event_time import event_time_partitions, window_spec
+    from watermark_assets.delta.committer import DeltaCommitter
+    from watermark_assets.delta.log import table_row_count
+    from watermark_assets.runs.event_window import load_progress
+
+    spec = window_spec(pipeline, config.upstream_table(pipeline))
+    progress = load_progress(spec)
+    partitions = event_time_partitions(pipeline)
+    keys = partitions.get_partition_keys(current_time=system_clock())
+    closed_through = progress.watermark.watermark_ms - spec.lateness_ms
+    closed = sum(
+        1
+        for k in keys
+        if to_millis(partitions.time_window_for_partition_key(k).end) <= closed_through
+    )
+    late = table_row_count(spec.late_uri) or 0
+    version = DeltaCommitter(spec.output_uri).current_version()
+    return PartitionedRow(
+        pipeline=pipeline.name,
+        kind=f"event time ({pipeline.partitions.granularity})",
+        partitions=f"{closed}/{len(keys)} closed",
+        rows=table_row_count(spec.output_uri) or 0,
+        watermark="-"
+        if progress.watermark.is_empty
+        else format_millis(progress.watermark.watermark_ms),
+        cut_off=f"{late} late records kept in {Path(spec.late_uri).name}",
+        delta_version="-" if version is None else str(version),
+    )
+
+
 def summarize_partitioned(config: ProjectConfig) -> list[PartitionedRow]:
-    """The time pipelines' rows, then the unit pipelines' (time x unit: one row per grid)."""
-    return [summarize_time(p) for p in config.time_pipelines] + [
-        summarize_grid(p) if p.is_time_by_unit else summarize_unit(p) for p in config.unit_pipelines
-    ]
+    """The time pipelines' rows, then the unit pipelines' (time x unit: one row per grid), then
+    the event-time ones."""
+    return (
+        [summarize_time(p) for p in config.time_pipelines]
+        + [
+            summarize_grid(p) if p.is_time_by_unit else summarize_unit(p)
+            for p in config.unit_pipelines
+        ]
+        + [summarize_event_time(config, p) for p in config.event_time_pipelines]
+    )
 
 
 def _run_partition(
@@ -575,6 +618,13 @@ def _run_partition(
             said += f", high watermark {meta['time/high_watermark']}"
         if "unit/done_at" in meta:
             said += f", done at {meta['unit/done_at']}"
+        if "event_time/windows_emitted" in meta:
+            said = (
+                f"{meta['rows/read']} rows read, {meta['event_time/windows_emitted']} windows "
+                f"emitted, {meta['event_time/windows_open']} open, "
+                f"{meta['event_time/late_records']} late records kept, watermark "
+                f"{meta['event_time/explain'].rsplit('watermark ', 1)[-1]}"
+            )
         said += "; "
     print(
         f"    {label or key or '(unpartitioned)'}: {said}run {result.run_id[:8]} "
@@ -583,6 +633,69 @@ def _run_partition(
     if not result.success:
         failures.append(FailedRun(pipeline, key or "-", result.run_id, failure_reason(result)))
     return bool(result.success)
+
+
+def run_event_time_pipelines(config_path: str | None = None) -> list[FailedRun]:
+    """One tick of each event-time pipeline's sensor (the partitions the watermark closes, and
+    why), then the run it requests."""
+    from dagster import DagsterInstance, build_sensor_context
+
+    from watermark_assets.defs import build_definitions
+    from watermark_assets.defs.assets import job_name
+
+    config = load_config(config_path)
+    quiet_spark = config.spark.model_copy(
+        update={"conf": {"spark.log.level": "FATAL", **config.spark.conf}}
+    )
+    defs = build_definitions(config.model_copy(update={"spark": quiet_spark}))
+    instance = DagsterInstance.get()
+    failures: list[FailedRun] = []
+    for pipeline in config.event_time_pipelines:
+        context = build_sensor_context(
+            instance=instance, instance_ref=instance.get_ref(), definitions=defs
+        )
+        data = defs.resolve_sensor_def(f"{pipeline.name}_sensor").evaluate_tick(context)
+        if not data.run_requests:
+            print(f"  {pipeline.name}: {data.skip_message}")
+            continue
+        for request in data.run_requests:
+            first = request.tags["dagster/asset_partition_range_start"]
+            last = request.tags["dagster/asset_partition_range_end"]
+            print(f"  {pipeline.name}: the sensor requests {first} .. {last}")
+            job = defs.resolve_job_def(job_name(pipeline.name))
+            _run_partition(
+                job,
+                instance,
+                pipeline.name,
+                None,
+                failures,
+                tags=request.tags,
+                label=f"{first} .. {last}",
+            )
+    return failures
+
+
+def run_event_time_demo(config_path: str | None = None) -> list[FailedRun]:
+    """The event-time pipelines, then a late landing file (``demo/data.write_late_events``):
+    ingested by the file sensor, it holds old events (kept as late records) and new ones (the
+    watermark passes the last day)."""
+    from watermark_assets.demo.data import write_late_events
+
+    failures = run_event_time_pipelines(config_path)
+    config = load_config(config_path)
+    upstreams = {p.source.pipeline for p in config.event_time_pipelines}
+    landed = []
+    for pipeline in config.file_pipelines:
+        if pipeline.name in upstreams and pipeline.source.type == "files":
+            path = write_late_events(Path(pipeline.source.uri))
+            if path is not None:
+                landed.append(path)
+                print(f"  a late file lands in {pipeline.name}: {path.name}")
+    if landed:
+        _, file_failures = run_sensors(config_path)
+        failures += file_failures
+        failures += run_event_time_pipelines(config_path)
+    return failures
 
 
 def _tick_grid(defs: Any, instance: Any, name: str, job: Any, failures: list[FailedRun]) -> None:
@@ -827,6 +940,9 @@ def _run_demo_commands(args: argparse.Namespace) -> int:
         failures += column_failures
         print("Time and unit watermarks: the partitions their ticks say are due")
         failures += run_partitioned_pipelines(args.config)
+        if load_config(args.config).event_time_pipelines:
+            print("Event time: windows emitted once the watermark passes them, a late file")
+            failures += run_event_time_demo(args.config)
     if args.command not in ("run-sensors", "demo"):
         rows = [summarize(p) for p in load_config(args.config).file_pipelines]
     if args.command != "generate-demo-data":

@@ -1888,18 +1888,23 @@ class EventTimePartitionsConfig(_Model):
 
     granularity: Literal["hourly", "daily"] = Field(default="hourly")
     start: str = Field(description="First partition, ISO date or datetime (UTC).")
+    end: str | None = Field(
+        default=None,
+        description="End of the last partition (exclusive), for a closed period. Default: "
+        "partitions run up to now.",
+    )
 
-    @field_validator("start", mode="before")
+    @field_validator("start", "end", mode="before")
     @classmethod
-    def _instant_text(cls, value: Any) -> Any:
+    def _instant_text(cls, value: Any, info: Any) -> Any:
         value = yaml_instant_text(value)
         if isinstance(value, str):
             try:
                 datetime.fromisoformat(value.strip())
             except ValueError:
                 raise ValueError(
-                    f"partitions.start {value!r} is not an ISO date or datetime; write e.g. "
-                    "'2024-01-28' or '2024-01-28 10:00:00'"
+                    f"partitions.{info.field_name} {value!r} is not an ISO date or datetime; "
+                    "write e.g. '2024-01-28' or '2024-01-28 10:00:00'"
                 ) from None
         return value
 

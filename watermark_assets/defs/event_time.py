@@ -93,8 +93,13 @@ def event_time_partitions(pipeline: EventTimePipelineConfig) -> TimeWindowPartit
     start = datetime.fromisoformat(pipeline.partitions.start.strip())
     start = start.replace(tzinfo=timezone.utc) if start.tzinfo is None else start
     hourly = pipeline.partitions.granularity == "hourly"
+    end = None
+    if pipeline.partitions.end is not None:
+        end = datetime.fromisoformat(pipeline.partitions.end.strip())
+        end = end.replace(tzinfo=timezone.utc) if end.tzinfo is None else end
     return TimeWindowPartitionsDefinition(
         start=start,
+        end=end,
         fmt="%Y-%m-%d-%H:%M" if hourly else "%Y-%m-%d",
         cron_schedule=f"{start.minute} * * * *" if hourly else f"{start.minute} {start.hour} * * *",
         timezone="UTC",

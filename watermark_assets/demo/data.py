@@ -263,3 +263,39 @@ def write_survey_answers(
     ids_path.parent.mkdir(parents=True, exist_ok=True)
     ids_path.write_text("id\n" + "".join(f"{s}\n" for s in DEMO_SURVEYS), encoding="utf-8")
     return rows
+
+
+#: The late file of the event-time demo: it lands after the first aggregate batch.
+LATE_FILE_STAMP = DEMO_START + timedelta(days=2, hours=18, minutes=40)
+
+
+def write_late_events(root: Path, *, seed: int = 13) -> Path | None:
+    """One landing file that arrives late, in the last hour folder with a name above every other
+    file (so the file watermark takes it): 20 events of 2024-01-28 06:00 (their windows were long
+    closed by the event-time watermark: late records) and 30 events of 2024-01-31 00:00-00:30
+    (they move the watermark past the end of 2024-01-30). None when it is already there."""
+    rng = random.Random(seed)
+    folder = root / f"date={LATE_FILE_STAMP:%Y-%m-%d}" / f"hour={LATE_FILE_STAMP:%H}"
+    path = folder / sortable_name(LATE_FILE_STAMP, rng, ".ndjson.gz")
+    if path.exists():
+        return None
+    old = DEMO_START + timedelta(hours=6)
+    new = DEMO_START + timedelta(days=3)
+    moments = [old + timedelta(seconds=rng.randrange(600)) for _ in range(20)]
+    moments += [new + timedelta(seconds=rng.randrange(1800)) for _ in range(30)]
+    lines = [
+        json.dumps(
+            {
+                "event_id": uuid.UUID(int=rng.getrandbits(128)).hex,
+                "event_time": moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "user_id": rng.randrange(1, 5000),
+                "action": rng.choice(ACTIONS),
+                "amount": round(rng.uniform(1, 500), 2),
+            }
+        )
+        for moment in moments
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    return path
