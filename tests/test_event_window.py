@@ -25,6 +25,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from watermark_assets.core.event_time import TumblingWindows, WatermarkTracker
 from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.exceptions import UpstreamNotAppendOnlyError
 from watermark_assets.runs.event_window import (
     LATE_BATCH,
     LATE_REASON,
@@ -233,3 +234,27 @@ def test_a_batch_killed_between_its_commits_is_finished_by_the_next_run_exactly_
         DeltaTable(spec.output_uri).history(1)[0]["watermark_assets.event_window_plan/events_5min"]
     )
     assert '"last_data_at":"2024-01-30T14:00:00.000Z"' in plan["watermark_after"]
+
+
+@pytest.mark.spark
+def test_a_compaction_upstream_adds_no_row_and_a_delete_upstream_stops_the_batch(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Files rewritten without a data change (OPTIMIZE) are not read again; a commit that
+    deleted rows is refused, naming the version: emitted windows cannot be taken back."""
+    spec = make_spec(tmp_path)
+    upstream = tmp_path / "events"
+    append(upstream, *BATCH_1[:4])
+    append(upstream, *BATCH_1[4:])
+    run_window_batch(spark, spec, now=T0, run_id="r1")
+    DeltaTable(str(upstream)).optimize.compact()  # dataChange false: the same rows
+    append(upstream, event(30, 45, 1))
+    second = run_window_batch(spark, spec, now=T0, run_id="r2")
+    assert second.rows_read == 1  # only the appended row, not the compacted files' rows
+
+    DeltaTable(str(upstream)).delete("id = 30")
+    append(upstream, event(31, 50, 1))
+    with pytest.raises(UpstreamNotAppendOnlyError) as caught:
+        run_window_batch(spark, spec, now=T0, run_id="r3")
+    assert caught.value.version == DeltaTable(str(upstream)).version() - 1
+    assert "append-only" in str(caught.value)

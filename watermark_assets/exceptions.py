@@ -340,3 +340,22 @@ class EventWindowConflictError(WatermarkAssetsError):
         self.batch = batch
         self.table_uri = table_uri
         self.reason = reason
+
+
+class UpstreamNotAppendOnlyError(WatermarkAssetsError):
+    """An event-time aggregate's upstream table removed rows: what was aggregated and emitted
+    cannot be taken back, so the batch stops before reading anything."""
+
+    def __init__(self, table_uri: str, version: int, removed: Sequence[str]) -> None:
+        shown = ", ".join(removed[:3]) + (
+            f" (+{len(removed) - 3} more)" if len(removed) > 3 else ""
+        )
+        super().__init__(
+            f"upstream table {table_uri!r} removed rows in version {version} ({shown}): an "
+            "event-time aggregate reads an append-only table (file pipelines are; a column "
+            "pipeline that replaces windows or merges keys is not). Point source.pipeline at an "
+            "append-only pipeline, or rebuild the aggregate's tables after the change"
+        )
+        self.table_uri = table_uri
+        self.version = version
+        self.removed = tuple(removed)

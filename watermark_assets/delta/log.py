@@ -57,6 +57,8 @@ class AddedFile:
     size: int
     num_records: int | None
     partition_values: Mapping[str, str | None]
+    #: False for a file that only rearranges rows already in the table (OPTIMIZE, compaction)
+    data_change: bool = True
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ class CommitRecord:
     custom_metadata: Mapping[str, str]
     added: tuple[AddedFile, ...]
     txns: Mapping[str, int]
+    #: paths of the files this commit removed with ``dataChange`` (rows deleted or replaced)
+    removed_data: tuple[str, ...] = ()
 
 
 class DeltaLog:
@@ -163,6 +167,7 @@ class DeltaLog:
     def _parse_commit(self, version: int, text: str) -> CommitRecord:
         info: dict[str, Any] = {}
         added: list[AddedFile] = []
+        removed: list[str] = []
         txns: dict[str, int] = {}
         for line in text.splitlines():
             if not line.strip():
@@ -179,8 +184,11 @@ class DeltaLog:
                         int(add["size"]),
                         stats.get("numRecords"),
                         add.get("partitionValues", {}),
+                        bool(add.get("dataChange", True)),
                     )
                 )
+            elif "remove" in action and action["remove"].get("dataChange", True):
+                removed.append(unquote(action["remove"]["path"]))
             elif "txn" in action:
                 txns[action["txn"]["appId"]] = int(action["txn"]["version"])
         timestamp = info.get("inCommitTimestamp", info.get("timestamp"))
@@ -191,7 +199,7 @@ class DeltaLog:
             for key, value in info.items()
             if key not in COMMIT_INFO_KEYS
         }
-        return CommitRecord(version, int(timestamp), custom, tuple(added), txns)
+        return CommitRecord(version, int(timestamp), custom, tuple(added), txns, tuple(removed))
 
 
 def table_row_count(table_uri: str) -> int | None:

@@ -49,7 +49,11 @@ from watermark_assets.core.time.instant import format_millis, to_millis
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.delta.log import CommitRecord
 from watermark_assets.delta.stats import describe_data_files
-from watermark_assets.exceptions import DeltaCommitError, EventWindowConflictError
+from watermark_assets.exceptions import (
+    DeltaCommitError,
+    EventWindowConflictError,
+    UpstreamNotAppendOnlyError,
+)
 from watermark_assets.runs.faults import crash_point
 from watermark_assets.spark import window_agg
 from watermark_assets.spark.window_agg import WINDOW_END, WINDOW_START, Aggregate
@@ -278,12 +282,20 @@ def run_window_batch(
 
 
 def _appended_files(upstream: DeltaCommitter, after: int, through: int) -> list[str]:
-    """URIs of the files the upstream table's commits ``(after, through]`` added."""
+    """URIs of the files the upstream table's commits ``(after, through]`` added with new rows.
+
+    Files added without ``dataChange`` (a compaction rewriting rows already there) are skipped,
+    or their rows would be counted twice. A commit that removed rows (a delete, a replace, a
+    merge) is refused: rows already aggregated and emitted cannot be taken back."""
     added = []
     for record in upstream.read_commits_after(after if after >= 0 else None):
         if record.version > through:
             break
-        added += [storage.join(upstream.table_uri, a.path) for a in record.added]
+        if record.removed_data:
+            raise UpstreamNotAppendOnlyError(
+                upstream.table_uri, record.version, record.removed_data
+            )
+        added += [storage.join(upstream.table_uri, a.path) for a in record.added if a.data_change]
     return added
 
 
