@@ -40,6 +40,24 @@ def pipelines(tmp_path: Path, **aggregate: Any) -> list[dict[str, Any]]:
     return [events, {**window, **aggregate}]
 
 
+def test_several_upstream_pipelines_are_inputs_with_one_policy(tmp_path: Path) -> None:
+    events, window = pipelines(tmp_path)
+    views = {**events, "name": "views", "table": {"uri": str(tmp_path / "views")}}
+    window["source"] = {"type": "pipeline", "pipelines": ["events", "views"]}
+    window["watermark"] = {**window["watermark"], "policy": "max", "idle_timeout": "30 minutes"}
+    config = project_config(events, views, window)
+    pipeline = config.pipeline("events_5min")
+    assert isinstance(pipeline, EventTimePipelineConfig)
+    assert config.upstream_tables(pipeline) == {
+        "events": str(tmp_path / "events"),
+        "views": str(tmp_path / "views"),
+    }
+    assert (pipeline.watermark.policy, pipeline.watermark.idle_timeout_ms) == ("max", 1_800_000)
+    defs = build_definitions(config)
+    deps = defs.resolve_assets_def("events_5min").asset_deps
+    assert {k.to_user_string() for keys in deps.values() for k in keys} == {"events", "views"}
+
+
 def test_an_event_time_pipeline_loads_with_its_defaults(tmp_path: Path) -> None:
     config = project_config(*pipelines(tmp_path))
     pipeline = config.pipeline("events_5min")
@@ -47,7 +65,7 @@ def test_an_event_time_pipeline_loads_with_its_defaults(tmp_path: Path) -> None:
     assert pipeline.watermark.delay_ms == 600_000 and pipeline.watermark.lateness_ms == 0
     assert pipeline.table.late.endswith("events_5min_late")
     assert pipeline.table.state.endswith("events_5min_state")
-    assert config.upstream_table(pipeline) == str(tmp_path / "events")
+    assert config.upstream_tables(pipeline) == {"events": str(tmp_path / "events")}
 
 
 BAD = {
@@ -62,6 +80,14 @@ BAD = {
     "two count_distinct columns": (
         {"aggregates": {"a": "count_distinct(x)", "b": "count_distinct(y)"}},
         ["count_distinct over several columns"],
+    ),
+    "both pipeline and pipelines": (
+        {"source": {"type": "pipeline", "pipeline": "events", "pipelines": ["events"]}},
+        ["exactly one of pipeline (one upstream) and pipelines (a list)"],
+    ),
+    "an unknown policy": (
+        {"watermark": {"kind": "event_time", "column": "event_time", "policy": "avg"}},
+        ["watermark.policy", "'min'", "'max'"],
     ),
     "an unknown aggregate": (
         {"aggregates": {"a": "median(x)"}},
@@ -105,9 +131,9 @@ def test_the_sensor_materializes_a_partition_once_the_watermark_passes_its_end(
     upstream = tmp_path / "events"
     append(upstream, event(1, 0, 1), event(2, 3, 2), event(3, 21, 1))
     assert tick().skip_message == (
-        "no partition closes: the watermark would be 2024-01-30T12:11:00.000Z (the upstream's "
-        "newest event 2024-01-30T12:21:00.000Z - delay 10 minutes = 2024-01-30T12:11:00.000Z); "
-        "committed 1970-01-01T00:00:00.000Z"
+        "no partition closes: the upstream's newest events give watermark "
+        "1970-01-01T00:00:00.000Z -> 2024-01-30T12:11:00.000Z (min of events "
+        "2024-01-30T12:11:00.000Z)"
     )
 
     append(upstream, event(4, 40, 3), event(5, 62, 4), event(6, 75, 1))  # newest 13:15

@@ -63,8 +63,7 @@ def append(uri: Path, *rows: dict[str, Any]) -> None:
 def make_spec(root: Path, **changes: Any) -> WindowAggregateSpec:
     settings: dict[str, Any] = {
         "pipeline": "events_5min",
-        "upstream_uri": str(root / "events"),
-        "input_name": "events",
+        "upstreams": {"events": str(root / "events")},
         "event_column": "event_time",
         "tracker": WatermarkTracker(delays_ms={"events": 10 * MIN}),
         "windows": TumblingWindows(size_ms=5 * MIN),
@@ -134,7 +133,7 @@ def test_windows_are_emitted_once_the_watermark_passes_and_late_records_are_kept
     first = run_window_batch(spark, spec, now=T0 + timedelta(hours=1), run_id="run-1")
     assert first.batch == 1 and first.rows_read == 9 and first.late_rows == 0
     assert first.watermark_after.watermark_ms - first.watermark_before.watermark_ms > 0
-    assert first.upstream_range == (0, 1)
+    assert first.upstream_ranges == {"events": (0, 1)}
     assert output_rows(spec) == [("12:00", 3, 2), ("12:05", 2, 1)]
     assert output_rows(spec) == oracle(BATCH_1, set(), T0 + timedelta(minutes=11))
     assert first.windows_emitted == 2 and first.windows_open == 3  # 12:10, 12:15, 12:20
@@ -258,3 +257,57 @@ def test_a_compaction_upstream_adds_no_row_and_a_delete_upstream_stops_the_batch
         run_window_batch(spark, spec, now=T0, run_id="r3")
     assert caught.value.version == DeltaTable(str(upstream)).version() - 1
     assert "append-only" in str(caught.value)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "policy, watermarks",
+    [
+        ("min", ["12:10", "12:10", "13:00"]),  # views holds the min back until it is idle
+        ("max", ["12:20", "12:40", "13:00"]),  # the faster input decides
+    ],
+    ids=["min: the slower input decides, an idle one is left out", "max: the faster decides"],
+)
+def test_several_inputs_combine_their_watermarks_and_an_idle_input_stops_holding_back(
+    spark: Any, tmp_path: Path, policy: str, watermarks: list[str]
+) -> None:
+    """Seed 002's merger over two upstream pipelines (clicks, views), each with its own
+    watermark (max - 10 minutes) in the committed value; views stops sending after 12:20 and is
+    idle after 30 minutes without rows (left out of the min). A views row of 12:15 arriving
+    after that is late and kept."""
+    from watermark_assets.core.event_time import WatermarkPolicy
+
+    spec = make_spec(
+        tmp_path,
+        upstreams={"clicks": str(tmp_path / "clicks"), "views": str(tmp_path / "views")},
+        tracker=WatermarkTracker(
+            delays_ms={"clicks": 10 * MIN, "views": 10 * MIN},
+            policy=WatermarkPolicy(policy),
+            idle_timeout_ms=30 * MIN,
+        ),
+    )
+    append(tmp_path / "clicks", event(1, 0, 1), event(2, 30, 2))
+    append(tmp_path / "views", event(3, 5, 3), event(4, 20, 4))
+    results = [run_window_batch(spark, spec, now=T0 + timedelta(minutes=60), run_id="r1")]
+    append(tmp_path / "clicks", event(5, 50, 1))  # views: 10 minutes without rows
+    results.append(run_window_batch(spark, spec, now=T0 + timedelta(minutes=70), run_id="r2"))
+    append(tmp_path / "clicks", event(6, 70, 1))  # views: 40 minutes without rows: idle
+    results.append(run_window_batch(spark, spec, now=T0 + timedelta(minutes=100), run_id="r3"))
+    marks = [r.watermark_after for r in results]
+    assert [f"{datetime.fromtimestamp(m.watermark_ms / 1000, UTC):%H:%M}" for m in marks] == (
+        watermarks
+    )
+    assert marks[-1].mark("views").watermark_ms == to_ms(T0 + timedelta(minutes=10))
+
+    append(tmp_path / "views", event(7, 15, 5))  # late: window 12:15 was closed at 13:00
+    late = run_window_batch(spark, spec, now=T0 + timedelta(minutes=101), run_id="r4")
+    assert late.late_rows == 1 and late.watermark_after.watermark_ms == marks[-1].watermark_ms
+    kept = DeltaTable(spec.late_uri).to_pyarrow_table().to_pylist()
+    assert [(r["id"], r["_input"]) for r in kept] == [(7, "views")]
+    # every on-time row closed by 13:00 is in exactly one emitted window: ids 1..5 (13:10 is open)
+    emitted = DeltaTable(spec.output_uri).to_pyarrow_table(columns=["events"])
+    assert sum(emitted["events"].to_pylist()) == 5
+
+
+def to_ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)

@@ -552,7 +552,7 @@ def summarize_event_time(
     from watermark_assets.delta.log import table_row_count
     from watermark_assets.runs.event_window import load_progress
 
-    spec = window_spec(pipeline, config.upstream_table(pipeline))
+    spec = window_spec(pipeline, config.upstream_tables(pipeline))
     progress = load_progress(spec)
     partitions = event_time_partitions(pipeline)
     keys = partitions.get_partition_keys(current_time=system_clock())
@@ -683,7 +683,7 @@ def run_event_time_demo(config_path: str | None = None) -> list[FailedRun]:
 
     failures = run_event_time_pipelines(config_path)
     config = load_config(config_path)
-    upstreams = {p.source.pipeline for p in config.event_time_pipelines}
+    upstreams = {name for p in config.event_time_pipelines for name in p.source.names}
     landed = []
     for pipeline in config.file_pipelines:
         if pipeline.name in upstreams and pipeline.source.type == "files":

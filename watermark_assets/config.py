@@ -1800,11 +1800,35 @@ EVENT_TIME_SOURCE_TYPES: Mapping[str, str] = {
 
 
 class PipelineSourceConfig(_Model):
-    """Another pipeline's Delta table, read incrementally: the rows its commits appended since
-    the last batch (an event-time aggregate downstream of an ingesting pipeline)."""
+    """Other pipelines' Delta tables, read incrementally: the rows their commits appended since
+    the last batch (an event-time aggregate downstream of ingesting pipelines). Several
+    pipelines are several inputs, each with its own watermark (seed 002's merger)."""
 
     type: Literal["pipeline"] = "pipeline"
-    pipeline: str = Field(description="The upstream pipeline's name (its asset is upstream).")
+    pipeline: str | None = Field(
+        default=None, description="The upstream pipeline's name (its asset is upstream)."
+    )
+    pipelines: list[str] | None = Field(
+        default=None,
+        description="Several upstream pipelines (inputs), instead of pipeline; their rows are "
+        "aggregated together and their watermarks combined by watermark.policy.",
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> PipelineSourceConfig:
+        if (self.pipeline is None) == (self.pipelines is None):
+            raise ValueError(
+                "source: write exactly one of pipeline (one upstream) and pipelines (a list)"
+            )
+        names = self.names
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"source.pipelines {names!r} must name distinct pipelines")
+        return self
+
+    @property
+    def names(self) -> list[str]:
+        """The upstream pipelines, one per input."""
+        return [self.pipeline] if self.pipeline is not None else list(self.pipelines or [])
 
 
 def _duration(value: Any, key: str) -> int:
@@ -1830,11 +1854,22 @@ class EventTimeWatermarkConfig(_Model):
         description="Extra time a window stays open after the watermark passed its end (seed "
         "002's timeout); 0 is Spark's behaviour.",
     )
+    policy: Literal["min", "max"] = Field(
+        default="min",
+        description="How several inputs' watermarks make one (spark.sql.streaming."
+        "multipleWatermarkPolicy): min (safe, the default) or max (faster, more late records).",
+    )
+    idle_timeout: str | None = Field(
+        default=None,
+        description="An input without new rows for this long is left out of the min, so it does "
+        "not hold the others back (Flink's withIdleness); None: never idle (Spark).",
+    )
 
-    @field_validator("delay", "allowed_lateness")
+    @field_validator("delay", "allowed_lateness", "idle_timeout")
     @classmethod
-    def _valid_duration(cls, value: str, info: Any) -> str:
-        _duration(value, f"watermark.{info.field_name}")
+    def _valid_duration(cls, value: str | None, info: Any) -> str | None:
+        if value is not None:
+            _duration(value, f"watermark.{info.field_name}")
         return value
 
     @property
@@ -1844,6 +1879,12 @@ class EventTimeWatermarkConfig(_Model):
     @property
     def lateness_ms(self) -> int:
         return _duration(self.allowed_lateness, "watermark.allowed_lateness")
+
+    @property
+    def idle_timeout_ms(self) -> int | None:
+        if self.idle_timeout is None:
+            return None
+        return _duration(self.idle_timeout, "watermark.idle_timeout") or None
 
 
 class EventWindowConfig(_Model):
@@ -2039,12 +2080,12 @@ class ProjectConfig(_Model):
                 )
             seen.add(pipeline.name)
         for pipeline in self.event_time_pipelines:
-            upstream = pipeline.source.pipeline
-            if upstream not in seen or upstream == pipeline.name:
-                raise ValueError(
-                    f"pipeline {pipeline.name!r}: source.pipeline {upstream!r} is not another "
-                    f"pipeline of this file; name one of {sorted(seen - {pipeline.name})}"
-                )
+            for upstream in pipeline.source.names:
+                if upstream not in seen or upstream == pipeline.name:
+                    raise ValueError(
+                        f"pipeline {pipeline.name!r}: source.pipeline {upstream!r} is not another "
+                        f"pipeline of this file; name one of {sorted(seen - {pipeline.name})}"
+                    )
         return self
 
     @property
@@ -2067,9 +2108,9 @@ class ProjectConfig(_Model):
         """The event-time aggregates (seeds 002, 004)."""
         return [p for p in self.pipelines if isinstance(p, EventTimePipelineConfig)]
 
-    def upstream_table(self, pipeline: EventTimePipelineConfig) -> str:
-        """The Delta table an event-time pipeline reads: its upstream pipeline's."""
-        return self.pipeline(pipeline.source.pipeline).table.uri
+    def upstream_tables(self, pipeline: EventTimePipelineConfig) -> dict[str, str]:
+        """The Delta tables an event-time pipeline reads: input (upstream pipeline) -> table."""
+        return {name: self.pipeline(name).table.uri for name in pipeline.source.names}
 
     @property
     def unit_pipelines(self) -> list[UnitPipelineConfig]:

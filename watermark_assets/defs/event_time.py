@@ -16,6 +16,7 @@ partitioned by event time, whose partitions close when the watermark passes thei
   new run key (an attempt counter): Dagster never forgets a run key.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -50,7 +51,9 @@ from deltalake.exceptions import TableNotFoundError
 from watermark_assets.config import EventTimePipelineConfig, ProjectConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.event_time import (
+    EventTimeStats,
     TumblingWindows,
+    WatermarkPolicy,
     WatermarkTracker,
     format_duration_ms,
 )
@@ -71,15 +74,21 @@ GROUP_NAME = "watermark_event_time"
 TICK_TAG = "watermark_assets/event_time_tick"
 
 
-def window_spec(pipeline: EventTimePipelineConfig, upstream_uri: str) -> WindowAggregateSpec:
-    """The config turned once into the plain value the batch takes."""
-    name = pipeline.source.pipeline
+def window_spec(
+    pipeline: EventTimePipelineConfig, upstreams: Mapping[str, str]
+) -> WindowAggregateSpec:
+    """The config turned once into the plain value the batch takes (``upstreams``: input name
+    -> its table, :meth:`ProjectConfig.upstream_tables`)."""
+    watermark = pipeline.watermark
     return WindowAggregateSpec(
         pipeline=pipeline.name,
-        upstream_uri=upstream_uri,
-        input_name=name,
-        event_column=pipeline.watermark.column,
-        tracker=WatermarkTracker(delays_ms={name: pipeline.watermark.delay_ms}),
+        upstreams=dict(upstreams),
+        event_column=watermark.column,
+        tracker=WatermarkTracker(
+            delays_ms={name: watermark.delay_ms for name in upstreams},
+            policy=WatermarkPolicy(watermark.policy),
+            idle_timeout_ms=watermark.idle_timeout_ms,
+        ),
         windows=TumblingWindows(size_ms=pipeline.window.size_ms),
         aggregates=pipeline.parsed_aggregates,
         output_uri=pipeline.table.uri,
@@ -131,8 +140,20 @@ def result_metadata(
         "late/table": spec.late_uri,
         "state/table": spec.state_uri,
     }
-    if result.upstream_range is not None:
-        metadata["event_time/upstream_versions"] = list(result.upstream_range)
+    for name, (first, last) in result.upstream_ranges.items():
+        metadata[f"event_time/upstream_versions/{name}"] = f"{first}..{last}"
+    if len(spec.upstreams) > 1:
+        metadata["event_time/inputs"] = MetadataValue.json(
+            {
+                name: {
+                    "watermark": None if m.watermark_ms is None else format_millis(m.watermark_ms),
+                    "max_event_time": None
+                    if m.max_event_ms is None
+                    else format_millis(m.max_event_ms),
+                }
+                for name, m in ((n, result.watermark_after.mark(n)) for n in spec.upstreams)
+            }
+        )
     for name, version in result.versions.items():
         metadata[f"delta/{name}_version"] = -1 if version is None else version
     return metadata
@@ -145,14 +166,15 @@ def build_event_time_asset(
     clock: Clock,
 ) -> AssetsDefinition:
     key = AssetKey([pipeline.name])
-    delay = format_duration_ms(spec.tracker.delays_ms[spec.input_name])
+    delay = format_duration_ms(pipeline.watermark.delay_ms)
+    upstream_names = ", ".join(spec.upstreams)
 
     @asset(
         key=key,
-        deps=[AssetKey([pipeline.source.pipeline])],
+        deps=[AssetKey([name]) for name in spec.upstreams],
         description=pipeline.description
         or (
-            f"{format_duration_ms(spec.windows.size_ms)} windows of {pipeline.source.pipeline} by "
+            f"{format_duration_ms(spec.windows.size_ms)} windows of {upstream_names} by "
             f"`{spec.event_column}` ({', '.join(pipeline.aggregates)}), emitted once the "
             f"watermark (max event time - {delay}) passes their end; late records kept."
         ),
@@ -250,19 +272,23 @@ def decide_closing(
     and at or before the one the upstream's newest event time gives."""
     progress = load_progress(spec)
     committed = progress.watermark.watermark_ms
-    top = upstream_max_event_ms(spec.upstream_uri, spec.event_column)
-    delay = spec.tracker.delays_ms[spec.input_name]
-    if top is None:
+    now_ms = to_millis(now)
+    newest: dict[str, EventTimeStats] = {}
+    for name, uri in spec.upstreams.items():
+        top = upstream_max_event_ms(uri, spec.event_column)
+        seen = progress.watermark.mark(name).max_event_ms
+        if top is not None and (seen is None or top > seen):  # rows a batch has not read
+            newest[name] = EventTimeStats(count=1, min_ms=top, max_ms=top)
+    if not newest and progress.watermark.is_empty:
         return CloseDecision(
             (),
-            f"no event time in {spec.upstream_uri} yet (no table, files or "
+            f"no event time in {', '.join(spec.upstreams.values())} yet (no table, files or "
             f"statistics for `{spec.event_column}`)",
         )
-    expected = max(committed, top - delay)
-    formula = (
-        f"the upstream's newest event {format_millis(top)} - delay {format_duration_ms(delay)} "
-        f"= {format_millis(top - delay)}"
-    )
+    # the watermark a batch would reach now: the tracker itself, on the newest event times
+    would = spec.tracker.observe(progress.watermark, newest, now_ms)
+    expected = would.watermark_ms
+    formula = spec.tracker.explain(progress.watermark, would, now_ms)
     closed_before = _closed_through(spec, committed) if not progress.watermark.is_empty else None
     closed_after = _closed_through(spec, expected)
     keys = []
@@ -277,13 +303,12 @@ def decide_closing(
     if not keys:
         return CloseDecision(
             (),
-            f"no partition closes: the watermark would be {format_millis(expected)} ({formula}); "
-            f"committed {format_millis(committed)}",
+            f"no partition closes: the upstream's newest events give {formula}",
         )
     return CloseDecision(
         tuple(keys),
         f"{len(keys)} partition(s) close: {keys[0]} .. {keys[-1]} end at or before the watermark "
-        f"{format_millis(expected)} ({formula})",
+        f"{format_millis(expected)}; the upstream's newest events give {formula}",
     )
 
 
@@ -341,14 +366,14 @@ def build_event_time_pipeline(
     pipeline: EventTimePipelineConfig, config: ProjectConfig, clock: Clock
 ) -> EventTimePipelineDefs:
     """Everything of one event-time pipeline (``defs/build.build_pipeline`` picks this)."""
-    spec = window_spec(pipeline, config.upstream_table(pipeline))
+    spec = window_spec(pipeline, config.upstream_tables(pipeline))
     partitions_def = event_time_partitions(pipeline)
     asset_def = build_event_time_asset(pipeline, spec, partitions_def, clock)
     job = define_asset_job(
         f"{pipeline.name}_job",
         selection=AssetSelection.assets(asset_def),
         partitions_def=partitions_def,
-        description=f"Aggregates the rows appended to {pipeline.source.pipeline} into event-time "
+        description=f"Aggregates the rows appended to {', '.join(spec.upstreams)} into event-time "
         "windows and emits the closed ones.",
     )
     sensor_def = build_event_time_sensor(pipeline, spec, job, asset_def.key, partitions_def, clock)

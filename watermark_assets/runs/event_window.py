@@ -2,16 +2,18 @@
 
 Structured Streaming's semantics, in one Dagster run (seed 004):
 
-1. The rows appended to the upstream table since the last batch (its Delta versions
-   ``(upstream_version, upstream_to]``, add actions only) are read by Spark.
+1. The rows appended to each upstream table (an *input*) since the last batch (its Delta
+   versions ``(upstream_version, upstream_to]``, add actions with a data change) are read by
+   Spark, tagged with their input's name (column ``_input``).
 2. A row is late when its window was already closed by the watermark committed before this batch
    started less the allowed lateness (0 by default, as in Spark; a lateness holds windows open
    that much longer), or when its event time is null. Spark would drop it; here
    it goes to the late-records table with the reason, that watermark and the run.
 3. The other rows' partial aggregates (``spark/window_agg.py``) are merged with the partials kept
    in the state table for the windows still open.
-4. The tracker (``core/event_time``) computes the next watermark from this batch's event times
-   (max - delay). The windows it closes (``end <= watermark - lateness``) are finalised into the
+4. The tracker (``core/event_time``) computes the next watermark from this batch's event times,
+   input by input (max - delay), combined by its policy (min by default; idle inputs left
+   out). The windows it closes (``end <= watermark - lateness``) are finalised into the
    output table, one row per window, in window order (append only: a window is emitted once,
    never early). The windows still open are the new state; the emitted ones leave it.
 
@@ -76,8 +78,8 @@ class WindowAggregateSpec:
     """Everything a batch needs, as plain values (the Dagster edge builds it from the config)."""
 
     pipeline: str
-    upstream_uri: str
-    input_name: str
+    #: input name -> its upstream Delta table (one for a single upstream pipeline)
+    upstreams: Mapping[str, str]
     event_column: str
     tracker: WatermarkTracker
     windows: TumblingWindows
@@ -89,8 +91,11 @@ class WindowAggregateSpec:
 
     def __post_init__(self) -> None:
         window_agg.distinct_column(self.aggregates)  # refuses two count_distinct columns
-        if self.input_name not in self.tracker.delays_ms:
-            raise ValueError(f"input {self.input_name!r} has no delay in the tracker")
+        if set(self.upstreams) != set(self.tracker.delays_ms):
+            raise ValueError(
+                f"inputs {sorted(self.upstreams)} and the tracker's "
+                f"{sorted(self.tracker.delays_ms)} differ: every input has exactly one delay"
+            )
 
     @property
     def app_id(self) -> str:
@@ -112,7 +117,8 @@ class WindowProgress:
 
     batch: int
     watermark: EventTimeWatermark
-    upstream_version: int
+    #: input -> the upstream version read up to (-1: none yet)
+    upstream_versions: Mapping[str, int]
     open_windows: int
 
 
@@ -121,8 +127,9 @@ class BatchPlan:
     """What batch ``batch`` reads and decides; recorded with its first commit."""
 
     batch: int
-    upstream_from: int
-    upstream_to: int
+    #: input -> versions read: (from, to]
+    upstream_from: Mapping[str, int]
+    upstream_to: Mapping[str, int]
     watermark_before: EventTimeWatermark
     watermark_after: EventTimeWatermark
 
@@ -130,8 +137,8 @@ class BatchPlan:
         return json.dumps(
             {
                 "batch": self.batch,
-                "upstream_from": self.upstream_from,
-                "upstream_to": self.upstream_to,
+                "upstream_from": dict(self.upstream_from),
+                "upstream_to": dict(self.upstream_to),
                 "watermark_before": self.watermark_before.to_json(),
                 "watermark_after": self.watermark_after.to_json(),
             }
@@ -142,8 +149,8 @@ class BatchPlan:
         raw = json.loads(text)
         return cls(
             batch=int(raw["batch"]),
-            upstream_from=int(raw["upstream_from"]),
-            upstream_to=int(raw["upstream_to"]),
+            upstream_from={k: int(v) for k, v in raw["upstream_from"].items()},
+            upstream_to={k: int(v) for k, v in raw["upstream_to"].items()},
             watermark_before=EventTimeWatermark.from_json(raw["watermark_before"]),
             watermark_after=EventTimeWatermark.from_json(raw["watermark_after"]),
         )
@@ -163,7 +170,8 @@ class WindowBatchResult:
     late_rows: int = 0
     windows_emitted: int = 0
     windows_open: int = 0
-    upstream_range: tuple[int, int] | None = None
+    #: input -> the upstream versions this batch read (first, last)
+    upstream_ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     versions: Mapping[str, int | None] = field(default_factory=dict)
     resumed: bool = False
 
@@ -174,14 +182,20 @@ def load_progress(spec: WindowAggregateSpec) -> WindowProgress:
     batch = committer.transaction_version(spec.app_id) or 0
     if batch == 0:
         return WindowProgress(
-            batch=0, watermark=EventTimeWatermark.empty(), upstream_version=-1, open_windows=0
+            batch=0,
+            watermark=EventTimeWatermark.empty(),
+            upstream_versions={name: -1 for name in spec.upstreams},
+            open_windows=0,
         )
     record = _commit_of_batch(committer, spec.app_id, batch)
     raw = json.loads(record.custom_metadata[spec.state_key])
     return WindowProgress(
         batch=batch,
         watermark=EventTimeWatermark.from_json(raw["watermark"]),
-        upstream_version=int(raw["upstream_version"]),
+        # an input added to the configuration since has read nothing yet
+        upstream_versions={
+            name: int(raw["upstream_versions"].get(name, -1)) for name in spec.upstreams
+        },
         open_windows=int(raw["open_windows"]),
     )
 
@@ -219,26 +233,26 @@ def run_window_batch(
     batch = progress.batch + 1
     recorded = recorded_plan(spec, batch)
     before = progress.watermark
-    upstream = DeltaCommitter(spec.upstream_uri)
-    upstream_to = recorded.upstream_to if recorded else upstream.current_version()
-    paths = (
-        []
-        if upstream_to is None
-        else _appended_files(upstream, progress.upstream_version, upstream_to)
-    )
-    if recorded is None and not paths:
-        what = "no upstream table yet" if upstream_to is None else "no rows appended upstream"
+    upstream_to: dict[str, int] = {}
+    paths: dict[str, list[str]] = {}
+    for name, uri in spec.upstreams.items():
+        upstream = DeltaCommitter(uri)
+        latest = recorded.upstream_to[name] if recorded else upstream.current_version()
+        upstream_to[name] = progress.upstream_versions[name] if latest is None else latest
+        read_from = progress.upstream_versions[name]
+        paths[name] = _appended_files(upstream, read_from, upstream_to[name])
+    if recorded is None and not any(paths.values()):
         return WindowBatchResult(
             batch=None,
-            reason=f"{what} since version {progress.upstream_version}: nothing to do, the "
-            f"watermark stays at {format_millis(before.watermark_ms)}",
+            reason=f"no rows appended upstream since versions {dict(progress.upstream_versions)} "
+            f"(-1: none yet): nothing to do, the watermark stays at "
+            f"{format_millis(before.watermark_ms)}",
             watermark_before=before,
             watermark_after=before,
             windows_open=progress.open_windows,
         )
-    assert upstream_to is not None
     framed = window_agg.with_window(
-        _read_upstream(spark, spec.upstream_uri, paths),
+        _read_inputs(spark, spec, paths),
         spec.event_column,
         spec.windows.size_ms,
         spec.windows.origin_ms,
@@ -246,14 +260,10 @@ def run_window_batch(
     late = _late_condition(spec, before)
     now_ms = to_millis(ensure_utc(now))
     rows, stats, late_rows = _statistics(framed, spec.event_column, late)
-    after = (
-        recorded.watermark_after
-        if recorded
-        else spec.tracker.observe(before, {spec.input_name: stats}, now_ms)
-    )
+    after = recorded.watermark_after if recorded else spec.tracker.observe(before, stats, now_ms)
     plan = recorded or BatchPlan(
         batch=batch,
-        upstream_from=progress.upstream_version,
+        upstream_from=dict(progress.upstream_versions),
         upstream_to=upstream_to,
         watermark_before=before,
         watermark_after=after,
@@ -265,8 +275,8 @@ def run_window_batch(
     return WindowBatchResult(
         batch=batch,
         reason=(
-            f"batch {batch}: {rows} row(s) of upstream versions {plan.upstream_from + 1}.."
-            f"{plan.upstream_to}, {late_rows} late, {emitted} window(s) emitted, "
+            f"batch {batch}: {rows} row(s) appended upstream, {late_rows} late, {emitted} "
+            "window(s) emitted, "
             f"{open_windows} open; {spec.tracker.explain(before, after, now_ms)}"
         ),
         watermark_before=before,
@@ -275,7 +285,11 @@ def run_window_batch(
         late_rows=late_rows,
         windows_emitted=emitted,
         windows_open=open_windows,
-        upstream_range=(plan.upstream_from + 1, plan.upstream_to),
+        upstream_ranges={
+            name: (plan.upstream_from[name] + 1, plan.upstream_to[name])
+            for name in plan.upstream_to
+            if plan.upstream_to[name] > plan.upstream_from[name]
+        },
         versions=versions,
         resumed=recorded is not None,
     )
@@ -299,13 +313,36 @@ def _appended_files(upstream: DeltaCommitter, after: int, through: int) -> list[
     return added
 
 
-def _read_upstream(spark: SparkSession, table_uri: str, paths: Sequence[str]) -> DataFrame:
-    """The rows of ``paths`` (Parquet files of the upstream table), with its partition columns
-    read from their folders (``basePath`` = the table root)."""
+INPUT_COLUMN = "_input"
+
+
+def _read_inputs(
+    spark: SparkSession, spec: WindowAggregateSpec, paths: Mapping[str, Sequence[str]]
+) -> DataFrame:
+    """The rows of every input's new files, tagged with the input's name (``_input``); the
+    inputs' columns are unioned by name (a column one input lacks is null in its rows)."""
+    from pyspark.sql import functions as F
+
     from watermark_assets.spark.paths import literal_path, spark_path
 
-    reader = spark.read.option("basePath", spark_path(table_uri))
-    return reader.parquet(*[literal_path(p) for p in paths])
+    frames = []
+    for name, files in paths.items():
+        if not files:
+            continue
+        reader = spark.read.option("basePath", spark_path(spec.upstreams[name]))
+        frame = reader.parquet(*[literal_path(p) for p in files])
+        frames.append(frame.withColumn(INPUT_COLUMN, F.lit(name)))
+    if not frames:
+        raise DeltaCommitError(
+            f"pipeline {spec.pipeline!r}: the batch's plan names upstream versions whose files "
+            "are gone from the upstream logs (cleaned up by log retention?); restore them or "
+            "rebuild the aggregate's tables",
+            table_uri=next(iter(spec.upstreams.values())),
+        )
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame, allowMissingColumns=True)
+    return union
 
 
 def _late_condition(spec: WindowAggregateSpec, before: EventTimeWatermark) -> Column:
@@ -322,22 +359,28 @@ def _late_condition(spec: WindowAggregateSpec, before: EventTimeWatermark) -> Co
 
 def _statistics(
     framed: DataFrame, event_column: str, late: Column
-) -> tuple[int, EventTimeStats, int]:
-    """Rows, the event-time statistics of seed 004 (Spark's ``EventTimeStats``) and the late
-    rows: ONE Spark job, one row to the driver."""
+) -> tuple[int, dict[str, EventTimeStats], int]:
+    """Rows, each input's event-time statistics (seed 004's ``EventTimeStats``) and the late
+    rows: ONE Spark job, one row per input to the driver."""
     from pyspark.sql import functions as F
 
     millis = F.unix_millis(F.col(event_column))
-    row = framed.agg(
+    grouped = framed.groupBy(INPUT_COLUMN).agg(
         F.count(F.lit(1)).alias("rows"),
         F.count(millis).alias("events"),
         F.min(millis).alias("min_ms"),
         F.max(millis).alias("max_ms"),
         F.sum(F.when(late, 1).otherwise(0)).alias("late"),
-    ).first()
-    assert row is not None
-    stats = EventTimeStats(count=int(row["events"]), min_ms=row["min_ms"], max_ms=row["max_ms"])
-    return int(row["rows"]), stats, int(row["late"] or 0)
+    )
+    stats: dict[str, EventTimeStats] = {}
+    rows = late_rows = 0
+    for row in grouped.collect():
+        stats[row[INPUT_COLUMN]] = EventTimeStats(
+            count=int(row["events"]), min_ms=row["min_ms"], max_ms=row["max_ms"]
+        )
+        rows += int(row["rows"])
+        late_rows += int(row["late"] or 0)
+    return rows, stats, late_rows
 
 
 def _commit_batch(
@@ -412,7 +455,7 @@ def _commit_batch(
                 {
                     "batch": plan.batch,
                     "watermark": plan.watermark_after.to_json(),
-                    "upstream_version": plan.upstream_to,
+                    "upstream_versions": dict(plan.upstream_to),
                     "open_windows": open_windows,
                 }
             )
