@@ -15,6 +15,7 @@ from watermark_assets.config import (
     DEFAULT_CONFIG_PATH,
     ColumnPipelineConfig,
     ConfigDeprecationWarning,
+    EventTimePipelineConfig,
     FilePipelineConfig,
     TimePipelineConfig,
     UnitPipelineConfig,
@@ -37,6 +38,7 @@ def test_the_demo_file_loads_with_its_watermark_kinds_and_source_types() -> None
     kinds = {p.name: (type(p), p.watermark.kind, p.source.type) for p in config.pipelines}
     assert kinds == {
         "events": (FilePipelineConfig, "file_path", "files"),
+        "events_5min": (EventTimePipelineConfig, "event_time", "pipeline"),
         "clicks": (FilePipelineConfig, "file_path", "parquet_commit"),
         "orders": (ColumnPipelineConfig, "column", "delta_table"),
         "customers_pg": (ColumnPipelineConfig, "column", "jdbc"),

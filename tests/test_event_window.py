@@ -201,8 +201,12 @@ print(json.dumps({{"batch": result.batch}}))
 @pytest.mark.spark
 @pytest.mark.parametrize(
     "crash_at",
-    ["event_window_after_output", "event_window_after_late"],
-    ids=["killed after the output commit", "killed after the late-records commit"],
+    ["event_window_staged_output", "event_window_after_output", "event_window_after_late"],
+    ids=[
+        "killed after Spark wrote the output, before its commit",
+        "killed after the output commit",
+        "killed after the late-records commit",
+    ],
 )
 def test_a_batch_killed_between_its_commits_is_finished_by_the_next_run_exactly_once(
     spark: Any, tmp_path: Path, crash_at: str
@@ -221,18 +225,21 @@ def test_a_batch_killed_between_its_commits_is_finished_by_the_next_run_exactly_
     assert load_progress(spec).batch == 1  # the state was not committed: batch 2 is unfinished
 
     resumed = run_window_batch(spark, spec, now=T0 + timedelta(hours=5), run_id="run-3")
-    assert resumed.batch == 2 and resumed.resumed
+    output_committed = crash_at != "event_window_staged_output"
+    assert resumed.batch == 2 and resumed.resumed is output_committed
     assert output_rows(spec) == oracle(BATCH_1 + BATCH_2, {21}, T0 + timedelta(minutes=30))
     assert late_ids(spec) == [21]  # exactly once
     assert DeltaTable(spec.output_uri).version() == 1  # the output of batch 2 once
     progress = load_progress(spec)
     assert progress.batch == 2 and progress.open_windows == 2
     assert progress.watermark.watermark_ms == resumed.watermark_after.watermark_ms
-    # the plan recorded by the killed run was used: its processing time, not the re-run's
+    # once its output was committed, the killed run's plan was used (its processing time, not
+    # the re-run's); before that, nothing of it counts and the re-run planned the batch anew
     plan = json.loads(
         DeltaTable(spec.output_uri).history(1)[0]["watermark_assets.event_window_plan/events_5min"]
     )
-    assert '"last_data_at":"2024-01-30T14:00:00.000Z"' in plan["watermark_after"]
+    planned_at = "14:00" if output_committed else "17:00"
+    assert f'"last_data_at":"2024-01-30T{planned_at}:00.000Z"' in plan["watermark_after"]
 
 
 @pytest.mark.spark

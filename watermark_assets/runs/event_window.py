@@ -540,6 +540,7 @@ def _stage_and_commit(
             table_uri=uri,
         )
     schema = storage.parquet_schema(files[0])
+    crash_point(f"event_window_staged_{name}")  # the exactly-once tests kill here too
     relative = move_into_table(files, staged, uri, token) if rows else []
     remove_tree(staged)
     removes: list[RemoveAction] = []
