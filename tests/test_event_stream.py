@@ -77,10 +77,13 @@ def test_structured_streaming_and_the_batch_engine_emit_the_same_windows_and_lat
         append(tmp_path / "events", *rows)
         land(tmp_path / "landing", number, rows)
         now = T0 + timedelta(hours=number + 1)
-        late_batch += run_window_batch(spark, batch_spec, now=now, run_id=f"b{number}").late_rows
+        batched = run_window_batch(spark, batch_spec, now=now, run_id=f"b{number}")
+        late_batch += batched.late_rows
         streamed = run_window_stream(spark, stream_spec, now=now, run_id=f"s{number}")
         dropped_stream += streamed.late_dropped
         assert windows(stream_spec.output_uri) == windows(batch_spec.output_uri), number
+        # the same watermark, committed with the windows it closed
+        assert streamed.watermark_ms == batched.watermark_after.watermark_ms, number
 
     assert late_batch == dropped_stream == 2  # 12:03 in run 2 and 12:02 in run 3
     assert [w for w, *_ in windows(batch_spec.output_uri)] == [

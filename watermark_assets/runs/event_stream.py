@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from watermark_assets import storage
 from watermark_assets.core.clock import ensure_utc
 from watermark_assets.core.event_time import format_duration_ms
+from watermark_assets.core.time.instant import format_millis, parse_millis
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.delta.stats import describe_data_files
 from watermark_assets.exceptions import DeltaCommitError
@@ -84,7 +85,8 @@ class StreamRunResult:
     windows_emitted: int = 0
     rows_read: int = 0
     late_dropped: int = 0
-    watermark: str | None = None
+    #: the watermark of the newest micro-batch committed (None: none yet)
+    watermark_ms: int | None = None
     versions: list[int] = field(default_factory=list)
 
 
@@ -149,8 +151,16 @@ def run_window_stream(
             move_into_table(files, staged, spec.output_uri, f"{token}-{batch_id}") if rows else []
         )
         remove_tree(staged)
+        watermark_ms = batch_watermark_ms(spec, batch_id)
         metadata = {
-            spec.metadata_key: json.dumps({"batch_id": batch_id, "run_id": run_id, "windows": rows})
+            spec.metadata_key: json.dumps(
+                {
+                    "batch_id": batch_id,
+                    "run_id": run_id,
+                    "windows": rows,
+                    "watermark": format_millis(watermark_ms),
+                }
+            )
         }
         outcome = committer.commit(
             describe_data_files(spec.output_uri, relative, []),
@@ -186,10 +196,32 @@ def run_window_stream(
         result.rows_read += int(progress.get("numInputRows", 0))
         for operator in progress.get("stateOperators", []):
             result.late_dropped += int(operator.get("numRowsDroppedByWatermark", 0))
-        watermark = progress.get("eventTime", {}).get("watermark")
-        if watermark:
-            result.watermark = watermark
+    result.watermark_ms = committed_watermark_ms(spec)
     return result
+
+
+def batch_watermark_ms(spec: StreamSpec, batch_id: int) -> int:
+    """The watermark micro-batch ``batch_id`` runs with (late rows judged and windows closed by
+    it), from its offsets file in the checkpoint, which Spark writes before running the batch:
+    the watermark committed with the batch's windows."""
+    fs, root = storage.filesystem(spec.checkpoint_uri)
+    with fs.open(f"{root}/offsets/{batch_id}", "r") as handle:
+        lines = handle.read().splitlines()
+    metadata = json.loads(lines[1])  # "v1", then the batch's metadata, then the offsets
+    return int(metadata.get("batchWatermarkMs", 0))
+
+
+def committed_watermark_ms(spec: StreamSpec) -> int | None:
+    """The watermark recorded by the output table's newest micro-batch commit; None before."""
+    committer = DeltaCommitter(spec.output_uri)
+    version = committer.current_version()
+    while version is not None and version >= 0:
+        entry = committer.read_commit(version).custom_metadata.get(spec.metadata_key)
+        if entry is not None:
+            watermark = parse_millis(json.loads(entry)["watermark"])
+            return watermark
+        version -= 1
+    return None
 
 
 def _write_sorted(frame: DataFrame, staged: str) -> None:
