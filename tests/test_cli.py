@@ -261,7 +261,7 @@ def test_the_demo_aggregates_events_by_event_time_and_keeps_a_late_files_old_eve
     closing = next(line for line in lines if line.startswith("2024-01-30 .. 2024-01-30:"))
     assert "50 rows read" in closing and "20 late records kept" in closing
     summary = next(line for line in lines if line.startswith("events_5min  "))
-    assert "event time (daily)" in summary and "3/4 closed" in summary
+    assert "event time (daily, batch)" in summary and "3/4 closed" in summary
     assert "20 late records kept in events_5min_late" in summary
 
     capfd.readouterr()

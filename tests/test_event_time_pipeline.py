@@ -184,3 +184,75 @@ def test_materializing_a_partition_the_watermark_has_not_closed_fails_and_says_w
     message = failure.step_failure_data.error.message  # type: ignore[union-attr]
     assert "2024-01-30-12:00 .. 2024-01-30-12:00 are not closed" in message
     assert "2024-01-30T12:11:00.000Z" in message and "2024-01-30T13:00:00.000Z" in message
+
+
+def streaming(tmp_path: Path, **aggregate: Any) -> list[dict[str, Any]]:
+    """An upstream file pipeline `events` (its landing folder) and the aggregate on a stream."""
+    events = {
+        "name": "events",
+        "source": {
+            "type": "files",
+            "uri": str(tmp_path / "landing"),
+            "format": "ndjson",
+            "schema": "id BIGINT, event_time TIMESTAMP, user_id BIGINT",
+        },
+        "watermark": {"partition_template": "date=%Y-%m-%d/hour=%H"},
+        "table": {"uri": str(tmp_path / "events")},
+    }
+    _, window = pipelines(tmp_path)
+    window = {**window, "engine": "streaming", "aggregates": {"events": "count"}}
+    return [events, {**window, **aggregate}]
+
+
+STREAMING_BAD = {
+    "count_distinct": (
+        {"aggregates": {"users": "count_distinct(user_id)"}},
+        "Structured Streaming does not support; use engine: batch",
+    ),
+    "an allowed lateness": (
+        {
+            "watermark": {
+                "kind": "event_time",
+                "column": "event_time",
+                "allowed_lateness": "5 minutes",
+            }
+        },
+        "on a stream add it to watermark.delay",
+    ),
+}
+
+
+@pytest.mark.parametrize("change, said", STREAMING_BAD.values(), ids=STREAMING_BAD.keys())
+def test_what_a_stream_cannot_do_is_refused_with_the_fix(
+    tmp_path: Path, change: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(ConfigError, match=said):
+        project_config(*streaming(tmp_path, **change))
+
+
+@pytest.mark.spark
+def test_engine_streaming_runs_a_structured_streaming_query_in_the_dagster_run(
+    spark: Any, tmp_path: Path
+) -> None:
+    import gzip
+    import json
+
+    folder = tmp_path / "landing" / "date=2024-01-30" / "hour=12"
+    folder.mkdir(parents=True)
+    rows = [event(1, 0, 1), event(2, 3, 2), event(3, 71, 3)]  # newest 13:11: watermark 13:01
+    with gzip.open(folder / "1706616000-a.ndjson.gz", "wt", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps({**row, "event_time": row["event_time"].isoformat()}) + "\n")
+    defs = build_definitions(
+        project_config(*streaming(tmp_path)), clock=Clock(T0 + timedelta(hours=2))
+    )
+    job = defs.resolve_job_def("events_5min_job")
+    result = job.execute_in_process(
+        instance=DagsterInstance.ephemeral(), partition_key="2024-01-30-12:00"
+    )
+    (materialization,) = result.asset_materializations_for_node("events_5min")
+    metadata = {k: v.value for k, v in materialization.metadata.items()}
+    assert metadata["event_time/engine"] == "streaming"
+    assert metadata["event_time/windows_emitted"] == 1  # 12:00 (events 12:00 and 12:03)
+    assert metadata["event_time/late_records_kept"] is False
+    assert (tmp_path / "agg" / "events_5min_checkpoint" / "offsets").is_dir()

@@ -547,32 +547,34 @@ def summarize_event_time(
     """An event-time pipeline's row: the partitions its watermark closed, the windows emitted,
     the watermark, and the late records kept."""
     from watermark_assets.core.time.instant import format_millis, to_millis
-    from watermark_assets.defs.event_time import event_time_partitions, window_spec
+    from watermark_assets.defs.event_time import event_time_partitions, window_engine
     from watermark_assets.delta.committer import DeltaCommitter
     from watermark_assets.delta.log import table_row_count
-    from watermark_assets.runs.event_window import load_progress
 
-    spec = window_spec(pipeline, config.upstream_tables(pipeline))
-    progress = load_progress(spec)
+    engine = window_engine(pipeline, config)
+    spec = engine.spec
+    watermark = engine.committed()
     partitions = event_time_partitions(pipeline)
     keys = partitions.get_partition_keys(current_time=system_clock())
-    closed_through = progress.watermark.watermark_ms - spec.lateness_ms
+    closed_through = watermark.watermark_ms - spec.lateness_ms
     closed = sum(
         1
         for k in keys
         if to_millis(partitions.time_window_for_partition_key(k).end) <= closed_through
     )
-    late = table_row_count(spec.late_uri) or 0
+    late = (
+        f"{table_row_count(spec.late_uri) or 0} late records kept in {Path(spec.late_uri).name}"
+        if engine.name == "batch"
+        else "streaming: Spark drops late records (counted per run)"
+    )
     version = DeltaCommitter(spec.output_uri).current_version()
     return PartitionedRow(
         pipeline=pipeline.name,
-        kind=f"event time ({pipeline.partitions.granularity})",
+        kind=f"event time ({pipeline.partitions.granularity}, {engine.name})",
         partitions=f"{closed}/{len(keys)} closed",
         rows=table_row_count(spec.output_uri) or 0,
-        watermark="-"
-        if progress.watermark.is_empty
-        else format_millis(progress.watermark.watermark_ms),
-        cut_off=f"{late} late records kept in {Path(spec.late_uri).name}",
+        watermark="-" if not watermark.watermark_ms else format_millis(watermark.watermark_ms),
+        cut_off=late,
         delta_version="-" if version is None else str(version),
     )
 

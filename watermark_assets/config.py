@@ -1975,6 +1975,13 @@ class EventTimePipelineConfig(_Model):
     table: EventTimeTableConfig
     partitions: EventTimePartitionsConfig
     sensor: EventTimeSensorConfig = Field(default_factory=EventTimeSensorConfig)
+    engine: Literal["batch", "streaming"] = Field(
+        default="batch",
+        description="batch: this project's batch engine over the upstream table (late records "
+        "kept, count_distinct, several inputs). streaming: a Spark Structured Streaming query "
+        "over the upstream file pipeline's landing folder (availableNow; Spark drops late "
+        "records and counts them).",
+    )
 
     @field_validator("name")
     @classmethod
@@ -2080,6 +2087,8 @@ class ProjectConfig(_Model):
                 )
             seen.add(pipeline.name)
         for pipeline in self.event_time_pipelines:
+            if pipeline.engine == "streaming":
+                self._check_streaming(pipeline)
             for upstream in pipeline.source.names:
                 if upstream not in seen or upstream == pipeline.name:
                     raise ValueError(
@@ -2102,6 +2111,30 @@ class ProjectConfig(_Model):
     def time_pipelines(self) -> list[TimePipelineConfig]:
         """The time-watermark pipelines (seed 003)."""
         return [p for p in self.pipelines if isinstance(p, TimePipelineConfig)]
+
+    def _check_streaming(self, pipeline: EventTimePipelineConfig) -> None:
+        names = pipeline.source.names
+        upstream = next((p for p in self.file_pipelines if p.name == names[0]), None)
+        if len(names) != 1 or upstream is None or upstream.source.type != "files":
+            raise ValueError(
+                f"pipeline {pipeline.name!r}: engine streaming reads ONE upstream file pipeline's "
+                f"landing folder (source.type files), not {names}; use engine: batch"
+            )
+        distinct = [a.name for a in pipeline.parsed_aggregates if a.function == "count_distinct"]
+        if distinct:
+            raise ValueError(
+                f"pipeline {pipeline.name!r}: aggregates {distinct} are count_distinct, which "
+                "Structured Streaming does not support; use engine: batch"
+            )
+        if pipeline.watermark.lateness_ms:
+            raise ValueError(
+                f"pipeline {pipeline.name!r}: watermark.allowed_lateness is for engine: batch; "
+                "on a stream add it to watermark.delay"
+            )
+
+    def landing_of(self, pipeline: EventTimePipelineConfig) -> FilePipelineConfig:
+        """The upstream file pipeline of a streaming event-time pipeline."""
+        return self.file_pipeline(pipeline.source.names[0])
 
     @property
     def event_time_pipelines(self) -> list[EventTimePipelineConfig]:

@@ -62,12 +62,9 @@ from watermark_assets.defs.assets import PIPELINE_TAG
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.sensors import partitions_in_flight
 from watermark_assets.defs.time import failed_attempts
-from watermark_assets.runs.event_window import (
-    WindowAggregateSpec,
-    WindowBatchResult,
-    load_progress,
-    run_window_batch,
-)
+from watermark_assets.runs.event_engines import BatchEngine, StreamEngine, WindowEngine, WindowRun
+from watermark_assets.runs.event_stream import StreamSpec
+from watermark_assets.runs.event_window import WindowAggregateSpec
 
 GROUP_NAME = "watermark_event_time"
 #: The tag of a sensor's run: the range it closes (a failed run's range is requested again).
@@ -98,6 +95,28 @@ def window_spec(
     )
 
 
+def window_engine(pipeline: EventTimePipelineConfig, config: ProjectConfig) -> WindowEngine:
+    """The engine ``pipeline.engine`` names, built once from the configuration."""
+    spec = window_spec(pipeline, config.upstream_tables(pipeline))
+    if pipeline.engine == "batch":
+        return BatchEngine(spec)
+    upstream = config.landing_of(pipeline)
+    source: Any = upstream.source
+    formats = {"ndjson": "json", "parquet": "parquet", "csv": "csv"}
+    stream = StreamSpec(
+        pipeline=pipeline.name,
+        landing_uri=source.uri,
+        file_format=formats[source.format.value],
+        schema_ddl=source.schema_ddl or "",
+        event_column=pipeline.watermark.column,
+        delay_ms=pipeline.watermark.delay_ms,
+        window_ms=pipeline.window.size_ms,
+        aggregates=pipeline.parsed_aggregates,
+        output_uri=pipeline.table.uri,
+    )
+    return StreamEngine(spec, stream)
+
+
 def event_time_partitions(pipeline: EventTimePipelineConfig) -> TimeWindowPartitionsDefinition:
     start = datetime.fromisoformat(pipeline.partitions.start.strip())
     start = start.replace(tzinfo=timezone.utc) if start.tzinfo is None else start
@@ -120,28 +139,28 @@ def _closed_through(spec: WindowAggregateSpec, watermark_ms: int) -> int:
     return watermark_ms - spec.lateness_ms
 
 
-def result_metadata(
-    spec: WindowAggregateSpec, result: WindowBatchResult, now: datetime
-) -> dict[str, Any]:
-    after = result.watermark_after
+def result_metadata(spec: WindowAggregateSpec, run: WindowRun, now: datetime) -> dict[str, Any]:
+    after = run.watermark_after
     metadata: dict[str, Any] = {
+        "event_time/engine": run.engine,
         "event_time/watermark": MetadataValue.timestamp(from_millis(after.watermark_ms)),
-        "event_time/watermark_before": format_millis(result.watermark_before.watermark_ms),
+        "event_time/watermark_before": format_millis(run.watermark_before.watermark_ms),
         "event_time/lag_seconds": MetadataValue.float(
             round((to_millis(now) - after.watermark_ms) / 1000, 3)
         ),
-        "event_time/windows_emitted": result.windows_emitted,
-        "event_time/windows_open": result.windows_open,
-        "event_time/late_records": result.late_rows,
-        "event_time/batch": result.batch if result.batch is not None else "none (nothing new)",
-        "event_time/explain": result.reason,
-        "rows/read": result.rows_read,
+        "event_time/windows_emitted": run.windows_emitted,
+        "event_time/late_records": run.late_records,
+        "event_time/late_records_kept": run.late_kept,
+        "event_time/explain": run.reason,
+        "rows/read": run.rows_read,
         "dagster/uri": spec.output_uri,
-        "late/table": spec.late_uri,
-        "state/table": spec.state_uri,
+        **run.details,
     }
-    for name, (first, last) in result.upstream_ranges.items():
-        metadata[f"event_time/upstream_versions/{name}"] = f"{first}..{last}"
+    if run.windows_open is not None:
+        metadata["event_time/windows_open"] = run.windows_open
+    if run.late_kept:
+        metadata["late/table"] = spec.late_uri
+        metadata["state/table"] = spec.state_uri
     if len(spec.upstreams) > 1:
         metadata["event_time/inputs"] = MetadataValue.json(
             {
@@ -151,20 +170,19 @@ def result_metadata(
                     if m.max_event_ms is None
                     else format_millis(m.max_event_ms),
                 }
-                for name, m in ((n, result.watermark_after.mark(n)) for n in spec.upstreams)
+                for name, m in ((n, after.mark(n)) for n in spec.upstreams)
             }
         )
-    for name, version in result.versions.items():
-        metadata[f"delta/{name}_version"] = -1 if version is None else version
     return metadata
 
 
 def build_event_time_asset(
     pipeline: EventTimePipelineConfig,
-    spec: WindowAggregateSpec,
+    engine: WindowEngine,
     partitions_def: TimeWindowPartitionsDefinition,
     clock: Clock,
 ) -> AssetsDefinition:
+    spec = engine.spec
     key = AssetKey([pipeline.name])
     delay = format_duration_ms(pipeline.watermark.delay_ms)
     upstream_names = ", ".join(spec.upstreams)
@@ -198,8 +216,8 @@ def build_event_time_asset(
         context: AssetExecutionContext, spark: WatermarkSparkResource
     ) -> MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class (check outputs)
         now = clock()
-        result = run_window_batch(spark.spark_session, spec, now=now, run_id=context.run.run_id)
-        context.log.info(f"{pipeline.name}: {result.reason}")
+        result = engine.run(spark.spark_session, now=now, run_id=context.run.run_id)
+        context.log.info(f"{pipeline.name} ({engine.name}): {result.reason}")
         closed = _closed_through(spec, result.watermark_after.watermark_ms)
         window = context.partition_time_window
         if to_millis(window.end) > closed:
@@ -212,15 +230,19 @@ def build_event_time_asset(
                 "that end",
                 metadata=result_metadata(spec, result, now),
             )
+        where = (
+            f"are kept in {spec.late_uri} (column _late_reason says why)"
+            if result.late_kept
+            else "were dropped by Spark (engine: streaming; engine: batch keeps them)"
+        )
         late = AssetCheckResult(
             check_name="late_records",
-            passed=result.late_rows == 0,
+            passed=result.late_records == 0,
             severity=AssetCheckSeverity.WARN,
-            metadata={"late_records": result.late_rows, "late/table": spec.late_uri},
+            metadata={"late_records": result.late_records},
             description=None
-            if result.late_rows == 0
-            else f"{result.late_rows} late record(s) of batch {result.batch} are in "
-            f"{spec.late_uri} (column _late_reason says why)",
+            if result.late_records == 0
+            else f"{result.late_records} late record(s) of this run {where}",
         )
         monotone = AssetCheckResult(
             check_name="watermark_never_moves_backwards",
@@ -263,33 +285,33 @@ class CloseDecision:
 
 
 def decide_closing(
-    pipeline: EventTimePipelineConfig,
-    spec: WindowAggregateSpec,
+    engine: WindowEngine,
     partitions_def: TimeWindowPartitionsDefinition,
     now: datetime,
 ) -> CloseDecision:
     """The partitions the next batch would close: ending after the committed watermark's close
     and at or before the one the upstream's newest event time gives."""
-    progress = load_progress(spec)
-    committed = progress.watermark.watermark_ms
+    spec = engine.spec
+    committed_value = engine.committed()
+    committed = committed_value.watermark_ms
     now_ms = to_millis(now)
     newest: dict[str, EventTimeStats] = {}
     for name, uri in spec.upstreams.items():
         top = upstream_max_event_ms(uri, spec.event_column)
-        seen = progress.watermark.mark(name).max_event_ms
+        seen = committed_value.mark(name).max_event_ms
         if top is not None and (seen is None or top > seen):  # rows a batch has not read
             newest[name] = EventTimeStats(count=1, min_ms=top, max_ms=top)
-    if not newest and progress.watermark.is_empty:
+    if not newest and committed_value.is_empty:
         return CloseDecision(
             (),
             f"no event time in {', '.join(spec.upstreams.values())} yet (no table, files or "
             f"statistics for `{spec.event_column}`)",
         )
     # the watermark a batch would reach now: the tracker itself, on the newest event times
-    would = spec.tracker.observe(progress.watermark, newest, now_ms)
+    would = spec.tracker.observe(committed_value, newest, now_ms)
     expected = would.watermark_ms
-    formula = spec.tracker.explain(progress.watermark, would, now_ms)
-    closed_before = _closed_through(spec, committed) if not progress.watermark.is_empty else None
+    formula = spec.tracker.explain(committed_value, would, now_ms)
+    closed_before = _closed_through(spec, committed) if committed else None
     closed_after = _closed_through(spec, expected)
     keys = []
     with_now = partitions_def.get_partition_keys(current_time=now)
@@ -314,7 +336,7 @@ def decide_closing(
 
 def build_event_time_sensor(
     pipeline: EventTimePipelineConfig,
-    spec: WindowAggregateSpec,
+    engine: WindowEngine,
     job: UnresolvedAssetJobDefinition,
     asset_key: AssetKey,
     partitions_def: TimeWindowPartitionsDefinition,
@@ -331,7 +353,7 @@ def build_event_time_sensor(
         "watermark passes their end, and says which and why.",
     )
     def event_time_sensor(context: SensorEvaluationContext) -> SensorResult:
-        decision = decide_closing(pipeline, spec, partitions_def, clock())
+        decision = decide_closing(engine, partitions_def, clock())
         if not decision.keys:
             return SensorResult(skip_reason=decision.reason)
         busy = partitions_in_flight(context, asset_key, job.name, partitions_def)  # type: ignore[arg-type]
@@ -366,9 +388,10 @@ def build_event_time_pipeline(
     pipeline: EventTimePipelineConfig, config: ProjectConfig, clock: Clock
 ) -> EventTimePipelineDefs:
     """Everything of one event-time pipeline (``defs/build.build_pipeline`` picks this)."""
-    spec = window_spec(pipeline, config.upstream_tables(pipeline))
+    engine = window_engine(pipeline, config)
+    spec = engine.spec
     partitions_def = event_time_partitions(pipeline)
-    asset_def = build_event_time_asset(pipeline, spec, partitions_def, clock)
+    asset_def = build_event_time_asset(pipeline, engine, partitions_def, clock)
     job = define_asset_job(
         f"{pipeline.name}_job",
         selection=AssetSelection.assets(asset_def),
@@ -376,7 +399,9 @@ def build_event_time_pipeline(
         description=f"Aggregates the rows appended to {', '.join(spec.upstreams)} into event-time "
         "windows and emits the closed ones.",
     )
-    sensor_def = build_event_time_sensor(pipeline, spec, job, asset_def.key, partitions_def, clock)
+    sensor_def = build_event_time_sensor(
+        pipeline, engine, job, asset_def.key, partitions_def, clock
+    )
     return EventTimePipelineDefs(asset_def, job, sensor_def)
 
 
