@@ -9,7 +9,7 @@ LOCK_VENV := build/lock-venv
 # or newer (pyarrow, polars, duckdb, ... dropped 3.10).
 PINNED_PYTHON := $(shell sed -n '1s/.*(Python \([0-9.]*\)).*/\1/p' constraints.txt)
 
-.PHONY: demo test ui lint typecheck pytest setup browser jdbc bench bench-column bench-time clean lock
+.PHONY: demo test ui lint typecheck pytest setup browser jdbc bench bench-column bench-time bench-event-time clean lock
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; v = tuple(map(int, "$(PINNED_PYTHON)".split("."))); sys.exit(0 if sys.version_info[:2] >= v else f"{sys.executable} is Python {sys.version.split()[0]}; constraints.txt pins versions for Python >= $(PINNED_PYTHON). Run make with PYTHON=python$(PINNED_PYTHON) (or newer), or re-pin for your Python with make lock")'
@@ -106,6 +106,11 @@ bench-column: setup jdbc
 ## (issue 8 §5; about 10 minutes, most of it writing the Delta logs' history).
 bench-time: setup
 	$(BIN)/python benchmarks/bench_time_tick.py
+
+## The event-time aggregate's batch engine against Structured Streaming on 1,000,000 events
+## (issue 9 §5), with one whole process per engine (--cold).
+bench-event-time: setup
+	$(BIN)/python benchmarks/bench_event_time.py --cold
 
 clean:
 	rm -rf data .dagster_home

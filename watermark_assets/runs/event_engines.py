@@ -118,7 +118,8 @@ class StreamEngine:
             reason=(
                 f"{len(result.batches)} micro-batch(es) {result.batches}: {result.rows_read} "
                 f"row(s) read, {result.windows_emitted} window(s) emitted, "
-                f"{result.late_dropped} late row(s) dropped by Spark; watermark "
+                f"{result.late_dropped} late row(s) dropped by Spark (counted after its partial "
+                "aggregation: one per late window and task); watermark "
                 f"{format_millis(before.watermark_ms)} -> {format_millis(after.watermark_ms)}"
             ),
             details={
