@@ -17,7 +17,7 @@ import sys
 
 from dagster import DagsterInstance
 
-from watermark_assets.config import load_config
+from watermark_assets.config import FilePipelineConfig, load_config
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.assets import files_run_config
 
@@ -29,6 +29,11 @@ def main(argv: list[str]) -> int:
     if partition_key == "-":
         result = job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False)
     elif "|" in partition_key:  # a multi-partition key: no run config
+        result = job.execute_in_process(
+            instance=DagsterInstance.ephemeral(), partition_key=partition_key, raise_on_error=False
+        )
+    elif not isinstance(load_config().pipeline(pipeline), FilePipelineConfig):
+        # an event-time aggregate: a partition key, no run config (its asset takes none)
         result = job.execute_in_process(
             instance=DagsterInstance.ephemeral(), partition_key=partition_key, raise_on_error=False
         )

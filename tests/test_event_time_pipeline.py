@@ -256,3 +256,68 @@ def test_engine_streaming_runs_a_structured_streaming_query_in_the_dagster_run(
     assert metadata["event_time/windows_emitted"] == 1  # 12:00 (events 12:00 and 12:03)
     assert metadata["event_time/late_records_kept"] is False
     assert (tmp_path / "agg" / "events_5min_checkpoint" / "offsets").is_dir()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "crash_at",
+    ["event_window_staged_output", "event_window_after_output", "event_window_after_late"],
+    ids=[
+        "killed between the window output and its commit",
+        "killed after the output commit",
+        "killed after the late commit, before the state (the checkpoint)",
+    ],
+)
+def test_a_dagster_run_killed_mid_batch_and_run_again_emits_every_window_and_late_record_once(
+    spark: Any, tmp_path: Path, crash_at: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+    from conftest import TEST_SPARK_CONF
+    from test_event_window import BATCH_1, late_ids, oracle, output_rows
+
+    from watermark_assets.defs.event_time import window_engine
+    from watermark_assets.runs.faults import CRASH_ENV_VAR
+
+    raw = pipelines(tmp_path)
+    config = project_config(*raw)
+    spec = window_engine(config.pipeline("events_5min"), config).spec  # type: ignore[arg-type]
+    defs = build_definitions(config, clock=Clock(T0 + timedelta(hours=3)))
+    job = defs.resolve_job_def("events_5min_job")
+    append(tmp_path / "events", *BATCH_1)
+    append(tmp_path / "events", event(99, 70, 9))  # 13:10: the watermark reaches 13:00
+    job.execute_in_process(instance=DagsterInstance.ephemeral(), partition_key="2024-01-30-12:00")
+    second = [event(21, 3, 7), event(30, 80, 1), event(31, 105, 2), event(98, 130, 9)]
+    append(tmp_path / "events", *second)  # 12:03 is late; the newest, 14:10, closes 13:00
+
+    tests = Path(__file__).parent
+    (tmp_path / "pipelines.yaml").write_text(
+        yaml.safe_dump(
+            {"spark": {"master": "local[1]", "conf": TEST_SPARK_CONF}, "pipelines": raw}
+        ),
+        encoding="utf-8",
+    )
+    env = {
+        **os.environ,
+        "WATERMARK_ASSETS_CONFIG": str(tmp_path / "pipelines.yaml"),
+        CRASH_ENV_VAR: crash_at,
+        "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests)]),
+    }
+    victim = subprocess.run(
+        [sys.executable, str(tests / "_crash_run.py"), "events_5min", "2024-01-30-13:00"],
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+    assert victim.returncode == -9, victim.stderr.decode()[-2000:]
+
+    again = job.execute_in_process(
+        instance=DagsterInstance.ephemeral(), partition_key="2024-01-30-13:00"
+    )
+    assert again.success
+    everything = [*BATCH_1, event(99, 70, 9), *second]
+    assert output_rows(spec) == oracle(everything, {21}, T0 + timedelta(minutes=120))
+    assert late_ids(spec) == [21]  # every late record exactly once
