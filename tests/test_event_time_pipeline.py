@@ -205,6 +205,10 @@ def streaming(tmp_path: Path, **aggregate: Any) -> list[dict[str, Any]]:
 
 
 STREAMING_BAD = {
+    "late_policy update": (
+        {"watermark": {"kind": "event_time", "column": "event_time", "late_policy": "update"}},
+        "late_policy update is for engine: batch",
+    ),
     "count_distinct": (
         {"aggregates": {"users": "count_distinct(user_id)"}},
         "Structured Streaming does not support; use engine: batch",

@@ -318,3 +318,28 @@ def test_several_inputs_combine_their_watermarks_and_an_idle_input_stops_holding
 
 def to_ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
+
+
+@pytest.mark.spark
+def test_late_policy_update_reopens_the_window_and_replaces_its_row_in_one_commit(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``late_policy: update``: the late 12:03 (its window 12:00 was emitted in batch 1) is
+    not kept aside; window 12:00 is recomputed from every upstream row and its output row
+    replaced, in the same commit as the windows batch 2 closes. The output then equals the
+    oracle with nothing late."""
+    spec = make_spec(tmp_path, late_policy="update")
+    append(tmp_path / "events", *BATCH_1)
+    run_window_batch(spark, spec, now=T0 + timedelta(hours=1), run_id="r1")
+    before = DeltaTable(spec.output_uri).version()
+    append(tmp_path / "events", *BATCH_2)
+    second = run_window_batch(spark, spec, now=T0 + timedelta(hours=2), run_id="r2")
+    assert DeltaTable(spec.output_uri).version() == before + 1  # ONE commit
+    table = DeltaTable(spec.output_uri).to_pyarrow_table().to_pylist()
+    rows = sorted((f"{r['window_start']:%H:%M}", r["events"], r["users"]) for r in table)
+    assert rows == oracle(BATCH_1 + BATCH_2, set(), T0 + timedelta(minutes=30))
+    assert ("12:00", 4, 3) in rows  # 12:00, 12:01, 12:03 and the late 12:03; users 1, 2, 7
+    assert second.late_rows == 1
+    assert DeltaTable(spec.late_uri).to_pyarrow_table().num_rows == 0  # nothing set aside
+    # run again with nothing new: nothing changes
+    assert run_window_batch(spark, spec, now=T0 + timedelta(hours=3), run_id="r3").batch is None

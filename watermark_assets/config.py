@@ -1854,6 +1854,12 @@ class EventTimeWatermarkConfig(_Model):
         description="Extra time a window stays open after the watermark passed its end (seed "
         "002's timeout); 0 is Spark's behaviour.",
     )
+    late_policy: Literal["keep", "update"] = Field(
+        default="keep",
+        description="keep: a late record goes to the late table (Spark drops it). update: it "
+        "reopens its emitted window, whose row is recomputed from every upstream row and "
+        "replaced in ONE commit (engine batch only).",
+    )
     policy: Literal["min", "max"] = Field(
         default="min",
         description="How several inputs' watermarks make one (spark.sql.streaming."
@@ -2130,6 +2136,11 @@ class ProjectConfig(_Model):
             raise ValueError(
                 f"pipeline {pipeline.name!r}: watermark.allowed_lateness is for engine: batch; "
                 "on a stream add it to watermark.delay"
+            )
+        if pipeline.watermark.late_policy == "update":
+            raise ValueError(
+                f"pipeline {pipeline.name!r}: watermark.late_policy update is for engine: batch "
+                "(append mode never rewrites an emitted window); use engine: batch"
             )
 
     def landing_of(self, pipeline: EventTimePipelineConfig) -> FilePipelineConfig:

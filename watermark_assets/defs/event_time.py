@@ -92,6 +92,7 @@ def window_spec(
         late_uri=pipeline.table.late,
         state_uri=pipeline.table.state,
         lateness_ms=pipeline.watermark.lateness_ms,
+        late_policy=pipeline.watermark.late_policy,
     )
 
 

@@ -36,7 +36,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from watermark_assets import storage
@@ -47,7 +47,7 @@ from watermark_assets.core.event_time import (
     TumblingWindows,
     WatermarkTracker,
 )
-from watermark_assets.core.time.instant import format_millis, to_millis
+from watermark_assets.core.time.instant import format_millis, from_millis, to_millis
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.delta.log import CommitRecord
 from watermark_assets.delta.stats import describe_data_files
@@ -88,8 +88,13 @@ class WindowAggregateSpec:
     late_uri: str
     state_uri: str
     lateness_ms: int = 0
+    #: keep: late rows go to the late table (Spark drops them); update: a late row reopens its
+    #: emitted window, whose output row is recomputed from every upstream row and replaced
+    late_policy: str = "keep"
 
     def __post_init__(self) -> None:
+        if self.late_policy not in ("keep", "update"):
+            raise ValueError(f"late_policy {self.late_policy!r} is not keep or update")
         window_agg.distinct_column(self.aggregates)  # refuses two count_distinct columns
         if set(self.upstreams) != set(self.tracker.delays_ms):
             raise ValueError(
@@ -403,8 +408,13 @@ def _commit_batch(
     aggregates = spec.aggregates
     txn = TxnVersion(spec.app_id, plan.batch)
     before_text = format_millis(plan.watermark_before.watermark_ms)
+    reopened: Reopened | None = None
+    kept_late = late
+    if spec.late_policy == "update":
+        kept_late = F.col(spec.event_column).isNull()  # only these have no window to reopen
+        reopened = _reopened(spark, spec, plan, framed.where(late & ~kept_late))
     late_rows = (
-        framed.where(late)
+        framed.where(kept_late)
         .withColumn(
             LATE_REASON,
             F.when(F.col(spec.event_column).isNull(), F.lit("null event time")).otherwise(
@@ -482,6 +492,7 @@ def _commit_batch(
                 metadata=metadata,
                 replaces=replaces,
                 now_ms=now_ms,
+                reopened=reopened if name == "output" else None,
             )
             versions[name] = version
             crash_point(f"event_window_after_{name}")  # the exactly-once tests kill here
@@ -490,6 +501,40 @@ def _commit_batch(
         return emitted, open_windows, versions
     finally:
         merged.unpersist()
+
+
+def _reopened(
+    spark: SparkSession, spec: WindowAggregateSpec, plan: BatchPlan, reopening: DataFrame
+) -> Reopened | None:
+    """``late_policy: update``: the range of emitted windows the late rows ``reopening`` fall
+    in, recomputed from every row of the upstream tables at the plan's versions (this batch's
+    rows included); None when no row reopens a window. The windows between the first and the
+    last reopened one are recomputed too: the replace covers that whole range."""
+    from deltalake import DeltaTable
+    from pyspark.sql import functions as F
+
+    # as epoch milliseconds: PySpark would hand timestamps back naive, in the process's zone
+    millis = F.unix_millis(F.col(WINDOW_START))
+    bounds = reopening.agg(F.min(millis), F.max(millis)).first()
+    if bounds is None or bounds[0] is None:
+        return None
+    first, last = from_millis(int(bounds[0])), from_millis(int(bounds[1]))
+    paths = {
+        name: list(DeltaTable(uri, version=plan.upstream_to[name]).file_uris())
+        for name, uri in spec.upstreams.items()
+    }
+    everything = window_agg.with_window(
+        _read_inputs(spark, spec, paths),
+        spec.event_column,
+        spec.windows.size_ms,
+        spec.windows.origin_ms,
+    )
+    start = F.col(WINDOW_START)
+    inside = everything.where(start.isNotNull() & (start >= first) & (start <= last))
+    rows = window_agg.finalise(
+        window_agg.partials(inside, spec.aggregates), spec.aggregates, spec.windows.size_ms
+    )
+    return Reopened(first, last, rows.repartition(1).sortWithinPartitions(WINDOW_START))
 
 
 def _rows_added(version: int | None, committer: DeltaCommitter) -> int:
@@ -504,6 +549,48 @@ def _spark_literal(uri: str) -> str:
     return literal_path(uri)
 
 
+def _stage(
+    spec: WindowAggregateSpec, frame: DataFrame, uri: str, label: str, token: str
+) -> tuple[list[str], Any, int]:
+    """Spark writes ``frame`` under the table's staging folder and its files move into the
+    table: their paths relative to it, the schema (from Spark's Parquet, even for no row) and
+    the rows."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from watermark_assets.spark.paths import spark_path
+
+    staged = storage.join(uri, f"{STAGING_DIR}/{token}-{label}")
+    observation = Observation(f"watermark_assets_{label}_{token.replace('-', '_')}")
+    frame.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("errorifexists").parquet(
+        spark_path(staged)
+    )
+    rows = int(observation.get.get("rows", 0))
+    files = list_parquet(staged)
+    if not files:
+        raise DeltaCommitError(
+            f"Spark wrote no Parquet file for the {label} of {spec.pipeline!r} under {staged!r} "
+            "(not even an empty one, which carries the schema); re-run",
+            table_uri=uri,
+        )
+    schema = storage.parquet_schema(files[0])
+    crash_point(f"event_window_staged_{label}")  # the exactly-once tests kill here too
+    relative = move_into_table(files, staged, uri, f"{token}-{label}") if rows else []
+    remove_tree(staged)
+    return relative, schema, rows
+
+
+@dataclass(frozen=True)
+class Reopened:
+    """``late_policy: update``: the emitted windows ``[first, last]`` (by start) that late rows
+    reopened, and their rows recomputed from every upstream row; they replace those windows'
+    rows in the same commit as the newly closed windows."""
+
+    first: datetime
+    last: datetime
+    rows: DataFrame
+
+
 def _stage_and_commit(
     spec: WindowAggregateSpec,
     frame: DataFrame,
@@ -515,51 +602,57 @@ def _stage_and_commit(
     metadata: Mapping[str, str],
     replaces: tuple[Any, int] | None,
     now_ms: int,
+    reopened: Reopened | None = None,
 ) -> tuple[int | None, int]:
-    """Spark writes ``frame`` under the table's staging folder; the files move into the table and
-    ONE commit adds them with ``txn`` and ``metadata`` (with ``replaces``: removing every file of
-    the table snapshot it names, pinned to that version). The version and the rows added."""
+    """Stage ``frame`` (:func:`_stage`) and make ONE commit adding it with ``txn`` and
+    ``metadata``: with ``replaces``, removing every file of the table snapshot it names, pinned
+    to that version; with ``reopened``, replacing the rows of the reopened windows by their
+    recomputed rows (``delta/replace.py``, pinned to the snapshot it planned on). The version and
+    the rows added."""
     from deltalake.transaction import RemoveAction
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
-    from watermark_assets.spark.paths import spark_path
 
     uri = committer.table_uri
-    staged = storage.join(uri, f"{STAGING_DIR}/{token}-{name}")
-    observation = Observation(f"watermark_assets_{name}_{token.replace('-', '_')}")
-    frame.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("errorifexists").parquet(
-        spark_path(staged)
-    )
-    rows = int(observation.get.get("rows", 0))
-    files = list_parquet(staged)
-    if not files:
-        raise DeltaCommitError(
-            f"Spark wrote no Parquet file for the {name} of {spec.pipeline!r} under {staged!r} "
-            "(not even an empty one, which carries the schema); re-run",
-            table_uri=uri,
+    relative, schema, rows = _stage(spec, frame, uri, name, token)
+    added = describe_data_files(uri, relative, [])
+    if reopened is not None:
+        from dataclasses import replace as with_fields
+
+        from watermark_assets.core.replace_window import Interval, ReplaceWindow
+        from watermark_assets.delta.replace import commit_replace, plan_replace
+
+        again, _, again_rows = _stage(spec, reopened.rows, uri, f"{name}-reopened", token)
+        relative += again
+        window = ReplaceWindow(WINDOW_START, reopened.first, reopened.last, Interval.CLOSED_CLOSED)
+        plan = plan_replace(uri, window, describe_data_files(uri, again, []))
+        plan = with_fields(plan, new_files=(*plan.new_files, *added))
+        outcome = commit_replace(
+            committer,
+            plan,
+            schema=schema,
+            partition_by=(),
+            txns=[txn],
+            custom_metadata=metadata,
+            now=lambda: datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc),
         )
-    schema = storage.parquet_schema(files[0])
-    crash_point(f"event_window_staged_{name}")  # the exactly-once tests kill here too
-    relative = move_into_table(files, staged, uri, token) if rows else []
-    remove_tree(staged)
-    removes: list[RemoveAction] = []
-    read_version = None
-    if replaces is not None:
-        table, read_version = replaces
-        if table is not None:
-            for action in pa_rows(table):
-                size = action["size_bytes"]
-                removes.append(RemoveAction(action["path"], True, now_ms, size, None))
-    outcome = committer.commit(
-        describe_data_files(uri, relative, []),
-        schema=schema,
-        partition_by=(),
-        txns=[txn],
-        custom_metadata=metadata,
-        removes=removes,
-        read_version=read_version,
-    )
+        rows += again_rows
+    else:
+        removes: list[RemoveAction] = []
+        read_version = None
+        if replaces is not None:
+            table, read_version = replaces
+            if table is not None:
+                for action in pa_rows(table):
+                    size = action["size_bytes"]
+                    removes.append(RemoveAction(action["path"], True, now_ms, size, None))
+        outcome = committer.commit(
+            added,
+            schema=schema,
+            partition_by=(),
+            txns=[txn],
+            custom_metadata=metadata,
+            removes=removes,
+            read_version=read_version,
+        )
     if outcome.stale:
         fs, root = storage.filesystem(uri)
         for path in relative:
