@@ -4,9 +4,11 @@ Oracle test: the same events, fed in three runs with out-of-order and late recor
 NDJSON landing files to a real streaming query (file source, withWatermark, window aggregation,
 availableNow, foreachBatch committing to Delta with deltalake) and (b) as appends to a Delta table
 that the batch engine reads. Both output tables must hold the same windows with the same
-aggregates and the same watermarks, and Spark must drop as many rows as the batch engine keeps
-as late. (Spark counts its dropped rows after its partial aggregation, one per late window and
-task; here each late event is alone in its window, so the counts are equal.)
+aggregates and the same watermarks, the same late records must be kept (the streaming engine
+reads again the files of each micro-batch and keeps the rows Spark drops), and Spark must drop
+as many rows as the batch engine keeps as late. (Spark counts its dropped rows after its
+partial aggregation, one per late window and task; here each late event is alone in its window,
+so the counts are equal.)
 """
 
 from __future__ import annotations
@@ -88,6 +90,16 @@ def test_structured_streaming_and_the_batch_engine_emit_the_same_windows_and_lat
         assert streamed.watermark_ms == batched.watermark_after.watermark_ms, number
 
     assert late_batch == dropped_stream == 2  # 12:03 in run 2 and 12:02 in run 3
+    # the same late records, kept by both engines with the same reason
+    kept = {
+        name: sorted(
+            (r["id"], r["_late_reason"])
+            for r in DeltaTable(uri).to_pyarrow_table(columns=["id", "_late_reason"]).to_pylist()
+        )
+        for name, uri in (("batch", batch_spec.late_uri), ("stream", stream_spec.late_uri))
+    }
+    assert kept["stream"] == kept["batch"]
+    assert [i for i, _ in kept["batch"]] == [7, 10]
     assert [w for w, *_ in windows(batch_spec.output_uri)] == [
         "12:00",
         "12:05",

@@ -562,11 +562,7 @@ def summarize_event_time(
         for k in keys
         if to_millis(partitions.time_window_for_partition_key(k).end) <= closed_through
     )
-    late = (
-        f"{table_row_count(spec.late_uri) or 0} late records kept in {Path(spec.late_uri).name}"
-        if engine.name == "batch"
-        else "streaming: Spark drops late records (counted per run)"
-    )
+    late = f"{table_row_count(spec.late_uri) or 0} late records kept in {Path(spec.late_uri).name}"
     version = DeltaCommitter(spec.output_uri).current_version()
     return PartitionedRow(
         pipeline=pipeline.name,

@@ -114,6 +114,7 @@ def window_engine(pipeline: EventTimePipelineConfig, config: ProjectConfig) -> W
         window_ms=pipeline.window.size_ms,
         aggregates=pipeline.parsed_aggregates,
         output_uri=pipeline.table.uri,
+        late_table_uri=pipeline.table.late,
     )
     return StreamEngine(spec, stream)
 

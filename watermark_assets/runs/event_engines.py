@@ -6,7 +6,7 @@ asset), and reads the same :class:`WindowRun` back whichever engine ran:
 - :class:`BatchEngine`: ``runs/event_window.py`` over the upstream tables (late records kept,
   ``count_distinct``, several inputs, allowed lateness);
 - :class:`StreamEngine`: ``runs/event_stream.py``, a Structured Streaming query over the
-  upstream file pipeline's landing folder (Spark drops late records; they are counted).
+  upstream file pipeline's landing folder (the rows Spark drops as late are kept too).
 """
 
 from __future__ import annotations
@@ -113,18 +113,19 @@ class StreamEngine:
             rows_read=result.rows_read,
             windows_emitted=result.windows_emitted,
             windows_open=None,  # in Spark's state store
-            late_records=result.late_dropped,
-            late_kept=False,
+            late_records=result.late_kept,
+            late_kept=True,
             reason=(
                 f"{len(result.batches)} micro-batch(es) {result.batches}: {result.rows_read} "
                 f"row(s) read, {result.windows_emitted} window(s) emitted, "
-                f"{result.late_dropped} late row(s) dropped by Spark (counted after its partial "
-                "aggregation: one per late window and task); watermark "
+                f"{result.late_kept} late row(s) kept in the late table (Spark dropped them; it "
+                f"counts {result.late_dropped} after its partial aggregation); watermark "
                 f"{format_millis(before.watermark_ms)} -> {format_millis(after.watermark_ms)}"
             ),
             details={
                 "event_time/micro_batches": result.batches,
                 "stream/checkpoint": self.stream.checkpoint_uri,
+                "event_time/late_rows_dropped_by_spark": result.late_dropped,
                 "delta/output_versions": result.versions,
             },
         )

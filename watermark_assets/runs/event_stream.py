@@ -9,11 +9,12 @@ that Spark replays after a crash (its offsets were logged, its commit log entry 
 its txn in the table and adds nothing. The streaming checkpoint lives next to the output table
 (``{table}_checkpoint``).
 
-Spark drops late rows (their window was already closed by the watermark of the previous
-micro-batch); it reports how many in each micro-batch's progress (``numRowsDroppedByWatermark``).
-That count is taken after Spark's partial aggregation, so it is one per late window and task, not
-one per late event (the benchmark shows 7 dropped for 10 late events): the batch engine, which
-keeps every late event, is the one to use when late records matter. Structured Streaming has no
+Spark drops late rows (a null event time, or a window already closed by the watermark of the
+previous micro-batch). Nothing is silently dropped here: before committing a micro-batch's
+windows, ``foreachBatch`` reads again the files that micro-batch read (the checkpoint's file source
+log) and commits the rows that are late by Spark's rule to the late table, with the same txn.
+Spark's own count (``numRowsDroppedByWatermark``) is reported too; it is taken after its partial
+aggregation, so it is one per late window and task, not one per late event. Structured Streaming has no
 distinct aggregation, so a ``count_distinct`` aggregate is refused here (the batch engine has it).
 
 Spark's semantics are the batch engine's (``runs/event_window.py``): late rows are judged with the
@@ -57,6 +58,12 @@ class StreamSpec:
     window_ms: int
     aggregates: tuple[Aggregate, ...]
     output_uri: str
+    #: the rows Spark drops as late are kept here (default: the output table + ``_late``)
+    late_table_uri: str | None = None
+
+    @property
+    def late_uri(self) -> str:
+        return self.late_table_uri or self.output_uri.rstrip("/") + "_late"
 
     def __post_init__(self) -> None:
         distinct = [a.name for a in self.aggregates if a.function == "count_distinct"]
@@ -87,6 +94,8 @@ class StreamRunResult:
     windows_emitted: int = 0
     rows_read: int = 0
     late_dropped: int = 0
+    #: late rows kept in the late table (read again from the files each micro-batch read)
+    late_kept: int = 0
     #: the watermark of the newest micro-batch committed (None: none yet)
     watermark_ms: int | None = None
     versions: list[int] = field(default_factory=list)
@@ -114,7 +123,8 @@ def windowed_stream(spark: SparkSession, spec: StreamSpec) -> DataFrame:
     source = reader.load(spark_path(spec.landing_uri))
     size = format_duration_ms(spec.window_ms)
     return (
-        source.withWatermark(spec.event_column, format_duration_ms(spec.delay_ms))
+        source.where(F.col(spec.event_column).isNotNull())  # kept as late rows, never aggregated
+        .withWatermark(spec.event_column, format_duration_ms(spec.delay_ms))
         .groupBy(F.window(F.col(spec.event_column), size))
         .agg(*_aggregate_columns(spec.aggregates))
         .select(
@@ -130,57 +140,29 @@ def run_window_stream(
 ) -> StreamRunResult:
     """One ``availableNow`` trigger of the query (module docstring), until it is done."""
     result = StreamRunResult()
-    committer = DeltaCommitter(spec.output_uri)
     token = f"{ensure_utc(now):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
     def commit_batch(frame: DataFrame, batch_id: int) -> None:
-        version = batch_id + 1  # txn versions start at 1
-        committed = committer.transaction_version(spec.app_id)
-        if (committed or 0) >= version:
-            return  # a replayed micro-batch: its windows are committed already
-        staged = storage.join(spec.output_uri, f"{STAGING_DIR}/{token}-stream-{batch_id}")
-        _write_sorted(frame, staged)
-        files = list_parquet(staged)
-        if not files:
-            raise DeltaCommitError(
-                f"micro-batch {batch_id} of {spec.pipeline!r}: Spark wrote no Parquet file under "
-                f"{staged!r}",
-                table_uri=spec.output_uri,
-            )
-        schema = storage.parquet_schema(files[0])
-        rows = sum(storage_rows(f) for f in files)
-        relative = (
-            move_into_table(files, staged, spec.output_uri, f"{token}-{batch_id}") if rows else []
-        )
-        remove_tree(staged)
         watermark_ms = batch_watermark_ms(spec, batch_id)
-        metadata = {
-            spec.metadata_key: json.dumps(
-                {
-                    "batch_id": batch_id,
-                    "run_id": run_id,
-                    "windows": rows,
-                    "watermark": format_millis(watermark_ms),
-                }
-            )
-        }
-        outcome = committer.commit(
-            describe_data_files(spec.output_uri, relative, []),
-            schema=schema,
-            partition_by=(),
-            txns=[TxnVersion(spec.app_id, version, committed)],
-            custom_metadata=metadata,
+        entry = {"batch_id": batch_id, "run_id": run_id, "watermark": format_millis(watermark_ms)}
+        # first the rows Spark drops as late in this micro-batch, then its windows: a replay
+        # after a crash between the two finds the first committed and commits the second
+        late = late_rows_of_batch(spark, spec, batch_id, run_id)
+        if late is not None:
+            _, kept = _commit_frame(spec, late, spec.late_uri, batch_id, token, entry)
+            result.late_kept += kept
+        version, rows = _commit_frame(
+            spec,
+            frame.repartition(1).sortWithinPartitions(WINDOW_START),
+            spec.output_uri,
+            batch_id,
+            token,
+            entry,
         )
-        if outcome.stale:
-            raise DeltaCommitError(
-                f"micro-batch {batch_id} of {spec.pipeline!r} was committed by another writer at "
-                f"the same time ({outcome.reason}); stop the other query",
-                table_uri=spec.output_uri,
-            )
-        result.batches.append(batch_id)
-        result.windows_emitted += rows
-        if outcome.version is not None:
-            result.versions.append(outcome.version)
+        if version is not None:
+            result.batches.append(batch_id)
+            result.windows_emitted += rows
+            result.versions.append(version)
 
     from watermark_assets.spark.paths import spark_path
 
@@ -200,6 +182,144 @@ def run_window_stream(
             result.late_dropped += int(operator.get("numRowsDroppedByWatermark", 0))
     result.watermark_ms = committed_watermark_ms(spec)
     return result
+
+
+def _commit_frame(
+    spec: StreamSpec,
+    frame: DataFrame,
+    table_uri: str,
+    batch_id: int,
+    token: str,
+    entry: dict[str, Any],
+) -> tuple[int | None, int]:
+    """ONE commit of ``frame`` to ``table_uri`` with the txn ``(query, batch id + 1)``; nothing
+    when the table holds it already (a replayed micro-batch). The version and the rows."""
+    committer = DeltaCommitter(table_uri)
+    version = batch_id + 1  # txn versions start at 1
+    committed = committer.transaction_version(spec.app_id)
+    if (committed or 0) >= version:
+        return None, 0
+    staged = storage.join(table_uri, f"{STAGING_DIR}/{token}-stream-{batch_id}")
+    _write(frame, staged)
+    files = list_parquet(staged)
+    if not files:
+        raise DeltaCommitError(
+            f"micro-batch {batch_id} of {spec.pipeline!r}: Spark wrote no Parquet file under "
+            f"{staged!r}",
+            table_uri=table_uri,
+        )
+    schema = storage.parquet_schema(files[0])
+    rows = sum(storage_rows(f) for f in files)
+    relative = move_into_table(files, staged, table_uri, f"{token}-{batch_id}") if rows else []
+    remove_tree(staged)
+    outcome = committer.commit(
+        describe_data_files(table_uri, relative, []),
+        schema=schema,
+        partition_by=(),
+        txns=[TxnVersion(spec.app_id, version, committed)],
+        custom_metadata={spec.metadata_key: json.dumps({**entry, "rows": rows})},
+    )
+    if outcome.stale:
+        raise DeltaCommitError(
+            f"micro-batch {batch_id} of {spec.pipeline!r} was committed to {table_uri!r} by "
+            f"another writer at the same time ({outcome.reason}); stop the other query",
+            table_uri=table_uri,
+        )
+    return outcome.version, rows
+
+
+def _offsets(spec: StreamSpec, batch_id: int) -> tuple[int, int | None]:
+    """A micro-batch's offsets file: its watermark and its file source's log offset (None before
+    the source had a file)."""
+    fs, root = storage.filesystem(spec.checkpoint_uri)
+    with fs.open(f"{root}/offsets/{batch_id}", "r") as handle:
+        lines = handle.read().splitlines()
+    metadata = json.loads(lines[1])  # "v1", the batch's metadata, then one line per source
+    source = json.loads(lines[2]) if len(lines) > 2 and lines[2] != "-" else {}
+    offset = source.get("logOffset") if isinstance(source, dict) else None
+    return int(metadata.get("batchWatermarkMs", 0)), None if offset is None else int(offset)
+
+
+def batch_files(spec: StreamSpec, batch_id: int) -> list[str]:
+    """The files micro-batch ``batch_id`` read: the file source log's entries after the
+    previous batch's log offset up to its own (``sources/0/K``, or a ``.compact`` file that
+    holds older entries)."""
+    _, upto = _offsets(spec, batch_id)
+    if upto is None:
+        return []
+    after = _offsets(spec, batch_id - 1)[1] if batch_id > 0 else None
+    first = 0 if after is None else after + 1
+    fs, root = storage.filesystem(spec.checkpoint_uri)
+    folder = f"{root}/sources/0"
+    names = {p.rsplit("/", 1)[-1] for p in fs.ls(folder, detail=False)}
+    paths: list[str] = []
+    for log_id in range(first, upto + 1):
+        name = str(log_id) if str(log_id) in names else None
+        if name is None:  # compacted: the first .compact at or after it holds its entries
+            compacts = sorted(
+                int(n.removesuffix(".compact")) for n in names if n.endswith(".compact")
+            )
+            holder = next((c for c in compacts if c >= log_id), None)
+            if holder is None:
+                raise DeltaCommitError(
+                    f"the streaming checkpoint {spec.checkpoint_uri!r} lost file source log "
+                    f"entry {log_id}; the late records of micro-batch {batch_id} cannot be read",
+                    table_uri=spec.output_uri,
+                )
+            name = f"{holder}.compact"
+        with fs.open(f"{folder}/{name}", "r") as handle:
+            for line in handle.read().splitlines()[1:]:
+                record = json.loads(line)
+                if int(record.get("batchId", log_id)) == log_id:
+                    paths.append(str(record["path"]))
+    return paths
+
+
+def late_rows_of_batch(
+    spark: SparkSession, spec: StreamSpec, batch_id: int, run_id: str
+) -> DataFrame | None:
+    """The rows micro-batch ``batch_id`` read that Spark drops as late: a null event time, or a
+    window already closed by the watermark Spark judges late rows with (the previous batch's,
+    ``eventTimeWatermarkForLateEvents``). Read again from the files the batch read; None when it
+    read none (a no-data micro-batch)."""
+    from pyspark.sql import functions as F
+
+    from watermark_assets.runs.event_window import (
+        LATE_BATCH,
+        LATE_REASON,
+        LATE_RUN,
+        LATE_WATERMARK,
+    )
+    from watermark_assets.spark import window_agg
+    from watermark_assets.spark.paths import literal_path
+
+    files = batch_files(spec, batch_id)
+    if not files:
+        return None
+    judged_by = _offsets(spec, batch_id - 1)[0] if batch_id > 0 else 0
+    raw = spark.read.schema(spec.schema_ddl).format(spec.file_format)
+    framed = window_agg.with_window(
+        raw.load([literal_path(p) for p in files]), spec.event_column, spec.window_ms, 0
+    )
+    null = F.col(spec.event_column).isNull()
+    late = null | (F.unix_millis(F.col(WINDOW_END)) <= F.lit(judged_by))
+    return (
+        framed.where(late)
+        .withColumn(
+            LATE_REASON,
+            F.when(null, F.lit("null event time")).otherwise(
+                F.concat(
+                    F.lit("window ending "),
+                    F.date_format(F.col(WINDOW_END), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
+                    F.lit(f" was closed by the watermark {format_millis(judged_by)}"),
+                )
+            ),
+        )
+        .withColumn(LATE_WATERMARK, F.timestamp_millis(F.lit(judged_by)))
+        .withColumn(LATE_RUN, F.lit(run_id))
+        .withColumn(LATE_BATCH, F.lit(batch_id).cast("long"))
+        .drop(WINDOW_START, WINDOW_END)
+    )
 
 
 def batch_watermark_ms(spec: StreamSpec, batch_id: int) -> int:
@@ -226,13 +346,10 @@ def committed_watermark_ms(spec: StreamSpec) -> int | None:
     return None
 
 
-def _write_sorted(frame: DataFrame, staged: str) -> None:
-    """The emitted windows as one Parquet file, in window order (the batch engine's output)."""
+def _write(frame: DataFrame, staged: str) -> None:
     from watermark_assets.spark.paths import spark_path
 
-    frame.repartition(1).sortWithinPartitions(WINDOW_START).write.mode("errorifexists").parquet(
-        spark_path(staged)
-    )
+    frame.write.mode("errorifexists").parquet(spark_path(staged))
 
 
 def storage_rows(uri: str) -> int:
