@@ -14,8 +14,9 @@ previous micro-batch). Nothing is silently dropped here: before committing a mic
 windows, ``foreachBatch`` reads again the files that micro-batch read (the checkpoint's file source
 log) and commits the rows that are late by Spark's rule to the late table, with the same txn.
 Spark's own count (``numRowsDroppedByWatermark``) is reported too; it is taken after its partial
-aggregation, so it is one per late window and task, not one per late event. Structured Streaming has no
-distinct aggregation, so a ``count_distinct`` aggregate is refused here (the batch engine has it).
+aggregation, so it is one per late window and task, not one per late event. Structured
+Streaming has no distinct aggregation, so a ``count_distinct`` aggregate is refused here (the
+batch engine has it).
 
 Spark's semantics are the batch engine's (``runs/event_window.py``): late rows are judged with the
 watermark the micro-batch started with; after the data, ``availableNow`` runs a no-data
