@@ -67,6 +67,7 @@ XDIST_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
         ("tests/test_column_pipeline.py", "test_a_run_killed_"),
         ("tests/test_event_window.py", "test_a_batch_killed_"),
         ("tests/test_event_time_pipeline.py", "test_a_dagster_run_killed_"),
+        ("tests/test_event_stream.py", "test_a_stream_killed_"),
     ),
 }
 #: Every test that uses one of these fixtures must be in its group (checked at collection).

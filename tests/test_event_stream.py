@@ -127,3 +127,68 @@ def test_count_distinct_is_refused_on_a_stream_with_the_fix() -> None:
             aggregates=(Aggregate.parse("users", "count_distinct(u)"),),
             output_uri="/y",
         )
+
+
+STREAM_CRASH_SCRIPT = """
+import sys
+from datetime import datetime
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from test_event_stream import stream_spec
+from watermark_assets.runs.event_stream import run_window_stream
+from watermark_assets.spark.session import get_spark
+spark = get_spark("local[1]", {{"spark.ui.enabled": "false"}})
+run_window_stream(spark, stream_spec(Path({root!r})),
+                  now=datetime.fromisoformat("2024-01-30T14:00:00+00:00"), run_id="victim")
+"""
+
+
+def stream_spec(root: Path) -> StreamSpec:
+    return StreamSpec(
+        pipeline="events_5min_stream",
+        landing_uri=str(root / "landing"),
+        file_format="json",
+        schema_ddl="id BIGINT, event_time TIMESTAMP, user_id BIGINT, event_date STRING",
+        event_column="event_time",
+        delay_ms=10 * MIN,
+        window_ms=5 * MIN,
+        aggregates=AGGREGATES,
+        output_uri=str(root / "stream" / "events_5min"),
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "crash_at",
+    ["event_stream_after_late", "event_stream_after_output"],
+    ids=[
+        "killed after the late commit, before the windows' commit",
+        "killed after the windows' commit, before Spark's commit log (the checkpoint)",
+    ],
+)
+def test_a_stream_killed_mid_micro_batch_replays_it_and_commits_everything_once(
+    spark: Any, tmp_path: Path, crash_at: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    spec = stream_spec(tmp_path)
+    land(tmp_path / "landing", 0, RUNS[0])
+    run_window_stream(spark, spec, now=T0, run_id="first")
+    land(tmp_path / "landing", 1, RUNS[1])  # holds the late 12:03
+    script = STREAM_CRASH_SCRIPT.format(tests=str(Path(__file__).parent), root=str(tmp_path))
+    env = {**os.environ, "WATERMARK_ASSETS_CRASH_AT": crash_at, "PYSPARK_PYTHON": sys.executable}
+    killed = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert killed.returncode == -9, killed.stderr[-2000:]
+
+    run_window_stream(spark, spec, now=T0 + timedelta(hours=5), run_id="again")  # Spark replays
+    batch_spec = make_spec(tmp_path / "oracle", aggregates=AGGREGATES)
+    for number, rows in enumerate(RUNS[:2]):
+        append(tmp_path / "oracle" / "events", *rows)
+        run_window_batch(spark, batch_spec, now=T0 + timedelta(hours=number), run_id="oracle")
+    assert windows(spec.output_uri) == windows(batch_spec.output_uri)  # every window once
+    late = DeltaTable(spec.late_uri).to_pyarrow_table(columns=["id"])["id"].to_pylist()
+    assert late == [7]  # every late record once

@@ -39,6 +39,7 @@ from watermark_assets.core.time.instant import format_millis, parse_millis
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.delta.stats import describe_data_files
 from watermark_assets.exceptions import DeltaCommitError
+from watermark_assets.runs.faults import crash_point
 from watermark_assets.spark.window_agg import WINDOW_END, WINDOW_START, Aggregate
 from watermark_assets.staging import STAGING_DIR, list_parquet, move_into_table, remove_tree
 
@@ -152,6 +153,7 @@ def run_window_stream(
         if late is not None:
             _, kept = _commit_frame(spec, late, spec.late_uri, batch_id, token, entry)
             result.late_kept += kept
+            crash_point("event_stream_after_late")  # the exactly-once tests kill here
         version, rows = _commit_frame(
             spec,
             frame.repartition(1).sortWithinPartitions(WINDOW_START),
@@ -160,6 +162,7 @@ def run_window_stream(
             token,
             entry,
         )
+        crash_point("event_stream_after_output")  # before Spark's commit log: a replay
         if version is not None:
             result.batches.append(batch_id)
             result.windows_emitted += rows
@@ -199,6 +202,9 @@ def _commit_frame(
     version = batch_id + 1  # txn versions start at 1
     committed = committer.transaction_version(spec.app_id)
     if (committed or 0) >= version:
+        # a replayed micro-batch whose rows are committed: the frame is still computed (to the
+        # noop sink), since Spark checks that foreachBatch committed every state partition
+        frame.write.format("noop").mode("overwrite").save()
         return None, 0
     staged = storage.join(table_uri, f"{STAGING_DIR}/{token}-stream-{batch_id}")
     _write(frame, staged)
