@@ -343,3 +343,20 @@ def test_late_policy_update_reopens_the_window_and_replaces_its_row_in_one_commi
     assert DeltaTable(spec.late_uri).to_pyarrow_table().num_rows == 0  # nothing set aside
     # run again with nothing new: nothing changes
     assert run_window_batch(spark, spec, now=T0 + timedelta(hours=3), run_id="r3").batch is None
+
+
+@pytest.mark.spark
+def test_tables_under_a_folder_named_with_a_space_and_a_star_are_read_literally(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Delta hands file URIs percent-encoded (``%20``) and Spark globs ``*``: the state and the
+    upstream files are read by their plain, escaped paths. (A ``[`` is refused by delta-rs
+    itself: "Invalid object store url".)"""
+    root = tmp_path / "a dir with space * star"
+    spec = make_spec(root)
+    append(root / "events", *BATCH_1)
+    run_window_batch(spark, spec, now=T0 + timedelta(hours=1), run_id="r1")
+    append(root / "events", *BATCH_2)
+    run_window_batch(spark, spec, now=T0 + timedelta(hours=2), run_id="r2")  # reads the state
+    assert output_rows(spec) == oracle(BATCH_1 + BATCH_2, {21}, T0 + timedelta(minutes=30))
+    assert late_ids(spec) == [21]

@@ -436,7 +436,7 @@ def _commit_batch(
     except TableNotFoundError:
         state_table = None
     state_version = -1 if state_table is None else state_table.version()
-    state_files = [] if state_table is None else state_table.file_uris()
+    state_files = [] if state_table is None else table_file_uris(spec.state_uri, state_table)
     merged = current
     if state_files:
         kept = spark.read.parquet(*[_spark_literal(u) for u in state_files])
@@ -520,7 +520,7 @@ def _reopened(
         return None
     first, last = from_millis(int(bounds[0])), from_millis(int(bounds[1]))
     paths = {
-        name: list(DeltaTable(uri, version=plan.upstream_to[name]).file_uris())
+        name: table_file_uris(uri, DeltaTable(uri, version=plan.upstream_to[name]))
         for name, uri in spec.upstreams.items()
     }
     everything = window_agg.with_window(
@@ -659,6 +659,13 @@ def _stage_and_commit(
             fs.rm(f"{root}/{path}")
         raise EventWindowConflictError(spec.pipeline, txn.version, uri, outcome.reason)
     return outcome.version, rows
+
+
+def table_file_uris(table_uri: str, table: Any) -> list[str]:
+    """The live data files of a deltalake snapshot as plain paths under ``table_uri``: not
+    ``file_uris()``, whose URIs are percent-encoded (a space is ``%20``), which Spark would read
+    as literal characters."""
+    return [storage.join(table_uri, row["path"]) for row in pa_rows(table)]
 
 
 def pa_rows(table: Any) -> list[dict[str, Any]]:
