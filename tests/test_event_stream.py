@@ -192,3 +192,18 @@ def test_a_stream_killed_mid_micro_batch_replays_it_and_commits_everything_once(
     assert windows(spec.output_uri) == windows(batch_spec.output_uri)  # every window once
     late = DeltaTable(spec.late_uri).to_pyarrow_table(columns=["id"])["id"].to_pylist()
     assert late == [7]  # every late record once
+
+
+@pytest.mark.spark
+def test_a_landing_folder_named_with_a_space_and_a_star_is_streamed_literally(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The stream source is the folder itself (a '*' in its name is no glob), and the files a
+    micro-batch read, logged as URIs (a space is %20), are read again for its late rows."""
+    spec = stream_spec(tmp_path / "landing with space * star")
+    for number, rows in enumerate(RUNS[:2]):
+        land(tmp_path / "landing with space * star" / "landing", number, rows)
+        run_window_stream(spark, spec, now=T0 + timedelta(hours=number), run_id=f"s{number}")
+    late = DeltaTable(spec.late_uri).to_pyarrow_table(columns=["id"])["id"].to_pylist()
+    assert late == [7]
+    assert [w for w, *_ in windows(spec.output_uri)] == ["12:00", "12:05", "12:10"]

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from watermark_assets import storage
 from watermark_assets.core.clock import ensure_utc
@@ -119,10 +120,10 @@ def windowed_stream(spark: SparkSession, spec: StreamSpec) -> DataFrame:
     """The streaming plan: the file source, the watermark, the windowed aggregation."""
     from pyspark.sql import functions as F
 
-    from watermark_assets.spark.paths import spark_path
+    from watermark_assets.spark.paths import literal_path
 
     reader = spark.readStream.schema(spec.schema_ddl).format(spec.file_format)
-    source = reader.load(spark_path(spec.landing_uri))
+    source = reader.load(literal_path(spec.landing_uri))  # a '*' in a folder name is no glob
     size = format_duration_ms(spec.window_ms)
     return (
         source.where(F.col(spec.event_column).isNotNull())  # kept as late rows, never aggregated
@@ -306,7 +307,11 @@ def late_rows_of_batch(
     judged_by = _offsets(spec, batch_id - 1)[0] if batch_id > 0 else 0
     raw = spark.read.schema(spec.schema_ddl).format(spec.file_format)
     framed = window_agg.with_window(
-        raw.load([literal_path(p) for p in files]), spec.event_column, spec.window_ms, 0
+        # the log holds URIs (a space is %20; '+' stays '+', so unquote is exact)
+        raw.load([literal_path(unquote(p)) for p in files]),
+        spec.event_column,
+        spec.window_ms,
+        0,
     )
     null = F.col(spec.event_column).isNull()
     late = null | (F.unix_millis(F.col(WINDOW_END)) <= F.lit(judged_by))
