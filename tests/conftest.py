@@ -54,7 +54,10 @@ XDIST_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
     "checkout_dagster_home": (("tests/ui/test_first_commands.py", ""),),
     # runs in subprocesses, each with its own JVM (two at once in the create races): one such
     # test at a time per group, or on 2 cores they starve each other past their timeouts
-    "concurrent_runs": (("tests/test_concurrency.py", ""),),
+    "concurrent_runs": (
+        ("tests/test_concurrency.py", ""),
+        ("tests/test_event_window.py", "test_two_runs_of_the_same_batch_at_once"),
+    ),
     # in two groups of about 5 minutes each (one group took 10 of the suite's 15 minutes): at
     # most two killed runs at once, beside at most one create race
     "killed_file_runs": (

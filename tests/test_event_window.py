@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -360,3 +361,60 @@ def test_tables_under_a_folder_named_with_a_space_and_a_star_are_read_literally(
     run_window_batch(spark, spec, now=T0 + timedelta(hours=2), run_id="r2")  # reads the state
     assert output_rows(spec) == oracle(BATCH_1 + BATCH_2, {21}, T0 + timedelta(minutes=30))
     assert late_ids(spec) == [21]
+
+
+PAUSED_SCRIPT = """
+import sys
+from datetime import datetime
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from test_event_window import make_spec
+from watermark_assets.runs.event_window import run_window_batch
+from watermark_assets.spark.session import get_spark
+spark = get_spark("local[1]", {{"spark.ui.enabled": "false"}})
+run_window_batch(spark, make_spec(Path({root!r})),
+                 now=datetime.fromisoformat("2024-01-30T14:00:00+00:00"), run_id="slow")
+"""
+
+
+@pytest.mark.spark
+def test_two_runs_of_the_same_batch_at_once_commit_it_once_and_the_later_one_stops(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Run A plans batch 2 and is held after Spark wrote its output; run B does batch 2 whole;
+    then A's commit is stale: it stops with EventWindowConflictError, committing nothing."""
+    from watermark_assets.runs.faults import PAUSE_DIR_ENV_VAR, PAUSE_ENV_VAR
+
+    spec = make_spec(tmp_path)
+    append(tmp_path / "events", *BATCH_1)
+    run_window_batch(spark, spec, now=T0 + timedelta(hours=1), run_id="r1")
+    append(tmp_path / "events", *BATCH_2)
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    env = {
+        **os.environ,
+        PAUSE_ENV_VAR: "event_window_staged_output",
+        PAUSE_DIR_ENV_VAR: str(pause),
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    script = PAUSED_SCRIPT.format(tests=str(Path(__file__).parent), root=str(tmp_path))
+    slow = subprocess.Popen(
+        [sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not (pause / "event_window_staged_output.reached").exists():
+            assert slow.poll() is None and time.monotonic() < deadline, "run A never got there"
+            time.sleep(0.2)
+        fast = run_window_batch(spark, spec, now=T0 + timedelta(hours=2), run_id="B")
+        assert fast.batch == 2
+        (pause / "event_window_staged_output.go").touch()
+        _, stderr = slow.communicate(timeout=240)
+    finally:
+        if slow.poll() is None:
+            slow.kill()
+    assert slow.returncode == 1 and "EventWindowConflictError" in stderr, stderr[-2000:]
+    assert "batch 2 was committed" in stderr
+    assert output_rows(spec) == oracle(BATCH_1 + BATCH_2, {21}, T0 + timedelta(minutes=30))
+    assert late_ids(spec) == [21]
+    assert load_progress(spec).batch == 2

@@ -56,7 +56,7 @@ from watermark_assets.exceptions import (
     EventWindowConflictError,
     UpstreamNotAppendOnlyError,
 )
-from watermark_assets.runs.faults import crash_point
+from watermark_assets.runs.faults import crash_point, pause_point
 from watermark_assets.spark import window_agg
 from watermark_assets.spark.window_agg import WINDOW_END, WINDOW_START, Aggregate
 from watermark_assets.staging import STAGING_DIR, list_parquet, move_into_table, remove_tree
@@ -575,6 +575,7 @@ def _stage(
         )
     schema = storage.parquet_schema(files[0])
     crash_point(f"event_window_staged_{label}")  # the exactly-once tests kill here too
+    pause_point(f"event_window_staged_{label}")  # and the concurrency test holds a run here
     relative = move_into_table(files, staged, uri, f"{token}-{label}") if rows else []
     remove_tree(staged)
     return relative, schema, rows
