@@ -65,17 +65,7 @@ def test_structured_streaming_and_the_batch_engine_emit_the_same_windows_and_lat
     spark: Any, tmp_path: Path
 ) -> None:
     batch_spec = make_spec(tmp_path, aggregates=AGGREGATES)
-    stream_spec = StreamSpec(
-        pipeline="events_5min_stream",
-        landing_uri=str(tmp_path / "landing"),
-        file_format="json",
-        schema_ddl="id BIGINT, event_time TIMESTAMP, user_id BIGINT, event_date STRING",
-        event_column="event_time",
-        delay_ms=10 * MIN,
-        window_ms=5 * MIN,
-        aggregates=AGGREGATES,
-        output_uri=str(tmp_path / "stream" / "events_5min"),
-    )
+    stream_spec = make_stream_spec(tmp_path)
     late_batch = dropped_stream = 0
     for number, rows in enumerate(RUNS):
         append(tmp_path / "events", *rows)
@@ -134,16 +124,16 @@ import sys
 from datetime import datetime
 from pathlib import Path
 sys.path.insert(0, {tests!r})
-from test_event_stream import stream_spec
+from test_event_stream import make_stream_spec
 from watermark_assets.runs.event_stream import run_window_stream
 from watermark_assets.spark.session import get_spark
 spark = get_spark("local[1]", {{"spark.ui.enabled": "false"}})
-run_window_stream(spark, stream_spec(Path({root!r})),
+run_window_stream(spark, make_stream_spec(Path({root!r})),
                   now=datetime.fromisoformat("2024-01-30T14:00:00+00:00"), run_id="victim")
 """
 
 
-def stream_spec(root: Path) -> StreamSpec:
+def make_stream_spec(root: Path) -> StreamSpec:
     return StreamSpec(
         pipeline="events_5min_stream",
         landing_uri=str(root / "landing"),
@@ -173,7 +163,7 @@ def test_a_stream_killed_mid_micro_batch_replays_it_and_commits_everything_once(
     import subprocess
     import sys
 
-    spec = stream_spec(tmp_path)
+    spec = make_stream_spec(tmp_path)
     land(tmp_path / "landing", 0, RUNS[0])
     run_window_stream(spark, spec, now=T0, run_id="first")
     land(tmp_path / "landing", 1, RUNS[1])  # holds the late 12:03
@@ -200,7 +190,7 @@ def test_a_landing_folder_named_with_a_space_and_a_star_is_streamed_literally(
 ) -> None:
     """The stream source is the folder itself (a '*' in its name is no glob), and the files a
     micro-batch read, logged as URIs (a space is %20), are read again for its late rows."""
-    spec = stream_spec(tmp_path / "landing with space * star")
+    spec = make_stream_spec(tmp_path / "landing with space * star")
     for number, rows in enumerate(RUNS[:2]):
         land(tmp_path / "landing with space * star" / "landing", number, rows)
         run_window_stream(spark, spec, now=T0 + timedelta(hours=number), run_id=f"s{number}")

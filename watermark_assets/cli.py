@@ -214,6 +214,17 @@ def failure_reason(result: Any) -> str:
     return "the run failed (see its logs in the Dagster UI)"
 
 
+def quiet_definitions(config: ProjectConfig) -> Any:
+    """The code location's Definitions with Spark's own logging at FATAL: failed runs are
+    summarized at the end, and Spark's error logs would repeat them mid-way."""
+    from watermark_assets.defs import build_definitions
+
+    quiet_spark = config.spark.model_copy(
+        update={"conf": {"spark.log.level": "FATAL", **config.spark.conf}}
+    )
+    return build_definitions(config.model_copy(update={"spark": quiet_spark}))
+
+
 def run_sensors(
     config_path: str | None = None, *, max_ticks: int = 50
 ) -> tuple[list[SummaryRow], list[FailedRun]]:
@@ -225,15 +236,10 @@ def run_sensors(
     """
     from dagster import DagsterInstance, build_sensor_context
 
-    from watermark_assets.defs import build_definitions
     from watermark_assets.defs.assets import job_name, requested_files
 
     config = load_config(config_path)
-    # Failed runs are summarized at the end; Spark's own error logs would repeat them mid-way.
-    quiet_spark = config.spark.model_copy(
-        update={"conf": {"spark.log.level": "FATAL", **config.spark.conf}}
-    )
-    defs = build_definitions(config.model_copy(update={"spark": quiet_spark}))
+    defs = quiet_definitions(config)
     instance = DagsterInstance.get()
     rows: list[SummaryRow] = []
     failures: list[FailedRun] = []
@@ -387,17 +393,13 @@ def run_column_pipelines(
     first time), about 1% of the source rows change, step 2 reads only those."""
     from dagster import DagsterInstance
 
-    from watermark_assets.defs import build_definitions
     from watermark_assets.defs.assets import job_name
 
     config = load_config(config_path)
     pipelines = _prepare_column_sources(config)
     if not pipelines:
         return [], []
-    quiet_spark = config.spark.model_copy(
-        update={"conf": {"spark.log.level": "FATAL", **config.spark.conf}}
-    )
-    defs = build_definitions(config.model_copy(update={"spark": quiet_spark}))
+    defs = quiet_definitions(config)
     instance = DagsterInstance.get()
     steps: list[ColumnStep] = []
     failures: list[FailedRun] = []
@@ -547,7 +549,11 @@ def summarize_event_time(
     """An event-time pipeline's row: the partitions its watermark closed, the windows emitted,
     the watermark, and the late records kept."""
     from watermark_assets.core.time.instant import format_millis, to_millis
-    from watermark_assets.defs.event_time import event_time_partitions, window_engine
+    from watermark_assets.defs.event_time import (
+        closed_through,
+        event_time_partitions,
+        window_engine,
+    )
     from watermark_assets.delta.committer import DeltaCommitter
     from watermark_assets.delta.log import table_row_count
 
@@ -556,11 +562,9 @@ def summarize_event_time(
     watermark = engine.committed()
     partitions = event_time_partitions(pipeline)
     keys = partitions.get_partition_keys(current_time=system_clock())
-    closed_through = watermark.watermark_ms - spec.lateness_ms
+    closed_by = closed_through(spec, watermark.watermark_ms)
     closed = sum(
-        1
-        for k in keys
-        if to_millis(partitions.time_window_for_partition_key(k).end) <= closed_through
+        1 for k in keys if to_millis(partitions.time_window_for_partition_key(k).end) <= closed_by
     )
     late = f"{table_row_count(spec.late_uri) or 0} late records kept in {Path(spec.late_uri).name}"
     version = DeltaCommitter(spec.output_uri).current_version()
@@ -638,14 +642,10 @@ def run_event_time_pipelines(config_path: str | None = None) -> list[FailedRun]:
     why), then the run it requests."""
     from dagster import DagsterInstance, build_sensor_context
 
-    from watermark_assets.defs import build_definitions
     from watermark_assets.defs.assets import job_name
 
     config = load_config(config_path)
-    quiet_spark = config.spark.model_copy(
-        update={"conf": {"spark.log.level": "FATAL", **config.spark.conf}}
-    )
-    defs = build_definitions(config.model_copy(update={"spark": quiet_spark}))
+    defs = quiet_definitions(config)
     instance = DagsterInstance.get()
     failures: list[FailedRun] = []
     for pipeline in config.event_time_pipelines:
@@ -729,7 +729,6 @@ def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2)
     """
     from dagster import DagsterInstance, build_sensor_context
 
-    from watermark_assets.defs import build_definitions
     from watermark_assets.defs.assets import job_name
     from watermark_assets.defs.time import decide_tick
     from watermark_assets.runs.unit import load_unit_watermark
@@ -737,10 +736,7 @@ def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2)
     config = load_config(config_path)
     if not config.time_pipelines and not config.unit_pipelines:
         return []
-    quiet_spark = config.spark.model_copy(
-        update={"conf": {"spark.log.level": "FATAL", **config.spark.conf}}
-    )
-    defs = build_definitions(config.model_copy(update={"spark": quiet_spark}))
+    defs = quiet_definitions(config)
     instance = DagsterInstance.get()
     failures: list[FailedRun] = []
     for pipeline in config.time_pipelines:

@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from watermark_assets.config_base import Model as _Model
+from watermark_assets.config_base import iso_instant_text
 from watermark_assets.config_base import pipeline_name as _pipeline_name
 from watermark_assets.config_base import yaml_instant_text as yaml_instant_text
 from watermark_assets.config_event_time import (
@@ -299,16 +300,7 @@ class PartitionsConfig(_Model):
     def _instant_text(cls, value: Any) -> Any:
         """An unquoted YAML date or datetime as its ISO text; text that is no instant (e.g.
         ``2020-02-30``) is refused with the accepted forms."""
-        value = yaml_instant_text(value)
-        if isinstance(value, str):
-            try:
-                datetime.fromisoformat(value.strip())
-            except ValueError:
-                raise ValueError(
-                    f"{value!r} is not an ISO date or datetime (UTC when no zone); write e.g. "
-                    "'2024-01-01', '2024-01-01 10:00:00' or '2024-01-01T10:00:00Z'"
-                ) from None
-        return value
+        return iso_instant_text(value)
 
 
 class CheckpointConfig(_Model):

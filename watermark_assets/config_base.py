@@ -39,3 +39,18 @@ def yaml_instant_text(value: Any) -> Any:
     if isinstance(value, date):
         return value.isoformat()
     return value
+
+
+def iso_instant_text(value: Any, name: str = "") -> Any:
+    """:func:`yaml_instant_text`, then text that is no instant (e.g. ``2020-02-30``) refused with
+    the accepted forms; ``name`` (e.g. ``"partitions.start "``) leads the message."""
+    value = yaml_instant_text(value)
+    if isinstance(value, str):
+        try:
+            datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(
+                f"{name}{value!r} is not an ISO date or datetime (UTC when no zone); write e.g. "
+                "'2024-01-01', '2024-01-01 10:00:00' or '2024-01-01T10:00:00Z'"
+            ) from None
+    return value

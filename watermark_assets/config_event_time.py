@@ -8,14 +8,13 @@ exist; what a stream cannot do) are in ``config.ProjectConfig``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from watermark_assets.config_base import Model as _Model
+from watermark_assets.config_base import iso_instant_text
 from watermark_assets.config_base import pipeline_name as _pipeline_name
-from watermark_assets.config_base import yaml_instant_text
 
 #: The accepted ``source.type`` values of an event-time pipeline.
 EVENT_TIME_SOURCE_TYPES: Mapping[str, str] = {
@@ -168,16 +167,7 @@ class EventTimePartitionsConfig(_Model):
     @field_validator("start", "end", mode="before")
     @classmethod
     def _instant_text(cls, value: Any, info: Any) -> Any:
-        value = yaml_instant_text(value)
-        if isinstance(value, str):
-            try:
-                datetime.fromisoformat(value.strip())
-            except ValueError:
-                raise ValueError(
-                    f"partitions.{info.field_name} {value!r} is not an ISO date or datetime; "
-                    "write e.g. '2024-01-28' or '2024-01-28 10:00:00'"
-                ) from None
-        return value
+        return iso_instant_text(value, f"partitions.{info.field_name} ")
 
 
 class EventTimeSensorConfig(_Model):

@@ -136,7 +136,7 @@ def event_time_partitions(pipeline: EventTimePipelineConfig) -> TimeWindowPartit
     )
 
 
-def _closed_through(spec: WindowAggregateSpec, watermark_ms: int) -> int:
+def closed_through(spec: WindowAggregateSpec, watermark_ms: int) -> int:
     """Windows (and partitions) ending at or before this instant are closed."""
     return watermark_ms - spec.lateness_ms
 
@@ -220,7 +220,7 @@ def build_event_time_asset(
         now = clock()
         result = engine.run(spark.spark_session, now=now, run_id=context.run.run_id)
         context.log.info(f"{pipeline.name} ({engine.name}): {result.reason}")
-        closed = _closed_through(spec, result.watermark_after.watermark_ms)
+        closed = closed_through(spec, result.watermark_after.watermark_ms)
         window = context.partition_time_window
         if to_millis(window.end) > closed:
             raise Failure(
@@ -313,8 +313,8 @@ def decide_closing(
     would = spec.tracker.observe(committed_value, newest, now_ms)
     expected = would.watermark_ms
     formula = spec.tracker.explain(committed_value, would, now_ms)
-    closed_before = _closed_through(spec, committed) if committed else None
-    closed_after = _closed_through(spec, expected)
+    closed_before = closed_through(spec, committed) if committed else None
+    closed_after = closed_through(spec, expected)
     keys = []
     with_now = partitions_def.get_partition_keys(current_time=now)
     for key in with_now:

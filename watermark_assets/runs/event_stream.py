@@ -39,10 +39,10 @@ from watermark_assets.core.event_time import format_duration_ms
 from watermark_assets.core.time.instant import format_millis, parse_millis
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.delta.stats import describe_data_files
-from watermark_assets.exceptions import DeltaCommitError
+from watermark_assets.exceptions import DeltaCommitError, EventWindowConflictError
+from watermark_assets.runs.event_window import stage_frame
 from watermark_assets.runs.faults import crash_point
 from watermark_assets.spark.window_agg import WINDOW_END, WINDOW_START, Aggregate
-from watermark_assets.staging import STAGING_DIR, list_parquet, move_into_table, remove_tree
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -207,19 +207,9 @@ def _commit_frame(
         # noop sink), since Spark checks that foreachBatch committed every state partition
         frame.write.format("noop").mode("overwrite").save()
         return None, 0
-    staged = storage.join(table_uri, f"{STAGING_DIR}/{token}-stream-{batch_id}")
-    _write(frame, staged)
-    files = list_parquet(staged)
-    if not files:
-        raise DeltaCommitError(
-            f"micro-batch {batch_id} of {spec.pipeline!r}: Spark wrote no Parquet file under "
-            f"{staged!r}",
-            table_uri=table_uri,
-        )
-    schema = storage.parquet_schema(files[0])
-    rows = sum(storage_rows(f) for f in files)
-    relative = move_into_table(files, staged, table_uri, f"{token}-{batch_id}") if rows else []
-    remove_tree(staged)
+    relative, schema, rows = stage_frame(
+        spec.pipeline, frame, table_uri, f"stream-{batch_id}", token
+    )
     outcome = committer.commit(
         describe_data_files(table_uri, relative, []),
         schema=schema,
@@ -228,11 +218,7 @@ def _commit_frame(
         custom_metadata={spec.metadata_key: json.dumps({**entry, "rows": rows})},
     )
     if outcome.stale:
-        raise DeltaCommitError(
-            f"micro-batch {batch_id} of {spec.pipeline!r} was committed to {table_uri!r} by "
-            f"another writer at the same time ({outcome.reason}); stop the other query",
-            table_uri=table_uri,
-        )
+        raise EventWindowConflictError(spec.pipeline, batch_id, table_uri, outcome.reason)
     return outcome.version, rows
 
 
@@ -290,14 +276,6 @@ def late_rows_of_batch(
     window already closed by the watermark Spark judges late rows with (the previous batch's,
     ``eventTimeWatermarkForLateEvents``). Read again from the files the batch read; None when it
     read none (a no-data micro-batch)."""
-    from pyspark.sql import functions as F
-
-    from watermark_assets.runs.event_window import (
-        LATE_BATCH,
-        LATE_REASON,
-        LATE_RUN,
-        LATE_WATERMARK,
-    )
     from watermark_assets.spark import window_agg
     from watermark_assets.spark.paths import literal_path
 
@@ -313,24 +291,13 @@ def late_rows_of_batch(
         spec.window_ms,
         0,
     )
-    null = F.col(spec.event_column).isNull()
-    late = null | (F.unix_millis(F.col(WINDOW_END)) <= F.lit(judged_by))
-    return (
-        framed.where(late)
-        .withColumn(
-            LATE_REASON,
-            F.when(null, F.lit("null event time")).otherwise(
-                F.concat(
-                    F.lit("window ending "),
-                    F.date_format(F.col(WINDOW_END), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
-                    F.lit(f" was closed by the watermark {format_millis(judged_by)}"),
-                )
-            ),
-        )
-        .withColumn(LATE_WATERMARK, F.timestamp_millis(F.lit(judged_by)))
-        .withColumn(LATE_RUN, F.lit(run_id))
-        .withColumn(LATE_BATCH, F.lit(batch_id).cast("long"))
-        .drop(WINDOW_START, WINDOW_END)
+    return window_agg.late_records(
+        framed,
+        window_agg.late_condition(spec.event_column, judged_by),
+        event_column=spec.event_column,
+        watermark_ms=judged_by,
+        run_id=run_id,
+        batch=batch_id,
     )
 
 
@@ -356,17 +323,3 @@ def committed_watermark_ms(spec: StreamSpec) -> int | None:
             return watermark
         version -= 1
     return None
-
-
-def _write(frame: DataFrame, staged: str) -> None:
-    from watermark_assets.spark.paths import spark_path
-
-    frame.write.mode("errorifexists").parquet(spark_path(staged))
-
-
-def storage_rows(uri: str) -> int:
-    """Rows of one Parquet file, from its footer."""
-    import pyarrow.parquet as pq
-
-    fs, path = storage.filesystem(uri)
-    return int(pq.read_metadata(path, filesystem=fs).num_rows)

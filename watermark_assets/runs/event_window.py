@@ -58,19 +58,18 @@ from watermark_assets.exceptions import (
 )
 from watermark_assets.runs.faults import crash_point, pause_point
 from watermark_assets.spark import window_agg
-from watermark_assets.spark.window_agg import WINDOW_END, WINDOW_START, Aggregate
+from watermark_assets.spark.paths import literal_path
+from watermark_assets.spark.window_agg import WINDOW_START, Aggregate
 from watermark_assets.staging import STAGING_DIR, list_parquet, move_into_table, remove_tree
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-#: Late-record columns added to the upstream row.
-LATE_REASON, LATE_WATERMARK, LATE_RUN, LATE_BATCH = (
-    "_late_reason",
-    "_late_watermark",
-    "_late_run_id",
-    "_late_batch",
-)
+# The late-record columns, shared with the streaming engine (``spark/window_agg.py``).
+LATE_BATCH = window_agg.LATE_BATCH
+LATE_REASON = window_agg.LATE_REASON
+LATE_RUN = window_agg.LATE_RUN
+LATE_WATERMARK = window_agg.LATE_WATERMARK
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -351,15 +350,10 @@ def _read_inputs(
 
 
 def _late_condition(spec: WindowAggregateSpec, before: EventTimeWatermark) -> Column:
-    """A row is late: a null event time, or a window already closed by ``before`` (less the
-    allowed lateness). Before any data (the empty watermark) only the null ones."""
-    from pyspark.sql import functions as F
-
-    null = F.col(spec.event_column).isNull()
-    if before.is_empty:
-        return null
-    closed_by = before.watermark_ms - spec.lateness_ms
-    return null | (F.unix_millis(F.col(WINDOW_END)) <= F.lit(closed_by))
+    """Late: a null event time, or a window already closed by ``before`` less the allowed
+    lateness (before any data, the empty watermark, only the null ones)."""
+    closed = None if before.is_empty else before.watermark_ms - spec.lateness_ms
+    return window_agg.late_condition(spec.event_column, closed)
 
 
 def _statistics(
@@ -407,28 +401,18 @@ def _commit_batch(
 
     aggregates = spec.aggregates
     txn = TxnVersion(spec.app_id, plan.batch)
-    before_text = format_millis(plan.watermark_before.watermark_ms)
     reopened: Reopened | None = None
     kept_late = late
     if spec.late_policy == "update":
         kept_late = F.col(spec.event_column).isNull()  # only these have no window to reopen
         reopened = _reopened(spark, spec, plan, framed.where(late & ~kept_late))
-    late_rows = (
-        framed.where(kept_late)
-        .withColumn(
-            LATE_REASON,
-            F.when(F.col(spec.event_column).isNull(), F.lit("null event time")).otherwise(
-                F.concat(
-                    F.lit("window ending "),
-                    F.date_format(F.col(WINDOW_END), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
-                    F.lit(f" was closed by the watermark {before_text}"),
-                )
-            ),
-        )
-        .withColumn(LATE_WATERMARK, F.timestamp_millis(F.lit(plan.watermark_before.watermark_ms)))
-        .withColumn(LATE_RUN, F.lit(run_id))
-        .withColumn(LATE_BATCH, F.lit(plan.batch).cast("long"))
-        .drop(WINDOW_START, WINDOW_END)
+    late_rows = window_agg.late_records(
+        framed,
+        kept_late,
+        event_column=spec.event_column,
+        watermark_ms=plan.watermark_before.watermark_ms,
+        run_id=run_id,
+        batch=plan.batch,
     )
     current = window_agg.partials(framed.where(~late), aggregates)
     try:
@@ -439,7 +423,7 @@ def _commit_batch(
     state_files = [] if state_table is None else table_file_uris(spec.state_uri, state_table)
     merged = current
     if state_files:
-        kept = spark.read.parquet(*[_spark_literal(u) for u in state_files])
+        kept = spark.read.parquet(*[literal_path(u) for u in state_files])
         merged = window_agg.merge_partials(
             current.unionByName(kept.select(*current.columns)), aggregates
         )
@@ -543,18 +527,12 @@ def _rows_added(version: int | None, committer: DeltaCommitter) -> int:
     return sum(a.num_records or 0 for a in committer.read_commit(version).added)
 
 
-def _spark_literal(uri: str) -> str:
-    from watermark_assets.spark.paths import literal_path
-
-    return literal_path(uri)
-
-
-def _stage(
-    spec: WindowAggregateSpec, frame: DataFrame, uri: str, label: str, token: str
+def stage_frame(
+    pipeline: str, frame: DataFrame, uri: str, label: str, token: str
 ) -> tuple[list[str], Any, int]:
     """Spark writes ``frame`` under the table's staging folder and its files move into the
     table: their paths relative to it, the schema (from Spark's Parquet, even for no row) and
-    the rows."""
+    the rows (observed while writing). Both engines stage this way."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -569,7 +547,7 @@ def _stage(
     files = list_parquet(staged)
     if not files:
         raise DeltaCommitError(
-            f"Spark wrote no Parquet file for the {label} of {spec.pipeline!r} under {staged!r} "
+            f"Spark wrote no Parquet file for the {label} of {pipeline!r} under {staged!r} "
             "(not even an empty one, which carries the schema); re-run",
             table_uri=uri,
         )
@@ -605,7 +583,7 @@ def _stage_and_commit(
     now_ms: int,
     reopened: Reopened | None = None,
 ) -> tuple[int | None, int]:
-    """Stage ``frame`` (:func:`_stage`) and make ONE commit adding it with ``txn`` and
+    """Stage ``frame`` (:func:`stage_frame`) and make ONE commit adding it with ``txn`` and
     ``metadata``: with ``replaces``, removing every file of the table snapshot it names, pinned
     to that version; with ``reopened``, replacing the rows of the reopened windows by their
     recomputed rows (``delta/replace.py``, pinned to the snapshot it planned on). The version and
@@ -613,7 +591,7 @@ def _stage_and_commit(
     from deltalake.transaction import RemoveAction
 
     uri = committer.table_uri
-    relative, schema, rows = _stage(spec, frame, uri, name, token)
+    relative, schema, rows = stage_frame(spec.pipeline, frame, uri, name, token)
     added = describe_data_files(uri, relative, [])
     if reopened is not None:
         from dataclasses import replace as with_fields
@@ -621,7 +599,9 @@ def _stage_and_commit(
         from watermark_assets.core.replace_window import Interval, ReplaceWindow
         from watermark_assets.delta.replace import commit_replace, plan_replace
 
-        again, _, again_rows = _stage(spec, reopened.rows, uri, f"{name}-reopened", token)
+        again, _, again_rows = stage_frame(
+            spec.pipeline, reopened.rows, uri, f"{name}-reopened", token
+        )
         relative += again
         window = ReplaceWindow(WINDOW_START, reopened.first, reopened.last, Interval.CLOSED_CLOSED)
         plan = plan_replace(uri, window, describe_data_files(uri, again, []))

@@ -158,3 +158,59 @@ def finalise(frame: DataFrame, aggregates: Sequence[Aggregate], size_ms: int) ->
         .withColumn(WINDOW_END, end)
         .select(WINDOW_START, WINDOW_END, *[a.name for a in aggregates])
     )
+
+
+#: The columns a late record carries besides its own (both engines' late tables).
+LATE_REASON, LATE_WATERMARK, LATE_RUN, LATE_BATCH = (
+    "_late_reason",
+    "_late_watermark",
+    "_late_run_id",
+    "_late_batch",
+)
+
+
+def late_condition(event_column: str, closed_through_ms: int | None) -> Column:
+    """A row is late: a null event time, or a window ending at or before ``closed_through_ms``
+    (None: no watermark yet, so only the null ones). The frame has :func:`with_window`'s
+    columns."""
+    from pyspark.sql import functions as F
+
+    null = F.col(event_column).isNull()
+    if closed_through_ms is None:
+        return null
+    return null | (F.unix_millis(F.col(WINDOW_END)) <= F.lit(closed_through_ms))
+
+
+def late_records(
+    framed: DataFrame,
+    late: Column,
+    *,
+    event_column: str,
+    watermark_ms: int,
+    run_id: str,
+    batch: int,
+) -> DataFrame:
+    """The ``late`` rows of ``framed`` as late records: their own columns, the reason (a null
+    event time, or the window the watermark ``watermark_ms`` had closed), that watermark, the run
+    and the batch."""
+    from pyspark.sql import functions as F
+
+    from watermark_assets.core.time.instant import format_millis
+
+    return (
+        framed.where(late)
+        .withColumn(
+            LATE_REASON,
+            F.when(F.col(event_column).isNull(), F.lit("null event time")).otherwise(
+                F.concat(
+                    F.lit("window ending "),
+                    F.date_format(F.col(WINDOW_END), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
+                    F.lit(f" was closed by the watermark {format_millis(watermark_ms)}"),
+                )
+            ),
+        )
+        .withColumn(LATE_WATERMARK, F.timestamp_millis(F.lit(watermark_ms)))
+        .withColumn(LATE_RUN, F.lit(run_id))
+        .withColumn(LATE_BATCH, F.lit(batch).cast("long"))
+        .drop(WINDOW_START, WINDOW_END)
+    )
