@@ -31,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from watermark_assets import storage
 from watermark_assets.config_base import Model as _Model
 from watermark_assets.config_base import iso_instant_text
 from watermark_assets.config_base import pipeline_name as _pipeline_name
@@ -41,6 +42,7 @@ from watermark_assets.config_event_time import (
 from watermark_assets.config_event_time import (
     EventTimePipelineConfig as EventTimePipelineConfig,
 )
+from watermark_assets.config_storage import StorageConfig
 from watermark_assets.core.column.lookback import Backward
 from watermark_assets.core.errors import LookbackError, UnitIdError
 from watermark_assets.core.filepath.path import NameOrdering
@@ -1837,6 +1839,8 @@ class ProjectConfig(_Model):
     """The whole configuration file."""
 
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    #: where files live: S3 endpoint, region, credentials (see config_storage.py)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
     pipelines: list[PipelineConfig] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -2176,7 +2180,7 @@ def parse_config(text: str, *, env: Mapping[str, str], base: Path, origin: str) 
     _upgrade_legacy(raw, origin)
     _check_types(raw, origin)
     try:
-        return ProjectConfig.model_validate(raw)
+        config = ProjectConfig.model_validate(raw)
     except ValidationError as error:
         cause: BaseException = error
         for item in error.errors():  # a refused unit id: chained, with its id and row
@@ -2185,6 +2189,8 @@ def parse_config(text: str, *, env: Mapping[str, str], base: Path, origin: str) 
                 cause = found
                 break
         raise ConfigError(f"{origin}: {_describe(error, raw)}") from cause
+    storage.configure(config.storage)  # every fsspec/delta-rs call of this process uses it
+    return config
 
 
 def load_config(

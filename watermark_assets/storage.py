@@ -1,21 +1,36 @@
 """Storage adapter: everything that lists or writes files goes through fsspec.
 
-A location is a URI (a local path, ``file://`` or, later, ``s3://``). Listing walks the partition
-directories with the pure :class:`~watermark_assets.core.listing.ListingPlan`, so directories below
-the watermark's partition are never listed and only files above the watermark are returned.
-Entries whose name starts with ``_`` or ``.`` (``_delta_log``, ``_watermarks``, ``_SUCCESS``,
-``.tmp`` files) are never part of a source.
+A location is a URI (a local path, ``file://``, ``memory://`` or ``s3://``). Listing walks the
+partition directories with the pure :class:`~watermark_assets.core.listing.ListingPlan`, so
+directories below the watermark's partition are never listed and only files above the watermark
+are returned. Entries whose name starts with ``_`` or ``.`` (``_delta_log``, ``_watermarks``,
+``_SUCCESS``, ``.tmp`` files) are never part of a source.
+
+Settings: :func:`configure` installs the project's ``storage:`` block (loading the configuration
+does it); :func:`filesystem` / :func:`fsspec_options` give fsspec (s3fs) its arguments for a URI,
+:func:`delta_options` gives delta-rs its storage options, so no caller threads credentials by
+hand. Explicit settings win over the standard ``AWS_*`` environment variables; without any, boto
+and delta-rs read the environment themselves. :func:`portable_settings` carries the installed
+settings (secrets resolved) to another Python process, e.g. a Spark executor.
+
+S3 specifics: listings are never cached (every poll sees new keys); a partition with a watermark
+is listed from its last file on (ListObjectsV2 ``StartAfter``); checkpoint-like files are written
+with conditional puts (``If-None-Match: *`` / ``If-Match: <etag>``), a lost race raising
+:class:`~watermark_assets.exceptions.ConcurrentWriteError`.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import posixpath
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import fsspec
 import pyarrow as pa
@@ -23,13 +38,112 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
+from watermark_assets.config_storage import StorageConfig, portable_dump
 from watermark_assets.core.filepath.listing import ListingPlan
 from watermark_assets.core.filepath.path import NameOrdering, is_sortable
 
+_S3_SCHEMES = ("s3://", "s3a://")
+_settings_lock = threading.Lock()
+_installed: StorageConfig | None = None
+
+
+def configure(config: StorageConfig | None) -> None:
+    """Install the project's storage settings for this process (None: none, the environment)."""
+    global _installed
+    with _settings_lock:
+        _installed = config
+
+
+def installed() -> StorageConfig | None:
+    """The settings :func:`configure` installed, or None."""
+    return _installed
+
+
+def is_s3(uri: str) -> bool:
+    return uri.startswith(_S3_SCHEMES)
+
+
+def fsspec_options(uri: str) -> dict[str, Any]:
+    """The keyword arguments of ``fsspec.core.url_to_fs`` for ``uri``: ``{}`` but on S3.
+
+    On S3: listings are not cached (``use_listings_cache=False``: a poll must see every key
+    written since the last one) and the configured endpoint, region and credentials are passed
+    (``key``/``secret``/``token``, ``client_kwargs``); what is not configured, boto reads from
+    the environment as usual.
+    """
+    if not is_s3(uri):
+        return {}
+    options: dict[str, Any] = {"use_listings_cache": False}
+    config = _installed
+    if config is None:
+        return options
+    settings = config.settings_for(uri)
+    client: dict[str, str] = {}
+    if settings.endpoint_url:
+        client["endpoint_url"] = settings.endpoint_url
+    if settings.region:
+        client["region_name"] = settings.region
+    if client:
+        options["client_kwargs"] = client
+    if settings.access_key_id:
+        options["key"] = settings.access_key_id
+        options["secret"] = settings.secret_access_key
+    if settings.session_token:
+        options["token"] = settings.session_token
+    return options
+
+
+def delta_options(uri: str) -> dict[str, str] | None:
+    """delta-rs ``storage_options`` for the table at ``uri``: None but on S3.
+
+    On S3: the configured ``AWS_ENDPOINT_URL``, ``AWS_REGION``, credentials and
+    ``AWS_ALLOW_HTTP``, and ``conditional_put: etag``: delta-rs 1.x writes a commit's log entry
+    with a put-if-absent (``If-None-Match: *``) and replaces with ``If-Match``, so two writers
+    can never both write one version (no locking table and never ``AWS_S3_ALLOW_UNSAFE_RENAME``).
+    What is not configured, delta-rs reads from the ``AWS_*`` environment variables.
+    """
+    if not is_s3(uri):
+        return None
+    options = {"conditional_put": "etag"}
+    config = _installed
+    if config is None:
+        return options
+    settings = config.settings_for(uri)
+    pairs = {
+        "AWS_ENDPOINT_URL": settings.endpoint_url,
+        "AWS_REGION": settings.region,
+        "AWS_ACCESS_KEY_ID": settings.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": settings.secret_access_key,
+        "AWS_SESSION_TOKEN": settings.session_token,
+        "AWS_ALLOW_HTTP": "true" if settings.allow_http else None,
+    }
+    options.update({key: value for key, value in pairs.items() if value})
+    return options
+
+
+def portable_settings() -> str:
+    """The installed settings as JSON text, secrets in plain text (environment variables read
+    now), for :func:`configure_from_portable` in another Python process. Never log it."""
+    config = _installed
+    return json.dumps(None if config is None else portable_dump(config))
+
+
+def configure_from_portable(text: str) -> None:
+    """Install the settings :func:`portable_settings` gave (another process's)."""
+    data = json.loads(text)
+    configure(None if data is None else StorageConfig.model_validate(data))
+
+
+def redact(text: str) -> str:
+    """``text`` with every installed secret value replaced by ``**********``."""
+    config = _installed
+    return text if config is None else config.redact(text)
+
 
 def filesystem(uri: str) -> tuple[AbstractFileSystem, str]:
-    """The fsspec filesystem of ``uri`` and the path inside it (no trailing '/')."""
-    fs, path = fsspec.core.url_to_fs(uri)
+    """The fsspec filesystem of ``uri`` (with :func:`fsspec_options`) and the path inside it
+    (no trailing '/')."""
+    fs, path = fsspec.core.url_to_fs(uri, **fsspec_options(uri))
     return fs, path.rstrip("/")
 
 

@@ -22,9 +22,9 @@ Contract:
   :class:`DeltaSchemaMismatchError` naming the columns.
 - :meth:`DeltaCommitter.read_commits_after` reads the log back (:mod:`watermark_assets.delta.log`).
 
-For S3, pass delta-rs ``storage_options`` (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``...).
-Concurrent writers on S3 need delta-rs's conditional put (``{"conditional_put": "etag"}``) or a
-lock client.
+On S3 the delta-rs ``storage_options`` default to the project's (``storage.delta_options``:
+endpoint, region, credentials and ``conditional_put: etag``, so two writers never both write one
+log entry); given explicitly, they are used as they are.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from deltalake.transaction import (
     create_table_with_add_actions,
 )
 
+from watermark_assets import storage
 from watermark_assets.core.clock import Clock, ensure_utc, system_clock
 from watermark_assets.delta.log import COMMIT_INFO_KEYS, AddedFile, CommitRecord, DeltaLog
 from watermark_assets.delta.stats import DataFile, describe_data_files
@@ -120,8 +121,13 @@ class DeltaCommitter:
         now: Clock = system_clock,
     ) -> None:
         self.table_uri = table_uri
-        self._storage_options = dict(storage_options) if storage_options else None
-        if filesystem is None:
+        # not given: the project's storage settings for this URI (storage.configure)
+        self._storage_options = (
+            dict(storage_options) if storage_options else storage.delta_options(table_uri)
+        )
+        if filesystem is None and not storage_options:
+            fs, root = storage.filesystem(table_uri)
+        elif filesystem is None:
             fs, root = fsspec.core.url_to_fs(
                 table_uri, **_fsspec_options(table_uri, storage_options)
             )
