@@ -540,7 +540,7 @@ def stage_frame(
 
     staged = storage.join(uri, f"{STAGING_DIR}/{token}-{label}")
     observation = Observation(f"watermark_assets_{label}_{token.replace('-', '_')}")
-    frame.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("errorifexists").parquet(
+    frame.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("error").parquet(
         spark_path(staged)
     )
     rows = int(observation.get.get("rows", 0))

@@ -114,7 +114,7 @@ def stage_rows(
         written = latest_per_key(observed, merge_keys, columns).observe(
             kept, F.count(F.lit(1)).alias("rows")
         )
-    written.write.mode("errorifexists").partitionBy(*partition_by).parquet(spark_path(data_dir))
+    written.write.mode("error").partitionBy(*partition_by).parquet(spark_path(data_dir))
     values = observation.get
     rows = int(values.get("rows", 0))
     duplicates = rows - int(kept.get.get("rows", 0)) if merge_keys else 0

@@ -148,7 +148,7 @@ def write_batch(
     good_frame = observed.drop(_RAW_SOURCE_COLUMN)
     if has_corrupt:
         good_frame = good_frame.where(~corrupt).drop(CORRUPT_RECORD_COLUMN)
-    good_frame.write.mode("errorifexists").partitionBy(*spec.partition_by).parquet(
+    good_frame.write.mode("error").partitionBy(*spec.partition_by).parquet(
         spark_path(data_dir)
     )
     values = observation.get
@@ -168,7 +168,7 @@ def write_batch(
         # frame is allowed (its scan reads every column). Only batches with bad records pay this.
         cached = frame.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            _quarantine_frame(cached, spec).write.mode("errorifexists").parquet(
+            _quarantine_frame(cached, spec).write.mode("error").parquet(
                 spark_path(quarantine_dir)
             )
         finally:
