@@ -105,8 +105,10 @@ class SweepConfig(_Model):
     interval_minutes: int = Field(
         default=60,
         ge=0,
-        description="List those partitions at most this often (0: never). Files found there are "
-        "reported (skip reason, asset observation, `watermark-assets explain`), not ingested.",
+        description="List those partitions at most this often (0: never), and name the files "
+        "found below their partition's watermark. Files found there are reported (skip reason, "
+        "asset observation, `watermark-assets explain`); with `ingest: true` the ones below a "
+        "watermark are ingested by late runs.",
     )
     days: int = Field(
         default=7,
@@ -118,6 +120,12 @@ class SweepConfig(_Model):
         default=200_000,
         ge=1,
         description="Stop a sweep after listing this many paths (a sensor tick is bounded).",
+    )
+    ingest: bool = Field(
+        default=False,
+        description="Also ingest the files a sweep names below their partition's watermark: runs "
+        "of an explicit late mode (run config `late: true`, txn ids of their own, the watermark "
+        "stays), never a duplicate. False: they are reported (skip reason, asset observation).",
     )
 
 

@@ -141,6 +141,21 @@ class RequestedFileError(WatermarkAssetsError):
         self.problem = problem
 
 
+class LateFilesUnprovableError(WatermarkAssetsError):
+    """Files below a watermark cannot be proven never committed: the Delta log was cleaned up."""
+
+    def __init__(self, pipeline: str, table_uri: str) -> None:
+        super().__init__(
+            f"pipeline {pipeline!r}: the Delta log of {table_uri!r} no longer starts at version 0 "
+            "(older commits were cleaned up after a checkpoint), so a file below its partition's "
+            "watermark cannot be proven never committed and is not ingested as a late file. "
+            "Check the files the sensor names, then ingest them with a run of their own "
+            "partition, or keep the log longer (delta.logRetentionDuration)"
+        )
+        self.pipeline = pipeline
+        self.table_uri = table_uri
+
+
 class BatchOverlapError(WatermarkAssetsError):
     """Runs that committed after this run planned hold some, not all, of its files."""
 

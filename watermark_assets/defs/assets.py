@@ -36,6 +36,8 @@ IO_MANAGER_KEY = "watermark_io_manager"
 SPARK_RESOURCE_KEY = "spark"
 PIPELINE_TAG = "watermark_assets/pipeline"
 BATCH_TAG = "watermark_assets/batch"
+#: on the runs of the late mode (files below their partition's watermark, sweep.ingest)
+LATE_TAG = "watermark_assets/late"
 GROUP_NAME = "watermark_ingestion"
 
 
@@ -59,11 +61,16 @@ def pipeline_job(
     )
 
 
-def files_run_config(pipeline_name: str, files: Sequence[str] | None) -> dict[str, Any]:
+def files_run_config(
+    pipeline_name: str, files: Sequence[str] | None, *, late: bool = False
+) -> dict[str, Any]:
     """The run config of a file-path pipeline's run: ingest ``files`` (None: every file above
-    the watermark in the run's partitions, what a backfill does). The one place its shape is
+    the watermark in the run's partitions, what a backfill does); ``late``: files that landed at
+    or below their partition's watermark (the sweep's runs). The one place its shape is
     written; :func:`requested_files` reads it back."""
-    config = {} if files is None else {"files": list(files)}
+    config: dict[str, Any] = {} if files is None else {"files": list(files)}
+    if late:
+        config["late"] = True
     return {"ops": {pipeline_name: {"config": config}}}
 
 
@@ -81,6 +88,12 @@ class IngestRunConfig(Config):
         description="Paths, relative to the source, that this run ingests (the sensor sets them). "
         "Files at or below the committed watermark are skipped. Empty: ingest every file above "
         "the watermark in the run's partitions (what a backfill does).",
+    )
+    late: bool = Field(
+        default=False,
+        description="Ingest the listed files that landed AT OR BELOW their partition's watermark "
+        "and that no commit recorded (the reconciliation sweep's runs, sweep.ingest). The "
+        "watermark stays; the commit has txn ids of its own, so a file is never ingested twice.",
     )
 
 
@@ -135,12 +148,14 @@ def build_asset(
             run_id=context.run.run_id,
             files=tuple(config.files) if config.files else None,
             clock=clock,
+            late=config.late,
         )
         now = clock()
         plan = plan_batch(request, partition_of, now=now)
         context.log.info(
             f"{pipeline.name} {request.partition_keys[0]}..{request.partition_keys[-1]}: "
-            f"{len(plan.files)} files above the watermark, {len(plan.already_committed)} already "
+            f"{len(plan.files)} files {'below (late)' if request.late else 'above'} the watermark, "
+            f"{len(plan.already_committed)} already "
             f"committed; watermark {plan.state.watermark.value!r} "
             f"({plan.state.watermark.state.value})"
         )

@@ -11,9 +11,10 @@ earlier failed or canceled runs of the same batch: a failed batch is requested a
 tick, without waiting for newer files. A partition with a run in flight is not requested twice.
 """
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from dagster import (
@@ -45,9 +46,18 @@ from watermark_assets.core.clock import Clock
 from watermark_assets.core.filepath.listing import ListingPlan
 from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
-from watermark_assets.defs.assets import BATCH_TAG, PIPELINE_TAG, files_run_config
+from watermark_assets.defs.assets import BATCH_TAG, LATE_TAG, PIPELINE_TAG, files_run_config
+from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.delta.committer import DeltaCommitter
-from watermark_assets.sources.file_discovery import FileGroups, discover_files, sweep
+from watermark_assets.exceptions import LateFilesUnprovableError
+from watermark_assets.sources.file_discovery import (
+    FileGroups,
+    PartitionOf,
+    discover_files,
+    partition_key_of,
+    sweep,
+)
+from watermark_assets.sources.late_files import find_late_files, group_by_partition
 from watermark_assets.spark.paths import GLOB_CHARACTERS
 from watermark_assets.state.checkpoint import mark_idle
 from watermark_assets.state.commit_metadata import txn_app_id
@@ -91,6 +101,8 @@ class SensorCursor:
     #: files whose names do not sort by time, and the first of them (held back: rename them)
     unsortable: int = 0
     unsortable_first: tuple[str, ...] = ()
+    #: the first files the last sweep named below their partition's watermark, never committed
+    below_first: tuple[str, ...] = ()
 
     def to_string(self) -> str:
         return json.dumps(
@@ -115,6 +127,7 @@ class SensorCursor:
                     if self.unsortable
                     else {}
                 ),
+                **({"below_first": list(self.below_first)} if self.below_first else {}),
             }
         )
 
@@ -137,6 +150,7 @@ class SensorCursor:
             unreadable_first=tuple(raw.get("unreadable_first", ())),
             unsortable=int(raw.get("unsortable", 0)),
             unsortable_first=tuple(raw.get("unsortable_first", ())),
+            below_first=tuple(raw.get("below_first", ())),
         )
 
 
@@ -185,10 +199,12 @@ def build_sensor(
         swept = _sweep_if_due(pipeline, state, previous, now)
         below = {**swept.below, **groups.below_watermark}
         busy = partitions_in_flight(context, asset_key, job.name, partitions_def)
+        late = _name_late_files(pipeline, state, swept, below, previous, partition_of)
+        late_requests = _late_run_requests(context, pipeline, late, busy)
         closed, closed_through = close_empty_partitions(
             context, pipeline, asset_key, partitions_def, state, previous.closed_through, busy, now
         )
-        notes = _notes(groups, pipeline, swept, closed, initial=state.watermark.value is None)
+        notes = _notes(groups, pipeline, swept, closed, late, initial=state.watermark.value is None)
         # The next tick lists from the oldest pending prefix; held-back files count, so that
         # their landing partition stays listed (and reported) until they are renamed.
         pending_paths = [
@@ -209,6 +225,7 @@ def build_sensor(
             unreadable_first=tuple(sorted(groups.unreadable)[:UNREADABLE_NAMES]),
             unsortable=len(groups.unsortable),
             unsortable_first=groups.unsortable[:UNREADABLE_NAMES],
+            below_first=late.first,
         )
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
@@ -229,6 +246,11 @@ def build_sensor(
                 *_observations(asset_key, previous, cursor, state, below),
                 *closed,
             ]
+            if late_requests:
+                context.log.info(f"{pipeline.name}: {reason}{notes}")
+                return SensorResult(
+                    run_requests=late_requests, cursor=cursor.to_string(), asset_events=events
+                )
             return SensorResult(
                 skip_reason=reason + notes, cursor=cursor.to_string(), asset_events=events
             )
@@ -253,9 +275,14 @@ def build_sensor(
                     run_key=f"{base}|a{attempt}",
                     partition_key=key,
                     run_config=files_run_config(pipeline.name, batch),
-                    tags={PIPELINE_TAG: pipeline.name, BATCH_TAG: base},
+                    tags={
+                        PIPELINE_TAG: pipeline.name,
+                        BATCH_TAG: base,
+                        **pipeline_partition_tags(pipeline.name, key),
+                    },
                 )
             )
+        requests.extend(late_requests)
         pending = sum(len(files) for files in groups.by_partition.values())
         cursor = replace(seen, pending_files=pending, state=WatermarkState.ACTIVE.value)
         events = [*_observations(asset_key, previous, cursor, state, below), *closed]
@@ -327,6 +354,8 @@ class _Swept:
     below: Mapping[str, int]
     window: str = ""
     complete: bool = True
+    #: swept in this tick (the late files are named only then: off the hot path)
+    fresh: bool = False
 
 
 def _sweep_if_due(
@@ -340,7 +369,7 @@ def _sweep_if_due(
         return _Swept(previous.swept_at, previous.late, previous.late_first, {})
     found = sweep(pipeline, state.watermark, state.partition_files, now=now)
     if found is None:
-        return _Swept(now_ts, 0, (), {})
+        return _Swept(now_ts, 0, (), {}, fresh=True)
     low, high = found.window
     return _Swept(
         now_ts,
@@ -349,7 +378,72 @@ def _sweep_if_due(
         found.below_watermark,
         f"{low or 'the first partition'} up to {high}",
         found.complete,
+        fresh=True,
     )
+
+
+@dataclass(frozen=True)
+class _LateFiles:
+    """Files the sweep named at or below their partition's watermark, never committed."""
+
+    first: tuple[str, ...] = ()
+    count: int = 0
+    by_partition: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: why they could not be named (the Delta log was cleaned up), else None
+    error: str | None = None
+
+
+def _name_late_files(
+    pipeline: Pipeline,
+    state: PipelineState,
+    swept: _Swept,
+    below: Mapping[str, int],
+    previous: SensorCursor,
+    partition_of: PartitionOf,
+) -> _LateFiles:
+    """Name the files below the watermarks when the sweep ran in this tick (one full listing of
+    each such landing partition and one read of the Delta log); else the last sweep's names."""
+    if not swept.fresh:
+        return _LateFiles(previous.below_first if below else ())
+    if not below:
+        return _LateFiles()
+    try:
+        found = find_late_files(pipeline, state.watermark, below)
+    except LateFilesUnprovableError as exc:
+        return _LateFiles(error=str(exc))
+    names = sorted(path for paths in found.values() for path in paths)
+    grouped = group_by_partition(found, lambda path: partition_key_of(pipeline, path, partition_of))
+    return _LateFiles(tuple(names[:UNREADABLE_NAMES]), len(names), grouped)
+
+
+def _late_run_requests(
+    context: SensorEvaluationContext, pipeline: Pipeline, late: _LateFiles, busy: set[str]
+) -> list[RunRequest]:
+    """With ``sweep.ingest``, one late run per Dagster partition of the named files (a partition
+    with a run in flight waits for the next sweep)."""
+    if not pipeline.watermark.sweep.ingest:
+        return []
+    requests = []
+    for key, files in late.by_partition.items():
+        if key in busy:
+            continue
+        digest = hashlib.sha256("\n".join(files).encode("utf-8")).hexdigest()[:16]
+        base = f"late|{pipeline.name}|{key}|{digest}"
+        attempt = len(_runs(context, {BATCH_TAG: base}, FAILED))
+        requests.append(
+            RunRequest(
+                run_key=f"{base}|a{attempt}",
+                partition_key=key,
+                run_config=files_run_config(pipeline.name, files, late=True),
+                tags={
+                    PIPELINE_TAG: pipeline.name,
+                    BATCH_TAG: base,
+                    LATE_TAG: "true",
+                    **pipeline_partition_tags(pipeline.name, key),
+                },
+            )
+        )
+    return requests
 
 
 #: How many names of files Spark cannot read the cursor and the observation keep (all are counted).
@@ -445,6 +539,7 @@ def _notes(
     pipeline: Pipeline,
     swept: _Swept,
     closed: list[AssetMaterialization],
+    late: _LateFiles,
     *,
     initial: bool,
 ) -> str:
@@ -455,11 +550,19 @@ def _notes(
     notes = []
     if below:
         where = ", ".join(f"{prefix}: {count}" for prefix, count in sorted(below.items()))
-        notes.append(
-            f"{sum(below.values())} files landed below their partition's watermark ({where}); "
-            "they stay in the landing folder: land them again with a name above the watermark "
-            f"(`watermark-assets explain {pipeline.name}` names them)"
+        fix = (
+            "the sweep's late runs ingest them (sweep.ingest)"
+            if pipeline.watermark.sweep.ingest
+            else "they stay in the landing folder: set sweep.ingest: true to ingest them with "
+            "late runs, or land them again with a name above the watermark"
         )
+        named = f"; first {list(late.first)}" if late.first else ""
+        notes.append(
+            f"{sum(below.values())} files landed below their partition's watermark ({where}"
+            f"{named}); {fix}"
+        )
+    if late.error:
+        notes.append(late.error)
     if swept.late:
         where = (
             "before the cold start's lookback (watermark.cold_start.lookback_days)"
@@ -518,7 +621,15 @@ def _observations(
     """An observation on the asset when the watermark state or the files not ingested change."""
 
     def noted(c: SensorCursor) -> tuple[object, ...]:
-        return (c.state, c.below, c.late, c.late_first, c.unreadable_first, c.unsortable_first)
+        return (
+            c.state,
+            c.below,
+            c.late,
+            c.late_first,
+            c.unreadable_first,
+            c.unsortable_first,
+            c.below_first,
+        )
 
     if noted(previous) == noted(cursor):
         return []
@@ -533,6 +644,7 @@ def _observations(
                 "files/pending": MetadataValue.int(cursor.pending_files),
                 "files/below_watermark": MetadataValue.int(cursor.below),
                 "files/below_watermark_by_partition": MetadataValue.json(dict(below)),
+                "files/below_watermark_first": MetadataValue.json(list(cursor.below_first)),
                 "files/late_after_window": MetadataValue.int(cursor.late),
                 "files/late_after_window_first": MetadataValue.json(list(cursor.late_first)),
                 "files/unreadable": MetadataValue.int(cursor.unreadable),

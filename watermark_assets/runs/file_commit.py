@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 from watermark_assets.runs.faults import crash_point, pause_point
 from watermark_assets.runs.file_plan import BatchPlan
 from watermark_assets.runs.file_stage import StagedBatch
+from watermark_assets.sources.late_files import late_txn_app_id
 from watermark_assets.staging import move_into_table, remove_tree
 
 
@@ -78,7 +79,8 @@ class CommitDecision:
 def decide_commit(plan: BatchPlan, committer: DeltaCommitter) -> CommitDecision:
     """Read the txn versions, then every commit since the plan's state (see CommitDecision)."""
     pipeline = plan.request.pipeline
-    app_ids = [txn_app_id(pipeline.name, key) for key in sorted(plan.request.partition_keys)]
+    app_id_of = late_txn_app_id if plan.request.late else txn_app_id
+    app_ids = [app_id_of(pipeline.name, key) for key in sorted(plan.request.partition_keys)]
     # Versions first: a commit landing after this read moves a txn and makes ours stale.
     committed = committer.transaction_versions(app_ids)
     ours = set(plan.files)
@@ -228,4 +230,5 @@ def _commit_metadata(staged: StagedBatch, placed: _Placed) -> CommitMetadata:
         source_files=plan.files,
         quarantine_files=placed.quarantine,
         files_quarantined=staged.files_quarantined,
+        late=plan.request.late,
     )

@@ -23,6 +23,7 @@ from watermark_assets.exceptions import (
     SourceFileMissingError,
 )
 from watermark_assets.sources.file_discovery import PartitionOf, discover_files, partition_key_of
+from watermark_assets.sources.late_files import late_requested_files
 from watermark_assets.spark.paths import check_readable
 from watermark_assets.state.horizons import listing_horizon
 from watermark_assets.state.load import PipelineState, load_state, restore_partitions
@@ -40,6 +41,9 @@ class BatchRequest:
     run_id: str
     files: tuple[str, ...] | None = None  # None: discover the files above the watermark
     clock: Clock = system_clock  # the definitions' clock, for the commit's "now"
+    #: ingest ``files`` that lie at or below their partition's watermark and were never
+    #: committed (the reconciliation sweep's runs); the watermark does not move
+    late: bool = False
 
     @property
     def partition_keys(self) -> tuple[str, ...]:
@@ -92,12 +96,18 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
         state = replace(state, watermark=watermark)
     added: tuple[str, ...] = ()
     unreadable: dict[str, str] = {}
-    if request.files is None:
+    already: list[str] = []
+    if request.late:
+        if not request.files:
+            raise RequestedFileError(
+                "(none)", "a late run needs the list of files to ingest", "give 'files'"
+            )
+        candidates, already = late_requested_files(pipeline, state.watermark, request.files)
+    elif request.files is None:
         groups = discover_files(
             pipeline, state.watermark, partition_of, now=now, since=since, restored=restored
         )
         candidates = sorted(p for key in wanted for p in groups.by_partition.get(key, ()))
-        already: list[str] = []
         unreadable = {
             path: character
             for path, character in groups.unreadable.items()

@@ -44,6 +44,8 @@ class StagedBatch(StagedFiles):
 
     @property
     def watermark_after(self) -> FileWatermark:
+        if self.plan.request.late:  # files below the watermark: it stays where it is
+            return self.plan.state.watermark
         return self.plan.state.watermark.advance(self.plan.files)
 
 

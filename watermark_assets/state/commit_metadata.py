@@ -51,6 +51,8 @@ class CommitMetadata:
     source_files: tuple[str, ...] = ()
     quarantine_files: tuple[str, ...] = ()
     files_quarantined: int = 0
+    #: a late run's commit: files that landed below their partition's watermark (own txn ids)
+    late: bool = False
 
     def rows_committed_by_partition(self) -> dict[str, int]:
         """Rows this commit added per Dagster partition (read minus quarantined)."""
@@ -77,6 +79,7 @@ class CommitMetadata:
                 "source_files": list(self.source_files),
                 "quarantine_files": list(self.quarantine_files),
                 "files_quarantined": self.files_quarantined,
+                **({"late": True} if self.late else {}),
             },
             sort_keys=True,
         )
@@ -100,6 +103,7 @@ class CommitMetadata:
             source_files=tuple(raw.get("source_files", ())),
             quarantine_files=tuple(raw.get("quarantine_files", ())),
             files_quarantined=int(raw.get("files_quarantined", 0)),
+            late=bool(raw.get("late", False)),
         )
 
 

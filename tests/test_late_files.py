@@ -1,0 +1,147 @@
+"""The reconciliation sweep names files that landed below their partition's watermark, and with
+``sweep.ingest`` ingests them by late runs (own txn ids, watermark unchanged), never twice.
+
+Issue 10: "a reconciliation sweep re-lists recent partitions fully and names every file that
+landed below its partition's watermark: it is ingested where the configuration allows it (a
+separate, explicit mode with its own txn ids, never a duplicate) and reported in the UI
+otherwise, so no file is ever skipped without a trace." Real Spark, Delta and Dagster.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _landing import FROZEN_NOW, delta_ids, hour, prefix_of
+from _sensor_loop import requested_files
+from dagster import RunRequest
+from deltalake import DeltaTable
+from test_pipeline_dagster import Clock, World, make_world
+
+from watermark_assets.defs.assets import LATE_TAG, files_run_config
+from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.exceptions import RequestedFileError
+from watermark_assets.sources.late_files import late_txn_app_id
+from watermark_assets.state.commit_metadata import txn_app_id
+from watermark_assets.state.load import load_state
+
+SWEEP_EVERY = timedelta(minutes=61)  # the default sweep.interval_minutes is 60
+
+
+def world_with_a_late_file(tmp_path: Path, *, ingest: bool) -> tuple[World, Clock, str, list[int]]:
+    """One file committed at 10:30, then a file landing at 10:00 of the same hour (below the
+    hour's watermark); the late file's ids are not in ``landing.ids`` (returned apart)."""
+    clock = Clock()
+    world = make_world(tmp_path, clock=clock, watermark={"sweep": {"ingest": ingest}})
+    loop, landing = world.loop, world.landing
+    landing.add(hour(28, 10), minute=30)
+    loop.run_all(loop.tick().run_requests)
+    on_time = list(landing.ids)
+    late = landing.add(hour(28, 10), minute=0)
+    late_ids = [i for i in landing.ids if i not in on_time]
+    landing.ids[:] = on_time
+    return world, clock, late, late_ids
+
+
+@pytest.mark.parametrize(
+    ("ingest", "note"),
+    [
+        pytest.param(False, "set sweep.ingest: true to ingest them", id="reported only"),
+        pytest.param(True, "the sweep's late runs ingest them", id="ingested"),
+    ],
+)
+def test_the_sweep_names_a_file_below_its_partitions_watermark(
+    spark: Any, tmp_path: Path, ingest: bool, note: str
+) -> None:
+    world, clock, late, _ = world_with_a_late_file(tmp_path, ingest=ingest)
+    loop = world.loop
+
+    between = loop.tick()  # counted at once; named by the next sweep (off the hot path)
+    assert "1 files landed below their partition's watermark" in (between.skip_message or "")
+    assert "first [" not in (between.skip_message or "")
+    assert between.run_requests == []
+
+    clock.now += SWEEP_EVERY
+    swept = loop.tick()
+    [observation] = swept.asset_events
+    assert observation.metadata["files/below_watermark_first"].value == [late]
+    if ingest:
+        [request] = swept.run_requests
+        assert request.partition_key == "2024-01-28"
+        assert request.tags[LATE_TAG] == "true"
+        assert request.run_config == files_run_config("events", [late], late=True)
+    else:
+        assert swept.run_requests == []
+        assert f"first ['{late}']" in (swept.skip_message or "")
+        assert note in (swept.skip_message or "")
+    world.assert_each_row_once()
+
+
+def test_a_late_run_ingests_the_file_once_with_its_own_txn_and_keeps_the_watermark(
+    spark: Any, tmp_path: Path
+) -> None:
+    world, clock, late, late_ids = world_with_a_late_file(tmp_path, ingest=True)
+    loop = world.loop
+    watermark_before = load_state(world.pipeline, now=FROZEN_NOW).watermark
+    clock.now += SWEEP_EVERY
+    [request] = loop.tick().run_requests
+
+    assert loop.run(request).success
+    world.landing.ids.extend(late_ids)
+    world.assert_each_row_once()
+    state = load_state(world.pipeline, now=clock.now)
+    assert (state.watermark.value, state.watermark.partition_watermarks) == (
+        watermark_before.value,
+        watermark_before.partition_watermarks,
+    ), "a late file never moves the watermark"
+    versions = DeltaCommitter(world.table).transaction_versions(
+        [late_txn_app_id("events", "2024-01-28"), txn_app_id("events", "2024-01-28")]
+    )
+    assert versions == {
+        late_txn_app_id("events", "2024-01-28"): 1,
+        txn_app_id("events", "2024-01-28"): 1,
+    }, "the late commit has a txn of its own; the regular one did not move"
+
+    assert loop.run(request).success, "the same late run again (a retry) commits nothing"
+    world.assert_each_row_once()
+    clock.now += SWEEP_EVERY
+    after = loop.tick()
+    assert after.run_requests == []
+    assert "below their partition's watermark" not in (after.skip_message or "")
+
+
+def test_a_late_run_refuses_a_file_above_the_watermark(spark: Any, tmp_path: Path) -> None:
+    world, _, _, _ = world_with_a_late_file(tmp_path, ingest=True)
+    above = world.landing.add(hour(28, 10), minute=45)
+    [regular] = world.loop.tick().run_requests
+    assert requested_files(regular) == [above]
+    late_request = RunRequest(
+        partition_key=regular.partition_key,
+        run_config=files_run_config("events", [above], late=True),
+    )
+    result = world.loop.run(late_request, raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    message = str(failure.step_failure_data.error)
+    assert RequestedFileError.__name__ in message
+    assert f"requested file '{above}' is refused: it is above its partition's watermark" in message
+    assert "launch it without 'late: true'" in message
+
+
+def test_late_files_are_not_ingested_when_the_log_no_longer_proves_them_new(
+    spark: Any, tmp_path: Path
+) -> None:
+    world, clock, late, _ = world_with_a_late_file(tmp_path, ingest=True)
+    DeltaTable(world.table).create_checkpoint()
+    (Path(world.table) / "_delta_log" / f"{0:020d}.json").unlink()  # cleaned up after it
+
+    clock.now += SWEEP_EVERY
+    tick = world.loop.tick()
+    assert tick.run_requests == []
+    reason = tick.skip_message or ""
+    assert f"1 files landed below their partition's watermark ({prefix_of(late)}: 1)" in reason
+    assert "no longer starts at version 0" in reason
+    assert "delta.logRetentionDuration" in reason
+    world.assert_each_row_once()

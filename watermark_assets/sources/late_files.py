@@ -1,0 +1,140 @@
+"""Files that landed at or below their partition's watermark and were never committed.
+
+A file-path watermark moves past a file only when it is committed, so a file found at or below
+its partition's watermark either was committed, or landed there afterwards (an upstream that
+writes out of name order). The regular listing counts such files per landing partition; the
+reconciliation sweep (``sweep.interval_minutes``) names them here, off the hot path: it lists
+each such landing partition in full and takes away every source file the pipeline's commits
+record (``source_files`` in each commit's metadata, exact).
+
+That proof needs the whole Delta log: when older commits were cleaned up after a checkpoint
+(``delta.logRetentionDuration``), a file cannot be shown never to have been committed, and
+:class:`LateFilesUnprovableError` says so instead of guessing. Named files are reported, and with
+``sweep.ingest: true`` ingested by runs of an explicit late mode (``late: true`` in the run
+config) whose commits carry txn ids of their own (:func:`late_txn_app_id`) and leave the
+watermark where it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from watermark_assets import storage
+from watermark_assets.config import Pipeline
+from watermark_assets.core.filepath.path import split_path
+from watermark_assets.core.filepath.watermark import FileWatermark
+from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.exceptions import (
+    DeltaCommitError,
+    LateFilesUnprovableError,
+    RequestedFileError,
+    SourceFileMissingError,
+)
+from watermark_assets.spark.paths import check_readable, unreadable_character
+from watermark_assets.state.commit_metadata import pipeline_commits
+
+
+def late_txn_app_id(pipeline: str, partition_key: str) -> str:
+    """The Delta txn appId of the late-file commits of one Dagster partition of one pipeline
+    (apart from the regular batches' :func:`~watermark_assets.state.commit_metadata.txn_app_id`,
+    so a late commit never makes a regular one stale, nor the other way round)."""
+    return f"watermark_assets/{pipeline}/late/{partition_key}"
+
+
+def committed_source_files(pipeline: Pipeline) -> frozenset[str]:
+    """Every landing file the pipeline's commits recorded, read from the whole Delta log.
+
+    Raises :class:`LateFilesUnprovableError` when the log no longer starts at version 0.
+    """
+    committer = DeltaCommitter(pipeline.table.uri)
+    if committer.current_version() is None:
+        return frozenset()
+    try:
+        committer.read_commit(0)
+    except DeltaCommitError as exc:
+        raise LateFilesUnprovableError(pipeline.name, pipeline.table.uri) from exc
+    return frozenset(
+        path
+        for _, metadata in pipeline_commits(committer, pipeline, None)
+        for path in metadata.source_files
+    )
+
+
+def find_late_files(
+    pipeline: Pipeline, watermark: FileWatermark, prefixes: Iterable[str]
+) -> dict[str, tuple[str, ...]]:
+    """Per landing prefix, the files at or below its watermark that no commit recorded (sorted).
+
+    Files Spark cannot read by their exact path are left out (the listing reports them).
+    """
+    source = pipeline.source
+    candidates: dict[str, list[str]] = {}
+    for prefix in sorted(set(prefixes)):
+        directory = storage.join(source.uri, prefix) if prefix else source.uri
+        for name in sorted(storage.list_names(directory)):
+            path = f"{prefix}/{name}" if prefix else name
+            if storage.is_hidden(name) or not name.endswith(tuple(source.suffixes)):
+                continue
+            if watermark.is_above(path) or unreadable_character(storage.join(source.uri, path)):
+                continue
+            candidates.setdefault(prefix, []).append(path)
+    if not candidates:
+        return {}
+    committed = committed_source_files(pipeline)
+    return {
+        prefix: kept
+        for prefix, paths in candidates.items()
+        if (kept := tuple(p for p in paths if p not in committed))
+    }
+
+
+def late_requested_files(
+    pipeline: Pipeline, watermark: FileWatermark, requested: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """(files to ingest, requested files some commit already recorded) of a late run's list.
+
+    Every entry must lie at or below its partition's watermark (a file above it is a regular
+    run's) and be in the landing location; entries are checked like a regular list's.
+    """
+    from watermark_assets.runs.file_plan import check_requested_path
+
+    source = pipeline.source
+    by_prefix: dict[str, set[str]] = {}
+    for path in sorted(set(requested)):
+        check_requested_path(
+            path, suffixes=source.suffixes, ordering=pipeline.watermark.file_name_ordering
+        )
+        if watermark.is_above(path):
+            raise RequestedFileError(
+                path,
+                "it is above its partition's watermark, and a late run ingests only files at or "
+                "below it",
+                "launch it without 'late: true' (a regular run ingests it)",
+            )
+        prefix, name = split_path(path)
+        by_prefix.setdefault(prefix, set()).add(name)
+    for prefix, names in by_prefix.items():
+        present = storage.list_names(storage.join(source.uri, prefix) if prefix else source.uri)
+        missing = sorted(names - present)
+        if missing:
+            raise SourceFileMissingError(
+                f"{prefix}/{missing[0]}" if prefix else missing[0], source.uri
+            )
+    committed = committed_source_files(pipeline)
+    files = sorted(p for p in set(requested) if p not in committed)
+    for path in files:
+        check_readable(source.uri, path)
+    return files, sorted(p for p in set(requested) if p in committed)
+
+
+def group_by_partition(
+    files_by_prefix: Mapping[str, Sequence[str]], key_of: Callable[[str], str | None]
+) -> dict[str, tuple[str, ...]]:
+    """Files grouped by Dagster partition key (files without a key are left out), sorted."""
+    grouped: dict[str, list[str]] = {}
+    for paths in files_by_prefix.values():
+        for path in paths:
+            key = key_of(path)
+            if key is not None:
+                grouped.setdefault(key, []).append(path)
+    return {key: tuple(sorted(paths)) for key, paths in sorted(grouped.items())}
