@@ -60,6 +60,7 @@ from watermark_assets.core.event_time import (
 from watermark_assets.core.time.instant import format_millis, from_millis, to_millis
 from watermark_assets.defs.assets import PIPELINE_TAG
 from watermark_assets.defs.resources import WatermarkSparkResource
+from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import partitions_in_flight
 from watermark_assets.defs.time import failed_attempts
 from watermark_assets.runs.event_engines import BatchEngine, StreamEngine, WindowEngine, WindowRun
@@ -373,6 +374,7 @@ def build_event_time_sensor(
             TICK_TAG: base,
             "dagster/asset_partition_range_start": first,
             "dagster/asset_partition_range_end": last,
+            **pipeline_partition_tags(pipeline.name, partition_range=(first, last)),
         }
         return SensorResult(run_requests=[RunRequest(run_key=f"{base}|a{attempt}", tags=tags)])
 

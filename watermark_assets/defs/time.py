@@ -62,6 +62,7 @@ from watermark_assets.core.time.tick import DueWindows, instant_text
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
 from watermark_assets.defs.resources import WatermarkSparkResource
+from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import FAILED, partitions_in_flight
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.runs.time import TimeRunResult, load_time_watermark, run_windows
@@ -392,7 +393,11 @@ def tick_requests(
         if "" in busy:
             return TickRequests([], ["(unpartitioned)"])
         base = f"{pipeline.name}|{cut}"
-        tags = {PIPELINE_TAG: pipeline.name, TICK_TAG: base}
+        tags = {
+            PIPELINE_TAG: pipeline.name,
+            TICK_TAG: base,
+            **pipeline_partition_tags(pipeline.name),
+        }
         return TickRequests([RunRequest(run_key=f"{base}|{suffix(base)}", tags=tags)], [])
     cap = pipeline.schedule.max_runs_per_tick
     requests: list[RunRequest] = []
@@ -409,7 +414,11 @@ def tick_requests(
             RunRequest(
                 run_key=f"{base}|{suffix(base)}",
                 partition_key=key,
-                tags={PIPELINE_TAG: pipeline.name, TICK_TAG: base},
+                tags={
+                    PIPELINE_TAG: pipeline.name,
+                    TICK_TAG: base,
+                    **pipeline_partition_tags(pipeline.name, key),
+                },
             )
         )
     return TickRequests(requests, waiting)

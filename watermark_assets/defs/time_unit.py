@@ -53,6 +53,7 @@ from watermark_assets.core.unit import Cell, CellRange, DueCells, due_cells
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
 from watermark_assets.defs.resources import WatermarkSparkResource
+from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import partitions_in_flight
 from watermark_assets.defs.time import (
     TICK_TAG,
@@ -284,7 +285,9 @@ def _request(
     tags = {PIPELINE_TAG: pipeline.name, TICK_TAG: base}
     key = f"{base}|a{attempts.get(base, 0)}"
     if cells.cells == 1:
+        tags.update(pipeline_partition_tags(pipeline.name, first))
         return RunRequest(run_key=key, partition_key=first, tags=tags)
+    tags.update(pipeline_partition_tags(pipeline.name, partition_range=(first, last)))
     return RunRequest(run_key=key, tags={**tags, RANGE_START: first, RANGE_END: last})
 
 

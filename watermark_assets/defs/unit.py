@@ -59,6 +59,7 @@ from watermark_assets.core.unit import UnitWatermark, unit_id_problems
 from watermark_assets.defs.checks import MONOTONE_CHECK, RECONCILE_CHECK, check_results
 from watermark_assets.defs.column import reconcile_mismatch, run_versions
 from watermark_assets.defs.resources import WatermarkSparkResource
+from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.exceptions import SecondaryInputError
@@ -412,7 +413,11 @@ def build_units_sensor(
         context.log.info(f"{pipeline.name}: {report}")
         return SensorResult(
             run_requests=[
-                RunRequest(run_key=f"{pipeline.name}|unit|{unit}", partition_key=unit)
+                RunRequest(
+                    run_key=f"{pipeline.name}|unit|{unit}",
+                    partition_key=unit,
+                    tags=pipeline_partition_tags(pipeline.name, unit),
+                )
                 for unit in queued.requested
             ],
             dynamic_partitions_requests=adds,
