@@ -65,6 +65,9 @@ XDIST_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
         ("tests/test_column_replay.py", "test_a_replay_killed_"),
         ("tests/test_time_unit_pipeline.py", "test_a_run_killed_"),
     ),
+    # a standalone master + worker, a Spark Connect server and runs in subprocesses beside them
+    # (tests/spark_services.py): one at a time, in one worker
+    "spark_services": (("tests/test_scale_out.py", ""),),
     "killed_column_runs": (
         ("tests/test_column_exactly_once_sources.py", "test_a_run_killed_"),
         ("tests/test_column_pipeline.py", "test_a_run_killed_"),
@@ -164,6 +167,31 @@ def spark() -> Iterator[Any]:
     session = get_spark("local[2]", TEST_SPARK_CONF)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[Any]:
+    """moto's S3 server on 127.0.0.1 (a free port) for this test session, recording every request
+    (tests/s3_server.py); make a bucket per test with ``s3_server.new_bucket()``."""
+    from s3_server import S3Server
+
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_storage(s3_server: Any) -> Iterator[Any]:
+    """The storage settings of ``s3_server`` installed (``storage.configure``) for one test, the
+    previous ones back after it; yields the server."""
+    from watermark_assets import storage
+    from watermark_assets.config_storage import StorageConfig
+
+    previous = storage.installed()
+    storage.configure(StorageConfig.model_validate(s3_server.storage_block()))
+    try:
+        yield s3_server
+    finally:
+        storage.configure(previous)
 
 
 def pipeline_yaml(tmp_path: Path, **overrides: Any) -> dict[str, Any]:

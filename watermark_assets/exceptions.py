@@ -374,3 +374,16 @@ class UpstreamNotAppendOnlyError(WatermarkAssetsError):
         self.table_uri = table_uri
         self.version = version
         self.removed = tuple(removed)
+
+
+class ConcurrentWriteError(WatermarkAssetsError):
+    """A conditional write lost its race: the file changed (or appeared) since it was read."""
+
+    def __init__(self, uri: str, detail: str) -> None:
+        super().__init__(
+            f"{uri!r} was written by another writer at the same time ({detail}); nothing of this "
+            "write was stored. Read the file again and decide again (replace_text_unless does so "
+            "itself a few times), or run again"
+        )
+        self.uri = uri
+        self.detail = detail

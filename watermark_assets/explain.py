@@ -95,7 +95,10 @@ def _quarantined(pipeline: Pipeline) -> dict[str, Quarantined]:
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(pipeline.table.quarantine)
+        table = DeltaTable(
+            pipeline.table.quarantine,
+            storage_options=storage.delta_options(pipeline.table.quarantine),
+        )
     except TableNotFoundError:
         return {}
     names = set(table.schema().to_arrow().names)
@@ -118,7 +121,9 @@ def _files_in_table(pipeline: Pipeline) -> set[str]:
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(pipeline.table.uri)
+        table = DeltaTable(
+            pipeline.table.uri, storage_options=storage.delta_options(pipeline.table.uri)
+        )
     except TableNotFoundError:
         return set()
     return pipeline.file_source.files_in_table(table)
@@ -135,7 +140,9 @@ def rows_in_table(pipeline: Pipeline, paths: Iterable[str]) -> dict[str, int]:
     if not wanted:
         return counts
     try:
-        table = DeltaTable(pipeline.table.uri)
+        table = DeltaTable(
+            pipeline.table.uri, storage_options=storage.delta_options(pipeline.table.uri)
+        )
     except TableNotFoundError:
         return counts
     return pipeline.file_source.rows_in_table(table, wanted)

@@ -22,9 +22,12 @@ with conditional puts (``If-None-Match: *`` / ``If-Match: <etag>``), a lost race
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import posixpath
+import random
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
+import fsspec.asyn
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
@@ -41,6 +45,7 @@ from fsspec.implementations.local import LocalFileSystem
 from watermark_assets.config_storage import StorageConfig, portable_dump
 from watermark_assets.core.filepath.listing import ListingPlan
 from watermark_assets.core.filepath.path import NameOrdering, is_sortable
+from watermark_assets.exceptions import ConcurrentWriteError
 
 _S3_SCHEMES = ("s3://", "s3a://")
 _settings_lock = threading.Lock()
@@ -161,6 +166,14 @@ class ListingResult:
     ``paths_listed`` counts the entries the storage returned, the cost of the listing.
     ``at_or_below`` counts, per partition with a watermark, the files at or below it: committed
     ones, plus any that landed below the watermark after it passed them.
+
+    On S3 a partition with a watermark is listed from its watermark on (``StartAfter``, see
+    :func:`list_files_above`): the files at or below it are never returned by the server, so
+    such a partition (named in ``started_after``) has no ``at_or_below`` entry (unknown, not
+    zero) and ``files_seen`` counts only its files above the watermark. Only a watermark's
+    partitions are listed that way, and an Initial watermark has none, so "no files at all" is
+    still told apart where it matters (a cold start). The full count is the sweep's job: it
+    lists with ``start_after=False``.
     """
 
     files: tuple[str, ...]
@@ -170,6 +183,8 @@ class ListingResult:
     at_or_below: Mapping[str, int] = field(default_factory=dict)
     #: files above the watermark whose names do not sort by time (never mis-ordered: set apart)
     unsortable: tuple[str, ...] = ()
+    #: partitions listed from their watermark on (S3): their ``at_or_below`` is not counted
+    started_after: tuple[str, ...] = ()
 
 
 def list_files_above(
@@ -181,6 +196,7 @@ def list_files_above(
     start_prefixes: Iterable[str] | None = None,
     limit: int | None = None,
     max_paths: int | None = None,
+    start_after: bool = True,
 ) -> ListingResult:
     """Files under ``root_uri`` above the plan's watermark, walking only unpruned directories.
 
@@ -191,50 +207,105 @@ def list_files_above(
     listed. Names that do not sort chronologically are set apart in ``unsortable``, never
     mis-ordered (the caller holds them back and reports them); with ``ordering`` None (a sweep
     that only reports) they are not checked.
+
+    On S3 (``start_after``, the default) a partition with a watermark (not the root) is listed
+    with ListObjectsV2 ``StartAfter=<partition>/<its last file>``, page by page: a poll costs
+    about one request per 1,000 new keys plus one per active partition, never the keys already
+    processed. Such a partition is a leaf of the landing layout: a sub-folder in it that sorts
+    below its last file is not listed. ``start_after=False`` lists every partition in full (the
+    sweep, which counts the files at or below each watermark).
     """
     fs, root = filesystem(root_uri)
     fs.invalidate_cache()  # listings are cached by some backends; a poll must see new files
+    on_s3 = start_after and is_s3(root_uri)
     found: list[str] = []
     unsortable: list[str] = []
     below: Counter[str] = Counter()
+    started: list[str] = []
     entries_of = plan.watermark.partition_watermarks
     seen = listed = dirs = 0
     pending: list[str] = sorted(start_prefixes) if start_prefixes is not None else [""]
+
+    def done() -> bool:
+        return (limit is not None and len(found) >= limit) or (
+            max_paths is not None and listed >= max_paths
+        )
+
     while pending:
         relative = pending.pop(0)
         directory = f"{root}/{relative}" if relative else root
+        children: list[str] = []
+        if on_s3 and relative and relative in entries_of:
+            pages = _s3_pages_after(fs, directory, entries_of[relative], done)
+            started.append(relative)
+        else:
+            pages = _pages(fs, directory)
         try:
-            entries = fs.ls(directory, detail=True)
+            for entries in pages:
+                listed += len(entries)
+                for name, is_directory in entries:
+                    if is_hidden(name):
+                        continue
+                    child = f"{relative}/{name}" if relative else name
+                    if is_directory:
+                        if plan.should_descend(child):
+                            children.append(child)
+                    elif name.endswith(tuple(suffixes)):
+                        seen += 1
+                        if plan.accepts(child):
+                            if ordering is not None and not is_sortable(child, ordering):
+                                unsortable.append(child)
+                            else:
+                                found.append(child)
+                        elif relative in entries_of:
+                            below[relative] += 1
         except FileNotFoundError:
             continue
         dirs += 1
-        listed += len(entries)
-        children: list[str] = []
-        for entry in entries:
-            name = posixpath.basename(entry["name"].rstrip("/"))
-            if is_hidden(name):
-                continue
-            child = f"{relative}/{name}" if relative else name
-            if entry["type"] == "directory":
-                if plan.should_descend(child):
-                    children.append(child)
-            elif name.endswith(tuple(suffixes)):
-                seen += 1
-                if plan.accepts(child):
-                    if ordering is not None and not is_sortable(child, ordering):
-                        unsortable.append(child)
-                    else:
-                        found.append(child)
-                elif relative in entries_of:
-                    below[relative] += 1
         pending[:0] = sorted(children)
-        if (limit is not None and len(found) >= limit) or (
-            max_paths is not None and listed >= max_paths
-        ):
+        if done():
             break
     files = sorted(found)
     kept = tuple(files if limit is None else files[:limit])
-    return ListingResult(kept, seen, listed, dirs, dict(below), tuple(sorted(unsortable)))
+    return ListingResult(
+        kept, seen, listed, dirs, dict(below), tuple(sorted(unsortable)), tuple(started)
+    )
+
+
+#: one page of a listing: (name, is a directory) per entry
+_Page = list[tuple[str, bool]]
+
+
+def _pages(fs: AbstractFileSystem, directory: str) -> Iterator[_Page]:
+    """The entries of ``directory`` (one page: fsspec's ``ls``); FileNotFoundError if missing."""
+    entries = fs.ls(directory, detail=True)
+    yield [(posixpath.basename(e["name"].rstrip("/")), e["type"] == "directory") for e in entries]
+
+
+def _s3_pages_after(
+    fs: AbstractFileSystem, directory: str, last_name: str, done: Callable[[], bool]
+) -> Iterator[_Page]:
+    """The entries of the S3 "directory" ``bucket/key/prefix`` after ``last_name``, page by page
+    (ListObjectsV2 with StartAfter and Delimiter '/', following ContinuationToken), until the
+    listing ends or ``done()``."""
+    bucket, _, key = directory.partition("/")
+    prefix = f"{key}/" if key else ""
+    request: dict[str, Any] = {
+        "Bucket": bucket,
+        "Prefix": prefix,
+        "Delimiter": "/",
+        "StartAfter": prefix + last_name,
+    }
+    while True:
+        answer = fs.call_s3("list_objects_v2", **request)  # type: ignore[attr-defined]
+        page: _Page = [(c["Key"][len(prefix) :], False) for c in answer.get("Contents", ())]
+        page += [
+            (c["Prefix"][len(prefix) :].rstrip("/"), True) for c in answer.get("CommonPrefixes", ())
+        ]
+        yield page
+        if not answer.get("IsTruncated") or done():
+            return
+        request["ContinuationToken"] = answer["NextContinuationToken"]
 
 
 def list_names(directory_uri: str) -> set[str]:
@@ -251,45 +322,179 @@ def list_names(directory_uri: str) -> set[str]:
     return {posixpath.basename(e["name"].rstrip("/")) for e in entries if e["type"] == "file"}
 
 
+@dataclass(frozen=True)
+class Versioned:
+    """A file's text and the version it was read at: the ETag on S3, a hash of the bytes
+    elsewhere. A conditional write (:func:`write_text_atomic` ``replacing=``) names it."""
+
+    text: str
+    tag: str
+
+
+class _Anything:
+    def __repr__(self) -> str:
+        return "ANYTHING"
+
+
+#: ``write_text_atomic(..., replacing=ANYTHING)``: an unconditional write (the default)
+ANYTHING: Any = _Anything()
+
+
 def read_text(uri: str) -> str | None:
-    """The file's text, or None when it does not exist."""
+    """The file's text, or None when it does not exist (always read fresh, never cached)."""
+    current = read_versioned(uri)
+    return None if current is None else current.text
+
+
+def read_versioned(uri: str) -> Versioned | None:
+    """The file's text and version (see :class:`Versioned`), or None when it does not exist."""
     fs, path = filesystem(uri)
-    try:
-        with fs.open(path, "r", encoding="utf-8") as handle:
-            text: str = handle.read()
-            return text
-    except FileNotFoundError:
-        return None
+    return _read_versioned(fs, path)
 
 
-def write_text_atomic(uri: str, text: str) -> None:
+def write_text_atomic(uri: str, text: str, *, replacing: Versioned | None = ANYTHING) -> None:
     """Write ``text`` so that readers see the old or the new content, never a partial file.
 
-    Local: a temporary file next to the target, then a rename (atomic on POSIX).
+    ``replacing``: left out, the write is unconditional; None, the file must not exist yet
+    (S3: ``If-None-Match: *``); a :class:`Versioned` read before, the file must still be that
+    version (S3: ``If-Match: <ETag>``). A condition that does not hold raises
+    :class:`ConcurrentWriteError` and writes nothing. Local: a temporary file next to the target,
+    then a rename (atomic on POSIX), the condition checked under the file's lock.
     """
     fs, path = filesystem(uri)
-    fs.makedirs(posixpath.dirname(path), exist_ok=True)
-    temporary = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-    fs.pipe_file(temporary, text.encode("utf-8"))
-    fs.mv(temporary, path)
+    if replacing is ANYTHING:
+        _write(fs, uri, path, text, ANYTHING)
+        return
+    _prepare(fs, path)
+    with _exclusive(fs, path):
+        _write(fs, uri, path, text, replacing)
+
+
+#: how many times :func:`replace_text_unless` reads again after losing a race
+REPLACE_ATTEMPTS = 8
 
 
 def replace_text_unless(uri: str, text: str, *, keep: Callable[[str], bool]) -> bool:
     """Atomically replace the file's content with ``text`` unless ``keep(current text)`` says the
     current content must stay; True when written. No file yet: written.
 
-    The read, the check and the write are one step for every writer of this machine on a local
-    file system (an exclusive ``flock`` on ``{path}.lock``), so two writers can never replace a
-    newer content with an older one. Other file systems get the same sequence without the lock.
+    A compare-and-swap: the read, the check and the write are one step. Local file system: under
+    an exclusive ``flock`` on ``{path}.lock`` (every writer of this machine). S3: a conditional
+    put (``If-None-Match: *`` for a first version, ``If-Match`` on the ETag read for a
+    replacement); a writer that loses the race reads again and decides again (``keep`` sees the
+    winner's content), up to :data:`REPLACE_ATTEMPTS` times, then :class:`ConcurrentWriteError`.
+    So a newer content is never replaced by an older one, and nothing is lost.
     """
     fs, path = filesystem(uri)
-    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    _prepare(fs, path)
+    lost: ConcurrentWriteError | None = None
     with _exclusive(fs, path):
-        current = read_text(uri)
-        if current is not None and keep(current):
-            return False
-        write_text_atomic(uri, text)
+        for attempt in range(REPLACE_ATTEMPTS):
+            current = _read_versioned(fs, path)
+            if current is not None and keep(current.text):
+                return False
+            try:
+                _write(fs, uri, path, text, current)
+                return True
+            except ConcurrentWriteError as exc:
+                lost = exc
+                time.sleep(random.uniform(0, 0.02 * (attempt + 1)))  # let the winner finish
+    assert lost is not None
+    raise ConcurrentWriteError(
+        uri, f"lost {REPLACE_ATTEMPTS} races in a row, the last: {lost.detail}"
+    ) from lost
+
+
+def _prepare(fs: AbstractFileSystem, path: str) -> None:
+    if not _is_s3_fs(fs):  # object stores have no folders to make
+        fs.makedirs(posixpath.dirname(path), exist_ok=True)
+
+
+def _is_s3_fs(fs: AbstractFileSystem) -> bool:
+    protocol = fs.protocol
+    return bool({"s3", "s3a"} & set((protocol,) if isinstance(protocol, str) else protocol))
+
+
+def _read_versioned(fs: AbstractFileSystem, path: str) -> Versioned | None:
+    if _is_s3_fs(fs):
+        try:
+            data, etag = fsspec.asyn.sync(fs.loop, _s3_get, fs, path)  # type: ignore[attr-defined]
+        except FileNotFoundError:
+            return None
+        return Versioned(data.decode("utf-8"), etag)
+    try:
+        with fs.open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    return Versioned(data.decode("utf-8"), hashlib.sha256(data).hexdigest())
+
+
+async def _s3_get(fs: Any, path: str) -> tuple[bytes, str]:
+    """GET the object: its bytes and its ETag, from one response (never a cached listing)."""
+    bucket, key, _ = fs.split_path(path)
+    answer = await fs._call_s3("get_object", Bucket=bucket, Key=key)
+    try:
+        data: bytes = await answer["Body"].read()
+    finally:
+        answer["Body"].close()
+    return data, str(answer["ETag"])
+
+
+def _write(
+    fs: AbstractFileSystem, uri: str, path: str, text: str, replacing: Versioned | None
+) -> None:
+    """Write ``text`` at ``path`` if ``replacing`` holds (see :func:`write_text_atomic`); local
+    callers hold the file's lock."""
+    data = text.encode("utf-8")
+    if _is_s3_fs(fs):
+        _s3_put(fs, uri, path, data, replacing)
+        return
+    if replacing is not ANYTHING:
+        current = _read_versioned(fs, path)
+        if replacing is None and current is not None:
+            raise ConcurrentWriteError(uri, "it exists now, and it was expected not to")
+        if replacing is not None and (current is None or current.tag != replacing.tag):
+            changed = "was deleted" if current is None else "changed"
+            raise ConcurrentWriteError(uri, f"it {changed} since it was read")
+    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    temporary = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+    fs.pipe_file(temporary, data)
+    fs.mv(temporary, path)
+
+
+def _s3_put(
+    fs: AbstractFileSystem, uri: str, path: str, data: bytes, replacing: Versioned | None
+) -> None:
+    """One PUT (atomic on S3), conditional unless ``replacing`` is ANYTHING."""
+    bucket, key, _ = fs.split_path(path)  # type: ignore[attr-defined]
+    condition: dict[str, str] = {}
+    if replacing is None:
+        condition["IfNoneMatch"] = "*"
+    elif replacing is not ANYTHING:
+        condition["IfMatch"] = replacing.tag
+    try:
+        fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, **condition)  # type: ignore[attr-defined]
+    except OSError as exc:
+        if not condition or not _lost_race(exc):
+            raise
+        expected = (
+            "it exists now, and it was expected not to (If-None-Match: *)"
+            if replacing is None
+            else f"it is no longer the version read (If-Match: {condition['IfMatch']})"
+        )
+        raise ConcurrentWriteError(uri, expected) from exc
+
+
+def _lost_race(error: OSError) -> bool:
+    """Whether a conditional PUT failed because its condition did not hold (412
+    PreconditionFailed, 409 ConditionalRequestConflict, or the object gone for If-Match)."""
+    if isinstance(error, (FileExistsError, FileNotFoundError)):
         return True
+    cause = error.__cause__
+    response = getattr(cause, "response", None)
+    code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+    return code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
 
 
 @contextmanager

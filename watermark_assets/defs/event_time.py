@@ -48,6 +48,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from watermark_assets import storage
 from watermark_assets.config import EventTimePipelineConfig, ProjectConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.event_time import (
@@ -266,7 +267,7 @@ def upstream_max_event_ms(upstream_uri: str, column: str) -> int | None:
     """The greatest event time in the upstream table, from its files' statistics (no data
     read); None without a table, a file, or statistics for the column."""
     try:
-        table = DeltaTable(upstream_uri)
+        table = DeltaTable(upstream_uri, storage_options=storage.delta_options(upstream_uri))
     except TableNotFoundError:
         return None
     actions = pa.table(table.get_add_actions(flatten=True))

@@ -71,4 +71,4 @@ class WatermarkDeltaIOManager(ConfigurableIOManager):
         uri = metadata.get("table_uri")
         if not uri:
             raise ValueError(f"asset {context.asset_key} has no 'table_uri' definition metadata")
-        return DeltaTable(str(uri))
+        return DeltaTable(str(uri), storage_options=storage.delta_options(str(uri)))

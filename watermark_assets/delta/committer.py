@@ -212,11 +212,11 @@ class DeltaCommitter:
             if isinstance(exc, CommitFailedError) or (
                 table is None and self._load_table() is not None
             ):
-                return CommitOutcome(
-                    None, True, f"another writer committed first ({exc})", stale=True
-                )
+                reason = f"another writer committed first ({storage.redact(str(exc))})"
+                return CommitOutcome(None, True, reason, stale=True)
             raise DeltaCommitError(
-                f"Delta commit to {self.table_uri!r} failed: {exc}", table_uri=self.table_uri
+                f"Delta commit to {self.table_uri!r} failed: {storage.redact(str(exc))}",
+                table_uri=self.table_uri,
             ) from exc
         version = self._version_holding(current, txns[0])
         return CommitOutcome(version, False, f"committed {what} as version {version}")

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from watermark_assets import storage
 from watermark_assets.delta.stats import modification_time_ms
 from watermark_assets.exceptions import DeltaCommitError
 
@@ -205,7 +206,7 @@ class DeltaLog:
 def table_row_count(table_uri: str) -> int | None:
     """Rows in the table's current version, from the add actions' statistics (no data read)."""
     try:
-        table = DeltaTable(table_uri)
+        table = DeltaTable(table_uri, storage_options=storage.delta_options(table_uri))
     except TableNotFoundError:
         return None
     actions = pa.table(table.get_add_actions(flatten=True))

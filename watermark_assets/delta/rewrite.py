@@ -34,6 +34,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import RemoveAction
 
+from watermark_assets import storage
 from watermark_assets.core.clock import Clock, ensure_utc, system_clock
 from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
 from watermark_assets.delta.stats import DataFile, describe_data_files
@@ -145,13 +146,12 @@ def open_table(
 ) -> tuple[DeltaTable | None, fsspec.AbstractFileSystem, str]:
     """The table's latest snapshot (None: no table yet), its filesystem and its root path."""
     if filesystem is None:
-        fs, root = fsspec.core.url_to_fs(table_uri)
+        fs, root = storage.filesystem(table_uri)
     else:
         fs, root = filesystem, filesystem._strip_protocol(table_uri)
+    options = dict(storage_options) if storage_options else storage.delta_options(table_uri)
     try:
-        table: DeltaTable | None = DeltaTable(
-            table_uri, storage_options=dict(storage_options) if storage_options else None
-        )
+        table: DeltaTable | None = DeltaTable(table_uri, storage_options=options)
     except TableNotFoundError:
         table = None
     return table, fs, str(root).rstrip("/")

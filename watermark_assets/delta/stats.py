@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from watermark_assets import storage
 from watermark_assets.exceptions import (
     DeltaCommitError,
     DeltaPartitionPathError,
@@ -85,7 +86,7 @@ def describe_data_files(
     missing or is not Parquet.
     """
     if filesystem is None:
-        fs, root = fsspec.core.url_to_fs(table_uri)
+        fs, root = storage.filesystem(table_uri)
     else:
         fs, root = filesystem, filesystem._strip_protocol(table_uri)
     root = str(root).rstrip("/")

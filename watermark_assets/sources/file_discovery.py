@@ -213,6 +213,7 @@ def sweep(
         ordering=None,
         limit=budget,
         max_paths=budget,
+        start_after=False,  # every file, at or below the watermarks too (S3: no StartAfter)
     )
     below = {
         prefix: count - committed_files.get(prefix, 0)
