@@ -7,11 +7,12 @@
      "updated_at": "2026-04-03T09:16:02.120000+00:00"}
 
 The watermark is kept as the manager's text, untouched (providers never parse watermarks).
-Writes are atomic (``storage.write_text_atomic``: a temporary file, then a rename), and an update
-with ``keep`` is a compare-and-swap (``storage.replace_text_unless``: the read, the decision and the
-write under an exclusive lock on ``{file}.lock`` for local files), so concurrent updates of one
-dataflow never go backwards on one machine. Object stores get the same sequence without a lock: a
-concurrent writer can interleave there (conditional writes come with the S3 work).
+Writes are atomic (``storage.write_text_atomic``: a temporary file then a rename, one PUT on S3),
+and an update with ``keep`` is a compare-and-swap (``storage.replace_text_unless``): on a local
+disk the read, the decision and the write happen under an exclusive lock on ``{file}.lock``; on S3
+the write is conditional (``If-None-Match: *`` for the first version, ``If-Match`` on the ETag
+read), and a writer that loses the race reads the winner's record and decides again. So
+concurrent updates of one dataflow never go backwards and never lose the newest watermark.
 """
 
 from __future__ import annotations

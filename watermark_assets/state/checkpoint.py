@@ -19,7 +19,10 @@ def save_checkpoint(
     """Write the checkpoint when its interval is due (or ``force``); True if written.
 
     A checkpoint already on storage for a newer table version is never overwritten by an older one
-    (checked and written as one step, see :func:`storage.replace_text_unless`). The quarantine of
+    (checked and written as one step, see :func:`storage.replace_text_unless`: a lock on a local
+    disk, a conditional put on S3 whose loser reads the winner's checkpoint and decides again; after
+    repeated lost races it raises ConcurrentWriteError, and the Delta log still holds the state,
+    so nothing is lost). The quarantine of
     every commit up to the state's version is completed first.
     """
     policy = CheckpointPolicy(pipeline.checkpoint.interval_files, pipeline.checkpoint.interval_secs)
