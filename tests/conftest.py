@@ -68,6 +68,8 @@ XDIST_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
     # a standalone master + worker, a Spark Connect server and runs in subprocesses beside them
     # (tests/spark_services.py): one at a time, in one worker
     "spark_services": (("tests/test_scale_out.py", ""),),
+    # a real dagster-daemon on a PostgreSQL instance, its runs' JVMs and module-scoped stages
+    "dagster_postgres": (("tests/test_dagster_postgres.py", ""),),
     "killed_column_runs": (
         ("tests/test_column_exactly_once_sources.py", "test_a_run_killed_"),
         ("tests/test_column_pipeline.py", "test_a_run_killed_"),

@@ -823,7 +823,7 @@ def replay_command(config_path: str | None, name: str, start: str | None, end: s
     from watermark_assets.config import ReplayConfig
     from watermark_assets.exceptions import ConfigError
     from watermark_assets.runs.column_replay import run_replay
-    from watermark_assets.spark.session import get_spark
+    from watermark_assets.spark.session import spark_from_settings
 
     config = load_config(config_path)
     pipeline = config.column_pipeline(name)  # ConfigError: only column pipelines are replayed
@@ -838,7 +838,7 @@ def replay_command(config_path: str | None, name: str, start: str | None, end: s
         pipeline.replay_problem(replay)
     except (ValidationError, ValueError) as error:
         raise ConfigError(f"replay {name}: {error}") from None
-    spark = get_spark(config.spark.master, config.spark.conf)
+    spark = spark_from_settings(config.spark.settings())
     result = run_replay(pipeline, replay, spark, run_id=f"replay-{uuid.uuid4().hex[:12]}")
     print(
         f"{name}: {len(result.chunks) - len(result.skipped)} chunks run, skipped "

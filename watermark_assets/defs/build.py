@@ -140,7 +140,7 @@ def build_definitions(
     """
     config = config or load_config()
     built = [build_pipeline(pipeline, clock, config) for pipeline in config.pipelines]
-    spark_conf = {"spark.master": config.spark.master, **config.spark.conf}
+    spark_conf = config.spark.settings()  # spark.master or spark.remote, delta-spark
     source_types = [p.source.type for p in config.column_pipelines]
     source_types += [p.source.type for p in config.time_pipelines]
     source_types += [p.source.type for p in config.unit_pipelines]

@@ -6,21 +6,22 @@ from typing import Any
 
 from dagster_pyspark import LazyPySparkResource
 
-from watermark_assets.spark.session import get_spark
+from watermark_assets.spark.session import spark_from_settings
 
 
 class WatermarkSparkResource(LazyPySparkResource):
     """A Spark session started on first use (runs with nothing to ingest never start Spark).
 
-    ``spark_config`` holds ``spark.*`` settings; ``spark.master`` defaults to ``local[2]``. Java 17+
-    is checked before Spark starts, and Spark's Python workers run the driver's interpreter.
+    ``spark_config`` holds flat ``spark.*`` settings (``SparkConfig.settings()``): with
+    ``spark.remote`` (``sc://host:port``) the session is a Spark Connect client and no JVM starts
+    in the run's process; otherwise ``spark.master`` (default ``local[2]``), Java 17+ is checked
+    before Spark starts, and Spark's Python workers run the driver's interpreter.
     """
 
     def _init_session(self) -> None:
         if self._spark_session is None:
-            conf = {str(k): str(v) for k, v in self.spark_config.items()}
-            master = conf.pop("spark.master", "local[2]")
-            self._spark_session = get_spark(master, conf)
+            settings = {str(k): str(v) for k, v in self.spark_config.items()}
+            self._spark_session = spark_from_settings(settings)
 
     @property
     def spark_session(self) -> Any:

@@ -89,10 +89,12 @@ def has_postgres_driver(conf: Mapping[str, str]) -> bool:
 def with_postgres_driver(conf: Mapping[str, str], jar: str | None = None) -> dict[str, str]:
     """``conf`` with the PostgreSQL driver added to ``spark.jars`` for a project that reads
     through JDBC: ``jar`` (default: :func:`postgres_jdbc_jar`, Debian's jar when installed)
-    unless ``conf`` already names a driver. Without a jar ``conf`` is returned as it is, and a
-    JDBC read raises :class:`JdbcDriverMissingError`, which says how to install one."""
+    unless ``conf`` already names a driver or is a Spark Connect client's (``spark.remote``).
+    Without a jar ``conf`` is returned as it is, and a JDBC read raises
+    :class:`JdbcDriverMissingError`, which says how to install one."""
     merged = dict(conf)
-    if has_postgres_driver(merged):
+    if has_postgres_driver(merged) or "spark.remote" in merged:
+        # under Spark Connect the driver must be on the server's classpath (spark-submit --jars)
         return merged
     jar = jar or postgres_jdbc_jar()
     if jar is None:
@@ -253,12 +255,21 @@ class JdbcSource:
 
 
 def _num_partitions(frame: DataFrame) -> int | None:
-    """The partitions Spark planned (it may take fewer than asked for a narrow range); None
-    where the frame has no RDD (Spark Connect)."""
-    try:
-        return int(frame.rdd.getNumPartitions())
-    except Exception:  # pyspark.errors.PySparkNotImplementedError under Spark Connect
-        return None
+    """The partitions Spark planned for the JDBC scan (it may take fewer than asked for a narrow
+    range), read from the physical plan's ``JDBCRelation(...) [numPartitions=N]``: ``explain``
+    works in classic Spark and under Spark Connect alike (an RDD does not exist under Connect).
+    None when the plan does not say."""
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        frame.explain()  # planning only: no query runs against the database
+    found = _PLANNED_PARTITIONS.search(printed.getvalue())
+    return int(found.group(1)) if found else None
+
+
+_PLANNED_PARTITIONS = re.compile(r"JDBCRelation\(.*?\) \[numPartitions=(\d+)\]", re.DOTALL)
 
 
 def _redacted(url: str) -> str:

@@ -1,16 +1,32 @@
-"""The process's Spark session: created once with the project's defaults, after checking Java."""
+"""The process's Spark session: created once with the project's defaults, after checking Java.
+
+Two kinds, chosen by configuration (``spark:`` in the YAML file, :class:`SparkConfig`):
+
+- **classic** (``spark.master``: ``local[2]`` by default, ``spark://host:7077`` for a standalone
+  cluster, ``yarn``, ``k8s://...``): this process starts the driver JVM (Java 17+ is checked
+  first) and the executors run wherever the master puts them;
+- **Spark Connect** (``spark.remote: sc://host:15002``): this process holds only a gRPC client;
+  the plans run in a long-running Spark Connect server. No JVM starts here, and nothing on this
+  path touches ``sparkContext``, RDDs or py4j.
+
+One process holds one kind: pyspark cannot keep a classic and a Connect session side by side,
+so asking for the other kind raises :class:`SparkSessionKindError`, which says so.
+"""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping
+from importlib import metadata
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
-from watermark_assets.exceptions import JavaNotFoundError
+from watermark_assets.exceptions import JavaNotFoundError, WatermarkAssetsError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,6 +43,50 @@ SPARK_DEFAULTS: Mapping[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "2g",
 }
+
+#: The defaults a Spark Connect client sets on its server session (the others are the server's
+#: own start-up settings: memory, application name, console progress).
+CONNECT_SESSION_DEFAULTS: Mapping[str, str] = {
+    key: value
+    for key, value in SPARK_DEFAULTS.items()
+    if key.startswith(("spark.sql.", "spark.hadoop."))
+}
+
+#: Settings that only steer this process's own logging: never sent to a Connect server.
+_CLIENT_ONLY_KEYS = frozenset({"spark.log.level", "spark.remote", "spark.master"})
+
+#: delta-spark's Spark SQL extension and catalog (``spark.delta_spark: true`` sets both).
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+#: pyspark 4 is built for Scala 2.13 only.
+_SCALA_BINARY = "2.13"
+
+
+class SparkStartError(WatermarkAssetsError):
+    """Spark's driver JVM exited before the session existed (e.g. a package it could not fetch)."""
+
+    def __init__(self, message: str, *, packages: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.packages = packages
+
+
+class SparkSessionKindError(WatermarkAssetsError):
+    """A classic session was asked for in a process holding a Connect one, or the reverse."""
+
+    def __init__(self, wanted: str, holding: str) -> None:
+        super().__init__(
+            f"this process already holds a {holding} Spark session and cannot start a {wanted} "
+            "one (pyspark keeps one kind per process); run the other kind in its own process "
+            "(e.g. `watermark-assets --config OTHER.yaml run-sensors`), or use one kind: "
+            "either spark.master or spark.remote in the configuration"
+        )
+        self.wanted = wanted
+        self.holding = holding
+
+
+class SparkConnectError(WatermarkAssetsError):
+    """A Spark Connect server that cannot be reached, or a setting it refuses from a client."""
 
 
 _JAVA_VERSION = re.compile(r'version "(\d+)(?:\.(\d+))?')
@@ -57,6 +117,46 @@ def check_java(env: Mapping[str, str] | None = None) -> int:
     return major
 
 
+# ------------------------------------------------------------------------------------ delta-spark
+def delta_spark_package(version: str | None = None) -> str:
+    """delta-spark's Maven coordinates for this pyspark: ``io.delta:delta-spark_2.13:VERSION``,
+    the version of the installed ``delta-spark`` Python package unless given."""
+    if version is None:
+        try:
+            version = metadata.version("delta-spark")
+        except metadata.PackageNotFoundError:
+            raise SparkStartError(
+                "spark.delta_spark: true takes delta-spark's jar version from the installed "
+                "'delta-spark' Python package, which is not installed; pip install the "
+                "delta-spark release made for your Spark version, or set delta_spark: false and "
+                "name the jars yourself in spark.conf (spark.jars or spark.jars.packages)"
+            ) from None
+    return f"io.delta:delta-spark_{_SCALA_BINARY}:{version}"
+
+
+def _items(value: str | None) -> list[str]:
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def with_delta_spark(conf: Mapping[str, str], version: str | None = None) -> dict[str, str]:
+    """``conf`` with delta-spark: its Maven package (unless ``spark.jars`` already names a local
+    delta-spark jar), the Delta SQL extension and the Delta catalog; the user's own values of
+    these keys are kept (the extension is added to a list, the catalog only when unset)."""
+    merged = dict(conf)
+    if not any("delta-spark" in jar for jar in _items(merged.get("spark.jars"))):
+        packages = _items(merged.get("spark.jars.packages"))
+        if not any(p.startswith("io.delta:delta-spark") for p in packages):
+            packages.append(delta_spark_package(version))
+        merged["spark.jars.packages"] = ",".join(packages)
+    extensions = _items(merged.get("spark.sql.extensions"))
+    if DELTA_EXTENSION not in extensions:
+        extensions.append(DELTA_EXTENSION)
+    merged["spark.sql.extensions"] = ",".join(extensions)
+    merged.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+    return merged
+
+
+# -------------------------------------------------------------------------------------- sessions
 def session_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
     """The full Spark configuration: defaults, the master, the user's settings, this interpreter."""
     merged = {**SPARK_DEFAULTS, "spark.master": master, **conf}
@@ -66,18 +166,123 @@ def session_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
     return merged
 
 
-def get_spark(master: str = "local[2]", conf: Mapping[str, str] | None = None) -> SparkSession:
-    """The process's Spark session (created once, then reused), after checking Java."""
-    from pyspark.sql import SparkSession
+def spark_from_settings(settings: Mapping[str, str]) -> SparkSession:
+    """The session for flat ``spark.*`` settings (``SparkConfig.settings()``): Spark Connect when
+    they hold ``spark.remote``, else classic on ``spark.master`` (default ``local[2]``)."""
+    conf = dict(settings)
+    remote = conf.pop("spark.remote", None)
+    master = conf.pop("spark.master", "local[2]")
+    return get_spark(master, conf, remote=remote)
 
+
+def get_spark(
+    master: str = "local[2]", conf: Mapping[str, str] | None = None, *, remote: str | None = None
+) -> SparkSession:
+    """The process's Spark session (created once, then reused): a Spark Connect client session
+    when ``remote`` (``sc://host:port``) is given, else a classic one on ``master`` after
+    checking Java."""
+    if remote is not None:
+        return _connect_session(remote, conf or {})
+    from pyspark.sql import SparkSession
+    from pyspark.sql.utils import is_remote
+
+    if is_remote():
+        raise SparkSessionKindError("classic", "Spark Connect")
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    merged = session_conf(master, conf or {})
     builder = SparkSession.builder
-    for key, value in session_conf(master, conf or {}).items():
+    for key, value in merged.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    except Exception as error:
+        packages = tuple(_items(merged.get("spark.jars.packages")))
+        if packages and _gateway_exited(error):
+            raise SparkStartError(_packages_message(packages, merged), packages=packages) from error
+        raise
     session.sparkContext.setLogLevel((conf or {}).get("spark.log.level", "WARN"))
+    return session
+
+
+def _gateway_exited(error: BaseException) -> bool:
+    get_condition = getattr(error, "getCondition", None)
+    return callable(get_condition) and get_condition() == "JAVA_GATEWAY_EXITED"
+
+
+def _packages_message(packages: tuple[str, ...], conf: Mapping[str, str]) -> str:
+    source = ", ".join(
+        f"{key}={conf[key]}"
+        for key in ("spark.jars.repositories", "spark.jars.ivySettings")
+        if key in conf
+    )
+    source = source or "Maven Central (repo1.maven.org) and spark-packages"
+    return (
+        f"Spark did not start: its launcher exited while fetching spark.jars.packages "
+        f"{list(packages)} from {source} (the launcher's log above says which artifact was not "
+        "found: 'unresolved dependency'). Where the repository cannot be reached, download the "
+        "jars elsewhere and name the local files in spark.conf's spark.jars (for "
+        "spark.delta_spark: the delta-spark and delta-storage jars of that version; a "
+        "delta-spark jar in spark.jars replaces the package), or point spark.jars.repositories / "
+        "spark.jars.ivySettings at a reachable mirror, or set spark.delta_spark: false"
+    )
+
+
+def connect_address(remote: str) -> tuple[str, int]:
+    """``(host, port)`` of a ``sc://host:port[/;params]`` URL (Spark Connect's default port
+    15002 when none is given); ValueError naming the URL and the expected form otherwise."""
+    parts = urlsplit(remote)
+    if parts.scheme != "sc" or not parts.hostname:
+        raise ValueError(
+            f"spark.remote {remote!r} is not a Spark Connect URL; write sc://HOST:PORT "
+            "(e.g. sc://127.0.0.1:15002)"
+        )
+    try:
+        port = parts.port or 15002
+    except ValueError:
+        raise ValueError(
+            f"spark.remote {remote!r} has no valid port; write sc://HOST:PORT "
+            "(e.g. sc://127.0.0.1:15002)"
+        ) from None
+    return parts.hostname, port
+
+
+def _connect_session(remote: str, conf: Mapping[str, str]) -> SparkSession:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if SparkContext._active_spark_context is not None:
+        raise SparkSessionKindError("Spark Connect", "classic")
+    try:
+        host, port = connect_address(remote)
+    except ValueError as error:
+        raise SparkConnectError(str(error)) from None
+    try:  # fail in seconds, not after the client's minutes of retries
+        socket.create_connection((host, port), timeout=10).close()
+    except OSError as error:
+        raise SparkConnectError(
+            f"spark.remote {remote!r}: no Spark Connect server answers at {host}:{port} "
+            f"({error}); start one (README: 'From laptop to cluster') or fix the URL"
+        ) from None
+    session = SparkSession.builder.remote(remote).getOrCreate()
+    settings = {**CONNECT_SESSION_DEFAULTS, **conf}
+    refused: list[str] = []
+    for key, value in settings.items():
+        if key in _CLIENT_ONLY_KEYS:
+            continue
+        try:
+            session.conf.set(key, value)
+        except Exception as error:  # pyspark.errors.AnalysisException: CANNOT_MODIFY_CONFIG ...
+            refused.append(f"{key}={value} ({str(error).splitlines()[0][:160]})")
+    if refused:
+        session.stop()
+        raise SparkConnectError(
+            f"spark.remote {remote!r}: the server refuses these spark.conf settings from a "
+            f"client: {refused}. They are the server's own start-up settings: pass them to the "
+            "server (spark-submit --conf KEY=VALUE ... SparkConnectServer) and remove them from "
+            "spark.conf"
+        )
     return session

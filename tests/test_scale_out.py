@@ -1,0 +1,406 @@
+"""The same code location on a Spark cluster and under Spark Connect (issue 10 §5).
+
+Configuration alone moves a pipeline: ``spark.master: spark://...`` runs it on a standalone
+cluster (a real master and worker from pyspark's jars, the executors separate JVMs), and
+``spark.remote: sc://...`` runs it through a real Spark Connect server (no JVM in the run's
+process). Each run is a whole ``watermark-assets run-sensors`` process (sensor -> run -> commit,
+as the daemon does) with its own configuration, since the test session holds a local Spark
+already; its committed rows must equal those of a local-mode run of the same files.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import event_records, pipeline_yaml, write_ndjson
+from deltalake import DeltaTable
+from spark_services import (
+    ConnectServer,
+    StandaloneCluster,
+    connect_server,
+    free_port,
+    standalone_cluster,
+)
+from test_event_time_pipeline import streaming
+
+from watermark_assets.config import SparkConfig
+from watermark_assets.exceptions import ConfigError
+from watermark_assets.spark.session import (
+    DELTA_CATALOG,
+    DELTA_EXTENSION,
+    SparkSessionKindError,
+    delta_spark_package,
+    get_spark,
+)
+
+T0 = datetime(2024, 1, 5, 10, tzinfo=timezone.utc)
+
+#: The landing files every variant ingests: two days, three hourly files a day, one malformed
+#: record (quarantined) and one file holding a space in its name.
+LANDING: dict[str, list[dict[str, Any] | str]] = {
+    "date=2024-01-05/hour=10/1704448800-a.ndjson.gz": list(event_records(0, 40, T0)),
+    "date=2024-01-05/hour=11/1704452400-b.ndjson.gz": [*event_records(40, 40, T0), "{not json"],
+    "date=2024-01-05/hour=12/1704456000-c d.ndjson": list(event_records(80, 40, T0)),
+    "date=2024-01-06/hour=00/1704499200-a.ndjson.gz": list(
+        event_records(120, 40, T0 + timedelta(hours=14))
+    ),
+    "date=2024-01-06/hour=01/1704502800-b.ndjson.gz": list(
+        event_records(160, 40, T0 + timedelta(hours=15))
+    ),
+}
+
+
+def landing(root: Path) -> Path:
+    folder = root / "landing"
+    for relative, records in LANDING.items():
+        write_ndjson(folder, relative, records)
+    return folder
+
+
+def write_config(root: Path, name: str, spark: dict[str, Any], landing_uri: Path) -> Path:
+    """A configuration whose pipeline ``events`` reads ``landing_uri`` into ``root/name``."""
+    pipeline = pipeline_yaml(
+        root,
+        source={"uri": str(landing_uri)},
+        table={"uri": str(root / name / "events")},
+        partitions={"granularity": "daily", "start": "2024-01-04", "end": "2024-01-08"},
+    )
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"spark": spark, "pipelines": [pipeline]}), encoding="utf-8")
+    return path
+
+
+@dataclass
+class Cli:
+    returncode: int
+    output: str
+
+
+def run_sensors(config: Path, dagster_home: Path, *, timeout: int = 300, **env: str) -> Cli:
+    """``watermark-assets --config CONFIG run-sensors`` as a whole process."""
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "watermark_assets.cli", "--config", str(config), "run-sensors"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "DAGSTER_HOME": str(dagster_home), **env},
+        check=False,
+    )
+    return Cli(done.returncode, done.stdout + done.stderr)
+
+
+def rows_of(table_uri: Path) -> list[dict[str, Any]]:
+    """The committed rows, without ``_ingested_at`` (the run's clock), in a fixed order."""
+    table = DeltaTable(str(table_uri)).to_pyarrow_table()
+    table = table.drop_columns([c for c in table.column_names if c == "_ingested_at"])
+    return sorted(table.to_pylist(), key=lambda row: sorted((k, str(v)) for k, v in row.items()))
+
+
+@dataclass
+class Reference:
+    """A local-mode run of LANDING: what every other mode must commit."""
+
+    root: Path
+    landing: Path
+    rows: list[dict[str, Any]]
+    quarantine: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    root = tmp_path_factory.mktemp("scale_out")
+    folder = landing(root)
+    config = write_config(root, "local", {"master": "local[1]", "conf": SMALL}, folder)
+    done = run_sensors(config, root / "home_local")
+    assert done.returncode == 0, done.output[-3000:]
+    rows = rows_of(root / "local" / "events")
+    assert len(rows) == 200 and sorted(r["id"] for r in rows) == list(range(200))
+    quarantine = rows_of(root / "local" / "events_quarantine")
+    assert [q["raw_record"] for q in quarantine] == ["{not json"]
+    return Reference(root, folder, rows, quarantine)
+
+
+#: A run process's Spark: small, no UI.
+SMALL = {
+    "spark.ui.enabled": "false",
+    "spark.driver.memory": "1g",
+    "spark.sql.shuffle.partitions": "2",
+}
+
+
+# ---------------------------------------------------------------------------------- configuration
+def spark_config(**values: Any) -> SparkConfig:
+    return SparkConfig.model_validate(values)
+
+
+SETTINGS = {
+    "the default: local[2]": ({}, {"spark.master": "local[2]"}),
+    "a cluster's master and a setting": (
+        {"master": "spark://10.0.0.5:7077", "conf": {"spark.executor.memory": "4g"}},
+        {"spark.master": "spark://10.0.0.5:7077", "spark.executor.memory": "4g"},
+    ),
+    "Spark Connect: a remote, no master": (
+        {"remote": "sc://spark.internal:15002", "conf": {"spark.sql.shuffle.partitions": "64"}},
+        {"spark.remote": "sc://spark.internal:15002", "spark.sql.shuffle.partitions": "64"},
+    ),
+    "delta-spark: its package, extension and catalog": (
+        {"delta_spark": True},
+        {
+            "spark.master": "local[2]",
+            "spark.jars.packages": delta_spark_package(),
+            "spark.sql.extensions": DELTA_EXTENSION,
+            "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+        },
+    ),
+    "delta-spark beside the user's own packages and extensions": (
+        {
+            "delta_spark": True,
+            "conf": {
+                "spark.jars.packages": "org.postgresql:postgresql:42.7.4",
+                "spark.sql.extensions": "com.example.Ext",
+            },
+        },
+        {
+            "spark.master": "local[2]",
+            "spark.jars.packages": f"org.postgresql:postgresql:42.7.4,{delta_spark_package()}",
+            "spark.sql.extensions": f"com.example.Ext,{DELTA_EXTENSION}",
+            "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+        },
+    ),
+    "delta-spark from local jars: no package to fetch": (
+        {"delta_spark": True, "conf": {"spark.jars": "/opt/jars/delta-spark_2.13-4.0.0.jar"}},
+        {
+            "spark.master": "local[2]",
+            "spark.jars": "/opt/jars/delta-spark_2.13-4.0.0.jar",
+            "spark.sql.extensions": DELTA_EXTENSION,
+            "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("values, settings", SETTINGS.values(), ids=SETTINGS.keys())
+def test_the_spark_section_becomes_flat_spark_settings(
+    values: dict[str, Any], settings: dict[str, str]
+) -> None:
+    assert spark_config(**values).settings() == settings
+
+
+def test_delta_spark_is_the_installed_python_package_s_version() -> None:
+    from importlib.metadata import version
+
+    assert delta_spark_package() == f"io.delta:delta-spark_2.13:{version('delta-spark')}"
+
+
+BAD_SPARK = {
+    "master and remote": (
+        {"master": "spark://h:7077", "remote": "sc://h:15002"},
+        ["spark.master 'spark://h:7077' and spark.remote 'sc://h:15002' are both set"],
+    ),
+    "a remote that is not sc://": (
+        {"remote": "http://h:15002"},
+        ["'http://h:15002' is not a Spark Connect URL", "sc://HOST:PORT"],
+    ),
+    "a remote with a bad port": ({"remote": "sc://h:port"}, ["'sc://h:port' has no valid port"]),
+    "the master in conf": (
+        {"conf": {"spark.master": "yarn"}},
+        ["spark.conf holds spark.master='yarn'", "spark.master"],
+    ),
+    "a key that is not Spark's": (
+        {"conf": {"executor.memory": "4g"}},
+        ["'executor.memory' is not a Spark setting", "start with 'spark.'"],
+    ),
+    "delta_spark on a Connect client": (
+        {"remote": "sc://h:15002", "delta_spark": True},
+        ["cannot add jars to a running server", "--packages io.delta:delta-spark_2.13"],
+    ),
+}
+
+
+@pytest.mark.parametrize("values, said", BAD_SPARK.values(), ids=BAD_SPARK.keys())
+def test_a_bad_spark_section_is_refused_naming_the_value_and_the_fix(
+    tmp_path: Path, values: dict[str, Any], said: list[str]
+) -> None:
+    from watermark_assets.config import parse_config
+
+    text = yaml.safe_dump({"spark": values, "pipelines": [pipeline_yaml(tmp_path)]})
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, env={}, base=tmp_path, origin="x.yaml")
+    for text in said:
+        assert text in str(caught.value)
+
+
+def test_the_streaming_engine_is_refused_under_spark_connect(tmp_path: Path) -> None:
+    """foreachBatch would run the commit in a Python process of the server, not the run."""
+    from watermark_assets.config import parse_config
+
+    def parsed(spark: dict[str, Any]) -> Any:
+        text = yaml.safe_dump({"spark": spark, "pipelines": streaming(tmp_path)})
+        return parse_config(text, env={}, base=tmp_path, origin="x.yaml")
+
+    assert parsed({"master": "local[2]"}).event_time_pipelines[0].engine == "streaming"
+    with pytest.raises(ConfigError) as caught:
+        parsed({"remote": "sc://127.0.0.1:15002"})
+    assert "engine streaming does not run under Spark Connect" in str(caught.value)
+    assert "use engine: batch" in str(caught.value)
+
+
+def test_delta_spark_jars_that_cannot_be_fetched_fail_fast_with_the_fix(tmp_path: Path) -> None:
+    """No Maven Central here: the package resolution fails (an Ivy repository on a closed
+    port), and the error names the package, where it looked and the local-jar fix."""
+    settings = tmp_path / "ivysettings.xml"
+    closed = free_port()
+    settings.write_text(
+        '<ivysettings><settings defaultResolver="closed"/><resolvers>'
+        f'<ibiblio name="closed" m2compatible="true" root="http://127.0.0.1:{closed}/maven2/"/>'
+        "</resolvers></ivysettings>",
+        encoding="utf-8",
+    )
+    script = (
+        "import sys\n"
+        "from watermark_assets.config import SparkConfig\n"
+        "from watermark_assets.spark.session import SparkStartError, spark_from_settings\n"
+        "config = SparkConfig.model_validate({'master': 'local[1]', 'delta_spark': True,\n"
+        f"    'conf': {{'spark.jars.ivySettings': {str(settings)!r},\n"
+        f"             'spark.jars.ivy': {str(tmp_path / 'ivy')!r}}}}})\n"
+        "try:\n"
+        "    spark_from_settings(config.settings())\n"
+        "except SparkStartError as error:\n"
+        "    print('ERROR', error)\n"
+        "    sys.exit(3)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, check=False
+    )
+    assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-2000:]
+    message = done.stdout.split("ERROR ", 1)[1]
+    assert f"['{delta_spark_package()}']" in message
+    assert f"spark.jars.ivySettings={settings}" in message
+    assert "name the local files in spark.conf's spark.jars" in message
+    assert "unresolved dependency" in done.stderr  # the launcher's own log says which
+
+
+def test_one_process_holds_one_kind_of_session(spark: Any) -> None:
+    """A classic session is running here: a Connect one is refused before any connection."""
+    with pytest.raises(SparkSessionKindError, match="already holds a classic Spark session"):
+        get_spark(remote=f"sc://127.0.0.1:{free_port()}")
+
+
+def test_an_unreachable_connect_server_fails_the_run_naming_the_url(tmp_path: Path) -> None:
+    folder = landing(tmp_path)
+    remote = f"sc://127.0.0.1:{free_port()}"
+    config = write_config(tmp_path, "nowhere", {"remote": remote}, folder)
+    done = run_sensors(config, tmp_path / "home", timeout=120)
+    assert done.returncode == 1, done.output[-3000:]
+    assert f"spark.remote '{remote}': no Spark Connect server answers" in done.output
+
+
+# ------------------------------------------------------------------------- standalone cluster
+class TestStandaloneCluster:
+    @pytest.fixture(scope="class")
+    def cluster(self, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+        with standalone_cluster(tmp_path_factory.mktemp("cluster"), cores=1) as running:
+            yield running
+
+    def test_a_run_on_the_cluster_commits_what_local_mode_commits(
+        self, cluster: StandaloneCluster, reference: Reference
+    ) -> None:
+        spark = {
+            "master": cluster.master_url,
+            "conf": {
+                **SMALL,
+                "spark.driver.host": "127.0.0.1",
+                "spark.driver.bindAddress": "127.0.0.1",
+                "spark.executor.memory": "512m",
+                "spark.cores.max": "1",
+            },
+        }
+        root = reference.root
+        config = write_config(root, "cluster", spark, reference.landing)
+        done = run_sensors(config, root / "home_cluster", SPARK_LOCAL_IP="127.0.0.1")
+        assert done.returncode == 0, done.output[-3000:]
+        assert "2 runs requested" in done.output or done.output.count("succeeded") == 2
+
+        assert rows_of(root / "cluster" / "events") == reference.rows
+        assert rows_of(root / "cluster" / "events_quarantine") == reference.quarantine
+
+        # the application ran on the cluster, its tasks in executors the worker launched
+        # (the master moves it to completedapps once the driver's process is gone)
+        app = completed_app(cluster)
+        assert app["name"] == "watermark_assets"
+        executors = [
+            e for e in cluster.worker_state()["finishedexecutors"] if e["appid"] == app["id"]
+        ]
+        assert executors, cluster.worker_state()
+        logs = [cluster.work_dir / app["id"] / str(e["id"]) / "stderr" for e in executors]
+        ran = [log for log in logs if "Running task" in log.read_text(errors="replace")]
+        assert ran, f"no executor log of {app['id']} shows a task: {logs}"
+        assert "CoarseGrainedExecutorBackend" in ran[0].read_text(errors="replace")
+
+
+def completed_app(cluster: StandaloneCluster, timeout: float = 60) -> dict[str, Any]:
+    """The one application the cluster completed (waiting for the master to see its end)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = cluster.master_state()
+        if state.get("completedapps"):
+            [app] = state["completedapps"]
+            return dict(app)
+        assert time.monotonic() < deadline, f"no completed application: {state}"
+        time.sleep(0.5)
+
+
+# ------------------------------------------------------------------------------- Spark Connect
+class TestSparkConnect:
+    @pytest.fixture(scope="class")
+    def server(self, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+        with connect_server(tmp_path_factory.mktemp("connect")) as running:
+            yield running
+
+    def test_the_sensor_run_commit_loop_runs_through_the_server_once(
+        self, server: ConnectServer, reference: Reference
+    ) -> None:
+        root = reference.root
+        config = write_config(root, "connect", {"remote": server.url}, reference.landing)
+        home = root / "home_connect"
+        # No JVM can start in the run's process: JAVA_HOME names nothing (a classic session
+        # would fail its Java check).
+        no_java = {"JAVA_HOME": str(root / "no-java-here")}
+        first = run_sensors(config, home, **no_java)
+        assert first.returncode == 0, first.output[-3000:]
+        table = root / "connect" / "events"
+        assert rows_of(table) == reference.rows
+        assert rows_of(root / "connect" / "events_quarantine") == reference.quarantine
+        version = DeltaTable(str(table)).version()
+
+        again = run_sensors(config, home, **no_java)
+        assert again.returncode == 0, again.output[-3000:]
+        assert "Idle" in again.output
+        assert DeltaTable(str(table)).version() == version  # no new commit
+        assert rows_of(table) == reference.rows
+
+        # a file that lands later: the next loop commits it and only it
+        write_ndjson(
+            reference.landing,
+            "date=2024-01-06/hour=02/1704506400-a.ndjson.gz",
+            event_records(200, 10, T0 + timedelta(hours=16)),
+        )
+        try:
+            late = run_sensors(config, home, **no_java)
+        finally:
+            (reference.landing / "date=2024-01-06/hour=02/1704506400-a.ndjson.gz").unlink()
+        assert late.returncode == 0, late.output[-3000:]
+        ids = sorted(row["id"] for row in rows_of(table))
+        assert ids == list(range(210))
+        assert DeltaTable(str(table)).version() == version + 1
