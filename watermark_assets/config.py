@@ -1960,6 +1960,17 @@ class ProjectConfig(_Model):
                 f"pipeline {pipeline.name!r}: engine streaming reads ONE upstream file pipeline's "
                 f"landing folder (source.type files), not {names}; use engine: batch"
             )
+        from watermark_assets.spark.io import NATIVE_S3_CONF
+
+        native_s3 = self.spark.conf.get(NATIVE_S3_CONF, "false").strip().lower() == "true"
+        if upstream.source.uri.startswith(("s3://", "s3a://")) and not native_s3:
+            raise ValueError(
+                f"pipeline {pipeline.name!r}: engine streaming reads the landing folder "
+                f"{upstream.source.uri!r} with Spark's own file source, which reads S3 only "
+                "through s3a (hadoop-aws); use engine: batch (it reads S3 through fsspec), or on "
+                f"a cluster with hadoop-aws set spark.conf {NATIVE_S3_CONF}: 'true' and the "
+                "fs.s3a.* settings"
+            )
         distinct = [a.name for a in pipeline.parsed_aggregates if a.function == "count_distinct"]
         if distinct:
             raise ValueError(
