@@ -395,3 +395,32 @@ def _ingest(loop: SensorLoop) -> None:
             return
         loop.run_all(tick.run_requests)
     raise AssertionError("the sensor kept requesting runs")
+
+
+@pytest.mark.parametrize(
+    ("landing", "conf", "refused"),
+    [
+        pytest.param("s3://b/landing", {}, True, id="s3 without s3a: refused"),
+        pytest.param("s3://b/landing", {io.NATIVE_S3_CONF: "true"}, False, id="s3a: accepted"),
+        pytest.param(None, {}, False, id="a local landing folder: accepted"),
+    ],
+)
+def test_the_streaming_engine_needs_s3a_for_an_s3_landing_folder(
+    tmp_path: Path, landing: str | None, conf: dict[str, str], refused: bool
+) -> None:
+    from test_event_time_pipeline import streaming
+
+    from watermark_assets.exceptions import ConfigError
+
+    pipelines = streaming(tmp_path)
+    if landing is not None:
+        pipelines[0]["source"]["uri"] = landing
+    text = yaml.safe_dump({"spark": {"conf": conf}, "pipelines": pipelines})
+    if not refused:
+        parsed = parse_config(text, env={}, base=tmp_path, origin="x.yaml")
+        assert parsed.event_time_pipelines[0].engine == "streaming"
+        return
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, env={}, base=tmp_path, origin="x.yaml")
+    for said in ("s3://b/landing", "use engine: batch", io.NATIVE_S3_CONF):
+        assert said in str(caught.value)

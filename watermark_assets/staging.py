@@ -22,14 +22,17 @@ STAGING_RETENTION = timedelta(hours=6)
 
 
 def list_parquet(uri: str) -> tuple[str, ...]:
-    """URIs of the Parquet files Spark wrote under ``uri`` (hidden .crc/_SUCCESS files skipped)."""
+    """URIs of the Parquet files Spark wrote under ``uri``: hidden names (.crc, _SUCCESS) and
+    files in hidden folders (a writer's ``_temporary``) skipped."""
     fs, root = storage.filesystem(uri)
     if not fs.exists(root):
         return ()
     names = (p for p in fs.find(root) if p.endswith(".parquet"))
     return tuple(
         sorted(
-            fs.unstrip_protocol(p) for p in names if not storage.is_hidden(posixpath.basename(p))
+            fs.unstrip_protocol(p)
+            for p in names
+            if not any(storage.is_hidden(part) for part in p[len(root) :].split("/"))
         )
     )
 

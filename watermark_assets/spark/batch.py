@@ -8,6 +8,7 @@ to the driver but observed counts per Dagster partition. The Delta commit is not
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,9 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from watermark_assets.exceptions import UntracedRowsError
-from watermark_assets.spark.paths import literal_path, reader_options, relative_path, spark_path
+from watermark_assets.spark import io
+from watermark_assets.spark.fsspec_source import UNREADABLE_MARKER
+from watermark_assets.spark.paths import relative_to_root, spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -64,12 +67,13 @@ class StagedOutput:
 
 
 def _lineage(spec: ReadSpec) -> list[Column]:
-    """``_source_file`` (the requested relative path, from Spark's URI-encoded
-    ``_metadata.file_path``), ``_ingested_at`` and ``_dagster_partition``. A row whose file maps
-    to no requested path gets NULL in both: :func:`write_batch` refuses such a batch."""
+    """``_source_file`` (the requested relative path, from the file path the reader reports:
+    Spark's ``_metadata.file_path`` decoded, or the URI the fsspec source read),
+    ``_ingested_at`` and ``_dagster_partition``. A row whose file maps to no requested path gets
+    NULL in both: :func:`write_batch` refuses such a batch."""
     from pyspark.sql import functions as F
 
-    relative = relative_path(F.col("_metadata.file_path"), spec.source_uri)
+    relative = relative_to_root(F.col(_FILE_COLUMN), spec.source_uri)
     requested = F.create_map(
         *[item for path in spec.file_partitions for item in (F.lit(path), F.lit(path))]
     )
@@ -81,37 +85,43 @@ def _lineage(spec: ReadSpec) -> list[Column]:
         F.element_at(requested, relative).cast("string").alias(SOURCE_FILE_COLUMN),
         F.lit(spec.ingested_at_iso).cast("timestamp").alias(INGESTED_AT_COLUMN),
         F.element_at(partitions, relative).cast("string").alias(PARTITION_KEY_COLUMN),
-        F.col("_metadata.file_path").alias(_RAW_SOURCE_COLUMN),
+        F.col(_RAW_SOURCE_COLUMN),
     ]
 
 
-#: Spark's own ``_metadata.file_path``, kept until the write for the untraced-rows check.
+#: The file as the reader reports it (Spark's URI-encoded ``_metadata.file_path``, or the URI
+#: the fsspec source read), kept until the write for the untraced-rows check.
 _RAW_SOURCE_COLUMN = "_watermark_assets_raw_source"
+#: The file's path, decoded (the lineage's source).
+_FILE_COLUMN = "_watermark_assets_file_path"
 
 
 def read_batch(spark: SparkSession, spec: ReadSpec) -> tuple[DataFrame, bool]:
     """The batch with lineage and derived columns; True if it can hold malformed records."""
     from pyspark.sql import functions as F
 
-    # Each path literally (no glob expansion); see spark.paths for what Hadoop does otherwise.
-    paths = [literal_path(f"{spec.source_uri.rstrip('/')}/{path}") for path in spec.files]
-    reader = spark.read.options(**reader_options(spec.source_uri))
+    # Each path literally (no glob expansion); see spark.io for which reader runs where.
+    uris = [f"{spec.source_uri.rstrip('/')}/{path}" for path in spec.files]
     has_corrupt = spec.format in ("ndjson", "csv")
-    if has_corrupt:
-        schema = f"{spec.schema_ddl}\n, {CORRUPT_RECORD_COLUMN} STRING"  # after a -- comment
-        reader = (
-            reader.schema(schema)
-            .option("mode", "PERMISSIVE")
-            .option("columnNameOfCorruptRecord", CORRUPT_RECORD_COLUMN)
-        )
-    if spec.format == "ndjson":
-        frame = reader.json(paths)
-    elif spec.format == "csv":
-        frame = reader.options(**spec.csv_options).csv(paths)
-    else:
-        frame = reader.parquet(*paths)
+    frame = io.read_files(
+        spark,
+        uris,
+        format=spec.format,
+        schema=spec.schema_ddl,
+        options=spec.csv_options if spec.format == "csv" else None,
+        corrupt_column=CORRUPT_RECORD_COLUMN if has_corrupt else None,
+        file_column=_FILE_COLUMN,
+        reported_file_column=_RAW_SOURCE_COLUMN,
+        base_path=None if uris else spec.source_uri,
+    )
     # Lineage replaces same-named columns of the source (e.g. re-ingesting an exported table).
-    lineage = (SOURCE_FILE_COLUMN, INGESTED_AT_COLUMN, PARTITION_KEY_COLUMN, _RAW_SOURCE_COLUMN)
+    lineage = (
+        SOURCE_FILE_COLUMN,
+        INGESTED_AT_COLUMN,
+        PARTITION_KEY_COLUMN,
+        _RAW_SOURCE_COLUMN,
+        _FILE_COLUMN,
+    )
     frame = frame.select(*[c for c in frame.columns if c not in lineage], *_lineage(spec))
     for name, expression in spec.derived_columns.items():
         frame = frame.withColumn(name, F.expr(expression))
@@ -148,9 +158,7 @@ def write_batch(
     good_frame = observed.drop(_RAW_SOURCE_COLUMN)
     if has_corrupt:
         good_frame = good_frame.where(~corrupt).drop(CORRUPT_RECORD_COLUMN)
-    good_frame.write.mode("error").partitionBy(*spec.partition_by).parquet(
-        spark_path(data_dir)
-    )
+    io.write_parquet(good_frame, data_dir, partition_by=spec.partition_by)
     values = observation.get
     if values.get("untraced"):  # never commit rows that cannot be traced to a requested file
         raise UntracedRowsError(int(values["untraced"]), values.get("eg"), tuple(spec.files))
@@ -168,9 +176,7 @@ def write_batch(
         # frame is allowed (its scan reads every column). Only batches with bad records pay this.
         cached = frame.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            _quarantine_frame(cached, spec).write.mode("error").parquet(
-                spark_path(quarantine_dir)
-            )
+            io.write_parquet(_quarantine_frame(cached, spec), quarantine_dir)
         finally:
             cached.unpersist()
     return StagedOutput(
@@ -241,6 +247,9 @@ def unreadable_file(error: BaseException, spec: ReadSpec) -> UnreadableFile | No
     reports the path in its error's message parameters, URL-encoded or not depending on the
     reader, so both readings are matched against the batch's exact paths.
     """
+    found = _fsspec_unreadable(error, spec)
+    if found is not None:
+        return found
     for condition, parameters, cause in _spark_errors(error):
         if not condition.startswith(_UNREADABLE_CONDITION) or condition == _VANISHED_CONDITION:
             continue
@@ -255,6 +264,29 @@ def unreadable_file(error: BaseException, spec: ReadSpec) -> UnreadableFile | No
         ]
         if len(matches) == 1:
             return UnreadableFile(matches[0], f"{condition}: {cause}")
+    return None
+
+
+def _fsspec_unreadable(error: BaseException, spec: ReadSpec) -> UnreadableFile | None:
+    """The batch's file that the fsspec source reported as undecodable (its marker and URI in
+    the task's Python error, which reaches the driver inside Spark's error text)."""
+    texts = [str(error)]
+    java = getattr(error, "java_exception", None)
+    while java is not None and len(texts) < 20:
+        texts.append(str(java.toString()))
+        java = java.getCause()
+    uris = {f"{spec.source_uri.rstrip('/')}/{path}": path for path in spec.files}
+    for text in texts:
+        start = text.find(UNREADABLE_MARKER)
+        if start < 0:
+            continue
+        try:
+            uri, end = json.JSONDecoder().raw_decode(text, start + len(UNREADABLE_MARKER))
+        except ValueError:
+            continue
+        if uri in uris:
+            cause = text[end:].lstrip(": ").splitlines()[0] if text[end:].strip() else ""
+            return UnreadableFile(uris[uri], f"{_UNREADABLE_CONDITION}: {cause}")
     return None
 
 

@@ -105,10 +105,15 @@ def relative_path(encoded: Column, source_uri: str) -> Column:
     root gives a path no batch requested: the caller's lookup of it yields NULL, caught as
     untraced rows.
     """
+    return relative_to_root(decoded_file_path(encoded), source_uri)
+
+
+def relative_to_root(decoded: Column, source_uri: str) -> Column:
+    """The path relative to ``source_uri`` of a decoded file path or URI (the lineage column of
+    :func:`watermark_assets.spark.io.read_files`), or NULL outside the root."""
     from pyspark.sql import functions as F
 
     marker = _without_scheme(spark_path(source_uri)).rstrip("/") + "/"
-    decoded = decoded_file_path(encoded)
     start = F.locate(marker, decoded)
     return F.when(start > 0, decoded.substr(start + len(marker), F.lit(1 << 30)))
 
