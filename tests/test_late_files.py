@@ -14,12 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _landing import FROZEN_NOW, delta_ids, hour, prefix_of
-from _sensor_loop import requested_files
-from dagster import RunRequest
+import yaml
+from _landing import FROZEN_NOW, Landing, delta_ids, hour, prefix_of
+from _sensor_loop import SensorLoop, requested_files
+from conftest import TEST_SPARK_CONF, pipeline_yaml
+from dagster import DagsterInstance, RunRequest
 from deltalake import DeltaTable
 from test_pipeline_dagster import Clock, World, make_world
 
+from watermark_assets import storage
+from watermark_assets.config import parse_config
+from watermark_assets.defs import build_definitions
 from watermark_assets.defs.assets import LATE_TAG, files_run_config
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import RequestedFileError
@@ -87,6 +92,7 @@ def test_a_late_run_ingests_the_file_once_with_its_own_txn_and_keeps_the_waterma
     watermark_before = load_state(world.pipeline, now=FROZEN_NOW).watermark
     clock.now += SWEEP_EVERY
     [request] = loop.tick().run_requests
+    assert requested_files(request) == [late]
 
     assert loop.run(request).success
     world.landing.ids.extend(late_ids)
@@ -145,3 +151,46 @@ def test_late_files_are_not_ingested_when_the_log_no_longer_proves_them_new(
     assert "no longer starts at version 0" in reason
     assert "delta.logRetentionDuration" in reason
     world.assert_each_row_once()
+
+
+def test_on_s3_the_sweep_finds_the_late_file_that_listing_from_the_watermark_never_sees(
+    spark: Any, s3_server: Any, tmp_path: Path
+) -> None:
+    landing_uri = f"s3://{s3_server.new_bucket()}/landing zone"
+    raw = pipeline_yaml(
+        tmp_path, source={"uri": landing_uri}, watermark={"sweep": {"ingest": True}}
+    )
+    text = yaml.safe_dump(
+        {
+            "spark": {"master": "local[2]", "conf": TEST_SPARK_CONF},
+            "storage": s3_server.storage_block(),
+            "pipelines": [raw],
+        }
+    )
+    previous = storage.installed()
+    try:
+        config = parse_config(text, env={}, base=Path.cwd(), origin="test config")
+        clock = Clock()
+        loop = SensorLoop(build_definitions(config, clock=clock), DagsterInstance.ephemeral())
+        landing = Landing(tmp_path / "written")  # written here, then put on S3
+        fs, root = storage.filesystem(landing_uri)
+
+        def land(path: str) -> str:
+            fs.put_file(str(tmp_path / "written" / path), f"{root}/{path}")
+            return path
+
+        land(landing.add(hour(28, 10), minute=30))
+        loop.run_all(loop.tick().run_requests)
+        late = land(landing.add(hour(28, 10), minute=0))
+
+        between = loop.tick()  # S3 lists each partition from its watermark on: not seen yet
+        assert between.run_requests == []
+        assert "below their partition's watermark" not in (between.skip_message or "")
+
+        clock.now += SWEEP_EVERY
+        [request] = loop.tick().run_requests  # the sweep re-lists the partition in full
+        assert requested_files(request) == [late]
+        assert loop.run(request).success
+        assert delta_ids(str(tmp_path / "delta" / "events")) == sorted(landing.ids)
+    finally:
+        storage.configure(previous)

@@ -103,6 +103,8 @@ class SensorCursor:
     unsortable_first: tuple[str, ...] = ()
     #: the first files the last sweep named below their partition's watermark, never committed
     below_first: tuple[str, ...] = ()
+    #: the last sweep's count per landing prefix of those files
+    below_swept: Mapping[str, int] = field(default_factory=dict)
 
     def to_string(self) -> str:
         return json.dumps(
@@ -128,6 +130,7 @@ class SensorCursor:
                     else {}
                 ),
                 **({"below_first": list(self.below_first)} if self.below_first else {}),
+                **({"below_swept": dict(self.below_swept)} if self.below_swept else {}),
             }
         )
 
@@ -151,6 +154,7 @@ class SensorCursor:
             unsortable=int(raw.get("unsortable", 0)),
             unsortable_first=tuple(raw.get("unsortable_first", ())),
             below_first=tuple(raw.get("below_first", ())),
+            below_swept={str(k): int(v) for k, v in raw.get("below_swept", {}).items()},
         )
 
 
@@ -197,9 +201,11 @@ def build_sensor(
             committed_files=state.partition_files,
         )
         swept = _sweep_if_due(pipeline, state, previous, now)
-        below = {**swept.below, **groups.below_watermark}
+        late = _name_late_files(pipeline, state, swept, previous, partition_of)
+        # the regular listing's counts are fresh where it sees such files (not on S3, which
+        # lists from the watermark on): the sweep's fill in the rest, as of the last sweep
+        below = {**late.below, **swept.below, **groups.below_watermark}
         busy = partitions_in_flight(context, asset_key, job.name, partitions_def)
-        late = _name_late_files(pipeline, state, swept, below, previous, partition_of)
         late_requests = _late_run_requests(context, pipeline, late, busy)
         closed, closed_through = close_empty_partitions(
             context, pipeline, asset_key, partitions_def, state, previous.closed_through, busy, now
@@ -226,6 +232,7 @@ def build_sensor(
             unsortable=len(groups.unsortable),
             unsortable_first=groups.unsortable[:UNREADABLE_NAMES],
             below_first=late.first,
+            below_swept=dict(late.below),
         )
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
@@ -387,7 +394,9 @@ class _LateFiles:
     """Files the sweep named at or below their partition's watermark, never committed."""
 
     first: tuple[str, ...] = ()
-    count: int = 0
+    #: landing prefix -> how many (counted where the regular listing cannot: S3 lists from the
+    #: watermark on)
+    below: Mapping[str, int] = field(default_factory=dict)
     by_partition: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: why they could not be named (the Delta log was cleaned up), else None
     error: str | None = None
@@ -397,23 +406,24 @@ def _name_late_files(
     pipeline: Pipeline,
     state: PipelineState,
     swept: _Swept,
-    below: Mapping[str, int],
     previous: SensorCursor,
     partition_of: PartitionOf,
 ) -> _LateFiles:
-    """Name the files below the watermarks when the sweep ran in this tick (one full listing of
-    each such landing partition and one read of the Delta log); else the last sweep's names."""
+    """When the sweep ran in this tick, re-list in full every landing partition that has a
+    watermark (the recent ones: older watermarks are pruned) or was counted below one, and name
+    the files below the watermarks that no commit recorded (the Delta log is read only when a
+    partition holds more such files than it has committed); else the last sweep's names."""
     if not swept.fresh:
-        return _LateFiles(previous.below_first if below else ())
-    if not below:
-        return _LateFiles()
+        return _LateFiles(previous.below_first, previous.below_swept)
+    prefixes = {*swept.below, *state.watermark.partition_watermarks}
     try:
-        found = find_late_files(pipeline, state.watermark, below)
+        found = find_late_files(pipeline, state.watermark, prefixes, state.partition_files)
     except LateFilesUnprovableError as exc:
         return _LateFiles(error=str(exc))
     names = sorted(path for paths in found.values() for path in paths)
     grouped = group_by_partition(found, lambda path: partition_key_of(pipeline, path, partition_of))
-    return _LateFiles(tuple(names[:UNREADABLE_NAMES]), len(names), grouped)
+    counts = {prefix: len(paths) for prefix, paths in found.items()}
+    return _LateFiles(tuple(names[:UNREADABLE_NAMES]), counts, grouped)
 
 
 def _late_run_requests(

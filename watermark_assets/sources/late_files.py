@@ -61,23 +61,34 @@ def committed_source_files(pipeline: Pipeline) -> frozenset[str]:
 
 
 def find_late_files(
-    pipeline: Pipeline, watermark: FileWatermark, prefixes: Iterable[str]
+    pipeline: Pipeline,
+    watermark: FileWatermark,
+    prefixes: Iterable[str],
+    committed_files: Mapping[str, int],
 ) -> dict[str, tuple[str, ...]]:
     """Per landing prefix, the files at or below its watermark that no commit recorded (sorted).
 
+    Each prefix is listed in full (the reconciliation: on S3 the regular listing starts after the
+    watermark and never sees these files). Only a prefix holding more such files than the state's
+    count of committed ones (``committed_files``) costs the read of the Delta log that names them.
     Files Spark cannot read by their exact path are left out (the listing reports them).
     """
     source = pipeline.source
     candidates: dict[str, list[str]] = {}
     for prefix in sorted(set(prefixes)):
         directory = storage.join(source.uri, prefix) if prefix else source.uri
+        at_or_below = []
         for name in sorted(storage.list_names(directory)):
             path = f"{prefix}/{name}" if prefix else name
             if storage.is_hidden(name) or not name.endswith(tuple(source.suffixes)):
                 continue
-            if watermark.is_above(path) or unreadable_character(storage.join(source.uri, path)):
-                continue
-            candidates.setdefault(prefix, []).append(path)
+            if not watermark.is_above(path):
+                at_or_below.append(path)
+        if len(at_or_below) > committed_files.get(prefix, 0):
+            readable = [
+                p for p in at_or_below if not unreadable_character(storage.join(source.uri, p))
+            ]
+            candidates[prefix] = readable
     if not candidates:
         return {}
     committed = committed_source_files(pipeline)
