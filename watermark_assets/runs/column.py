@@ -355,12 +355,12 @@ def _empty_read_schema(frame: Any, data_dir: str, partition_by: list[str]) -> pa
     Spark writes one zero-row file for an empty frame; a partitioned write of no row writes none,
     so the frame without its partition columns is written once more with ``limit(0)`` (Spark
     plans it as an empty relation: the source is not read again)."""
-    from watermark_assets.spark.paths import spark_path
+    from watermark_assets.spark import io
 
     found = list_parquet(data_dir)
     if not found:
         schema_dir = storage.join(data_dir, "_schema")
-        frame.drop(*partition_by).limit(0).write.parquet(spark_path(schema_dir))
+        io.write_parquet(frame.drop(*partition_by).limit(0), schema_dir)
         found = list_parquet(schema_dir)
     return _table_schema(found[0], frame, partition_by)
 

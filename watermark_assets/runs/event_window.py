@@ -57,8 +57,7 @@ from watermark_assets.exceptions import (
     UpstreamNotAppendOnlyError,
 )
 from watermark_assets.runs.faults import crash_point, pause_point
-from watermark_assets.spark import window_agg
-from watermark_assets.spark.paths import literal_path
+from watermark_assets.spark import io, window_agg
 from watermark_assets.spark.window_agg import WINDOW_START, Aggregate
 from watermark_assets.staging import STAGING_DIR, list_parquet, move_into_table, remove_tree
 
@@ -327,14 +326,11 @@ def _read_inputs(
     inputs' columns are unioned by name (a column one input lacks is null in its rows)."""
     from pyspark.sql import functions as F
 
-    from watermark_assets.spark.paths import literal_path, spark_path
-
     frames = []
     for name, files in paths.items():
         if not files:
             continue
-        reader = spark.read.option("basePath", spark_path(spec.upstreams[name]))
-        frame = reader.parquet(*[literal_path(p) for p in files])
+        frame = io.read_files(spark, files, format="parquet", base_path=spec.upstreams[name])
         frames.append(frame.withColumn(INPUT_COLUMN, F.lit(name)))
     if not frames:
         raise DeltaCommitError(
@@ -423,7 +419,7 @@ def _commit_batch(
     state_files = [] if state_table is None else table_file_uris(spec.state_uri, state_table)
     merged = current
     if state_files:
-        kept = spark.read.parquet(*[literal_path(u) for u in state_files])
+        kept = io.read_files(spark, state_files, format="parquet")
         merged = window_agg.merge_partials(
             current.unionByName(kept.select(*current.columns)), aggregates
         )
@@ -536,13 +532,9 @@ def stage_frame(
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    from watermark_assets.spark.paths import spark_path
-
     staged = storage.join(uri, f"{STAGING_DIR}/{token}-{label}")
     observation = Observation(f"watermark_assets_{label}_{token.replace('-', '_')}")
-    frame.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("error").parquet(
-        spark_path(staged)
-    )
+    io.write_parquet(frame.observe(observation, F.count(F.lit(1)).alias("rows")), staged)
     rows = int(observation.get.get("rows", 0))
     files = list_parquet(staged)
     if not files:

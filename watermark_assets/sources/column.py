@@ -90,7 +90,7 @@ def stage_rows(
     from pyspark.sql import functions as F
     from pyspark.sql.types import TimestampType
 
-    from watermark_assets.spark.paths import spark_path
+    from watermark_assets.spark import io
 
     frame = read.frame
     instants = {c for c in columns if isinstance(frame.schema[c].dataType, TimestampType)}
@@ -114,7 +114,7 @@ def stage_rows(
         written = latest_per_key(observed, merge_keys, columns).observe(
             kept, F.count(F.lit(1)).alias("rows")
         )
-    written.write.mode("error").partitionBy(*partition_by).parquet(spark_path(data_dir))
+    io.write_parquet(written, data_dir, partition_by=partition_by)
     values = observation.get
     rows = int(values.get("rows", 0))
     duplicates = rows - int(kept.get.get("rows", 0)) if merge_keys else 0

@@ -48,7 +48,7 @@ from watermark_assets.core.time.file_dates import DateTemplate
 from watermark_assets.exceptions import ConfigError, HttpApiError
 from watermark_assets.sources.column import ColumnRead
 from watermark_assets.sources.http_fetch import open_url, redact_url, request_headers
-from watermark_assets.spark.paths import literal_path, reader_options
+from watermark_assets.spark import io
 from watermark_assets.staging import remove_tree
 
 if TYPE_CHECKING:
@@ -181,14 +181,21 @@ class FileDownloadSource:
                 ddl += f", `{self.date_column.replace('`', '``')}` TIMESTAMP"
             return spark.createDataFrame([], ddl)
         spark_format, implied = _READERS[self.format]
-        reader = spark.read.schema(self.schema_ddl).options(**reader_options(files[0]))
-        reader = reader.options(**{**implied, **self.options}).format(spark_format)
-        frame = reader.load([literal_path(f) for f in files])
+        file_column = "_watermark_assets_downloaded_file"
+        frame = io.read_files(
+            spark,
+            files,
+            format=spark_format,
+            schema=self.schema_ddl,
+            options={**implied, **self.options},
+            file_column=None if self.date_column is None else file_column,
+        )
         if self.date_column is None:
             return frame
         # The file's date is the name of its folder (epoch seconds): no lookup table needed.
-        seconds = F.regexp_extract(F.col("_metadata.file_path"), r"/(\d+)/[^/]*$", 1)
-        return frame.withColumn(self.date_column, F.timestamp_seconds(seconds.cast("long")))
+        seconds = F.regexp_extract(F.col(file_column), r"/(\d+)/[^/]*$", 1)
+        dated = frame.withColumn(self.date_column, F.timestamp_seconds(seconds.cast("long")))
+        return dated.drop(file_column)
 
 
 def _window_of(name: str, predicate: Predicate) -> TimeWindow:

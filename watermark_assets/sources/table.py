@@ -48,7 +48,7 @@ from watermark_assets.delta.stats import (
 )
 from watermark_assets.exceptions import UnsupportedDeltaTableError
 from watermark_assets.sources.column import ColumnRead, ColumnSource
-from watermark_assets.spark.paths import literal_path, reader_options, spark_path
+from watermark_assets.spark import io
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -91,11 +91,10 @@ class DeltaTableSource:
         # The explicit schema gives partition columns their Delta types (not inferred from the
         # path) and fills columns that older files lack with nulls.
         schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=True)
-        root = spark_path(table.table_uri.rstrip("/"))
-        paths = [literal_path(f"{root}/{unquote(f['path'])}") for f in kept]
+        root = table.table_uri.rstrip("/")
+        uris = [f"{root}/{unquote(f['path'])}" for f in kept]
         # No path (every file skipped) is an empty Parquet scan: the same plan, no rows.
-        reader = spark.read.schema(schema).options(**reader_options(root))
-        frame = reader.option("basePath", root).parquet(*paths)
+        frame = io.read_files(spark, uris, format="parquet", schema=schema, base_path=root)
         return ColumnRead(
             frame=_filtered(frame, predicate),
             pushed_down=to_sql(predicate, SqlDialect.SPARK),
@@ -118,7 +117,7 @@ class ParquetFilesSource:
 
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
         """The rows ``predicate`` admits (lazy)."""
-        frame = spark.read.options(**reader_options(self.uri)).parquet(literal_path(self.uri))
+        frame = io.read_folder(spark, self.uri, format="parquet")
         return ColumnRead(
             frame=_filtered(frame, predicate),
             pushed_down=to_sql(predicate, SqlDialect.SPARK),
@@ -151,9 +150,9 @@ class CsvJsonSource:
 
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
         """The rows ``predicate`` admits, after a full scan (lazy)."""
-        reader = spark.read.schema(self.schema_ddl).options(**reader_options(self.uri))
-        reader = reader.options(**dict(self.options))
-        frame = reader.format(self.format).load(literal_path(self.uri))
+        frame = io.read_folder(
+            spark, self.uri, format=self.format, schema=self.schema_ddl, options=self.options
+        )
         return ColumnRead(
             frame=_filtered(frame, predicate),
             pushed_down=to_sql(predicate, SqlDialect.SPARK),
