@@ -89,6 +89,7 @@ def read_files(
     base_path: str | None = None,
     files_per_partition: int | None = None,
     via: str | None = None,
+    reported_file_column: str | None = None,
 ) -> DataFrame:
     """The rows of exactly the files ``uris`` (each read literally, never as a glob).
 
@@ -98,6 +99,8 @@ def read_files(
     after a source root is the path relative to that root). ``base_path``: Hive-style
     ``name=value`` folders between it and the files are partition columns. ``via``: "native"
     or "fsspec" forces a path (tests, benchmarks); None picks it by :func:`is_native`.
+    ``reported_file_column``: the file as the reader reports it, for error messages (Spark's
+    URI-encoded ``_metadata.file_path``; the requested URI on the fsspec path).
     """
     fmt = _format(format)
     opts = {k: str(v) for k, v in (options or {}).items()}
@@ -110,9 +113,17 @@ def read_files(
     native = first is None or is_native(spark, first) if via is None else via == "native"
     if native:
         return _read_native(
-            spark, uris, fmt, full_schema, opts, corrupt_column, file_column, base_path
+            spark,
+            uris,
+            fmt,
+            full_schema,
+            opts,
+            corrupt_column,
+            file_column,
+            base_path,
+            reported_file_column,
         )
-    return _read_fsspec(
+    frame = _read_fsspec(
         spark,
         list(uris),
         fmt,
@@ -123,6 +134,9 @@ def read_files(
         base_path,
         files_per_partition,
     )
+    if reported_file_column is not None and file_column is not None:
+        frame = frame.withColumn(reported_file_column, _col(file_column))
+    return frame
 
 
 def read_folder(
@@ -211,6 +225,7 @@ def _read_native(
     corrupt_column: str | None,
     file_column: str | None,
     base_path: str | None,
+    reported_file_column: str | None,
 ) -> DataFrame:
     reader = spark.read.options(**reader_options(base_path or (uris[0] if uris else "")))
     if schema is not None:
@@ -224,13 +239,16 @@ def _read_native(
         reader = reader.option("basePath", spark_path(base_path))
     spark_format = "json" if fmt == "ndjson" else fmt
     frame = reader.format(spark_format).load([literal_path(u) for u in uris])
-    if file_column is not None:
-        from pyspark.sql import functions as F
+    from pyspark.sql import functions as F
 
-        frame = frame.select(
-            *[_col(c) for c in frame.columns if c != file_column],
-            decoded_file_path(F.col("_metadata.file_path")).alias(file_column),
-        )
+    added = []
+    if file_column is not None:
+        added.append(decoded_file_path(F.col("_metadata.file_path")).alias(file_column))
+    if reported_file_column is not None:
+        added.append(F.col("_metadata.file_path").alias(reported_file_column))
+    if added:
+        names = {file_column, reported_file_column}
+        frame = frame.select(*[_col(c) for c in frame.columns if c not in names], *added)
     return frame
 
 
