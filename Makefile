@@ -9,7 +9,7 @@ LOCK_VENV := build/lock-venv
 # or newer (pyarrow, polars, duckdb, ... dropped 3.10).
 PINNED_PYTHON := $(shell sed -n '1s/.*(Python \([0-9.]*\)).*/\1/p' constraints.txt)
 
-.PHONY: demo test ui lint typecheck pytest setup browser jdbc bench bench-column bench-time bench-event-time bench-s3 clean lock
+.PHONY: demo test ui lint typecheck pytest setup browser jdbc bench bench-column bench-time bench-event-time bench-s3 bench-latency clean lock
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; v = tuple(map(int, "$(PINNED_PYTHON)".split("."))); sys.exit(0 if sys.version_info[:2] >= v else f"{sys.executable} is Python {sys.version.split()[0]}; constraints.txt pins versions for Python >= $(PINNED_PYTHON). Run make with PYTHON=python$(PINNED_PYTHON) (or newer), or re-pin for your Python with make lock")'
@@ -116,6 +116,11 @@ bench-event-time: setup
 ## seconds of StartAfter per partition against s3fs's recursive find (issue 10 §6, ~3 minutes).
 bench-s3: setup
 	$(BIN)/python benchmarks/bench_s3_listing.py
+
+## The latency a user feels: one-file runs as whole processes (local Spark, Spark Connect, a
+## server started from pyspark's jars) and the asset vs a plain PySpark script, start-up included.
+bench-latency: setup
+	$(BIN)/python benchmarks/bench_run_latency.py
 
 clean:
 	rm -rf data .dagster_home

@@ -67,7 +67,10 @@ XDIST_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     # a standalone master + worker, a Spark Connect server and runs in subprocesses beside them
     # (tests/spark_services.py): one at a time, in one worker
-    "spark_services": (("tests/test_scale_out.py", ""),),
+    "spark_services": (
+        ("tests/test_scale_out.py", ""),
+        ("tests/test_bench_run_latency.py", ""),
+    ),
     # a real dagster-daemon on a PostgreSQL instance, its runs' JVMs and module-scoped stages
     "dagster_postgres": (("tests/test_dagster_postgres.py", ""),),
     "killed_column_runs": (

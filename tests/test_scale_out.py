@@ -31,6 +31,7 @@ from spark_services import (
     free_port,
     standalone_cluster,
 )
+from test_column_pipeline import Orders, at, column_pipeline, order
 from test_event_time_pipeline import streaming
 
 from watermark_assets.config import SparkConfig
@@ -404,3 +405,49 @@ class TestSparkConnect:
         ids = sorted(row["id"] for row in rows_of(table))
         assert ids == list(range(210))
         assert DeltaTable(str(table)).version() == version + 1
+
+    def test_a_column_pipeline_reads_above_its_watermark_through_the_server(
+        self, server: ConnectServer, tmp_path: Path
+    ) -> None:
+        """The column path (Delta source read with its predicate, staged, committed) under
+        Connect: a second run reads only the changed rows, a third reads nothing and commits
+        nothing."""
+        orders = Orders(tmp_path / "source" / "orders")
+        orders.put(*(order(i, at(9 + i % 3)) for i in range(10)))
+        raw = column_pipeline(tmp_path)
+        config = tmp_path / "pipelines.yaml"
+        config.write_text(
+            yaml.safe_dump({"spark": {"remote": server.url}, "pipelines": [raw]}), encoding="utf-8"
+        )
+        env = {
+            **os.environ,
+            "WATERMARK_ASSETS_CONFIG": str(config),
+            "JAVA_HOME": str(tmp_path / "no-java-here"),
+        }
+        target = tmp_path / "delta" / "orders"
+
+        def run() -> None:
+            done = subprocess.run(
+                [sys.executable, str(Path(__file__).parent / "_crash_run.py"), "orders", "-"],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env=env,
+                check=False,
+            )
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+
+        def committed() -> list[tuple[int, float]]:
+            table = DeltaTable(str(target)).to_pyarrow_table(columns=["id", "amount"])
+            return sorted((r["id"], r["amount"]) for r in table.to_pylist())
+
+        run()
+        assert committed() == [(i, float(i)) for i in range(10)]
+        orders.put(order(3, at(11, 30), 33.0), order(7, at(11, 45), 77.0), order(10, at(11, 45)))
+        run()
+        changed = [(3, 33.0), (7, 77.0), (10, 10.0)]
+        assert committed() == sorted([(i, float(i)) for i in range(10)] + changed)
+        version = DeltaTable(str(target)).version()
+        run()
+        assert committed() == sorted([(i, float(i)) for i in range(10)] + changed)
+        assert DeltaTable(str(target)).version() == version  # nothing read: no new commit

@@ -1,0 +1,393 @@
+"""Benchmark: the latency a user feels, as whole processes (issue 10 §6).
+
+Run ``make bench-latency`` or ``.venv/bin/python benchmarks/bench_run_latency.py [--quick]``.
+Every figure is the wall time of a whole process (interpreter start, imports, Spark start-up or a
+Spark Connect connection, the run, exit), the median of alternating repetitions in ONE run of
+the script; compare the ratios and differences, never seconds from different runs.
+
+A. One small file (``--rows`` rows): ``watermark-assets run-sensors`` as a process, the sensor
+   tick, ONE run and its Delta commit, under local Spark (``local[2]``) and under Spark Connect
+   (a server from pyspark's jars that this script starts first and stops at the end, as a
+   long-running server would already be up). Next to each: the same one-file run in a process
+   that is already warm (Spark up, Dagster loaded): the run's own work. The process minus the
+   warm run is the fixed cost a run pays. Target: under Spark Connect within 2 s of its work.
+B. The ingestion of ``bench_watermarks.py`` (240 gzip NDJSON files, 480,000 rows; ``--quick``:
+   24), start-up included: the asset as a process (one run over the partition range: load the
+   code location, plan, Spark, ONE Delta commit, checks; what Dagster's run worker does) against
+   a plain PySpark script as a process doing the same read and Parquet write of the same files
+   (its own SparkSession with the same settings). Target: the asset within 1.10x.
+
+Nothing about timings is asserted; the script exits 1 when a result is wrong (rows committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+from bench_watermarks import (
+    INGEST_START,
+    PIPELINE,
+    QUIET_LOGS,
+    SCHEMA,
+    BenchmarkError,
+    Sizes,
+    pipeline_yaml,
+    print_table,
+    ratio,
+    write_ingest_landing,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The settings every process of this benchmark runs Spark with (asset, plain script, CLI).
+SPARK_CONF = {"spark.ui.enabled": "false"}
+FULL_INGEST = Sizes(0, 0, 0, 2, 12, 10, 2_000, 3)
+QUICK_INGEST = Sizes(0, 0, 0, 1, 4, 1, 200, 1)
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def run_process(command: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, str]:
+    """Wall seconds of a whole process and its output; BenchmarkError when it fails."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        list(command),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'benchmarks'}", **(env or {})},
+        timeout=900,
+        check=False,
+    )
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise BenchmarkError(
+            f"{' '.join(command[:4])} ... exited {done.returncode}:\n"
+            f"{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        )
+    return elapsed, done.stdout
+
+
+def table_rows(table: Path) -> tuple[int, int]:
+    from deltalake import DeltaTable
+
+    delta = DeltaTable(str(table))
+    return delta.to_pyarrow_dataset().count_rows(), delta.version()
+
+
+# -------------------------------------------------------------------------------- configurations
+def spark_section(remote: str | None) -> dict[str, Any]:
+    return {"remote": remote} if remote else {"master": "local[2]", "conf": SPARK_CONF}
+
+
+def write_config(folder: Path, landing: Path, remote: str | None) -> Path:
+    """A configuration with the pipeline ``events`` over ``landing``, its table in ``folder``."""
+    pipeline = pipeline_yaml(landing, folder / "table")
+    path = folder / "config.yaml"
+    document = {"spark": spark_section(remote), "pipelines": [pipeline]}
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return path
+
+
+def one_file(folder: Path, rows: int, seed: int) -> tuple[Path, str]:
+    """A landing folder holding ONE gzip NDJSON file of ``rows`` rows; (folder, its path)."""
+    sizes = Sizes(0, 0, 0, 1, 1, 1, rows, 0)
+    [relative] = write_ingest_landing(folder, sizes, random.Random(seed))
+    return folder, relative
+
+
+# ------------------------------------------------------------------- A. one small file, per run
+def cli_run(work: Path, name: str, rows: int, remote: str | None) -> float:
+    """``watermark-assets run-sensors`` as a process over ONE new file; its wall seconds."""
+    folder = work / name
+    landing, _ = one_file(folder / "landing", rows, seed=len(name))
+    config = write_config(folder, landing, remote)
+    home = folder / "dagster_home"
+    home.mkdir()
+    command = [sys.executable, "-m", "watermark_assets.cli", "--config", str(config)]
+    elapsed, _ = run_process([*command, "run-sensors"], {"DAGSTER_HOME": str(home)})
+    committed, version = table_rows(folder / "table")
+    if committed != rows or version != 0:
+        raise BenchmarkError(f"{name}: {committed} rows at version {version}, expected {rows}")
+    return elapsed
+
+
+def warm_runs(work: Path, name: str, rows: int, remote: str | None, count: int) -> list[float]:
+    """``count + 1`` one-file runs in ONE process (``--child-warm``): the first pays the Spark
+    start-up (or the Connect connection), the others are warm. Their seconds."""
+    folder = work / name
+    folder.mkdir()
+    spec = {"folder": str(folder), "rows": rows, "remote": remote, "count": count + 1}
+    _, output = run_process([sys.executable, __file__, "--child-warm", json.dumps(spec)])
+    return [float(value) for value in json.loads(output.strip().splitlines()[-1])]
+
+
+def child_warm(spec: dict[str, Any]) -> None:
+    """In this process: one-file runs of fresh pipelines (landing and table), one after another,
+    through the job as the run worker executes it; prints their seconds as JSON."""
+    from dagster import DagsterInstance
+
+    from watermark_assets.config import load_config
+    from watermark_assets.defs import build_definitions
+    from watermark_assets.defs.assets import files_run_config, job_name
+
+    folder, rows = Path(spec["folder"]), int(spec["rows"])
+    instance = DagsterInstance.ephemeral()
+    seconds = []
+    for number in range(int(spec["count"])):
+        run_folder = folder / f"run{number}"
+        landing, relative = one_file(run_folder / "landing", rows, seed=number)
+        config = write_config(run_folder, landing, spec["remote"])
+        started = time.perf_counter()
+        defs = build_definitions(load_config(config))
+        result = defs.resolve_job_def(job_name(PIPELINE)).execute_in_process(
+            instance=instance,
+            partition_key=INGEST_START.strftime("%Y-%m-%d"),
+            run_config={**QUIET_LOGS, **files_run_config(PIPELINE, [relative])},
+            raise_on_error=True,
+        )
+        seconds.append(time.perf_counter() - started)
+        committed, _ = table_rows(run_folder / "table")
+        if not result.success or committed != rows:
+            raise BenchmarkError(f"warm run {number}: {committed} rows, expected {rows}")
+    print(json.dumps(seconds))
+
+
+def bench_one_file(
+    work: Path, rows: int, reps: int, remote: str | None
+) -> tuple[list[list[str]], list[str]]:
+    results: dict[str, list[float]] = {"local": [], "connect": []}
+    kinds = [("local", None), ("connect", remote)] if remote else [("local", None)]
+    if remote:  # a long-running server has served runs before: its first one is not counted
+        print("[A] warming the Spark Connect server up with one run (not counted) ...", flush=True)
+        print(f"[A]   {cli_run(work, 'a_connect_warm_up', rows, remote):.2f}s", flush=True)
+    for rep in range(reps):
+        for kind, url in kinds if rep % 2 == 0 else kinds[::-1]:
+            print(f"[A] one-file process, {kind}, repetition {rep + 1}/{reps} ...", flush=True)
+            results[kind].append(cli_run(work, f"a_{kind}_{rep}", rows, url))
+            print(f"[A]   {results[kind][-1]:.2f}s", flush=True)
+    table: list[list[str]] = []
+    notes: list[str] = []
+    for kind, url in kinds:
+        print(f"[A] warm runs in one process, {kind} ...", flush=True)
+        first, *warm = warm_runs(work, f"a_{kind}_warm", rows, url, max(reps, 2))
+        process, work_s = median(results[kind]), median(warm)
+        label = "local Spark (local[2])" if url is None else "Spark Connect (server up)"
+        each = " ".join(f"{t:.2f}" for t in results[kind])
+        fixed = process - work_s
+        table.append(
+            [label, f"{process:.2f}", each, f"{first:.2f}", f"{work_s:.2f}", f"{fixed:.2f}"]
+        )
+        notes.append(f"{label}: a one-file run costs {fixed:.2f} s more than its work")
+        if url is not None:
+            verdict = "met" if fixed <= 2.0 else "NOT met"
+            notes.append(f"target: a one-file Spark Connect run within 2 s of its work: {verdict}")
+    return table, notes
+
+
+# ---------------------------------------------------------- B. asset vs plain PySpark, cold
+PLAIN_SCRIPT = """
+import json, sys
+from pyspark.sql import SparkSession, functions as F
+spec = json.loads(sys.argv[1])
+builder = SparkSession.builder
+for key, value in spec["conf"].items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+frame = spark.read.schema(spec["schema"]).json(spec["files"])
+frame = frame.withColumn("event_date", F.to_date("event_time"))
+frame.write.partitionBy("event_date").parquet(spec["out"])
+"""
+
+
+def child_asset_range(spec: dict[str, Any]) -> None:
+    """In this process: the asset job over the whole partition range, ONE run (the run worker's
+    work: load the code location, execute the run)."""
+    from dagster import DagsterInstance
+
+    from watermark_assets.config import load_config
+    from watermark_assets.defs import build_definitions
+    from watermark_assets.defs.assets import files_run_config, job_name
+
+    defs = build_definitions(load_config(spec["config"]))
+    result = defs.resolve_job_def(job_name(PIPELINE)).execute_in_process(
+        instance=DagsterInstance.ephemeral(),
+        run_config={**QUIET_LOGS, **files_run_config(PIPELINE, None)},
+        tags={
+            "dagster/asset_partition_range_start": spec["first"],
+            "dagster/asset_partition_range_end": spec["last"],
+        },
+        raise_on_error=True,
+    )
+    if not result.success:
+        raise BenchmarkError("the asset run failed")
+
+
+def bench_ingestion(work: Path, sizes: Sizes) -> tuple[list[list[str]], list[str]]:
+    from watermark_assets.spark.session import SPARK_DEFAULTS
+
+    master = work / "b_landing"
+    print(f"[B] writing {sizes.ingest_files} files ({sizes.ingest_rows} rows) ...", flush=True)
+    relative = write_ingest_landing(master, sizes, random.Random(2))
+    days = [
+        (INGEST_START + timedelta(days=d)).strftime("%Y-%m-%d") for d in range(sizes.ingest_days)
+    ]
+    # the plain script gets the session settings the asset's Spark gets (get_spark's defaults)
+    plain_conf = {**SPARK_DEFAULTS, "spark.master": "local[2]", **SPARK_CONF}
+    times: dict[str, list[float]] = {"asset": [], "plain": []}
+    for rep in range(sizes.ingest_reps):
+        for side in ("asset", "plain") if rep % 2 == 0 else ("plain", "asset"):
+            folder = work / f"b_{side}_{rep}"
+            landing = folder / "landing"
+            shutil.copytree(master, landing)
+            print(f"[B] repetition {rep + 1}/{sizes.ingest_reps}: {side} ...", flush=True)
+            if side == "asset":
+                config = write_config(folder, landing, None)
+                spec = {"config": str(config), "first": days[0], "last": days[-1]}
+                command = [sys.executable, __file__, "--child-asset", json.dumps(spec)]
+                elapsed, _ = run_process(command)
+                committed, version = table_rows(folder / "table")
+                if committed != sizes.ingest_rows or version != 0:
+                    raise BenchmarkError(
+                        f"asset: {committed} rows at version {version}, expected "
+                        f"{sizes.ingest_rows} in one commit"
+                    )
+            else:
+                spec = {
+                    "conf": plain_conf,
+                    "schema": SCHEMA,
+                    "files": [str(landing / p) for p in relative],
+                    "out": str(folder / "parquet"),
+                }
+                command = [sys.executable, "-c", PLAIN_SCRIPT, json.dumps(spec)]
+                elapsed, _ = run_process(command)
+                import pyarrow.dataset as ds
+
+                written = ds.dataset(
+                    str(folder / "parquet"), format="parquet", partitioning="hive"
+                ).count_rows()
+                if written != sizes.ingest_rows:
+                    raise BenchmarkError(f"plain: {written} rows, expected {sizes.ingest_rows}")
+            times[side].append(elapsed)
+            print(f"[B]   {elapsed:.2f}s", flush=True)
+            shutil.rmtree(folder)
+    rows = [
+        [
+            "asset process, 1 run over the range",
+            f"{median(times['asset']):.2f}",
+            " ".join(f"{t:.2f}" for t in times["asset"]),
+        ],
+        [
+            "plain PySpark script process",
+            f"{median(times['plain']):.2f}",
+            " ".join(f"{t:.2f}" for t in times["plain"]),
+        ],
+    ]
+    value = median(times["asset"]) / median(times["plain"])
+    notes = [
+        "asset / plain, start-up included (median): "
+        f"{ratio(median(times['asset']), median(times['plain']))}; "
+        f"target within 1.10x: {'met' if value <= 1.10 else 'NOT met'}"
+    ]
+    return rows, notes
+
+
+# ------------------------------------------------------------------------------------------ main
+def start_connect_server(work: Path) -> Any:
+    """A Spark Connect server from pyspark's jars (tests/spark_services.py), as a context."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from spark_services import connect_server
+
+    return connect_server(work / "connect")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
+    parser.add_argument("--rows", type=int, default=2_000, help="rows of the one small file")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions (default 3; quick 1)")
+    parser.add_argument("--only", choices=("one-file", "ingestion"), help="run one part only")
+    parser.add_argument(
+        "--remote", help="an already running Spark Connect server (default: start one)"
+    )
+    parser.add_argument("--no-connect", action="store_true", help="local Spark only")
+    parser.add_argument("--child-warm", help=argparse.SUPPRESS)
+    parser.add_argument("--child-asset", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child_warm:
+        child_warm(json.loads(args.child_warm))
+        return 0
+    if args.child_asset:
+        child_asset_range(json.loads(args.child_asset))
+        return 0
+    reps = args.reps or (1 if args.quick else 3)
+    sizes = QUICK_INGEST if args.quick else FULL_INGEST
+    sizes = Sizes(0, 0, 0, sizes.ingest_days, sizes.ingest_hours, sizes.files_per_hour,
+                  sizes.rows_per_file, reps)  # fmt: skip
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    work = Path(tempfile.mkdtemp(prefix="bench_run_latency_"))
+    started = time.perf_counter()
+    outputs = []
+    ok = True
+    try:
+        if args.only in (None, "one-file"):
+            if args.no_connect or args.remote:
+                rows, notes = bench_one_file(work, args.rows, reps, args.remote)
+            else:
+                print("[A] starting a Spark Connect server ...", flush=True)
+                server_started = time.perf_counter()
+                with start_connect_server(work) as server:
+                    print(f"[A]   up in {time.perf_counter() - server_started:.1f}s", flush=True)
+                    rows, notes = bench_one_file(work, args.rows, reps, server.url)
+            outputs.append(
+                (
+                    f"A. One file of {args.rows} rows: run-sensors as a whole process (seconds, "
+                    f"{reps} repetitions) and the same run in a warm process",
+                    ["mode", "process", "each", "1st in process", "warm run", "fixed cost"],
+                    rows,
+                    notes,
+                )
+            )
+        if args.only in (None, "ingestion"):
+            rows, notes = bench_ingestion(work, sizes)
+            outputs.append(
+                (
+                    f"B. Ingestion of {sizes.ingest_files} files ({sizes.ingest_rows} rows), "
+                    "whole processes with Spark start-up (seconds, "
+                    f"{reps} alternating repetitions)",
+                    ["case", "median", "each"],
+                    rows,
+                    notes,
+                )
+            )
+    except BenchmarkError as error:
+        print(f"WRONG: {error}", file=sys.stderr)
+        ok = False
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print()
+    for title, headers, rows, notes in outputs:
+        print_table(title, headers, rows)
+        for line in notes:
+            print(f"  {line}")
+        print()
+    print(f"total wall time {time.perf_counter() - started:.0f}s; exit {'0' if ok else '1'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""Smoke test of benchmarks/bench_run_latency.py: a tiny run prints both tables and exits 0.
+
+Timings are never asserted (benchmarks/README.md). It proves the script runs end to end: a
+Spark Connect server started and stopped, one-file runs as whole processes under local Spark and
+Spark Connect (each checked for its rows in one commit), warm runs, and the asset and plain
+PySpark processes (rows checked).
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_benchmark
+
+
+@pytest.mark.slow
+def test_bench_run_latency_quick_prints_both_tables() -> None:
+    lines = run_benchmark("bench_run_latency.py", "--quick", "--rows", "50", timeout=900)
+    assert any(line.startswith("A. One file of 50 rows") for line in lines), lines
+    modes = [line.split("  ")[0] for line in lines if line.startswith(("local Spark", "Spark Co"))]
+    assert modes == ["local Spark (local[2])", "Spark Connect (server up)"], lines
+    assert any("target: a one-file Spark Connect run within 2 s" in line for line in lines)
+    assert any(line.startswith("B. Ingestion of 4 files (800 rows)") for line in lines), lines
+    assert any("asset / plain, start-up included (median)" in line for line in lines), lines
+    assert lines[-1].startswith("total wall time") and lines[-1].endswith("exit 0")
