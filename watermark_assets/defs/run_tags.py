@@ -109,7 +109,7 @@ def missing_concurrency_tags(run: DagsterRun) -> dict[str, str]:
     return pipeline_partition_tags(pipelines, tags.get(PARTITION_TAG))
 
 
-class PipelinePartitionRunCoordinator(QueuedRunCoordinator):  # type: ignore[type-arg]
+class PipelinePartitionRunCoordinator(QueuedRunCoordinator):
     """Dagster's QueuedRunCoordinator (same configuration) that first gives every submitted run
     the concurrency tags it lacks (:func:`missing_concurrency_tags`), so that UI, backfill and
     CLI runs are limited like the sensors' runs. Configure it in ``dagster.yaml`` as
