@@ -15,8 +15,9 @@ sensor stopped: only ``dagster job launch`` and ``dagster job backfill`` start i
    events file commits, its step process is SIGKILLed, the run fails and the daemon retries it;
    the retry finds the file committed and succeeds without a second commit.
 
-Runtime: about 3 minutes on this project's 2-core machines (every committing run starts a Spark
-JVM, ~20-60 s there under load; the daemons take ~10 s to load the code location).
+Runtime: about 2 minutes on this project's 2-core machines (101 s measured, 80 s of it stage 1):
+every committing run starts a Spark JVM (20-60 s there under load), each daemon ~10 s to load
+the code location. Without the limit, stage 1 fails within seconds of both runs starting.
 """
 
 from __future__ import annotations
