@@ -1,0 +1,21 @@
+"""Smoke test of benchmarks/bench_s3_ingest.py: a tiny run commits every row once on both sides
+(the script exits 1 otherwise) and prints its table. Timings are never asserted."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_benchmark
+
+
+@pytest.mark.slow
+def test_bench_s3_ingest_small_run_prints_the_table() -> None:
+    lines = run_benchmark(
+        "bench_s3_ingest.py",
+        *("--days", "1", "--files-per-hour", "1", "--rows-per-file", "20", "--repeat", "1"),
+        timeout=600,
+    )
+    assert "Ingestion of 24 files (480 rows), one run each" in lines
+    rows = {line.split()[0]: line for line in lines if line.startswith(("local ", "S3 "))}
+    assert set(rows) == {"local", "S3"}
+    assert "PUT" in rows["S3"] and "LIST" in rows["S3"], "the S3 side went through the server"
+    assert lines[-1].startswith("S3 / local (median): ")
