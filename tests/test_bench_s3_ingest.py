@@ -15,7 +15,7 @@ def test_bench_s3_ingest_small_run_prints_the_table() -> None:
         timeout=600,
     )
     assert "Ingestion of 24 files (480 rows), one run each" in lines
-    rows = {line.split()[0]: line for line in lines if line.startswith(("local ", "S3 "))}
+    rows = {line.split()[0]: line for line in lines if line.startswith(("local  ", "S3  "))}
     assert set(rows) == {"local", "S3"}
     assert "PUT" in rows["S3"] and "LIST" in rows["S3"], "the S3 side went through the server"
     assert lines[-1].startswith("S3 / local (median): ")
