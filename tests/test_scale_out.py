@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import event_records, pipeline_yaml, write_ndjson
+from conftest import event_records, pipeline_yaml, project_config, write_ndjson
 from deltalake import DeltaTable
 from spark_services import (
     ConnectServer,
@@ -34,7 +34,7 @@ from spark_services import (
 from test_column_pipeline import Orders, at, column_pipeline, order
 from test_event_time_pipeline import streaming
 
-from watermark_assets.config import SparkConfig
+from watermark_assets.config import EventTimePipelineConfig, SparkConfig
 from watermark_assets.exceptions import ConfigError
 from watermark_assets.spark.session import (
     DELTA_CATALOG,
@@ -451,3 +451,54 @@ class TestSparkConnect:
         run()
         assert committed() == sorted([(i, float(i)) for i in range(10)] + changed)
         assert DeltaTable(str(target)).version() == version  # nothing read: no new commit
+
+    def test_an_event_time_aggregate_batch_engine_through_the_server(
+        self, server: ConnectServer, tmp_path: Path
+    ) -> None:
+        """The batch engine under Connect: two partitions' runs, a late event kept once; the
+        windows are the oracle's, as in local mode (tests/test_event_time_pipeline.py)."""
+        from test_event_time_pipeline import pipelines
+        from test_event_window import BATCH_1, T0, append, event, late_ids, oracle, output_rows
+
+        from watermark_assets.defs.event_time import window_engine
+
+        raw = pipelines(tmp_path)
+        parsed = project_config(*raw)
+        pipeline = parsed.pipeline("events_5min")
+        assert isinstance(pipeline, EventTimePipelineConfig)
+        spec = window_engine(pipeline, parsed).spec
+        config = tmp_path / "pipelines.yaml"
+        config.write_text(
+            yaml.safe_dump({"spark": {"remote": server.url}, "pipelines": raw}), encoding="utf-8"
+        )
+        env = {
+            **os.environ,
+            "WATERMARK_ASSETS_CONFIG": str(config),
+            "JAVA_HOME": str(tmp_path / "no-java-here"),
+        }
+
+        def run(partition: str) -> None:
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    str(Path(__file__).parent / "_crash_run.py"),
+                    "events_5min",
+                    partition,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env=env,
+                check=False,
+            )
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+
+        append(tmp_path / "events", *BATCH_1)
+        append(tmp_path / "events", event(99, 70, 9))  # 13:10: the watermark reaches 13:00
+        run("2024-01-30-12:00")
+        second = [event(21, 3, 7), event(30, 80, 1), event(31, 105, 2), event(98, 130, 9)]
+        append(tmp_path / "events", *second)  # 12:03 is late; the newest, 14:10, closes 13:00
+        run("2024-01-30-13:00")
+        everything = [*BATCH_1, event(99, 70, 9), *second]
+        assert output_rows(spec) == oracle(everything, {21}, T0 + timedelta(minutes=120))
+        assert late_ids(spec) == [21]
