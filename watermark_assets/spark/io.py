@@ -23,6 +23,7 @@ and one empty file for an empty unpartitioned frame (its schema).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import posixpath
 import re
@@ -390,8 +391,15 @@ def _files_per_partition(spark: SparkSession, files: int) -> int:
 
 
 def _portable_settings() -> str:
-    portable = getattr(storage, "portable_settings", None)
-    return portable() if portable is not None else "null"
+    """The storage settings for the executors (secrets included), in the option Spark redacts.
+
+    py4j logs every command it sends to the JVM at DEBUG, an option's value included: its logger
+    is held at INFO or above here, so the value never reaches a log, whatever the root level.
+    """
+    py4j = logging.getLogger("py4j")
+    if py4j.getEffectiveLevel() < logging.INFO:
+        py4j.setLevel(logging.INFO)
+    return storage.portable_settings()
 
 
 def _format(format: str) -> str:
