@@ -412,7 +412,9 @@ def _commit_batch(
     )
     current = window_agg.partials(framed.where(~late), aggregates)
     try:
-        state_table: DeltaTable | None = DeltaTable(spec.state_uri)
+        state_table: DeltaTable | None = DeltaTable(
+            spec.state_uri, storage_options=storage.delta_options(spec.state_uri)
+        )
     except TableNotFoundError:
         state_table = None
     state_version = -1 if state_table is None else state_table.version()
@@ -500,7 +502,12 @@ def _reopened(
         return None
     first, last = from_millis(int(bounds[0])), from_millis(int(bounds[1]))
     paths = {
-        name: table_file_uris(uri, DeltaTable(uri, version=plan.upstream_to[name]))
+        name: table_file_uris(
+            uri,
+            DeltaTable(
+                uri, version=plan.upstream_to[name], storage_options=storage.delta_options(uri)
+            ),
+        )
         for name, uri in spec.upstreams.items()
     }
     everything = window_agg.with_window(

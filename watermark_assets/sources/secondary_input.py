@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Literal, Protocol, TypeAlias
 
+from watermark_assets import storage
 from watermark_assets.core.unit.units import ScreenedUnits, UnreadableRow, screen_units
 from watermark_assets.exceptions import SecondaryInputError
 
@@ -133,7 +134,8 @@ class FileInput:
         import fsspec
 
         file_format = self.file_format()
-        fs, path = fsspec.core.url_to_fs(self.path, **dict(self.storage_options or {}))
+        options = dict(self.storage_options or {}) or storage.fsspec_options(self.path)
+        fs, path = fsspec.core.url_to_fs(self.path, **options)
         try:
             is_directory = fs.isdir(path)
             exists = is_directory or fs.exists(path)
@@ -251,7 +253,9 @@ class DeltaTableInput:
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
-        options = dict(self.storage_options) if self.storage_options else None
+        options = (
+            dict(self.storage_options) if self.storage_options else storage.delta_options(self.uri)
+        )
         try:
             table = DeltaTable(self.uri, storage_options=options)
         except TableNotFoundError as exc:

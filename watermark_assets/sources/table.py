@@ -32,6 +32,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
+from watermark_assets import storage
 from watermark_assets.core.column.predicate import (
     Comparison,
     Predicate,
@@ -73,7 +74,9 @@ class DeltaTableSource:
         from deltalake import DeltaTable
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        options = dict(self.storage_options) if self.storage_options else None
+        options = (
+            dict(self.storage_options) if self.storage_options else storage.delta_options(self.uri)
+        )
         table = DeltaTable(self.uri, storage_options=options)
         feature = unsupported_read_feature(table)
         if feature is not None:
