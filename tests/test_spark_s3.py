@@ -179,6 +179,14 @@ def test_which_path_reads_a_uri(spark: Any) -> None:
         spark.conf.unset(io.NATIVE_S3_CONF)
 
 
+@pytest.mark.parametrize("format", ["parquet", "ndjson", "csv"])
+def test_no_files_read_through_fsspec_give_no_rows(spark: Any, format: str) -> None:
+    """Spark reads one default partition when the source has none: it holds no files."""
+    frame = io.read_files(spark, [], format=format, schema="id BIGINT", via="fsspec")
+    assert frame.collect() == []
+    assert frame.columns[0] == "id"
+
+
 def test_an_undecodable_file_is_named_in_the_error(
     spark: Any, s3_storage: Any, tmp_path: Path
 ) -> None:

@@ -209,8 +209,9 @@ class FsspecReader(DataSourceReader):
         return [FilesPartition(self.files[i : i + step]) for i in range(0, len(self.files), step)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, FilesPartition)
-        for uri in partition.files:
+        # No files: partitions() is empty and Spark reads one default InputPartition instead
+        files = partition.files if isinstance(partition, FilesPartition) else ()
+        for uri in files:
             if self.format == "parquet":
                 yield from self._parquet(uri)
             else:
