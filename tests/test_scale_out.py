@@ -502,3 +502,22 @@ class TestSparkConnect:
         everything = [*BATCH_1, event(99, 70, 9), *second]
         assert output_rows(spec) == oracle(everything, {21}, T0 + timedelta(minutes=120))
         assert late_ids(spec) == [21]
+
+    def test_an_unreadable_file_is_quarantined_as_in_local_mode(
+        self, server: ConnectServer, reference: Reference, tmp_path: Path
+    ) -> None:
+        """A file Spark cannot read at all (not gzip) under Connect: set aside, the others
+        committed, one quarantine record with the root cause classic Spark reports."""
+        folder = landing(tmp_path)
+        broken = "date=2024-01-05/hour=13/1704459600-x.ndjson.gz"
+        (folder / broken).parent.mkdir(parents=True)
+        (folder / broken).write_bytes(b"not gzip at all")
+        config = write_config(tmp_path, "connect", {"remote": server.url}, folder)
+        done = run_sensors(config, tmp_path / "home", JAVA_HOME=str(tmp_path / "no-java-here"))
+        assert done.returncode == 0, done.output[-3000:]
+        assert rows_of(tmp_path / "connect" / "events") == reference.rows
+        records = rows_of(tmp_path / "connect" / "events_quarantine")
+        [record] = [r for r in records if r["_source_file"] == broken]
+        assert record["error"] == "FAILED_READ_FILE.NO_HINT: java.io.IOException: not a gzip file"
+        assert (record["raw_record"], record["file_size"]) == (None, len(b"not gzip at all"))
+        assert [r for r in records if r["_source_file"] != broken] == reference.quarantine

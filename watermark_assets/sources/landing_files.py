@@ -55,11 +55,15 @@ class LandingFilesSource:
         pipeline = self.pipeline
         if spark is None:
             raise ValueError(f"pipeline {pipeline.name!r} has files to ingest but no Spark session")
-        data_dir = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{batch.token}")
         unreadable: list[UnreadableFile] = []
         while True:
             # A file Spark cannot read at all fails the whole job: set it aside and read the
-            # others again (each costs one more pass; a batch has few).
+            # others again (each costs one more pass; a batch has few). Each pass writes a
+            # folder of its own: a task of the failed job that Spark has not stopped yet (its
+            # error reaches the client first, notably under Spark Connect) may still create
+            # the previous pass's folder after it was removed.
+            attempt = f"-{len(unreadable)}" if unreadable else ""
+            data_dir = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{batch.token}{attempt}")
             aside = {u.path for u in unreadable}
             spec = self._read_spec(batch, [p for p in batch.files if p not in aside], now)
             try:

@@ -290,6 +290,22 @@ def _fsspec_unreadable(error: BaseException, spec: ReadSpec) -> UnreadableFile |
     return None
 
 
+def _connect_root_cause(message: str) -> str:
+    """The root cause in a Spark Connect error's text, as classic Spark reports it: the last
+    ``Caused by: ...`` of the server's stack trace (``java.io.IOException: not a gzip file``),
+    else the message's first line (never the whole trace, which would fill the quarantine
+    record)."""
+    causes = [
+        line.removeprefix("Caused by: ").strip()
+        for line in message.splitlines()
+        if line.startswith("Caused by: ")
+    ]
+    if causes:
+        return causes[-1]
+    lines = message.strip().splitlines()
+    return lines[0] if lines else message
+
+
 def _spark_errors(error: BaseException) -> Iterator[tuple[str, Mapping[str, str], str]]:
     """(condition, message parameters, root cause) of each Spark error in ``error``'s chain.
 
@@ -301,7 +317,8 @@ def _spark_errors(error: BaseException) -> Iterator[tuple[str, Mapping[str, str]
         get_condition = getattr(error, "getCondition", None)
         condition = get_condition() if callable(get_condition) else None
         if condition:
-            yield condition, dict(error.getMessageParameters() or {}), str(error)  # type: ignore[attr-defined]
+            parameters = dict(error.getMessageParameters() or {})  # type: ignore[attr-defined]
+            yield condition, parameters, _connect_root_cause(str(error))
         return
     chain: list[Any] = []
     while java is not None and len(chain) < 20:
