@@ -23,7 +23,7 @@ from watermark_assets.exceptions import (
     SourceFileMissingError,
 )
 from watermark_assets.sources.file_discovery import PartitionOf, discover_files, partition_key_of
-from watermark_assets.sources.late_files import late_requested_files
+from watermark_assets.sources.late_files import committed_source_files
 from watermark_assets.spark.paths import check_readable
 from watermark_assets.state.horizons import listing_horizon
 from watermark_assets.state.load import PipelineState, load_state, restore_partitions
@@ -210,3 +210,40 @@ def check_requested_path(path: str, *, suffixes: Sequence[str], ordering: NameOr
     if problem is not None:
         raise RequestedFileError(path, problem, "fix the run configuration's 'files' list")
     check_sortable(path, ordering)
+
+
+def late_requested_files(
+    pipeline: Pipeline, watermark: FileWatermark, requested: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """(files to ingest, requested files some commit already recorded) of a late run's list.
+
+    Every entry must lie at or below its partition's watermark (a file above it is a regular
+    run's) and be in the landing location; entries are checked like a regular list's.
+    """
+    source = pipeline.source
+    by_prefix: dict[str, set[str]] = {}
+    for path in sorted(set(requested)):
+        check_requested_path(
+            path, suffixes=source.suffixes, ordering=pipeline.watermark.file_name_ordering
+        )
+        if watermark.is_above(path):
+            raise RequestedFileError(
+                path,
+                "it is above its partition's watermark, and a late run ingests only files at or "
+                "below it",
+                "launch it without 'late: true' (a regular run ingests it)",
+            )
+        prefix, name = split_path(path)
+        by_prefix.setdefault(prefix, set()).add(name)
+    for prefix, names in by_prefix.items():
+        present = storage.list_names(storage.join(source.uri, prefix) if prefix else source.uri)
+        missing = sorted(names - present)
+        if missing:
+            raise SourceFileMissingError(
+                f"{prefix}/{missing[0]}" if prefix else missing[0], source.uri
+            )
+    committed = committed_source_files(pipeline)
+    files = sorted(p for p in set(requested) if p not in committed)
+    for path in files:
+        check_readable(source.uri, path)
+    return files, sorted(p for p in set(requested) if p in committed)

@@ -21,16 +21,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
-from watermark_assets.core.filepath.path import split_path
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.delta.committer import DeltaCommitter
-from watermark_assets.exceptions import (
-    DeltaCommitError,
-    LateFilesUnprovableError,
-    RequestedFileError,
-    SourceFileMissingError,
-)
-from watermark_assets.spark.paths import check_readable, unreadable_character
+from watermark_assets.exceptions import DeltaCommitError, LateFilesUnprovableError
+from watermark_assets.spark.paths import unreadable_character
 from watermark_assets.state.commit_metadata import pipeline_commits
 
 
@@ -97,45 +91,6 @@ def find_late_files(
         for prefix, paths in candidates.items()
         if (kept := tuple(p for p in paths if p not in committed))
     }
-
-
-def late_requested_files(
-    pipeline: Pipeline, watermark: FileWatermark, requested: Sequence[str]
-) -> tuple[list[str], list[str]]:
-    """(files to ingest, requested files some commit already recorded) of a late run's list.
-
-    Every entry must lie at or below its partition's watermark (a file above it is a regular
-    run's) and be in the landing location; entries are checked like a regular list's.
-    """
-    from watermark_assets.runs.file_plan import check_requested_path
-
-    source = pipeline.source
-    by_prefix: dict[str, set[str]] = {}
-    for path in sorted(set(requested)):
-        check_requested_path(
-            path, suffixes=source.suffixes, ordering=pipeline.watermark.file_name_ordering
-        )
-        if watermark.is_above(path):
-            raise RequestedFileError(
-                path,
-                "it is above its partition's watermark, and a late run ingests only files at or "
-                "below it",
-                "launch it without 'late: true' (a regular run ingests it)",
-            )
-        prefix, name = split_path(path)
-        by_prefix.setdefault(prefix, set()).add(name)
-    for prefix, names in by_prefix.items():
-        present = storage.list_names(storage.join(source.uri, prefix) if prefix else source.uri)
-        missing = sorted(names - present)
-        if missing:
-            raise SourceFileMissingError(
-                f"{prefix}/{missing[0]}" if prefix else missing[0], source.uri
-            )
-    committed = committed_source_files(pipeline)
-    files = sorted(p for p in set(requested) if p not in committed)
-    for path in files:
-        check_readable(source.uri, path)
-    return files, sorted(p for p in set(requested) if p in committed)
 
 
 def group_by_partition(
