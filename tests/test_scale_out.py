@@ -198,6 +198,27 @@ def test_the_spark_section_becomes_flat_spark_settings(
     assert spark_config(**values).settings() == settings
 
 
+JDBC_DRIVER = {
+    "a classic session gets the driver jar": (
+        {"spark.master": "local[2]"},
+        {"spark.master": "local[2]", "spark.jars": "/usr/share/java/postgresql.jar"},
+    ),
+    "a Connect client does not: the server's classpath holds it": (
+        {"spark.remote": "sc://h:15002"},
+        {"spark.remote": "sc://h:15002"},
+    ),
+}
+
+
+@pytest.mark.parametrize("settings, expected", JDBC_DRIVER.values(), ids=JDBC_DRIVER.keys())
+def test_the_jdbc_driver_jar_is_added_only_to_a_classic_session(
+    settings: dict[str, str], expected: dict[str, str]
+) -> None:
+    from watermark_assets.sources.jdbc import with_postgres_driver
+
+    assert with_postgres_driver(settings, jar="/usr/share/java/postgresql.jar") == expected
+
+
 def test_delta_spark_is_the_installed_python_package_s_version() -> None:
     from importlib.metadata import version
 
@@ -340,10 +361,7 @@ class TestStandaloneCluster:
         # (the master moves it to completedapps once the driver's process is gone)
         app = completed_app(cluster)
         assert app["name"] == "watermark_assets"
-        executors = [
-            e for e in cluster.worker_state()["finishedexecutors"] if e["appid"] == app["id"]
-        ]
-        assert executors, cluster.worker_state()
+        executors = finished_executors(cluster, app["id"])
         logs = [cluster.work_dir / app["id"] / str(e["id"]) / "stderr" for e in executors]
         ran = [log for log in logs if "Running task" in log.read_text(errors="replace")]
         assert ran, f"no executor log of {app['id']} shows a task: {logs}"
@@ -359,6 +377,21 @@ def completed_app(cluster: StandaloneCluster, timeout: float = 60) -> dict[str, 
             [app] = state["completedapps"]
             return dict(app)
         assert time.monotonic() < deadline, f"no completed application: {state}"
+        time.sleep(0.5)
+
+
+def finished_executors(
+    cluster: StandaloneCluster, app_id: str, timeout: float = 60
+) -> list[dict[str, Any]]:
+    """The executors the worker ran for ``app_id`` (waiting for the worker to see them end:
+    it stops them after the master ends the application)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = cluster.worker_state()
+        found = [dict(e) for e in state.get("finishedexecutors", []) if e["appid"] == app_id]
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"no finished executor of {app_id}: {state}"
         time.sleep(0.5)
 
 
@@ -521,3 +554,25 @@ class TestSparkConnect:
         assert record["error"] == "FAILED_READ_FILE.NO_HINT: java.io.IOException: not a gzip file"
         assert (record["raw_record"], record["file_size"]) == (None, len(b"not gzip at all"))
         assert [r for r in records if r["_source_file"] != broken] == reference.quarantine
+
+    def test_settings_the_server_owns_are_refused_by_name(
+        self, server: ConnectServer, reference: Reference, tmp_path: Path
+    ) -> None:
+        """A client cannot set the server's start-up settings: the run fails naming each one
+        and where it belongs, instead of silently running without them."""
+        spark = {
+            "remote": server.url,
+            "conf": {
+                "spark.sql.shuffle.partitions": "3",  # a session setting: accepted
+                "spark.executor.memory": "4g",
+                "spark.jars": "/opt/jars/extra.jar",
+            },
+        }
+        config = write_config(tmp_path, "refused", spark, reference.landing)
+        done = run_sensors(config, tmp_path / "home")
+        assert done.returncode == 1, done.output[-3000:]
+        assert "the server refuses these spark.conf settings from a client" in done.output
+        assert "client: spark.executor.memory, spark.jars; set them on the server" in done.output
+        assert "/opt/jars/extra.jar" not in done.output  # names only: a value may be a secret
+        assert "spark.sql.shuffle.partitions" not in done.output
+        assert "spark-submit --conf KEY=VALUE" in done.output

@@ -270,19 +270,20 @@ def _connect_session(remote: str, conf: Mapping[str, str]) -> SparkSession:
     session = SparkSession.builder.remote(remote).getOrCreate()
     settings = {**CONNECT_SESSION_DEFAULTS, **conf}
     refused: list[str] = []
+    reason = ""
     for key, value in settings.items():
         if key in _CLIENT_ONLY_KEYS:
             continue
         try:
             session.conf.set(key, value)
         except Exception as error:  # pyspark.errors.AnalysisException: CANNOT_MODIFY_CONFIG ...
-            refused.append(f"{key}={value} ({str(error).splitlines()[0][:160]})")
+            refused.append(key)  # names only: a value may be a credential
+            reason = reason or str(error).strip().splitlines()[0][:120]
     if refused:
         session.stop()
         raise SparkConnectError(
             f"spark.remote {remote!r}: the server refuses these spark.conf settings from a "
-            f"client: {refused}. They are the server's own start-up settings: pass them to the "
-            "server (spark-submit --conf KEY=VALUE ... SparkConnectServer) and remove them from "
-            "spark.conf"
+            f"client: {', '.join(refused)}; set them on the server (spark-submit --conf "
+            f"KEY=VALUE ... SparkConnectServer) and remove them from spark.conf ({reason})"
         )
     return session
