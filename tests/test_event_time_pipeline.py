@@ -153,6 +153,9 @@ def test_the_sensor_materializes_a_partition_once_the_watermark_passes_its_end(
     # windows with rows only, as Spark: 12:00, 12:20, 12:40 and 13:00 (its end 13:05 is reached)
     assert metadata["event_time/windows_emitted"] == 4
     assert metadata["event_time/late_records"] == 0 and metadata["rows/read"] == 6
+    assert metadata["event_time/local_watermarks"] == {  # the upstream is partitioned by day
+        "events": {"event_date=2024-01-30": "2024-01-30T13:05:00.000Z"}
+    }
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {"late_records": True, "watermark_never_moves_backwards": True}
 

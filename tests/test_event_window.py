@@ -25,6 +25,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from watermark_assets.core.event_time import TumblingWindows, WatermarkTracker
+from watermark_assets.core.time.instant import to_millis
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import UpstreamNotAppendOnlyError
 from watermark_assets.runs.event_window import (
@@ -161,6 +162,29 @@ def test_windows_are_emitted_once_the_watermark_passes_and_late_records_are_kept
     third = run_window_batch(spark, spec, now=T0 + timedelta(hours=3), run_id="run-3")
     assert third.batch is None and "no rows appended upstream" in third.reason
     assert DeltaTable(spec.output_uri).version() == 1  # nothing committed
+
+
+@pytest.mark.spark
+def test_each_upstream_partition_keeps_a_local_watermark_committed_with_the_batch(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Seed 002's local watermarks: one per upstream partition (here a day), each at its own
+    max event - delay; the input's watermark is their maximum, as Spark's."""
+    spec = make_spec(tmp_path)
+    append(tmp_path / "events", event(1, 0, 1), event(2, 50, 1))  # 2024-01-30 12:00 .. 12:50
+    append(tmp_path / "events", event(3, 24 * 60 + 5, 2))  # 2024-01-31 12:05
+    run_window_batch(spark, spec, now=T0 + timedelta(days=2), run_id="run-1")
+    mark = load_progress(spec).watermark.mark("events")
+    assert mark.partitioning == ("event_date",)
+    assert dict(mark.local) == {
+        "event_date=2024-01-30": to_millis(T0 + timedelta(minutes=40)),
+        "event_date=2024-01-31": to_millis(T0 + timedelta(days=1, minutes=-5)),
+    }
+    assert mark.watermark_ms == max(mark.local.values())
+
+    append(tmp_path / "events", event(4, 30, 3))  # a late event of the 30th: nothing goes back
+    run_window_batch(spark, spec, now=T0 + timedelta(days=3), run_id="run-2")
+    assert load_progress(spec).watermark.mark("events").local == mark.local
 
 
 @pytest.mark.spark

@@ -182,10 +182,18 @@ def test_bad_json_is_refused_with_the_expected_shape(text: str) -> None:
 
 millis = st.integers(min_value=0, max_value=4_000_000_000_000)
 marks = st.builds(
-    InputMark,
-    watermark_ms=st.none() | millis,
-    max_event_ms=st.none() | millis,
-    last_data_ms=st.none() | millis,
+    lambda w, e, d, local: InputMark(
+        watermark_ms=w,
+        max_event_ms=e,
+        last_data_ms=d,
+        local=LocalWatermarks(local or {}),
+        partitioning=None if local is None else ("d",),
+    ),
+    st.none() | millis,
+    st.none() | millis,
+    st.none() | millis,
+    # local watermarks under one partitioning (merge is associative there; two: see below)
+    st.none() | st.dictionaries(st.sampled_from(["d=1", "d=2", "d=3"]), millis),
 )
 watermarks = st.builds(
     EventTimeWatermark,
@@ -232,6 +240,96 @@ def test_observe_never_moves_anything_backwards(
             old, new = w.mark(name).watermark_ms, after.mark(name).watermark_ms
             assert old is None or (new is not None and new >= old)
         w = after
+
+
+# --- local watermarks per partition of an input, rescaled when the partitioning changes ---
+
+
+def local_stats(delay_free: dict[str, int], partitioning: tuple[str, ...]) -> EventTimeStats:
+    """A run's stats with the greatest event time of each partition (count: one per partition)."""
+    return EventTimeStats(
+        count=len(delay_free),
+        min_ms=min(delay_free.values()),
+        max_ms=max(delay_free.values()),
+        local_max_ms=delay_free,
+        partitioning=partitioning,
+    )
+
+
+DAY = ("event_date",)
+HOUR = ("event_date", "event_hour")
+LOCAL_RUNS = {
+    "one partitioning: each partition at its max - delay, never backwards": (
+        [
+            {"event_date=30": 50 * MIN, "event_date=31": 80 * MIN},
+            {"event_date=30": 20 * MIN},  # an older max for the 30th: it stays
+        ],
+        [DAY, DAY],
+        {"event_date=30": 40 * MIN, "event_date=31": 70 * MIN},
+    ),
+    "split (daily -> hourly): every new partition starts at the max of the old ones": (
+        [
+            {"event_date=30": 50 * MIN, "event_date=31": 80 * MIN},
+            {"event_date=31/event_hour=01": 30 * MIN, "event_date=31/event_hour=02": 95 * MIN},
+        ],
+        [DAY, HOUR],
+        {"event_date=31/event_hour=01": 70 * MIN, "event_date=31/event_hour=02": 85 * MIN},
+    ),
+    "merge (hourly -> daily): the new partition starts at the max of the old ones": (
+        [
+            {"event_date=31/event_hour=01": 30 * MIN, "event_date=31/event_hour=02": 95 * MIN},
+            {"event_date=31": 40 * MIN},
+        ],
+        [HOUR, DAY],
+        {"event_date=31": 85 * MIN},
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "runs, partitionings, expected", LOCAL_RUNS.values(), ids=LOCAL_RUNS.keys()
+)
+def test_local_watermarks_are_kept_per_partition_and_rescaled_to_the_max_of_the_old_ones(
+    runs: list[dict[str, int]],
+    partitionings: list[tuple[str, ...]],
+    expected: dict[str, int],
+) -> None:
+    w = EventTimeWatermark.empty()
+    for now, (run, partitioning) in enumerate(zip(runs, partitionings)):
+        before = w.mark("events").watermark_ms
+        w = ONE_INPUT.observe(w, {"events": local_stats(run, partitioning)}, at(1000 + now))
+        mark = w.mark("events")
+        assert mark.partitioning == partitioning
+        assert before is None or min(mark.local.values()) >= min(before, *mark.local.values())
+        assert mark.watermark_ms == max(mark.local.values()), "the input's is the max of its own"
+    assert dict(w.mark("events").local) == expected
+    assert EventTimeWatermark.from_json(w.to_json()) == w
+
+
+def test_marks_under_two_partitionings_merge_to_the_latest_one_raised_to_the_others_max() -> None:
+    old = InputMark(
+        watermark_ms=80, last_data_ms=1, local=LocalWatermarks({"d=1": 80}), partitioning=("d",)
+    )
+    new = InputMark(
+        watermark_ms=90,
+        last_data_ms=2,
+        local=LocalWatermarks({"d=1/h=1": 60, "d=1/h=2": 90}),
+        partitioning=("d", "h"),
+    )
+    merged = old.merge(new)
+    assert merged == new.merge(old)
+    assert merged.partitioning == ("d", "h")
+    assert dict(merged.local) == {"d=1/h=1": 80, "d=1/h=2": 90}
+
+
+def test_a_watermark_written_before_local_watermarks_still_reads() -> None:
+    text = (
+        '{"watermark":"2024-01-30T12:00:00.000Z","inputs":{"events":{"watermark":'
+        '"2024-01-30T12:00:00.000Z","max_event_time":"2024-01-30T12:10:00.000Z",'
+        '"last_data_at":null}},"started_at":null}'
+    )
+    mark = EventTimeWatermark.from_json(text).mark("events")
+    assert (mark.partitioning, dict(mark.local)) == (None, {})
 
 
 # --- windows: closed when the watermark passes their end; late records ---

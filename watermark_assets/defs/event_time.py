@@ -177,7 +177,18 @@ def result_metadata(spec: WindowAggregateSpec, run: WindowRun, now: datetime) ->
                 for name, m in ((n, after.mark(n)) for n in spec.upstreams)
             }
         )
+    local = {
+        name: {key: format_millis(ms) for key, ms in list(mark.local.items())[-LOCAL_SHOWN:]}
+        for name, mark in ((n, after.mark(n)) for n in spec.upstreams)
+        if mark.local and mark.partitioning
+    }
+    if local:  # each partitioned upstream's local watermark per partition (the newest ones)
+        metadata["event_time/local_watermarks"] = MetadataValue.json(local)
     return metadata
+
+
+#: How many partitions' local watermarks per input the materialization shows (the last ones).
+LOCAL_SHOWN = 24
 
 
 def build_event_time_asset(

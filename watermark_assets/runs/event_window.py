@@ -262,7 +262,10 @@ def run_window_batch(
     )
     late = _late_condition(spec, before)
     now_ms = to_millis(ensure_utc(now))
-    rows, stats, late_rows = _statistics(framed, spec.event_column, late)
+    partitionings = {
+        name: _partitioning(spec.upstreams[name], files) for name, files in paths.items() if files
+    }
+    rows, stats, late_rows = _statistics(framed, spec.event_column, late, partitionings)
     after = recorded.watermark_after if recorded else spec.tracker.observe(before, stats, now_ms)
     plan = recorded or BatchPlan(
         batch=batch,
@@ -352,30 +355,73 @@ def _late_condition(spec: WindowAggregateSpec, before: EventTimeWatermark) -> Co
     return window_agg.late_condition(spec.event_column, closed)
 
 
+def _partitioning(upstream_uri: str, files: Sequence[str]) -> tuple[str, ...]:
+    """The partition columns of an upstream table, read off the Hive-style folders of its
+    newest appended file (``event_date=2024-01-30/part-0.parquet`` -> ``("event_date",)``)."""
+    relative = files[-1][len(upstream_uri.rstrip("/")) + 1 :]
+    return tuple(part.split("=", 1)[0] for part in relative.split("/")[:-1] if "=" in part)
+
+
 def _statistics(
-    framed: DataFrame, event_column: str, late: Column
+    framed: DataFrame,
+    event_column: str,
+    late: Column,
+    partitionings: Mapping[str, tuple[str, ...]],
 ) -> tuple[int, dict[str, EventTimeStats], int]:
-    """Rows, each input's event-time statistics (seed 004's ``EventTimeStats``) and the late
-    rows: ONE Spark job, one row per input to the driver."""
+    """Rows, each input's event-time statistics (seed 004's ``EventTimeStats``, with the max
+    event time of each partition of the input: its local watermarks) and the late rows: ONE
+    Spark job, one row per partition of an input to the driver."""
     from pyspark.sql import functions as F
 
     millis = F.unix_millis(F.col(event_column))
-    grouped = framed.groupBy(INPUT_COLUMN).agg(
+    local = F.coalesce(
+        *[
+            F.when(F.col(INPUT_COLUMN) == F.lit(name), _partition_key(columns))
+            for name, columns in partitionings.items()
+        ],
+        F.lit(""),
+    )
+    grouped = framed.groupBy(F.col(INPUT_COLUMN), local.alias("_local")).agg(
         F.count(F.lit(1)).alias("rows"),
         F.count(millis).alias("events"),
         F.min(millis).alias("min_ms"),
         F.max(millis).alias("max_ms"),
         F.sum(F.when(late, 1).otherwise(0)).alias("late"),
     )
-    stats: dict[str, EventTimeStats] = {}
+    parts: dict[str, list[Any]] = {}
     rows = late_rows = 0
     for row in grouped.collect():
-        stats[row[INPUT_COLUMN]] = EventTimeStats(
-            count=int(row["events"]), min_ms=row["min_ms"], max_ms=row["max_ms"]
-        )
+        parts.setdefault(row[INPUT_COLUMN], []).append(row)
         rows += int(row["rows"])
         late_rows += int(row["late"] or 0)
+    stats: dict[str, EventTimeStats] = {}
+    for name, of_input in parts.items():
+        events = sum(int(r["events"]) for r in of_input)
+        mins = [r["min_ms"] for r in of_input if r["min_ms"] is not None]
+        maxes = {r["_local"]: r["max_ms"] for r in of_input if r["max_ms"] is not None}
+        stats[name] = EventTimeStats(
+            count=events,
+            min_ms=min(mins) if mins else None,
+            max_ms=max(maxes.values()) if maxes else None,
+            local_max_ms=maxes,
+            partitioning=partitionings.get(name, ()),
+        )
     return rows, stats, late_rows
+
+
+def _partition_key(columns: Sequence[str]) -> Column:
+    """``col=value/col2=value2`` of a row (``col=null`` for a null value); '' unpartitioned."""
+    from pyspark.sql import functions as F
+
+    if not columns:
+        return F.lit("")
+    return F.concat_ws(
+        "/",
+        *[
+            F.concat(F.lit(f"{c}="), F.coalesce(F.col(f"`{c}`").cast("string"), F.lit("null")))
+            for c in columns
+        ],
+    )
 
 
 def _commit_batch(

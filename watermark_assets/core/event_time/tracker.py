@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
+from watermark_assets.core.event_time.operators import LocalWatermarks
 from watermark_assets.core.event_time.watermark import EventTimeWatermark, InputMark, InputMarks
 from watermark_assets.core.time.instant import format_millis
 
@@ -65,6 +66,10 @@ class EventTimeStats:
     count: int
     min_ms: int | None = None
     max_ms: int | None = None
+    #: the greatest event time per partition of the input (its local watermarks' source), under
+    #: ``partitioning`` (the partition columns; None: not tracked)
+    local_max_ms: Mapping[str, int] = field(default_factory=dict)
+    partitioning: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -139,13 +144,17 @@ class WatermarkTracker:
             mark = current.mark(name)
             stats = batch.get(name, NO_ROWS)
             if stats.count and stats.max_ms is not None:
-                mark = mark.merge(
+                advanced = mark.merge(
                     InputMark(
                         watermark_ms=stats.max_ms - delay,
                         max_event_ms=stats.max_ms,
                         last_data_ms=now_ms,
                     )
                 )
+                if stats.partitioning is not None:
+                    local = _local_after(mark, stats, delay)
+                    advanced = replace(advanced, local=local, partitioning=stats.partitioning)
+                mark = advanced
             marks[name] = mark
         started = now_ms if current.started_ms is None else current.started_ms
         chosen = self.choose(marks, started, now_ms)
@@ -203,3 +212,16 @@ class WatermarkTracker:
 
 def _instant(millis: int | None, none: str) -> str:
     return none if millis is None else format_millis(millis)
+
+
+def _local_after(mark: InputMark, stats: EventTimeStats, delay: int) -> LocalWatermarks:
+    """The input's local watermarks after a run that saw ``stats``. When the partitioning
+    changed (partitions merged or split), the old state is rescaled first: every partition of
+    the new partitioning starts at the maximum of the old ones (seed 002), so no local
+    watermark is ever below one already reached; then each moves to its max event - delay."""
+    local = mark.local
+    if mark.partitioning != stats.partitioning:
+        local = local.rescale(stats.local_max_ms)
+    for partition, top in sorted(stats.local_max_ms.items()):
+        local = local.advance(partition, top - delay)
+    return local

@@ -14,8 +14,11 @@ commit:
 
 ``advance`` and ``merge`` take the larger value field by field (``started_ms``: the earlier):
 commutative, associative and idempotent, so two runs that commit at once never lose each other's
-progress, and no field ever goes down (property-tested). Times are milliseconds since the epoch,
-UTC; the JSON writes them as ISO instants so that a person can read a commit's metadata.
+progress, and no field ever goes down (property-tested). Each input may also keep the local
+watermarks of its partitions (seed 002): merged partition by partition, and rescaled to the max
+of the old ones when the input's partitioning changes (``InputMark.merge``). Times are
+milliseconds since the epoch, UTC; the JSON writes them as ISO instants so that a person can
+read a commit's metadata.
 
 Standard library only.
 """
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from watermark_assets.core.errors import WatermarkJSONError
+from watermark_assets.core.event_time.operators import LocalWatermarks
 from watermark_assets.core.frozen_map import FrozenMap
 from watermark_assets.core.time.instant import format_millis, parse_millis
 from watermark_assets.core.watermark import Watermark, register
@@ -45,43 +49,119 @@ def _later(a: int | None, b: int | None) -> int | None:
 class InputMark:
     """One input's progress. ``watermark_ms``: max event time - delay (None: no rows yet);
     ``max_event_ms``: the greatest event time seen; ``last_data_ms``: the processing time of
-    the last run in which it had rows."""
+    the last run in which it had rows.
+
+    ``local``: the local watermark of each partition of the input (seed 002's watermark filter
+    state, e.g. ``event_date=2024-01-30`` of an upstream table partitioned by day), under
+    ``partitioning`` (the partition columns; None: not tracked). The input's watermark is their
+    maximum, as Spark's is the maximum over its partitions.
+    """
 
     watermark_ms: int | None = None
     max_event_ms: int | None = None
     last_data_ms: int | None = None
+    local: LocalWatermarks = field(default_factory=LocalWatermarks)
+    partitioning: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.local and self.partitioning is None:
+            raise ValueError(
+                f"local watermarks {dict(self.local)} need the partitioning they are of"
+            )
 
     def merge(self, other: InputMark) -> InputMark:
-        """Field by field, the later value."""
+        """Field by field, the later value. Local watermarks under one partitioning: partition
+        by partition, the later; under two: the partitioning of the mark that had data last
+        wins, and none of its partitions is below the other's maximum (seed 002's rescaling).
+        Commutative and idempotent; associative under one partitioning (marks of two only meet
+        when a run's observation rescales the committed one, see ``tracker.observe``)."""
+        local, partitioning = _merge_local(self, other)
         return InputMark(
             watermark_ms=_later(self.watermark_ms, other.watermark_ms),
             max_event_ms=_later(self.max_event_ms, other.max_event_ms),
             last_data_ms=_later(self.last_data_ms, other.last_data_ms),
+            local=local,
+            partitioning=partitioning,
         )
 
     @property
     def has_data(self) -> bool:
         return self.max_event_ms is not None
 
-    def to_dict(self) -> dict[str, str | None]:
-        return {
+    def to_dict(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {
             "watermark": None if self.watermark_ms is None else format_millis(self.watermark_ms),
             "max_event_time": None
             if self.max_event_ms is None
             else format_millis(self.max_event_ms),
             "last_data_at": None if self.last_data_ms is None else format_millis(self.last_data_ms),
         }
+        if self.partitioning is not None:
+            fields["partitioning"] = list(self.partitioning)
+            fields["local"] = {key: format_millis(ms) for key, ms in self.local.items()}
+        return fields
 
     @classmethod
     def from_dict(cls, text: str, raw: Any) -> InputMark:
-        if not isinstance(raw, dict) or set(raw) != {"watermark", "max_event_time", "last_data_at"}:
+        base = {"watermark", "max_event_time", "last_data_at"}
+        if not isinstance(raw, dict) or not (
+            set(raw) == base or set(raw) == base | {"partitioning", "local"}
+        ):
             raise WatermarkJSONError(
-                text, 'an input is {"watermark", "max_event_time", "last_data_at"}: ISO or null'
+                text,
+                'an input is {"watermark", "max_event_time", "last_data_at"}: ISO or null, '
+                'with "partitioning" (a list of columns) and "local" (partition -> ISO) or not',
             )
         values = [
             _read_instant(text, raw[k]) for k in ("watermark", "max_event_time", "last_data_at")
         ]
-        return cls(watermark_ms=values[0], max_event_ms=values[1], last_data_ms=values[2])
+        partitioning = raw.get("partitioning")
+        local = raw.get("local", {})
+        if partitioning is not None and (
+            not isinstance(partitioning, list)
+            or not all(isinstance(c, str) for c in partitioning)
+            or not isinstance(local, Mapping)
+        ):
+            raise WatermarkJSONError(
+                text, '"partitioning" is a list of column names and "local" an object'
+            )
+        if partitioning is None and local:
+            raise WatermarkJSONError(text, '"local" watermarks need their "partitioning"')
+        locals_ms: dict[str, int] = {}
+        for key, value in local.items():
+            millis = _read_instant(text, value)
+            if millis is None:
+                raise WatermarkJSONError(text, f"local watermark of {key!r} is null")
+            locals_ms[str(key)] = millis
+        return cls(
+            watermark_ms=values[0],
+            max_event_ms=values[1],
+            last_data_ms=values[2],
+            local=LocalWatermarks(locals_ms),
+            partitioning=None if partitioning is None else tuple(partitioning),
+        )
+
+
+def _merge_local(a: InputMark, b: InputMark) -> tuple[LocalWatermarks, tuple[str, ...] | None]:
+    """The local watermarks of ``a.merge(b)`` (symmetric in a and b; see InputMark.merge)."""
+    if a.partitioning == b.partitioning:
+        merged = dict(a.local)
+        for key, ms in b.local.items():
+            merged[key] = max(ms, merged.get(key, ms))
+        return LocalWatermarks(merged), a.partitioning
+
+    def rank(mark: InputMark) -> tuple[bool, int, str]:  # a merged mark keeps its winner's
+        return (
+            mark.partitioning is not None,
+            -1 if mark.last_data_ms is None else mark.last_data_ms,
+            json.dumps(mark.partitioning),
+        )
+
+    kept, other = (a, b) if rank(a) >= rank(b) else (b, a)
+    floor = other.local.maximum
+    if floor is None:
+        return kept.local, kept.partitioning
+    return LocalWatermarks({k: max(ms, floor) for k, ms in kept.local.items()}), kept.partitioning
 
 
 def _text(millis: int | None) -> str | None:
