@@ -251,8 +251,8 @@ CASES = [
         "below",
         Verdict.BELOW_WATERMARK,
         {"partition_key": "2024-01-28"},
-        "Land it again with a name above the watermark",
-        id="a file that landed below its partition's watermark is never ingested",
+        "The sweep's late runs ingest it with watermark.sweep.ingest: true",
+        id="a file that landed below its partition's watermark is not ingested by regular runs",
     ),
     pytest.param(
         "ingested",

@@ -315,8 +315,9 @@ def _by_watermark(evidence: Evidence, path: str) -> Explanation:
             path=path,
             verdict=Verdict.BELOW_WATERMARK,
             reason=f"its name sorts at or below the watermark {entry!r} of its landing partition "
-            f"{prefix!r} and no commit holds it{note}: a watermark never goes back to it. Land it "
-            "again with a name above the watermark",
+            f"{prefix!r} and no commit holds it{note}: a watermark never goes back to it. The "
+            "sweep's late runs ingest it with watermark.sweep.ingest: true; or land it again "
+            "with a name above the watermark",
             facts={**base, "log_from": evidence.log_from},
         )
     if evidence.plan.accepts(path):
