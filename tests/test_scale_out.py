@@ -105,7 +105,11 @@ def rows_of(table_uri: Path) -> list[dict[str, Any]]:
     """The committed rows, without ``_ingested_at`` (the run's clock), in a fixed order."""
     table = DeltaTable(str(table_uri)).to_pyarrow_table()
     table = table.drop_columns([c for c in table.column_names if c == "_ingested_at"])
-    return sorted(table.to_pylist(), key=lambda row: sorted((k, str(v)) for k, v in row.items()))
+    return ordered(table.to_pylist())
+
+
+def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda row: sorted((k, str(v)) for k, v in row.items()))
 
 
 @dataclass
@@ -576,3 +580,46 @@ class TestSparkConnect:
         assert "/opt/jars/extra.jar" not in done.output  # names only: a value may be a secret
         assert "spark.sql.shuffle.partitions" not in done.output
         assert "spark-submit --conf KEY=VALUE" in done.output
+
+    def test_landing_and_table_on_s3_through_the_server(
+        self, server: ConnectServer, s3_server: Any, reference: Reference, tmp_path: Path
+    ) -> None:
+        """The fsspec path under Connect: the Python data source runs in the server's Python
+        workers (the settings reach them in its redacted option); rows as in local mode."""
+        from watermark_assets import storage
+        from watermark_assets.config_storage import StorageConfig
+
+        bucket = s3_server.new_bucket()
+        landing_uri, table_uri = f"s3://{bucket}/landing", f"s3://{bucket}/lake/events"
+        pipeline = pipeline_yaml(
+            tmp_path,
+            source={"uri": landing_uri},
+            table={"uri": table_uri},
+            partitions={"granularity": "daily", "start": "2024-01-04", "end": "2024-01-08"},
+        )
+        config = tmp_path / "s3.yaml"
+        document = {
+            "spark": {"remote": server.url},
+            "storage": s3_server.storage_block(),
+            "pipelines": [pipeline],
+        }
+        config.write_text(yaml.safe_dump(document), encoding="utf-8")
+        previous = storage.installed()
+        storage.configure(StorageConfig.model_validate(s3_server.storage_block()))
+        try:
+            fs, root = storage.filesystem(landing_uri)
+            for path in sorted(p for p in reference.landing.rglob("*") if p.is_file()):
+                fs.pipe(
+                    f"{root}/{path.relative_to(reference.landing).as_posix()}", path.read_bytes()
+                )
+            done = run_sensors(config, tmp_path / "home", JAVA_HOME=str(tmp_path / "no-java"))
+            assert done.returncode == 0, done.output[-3000:]
+            options = storage.delta_options(table_uri)
+            table = DeltaTable(table_uri, storage_options=options).to_pyarrow_table()
+            quarantine = DeltaTable(f"{table_uri}_quarantine", storage_options=options)
+        finally:
+            storage.configure(previous)
+        committed = table.drop_columns(["_ingested_at"]).to_pylist()
+        assert ordered(committed) == reference.rows
+        raw = quarantine.to_pyarrow_table(columns=["raw_record"]).to_pylist()
+        assert raw == [{"raw_record": "{not json"}]
