@@ -74,12 +74,8 @@ def _lineage(spec: ReadSpec) -> list[Column]:
     from pyspark.sql import functions as F
 
     relative = relative_to_root(F.col(_FILE_COLUMN), spec.source_uri)
-    requested = F.create_map(
-        *[item for path in spec.file_partitions for item in (F.lit(path), F.lit(path))]
-    )
-    partitions = F.create_map(
-        *[item for path, key in spec.file_partitions.items() for item in (F.lit(path), F.lit(key))]
-    )
+    requested = _map_literal({path: path for path in spec.file_partitions})
+    partitions = _map_literal(spec.file_partitions)
     return [
         # cast: a batch whose every file was set aside has empty maps (type void)
         F.element_at(requested, relative).cast("string").alias(SOURCE_FILE_COLUMN),
@@ -87,6 +83,15 @@ def _lineage(spec: ReadSpec) -> list[Column]:
         F.element_at(partitions, relative).cast("string").alias(PARTITION_KEY_COLUMN),
         F.col(_RAW_SOURCE_COLUMN),
     ]
+
+
+def _map_literal(mapping: Mapping[str, str]) -> Column:
+    """A ``map<string,string>`` literal in ONE call into the JVM: ``from_json`` of a literal is
+    folded into a map literal by the optimizer (no per-row parsing), where ``create_map`` of
+    ``lit`` pairs costs two calls per entry (about 0.3 s for a batch of 240 files)."""
+    from pyspark.sql import functions as F
+
+    return F.from_json(F.lit(json.dumps(dict(mapping))), "map<string,string>")
 
 
 #: The file as the reader reports it (Spark's URI-encoded ``_metadata.file_path``, or the URI
