@@ -113,9 +113,11 @@ bench-event-time: setup
 	$(BIN)/python benchmarks/bench_event_time.py --cold
 
 ## Listing above a watermark on moto's S3 server: 100,000 keys, 1,000 new; LIST requests and
-## seconds of StartAfter per partition against s3fs's recursive find (issue 10 §6, ~3 minutes).
+## seconds of StartAfter per partition against s3fs's recursive find (issue 10 §6, ~3 minutes);
+## then the 240-file ingestion with landing and lake on S3 against local disk (~2 minutes).
 bench-s3: setup
 	$(BIN)/python benchmarks/bench_s3_listing.py
+	$(BIN)/python benchmarks/bench_s3_ingest.py
 
 ## The latency a user feels: one-file runs as whole processes (local Spark, Spark Connect, a
 ## server started from pyspark's jars) and the asset vs a plain PySpark script, start-up included.
