@@ -489,6 +489,46 @@ class TestSparkConnect:
         assert committed() == sorted([(i, float(i)) for i in range(10)] + changed)
         assert DeltaTable(str(target)).version() == version  # nothing read: no new commit
 
+    def test_a_time_pipeline_replaces_its_windows_through_the_server(
+        self, server: ConnectServer, tmp_path: Path
+    ) -> None:
+        """The time path (a window's rows read with its range pushed down, the window replaced
+        in ONE commit) under Connect: a partition run twice holds its rows once; the next
+        partition adds its own."""
+        from test_time_pipeline import DAILY_ORDERS, time_pipeline
+
+        Orders(tmp_path / "source" / "orders").put(*DAILY_ORDERS)
+        raw = time_pipeline(tmp_path, to="P0D", partition="daily")
+        config = tmp_path / "pipelines.yaml"
+        config.write_text(
+            yaml.safe_dump({"spark": {"remote": server.url}, "pipelines": [raw]}), encoding="utf-8"
+        )
+        env = {
+            **os.environ,
+            "WATERMARK_ASSETS_CONFIG": str(config),
+            "JAVA_HOME": str(tmp_path / "no-java-here"),
+        }
+        target = tmp_path / "delta" / "orders"
+
+        def run(partition: str) -> list[int]:
+            done = subprocess.run(
+                [sys.executable, str(Path(__file__).parent / "_crash_run.py"), "orders", partition],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env=env,
+                check=False,
+            )
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+            table = DeltaTable(str(target)).to_pyarrow_table(columns=["id"])
+            return sorted(table.column("id").to_pylist())
+
+        assert run("2020-01-03") == [3]  # the order of 2020-01-03 12:00
+        version = DeltaTable(str(target)).version()
+        assert run("2020-01-03") == [3], "a re-run replaces its window: no duplicate"
+        assert DeltaTable(str(target)).version() == version + 1
+        assert run("2020-01-04") == [3, 4]
+
     def test_an_event_time_aggregate_batch_engine_through_the_server(
         self, server: ConnectServer, tmp_path: Path
     ) -> None:

@@ -427,13 +427,13 @@ def test_the_seeds_daily_example_first_run_then_grace_3(spark: Any, tmp_path: Pa
     in_flight = scene.instance.create_run_for_job(
         job, status=DagsterRunStatus.STARTED, tags={"dagster/partition": "2020-01-13"}
     )
-    sensor = scene.defs.get_sensor_def("orders_sensor")
+    sensor = scene.defs.resolve_sensor_def("orders_sensor")
     with build_sensor_context(instance=scene.instance, definitions=scene.defs) as context:
         requested = sensor.evaluate_tick(context).run_requests or []
     assert [r.partition_key for r in requested] == [k for k in expected if k != "2020-01-13"]
     assert len({r.run_key for r in requested}) == 3
     scene.instance.report_run_failed(in_flight)
-    schedule = scene.defs.get_schedule_def("orders_schedule")
+    schedule = scene.defs.resolve_schedule_def("orders_schedule")
     assert schedule.cron_schedule == "0 0 * * *"
     repository = scene.defs.get_repository_def()
     (tmp_path / "dagster").mkdir()
@@ -859,5 +859,5 @@ def test_a_first_tick_over_many_windows_requests_at_most_max_runs_per_tick_oldes
     )
     defs = build_definitions(config, clock=lambda: now)
     with build_sensor_context(instance=DagsterInstance.ephemeral(), definitions=defs) as context:
-        runs = defs.get_sensor_def("orders_sensor").evaluate_tick(context).run_requests or []
+        runs = defs.resolve_sensor_def("orders_sensor").evaluate_tick(context).run_requests or []
     assert [r.partition_key for r in runs] == ["2020-01-01", "2020-01-02", "2020-01-03"]
