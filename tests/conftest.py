@@ -199,6 +199,28 @@ def s3_storage(s3_server: Any) -> Iterator[Any]:
         storage.configure(previous)
 
 
+@contextmanager
+def s3_project(
+    server: Any, *pipelines: dict[str, Any], **storage_block: Any
+) -> Iterator[ProjectConfig]:
+    """The project of ``pipelines`` whose ``storage:`` block is ``server``'s (keys overridden by
+    ``storage_block``), parsed, which installs its settings; the previous settings back on exit."""
+    from watermark_assets import storage
+
+    text = yaml.safe_dump(
+        {
+            "spark": {"master": "local[2]", "conf": TEST_SPARK_CONF},
+            "storage": {**server.storage_block(), **storage_block},
+            "pipelines": list(pipelines),
+        }
+    )
+    previous = storage.installed()
+    try:
+        yield parse_config(text, env={}, base=Path.cwd(), origin="test config")
+    finally:
+        storage.configure(previous)
+
+
 def pipeline_yaml(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
     """A file-path pipeline 'events' (``source.type: files``) reading hourly NDJSON landing
     folders under tmp_path."""

@@ -17,14 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from _landing import FROZEN_NOW, Landing, hour
 from _sensor_loop import SensorLoop
-from conftest import TEST_SPARK_CONF, pipeline_yaml
+from conftest import pipeline_yaml, s3_project
 from dagster import DagsterInstance, RunRequest
 
 from watermark_assets import storage
-from watermark_assets.config import parse_config
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.assets import files_run_config
 
@@ -45,18 +43,8 @@ def test_a_run_on_s3_writes_the_secret_nowhere(
         source={"uri": f"s3://{bucket}/landing"},
         table={"uri": f"s3://{bucket}/lake/events"},
     )
-    block = {**s3_server.storage_block(), "secret_access_key": SECRET}
-    text = yaml.safe_dump(
-        {
-            "spark": {"master": "local[2]", "conf": TEST_SPARK_CONF},
-            "storage": block,
-            "pipelines": [raw],
-        }
-    )
-    previous = storage.installed()
     seen: list[str] = []
-    try:
-        config = parse_config(text, env={}, base=Path.cwd(), origin="test config")
+    with s3_project(s3_server, raw, secret_access_key=SECRET) as config:
         home = tmp_path / "dagster_home"
         home.mkdir()
         with DagsterInstance.local_temp(str(home)) as instance:
@@ -104,8 +92,6 @@ def test_a_run_on_s3_writes_the_secret_nowhere(
         for key in keys:
             body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
             seen.append(body.decode("utf-8", "replace"))
-    finally:
-        storage.configure(previous)
     captured = capfd.readouterr()
     seen += [captured.out, captured.err]
     seen += [record.getMessage() for record in caplog.records]

@@ -14,16 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from _landing import FROZEN_NOW, Landing, delta_ids, hour, prefix_of
 from _sensor_loop import SensorLoop, requested_files
-from conftest import TEST_SPARK_CONF, pipeline_yaml
+from conftest import pipeline_yaml, s3_project
 from dagster import DagsterInstance, RunRequest
 from deltalake import DeltaTable
 from test_pipeline_dagster import Clock, World, make_world
 
 from watermark_assets import storage
-from watermark_assets.config import parse_config
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.assets import LATE_TAG, files_run_config
 from watermark_assets.delta.committer import DeltaCommitter
@@ -160,16 +158,7 @@ def test_on_s3_the_sweep_finds_the_late_file_that_listing_from_the_watermark_nev
     raw = pipeline_yaml(
         tmp_path, source={"uri": landing_uri}, watermark={"sweep": {"ingest": True}}
     )
-    text = yaml.safe_dump(
-        {
-            "spark": {"master": "local[2]", "conf": TEST_SPARK_CONF},
-            "storage": s3_server.storage_block(),
-            "pipelines": [raw],
-        }
-    )
-    previous = storage.installed()
-    try:
-        config = parse_config(text, env={}, base=Path.cwd(), origin="test config")
+    with s3_project(s3_server, raw) as config:
         clock = Clock()
         loop = SensorLoop(build_definitions(config, clock=clock), DagsterInstance.ephemeral())
         landing = Landing(tmp_path / "written")  # written here, then put on S3
@@ -192,5 +181,3 @@ def test_on_s3_the_sweep_finds_the_late_file_that_listing_from_the_watermark_nev
         assert requested_files(request) == [late]
         assert loop.run(request).success
         assert delta_ids(str(tmp_path / "delta" / "events")) == sorted(landing.ids)
-    finally:
-        storage.configure(previous)

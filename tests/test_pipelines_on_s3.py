@@ -10,19 +10,16 @@ are those of the same pipelines on local disk (tests/test_event_time_pipeline.py
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import yaml
-from conftest import TEST_SPARK_CONF
+from conftest import s3_project
 from dagster import DagsterInstance, build_sensor_context
 from deltalake import DeltaTable, write_deltalake
 from test_event_time_pipeline import Clock
 from test_event_window import EVENTS_SCHEMA, T0, event
 
 from watermark_assets import storage
-from watermark_assets.config import parse_config
 from watermark_assets.defs import build_definitions
 
 
@@ -31,36 +28,28 @@ def test_a_column_pipeline_and_its_event_time_aggregate_run_on_s3(
 ) -> None:
     bucket = f"s3://{s3_server.new_bucket()}"
     source, events, aggregate = f"{bucket}/source", f"{bucket}/lake/events", f"{bucket}/agg/5min"
-    text = yaml.safe_dump(
+    pipelines = [
         {
-            "spark": {"master": "local[2]", "conf": TEST_SPARK_CONF},
-            "storage": s3_server.storage_block(),
-            "pipelines": [
-                {
-                    "name": "events",
-                    "source": {"type": "delta_table", "uri": source},
-                    "watermark": {"columns": ["id"]},  # the late event 7 gets in
-                    "table": {"uri": events},
-                },
-                {
-                    "name": "events_5min",
-                    "source": {"type": "pipeline", "pipeline": "events"},
-                    "watermark": {
-                        "kind": "event_time",
-                        "column": "event_time",
-                        "delay": "10 minutes",
-                    },
-                    "window": {"size": "5 minutes"},
-                    "aggregates": {"events": "count", "users": "count_distinct(user_id)"},
-                    "table": {"uri": aggregate},
-                    "partitions": {"granularity": "hourly", "start": "2024-01-30 12:00:00"},
-                },
-            ],
-        }
-    )
-    previous = storage.installed()
-    try:
-        config = parse_config(text, env={}, base=Path.cwd(), origin="test config")
+            "name": "events",
+            "source": {"type": "delta_table", "uri": source},
+            "watermark": {"columns": ["id"]},  # the late event 7 gets in
+            "table": {"uri": events},
+        },
+        {
+            "name": "events_5min",
+            "source": {"type": "pipeline", "pipeline": "events"},
+            "watermark": {
+                "kind": "event_time",
+                "column": "event_time",
+                "delay": "10 minutes",
+            },
+            "window": {"size": "5 minutes"},
+            "aggregates": {"events": "count", "users": "count_distinct(user_id)"},
+            "table": {"uri": aggregate},
+            "partitions": {"granularity": "hourly", "start": "2024-01-30 12:00:00"},
+        },
+    ]
+    with s3_project(s3_server, *pipelines) as config:
         clock = Clock(T0 + timedelta(hours=3))
         defs = build_definitions(config, clock=clock)
         instance = DagsterInstance.ephemeral()
@@ -107,5 +96,3 @@ def test_a_column_pipeline_and_its_event_time_aggregate_run_on_s3(
         assert [r[0] for r in rows(f"{aggregate}_late", "id")] == [7]
         fs, root = storage.filesystem(bucket)
         assert fs.exists(f"{root}/agg/5min_state/_delta_log"), "the open windows' state on S3"
-    finally:
-        storage.configure(previous)

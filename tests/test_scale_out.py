@@ -400,6 +400,31 @@ def finished_executors(
 
 
 # ------------------------------------------------------------------------------- Spark Connect
+def run_through_connect(
+    server: ConnectServer, folder: Path, pipelines: list[dict[str, Any]], name: str, key: str
+) -> None:
+    """Materialize partition ``key`` ('-': unpartitioned) of pipeline ``name`` in a process of
+    its own (tests/_crash_run.py) whose Spark is the Connect server; no Java can start there."""
+    config = folder / "pipelines.yaml"
+    config.write_text(
+        yaml.safe_dump({"spark": {"remote": server.url}, "pipelines": pipelines}), encoding="utf-8"
+    )
+    env = {
+        **os.environ,
+        "WATERMARK_ASSETS_CONFIG": str(config),
+        "JAVA_HOME": str(folder / "no-java-here"),
+    }
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).parent / "_crash_run.py"), name, key],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+
+
 class TestSparkConnect:
     @pytest.fixture(scope="class")
     def server(self, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
@@ -452,27 +477,10 @@ class TestSparkConnect:
         orders = Orders(tmp_path / "source" / "orders")
         orders.put(*(order(i, at(9 + i % 3)) for i in range(10)))
         raw = column_pipeline(tmp_path)
-        config = tmp_path / "pipelines.yaml"
-        config.write_text(
-            yaml.safe_dump({"spark": {"remote": server.url}, "pipelines": [raw]}), encoding="utf-8"
-        )
-        env = {
-            **os.environ,
-            "WATERMARK_ASSETS_CONFIG": str(config),
-            "JAVA_HOME": str(tmp_path / "no-java-here"),
-        }
         target = tmp_path / "delta" / "orders"
 
         def run() -> None:
-            done = subprocess.run(
-                [sys.executable, str(Path(__file__).parent / "_crash_run.py"), "orders", "-"],
-                capture_output=True,
-                text=True,
-                timeout=300,
-                env=env,
-                check=False,
-            )
-            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+            run_through_connect(server, tmp_path, [raw], "orders", "-")
 
         def committed() -> list[tuple[int, float]]:
             table = DeltaTable(str(target)).to_pyarrow_table(columns=["id", "amount"])
@@ -499,27 +507,10 @@ class TestSparkConnect:
 
         Orders(tmp_path / "source" / "orders").put(*DAILY_ORDERS)
         raw = time_pipeline(tmp_path, to="P0D", partition="daily")
-        config = tmp_path / "pipelines.yaml"
-        config.write_text(
-            yaml.safe_dump({"spark": {"remote": server.url}, "pipelines": [raw]}), encoding="utf-8"
-        )
-        env = {
-            **os.environ,
-            "WATERMARK_ASSETS_CONFIG": str(config),
-            "JAVA_HOME": str(tmp_path / "no-java-here"),
-        }
         target = tmp_path / "delta" / "orders"
 
         def run(partition: str) -> list[int]:
-            done = subprocess.run(
-                [sys.executable, str(Path(__file__).parent / "_crash_run.py"), "orders", partition],
-                capture_output=True,
-                text=True,
-                timeout=300,
-                env=env,
-                check=False,
-            )
-            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+            run_through_connect(server, tmp_path, [raw], "orders", partition)
             table = DeltaTable(str(target)).to_pyarrow_table(columns=["id"])
             return sorted(table.column("id").to_pylist())
 
@@ -544,31 +535,9 @@ class TestSparkConnect:
         pipeline = parsed.pipeline("events_5min")
         assert isinstance(pipeline, EventTimePipelineConfig)
         spec = window_engine(pipeline, parsed).spec
-        config = tmp_path / "pipelines.yaml"
-        config.write_text(
-            yaml.safe_dump({"spark": {"remote": server.url}, "pipelines": raw}), encoding="utf-8"
-        )
-        env = {
-            **os.environ,
-            "WATERMARK_ASSETS_CONFIG": str(config),
-            "JAVA_HOME": str(tmp_path / "no-java-here"),
-        }
 
         def run(partition: str) -> None:
-            done = subprocess.run(
-                [
-                    sys.executable,
-                    str(Path(__file__).parent / "_crash_run.py"),
-                    "events_5min",
-                    partition,
-                ],
-                capture_output=True,
-                text=True,
-                timeout=300,
-                env=env,
-                check=False,
-            )
-            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+            run_through_connect(server, tmp_path, raw, "events_5min", partition)
 
         append(tmp_path / "events", *BATCH_1)
         append(tmp_path / "events", event(99, 70, 9))  # 13:10: the watermark reaches 13:00

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from _landing import FROZEN_NOW
 from _sensor_loop import SensorLoop
-from conftest import TEST_SPARK_CONF, event_records, pipeline_yaml
+from conftest import event_records, pipeline_yaml, s3_project
 from dagster import DagsterInstance
 from deltalake import DeltaTable
 from s3_server import SECRET_ACCESS_KEY
@@ -337,16 +337,7 @@ def test_a_pipeline_with_landing_and_table_on_s3_commits_each_row_once(
         source={"uri": f"s3://{bucket}/landing zone"},
         table={"uri": f"s3://{bucket}/lake/events"},
     )
-    text = yaml.safe_dump(
-        {
-            "spark": {"master": "local[2]", "conf": TEST_SPARK_CONF},
-            "storage": s3_server.storage_block(),
-            "pipelines": [raw],
-        }
-    )
-    previous = storage.installed()
-    try:
-        config = parse_config(text, env={}, base=Path.cwd(), origin="test config")
+    with s3_project(s3_server, raw) as config:
         pipeline = config.pipeline("events")
         assert isinstance(pipeline, FilePipelineConfig)
         landing = f"s3://{bucket}/landing zone"
@@ -392,8 +383,6 @@ def test_a_pipeline_with_landing_and_table_on_s3_commits_each_row_once(
         assert DeltaTable(table_uri, storage_options=options).version() == version
         fs, root = storage.filesystem(table_uri)
         assert not [p for p in fs.find(root) if "/_staging/" in p]
-    finally:
-        storage.configure(previous)
 
 
 def _ingest(loop: SensorLoop) -> None:
