@@ -201,7 +201,7 @@ def build_sensor(
             committed_files=state.partition_files,
         )
         swept = _sweep_if_due(pipeline, state, previous, now)
-        late = _name_late_files(pipeline, state, swept, previous, partition_of)
+        late = _name_late_files(pipeline, state, swept, groups, previous, partition_of)
         # the regular listing's counts are fresh where it sees such files (not on S3, which
         # lists from the watermark on): the sweep's fill in the rest, as of the last sweep
         below = {**late.below, **swept.below, **groups.below_watermark}
@@ -406,16 +406,18 @@ def _name_late_files(
     pipeline: Pipeline,
     state: PipelineState,
     swept: _Swept,
+    groups: FileGroups,
     previous: SensorCursor,
     partition_of: PartitionOf,
 ) -> _LateFiles:
-    """When the sweep ran in this tick, re-list in full every landing partition that has a
-    watermark (the recent ones: older watermarks are pruned) or was counted below one, and name
-    the files below the watermarks that no commit recorded (the Delta log is read only when a
-    partition holds more such files than it has committed); else the last sweep's names."""
+    """When the sweep ran in this tick, name the files below the watermarks that no commit
+    recorded: each landing partition counted holding some (by the regular listing or the
+    sweep's), and each the listing could not count (S3 lists from the watermark on), is listed
+    in full once; the Delta log is read only when a partition holds more such files than it has
+    committed. Else the last sweep's names."""
     if not swept.fresh:
         return _LateFiles(previous.below_first, previous.below_swept)
-    prefixes = {*swept.below, *state.watermark.partition_watermarks}
+    prefixes = {*swept.below, *groups.below_watermark, *groups.uncounted}
     try:
         found = find_late_files(pipeline, state.watermark, prefixes, state.partition_files)
     except LateFilesUnprovableError as exc:

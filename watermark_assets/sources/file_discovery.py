@@ -43,6 +43,9 @@ class FileGroups:
     #: files whose names do not sort by time (a watermark cannot order them), held back the same
     #: way: the watermark never passes them, the sensor names them until they are renamed
     unsortable: tuple[str, ...] = ()
+    #: landing partitions listed from their watermark on (S3): their files at or below it are
+    #: not counted in ``below_watermark`` (the reconciliation sweep lists them in full)
+    uncounted: tuple[str, ...] = ()
 
 
 def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -> str | None:
@@ -121,6 +124,7 @@ def discover_files(
         unreadable,
         len(listing.files) - len(readable),
         listing.unsortable,
+        listing.started_after,
     )
 
 
