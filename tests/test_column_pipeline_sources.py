@@ -13,6 +13,7 @@ import threading
 import urllib.parse
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -56,8 +57,8 @@ def target_ids(uri: str) -> list[int]:
 # --- PostgreSQL through Spark JDBC ---
 
 
-@pytest.fixture
-def database() -> Iterator[str]:
+@contextmanager
+def orders_database() -> Iterator[str]:
     """A database of its own with a table ``orders`` of ROWS rows, dropped at the end."""
     name = f"wa_colpipe_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(f"{PG_SERVER}/test", autocommit=True) as admin:
@@ -77,6 +78,40 @@ def database() -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture
+def database() -> Iterator[str]:
+    with orders_database() as name:
+        yield name
+
+
+def jdbc_pipeline(table_uri: str, database: str) -> dict[str, Any]:
+    """Pipeline ``orders_pg``: the ``orders`` table of ``database``, its user in
+    $WA_TEST_PG_USER, read in 2 partitions."""
+    return {
+        "name": "orders_pg",
+        "source": {
+            "type": "jdbc",
+            "url": f"jdbc:postgresql://127.0.0.1:5432/{database}",
+            "table": "orders",
+            "schema": "public",
+            "user_env": "WA_TEST_PG_USER",
+            "num_partitions": 2,
+            "fetchsize": 100,
+        },
+        "watermark": {"columns": ["updated_at", "id"]},
+        "table": {"uri": table_uri},
+    }
+
+
+def update_three_orders(database: str) -> None:
+    """Orders 3, 17 and 25 change: an hour later, their amount negated."""
+    with psycopg.connect(f"{PG_SERVER}/{database}", autocommit=True) as conn:
+        conn.execute(
+            "UPDATE orders SET updated_at = %s, amount = -amount WHERE id IN (3, 17, 25)",
+            (BASE + timedelta(hours=1),),
+        )
+
+
 @pytest.mark.skipif(
     postgres_jdbc_jar() is None,
     reason="the PostgreSQL JDBC driver /usr/share/java/postgresql.jar is missing: run `make jdbc`",
@@ -85,22 +120,7 @@ def test_a_jdbc_pipeline_reads_everything_then_only_the_rows_changed_in_postgres
     spark: Any, tmp_path: Path, database: str
 ) -> None:
     table_uri = str(tmp_path / "delta" / "orders_pg")
-    config = project_config(
-        {
-            "name": "orders_pg",
-            "source": {
-                "type": "jdbc",
-                "url": f"jdbc:postgresql://127.0.0.1:5432/{database}",
-                "table": "orders",
-                "schema": "public",
-                "user_env": "WA_TEST_PG_USER",
-                "num_partitions": 2,
-                "fetchsize": 100,
-            },
-            "watermark": {"columns": ["updated_at", "id"]},
-            "table": {"uri": table_uri},
-        }
-    )
+    config = project_config(jdbc_pipeline(table_uri, database))
     pipeline = config.pipeline("orders_pg")
     assert isinstance(pipeline, ColumnPipelineConfig)
     assert isinstance(pipeline.source, JdbcSourceConfig)
@@ -113,11 +133,7 @@ def test_a_jdbc_pipeline_reads_everything_then_only_the_rows_changed_in_postgres
         assert first["read/pushed_down"] == "TRUE"
         assert first["watermark/after"] == "updated_at=2026-04-03T09:09:00+00:00, id=39"
 
-        with psycopg.connect(f"{PG_SERVER}/{database}", autocommit=True) as conn:
-            conn.execute(
-                "UPDATE orders SET updated_at = %s, amount = -amount WHERE id IN (3, 17, 25)",
-                (BASE + timedelta(hours=1),),
-            )
+        update_three_orders(database)
         second = run(config, "orders_pg")
 
     assert second["rows/read"] == 3
@@ -289,8 +305,10 @@ class OrdersApi(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
-@pytest.fixture
-def orders_api() -> Iterator[tuple[str, type[OrdersApi]]]:
+@contextmanager
+def orders_api_server() -> Iterator[tuple[str, type[OrdersApi]]]:
+    """An :class:`OrdersApi` of 25 orders on loopback: its URL and its handler class (whose
+    ``records`` a test changes, whose ``requests`` it reads)."""
     records = [
         {"id": i, "updated_at": (BASE + timedelta(minutes=i // 5)).isoformat(), "amount": i}
         for i in range(25)
@@ -306,32 +324,49 @@ def orders_api() -> Iterator[tuple[str, type[OrdersApi]]]:
         server.server_close()
 
 
+@pytest.fixture
+def orders_api() -> Iterator[tuple[str, type[OrdersApi]]]:
+    with orders_api_server() as served:
+        yield served
+
+
+def http_pipeline(table_uri: str, url: str) -> dict[str, Any]:
+    """Pipeline ``orders_api``: the API at ``url``, 10 records a page, the watermark sent as
+    ``updated_since``."""
+    return {
+        "name": "orders_api",
+        "source": {
+            "type": "http_api",
+            "url": url,
+            "schema": "id BIGINT, updated_at TIMESTAMP, amount DOUBLE",
+            "watermark_param_mapping": {"updated_at": "updated_since"},
+            "watermark_param_format": "iso",
+            "pagination": {
+                "type": "page_number",
+                "param": "page",
+                "size_param": "per_page",
+                "page_size": 10,
+            },
+            "records_path": "data",
+        },
+        "watermark": {"columns": ["updated_at", "id"]},
+        "table": {"uri": table_uri},
+    }
+
+
+def change_two_records(api: type[OrdersApi]) -> None:
+    """Records 2 and 11 change: an hour later."""
+    for record in api.records:
+        if record["id"] in (2, 11):
+            record["updated_at"] = (BASE + timedelta(hours=1)).isoformat()
+
+
 def test_an_http_api_pipeline_reads_everything_then_only_the_changed_records(
     spark: Any, tmp_path: Path, orders_api: tuple[str, type[OrdersApi]]
 ) -> None:
     url, api = orders_api
     table_uri = str(tmp_path / "delta" / "orders_api")
-    config = project_config(
-        {
-            "name": "orders_api",
-            "source": {
-                "type": "http_api",
-                "url": url,
-                "schema": "id BIGINT, updated_at TIMESTAMP, amount DOUBLE",
-                "watermark_param_mapping": {"updated_at": "updated_since"},
-                "watermark_param_format": "iso",
-                "pagination": {
-                    "type": "page_number",
-                    "param": "page",
-                    "size_param": "per_page",
-                    "page_size": 10,
-                },
-                "records_path": "data",
-            },
-            "watermark": {"columns": ["updated_at", "id"]},
-            "table": {"uri": table_uri},
-        }
-    )
+    config = project_config(http_pipeline(table_uri, url))
     pipeline = config.pipeline("orders_api")
     assert isinstance(pipeline, ColumnPipelineConfig)
     assert isinstance(pipeline.source, HttpApiSourceConfig)
@@ -347,9 +382,7 @@ def test_an_http_api_pipeline_reads_everything_then_only_the_changed_records(
     assert [r.get("page") for r in api.requests] == ["1", "2", "3"]
 
     api.requests.clear()
-    for record in api.records:
-        if record["id"] in (2, 11):
-            record["updated_at"] = (BASE + timedelta(hours=1)).isoformat()
+    change_two_records(api)
     second = run(config, "orders_api")
 
     assert second["rows/read"] == 2

@@ -14,6 +14,7 @@ import json
 import threading
 import urllib.parse
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -279,9 +280,10 @@ class FileServer:
         return f"{self.url}{self.folder}/{self.prefix}{{date:%Y%m%d}}.{self.format}"
 
 
-@pytest.fixture
-def server() -> Iterator[FileServer]:
-    files = FileServer(now=day("2020-01-15T12:00"))
+@contextmanager
+def file_server(now: datetime) -> Iterator[FileServer]:
+    """A :class:`FileServer` on loopback, its clock at ``now``; stopped on exit."""
+    files = FileServer(now=now)
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
@@ -309,6 +311,12 @@ def server() -> Iterator[FileServer]:
     finally:
         http.shutdown()
         http.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[FileServer]:
+    with file_server(day("2020-01-15T12:00")) as files:
+        yield files
 
 
 class Scene:
