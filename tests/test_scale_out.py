@@ -33,9 +33,11 @@ from spark_services import (
 )
 from test_column_pipeline import Orders, at, column_pipeline, order
 from test_event_time_pipeline import streaming
+from test_unit_pipeline import NO_JDBC
 
 from watermark_assets.config import EventTimePipelineConfig, SparkConfig
 from watermark_assets.exceptions import ConfigError
+from watermark_assets.sources.jdbc import postgres_jdbc_jar
 from watermark_assets.spark.session import (
     DELTA_CATALOG,
     DELTA_EXTENSION,
@@ -400,12 +402,12 @@ def finished_executors(
 
 
 # ------------------------------------------------------------------------------- Spark Connect
-def run_through_connect(
-    server: ConnectServer, folder: Path, pipelines: list[dict[str, Any]], name: str, key: str
-) -> None:
-    """Materialize partition ``key`` ('-': unpartitioned) of pipeline ``name`` in a process of
-    its own (tests/_crash_run.py) whose Spark is the Connect server; no Java can start there."""
-    config = folder / "pipelines.yaml"
+def through_connect(
+    server: ConnectServer, folder: Path, pipelines: list[dict[str, Any]], *argv: str
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGV`` as a process of its own whose configuration ($WATERMARK_ASSETS_CONFIG)
+    holds ``pipelines`` and whose Spark is the Connect server; no Java can start there."""
+    config = folder / "connect.yaml"
     config.write_text(
         yaml.safe_dump({"spark": {"remote": server.url}, "pipelines": pipelines}), encoding="utf-8"
     )
@@ -414,22 +416,41 @@ def run_through_connect(
         "WATERMARK_ASSETS_CONFIG": str(config),
         "JAVA_HOME": str(folder / "no-java-here"),
     }
-    done = subprocess.run(
-        [sys.executable, str(Path(__file__).parent / "_crash_run.py"), name, key],
+    return subprocess.run(
+        [sys.executable, *argv],
         capture_output=True,
         text=True,
         timeout=300,
         env=env,
         check=False,
     )
+
+
+def run_through_connect(
+    server: ConnectServer, folder: Path, pipelines: list[dict[str, Any]], name: str, key: str
+) -> None:
+    """Materialize partition ``key`` ('-': unpartitioned) of pipeline ``name`` through the
+    server (tests/_crash_run.py: one ``execute_in_process``); the run must succeed."""
+    crash_run = str(Path(__file__).parent / "_crash_run.py")
+    done = through_connect(server, folder, pipelines, crash_run, name, key)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+
+
+def committed(table_uri: Path | str, *columns: str) -> list[tuple[Any, ...]]:
+    """``columns`` of every committed row, sorted (duplicates kept: they are what a re-run
+    must not add)."""
+    table = DeltaTable(str(table_uri)).to_pyarrow_table(columns=list(columns))
+    return sorted(tuple(row[c] for c in columns) for row in table.to_pylist())
 
 
 class TestSparkConnect:
     @pytest.fixture(scope="class")
     def server(self, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
-        with connect_server(tmp_path_factory.mktemp("connect")) as running:
-            yield running
+        """One server for the class, the PostgreSQL JDBC driver on its classpath when installed
+        (a client cannot add jars to a running server)."""
+        jar = postgres_jdbc_jar()
+        with connect_server(tmp_path_factory.mktemp("connect"), jars=[jar] if jar else []) as up:
+            yield up
 
     def test_the_sensor_run_commit_loop_runs_through_the_server_once(
         self, server: ConnectServer, reference: Reference
@@ -632,3 +653,151 @@ class TestSparkConnect:
         assert ordered(committed) == reference.rows
         raw = quarantine.to_pyarrow_table(columns=["raw_record"]).to_pylist()
         assert raw == [{"raw_record": "{not json"}]
+
+    def test_a_unit_pipeline_replaces_its_unit_through_the_server(
+        self, server: ConnectServer, tmp_path: Path
+    ) -> None:
+        """The unit path (the unit's rows read with ``survey_id = id`` pushed down, exactly them
+        replaced in ONE commit) under Connect: after the source changed, a re-run of the unit
+        holds its current rows once, and no other unit's."""
+        from test_unit_pipeline import Source, answer, unit_pipeline
+
+        source = Source(tmp_path, "delta_table")
+        source.put(*(answer(survey, n) for survey in ("id1", "id2") for n in (1, 2)))
+        raw = unit_pipeline(tmp_path, source.config(), {"units": "id1,id2"})
+        target = tmp_path / "delta" / "answers"
+
+        def run(unit: str) -> list[tuple[Any, ...]]:
+            run_through_connect(server, tmp_path, [raw], "answers", unit)
+            return committed(target, "survey_id", "answer", "score")
+
+        def rows_of(survey: str) -> list[tuple[Any, ...]]:
+            return [(r["survey_id"], r["answer"], r["score"]) for r in source.of(survey)]
+
+        assert run("id2") == rows_of("id2")
+        version = DeltaTable(str(target)).version()
+        source.delete("id2", 1)
+        source.put(answer("id2", 2, 20.0), answer("id2", 3), answer("id1", 3))
+        assert run("id2") == rows_of("id2"), "answer 1 gone, 2 changed once, 3 added; no id1"
+        assert DeltaTable(str(target)).version() == version + 1
+
+    def test_a_time_x_unit_cell_is_replaced_through_the_server(
+        self, server: ConnectServer, tmp_path: Path
+    ) -> None:
+        """The time x unit path (a cell read with ``unit = id AND start <= time < end`` pushed
+        down, replaced in ONE commit) under Connect: a re-run of the cell after a late answer
+        holds the cell's rows once and never touches the other unit of the same window."""
+        from test_time_unit_pipeline import ANSWERS, Source, answer, grid_pipeline
+
+        source = Source(tmp_path, "delta_table")
+        source.put(*ANSWERS)
+        raw = grid_pipeline(tmp_path, source.config(), {"units": "a,b"})
+        target = tmp_path / "delta" / "answers"
+
+        def run(cell: str) -> list[tuple[Any, ...]]:
+            run_through_connect(server, tmp_path, [raw], "answers", cell)
+            return committed(target, "survey_id", "answer")
+
+        assert run("2024-01-02|b") == [("b", 20), ("b", 21)]
+        assert run("2024-01-02|a") == [("a", 20), ("a", 21), ("b", 20), ("b", 21)]
+        version = DeltaTable(str(target)).version()
+        source.put(answer("a", 22, "2024-01-02T23:00"), answer("b", 22, "2024-01-02T23:00"))
+        assert run("2024-01-02|a") == [("a", 20), ("a", 21), ("a", 22), ("b", 20), ("b", 21)]
+        assert DeltaTable(str(target)).version() == version + 1
+
+    @pytest.mark.skipif(postgres_jdbc_jar() is None, reason=NO_JDBC)
+    def test_a_jdbc_pipeline_reads_postgres_through_the_server(
+        self, server: ConnectServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The JDBC source under Connect (the driver on the server's classpath, the watermark's
+        WHERE in PostgreSQL, two partitions): every row, then only the three rows changed."""
+        from test_column_pipeline_sources import (
+            ROWS,
+            jdbc_pipeline,
+            orders_database,
+            update_three_orders,
+        )
+
+        monkeypatch.setenv("WA_TEST_PG_USER", "postgres")  # the run process inherits it
+        target = tmp_path / "delta" / "orders_pg"
+        with orders_database() as database:
+            raw = jdbc_pipeline(str(target), database)
+            run_through_connect(server, tmp_path, [raw], "orders_pg", "-")
+            assert committed(target, "id") == [(i,) for i in range(ROWS)]
+            update_three_orders(database)
+            run_through_connect(server, tmp_path, [raw], "orders_pg", "-")
+        changed = [(3, -3.0), (17, -17.0), (25, -25.0)]
+        assert committed(target, "id", "amount") == sorted(
+            [(i, float(i)) for i in range(ROWS)] + changed
+        )
+
+    def test_an_http_api_pipeline_reads_its_pages_through_the_server(
+        self, server: ConnectServer, tmp_path: Path
+    ) -> None:
+        """The HTTP API source under Connect (pages fetched in the run, the records parsed and
+        filtered by the server): every record, then only the two changed, the watermark sent
+        as the API's parameter."""
+        from test_column_pipeline_sources import (
+            change_two_records,
+            http_pipeline,
+            orders_api_server,
+        )
+
+        target = tmp_path / "delta" / "orders_api"
+        with orders_api_server() as (url, api):
+            raw = http_pipeline(str(target), url)
+            run_through_connect(server, tmp_path, [raw], "orders_api", "-")
+            assert committed(target, "id") == [(i,) for i in range(25)]
+            change_two_records(api)
+            api.requests.clear()
+            run_through_connect(server, tmp_path, [raw], "orders_api", "-")
+        assert committed(target, "id") == sorted([(i,) for i in range(25)] + [(2,), (11,)])
+        assert api.requests == [
+            {"updated_since": "2026-04-03T09:04:00+00:00", "page": "1", "per_page": "10"}
+        ]
+
+    def test_a_downloaded_file_s_window_is_replaced_through_the_server(
+        self, server: ConnectServer, tmp_path: Path
+    ) -> None:
+        """The file_download source under Connect (the day's file downloaded by the run, read
+        by the server from the staging folder): a re-run downloads it again and replaces the
+        window in one commit, its rows once."""
+        from test_file_download_source import day, download_pipeline, file_server, rows_of
+
+        target = tmp_path / "delta" / "files"
+
+        def run() -> list[tuple[int, str]]:
+            run_through_connect(server, tmp_path, [raw], "files", "2020-01-15")
+            return [(i, f"{d:%Y%m%d}") for i, d in committed(target, "id", "file_date")]
+
+        with file_server(day("2020-01-15T12:00")) as files:
+            raw = download_pipeline(tmp_path, files.template())
+            assert run() == rows_of("20200115")
+            version = DeltaTable(str(target)).version()
+            assert run() == rows_of("20200115"), "no duplicate"
+        assert files.requests == ["/files/file20200115.csv"] * 2
+        assert DeltaTable(str(target)).version() == version + 1
+
+    def test_the_replay_command_runs_its_chunks_through_the_server(
+        self, server: ConnectServer, tmp_path: Path
+    ) -> None:
+        """``watermark-assets replay PIPELINE`` with spark.remote: four chunks, each row of the
+        range once; run again, every chunk is skipped and nothing is committed."""
+        from test_column_replay import IN_RANGE, ids, replay_commits, replay_scene
+
+        scene = replay_scene(tmp_path, save_watermark=True)
+        target = str(tmp_path / "delta" / "orders_backfill")
+        command = ["-m", "watermark_assets.cli", "replay", "orders"]
+
+        first = through_connect(server, tmp_path, [scene.raw], *command)
+        assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
+        assert "orders: 4 chunks run, skipped none" in first.stdout
+        assert ids(target) == IN_RANGE
+        assert len(replay_commits(target)) == 4
+        version = DeltaTable(target).version()
+
+        again = through_connect(server, tmp_path, [scene.raw], *command)
+        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+        assert "orders: 0 chunks run, skipped [1, 2, 3, 4]" in again.stdout
+        assert DeltaTable(target).version() == version  # no new commit
+        assert ids(target) == IN_RANGE
