@@ -801,3 +801,32 @@ class TestSparkConnect:
         assert "orders: 0 chunks run, skipped [1, 2, 3, 4]" in again.stdout
         assert DeltaTable(target).version() == version  # no new commit
         assert ids(target) == IN_RANGE
+
+    def test_a_jdbc_driver_the_server_lacks_fails_the_read_with_the_server_s_fix(
+        self, server: ConnectServer, tmp_path: Path
+    ) -> None:
+        """A driver class not on the server's classpath (a name no jar holds: the same
+        ClassNotFoundException as a server started without the PostgreSQL jar) fails the read
+        at once with the fix that applies under Connect: the server's ``--jars``, not the
+        client's ``spark.jars``."""
+        script = (
+            "import sys\n"
+            "from watermark_assets.core.column import ColumnWatermark, GreaterThan, predicate\n"
+            "from watermark_assets.exceptions import JdbcDriverMissingError\n"
+            "from watermark_assets.sources.jdbc import JdbcSource\n"
+            "from watermark_assets.spark.session import get_spark\n"
+            "source = JdbcSource(name='orders', url='jdbc:postgresql://127.0.0.1:5432/postgres',\n"
+            "    table='orders', watermark_columns=('id',), driver='org.example.NoSuchDriver')\n"
+            "try:\n"
+            "    source.read(get_spark(remote=sys.argv[1]),\n"
+            "                predicate(ColumnWatermark.empty(), GreaterThan))\n"
+            "except JdbcDriverMissingError as error:\n"
+            "    print('ERROR', error)\n"
+            "    sys.exit(3)\n"
+        )
+        done = through_connect(server, tmp_path, [], "-c", script, server.url)
+        assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-3000:]
+        message = done.stdout.split("ERROR ", 1)[1]
+        assert "Spark cannot load the JDBC driver org.example.NoSuchDriver" in message
+        assert "under Spark Connect that is the server's: start it with `--jars " in message
+        assert "spark.conf" not in message

@@ -26,7 +26,10 @@ and, in the pipeline configuration::
         spark.jars: /usr/share/java/postgresql.jar
 
 Elsewhere, from Maven: ``spark.jars.packages: org.postgresql:postgresql:42.7.4`` (any 42.x).
-Without it a read raises :class:`~watermark_assets.exceptions.JdbcDriverMissingError`.
+Under Spark Connect the reads run in the server, so the jar goes on *its* command line
+(``spark-submit ... --jars /usr/share/java/postgresql.jar``); the client adds nothing. Without it
+a read raises :class:`~watermark_assets.exceptions.JdbcDriverMissingError`, whose fix names the
+classpath that lacks it (the session's or the server's).
 
 **String watermark columns** must sort in the server as the watermark sorts them (by code
 point): give them a byte-order collation (``text COLLATE "C"``). Under a linguistic collation
@@ -69,6 +72,13 @@ _JAR_HINT = (
     f"libpostgresql-jdbc-java, or `make jdbc`), or 'spark.jars.packages: "
     f"{POSTGRES_MAVEN_COORDINATE}' where Maven Central is reachable; the session must be created "
     "with it"
+)
+#: Under Spark Connect the plans run in the server: its classpath needs the driver.
+_SERVER_JAR_HINT = (
+    "under Spark Connect that is the server's: start it with `--jars "
+    f"{DEBIAN_POSTGRES_JDBC_JAR}` (Debian: apt-get install libpostgresql-jdbc-java), or "
+    f"`--packages {POSTGRES_MAVEN_COORDINATE}` where Maven Central is reachable; a client "
+    "cannot add jars to a running server"
 )
 
 
@@ -246,12 +256,22 @@ class JdbcSource:
 
     def _load(self, reader: DataFrameReader) -> DataFrame:
         try:
-            return reader.load()
-        except Exception as exc:  # py4j / pyspark wrap the JVM's exception
+            frame = reader.load()
+            # A classic load resolves the relation (loading the driver) at once; a Connect
+            # client's is lazy until the plan is analysed, which reading the schema does.
+            frame.schema  # noqa: B018
+            return frame
+        except Exception as exc:  # py4j / pyspark (classic or Connect) wrap the JVM's exception
             text = str(exc)
             if "ClassNotFoundException" in text or "No suitable driver" in text:
-                raise JdbcDriverMissingError(_redacted(self.url), self.driver, _JAR_HINT) from exc
+                hint = _SERVER_JAR_HINT if _is_connect(reader) else _JAR_HINT
+                raise JdbcDriverMissingError(_redacted(self.url), self.driver, hint) from exc
             raise
+
+
+def _is_connect(reader: DataFrameReader) -> bool:
+    """Whether ``reader`` is a Spark Connect client's (its plans run in a server)."""
+    return type(reader).__module__.startswith("pyspark.sql.connect.")
 
 
 def _num_partitions(frame: DataFrame) -> int | None:
