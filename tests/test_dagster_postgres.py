@@ -362,6 +362,23 @@ def test_the_daemon_runs_the_sensor_whose_run_commits(
     assert queue_stage.events_ids == queue_stage.events_landed
 
 
+def test_a_launched_run_executes_in_its_run_worker_whose_spark_started_as_it_loaded(
+    world: PostgresWorld, queue_stage: QueueStage
+) -> None:
+    """The default run launcher's run worker (the code server's subprocess) executes the asset
+    and its checks itself (the in-process executor: no step process, one JVM), and it began
+    Spark while it loaded the code location (defs/run_worker.py)."""
+    (run,) = queue_stage.events_runs
+    with world.instance() as instance:
+        records = instance.all_logs(run.dagster_run.run_id)
+    kinds = {r.dagster_event.event_type_value for r in records if r.dagster_event is not None}
+    assert "STEP_WORKER_STARTING" not in kinds and "STEP_SUCCESS" in kinds, kinds
+    messages = [r.user_message for r in records]
+    ready = [m for m in messages if m.startswith("Spark session ready")]
+    assert len(ready) == 1, messages
+    assert "started in the background while the run worker loaded the code location" in ready[0]
+
+
 def test_two_runs_of_one_pipeline_partition_never_run_at_once(
     world: PostgresWorld, queue_stage: QueueStage
 ) -> None:

@@ -1854,6 +1854,12 @@ class SparkConfig(_Model):
         description="Add delta-spark (Maven io.delta:delta-spark_2.13:<installed delta-spark "
         "version>) and its SQL extension and catalog, for format('delta') in Spark",
     )
+    prestart: bool = Field(
+        default=True,
+        description="In a Dagster run worker, start the Spark session in the background as the "
+        "code location loads (the JVM starts beside the imports and the planning); false: on "
+        "first use",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> SparkConfig:

@@ -11,6 +11,7 @@ from dagster import (
     DynamicPartitionsDefinition,
     ScheduleDefinition,
     SensorDefinition,
+    in_process_executor,
 )
 from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
@@ -44,6 +45,7 @@ from watermark_assets.defs.event_time import build_event_time_pipeline
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
+from watermark_assets.defs.run_worker import prestart_spark
 from watermark_assets.defs.sensors import build_sensor
 from watermark_assets.defs.time import build_time_pipeline
 from watermark_assets.defs.time_unit import build_grid_pipeline
@@ -127,6 +129,19 @@ def _unit_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> PipelineDefs:
     return PipelineDefs(asset, check, job, sensor)
 
 
+def spark_settings(config: ProjectConfig) -> dict[str, str]:
+    """The flat ``spark.*`` settings of the runs' session: ``spark.master`` or ``spark.remote``,
+    ``spark.conf``, delta-spark's, and the PostgreSQL driver jar when a pipeline reads JDBC."""
+    settings = config.spark.settings()
+    source_types = [p.source.type for p in config.column_pipelines]
+    source_types += [p.source.type for p in config.time_pipelines]
+    source_types += [p.source.type for p in config.unit_pipelines]
+    if "jdbc" in source_types:
+        # The session must start with the driver jar; a later JDBC read cannot add it.
+        settings = with_postgres_driver(settings)
+    return settings
+
+
 def build_definitions(
     config: ProjectConfig | None = None, *, clock: Clock = system_clock
 ) -> Definitions:
@@ -136,17 +151,14 @@ def build_definitions(
     and ``rows_reconcile``); file-path pipelines also a sensor ``NAME_sensor`` (column pipelines
     are materialized by hand or by a backfill for now); time pipelines a sensor ``NAME_sensor``
     and a schedule ``NAME_schedule`` (``defs/time.py``); time x unit pipelines (a unit watermark
-    with ``time``) a sensor ``NAME_sensor`` (``defs/time_unit.py``).
+    with ``time``) a sensor ``NAME_sensor`` (``defs/time_unit.py``). Runs execute in one
+    process (the in-process executor); in a run worker Spark starts as the definitions are built
+    (``defs/run_worker.py``).
     """
     config = config or load_config()
     built = [build_pipeline(pipeline, clock, config) for pipeline in config.pipelines]
-    spark_conf = config.spark.settings()  # spark.master or spark.remote, delta-spark
-    source_types = [p.source.type for p in config.column_pipelines]
-    source_types += [p.source.type for p in config.time_pipelines]
-    source_types += [p.source.type for p in config.unit_pipelines]
-    if "jdbc" in source_types:
-        # The session must start with the driver jar; a later JDBC read cannot add it.
-        spark_conf = with_postgres_driver(spark_conf)
+    spark_conf = spark_settings(config)
+    prestart_spark(config.spark.prestart, spark_conf)  # only in a run worker
     return Definitions(
         assets=[b.asset for b in built],
         asset_checks=[b.checks for b in built if b.checks is not None],
@@ -158,4 +170,7 @@ def build_definitions(
             COLUMN_IO_MANAGER_KEY: ColumnWatermarkIOManager(),
             SPARK_RESOURCE_KEY: WatermarkSparkResource(spark_config=spark_conf),
         },
+        # One process per run: its steps (the asset, then its checks) share the run worker's
+        # Spark session, started once, instead of a process, imports and a JVM per step.
+        executor=in_process_executor,
     )

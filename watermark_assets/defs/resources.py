@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from dagster import get_dagster_logger
 from dagster_pyspark import LazyPySparkResource
 
-from watermark_assets.spark.session import spark_from_settings
+from watermark_assets.spark.session import start_spark
 
 
 class WatermarkSparkResource(LazyPySparkResource):
-    """A Spark session started on first use (runs with nothing to ingest never start Spark).
+    """A Spark session started on first use, or earlier by ``spark.session.prestart`` (which a
+    run worker does when it loads the code location: ``defs/run_worker.py``).
 
     ``spark_config`` holds flat ``spark.*`` settings (``SparkConfig.settings()``): with
     ``spark.remote`` (``sc://host:port``) the session is a Spark Connect client and no JVM starts
@@ -21,7 +24,16 @@ class WatermarkSparkResource(LazyPySparkResource):
     def _init_session(self) -> None:
         if self._spark_session is None:
             settings = {str(k): str(v) for k, v in self.spark_config.items()}
-            self._spark_session = spark_from_settings(settings)
+            began = time.perf_counter()
+            self._spark_session, waited = start_spark(settings)
+            if waited is None:
+                how = f"started in {time.perf_counter() - began:.1f}s"
+            else:
+                how = (
+                    "started in the background while the run worker loaded the code location; "
+                    f"the run waited {waited:.1f}s for it"
+                )
+            get_dagster_logger().info(f"Spark session ready: {how}")
 
     @property
     def spark_session(self) -> Any:

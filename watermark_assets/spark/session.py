@@ -11,6 +11,10 @@ Two kinds, chosen by configuration (``spark:`` in the YAML file, :class:`SparkCo
 
 One process holds one kind: pyspark cannot keep a classic and a Connect session side by side,
 so asking for the other kind raises :class:`SparkSessionKindError`, which says so.
+
+:func:`prestart` begins creating the session in a background thread (the JVM starts, or the
+Connect channel opens, while the process goes on importing and planning); the first
+:func:`spark_from_settings` of the same settings waits for it and gets its session, or its error.
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Mapping
+from concurrent.futures import Future
 from importlib import metadata
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -166,9 +173,60 @@ def session_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
     return merged
 
 
+#: Sessions being created by :func:`prestart`, by their settings; taken by the first use.
+_prestarts: dict[tuple[tuple[str, str], ...], Future[SparkSession]] = {}
+_prestarts_lock = threading.Lock()
+
+
+def _settings_key(settings: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((str(k), str(v)) for k, v in settings.items()))
+
+
+def prestart(settings: Mapping[str, str]) -> None:
+    """Begin creating the session for ``settings`` in a daemon thread, now, and return at once.
+
+    The classic JVM's start (seconds) then runs beside whatever this process does next (loading
+    the code location, planning the run); the first :func:`spark_from_settings` of the same
+    settings waits for the thread and returns its session, or raises its error (a missing Java,
+    an unreachable Connect server): errors surface at first use, in the run, never here. A
+    second prestart of the same settings, or one after the session exists, does nothing.
+    """
+    key = _settings_key(settings)
+    with _prestarts_lock:
+        if key in _prestarts:
+            return
+        future: Future[SparkSession] = Future()
+        _prestarts[key] = future
+
+    def create() -> None:
+        try:
+            future.set_result(_create_from_settings(settings))
+        except BaseException as error:  # handed to the first use, which raises it
+            future.set_exception(error)
+
+    threading.Thread(target=create, name="watermark_assets-spark-prestart", daemon=True).start()
+
+
 def spark_from_settings(settings: Mapping[str, str]) -> SparkSession:
     """The session for flat ``spark.*`` settings (``SparkConfig.settings()``): Spark Connect when
-    they hold ``spark.remote``, else classic on ``spark.master`` (default ``local[2]``)."""
+    they hold ``spark.remote``, else classic on ``spark.master`` (default ``local[2]``). The
+    first call after a :func:`prestart` of the same settings waits for it instead."""
+    return start_spark(settings)[0]
+
+
+def start_spark(settings: Mapping[str, str]) -> tuple[SparkSession, float | None]:
+    """:func:`spark_from_settings` and the seconds it waited for a :func:`prestart` of these
+    settings (0.0: the session was ready), or None when it created the session itself."""
+    with _prestarts_lock:
+        future = _prestarts.pop(_settings_key(settings), None)
+    if future is None:
+        return _create_from_settings(settings), None
+    started = time.perf_counter()
+    session = future.result()
+    return session, time.perf_counter() - started
+
+
+def _create_from_settings(settings: Mapping[str, str]) -> SparkSession:
     conf = dict(settings)
     remote = conf.pop("spark.remote", None)
     master = conf.pop("spark.master", "local[2]")
@@ -191,7 +249,10 @@ def get_spark(
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    check_java()
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is None:  # else Java runs: the session exists
+        check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     merged = session_conf(master, conf or {})
     builder = SparkSession.builder
