@@ -90,11 +90,14 @@ def decoded_file_path(encoded: Column) -> Column:
 
     Spark SQL's ``url_decode`` is ``java.net.URLDecoder``: it decodes every ``%XX`` (UTF-8) and
     turns ``+`` into a space. A path URI never holds a raw ``%`` (it is always ``%25``) and keeps
-    ``+`` as it is, so writing ``+`` as ``%2B`` first makes the decoding exact.
+    ``+`` as it is, so writing ``+`` as ``%2B`` first makes the decoding exact. A value without
+    ``%`` is its own decoding and skips it (most names: the decoder costs about 1 s per 500,000
+    rows).
     """
     from pyspark.sql import functions as F
 
-    return F.url_decode(F.replace(encoded, F.lit("+"), F.lit("%2B")))
+    decoded = F.url_decode(F.replace(encoded, F.lit("+"), F.lit("%2B")))
+    return F.when(F.instr(encoded, "%") > 0, decoded).otherwise(encoded)
 
 
 def relative_path(encoded: Column, source_uri: str) -> Column:
