@@ -12,8 +12,8 @@ sensor stopped: only ``dagster job launch`` and ``dagster job backfill`` start i
    while the other stays queued and the events sensor's run (another tag) runs beside it; then
    everything goes on.
 2. A second daemon with ``WATERMARK_ASSETS_CRASH_AT=after_commit``: the sensor's run of a new
-   events file commits, its step process is SIGKILLed, the run fails and the daemon retries it;
-   the retry finds the file committed and succeeds without a second commit.
+   events file commits, its run worker is SIGKILLed, its code server fails the run and the
+   daemon retries it; the retry finds the file committed and succeeds without a second commit.
 
 Runtime: about 2 minutes on this project's 2-core machines (101 s measured, 80 s of it stage 1):
 every committing run starts a Spark JVM (20-60 s there under load), each daemon ~10 s to load
