@@ -94,19 +94,29 @@ def xdist_group(nodeid: str) -> str | None:
     return None
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadgroup``: the tests of an XDIST_GROUPS group are one unit of work (one worker,
-    the biggest unit first); every other test is a unit of its own, handed to whichever worker
-    is free. Other ``--dist`` modes are xdist's own."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadGroupScheduling
+class TableGroups:
+    """The scheduler hook, registered only when pytest-xdist is active (``pytest_configure``):
+    a conftest defining an xdist hook fails to load under ``-p no:xdist`` (unknown hook)."""
 
-    class TableGroupScheduling(LoadGroupScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return xdist_group(nodeid) or super()._split_scope(nodeid)
+    @staticmethod
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        """``--dist loadgroup``: the tests of an XDIST_GROUPS group are one unit of work (one
+        worker, the biggest unit first); every other test is a unit of its own, handed to
+        whichever worker is free. Other ``--dist`` modes are xdist's own."""
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from xdist.scheduler import LoadGroupScheduling
 
-    return TableGroupScheduling(config, log)
+        class TableGroupScheduling(LoadGroupScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return xdist_group(nodeid) or super()._split_scope(nodeid)
+
+        return TableGroupScheduling(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(TableGroups(), "watermark_assets_table_groups")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
