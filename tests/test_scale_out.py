@@ -518,6 +518,46 @@ class TestSparkConnect:
         assert committed() == sorted([(i, float(i)) for i in range(10)] + changed)
         assert DeltaTable(str(target)).version() == version  # nothing read: no new commit
 
+    def test_parquet_csv_and_json_lines_sources_read_above_their_watermarks_through_the_server(
+        self, server: ConnectServer, tmp_path: Path
+    ) -> None:
+        """The column sources that Spark's own readers scan (a Parquet folder, CSV with a
+        header, JSON lines) under Connect, their three pipelines run in ONE process a step:
+        every row, then, after a row was changed and two added, exactly those three once more."""
+        from test_column_pipeline import _write_rows
+
+        formats = ("parquet", "csv", "json")
+        raws = []
+        for fmt in formats:
+            source: dict[str, Any] = {"type": fmt, "uri": str(tmp_path / "source" / fmt)}
+            if fmt != "parquet":
+                source["schema"] = "id BIGINT, updated_at TIMESTAMP, amount DOUBLE"
+            table = {"uri": str(tmp_path / "delta" / fmt)}
+            raws.append(column_pipeline(tmp_path, name=f"orders_{fmt}", source=source, table=table))
+            _write_rows(tmp_path / "source" / fmt, "a", fmt, [order(i, at(9, i)) for i in range(3)])
+        # tests/_crash_run.py's run of each unpartitioned pipeline, one after the other
+        script = (
+            "import sys; sys.path.insert(0, sys.argv[1]); from _crash_run import main; "
+            "sys.exit(max([main([name, '-']) for name in sys.argv[2:]]))"
+        )
+        names = [f"orders_{fmt}" for fmt in formats]
+
+        def run() -> dict[str, list[tuple[Any, ...]]]:
+            tests = str(Path(__file__).parent)
+            done = through_connect(server, tmp_path, raws, "-c", script, tests, *names)
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+            return {fmt: committed(tmp_path / "delta" / fmt, "id", "amount") for fmt in formats}
+
+        first = [(i, float(i)) for i in range(3)]
+        assert run() == dict.fromkeys(formats, first)
+        for fmt in formats:
+            folder = tmp_path / "source" / fmt
+            changed = [order(0, at(9, 0)), order(1, at(11), 11.0), order(2, at(9, 2))]
+            _write_rows(folder, "a", fmt, changed)  # row 1 changed above the watermark
+            _write_rows(folder, "b", fmt, [order(i, at(10, i)) for i in (3, 4)])
+        second = sorted([*first, (1, 11.0), (3, 3.0), (4, 4.0)])
+        assert run() == dict.fromkeys(formats, second), "only the new rows, once"
+
     def test_a_time_pipeline_replaces_its_windows_through_the_server(
         self, server: ConnectServer, tmp_path: Path
     ) -> None:
