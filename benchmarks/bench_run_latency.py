@@ -198,10 +198,11 @@ def child_warm(spec: dict[str, Any]) -> None:
 
 
 def bench_one_file(
-    work: Path, rows: int, reps: int, remote: str | None
+    work: Path, rows: int, reps: int, remote: str | None, *, local: bool = True
 ) -> tuple[list[list[str]], list[str]]:
     results: dict[str, list[float]] = {"local": [], "connect": []}
-    kinds = [("local", None), ("connect", remote)] if remote else [("local", None)]
+    kinds = [("local", None)] if local else []
+    kinds += [("connect", remote)] if remote else []
     # A long-running server has served runs before (its JIT is warm): as many runs as the
     # repetitions warm a new one up, not counted, so the processes and the warm runs both meet
     # a warm server (one run left the first processes to meet a colder one than the warm runs).
@@ -385,7 +386,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--remote", help="an already running Spark Connect server (default: start one)"
     )
-    parser.add_argument("--no-connect", action="store_true", help="local Spark only")
+    parser.add_argument("--no-connect", action="store_true", help="A: local Spark only")
+    parser.add_argument(
+        "--no-local", action="store_true", help="A: Spark Connect only (B still starts JVMs)"
+    )
     parser.add_argument("--child-warm", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child_warm:
@@ -402,14 +406,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ok = True
     try:
         if args.only in (None, "one-file"):
+            if args.no_connect and args.no_local:
+                parser.error("--no-connect and --no-local leave part A nothing to measure")
+            local = not args.no_local
             if args.no_connect or args.remote:
-                rows, notes = bench_one_file(work, args.rows, reps, args.remote)
+                rows, notes = bench_one_file(work, args.rows, reps, args.remote, local=local)
             else:
                 print("[A] starting a Spark Connect server ...", flush=True)
                 server_started = time.perf_counter()
                 with start_connect_server(work) as server:
                     print(f"[A]   up in {time.perf_counter() - server_started:.1f}s", flush=True)
-                    rows, notes = bench_one_file(work, args.rows, reps, server.url)
+                    rows, notes = bench_one_file(work, args.rows, reps, server.url, local=local)
             outputs.append(
                 (
                     f"A. One file of {args.rows} rows: run-sensors as a whole process (seconds, "
