@@ -189,7 +189,8 @@ def prestart(settings: Mapping[str, str]) -> None:
     the code location, planning the run); the first :func:`spark_from_settings` of the same
     settings waits for the thread and returns its session, or raises its error (a missing Java,
     an unreachable Connect server): errors surface at first use, in the run, never here. A
-    second prestart of the same settings, or one after the session exists, does nothing.
+    second prestart of the same settings before that first use does nothing; one after it
+    only finds the session that exists (``getOrCreate``).
     """
     key = _settings_key(settings)
     with _prestarts_lock:
