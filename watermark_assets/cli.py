@@ -245,13 +245,8 @@ def run_sensors(
     from watermark_assets.defs.assets import job_name, requested_files
 
     config = load_config(config_path)
-    if config.spark.prestart and config.file_pipelines:
-        # This process executes the runs: the JVM starts while the instance opens and the
-        # sensors tick (an idle pass only pays its start in the background).
-        from watermark_assets.defs.build import spark_settings
-        from watermark_assets.spark.session import prestart
-
-        prestart(spark_settings(quiet_config(config)))
+    # No prestart here: most passes are idle, and an idle pass must not start a JVM (it would
+    # burn seconds of CPU in the background for nothing); a run's session starts on first use.
     defs = quiet_definitions(config)
     instance = DagsterInstance.get()
     startup_done()
@@ -660,13 +655,6 @@ def run_event_time_pipelines(config_path: str | None = None) -> list[FailedRun]:
     from watermark_assets.defs.assets import job_name
 
     config = load_config(config_path)
-    if config.spark.prestart and config.file_pipelines:
-        # This process executes the runs: the JVM starts while the instance opens and the
-        # sensors tick (an idle pass only pays its start in the background).
-        from watermark_assets.defs.build import spark_settings
-        from watermark_assets.spark.session import prestart
-
-        prestart(spark_settings(quiet_config(config)))
     defs = quiet_definitions(config)
     instance = DagsterInstance.get()
     startup_done()
