@@ -33,7 +33,7 @@ import pytest
 import yaml
 from conftest import TEST_SPARK_CONF, new_pg_database, project_config
 from deltalake import DeltaTable
-from test_column_pipeline_sources import PG_SERVER, OrdersApi, run
+from test_column_pipeline_sources import PG_SERVER, OrdersApi, http_source, run
 
 from watermark_assets.config import ColumnPipelineConfig, ProjectConfig
 from watermark_assets.core.column import ColumnWatermark
@@ -126,20 +126,7 @@ class ApiOrders:
         self.rows += new
 
     def config(self) -> dict[str, Any]:
-        return {
-            "type": "http_api",
-            "url": self.url,
-            "schema": "id BIGINT, updated_at TIMESTAMP, amount DOUBLE",
-            "watermark_param_mapping": {"updated_at": "updated_since"},
-            "watermark_param_format": "iso",
-            "pagination": {
-                "type": "page_number",
-                "param": "page",
-                "size_param": "per_page",
-                "page_size": 4,
-            },
-            "records_path": "data",
-        }
+        return http_source(self.url, 4)
 
 
 @pytest.fixture

@@ -330,25 +330,31 @@ def orders_api() -> Iterator[tuple[str, type[OrdersApi]]]:
         yield served
 
 
+def http_source(url: str, page_size: int) -> dict[str, Any]:
+    """An ``http_api`` source of orders at ``url``: ``page_size`` records a page, the watermark
+    sent as ``updated_since``."""
+    return {
+        "type": "http_api",
+        "url": url,
+        "schema": "id BIGINT, updated_at TIMESTAMP, amount DOUBLE",
+        "watermark_param_mapping": {"updated_at": "updated_since"},
+        "watermark_param_format": "iso",
+        "pagination": {
+            "type": "page_number",
+            "param": "page",
+            "size_param": "per_page",
+            "page_size": page_size,
+        },
+        "records_path": "data",
+    }
+
+
 def http_pipeline(table_uri: str, url: str) -> dict[str, Any]:
     """Pipeline ``orders_api``: the API at ``url``, 10 records a page, the watermark sent as
     ``updated_since``."""
     return {
         "name": "orders_api",
-        "source": {
-            "type": "http_api",
-            "url": url,
-            "schema": "id BIGINT, updated_at TIMESTAMP, amount DOUBLE",
-            "watermark_param_mapping": {"updated_at": "updated_since"},
-            "watermark_param_format": "iso",
-            "pagination": {
-                "type": "page_number",
-                "param": "page",
-                "size_param": "per_page",
-                "page_size": 10,
-            },
-            "records_path": "data",
-        },
+        "source": http_source(url, 10),
         "watermark": {"columns": ["updated_at", "id"]},
         "table": {"uri": table_uri},
     }
