@@ -215,20 +215,15 @@ def failure_reason(result: Any) -> str:
     return "the run failed (see its logs in the Dagster UI)"
 
 
-def quiet_config(config: ProjectConfig) -> ProjectConfig:
-    """``config`` with Spark's own logging at FATAL: failed runs are summarized at the end, and
-    Spark's error logs would repeat them mid-way."""
+def quiet_definitions(config: ProjectConfig) -> Any:
+    """The code location's Definitions with Spark's own logging at FATAL: failed runs are
+    summarized at the end, and Spark's error logs would repeat them mid-way."""
+    from watermark_assets.defs import build_definitions
+
     quiet_spark = config.spark.model_copy(
         update={"conf": {"spark.log.level": "FATAL", **config.spark.conf}}
     )
-    return config.model_copy(update={"spark": quiet_spark})
-
-
-def quiet_definitions(config: ProjectConfig) -> Any:
-    """The code location's Definitions of :func:`quiet_config`."""
-    from watermark_assets.defs import build_definitions
-
-    return build_definitions(quiet_config(config))
+    return build_definitions(config.model_copy(update={"spark": quiet_spark}))
 
 
 def run_sensors(
