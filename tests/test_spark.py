@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -202,6 +205,28 @@ def test_the_java_in_java_home_is_used_and_its_major_version_read(
     tmp_path: Path, version_output: str, major: int
 ) -> None:
     assert check_java({"JAVA_HOME": str(fake_java_home(tmp_path, version_output))}) == major
+
+
+def test_a_session_on_an_old_java_names_its_version(tmp_path: Path) -> None:
+    """The version is read only when the JVM did not start (no `java -version` before every
+    start): Spark's launcher fails on Java 11, and the error says which Java it found."""
+    home = fake_java_home(tmp_path, 'openjdk version "11.0.21"')
+    script = (
+        "from watermark_assets.spark.session import get_spark\n"
+        "from watermark_assets.exceptions import JavaNotFoundError\n"
+        "try:\n    get_spark('local[1]', {})\n"
+        "except JavaNotFoundError as error:\n    print('JAVA:', error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "JAVA_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert "JAVA:" in result.stdout, result.stderr[-2000:]
+    assert "is Java 11" in result.stdout and "apt-get install openjdk-17" in result.stdout
 
 
 @pytest.mark.parametrize(

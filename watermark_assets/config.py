@@ -1860,6 +1860,12 @@ class SparkConfig(_Model):
         "code location loads (the JVM starts beside the imports and the planning); false: on "
         "first use",
     )
+    class_data_sharing: bool = Field(
+        default=True,
+        description="Start the driver JVM with Spark's classes mapped from a class-data sharing "
+        "archive (built once per Java and Spark, in the cache folder: about half the start-up); "
+        "false: read them from the jars",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> SparkConfig:
@@ -1899,10 +1905,13 @@ class SparkConfig(_Model):
     def settings(self) -> dict[str, str]:
         """Every setting as flat ``spark.*`` keys, for ``spark.session.spark_from_settings``:
         ``spark.master`` or ``spark.remote``, ``conf``, and delta-spark's when asked."""
+        from watermark_assets.spark.cds import ENABLED_KEY
         from watermark_assets.spark.session import with_delta_spark
 
         where = {"spark.remote": self.remote} if self.remote else {"spark.master": self.master}
         merged = {**where, **self.conf}
+        if not self.class_data_sharing:
+            merged[ENABLED_KEY] = "false"
         return with_delta_spark(merged) if self.delta_spark else merged
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -34,10 +33,15 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from watermark_assets.exceptions import JavaNotFoundError, WatermarkAssetsError
+from watermark_assets.spark import cds
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+
+LISTING_THRESHOLD_KEY = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+#: The setting that makes Spark read s3:// natively (spark.io.NATIVE_S3_CONF).
+_NATIVE_S3_KEY = "spark.watermark_assets.s3.native"
 
 #: Settings every session gets; a user's ``spark.conf`` overrides them.
 SPARK_DEFAULTS: Mapping[str, str] = {
@@ -49,6 +53,11 @@ SPARK_DEFAULTS: Mapping[str, str] = {
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "2g",
+    # A batch names its files one by one; Spark's default (32) lists more than 32 paths in a
+    # Spark job of its own (seconds, cold) where the driver stats local files in milliseconds.
+    # Sessions that read S3 natively (spark.watermark_assets.s3.native) keep Spark's default:
+    # there each path is a request, which that job spreads over the executors.
+    LISTING_THRESHOLD_KEY: "10000",
 }
 
 #: The defaults a Spark Connect client sets on its server session (the others are the server's
@@ -59,8 +68,8 @@ CONNECT_SESSION_DEFAULTS: Mapping[str, str] = {
     if key.startswith(("spark.sql.", "spark.hadoop."))
 }
 
-#: Settings that only steer this process's own logging: never sent to a Connect server.
-_CLIENT_ONLY_KEYS = frozenset({"spark.log.level", "spark.remote", "spark.master"})
+#: Settings that only steer this process (its logging, its own JVM): never sent to a Connect server.
+_CLIENT_ONLY_KEYS = frozenset({"spark.log.level", "spark.remote", "spark.master", cds.ENABLED_KEY})
 
 #: delta-spark's Spark SQL extension and catalog (``spark.delta_spark: true`` sets both).
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -99,14 +108,21 @@ class SparkConnectError(WatermarkAssetsError):
 _JAVA_VERSION = re.compile(r'version "(\d+)(?:\.(\d+))?')
 
 
-def check_java(env: Mapping[str, str] | None = None) -> int:
-    """The major version of the Java that Spark will use; raises JavaNotFoundError below 17."""
+def find_java(env: Mapping[str, str] | None = None) -> str:
+    """The ``java`` that Spark will run (``$JAVA_HOME/bin/java``, else on PATH); raises
+    JavaNotFoundError when there is none. A file check: no JVM starts."""
     env = os.environ if env is None else env
     java_home = env.get("JAVA_HOME")
-    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    java = cds.java_binary(env)
     if not java or not os.path.exists(java):
         where = f"JAVA_HOME={java_home!r} has no bin/java" if java_home else "no 'java' on PATH"
         raise JavaNotFoundError(where)
+    return java
+
+
+def check_java(env: Mapping[str, str] | None = None) -> int:
+    """The major version of the Java that Spark will use; raises JavaNotFoundError below 17."""
+    java = find_java(env)
     try:
         output = subprocess.run(
             [java, "-version"], capture_output=True, text=True, timeout=60, check=False
@@ -164,9 +180,17 @@ def with_delta_spark(conf: Mapping[str, str], version: str | None = None) -> dic
 
 
 # -------------------------------------------------------------------------------------- sessions
+def defaults_for(conf: Mapping[str, str], defaults: Mapping[str, str]) -> dict[str, str]:
+    """``defaults`` for a session of ``conf``: without the driver-side listing threshold when it
+    reads S3 natively (Spark's own default then spreads the per-path requests over a job)."""
+    if str(conf.get(_NATIVE_S3_KEY, "")).strip().lower() == "true":
+        return {k: v for k, v in defaults.items() if k != LISTING_THRESHOLD_KEY}
+    return dict(defaults)
+
+
 def session_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
     """The full Spark configuration: defaults, the master, the user's settings, this interpreter."""
-    merged = {**SPARK_DEFAULTS, "spark.master": master, **conf}
+    merged = {**defaults_for(conf, SPARK_DEFAULTS), "spark.master": master, **conf}
     # Python workers must run the driver's interpreter, or pyarrow/fsspec are missing there.
     merged.setdefault("spark.pyspark.python", sys.executable)
     merged.setdefault("spark.pyspark.driver.python", sys.executable)
@@ -239,7 +263,9 @@ def get_spark(
 ) -> SparkSession:
     """The process's Spark session (created once, then reused): a Spark Connect client session
     when ``remote`` (``sc://host:port``) is given, else a classic one on ``master`` after
-    checking Java."""
+    finding Java (its version is read only when the JVM does not start); the driver JVM maps
+    Spark's classes from a class-data sharing archive when one exists
+    (:mod:`watermark_assets.spark.cds`)."""
     if remote is not None:
         return _connect_session(remote, conf or {})
     from pyspark.sql import SparkSession
@@ -253,15 +279,18 @@ def get_spark(
     from pyspark import SparkContext
 
     if SparkContext._active_spark_context is None:  # else Java runs: the session exists
-        check_java()
+        find_java()  # its version is read only if the JVM does not start (a JVM start less)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    merged = session_conf(master, conf or {})
+    merged = cds.with_archive(session_conf(master, conf or {}))
+    merged.pop(cds.ENABLED_KEY, None)
     builder = SparkSession.builder
     for key, value in merged.items():
         builder = builder.config(key, value)
     try:
         session = builder.getOrCreate()
     except Exception as error:
+        if _gateway_exited(error):
+            check_java()  # a Java below 17, or one that does not run, is named here
         packages = tuple(_items(merged.get("spark.jars.packages")))
         if packages and _gateway_exited(error):
             raise SparkStartError(_packages_message(packages, merged), packages=packages) from error
@@ -330,7 +359,7 @@ def _connect_session(remote: str, conf: Mapping[str, str]) -> SparkSession:
             f"({error}); start one (README: 'From laptop to cluster') or fix the URL"
         ) from None
     session = SparkSession.builder.remote(remote).getOrCreate()
-    settings = {**CONNECT_SESSION_DEFAULTS, **conf}
+    settings = {**defaults_for(conf, CONNECT_SESSION_DEFAULTS), **conf}
     refused: list[str] = []
     reason = ""
     for key, value in settings.items():
