@@ -845,7 +845,7 @@ def replay_command(config_path: str | None, name: str, start: str | None, end: s
         pipeline.replay_problem(replay)
     except (ValidationError, ValueError) as error:
         raise ConfigError(f"replay {name}: {error}") from None
-    from watermark_assets.defs.build import spark_settings
+    from watermark_assets.defs.run_worker import spark_settings
 
     # the project's session settings, the JDBC driver jar included when a pipeline reads JDBC
     spark = spark_from_settings(spark_settings(config))

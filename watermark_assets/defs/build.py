@@ -45,7 +45,7 @@ from watermark_assets.defs.event_time import build_event_time_pipeline
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
-from watermark_assets.defs.run_worker import prestart_spark
+from watermark_assets.defs.run_worker import prestart_spark, spark_settings
 from watermark_assets.defs.sensors import build_sensor
 from watermark_assets.defs.time import build_time_pipeline
 from watermark_assets.defs.time_unit import build_grid_pipeline
@@ -55,7 +55,6 @@ from watermark_assets.defs.unit import (
     build_units_sensor,
     unit_partitions,
 )
-from watermark_assets.sources.jdbc import with_postgres_driver
 
 
 @dataclass(frozen=True)
@@ -127,19 +126,6 @@ def _unit_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> PipelineDefs:
     if isinstance(units, DynamicPartitionsDefinition):
         sensor = build_units_sensor(pipeline, job, asset.key, units)
     return PipelineDefs(asset, check, job, sensor)
-
-
-def spark_settings(config: ProjectConfig) -> dict[str, str]:
-    """The flat ``spark.*`` settings of the runs' session: ``spark.master`` or ``spark.remote``,
-    ``spark.conf``, delta-spark's, and the PostgreSQL driver jar when a pipeline reads JDBC."""
-    settings = config.spark.settings()
-    source_types = [p.source.type for p in config.column_pipelines]
-    source_types += [p.source.type for p in config.time_pipelines]
-    source_types += [p.source.type for p in config.unit_pipelines]
-    if "jdbc" in source_types:
-        # The session must start with the driver jar; a later JDBC read cannot add it.
-        settings = with_postgres_driver(settings)
-    return settings
 
 
 def build_definitions(

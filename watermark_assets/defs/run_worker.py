@@ -15,9 +15,13 @@ from __future__ import annotations
 import multiprocessing
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from watermark_assets.sources.jdbc import with_postgres_driver
 from watermark_assets.spark.session import prestart
+
+if TYPE_CHECKING:
+    from watermark_assets.config import ProjectConfig
 
 #: ``dagster api`` commands that execute a run (or its steps) in this process.
 RUN_COMMANDS = frozenset({"execute_run", "resume_run", "execute_step"})
@@ -43,3 +47,16 @@ def prestart_spark(enabled: bool, settings: Mapping[str, str]) -> bool:
         prestart(settings)
         return True
     return False
+
+
+def spark_settings(config: ProjectConfig) -> dict[str, str]:
+    """The flat ``spark.*`` settings of the runs' session: ``spark.master`` or ``spark.remote``,
+    ``spark.conf``, delta-spark's, and the PostgreSQL driver jar when a pipeline reads JDBC."""
+    settings = config.spark.settings()
+    source_types = [p.source.type for p in config.column_pipelines]
+    source_types += [p.source.type for p in config.time_pipelines]
+    source_types += [p.source.type for p in config.unit_pipelines]
+    if "jdbc" in source_types:
+        # The session must start with the driver jar; a later JDBC read cannot add it.
+        settings = with_postgres_driver(settings)
+    return settings
