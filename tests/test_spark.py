@@ -18,7 +18,7 @@ from conftest import event_records, write_ndjson
 
 from watermark_assets.exceptions import JavaNotFoundError
 from watermark_assets.spark.batch import ReadSpec, unreadable_file, write_batch
-from watermark_assets.spark.session import check_java
+from watermark_assets.spark.session import LISTING_THRESHOLD_KEY, check_java, session_conf
 
 WHEN = datetime(2024, 1, 28, 14, tzinfo=timezone.utc)
 SCHEMA = "id BIGINT, event_time TIMESTAMP, name STRING"
@@ -264,3 +264,22 @@ def test_missing_java_says_how_to_install_it(
     with pytest.raises(JavaNotFoundError, match="apt-get install openjdk-17") as error:
         check_java(env)
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("conf", "threshold"),
+    [
+        # a batch names its files one by one: the driver lists them (no listing job)
+        ({}, "10000"),
+        ({"spark.watermark_assets.s3.native": "false"}, "10000"),
+        # S3 read natively: each path is a request; Spark's default spreads them over a job
+        ({"spark.watermark_assets.s3.native": "true"}, None),
+        # the user's own value wins either way
+        ({"spark.watermark_assets.s3.native": "true", LISTING_THRESHOLD_KEY: "64"}, "64"),
+        ({LISTING_THRESHOLD_KEY: "32"}, "32"),
+    ],
+)
+def test_the_listing_threshold_follows_where_files_are_read(
+    conf: dict[str, str], threshold: str | None
+) -> None:
+    assert session_conf("local[2]", conf).get(LISTING_THRESHOLD_KEY) == threshold
