@@ -94,6 +94,26 @@ def test_a_session_maps_the_archive_only_when_it_exists_and_is_wanted(
     assert builds == ([] if archive_exists or conf.get(cds.ENABLED_KEY) else [archive])
 
 
+def test_a_session_without_an_archive_starts_one_background_builder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session goes on without the archive; one detached builder runs (here it fails: the
+    installation is fake, and it says so in its log) and leaves no lock behind."""
+    for name, value in fake_installation(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(cds, "_started_build", False)
+    assert cds.driver_java_options({}) is None
+    assert cds.driver_java_options({}) is None  # a second session of the process: no second one
+    log = tmp_path / "cache" / "build.log"
+    deadline = time.monotonic() + 120
+    while "could not build it" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, log.read_text() if log.exists() else "no build.log"
+        time.sleep(0.5)
+    assert log.read_text().count("building Spark's class-data sharing archive") == 1
+    assert list((tmp_path / "cache").glob("*.lock")) == []
+    assert list((tmp_path / "cache").glob("*.jsa")) == []
+
+
 def test_spark_config_turns_class_data_sharing_off_by_a_flat_setting() -> None:
     assert cds.ENABLED_KEY not in SparkConfig().settings()
     assert SparkConfig(class_data_sharing=False).settings()[cds.ENABLED_KEY] == "false"

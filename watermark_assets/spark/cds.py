@@ -129,14 +129,19 @@ def _start_background_build(path: Path) -> None:
         return
     _started_build = True
     path.parent.mkdir(parents=True, exist_ok=True)
+    import shutil
+
+    # `nice`, not a preexec_fn: this may run in the prestart thread, and a preexec_fn is unsafe
+    # in a process with threads
+    nice = shutil.which("nice")
+    command = [sys.executable, "-m", "watermark_assets.spark.cds", "--quiet"]
     with open(path.parent / "build.log", "ab") as output:
         subprocess.Popen(
-            [sys.executable, "-m", "watermark_assets.spark.cds", "--quiet"],
+            [nice, "-n", "10", *command] if nice else command,
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # not killed with the run's process group, nor waited for
-            preexec_fn=lambda: os.nice(10),
         )
     log.info("building Spark's class-data sharing archive in the background: %s", path)
 
