@@ -24,5 +24,12 @@ def test_bench_run_latency_quick_prints_both_tables() -> None:
     assert modes == ["Spark Connect (server up)"], lines
     assert any("target: a one-file Spark Connect run within 2 s" in line for line in lines)
     assert any(line.startswith("B. Ingestion of 4 files (800 rows)") for line in lines), lines
-    assert any("asset / plain, start-up included (median)" in line for line in lines), lines
+    cases = [line.split("  ")[0] for line in lines if line.startswith(("asset run", "plain "))]
+    assert cases == [
+        "asset run worker (dagster api execute_run), 1 run",
+        "plain PySpark script process",
+        "plain script + the asset's Spark tuning",
+    ], lines
+    assert any("asset / the plain script, start-up included (median)" in line for line in lines)
+    assert any("asset / the tuned plain script" in line for line in lines), lines
     assert lines[-1].startswith("total wall time") and lines[-1].endswith("exit 0")
