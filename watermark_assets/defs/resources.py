@@ -1,4 +1,4 @@
-"""The Spark resource: dagster-pyspark's lazy session, plus the Java check and this interpreter."""
+"""The Spark resource: dagster-pyspark's lazy session, started by ``spark.session.start_spark``."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ class WatermarkSparkResource(LazyPySparkResource):
 
     ``spark_config`` holds flat ``spark.*`` settings (``SparkConfig.settings()``): with
     ``spark.remote`` (``sc://host:port``) the session is a Spark Connect client and no JVM starts
-    in the run's process; otherwise ``spark.master`` (default ``local[2]``), Java 17+ is checked
-    before Spark starts, and Spark's Python workers run the driver's interpreter.
+    in the run's process; otherwise ``spark.master`` (default ``local[2]``), ``java`` is looked
+    for before Spark starts (a Java below 17 is named if the JVM does not start), and Spark's
+    Python workers run the driver's interpreter.
     """
 
     def _init_session(self) -> None:
