@@ -25,6 +25,7 @@ import json, sys
 from watermark_assets.spark.session import spark_from_settings
 spark = spark_from_settings(json.loads(sys.argv[1]))
 print("COUNT", spark.range(7).count())
+print("OPTIONS", spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", ""))
 """
 
 
@@ -152,7 +153,8 @@ def test_a_builder_that_writes_nothing_leaves_no_archive_and_no_lock(
     assert [p.name for p in tmp_path.iterdir()] == ["build.log"]
 
 
-def run_session(tmp_path: Path, env: dict[str, str], settings: str = "{}") -> str:
+def run_session(tmp_path: Path, env: dict[str, str], settings: str = "{}") -> tuple[str, str]:
+    """A session in a new process: (its driver JVM's extraJavaOptions, its stderr)."""
     result = subprocess.run(
         [sys.executable, "-c", SESSION_SCRIPT, settings],
         env={**os.environ, **env},
@@ -163,7 +165,8 @@ def run_session(tmp_path: Path, env: dict[str, str], settings: str = "{}") -> st
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "COUNT 7" in result.stdout
-    return result.stderr
+    [options] = [line for line in result.stdout.splitlines() if line.startswith("OPTIONS ")]
+    return options.removeprefix("OPTIONS "), result.stderr
 
 
 def project_archive(timeout: float = 900) -> Path:
@@ -180,10 +183,11 @@ def project_archive(timeout: float = 900) -> Path:
 
 
 def test_a_real_driver_jvm_loads_sparks_classes_from_the_archive(tmp_path: Path) -> None:
-    project_archive()
+    archive = project_archive()
     loaded = tmp_path / "classes.log"
     settings = f'{{"spark.driver.extraJavaOptions": "-Xlog:class+load=info:file={loaded}"}}'
-    run_session(tmp_path, {}, settings)
+    options, _ = run_session(tmp_path, {}, settings)
+    assert f"-XX:SharedArchiveFile={archive}" in options
     lines = loaded.read_text().splitlines()
     context = [line for line in lines if "org.apache.spark.SparkContext " in line]
     assert context and "source: shared objects file (top)" in context[0], context
@@ -192,7 +196,8 @@ def test_a_real_driver_jvm_loads_sparks_classes_from_the_archive(tmp_path: Path)
 
     off = f'{{"spark.driver.extraJavaOptions": "-Xlog:class+load=info:file={loaded}", ' \
           f'"{cds.ENABLED_KEY}": "false"}}'  # fmt: skip
-    run_session(tmp_path, {}, off)
+    options, _ = run_session(tmp_path, {}, off)
+    assert "SharedArchiveFile" not in options
     context = [line for line in loaded.read_text().splitlines() if "SparkContext " in line]
     assert context and "spark-core_" in context[0] and "shared objects" not in context[0], context
 
@@ -203,5 +208,6 @@ def test_a_damaged_archive_never_stops_a_session_and_prints_nothing(tmp_path: Pa
     assert archive is not None
     archive.parent.mkdir(parents=True)
     archive.write_bytes(os.urandom(4096))  # e.g. a disk that filled up mid-copy
-    stderr = run_session(tmp_path, env)
+    options, stderr = run_session(tmp_path, env)
+    assert f"-XX:SharedArchiveFile={archive}" in options  # the JVM was given the damaged file
     assert "cds" not in stderr.lower() and "shared archive" not in stderr.lower()

@@ -1975,10 +1975,10 @@ class ProjectConfig(_Model):
                 f"pipeline {pipeline.name!r}: engine streaming reads ONE upstream file pipeline's "
                 f"landing folder (source.type files), not {names}; use engine: batch"
             )
-        from watermark_assets.spark.io import NATIVE_S3_CONF
+        from watermark_assets.spark.paths import NATIVE_S3_CONF, native_s3
 
-        native_s3 = self.spark.conf.get(NATIVE_S3_CONF, "false").strip().lower() == "true"
-        if upstream.source.uri.startswith(("s3://", "s3a://")) and not native_s3:
+        native = native_s3(self.spark.conf.get(NATIVE_S3_CONF, "false"))
+        if upstream.source.uri.startswith(("s3://", "s3a://")) and not native:
             raise ValueError(
                 f"pipeline {pipeline.name!r}: engine streaming reads the landing folder "
                 f"{upstream.source.uri!r} with Spark's own file source, which reads S3 only "

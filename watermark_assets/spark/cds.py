@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,8 +61,6 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def java_binary(env: Mapping[str, str] | None = None) -> str | None:
     """The ``java`` Spark's launcher runs: ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
-    import shutil
-
     env = os.environ if env is None else env
     java_home = env.get("JAVA_HOME")
     if java_home:
@@ -113,9 +112,10 @@ def driver_java_options(conf: Mapping[str, str]) -> str | None:
 
 
 def with_archive(conf: Mapping[str, str]) -> dict[str, str]:
-    """``conf`` with :func:`driver_java_options` added to the user's
-    ``spark.driver.extraJavaOptions`` (theirs first); unchanged without an archive."""
-    merged = dict(conf)
+    """``conf`` for the JVM: :func:`driver_java_options` added to the user's
+    ``spark.driver.extraJavaOptions`` (theirs first), :data:`ENABLED_KEY` consumed (not a
+    Spark setting)."""
+    merged = {k: v for k, v in conf.items() if k != ENABLED_KEY}
     options = driver_java_options(conf)
     if options:
         own = merged.get("spark.driver.extraJavaOptions", "").strip()
@@ -129,8 +129,6 @@ def _start_background_build(path: Path) -> None:
         return
     _started_build = True
     path.parent.mkdir(parents=True, exist_ok=True)
-    import shutil
-
     # `nice`, not a preexec_fn: this may run in the prestart thread, and a preexec_fn is unsafe
     # in a process with threads
     nice = shutil.which("nice")
@@ -215,16 +213,13 @@ def _dump(partial: Path) -> None:
     from pyspark.sql import Observation, SparkSession
     from pyspark.sql import functions as F
 
-    from watermark_assets.spark.session import SPARK_DEFAULTS
+    from watermark_assets.spark.session import session_conf
 
     options = f"-XX:ArchiveClassesAtExit={partial} {_QUIET}"
     builder = SparkSession.builder
-    conf = {
-        **SPARK_DEFAULTS,
-        "spark.master": "local[2]",
-        "spark.ui.enabled": "false",
-        "spark.driver.extraJavaOptions": options,
-    }
+    # a run's own session settings (session_conf), so the archive holds what a run loads
+    extra = {"spark.ui.enabled": "false", "spark.driver.extraJavaOptions": options}
+    conf = session_conf("local[2]", extra)
     for key, value in conf.items():
         builder = builder.config(key, value)
     with tempfile.TemporaryDirectory(prefix="watermark_assets_cds_") as work:

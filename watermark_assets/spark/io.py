@@ -33,14 +33,18 @@ from typing import TYPE_CHECKING, Any
 
 from watermark_assets import storage
 from watermark_assets.spark import fsspec_source
-from watermark_assets.spark.paths import decoded_file_path, literal_path, reader_options, spark_path
+from watermark_assets.spark.paths import (
+    NATIVE_S3_CONF,
+    decoded_file_path,
+    literal_path,
+    native_s3,
+    reader_options,
+    spark_path,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
-
-#: ``true`` when Spark's Hadoop reads ``s3a://`` (hadoop-aws on the classpath); default false.
-NATIVE_S3_CONF = "spark.watermark_assets.s3.native"
 
 #: Formats :func:`read_files` reads: ``ndjson`` (one JSON object a line) is ``json``.
 FORMATS = ("json", "ndjson", "csv", "parquet")
@@ -74,7 +78,7 @@ def is_native(spark: SparkSession, uri: str) -> bool:
     if scheme is None or scheme.group(1).lower() == "file":
         return True
     if scheme.group(1).lower() in ("s3", "s3a"):
-        return str(spark.conf.get(NATIVE_S3_CONF, "false")).strip().lower() == "true"
+        return native_s3(spark.conf.get(NATIVE_S3_CONF, "false"))
     return False
 
 

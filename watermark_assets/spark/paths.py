@@ -36,6 +36,15 @@ GLOB_CHARACTERS = "\\*?[]{}"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(?=/)")
 
 
+#: ``true`` when Spark's Hadoop reads ``s3a://`` (hadoop-aws on the classpath); default false.
+NATIVE_S3_CONF = "spark.watermark_assets.s3.native"
+
+
+def native_s3(value: object) -> bool:
+    """Whether a value of :data:`NATIVE_S3_CONF` turns Spark's own S3 reads on."""
+    return str(value).strip().lower() == "true"
+
+
 def spark_path(uri: str) -> str:
     """The path Spark's Hadoop file systems understand for a storage URI."""
     if uri.startswith("s3://"):

@@ -34,14 +34,13 @@ from urllib.parse import urlsplit
 
 from watermark_assets.exceptions import JavaNotFoundError, WatermarkAssetsError
 from watermark_assets.spark import cds
+from watermark_assets.spark.paths import NATIVE_S3_CONF, native_s3
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
 LISTING_THRESHOLD_KEY = "spark.sql.sources.parallelPartitionDiscovery.threshold"
-#: The setting that makes Spark read s3:// natively (spark.io.NATIVE_S3_CONF).
-_NATIVE_S3_KEY = "spark.watermark_assets.s3.native"
 
 #: Settings every session gets; a user's ``spark.conf`` overrides them.
 SPARK_DEFAULTS: Mapping[str, str] = {
@@ -55,7 +54,7 @@ SPARK_DEFAULTS: Mapping[str, str] = {
     "spark.driver.memory": "2g",
     # A batch names its files one by one; Spark's default (32) lists more than 32 paths in a
     # Spark job of its own (seconds, cold) where the driver stats local files in milliseconds.
-    # Sessions that read S3 natively (spark.watermark_assets.s3.native) keep Spark's default:
+    # Sessions that read S3 natively (paths.NATIVE_S3_CONF) keep Spark's default:
     # there each path is a request, which that job spreads over the executors.
     LISTING_THRESHOLD_KEY: "10000",
 }
@@ -183,7 +182,7 @@ def with_delta_spark(conf: Mapping[str, str], version: str | None = None) -> dic
 def defaults_for(conf: Mapping[str, str], defaults: Mapping[str, str]) -> dict[str, str]:
     """``defaults`` for a session of ``conf``: without the driver-side listing threshold when it
     reads S3 natively (Spark's own default then spreads the per-path requests over a job)."""
-    if str(conf.get(_NATIVE_S3_KEY, "")).strip().lower() == "true":
+    if native_s3(conf.get(NATIVE_S3_CONF, "false")):
         return {k: v for k, v in defaults.items() if k != LISTING_THRESHOLD_KEY}
     return dict(defaults)
 
@@ -282,7 +281,6 @@ def get_spark(
         find_java()  # its version is read only if the JVM does not start (a JVM start less)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     merged = cds.with_archive(session_conf(master, conf or {}))
-    merged.pop(cds.ENABLED_KEY, None)
     builder = SparkSession.builder
     for key, value in merged.items():
         builder = builder.config(key, value)
@@ -291,9 +289,10 @@ def get_spark(
     except Exception as error:
         if _gateway_exited(error):
             check_java()  # a Java below 17, or one that does not run, is named here
-        packages = tuple(_items(merged.get("spark.jars.packages")))
-        if packages and _gateway_exited(error):
-            raise SparkStartError(_packages_message(packages, merged), packages=packages) from error
+            packages = tuple(_items(merged.get("spark.jars.packages")))
+            if packages:
+                message = _packages_message(packages, merged)
+                raise SparkStartError(message, packages=packages) from error
         raise
     session.sparkContext.setLogLevel((conf or {}).get("spark.log.level", "WARN"))
     return session
