@@ -8,6 +8,7 @@ a damaged archive or one of another installation never stops a session, and prin
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -54,9 +55,73 @@ def test_the_archive_is_named_after_the_java_and_the_spark_it_belongs_to(
     assert first.name.startswith("spark-") and first.suffix == ".jsa"
     assert cds.archive_path() == first  # stable while nothing changes
     (tmp_path / "spark" / "jars" / "spark-core.jar").write_bytes(b"an upgraded jar")
-    assert cds.archive_path() not in (None, first)
+    upgraded = cds.archive_path()
+    assert upgraded not in (None, first)
+    assert upgraded is not None and cds._installation(upgraded) == cds._installation(first)
+    # the same Java and Spark installed elsewhere (another checkout's virtualenv): its own name
+    for name, value in fake_installation(tmp_path / "elsewhere").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("WATERMARK_ASSETS_CACHE", str(tmp_path / "cache"))
+    other = cds.archive_path()
+    assert other is not None and cds._installation(other) not in (None, cds._installation(first))
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java-here"))
     assert cds.archive_path() is None
+
+
+DAY = 86400
+
+
+@pytest.mark.parametrize(
+    ("name", "unused_days", "stays"),
+    [
+        ("spark-4.2.0-bbbbbbbb-3333333333333333.jsa", 0, True),  # another installation's, in use
+        ("spark-4.2.0-bbbbbbbb-3333333333333333.jsa", 29, True),
+        ("spark-4.2.0-bbbbbbbb-3333333333333333.jsa", 31, False),  # its installation is gone
+        ("spark-4.2.0-aaaaaaaa-2222222222222222.jsa", 0, False),  # ours before an upgrade
+        ("spark-4.2.0-a059b9a51787d96f.jsa", 0, False),  # named in the earlier form
+        ("spark-4.2.0-preview1-cccccccc-4444444444444444.jsa", 0, True),  # a version with a dash
+    ],
+)
+def test_a_build_removes_only_archives_no_installation_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, unused_days: int, stays: bool
+) -> None:
+    """Two checkouts on one machine keep one archive each (each build removed the other's, and
+    each session then started a 150 s build of its own again)."""
+    existing = tmp_path / name
+    existing.write_bytes(b"an archive")
+    when = time.time() - unused_days * DAY
+    os.utime(existing, (when, when))
+    monkeypatch.setattr(
+        cds.subprocess, "run", lambda command, **_: Path(command[-1]).write_bytes(b"archive")
+    )
+    ours = tmp_path / "spark-4.2.0-aaaaaaaa-1111111111111111.jsa"
+    assert cds.build(ours) == ours
+    assert existing.exists() is stays
+
+
+def test_a_session_marks_the_archive_it_maps_as_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = tmp_path / "spark-4.2.0-aaaaaaaa-1111111111111111.jsa"
+    archive.write_bytes(b"archive")
+    weeks_ago = time.time() - 20 * DAY
+    os.utime(archive, (weeks_ago, weeks_ago))
+    monkeypatch.setattr(cds, "archive_path", lambda env=None: archive)
+    assert cds.driver_java_options({}) is not None
+    assert time.time() - archive.stat().st_mtime < 60
+
+
+@pytest.mark.parametrize(
+    ("option", "item"),
+    [
+        ("-XX:SharedArchiveFile=/root/.cache/a.jsa", "-XX:SharedArchiveFile=/root/.cache/a.jsa"),
+        ("-XX:SharedArchiveFile=/home/jo doe/a.jsa", '"-XX:SharedArchiveFile=/home/jo doe/a.jsa"'),
+        ("-XX:X=/a/it's *", '"-XX:X=/a/it\'s *"'),
+        ('-XX:X=/a/"q"\\b', '"-XX:X=/a/\\"q\\"\\\\b"'),
+    ],
+)
+def test_a_jvm_option_is_one_item_of_sparks_option_string(option: str, item: str) -> None:
+    assert cds.jvm_option(option) == item
 
 
 @pytest.mark.parametrize(
@@ -200,6 +265,27 @@ def test_a_real_driver_jvm_loads_sparks_classes_from_the_archive(tmp_path: Path)
     assert "SharedArchiveFile" not in options
     context = [line for line in loaded.read_text().splitlines() if "SparkContext " in line]
     assert context and "spark-core_" in context[0] and "shared objects" not in context[0], context
+
+
+def test_an_archive_in_a_folder_with_a_space_a_quote_and_a_star_is_mapped(
+    tmp_path: Path,
+) -> None:
+    """Spark splits extraJavaOptions at whitespace: unquoted, such a path became a second
+    argument, which the JVM took for its main class and did not start."""
+    archive = project_archive()
+    cache = tmp_path / "jo's cache *"
+    cache.mkdir()
+    placed = cache / archive.name
+    try:
+        os.link(archive, placed)
+    except OSError:  # another file system
+        shutil.copyfile(archive, placed)
+    loaded = tmp_path / "classes.log"
+    settings = f'{{"spark.driver.extraJavaOptions": "-Xlog:class+load=info:file={loaded}"}}'
+    options, _ = run_session(tmp_path, {"WATERMARK_ASSETS_CACHE": str(cache)}, settings)
+    assert cds.jvm_option(f"-XX:SharedArchiveFile={placed}") in options
+    context = [line for line in loaded.read_text().splitlines() if "SparkContext " in line]
+    assert context and "source: shared objects file (top)" in context[0], context
 
 
 def test_a_damaged_archive_never_stops_a_session_and_prints_nothing(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ classes of Spark's jars. Java 17's dynamic class-data sharing (JEP 350) stores t
 already parsed and verified, in an archive that later JVMs map at start: the driver then starts
 in about half the time, and far faster on a loaded machine (benchmarks/bench_run_latency.py).
 
-The archive belongs to one Java and one Spark installation (its name holds a digest of both):
+The archive belongs to one Java and one Spark installation: its name holds an id of where they
+are (the ``java`` binary's and the jars folder's real paths) and a digest of what they hold, so
+several installations (checkouts, virtualenvs) keep one archive each side by side:
 
 - :func:`driver_java_options` gives the JVM options that map it, or None when it does not exist
   yet, after starting :func:`build` in a background process (low priority, detached) so that a
@@ -13,7 +15,8 @@ The archive belongs to one Java and one Spark installation (its name holds a dig
 - :func:`build` (``python -m watermark_assets.spark.cds``; ``make setup`` runs it, and so should
   an image's build) runs a small Spark workload in a JVM that writes the archive when it exits,
   to a temporary name renamed into place only once complete, under a lock so that one builder
-  works at a time; archives of other installations in the folder are removed.
+  works at a time; it removes this installation's earlier archives (an upgrade) and any archive
+  no session has used for :data:`UNUSED_DAYS` days (an installation that is gone).
 
 Nothing here can break a session: an archive the JVM cannot use (another Java, a changed class
 path, a damaged file) is ignored by the JVM (its warnings are switched off), and any error while
@@ -27,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +46,16 @@ ENABLED_KEY = "spark.watermark_assets.classDataSharing"
 
 #: A builder's lock older than this is stale (its process died without removing it).
 _LOCK_STALE_SECONDS = 15 * 60
+
+#: An archive no session has used for this many days is removed by the next build (a session
+#: marks the archive it maps as used: its modification time).
+UNUSED_DAYS = 30
+
+#: What Spark's launcher treats specially in an option string (extraJavaOptions): it splits at
+#: whitespace and honours quotes and backslashes.
+_OPTION_SPECIAL = re.compile(r"[\s\"'\\]")
+
+_ARCHIVE_NAME = re.compile(r"spark-.+-([0-9a-f]{8})-[0-9a-f]{16}\.jsa")
 
 #: The JVM's CDS warnings (an archive of another class path, a damaged file) stay out of the
 #: run's output: such an archive is simply not used.
@@ -78,11 +92,11 @@ def archive_path(env: Mapping[str, str] | None = None) -> Path | None:
     java = java_binary(env)
     if not java or not os.path.exists(java):
         return None
-    digest = hashlib.sha256()
     real = os.path.realpath(java)
+    jars = os.path.realpath(Path(_find_spark_home()) / "jars")
+    digest = hashlib.sha256()
     stat = os.stat(real)
     digest.update(f"{real}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
-    jars = Path(_find_spark_home()) / "jars"
     try:
         entries = sorted(os.scandir(jars), key=lambda e: e.name)
     except OSError:
@@ -90,7 +104,25 @@ def archive_path(env: Mapping[str, str] | None = None) -> Path | None:
     for entry in entries:
         info = entry.stat()
         digest.update(f"{entry.name}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
-    return cache_dir(env) / f"spark-{pyspark_version}-{digest.hexdigest()[:16]}.jsa"
+    where = hashlib.sha256(f"{real}\0{jars}".encode()).hexdigest()[:8]
+    name = f"spark-{pyspark_version}-{where}-{digest.hexdigest()[:16]}.jsa"
+    return cache_dir(env) / name
+
+
+def _installation(path: Path) -> str | None:
+    """The installation id in an archive's name (``spark-VERSION-WHERE-DIGEST.jsa``); None for a
+    name of another form (an earlier naming)."""
+    named = _ARCHIVE_NAME.fullmatch(path.name)
+    return named.group(1) if named else None
+
+
+def jvm_option(option: str) -> str:
+    """``option`` as ONE item of a Spark option string such as ``spark.driver.extraJavaOptions``:
+    quoted when it holds whitespace, a quote or a backslash (a cache folder under a home folder
+    with a space in its name)."""
+    if not _OPTION_SPECIAL.search(option):
+        return option
+    return '"' + option.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def driver_java_options(conf: Mapping[str, str]) -> str | None:
@@ -104,7 +136,8 @@ def driver_java_options(conf: Mapping[str, str]) -> str | None:
         if path is None:
             return None
         if path.is_file():
-            return f"-XX:SharedArchiveFile={path} {_QUIET}"
+            _mark_used(path)
+            return f"{jvm_option(f'-XX:SharedArchiveFile={path}')} {_QUIET}"
         _start_background_build(path)
     except Exception as error:  # an archive is an optimisation, never a failure
         log.debug("no class-data sharing archive: %s", error)
@@ -142,6 +175,31 @@ def _start_background_build(path: Path) -> None:
             start_new_session=True,  # not killed with the run's process group, nor waited for
         )
     log.info("building Spark's class-data sharing archive in the background: %s", path)
+
+
+def _mark_used(path: Path) -> None:
+    """The archive's modification time is its last use (at most one touch a day)."""
+    try:
+        if time.time() - path.stat().st_mtime > 86400:
+            os.utime(path)
+    except OSError:  # a read-only cache (an image's) is used as it is
+        pass
+
+
+def _remove_stale(path: Path) -> None:
+    """This installation's other archives (an upgrade replaced them), archives named in an
+    earlier form, and any archive unused for :data:`UNUSED_DAYS` days; archives of other
+    installations in use stay."""
+    unused = time.time() - UNUSED_DAYS * 86400
+    for other in path.parent.glob("spark-*.jsa"):
+        where = _installation(other)
+        try:
+            if other != path and (
+                where in (None, _installation(path)) or other.stat().st_mtime < unused
+            ):
+                other.unlink()
+        except OSError:  # removed meanwhile by another builder
+            continue
 
 
 def _lock_path(path: Path) -> Path:
@@ -196,9 +254,7 @@ def build(path: Path | None = None, *, timeout: float = 600) -> Path | None:
         if not partial.is_file() or partial.stat().st_size == 0:
             raise RuntimeError(f"the JVM wrote no archive at {partial}")
         os.replace(partial, path)  # complete, or not there at all
-        for other in path.parent.glob("spark-*.jsa"):
-            if other != path:
-                other.unlink(missing_ok=True)
+        _remove_stale(path)
         return path
     finally:
         partial.unlink(missing_ok=True)
@@ -215,7 +271,7 @@ def _dump(partial: Path) -> None:
 
     from watermark_assets.spark.session import session_conf
 
-    options = f"-XX:ArchiveClassesAtExit={partial} {_QUIET}"
+    options = f"{jvm_option(f'-XX:ArchiveClassesAtExit={partial}')} {_QUIET}"
     builder = SparkSession.builder
     # a run's own session settings (session_conf), so the archive holds what a run loads
     extra = {"spark.ui.enabled": "false", "spark.driver.extraJavaOptions": options}
