@@ -24,6 +24,7 @@ from watermark_assets.exceptions import (
     DeltaCommitError,
     DeltaPartitionPathError,
     DeltaSchemaMismatchError,
+    LogHistoryLostError,
 )
 
 UTC = timezone.utc
@@ -706,9 +707,12 @@ class CountingFileSystem(LocalFileSystem):  # type: ignore[misc]
         return super().ls(path, detail=detail, **kwargs)
 
 
-def test_reading_commits_after_a_cleaned_up_log_starts_at_the_oldest_json(
+def test_reading_commits_after_a_cleaned_up_log_says_which_are_gone_or_skips_them_when_asked(
     table: Path, two_days: list[DataFile]
 ) -> None:
+    """Log cleanup removes commit JSONs older than a Delta checkpoint. "The commits after V" when
+    V + 1 is gone is an error naming the lost range, never a read that quietly starts later;
+    ``lost="skip"`` reads what is left."""
     three_commits(table, two_days)
     commit(table, [], [TxnVersion("p", 4)], schema=pa.schema([]))
     DeltaTable(str(table)).create_checkpoint()  # at version 3
@@ -716,12 +720,17 @@ def test_reading_commits_after_a_cleaned_up_log_starts_at_the_oldest_json(
         (table / "_delta_log" / f"{version:020d}.json").unlink()
     fs = CountingFileSystem()
     reader = DeltaCommitter(str(table), filesystem=fs)
-    assert [r.version for r in reader.read_commits_after(None)] == [2, 3]
-    assert [r.version for r in reader.read_commits_after(0)] == [2, 3]
-    assert fs.listings == 2
+    for after, first_missing in [(None, 0), (0, 1)]:
+        with pytest.raises(LogHistoryLostError) as lost:
+            reader.read_commits_after(after)
+        assert (lost.value.first_missing, lost.value.oldest) == (first_missing, 2)
+        assert f"commits {first_missing} to 1 of table" in str(lost.value)
+    assert [r.version for r in reader.read_commits_after(None, lost="skip")] == [2, 3]
+    assert [r.version for r in reader.read_commits_after(0, lost="skip")] == [2, 3]
+    assert fs.listings == 4
     assert [r.version for r in reader.read_commits_after(2)] == [3]
     assert reader.read_commits_after(3) == []
-    assert fs.listings == 2  # a missing commit above the checkpoint means "none yet": no listing
+    assert fs.listings == 4  # a missing commit above the checkpoint means "none yet": no listing
     with pytest.raises(DeltaCommitError, match="cleaned up after a checkpoint"):
         reader.read_commit(1)
     assert reader.current_version() == 3

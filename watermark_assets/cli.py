@@ -135,7 +135,11 @@ def summarize(pipeline: Pipeline) -> SummaryRow:
 
     state = load_state(pipeline, now=system_clock())
     committer = DeltaCommitter(pipeline.table.uri)
-    commits = pipeline_commits(committer, pipeline, None) if state.delta_version is not None else []
+    commits = (  # what the log still holds (issue 21: counts from the state snapshot instead)
+        pipeline_commits(committer, pipeline, None, lost="skip")
+        if state.delta_version is not None
+        else []
+    )
     partitions = {key for _, meta in commits for key in meta.partition_keys if meta.files}
     quarantined = table_row_count(pipeline.table.quarantine) or 0
     return SummaryRow(

@@ -66,6 +66,21 @@ class DeltaCommitError(WatermarkAssetsError):
         self.table_uri = table_uri
 
 
+class LogHistoryLostError(DeltaCommitError):
+    """Commits a reader needs were cleaned up from the Delta log (their commitInfo is gone)."""
+
+    def __init__(self, table_uri: str, *, first_missing: int, oldest: int) -> None:
+        super().__init__(
+            f"commits {first_missing} to {oldest - 1} of table {table_uri!r} are no longer in "
+            f"its log: they were cleaned up after a Delta checkpoint (delta.logRetentionDuration, "
+            f"30 days by default); the oldest commit left is {oldest}. Their custom metadata "
+            "(commitInfo) is gone for good",
+            table_uri=table_uri,
+        )
+        self.first_missing = first_missing
+        self.oldest = oldest
+
+
 class UnreadableDataFileError(DeltaCommitError):
     """A file to add to a Delta table is not a readable Parquet file (no footer, truncated)."""
 

@@ -52,7 +52,7 @@ def gather_evidence(pipeline: Pipeline, partition_of: PartitionOf, *, now: datet
     history = state.watermark
     log_from = None
     if committer.current_version() is not None:
-        records = committer.read_commits_after(None)
+        records = committer.read_commits_after(None, lost="skip")  # log_from says from where
         log_from = records[0].version if records else None
         for record in records:
             text = record.custom_metadata.get(COMMIT_METADATA_KEY)

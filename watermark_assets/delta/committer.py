@@ -33,7 +33,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import fsspec
 import pyarrow as pa
@@ -253,9 +253,11 @@ class DeltaCommitter:
                 ) from exc
         return [f.name for f in missing]
 
-    def read_commits_after(self, version: int | None) -> list[CommitRecord]:
+    def read_commits_after(
+        self, version: int | None, *, lost: Literal["raise", "skip"] = "raise"
+    ) -> list[CommitRecord]:
         """The commits newer than ``version`` (all when None), ascending (see DeltaLog)."""
-        return self.log.read_commits_after(version)
+        return self.log.read_commits_after(version, lost=lost)
 
     def read_commit(self, version: int) -> CommitRecord:
         """The commit ``version``; DeltaCommitError when its JSON is not (or no longer) there."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
 
 import fsspec
@@ -22,7 +22,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from watermark_assets import storage
 from watermark_assets.delta.stats import modification_time_ms
-from watermark_assets.exceptions import DeltaCommitError
+from watermark_assets.exceptions import DeltaCommitError, LogHistoryLostError
 
 COMMIT_INFO_KEYS = frozenset(
     {
@@ -83,8 +83,14 @@ class DeltaLog:
         self._fs = fs
         self._log_dir = f"{str(root).rstrip('/')}/_delta_log"
 
-    def read_commits_after(self, version: int | None) -> list[CommitRecord]:
-        """The commits newer than ``version`` (all when None), ascending (module docstring)."""
+    def read_commits_after(
+        self, version: int | None, *, lost: Literal["raise", "skip"] = "raise"
+    ) -> list[CommitRecord]:
+        """The commits newer than ``version`` (all when None), ascending (module docstring).
+
+        When some of them were cleaned up: :class:`LogHistoryLostError` (``lost="raise"``), or
+        the ones still in the log (``lost="skip"``: the caller knows it reads a partial history).
+        """
         start = 0 if version is None else version + 1
         current = start
         text = self._read_log_json(current)
@@ -92,6 +98,8 @@ class DeltaLog:
             oldest = self._oldest_commit_from(start)
             if oldest is None:
                 return []
+            if lost == "raise":
+                raise LogHistoryLostError(self.table_uri, first_missing=start, oldest=oldest)
             current, text = oldest, self._read_log_json(oldest)
         records = []
         while text is not None:

@@ -91,7 +91,7 @@ def load_unit_watermark(table_uri: str, pipeline_name: str) -> UnitWatermark[Don
     done-at is then unknown, which only shows as "no previous run" in the metadata).
     """
     merged: UnitWatermark[DoneAt] = UnitWatermark(INNER_KIND)
-    for commit in DeltaCommitter(table_uri).read_commits_after(None):
+    for commit in DeltaCommitter(table_uri).read_commits_after(None, lost="skip"):
         carried = commit_unit_watermark(pipeline_name, commit)
         if carried is not None:
             merged = merged.merge(carried)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
@@ -127,11 +128,16 @@ def _watermark_from_json(raw: Mapping[str, object]) -> FileWatermark:
 
 
 def pipeline_commits(
-    committer: DeltaCommitter, pipeline: Pipeline, after: int | None
+    committer: DeltaCommitter,
+    pipeline: Pipeline,
+    after: int | None,
+    *,
+    lost: Literal["raise", "skip"] = "raise",
 ) -> list[tuple[int, CommitMetadata]]:
-    """This pipeline's commits newer than ``after``, ascending, with their metadata."""
+    """This pipeline's commits newer than ``after``, ascending, with their metadata (``lost``:
+    see :meth:`~watermark_assets.delta.log.DeltaLog.read_commits_after`)."""
     found = []
-    for record in committer.read_commits_after(after):
+    for record in committer.read_commits_after(after, lost=lost):
         text = record.custom_metadata.get(COMMIT_METADATA_KEY)
         if not text:
             continue
