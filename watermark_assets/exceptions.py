@@ -81,6 +81,41 @@ class LogHistoryLostError(DeltaCommitError):
         self.oldest = oldest
 
 
+class StateHistoryLostError(DeltaCommitError):
+    """A pipeline's commits after its state snapshot were cleaned up from the Delta log before
+    anyone read them: the progress they carried is gone (``state/snapshot.py``)."""
+
+    def __init__(
+        self,
+        table_uri: str,
+        pipeline: str,
+        key: str,
+        *,
+        snapshot_version: int | None,
+        first_missing: int,
+        oldest: int,
+    ) -> None:
+        since = (
+            "no state snapshot exists"
+            if snapshot_version is None or snapshot_version < 0
+            else f"its state snapshot reflects version {snapshot_version}"
+        )
+        super().__init__(
+            f"the state {key!r} of pipeline {pipeline!r} cannot be read: {since}, and commits "
+            f"{first_missing} to {oldest - 1} of {table_uri!r}, some of them this pipeline's, "
+            "were cleaned up from the log (delta.logRetentionDuration after a checkpoint) before "
+            "any run or tick read them. Nothing was reset to 'read everything'. Recover with "
+            f"`watermark-assets repair-state {pipeline}`: it rebuilds the state from what the "
+            "table still holds (see its output for what runs again)",
+            table_uri=table_uri,
+        )
+        self.pipeline = pipeline
+        self.key = key
+        self.snapshot_version = snapshot_version
+        self.first_missing = first_missing
+        self.oldest = oldest
+
+
 class UnreadableDataFileError(DeltaCommitError):
     """A file to add to a Delta table is not a readable Parquet file (no footer, truncated)."""
 

@@ -17,6 +17,7 @@ from urllib.parse import unquote
 import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
@@ -145,6 +146,32 @@ class DeltaLog:
             middle = (low + high) // 2
             low, high = (middle, high) if exists(middle) else (low, middle)
         return None if low < 0 else low
+
+    def checkpoint_txns(self, prefix: str) -> tuple[int, dict[str, int]] | None:
+        """The last Delta checkpoint's version and its txn versions of the app ids that start
+        with ``prefix`` (None: no checkpoint). A checkpoint keeps every app id's latest txn, so
+        this is the state of those app ids at that version, whatever the log cleanup removed."""
+        try:
+            last = json.loads(self._fs.cat_file(f"{self._log_dir}/_last_checkpoint"))
+        except FileNotFoundError:
+            return None
+        version, parts = int(last["version"]), last.get("parts")
+        names = (
+            [f"{version:020d}.checkpoint.parquet"]
+            if not parts
+            else [
+                f"{version:020d}.checkpoint.{i:010d}.{parts:010d}.parquet"
+                for i in range(1, parts + 1)
+            ]
+        )
+        found: dict[str, int] = {}
+        for name in names:
+            with self._fs.open(f"{self._log_dir}/{name}", "rb") as handle:
+                column = pq.read_table(handle, columns=["txn"]).column("txn")
+            for txn in column.to_pylist():
+                if txn is not None and str(txn["appId"]).startswith(prefix):
+                    found[txn["appId"]] = int(txn["version"])
+        return version, found
 
     def _read_log_json(self, version: int) -> str | None:
         try:

@@ -35,6 +35,7 @@ from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord
 from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.providers.base import WatermarkRecord
+from watermark_assets.state.snapshot import StateLog, pipeline_txn_prefix
 
 KEY_PREFIX = "watermark_assets.column_watermark/"
 """The custom metadata key of a dataflow's watermark is this prefix + the dataflow id."""
@@ -90,32 +91,105 @@ def watermark_record(dataflow_id: str, commit: CommitRecord) -> WatermarkRecord 
     )
 
 
+class RecordFold:
+    """A dataflow's entries folded to the newest one (its state: that record, as JSON)."""
+
+    def __init__(self, dataflow_id: str) -> None:
+        self._dataflow_id = dataflow_id
+
+    def empty(self) -> WatermarkRecord | None:
+        return None
+
+    def fold(
+        self, state: WatermarkRecord | None, entry: str, commit: CommitRecord
+    ) -> WatermarkRecord | None:
+        return watermark_record(self._dataflow_id, commit)
+
+    def dumps(self, state: WatermarkRecord | None) -> str:
+        if state is None:
+            return "null"
+        return json.dumps(
+            {
+                "watermark": state.watermark,
+                "job_id": state.job_id,
+                "dataflow_run_id": state.dataflow_run_id,
+                "updated_at_ms": round(state.updated_at.timestamp() * 1000)
+                if state.updated_at
+                else None,
+                "delta_version": state.delta_version,
+            }
+        )
+
+    def loads(self, text: str) -> WatermarkRecord | None:
+        raw = json.loads(text)
+        if raw is None:
+            return None
+        updated = raw.get("updated_at_ms")
+        return WatermarkRecord(
+            dataflow_id=self._dataflow_id,
+            watermark=raw["watermark"],
+            job_id=raw.get("job_id"),
+            dataflow_run_id=raw.get("dataflow_run_id"),
+            updated_at=None
+            if updated is None
+            else datetime.fromtimestamp(updated / 1000, tz=timezone.utc),
+            delta_version=raw.get("delta_version"),
+        )
+
+
 class DeltaMetadataProvider:
-    """Reads watermarks from the commits of the Delta table at ``table_uri`` (module docstring)."""
+    """Reads watermarks from the commits of the Delta table at ``table_uri`` (module docstring).
+
+    ``pipeline``: the pipeline whose commits carry the entries (the recovery command names it;
+    its txn app ids decide a gap in the log). Unknown: every pipeline of this project on the
+    table counts (a coarser, still safe, decision)."""
 
     name = "delta_metadata"
 
-    def __init__(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        table_uri: str,
+        *,
+        storage_options: Mapping[str, str] | None = None,
+        pipeline: str | None = None,
+    ) -> None:
         self.table_uri = table_uri
         self._committer = DeltaCommitter(table_uri, storage_options=storage_options)
+        self._pipeline = pipeline
 
     def get_watermark(self, dataflow_id: str) -> str | None:
         record = self.get_record(dataflow_id)
         return None if record is None else record.watermark
 
     def get_record(self, dataflow_id: str) -> WatermarkRecord | None:
-        latest = self._committer.current_version()
+        """The newest record: the state snapshot and the commits after it (StateLog)."""
+        pipeline = self._pipeline
+        log = StateLog(
+            self.table_uri,
+            metadata_key(dataflow_id),
+            RecordFold(dataflow_id),
+            txn_prefix="watermark_assets/" if pipeline is None else pipeline_txn_prefix(pipeline),
+            pipeline=pipeline or dataflow_id,
+            legacy=lambda committer: self._newest_record(committer, dataflow_id),
+        )
+        return log.read()
+
+    def _newest_record(
+        self, committer: DeltaCommitter, dataflow_id: str
+    ) -> tuple[WatermarkRecord | None, int]:
+        """A table from before state snapshots: walk back to the newest commit with an entry."""
+        latest = committer.log.latest_version()
         if latest is None:
-            return None
+            return None, -1
         for version in range(latest, -1, -1):
             try:
-                commit = self._committer.read_commit(version)
+                commit = committer.read_commit(version)
             except DeltaCommitError:
                 raise WatermarkHistoryLostError(self.table_uri, dataflow_id, version + 1) from None
             record = watermark_record(dataflow_id, commit)
             if record is not None:
-                return record
-        return None
+                return record, latest
+        return None, latest
 
     def commit_metadata(
         self,

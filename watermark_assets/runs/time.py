@@ -32,7 +32,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from watermark_assets.config import TimePipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
@@ -53,6 +53,7 @@ from watermark_assets.runs.column import (
     commit_column_batch,
     stage_column_batch,
 )
+from watermark_assets.state.snapshot import StateLog, WatermarkFold, pipeline_txn_prefix
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -75,55 +76,51 @@ def window_app_id(pipeline_name: str, window: TimeWindow) -> str:
 W = TypeVar("W", bound=Watermark[Any])
 
 
-class WatermarkEntryLog(Generic[W]):
+class WatermarkEntryLog(StateLog[W]):
     """A watermark of any kind (``parse``: its ``from_json``) carried in commitInfo entries
-    ``key``, as :class:`TimeWatermarkLog` describes (time pipelines; time x unit reads its
-    ``UnitWatermark[TimeWatermark]`` the same way)."""
+    ``key`` and kept by :class:`~watermark_assets.state.snapshot.StateLog` (a snapshot and the
+    commits after it), as :class:`TimeWatermarkLog` describes (time pipelines; time x unit reads
+    its ``UnitWatermark[TimeWatermark]`` the same way)."""
 
-    def __init__(self, table_uri: str, key: str, empty: W, parse: Callable[[str], W]) -> None:
-        self._committer = DeltaCommitter(table_uri)
-        self._uri = table_uri
-        self._key = key
-        self._parse = parse
-        self.watermark = empty
-        #: the newest table version read (None: nothing read yet; -1: no table)
-        self.version: int | None = None
+    def __init__(
+        self, table_uri: str, key: str, empty: W, parse: Callable[[str], W], *, pipeline: str
+    ) -> None:
+        super().__init__(
+            table_uri,
+            key,
+            WatermarkFold(empty, parse),
+            txn_prefix=pipeline_txn_prefix(pipeline),
+            pipeline=pipeline,
+            legacy=lambda committer: _newest_entry(committer, key, empty, parse),
+        )
 
-    def read(self) -> W:
-        """The watermark merged over every commit up to the table's current version."""
-        if self.version is None:
-            self._start_from_newest_entry()
-        for commit in self._committer.read_commits_after(self.version):
-            self.version = commit.version
-            entry = commit.custom_metadata.get(self._key)
-            if entry is not None:
-                stored = self._parse(json.loads(entry)["watermark"])
-                self.watermark = self.watermark.merge(stored)
-        if self.version is None:
-            self.version = -1
-        return self.watermark
+    @property
+    def watermark(self) -> W:
+        return self.state
 
-    def _start_from_newest_entry(self) -> None:
-        """Walk back to the newest commit with an entry; continue from its ``read_version``."""
-        latest = self._committer.log.latest_version()  # no snapshot: independent of history
-        if latest is None:
-            self.version = -1
-            return
-        for version in range(latest, -1, -1):
-            try:
-                commit = self._committer.read_commit(version)
-            except DeltaCommitError:
-                raise WatermarkHistoryLostError(self._uri, self._key, version + 1) from None
-            text = commit.custom_metadata.get(self._key)
-            if text is None:
-                continue
-            entry = json.loads(text)
-            read_version = entry.get("read_version")
-            if isinstance(read_version, int) and -1 <= read_version < version:
-                self.watermark = self._parse(entry["watermark"])
-                self.version = read_version
-            return  # an entry without read_version: read the whole log
-        self.version = latest  # no entry at all: no window has history
+
+def _newest_entry(
+    committer: DeltaCommitter, key: str, empty: W, parse: Callable[[str], W]
+) -> tuple[W, int]:
+    """A table from before state snapshots: walk back to the newest commit with an entry; it
+    holds every entry up to its ``read_version``, from where the commits are read on."""
+    latest = committer.log.latest_version()
+    if latest is None:
+        return empty, -1
+    for version in range(latest, -1, -1):
+        try:
+            commit = committer.read_commit(version)
+        except DeltaCommitError:
+            raise WatermarkHistoryLostError(committer.table_uri, key, version + 1) from None
+        text = commit.custom_metadata.get(key)
+        if text is None:
+            continue
+        entry = json.loads(text)
+        read_version = entry.get("read_version")
+        if isinstance(read_version, int) and -1 <= read_version < version:
+            return parse(entry["watermark"]), read_version
+        return empty, -1  # an entry without read_version: read the whole log
+    return empty, latest  # no entry at all: no window has history
 
 
 class TimeWatermarkLog(WatermarkEntryLog[TimeWatermark]):
@@ -144,6 +141,7 @@ class TimeWatermarkLog(WatermarkEntryLog[TimeWatermark]):
             time_metadata_key(pipeline.name),
             TimeWatermark.empty(),
             TimeWatermark.from_json,
+            pipeline=pipeline.name,
         )
 
 

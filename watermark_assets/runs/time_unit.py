@@ -84,6 +84,7 @@ class GridLog(WatermarkEntryLog[UnitWatermark[Any]]):
             time_unit_metadata_key(pipeline.name),
             empty_grid(),
             UnitWatermark.from_json,
+            pipeline=pipeline.name,
         )
 
 

@@ -53,6 +53,7 @@ from watermark_assets.runs.column import (
     commit_column_batch,
     stage_column_batch,
 )
+from watermark_assets.state.snapshot import StateLog, WatermarkFold, pipeline_txn_prefix
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,18 +85,26 @@ def commit_unit_watermark(pipeline_name: str, commit: CommitRecord) -> UnitWater
     return UnitWatermark.from_json(json.loads(entry)["watermark"])
 
 
-def load_unit_watermark(table_uri: str, pipeline_name: str) -> UnitWatermark[DoneAt]:
-    """Every unit's done-at: the entries of all the table's commits merged, unit by unit.
+class UnitDoneAtLog(StateLog[UnitWatermark[DoneAt]]):
+    """Every unit's done-at (:class:`~watermark_assets.state.snapshot.StateLog`: the snapshot
+    and the commits after it): the commits' entries merged unit by unit."""
 
-    Reads the whole log (commits cleaned up after a Delta checkpoint are not read: their units'
-    done-at is then unknown, which only shows as "no previous run" in the metadata).
-    """
-    merged: UnitWatermark[DoneAt] = UnitWatermark(INNER_KIND)
-    for commit in DeltaCommitter(table_uri).read_commits_after(None, lost="skip"):
-        carried = commit_unit_watermark(pipeline_name, commit)
-        if carried is not None:
-            merged = merged.merge(carried)
-    return merged
+    def __init__(self, table_uri: str, pipeline_name: str) -> None:
+        super().__init__(
+            table_uri,
+            unit_watermark_key(pipeline_name),
+            WatermarkFold(
+                UnitWatermark(INNER_KIND),
+                UnitWatermark.from_json,
+            ),
+            txn_prefix=pipeline_txn_prefix(pipeline_name),
+            pipeline=pipeline_name,
+        )
+
+
+def load_unit_watermark(table_uri: str, pipeline_name: str) -> UnitWatermark[DoneAt]:
+    """Every unit's done-at (:class:`UnitDoneAtLog`); empty with no table."""
+    return UnitDoneAtLog(table_uri, pipeline_name).read()
 
 
 def plan_unit(request: ColumnRunRequest, unit: str, *, now: datetime) -> ColumnPlan:
@@ -189,4 +198,5 @@ def run_units(
         after = DoneAt(record["done_at_after"]) if result.outcome.version is not None else before
         runs.append(UnitRun(unit, result, before, after))
         log(runs[-1].line())
+    UnitDoneAtLog(pipeline.table.uri, pipeline.name).read()  # the snapshot holds the run's commits
     return runs
