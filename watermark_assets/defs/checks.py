@@ -6,7 +6,7 @@
   Spark minus rows quarantined.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from dagster import (
     AssetCheckExecutionContext,
@@ -21,7 +21,8 @@ from dagster import (
 
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
-from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.committer import CommitRecord, DeltaCommitter
+from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.state.commit_metadata import COMMIT_METADATA_KEY, CommitMetadata
 
 MONOTONE_CHECK = "watermark_never_moves_backwards"
@@ -69,8 +70,8 @@ def _run_commits(
             versions.add(value.value)
     committer = DeltaCommitter(pipeline.table.uri)
     commits = []
-    for version in sorted(versions):
-        commit = committer.read_commit(version)
+    for commit in readable_commits(committer, versions)[0]:
+        version = commit.version
         text = commit.custom_metadata.get(COMMIT_METADATA_KEY)
         if text:
             logged = sum(add.num_records or 0 for add in commit.added)
@@ -118,17 +119,40 @@ def build_checks(pipeline: Pipeline, asset_key: AssetKey) -> AssetChecksDefiniti
     return checks
 
 
+def readable_commits(
+    committer: DeltaCommitter, versions: Iterable[int]
+) -> tuple[list[CommitRecord], list[int]]:
+    """The run's commits still in the Delta log, and the versions log cleanup already removed
+    (delta-rs cleans the log after a checkpoint, possibly during a long run): a check says which
+    commits it could not read instead of failing the run."""
+    found: list[CommitRecord] = []
+    gone: list[int] = []
+    for version in sorted(versions):
+        try:
+            found.append(committer.read_commit(version))
+        except DeltaCommitError:
+            gone.append(version)
+    return found, gone
+
+
 def check_results(
-    versions: list[int], regressions: list[str], mismatches: list[str]
+    versions: list[int], regressions: list[str], mismatches: list[str], gone: Sequence[int] = ()
 ) -> list[AssetCheckResult]:
-    """The two checks' results over the commits ``versions`` (shared by every pipeline kind)."""
+    """The two checks' results over the commits ``versions`` (shared by every pipeline kind);
+    ``gone``: commits the log no longer held when the check read it (not checked)."""
+    unchecked = (
+        f"; commits {list(gone)} were cleaned from the Delta log before the check read them: "
+        "not checked"
+        if gone
+        else ""
+    )
     return [
         AssetCheckResult(
             check_name=name,
             passed=not problems,
             severity=AssetCheckSeverity.ERROR,
-            description="; ".join(problems) or f"{fine} in commits {versions}",
-            metadata={"commits": versions},
+            description=("; ".join(problems) or f"{fine} in commits {versions}") + unchecked,
+            metadata={"commits": versions, "commits_not_checked": list(gone)},
         )
         for name, problems, fine in (
             (MONOTONE_CHECK, regressions, "monotone"),

@@ -38,7 +38,12 @@ from watermark_assets.config import ColumnPipelineConfig, ReplayChunkConfig, Rep
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.column.replay import ReplayChunk
 from watermark_assets.core.column.watermark import ColumnWatermark
-from watermark_assets.defs.checks import MONOTONE_CHECK, RECONCILE_CHECK, check_results
+from watermark_assets.defs.checks import (
+    MONOTONE_CHECK,
+    RECONCILE_CHECK,
+    check_results,
+    readable_commits,
+)
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.metadata import column_metadata, replay_metadata
 from watermark_assets.defs.partitions import partitions_definition
@@ -272,8 +277,9 @@ def build_column_checks(
         committer = DeltaCommitter(pipeline.table.uri)
         regressions: list[str] = []
         mismatches: list[str] = []
-        for version in versions:
-            commit = committer.read_commit(version)
+        commits, gone = readable_commits(committer, versions)
+        for commit in commits:
+            version = commit.version
             text = commit.custom_metadata.get(RUN_METADATA_KEY)
             if not text:
                 continue
@@ -298,6 +304,6 @@ def build_column_checks(
             yield AssetCheckResult(check_name=MONOTONE_CHECK, passed=True, description=note)
             yield AssetCheckResult(check_name=RECONCILE_CHECK, passed=True, description=note)
             return
-        yield from check_results(versions, regressions, mismatches)
+        yield from check_results(versions, regressions, mismatches, gone)
 
     return checks

@@ -56,7 +56,12 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.unit import UnitWatermark, unit_id_problems
-from watermark_assets.defs.checks import MONOTONE_CHECK, RECONCILE_CHECK, check_results
+from watermark_assets.defs.checks import (
+    MONOTONE_CHECK,
+    RECONCILE_CHECK,
+    check_results,
+    readable_commits,
+)
 from watermark_assets.defs.column import reconcile_mismatch, run_versions
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
@@ -220,8 +225,9 @@ def build_unit_checks(pipeline: UnitPipelineConfig, asset_key: AssetKey) -> Asse
         committer = DeltaCommitter(pipeline.table.uri)
         regressions: list[str] = []
         mismatches: list[str] = []
-        for version in versions:
-            commit = committer.read_commit(version)
+        commits, gone = readable_commits(committer, versions)
+        for commit in commits:
+            version = commit.version
             unit_text = commit.custom_metadata.get(UNIT_RUN_KEY)
             run_text = commit.custom_metadata.get(RUN_METADATA_KEY)
             if not unit_text or not run_text:
@@ -238,7 +244,7 @@ def build_unit_checks(pipeline: UnitPipelineConfig, asset_key: AssetKey) -> Asse
             yield AssetCheckResult(check_name=MONOTONE_CHECK, passed=True, description=note)
             yield AssetCheckResult(check_name=RECONCILE_CHECK, passed=True, description=note)
             return
-        yield from check_results(versions, regressions, mismatches)
+        yield from check_results(versions, regressions, mismatches, gone)
 
     return checks
 

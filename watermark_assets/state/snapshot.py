@@ -18,8 +18,9 @@ A reader never needs an old commit, so the cost of a read does not grow with the
 with no tick or run, e.g. a quiet pipeline while a maintenance job checkpoints the table) is decided
 by the ``txn`` actions, which every checkpoint keeps: each commit of the pipeline carries at least
 one txn of an app id under ``txn_prefix``, whose version only grows. The snapshot records
-``txn_sum``, a lower bound of Σ(version + 1) over those app ids at ``table_version`` (exact when
-computed from the table, +1 per txn action when folded). If the last Delta checkpoint's sum equals
+``txn_sum``, a lower bound of Σ version over those app ids at ``table_version`` (exact when
+computed from the table, +1 per txn action of version >= 1 when folded). If the last Delta
+checkpoint's sum equals
 it, no commit of the pipeline was among the cleaned ones (each adds at least 1): the gap only held
 other writers' commits (OPTIMIZE, VACUUM, another pipeline) and reading goes on after it. Otherwise
 the entries are gone: :class:`~watermark_assets.exceptions.StateHistoryLostError` names the gap and
@@ -152,8 +153,9 @@ class StateSnapshot:
 
 
 def txn_weight(app_ids_and_versions: dict[str, int]) -> int:
-    """Σ(version + 1): grows by at least 1 with every commit that carries one of these app ids."""
-    return sum(version + 1 for version in app_ids_and_versions.values())
+    """Σ version: a commit that carries one of these app ids at version v >= 1 adds at least 1
+    (a new app id adds v; an existing one moves from p < v to v); one at version 0 adds 0."""
+    return sum(app_ids_and_versions.values())
 
 
 class StateLog(Generic[S]):
@@ -191,9 +193,8 @@ class StateLog(Generic[S]):
         """The state folded over every commit up to the table's current version."""
         if self.version is None:
             self._start()
-        folded = self._fold_commits_after()
-        if folded:
-            self._write()
+        self._fold_commits_after()
+        self._write()  # only when the version moved past the snapshot's
         return self.state
 
     def _start(self) -> None:
@@ -214,7 +215,7 @@ class StateLog(Generic[S]):
             self.version = -1
         self._txn_sum = -1  # unknown until computed from the table (_write)
 
-    def _fold_commits_after(self) -> int:
+    def _fold_commits_after(self) -> None:
         try:
             commits = self._committer.read_commits_after(self.version)
         except LogHistoryLostError as lost:
@@ -223,11 +224,14 @@ class StateLog(Generic[S]):
             entry = commit.custom_metadata.get(self.key)
             if entry is not None:
                 self.state = self._fold.fold(self.state, entry, commit)
-            ours = sum(1 for app_id in commit.txns if app_id.startswith(self._txn_prefix))
+            ours = sum(  # a lower bound of what the commit added to txn_weight
+                1
+                for app_id, version in commit.txns.items()
+                if app_id.startswith(self._txn_prefix) and version >= 1
+            )
             if self._txn_sum >= 0:
                 self._txn_sum += ours
             self.version = commit.version
-        return len(commits)
 
     def _commits_after_gap(self, lost: LogHistoryLostError) -> list[CommitRecord]:
         """The commits after a gap that held none of the pipeline's commits (module docstring);
@@ -268,7 +272,7 @@ class StateLog(Generic[S]):
         self._written_version = version
 
     def _exact_txn_sum(self) -> int:
-        """Σ(version + 1) of the pipeline's app ids at ``self.version``: the last checkpoint's
+        """Σ version of the pipeline's app ids at ``self.version``: the last checkpoint's
         txns plus the commits after it up to that version; -1 when the log moved past it."""
         assert self.version is not None
         checkpoint = self._committer.log.checkpoint_txns(self._txn_prefix)

@@ -1,0 +1,340 @@
+"""A pipeline's state across what Delta does to a table over a year (issue 21).
+
+First the state store itself (``state/snapshot.py``) on hand-made commits, without Spark; then one
+maintenance suite that the column, time, time x unit and unit kinds each run through a scene of
+their own: a quiet month with log cleanup, OPTIMIZE + Z-order + VACUUM, cleanup on every commit,
+and a crash between the data commit and the snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from deltalake.transaction import CommitProperties, Transaction
+from maintenance import (
+    checkpoint_and_clean,
+    clean_while_writing,
+    commit_files,
+    optimize,
+    vacuum,
+    z_order,
+)
+
+from watermark_assets.core.partition_selection import TimeWindow
+from watermark_assets.core.time import TimeWatermark
+from watermark_assets.exceptions import StateHistoryLostError
+from watermark_assets.state.snapshot import StateLog, WatermarkFold, snapshot_uri
+
+UTC = timezone.utc
+KEY = "watermark_assets.time/orders"
+
+
+def day(n: int) -> datetime:
+    return datetime(2020, 1, 1, tzinfo=UTC) + timedelta(days=n)
+
+
+class HandLog:
+    """A table whose commits carry time-watermark entries, written by hand: commit ``n`` of the
+    pipeline records the window of day ``n`` under its own txn (as a time pipeline does)."""
+
+    def __init__(self, tmp_path: Path, pipeline: str = "orders") -> None:
+        self.uri = str(tmp_path / "t")
+        self.pipeline = pipeline
+        self.key = f"watermark_assets.time/{pipeline}"
+
+    def ours(self, n: int) -> None:
+        window = TimeWatermark.empty().advance(TimeWindow(day(n), day(n + 1)))
+        self._write({self.key: json.dumps({"watermark": window.to_json()})}, f"w{n}")
+
+    def foreign(self) -> None:
+        """A commit of another writer (another pipeline's txn, no entry of ours)."""
+        self._write({}, None)
+
+    def _write(self, metadata: dict[str, str], window: str | None) -> None:
+        app = f"watermark_assets/{self.pipeline}/time/{window}" if window else "someone/else"
+        version = 1 if window else (DeltaTable(self.uri).version() + 2 if self._exists() else 1)
+        write_deltalake(
+            self.uri,
+            pa.table({"id": [1]}),
+            mode="append",
+            commit_properties=CommitProperties(
+                custom_metadata=metadata, app_transactions=[Transaction(app, version)]
+            ),
+        )
+
+    def _exists(self) -> bool:
+        return (Path(self.uri) / "_delta_log").exists()
+
+    def log(self) -> StateLog[TimeWatermark]:
+        return StateLog(
+            self.uri,
+            self.key,
+            WatermarkFold(TimeWatermark.empty(), TimeWatermark.from_json),
+            txn_prefix=f"watermark_assets/{self.pipeline}/",
+            pipeline=self.pipeline,
+        )
+
+    def days(self) -> list[int]:
+        covered = self.log().read().covered()
+        return [n for n in range(40) if any(w.start <= day(n) < w.end for w in covered)]
+
+
+def test_a_quiet_month_of_log_cleanup_loses_nothing_the_snapshot_holds(tmp_path: Path) -> None:
+    table = HandLog(tmp_path)
+    for n in range(3):
+        table.ours(n)
+    assert table.days() == [0, 1, 2]  # this read writes the snapshot
+    for _ in range(3):
+        table.foreign()  # the user's maintenance commits meanwhile
+    checkpoint_and_clean(table.uri)
+    assert table.days() == [0, 1, 2]
+
+
+def test_a_crash_between_the_commit_and_the_snapshot_is_caught_up_by_the_next_read(
+    tmp_path: Path,
+) -> None:
+    table = HandLog(tmp_path)
+    table.ours(0)
+    assert table.days() == [0]
+    table.ours(1)  # committed; the process died before any read wrote the snapshot
+    assert table.days() == [0, 1]
+    assert json.loads(Path(snapshot_uri(table.uri, table.key)).read_text())["table_version"] == 1
+
+
+@pytest.mark.parametrize(
+    ("commits_in_the_gap", "lost"),
+    [
+        pytest.param(["foreign", "foreign"], False, id="a gap of other writers' commits only"),
+        pytest.param(["foreign", "ours"], True, id="a gap holding one of the pipeline's commits"),
+    ],
+)
+def test_a_gap_in_the_log_is_decided_by_the_txns_the_checkpoint_keeps(
+    tmp_path: Path, commits_in_the_gap: list[str], lost: bool
+) -> None:
+    table = HandLog(tmp_path)
+    table.ours(0)
+    assert table.days() == [0]
+    for kind in commits_in_the_gap:
+        table.ours(5) if kind == "ours" else table.foreign()
+    checkpoint_and_clean(table.uri)  # nobody read for a month: the gap is gone from the log
+    table.ours(9)  # after the checkpoint: still in the log
+    if not lost:
+        assert table.days() == [0, 9]
+        return
+    with pytest.raises(StateHistoryLostError) as caught:
+        table.days()
+    assert caught.value.first_missing == 1
+    assert "watermark-assets repair-state orders" in str(caught.value)
+
+
+def test_a_read_never_needs_a_commit_older_than_the_snapshot(tmp_path: Path) -> None:
+    """200 commits, read as they come; then every JSON older than the snapshot is deleted (no
+    checkpoint at all): the state reads the same, so its cost cannot grow with the history."""
+    table = HandLog(tmp_path)
+    for n in range(200):
+        table.ours(n % 30)
+        if n % 50 == 49:
+            table.days()
+    for path in commit_files(table.uri)[:-1]:
+        path.unlink()
+    assert table.days() == list(range(30))
+
+
+@pytest.mark.parametrize("name", ["orders daily", "orders*", "a/b"])
+def test_a_name_with_a_space_a_star_or_a_slash_is_one_snapshot_file(
+    tmp_path: Path, name: str
+) -> None:
+    table = HandLog(tmp_path, pipeline=name)
+    table.ours(3)
+    assert table.days() == [3]
+    folder = Path(table.uri) / "_watermarks" / "state"
+    assert [p.name for p in folder.iterdir() if p.suffix == ".json"] == [
+        Path(snapshot_uri(table.uri, table.key)).name
+    ]
+
+
+def test_optimize_z_order_and_vacuum_leave_the_snapshot_and_the_state(tmp_path: Path) -> None:
+    table = HandLog(tmp_path)
+    for n in range(4):
+        table.ours(n)
+    assert table.days() == [0, 1, 2, 3]
+    optimize(table.uri)
+    z_order(table.uri, ["id"])
+    vacuum(table.uri)
+    checkpoint_and_clean(table.uri)
+    assert Path(snapshot_uri(table.uri, table.key)).exists()
+    assert table.days() == [0, 1, 2, 3]
+
+
+# --- the maintenance suite of every kind, on real runs -------------------------------------
+
+
+class KindScene:
+    """One kind's pipeline over a source it can add rows to (a fixture builds each kind)."""
+
+    table: str
+
+    def run(self) -> None:
+        """Run the pipeline over everything due (raises on a failed run)."""
+        raise NotImplementedError
+
+    def add_rows(self) -> None:
+        """New source rows for the next run."""
+        raise NotImplementedError
+
+    def assert_exact(self) -> None:
+        """The target holds every source row the runs covered, each once."""
+        raise NotImplementedError
+
+    def snapshots(self) -> list[Path]:
+        return sorted((Path(self.table) / "_watermarks" / "state").glob("*.json"))
+
+
+class ColumnKind(KindScene):
+    def __init__(self, tmp_path: Path) -> None:
+        from test_column_pipeline import Scene, order
+
+        self.scene = Scene(tmp_path)
+        self.table = self.scene.table
+        self._order = order
+        self._next = 1
+        self.add_rows()
+
+    def run(self) -> None:
+        self.scene.run()
+
+    def add_rows(self) -> None:
+        base = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(hours=self._next)
+        self.scene.orders.put(*(self._order(self._next + i, base) for i in range(3)))
+        self._next += 3
+
+    def assert_exact(self) -> None:
+        self.scene.assert_each_source_row_once()
+
+
+class TimeKind(KindScene):
+    def __init__(self, tmp_path: Path) -> None:
+        from test_time_pipeline import DAILY_ORDERS, TimeScene
+
+        self.scene = TimeScene(tmp_path, "2020-01-05", to="P0D", partition="daily")
+        self.table = self.scene.table
+        self._orders = DAILY_ORDERS
+        self._days = 5
+        self.scene.orders.put(*DAILY_ORDERS)
+
+    def run(self) -> None:
+        self.scene.at(f"2020-01-{self._days:02}").run("2020-01-01", f"2020-01-{self._days - 1:02}")
+
+    def add_rows(self) -> None:
+        self._days += 2
+
+    def assert_exact(self) -> None:
+        # DAILY_ORDERS: id i at noon of 2019-12-31 + i days; the run covered days before _days
+        assert self.scene.ids() == list(range(1, self._days))
+
+
+class UnitKind(KindScene):
+    def __init__(self, tmp_path: Path) -> None:
+        from test_unit_pipeline import Scene, _key, answer
+
+        self.scene = Scene(tmp_path, {"units": "id1,id2"})
+        self.table = self.scene.table
+        self._answer = answer
+        self._key = _key
+        self._n = 1
+        self.add_rows()
+
+    def run(self) -> None:
+        for unit in ("id1", "id2"):
+            assert self.scene.run(unit).success
+
+    def add_rows(self) -> None:
+        self.scene.source.put(*(self._answer(u, self._n) for u in ("id1", "id2")))
+        self._n += 1
+
+    def assert_exact(self) -> None:
+        from watermark_assets.runs.unit import load_unit_watermark
+
+        expected = sorted(self.scene.source.rows.values(), key=self._key)
+        assert self.scene.target() == expected
+        done = load_unit_watermark(self.table, "answers").units
+        assert {u for u, d in done.items() if d is not None} == {"id1", "id2"}
+
+
+KINDS: dict[str, Callable[[Path], KindScene]] = {
+    "column (delta_metadata)": ColumnKind,
+    "time (daily)": TimeKind,
+    "unit": UnitKind,
+}
+
+
+@pytest.fixture(params=list(KINDS))
+def kind(request: pytest.FixtureRequest, tmp_path: Path) -> KindScene:
+    return KINDS[request.param](tmp_path)
+
+
+@pytest.mark.spark
+class TestMaintenanceOfEveryKind:
+    def test_a_quiet_month_of_log_cleanup_then_runs_go_on_exactly(
+        self, spark: Any, kind: KindScene
+    ) -> None:
+        kind.run()
+        assert kind.snapshots(), "a run leaves its state snapshot"
+        checkpoint_and_clean(kind.table)
+        kind.run()  # the source was quiet
+        kind.add_rows()
+        kind.run()
+        kind.assert_exact()
+
+    def test_optimize_z_order_vacuum_and_cleanup_between_runs(
+        self, spark: Any, kind: KindScene
+    ) -> None:
+        kind.run()
+        optimize(kind.table)
+        vacuum(kind.table)
+        checkpoint_and_clean(kind.table)
+        kind.add_rows()
+        kind.run()
+        z_order(kind.table, [DeltaTable(kind.table).schema().fields[0].name])
+        vacuum(kind.table)
+        kind.add_rows()
+        kind.run()
+        kind.assert_exact()
+
+    def test_delta_rs_cleaning_the_log_on_every_commit_during_the_runs(
+        self, spark: Any, kind: KindScene
+    ) -> None:
+        kind.run()
+        clean_while_writing(kind.table)
+        kind.add_rows()
+        kind.run()
+        kind.add_rows()
+        kind.run()
+        assert len(commit_files(kind.table)) <= 2
+        kind.assert_exact()
+
+    def test_a_crash_after_the_commit_before_the_snapshot_then_a_month(
+        self, spark: Any, kind: KindScene, tmp_path: Path
+    ) -> None:
+        """The snapshot is put back as it was before a run (the process died after its commits,
+        before it wrote the snapshot); the next tick's read catches it up; then a month passes."""
+        kind.run()
+        saved = tmp_path / "snapshots-before"
+        shutil.copytree(Path(kind.table) / "_watermarks" / "state", saved)
+        kind.add_rows()
+        kind.run()
+        shutil.rmtree(Path(kind.table) / "_watermarks" / "state")
+        shutil.copytree(saved, Path(kind.table) / "_watermarks" / "state")
+        kind.run()  # reads the commits after the old snapshot: nothing again, nothing lost
+        checkpoint_and_clean(kind.table)
+        kind.add_rows()
+        kind.run()
+        kind.assert_exact()
