@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+import yaml
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 from maintenance import (
@@ -28,6 +29,7 @@ from maintenance import (
     z_order,
 )
 
+from watermark_assets.cli import main
 from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time import TimeWatermark
 from watermark_assets.exceptions import StateHistoryLostError
@@ -181,6 +183,8 @@ class KindScene:
     """One kind's pipeline over a source it can add rows to (a fixture builds each kind)."""
 
     table: str
+    name: str
+    raw: dict[str, Any]
 
     def run(self) -> None:
         """Run the pipeline over everything due (raises on a failed run)."""
@@ -203,7 +207,7 @@ class ColumnKind(KindScene):
         from test_column_pipeline import Scene, order
 
         self.scene = Scene(tmp_path)
-        self.table = self.scene.table
+        self.table, self.name, self.raw = self.scene.table, "orders", self.scene.raw
         self._order = order
         self._next = 1
         self.add_rows()
@@ -225,7 +229,7 @@ class TimeKind(KindScene):
         from test_time_pipeline import DAILY_ORDERS, TimeScene
 
         self.scene = TimeScene(tmp_path, "2020-01-05", to="P0D", partition="daily")
-        self.table = self.scene.table
+        self.table, self.name, self.raw = self.scene.table, "orders", self.scene.raw
         self._orders = DAILY_ORDERS
         self._days = 5
         self.scene.orders.put(*DAILY_ORDERS)
@@ -246,7 +250,7 @@ class UnitKind(KindScene):
         from test_unit_pipeline import Scene, _key, answer
 
         self.scene = Scene(tmp_path, {"units": "id1,id2"})
-        self.table = self.scene.table
+        self.table, self.name, self.raw = self.scene.table, "answers", self.scene.raw
         self._answer = answer
         self._key = _key
         self._n = 1
@@ -269,9 +273,36 @@ class UnitKind(KindScene):
         assert {u for u, d in done.items() if d is not None} == {"id1", "id2"}
 
 
+class TimeUnitKind(KindScene):
+    def __init__(self, tmp_path: Path) -> None:
+        from test_time_unit_pipeline import ANSWERS, Scene
+
+        self.scene = Scene(tmp_path, {"units": "a,b"}, now="2024-01-03T06:00")
+        self.table, self.name, self.raw = self.scene.table, "answers", self.scene.raw
+        self._answers = ANSWERS
+        self._days = 3
+        self.scene.source.put(*ANSWERS)
+
+    def run(self) -> None:
+        self.scene.now = datetime(2024, 1, self._days, 6, tzinfo=UTC)
+        for unit in ("a", "b"):
+            self.scene.run(f"2024-01-01|{unit}", f"2024-01-{self._days - 1:02}|{unit}")
+
+    def add_rows(self) -> None:
+        self._days += 1
+
+    def assert_exact(self) -> None:
+        due = datetime(2024, 1, self._days, tzinfo=UTC)
+        expected = sorted(
+            (r["survey_id"], r["answer"]) for r in self._answers if r["answered_at"] < due
+        )
+        assert self.scene.target() == expected
+
+
 KINDS: dict[str, Callable[[Path], KindScene]] = {
     "column (delta_metadata)": ColumnKind,
     "time (daily)": TimeKind,
+    "time x unit": TimeUnitKind,
     "unit": UnitKind,
 }
 
@@ -338,3 +369,38 @@ class TestMaintenanceOfEveryKind:
         kind.add_rows()
         kind.run()
         kind.assert_exact()
+
+
+def write_config(kind: KindScene, tmp_path: Path) -> Path:
+    path = tmp_path / "repair.yaml"
+    path.write_text(yaml.safe_dump({"pipelines": [kind.raw]}), encoding="utf-8")
+    return path
+
+
+@pytest.mark.spark
+def test_state_lost_with_the_log_names_repair_state_and_repair_state_recovers(
+    spark: Any, kind: KindScene, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The worst case: a run's commits are not in the snapshot (it died before writing it), and
+    the log is cleaned before any tick reads them. The next run stops, naming the one command;
+    that command rebuilds the state from what the table holds, and the runs go on exactly."""
+    kind.run()
+    saved = tmp_path / "snapshots-before"
+    state = Path(kind.table) / "_watermarks" / "state"
+    shutil.copytree(state, saved)
+    kind.add_rows()
+    kind.run()
+    shutil.rmtree(state)
+    shutil.copytree(saved, state)
+    optimize(kind.table)  # a maintenance commit after the run's: the checkpoint is past them
+    checkpoint_and_clean(kind.table)
+    with pytest.raises(Exception, match="watermark-assets repair-state") as caught:
+        kind.run()
+    assert "cannot be read" in str(caught.value)
+
+    assert main(["--config", str(write_config(kind, tmp_path)), "repair-state", kind.name]) == 0
+    assert "rebuilt at Delta version" in capsys.readouterr().out
+    kind.run()
+    kind.add_rows()
+    kind.run()
+    kind.assert_exact()

@@ -825,6 +825,54 @@ def explain_command(
     return 0
 
 
+def repair_state_command(config_path: str | None, name: str) -> int:
+    """``repair-state PIPELINE``: rebuild the pipeline's state snapshots from what the table
+    still holds, after StateHistoryLostError (commits of the pipeline cleaned from the Delta log
+    before any run or tick read them). Time, time x unit and unit pipelines: the snapshot and the
+    commits left, folded; a window, cell or unit recorded only in a lost commit runs again on
+    the next tick (a run replaces it: no duplicate). Column pipelines (``delta_metadata``): the
+    watermark becomes the greatest watermark-column value of the table's rows."""
+    from watermark_assets.config import ColumnPipelineConfig, TimePipelineConfig
+    from watermark_assets.state.snapshot import StateLog
+
+    config = load_config(config_path)
+    pipeline = config.pipeline(name)
+    logs: list[tuple[str, StateLog[Any], Any]] = []
+    if isinstance(pipeline, TimePipelineConfig):
+        from watermark_assets.runs.time import TimeWatermarkLog
+
+        logs.append(("time watermark", TimeWatermarkLog(pipeline), None))
+    elif isinstance(pipeline, UnitPipelineConfig) and pipeline.is_time_by_unit:
+        from watermark_assets.runs.time_unit import GridLog
+
+        logs.append(("time x unit watermark", GridLog(pipeline), None))
+    elif isinstance(pipeline, UnitPipelineConfig):
+        from watermark_assets.runs.unit import UnitDoneAtLog
+
+        logs.append(("units' done-at", UnitDoneAtLog(pipeline.table.uri, pipeline.name), None))
+    elif isinstance(pipeline, ColumnPipelineConfig):
+        from watermark_assets.providers.delta_metadata import column_state_log, table_watermark
+
+        logs.append(
+            (
+                "column watermark",
+                column_state_log(pipeline.table.uri, pipeline.dataflow_id, pipeline.name),
+                lambda record: table_watermark(pipeline, record),
+            )
+        )
+    else:
+        print(
+            f"repair-state {name}: this pipeline keeps no state snapshot (file-path and event-time "
+            "pipelines keep their own checkpoints); nothing to repair",
+            file=sys.stderr,
+        )
+        return 2
+    for what, log, replace in logs:
+        lost = log.repair(replace)
+        print(f"{name}: {what} rebuilt at Delta version {log.version} ({lost})")
+    return 0
+
+
 def replay_command(config_path: str | None, name: str, start: str | None, end: str | None) -> int:
     """``replay PIPELINE``: run the pipeline's ``replay`` section, the range overridden."""
     import uuid
@@ -928,6 +976,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     replay.add_argument("pipeline", metavar="PIPELINE")
     replay.add_argument("--start", help="first value replayed (included), e.g. 2026-04-01T00:00Z")
     replay.add_argument("--end", help="where the replay stops (excluded)")
+    repair = commands.add_parser(
+        "repair-state",
+        help="rebuild a pipeline's state snapshot from what its table still holds (after a "
+        "'cannot be read' error naming this command)",
+    )
+    repair.add_argument("pipeline", metavar="PIPELINE")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -943,6 +997,8 @@ def _run(args: argparse.Namespace) -> int:
         return explain_command(args.config, args.pipeline, args.path, args.json, args.limit)
     if args.command == "replay":
         return replay_command(args.config, args.pipeline, args.start, args.end)
+    if args.command == "repair-state":
+        return repair_state_command(args.config, args.pipeline)
     if args.command == "serve-demo-api":
         from watermark_assets.demo.api import DEFAULT_PORT, serve_demo_api
 

@@ -29,13 +29,21 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+from watermark_assets import storage
 from watermark_assets.core.errors import WatermarkHistoryLostError, WatermarkProviderError
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord
 from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.providers.base import WatermarkRecord
 from watermark_assets.state.snapshot import StateLog, pipeline_txn_prefix
+
+if TYPE_CHECKING:
+    from watermark_assets.config import ColumnPipelineConfig
 
 KEY_PREFIX = "watermark_assets.column_watermark/"
 """The custom metadata key of a dataflow's watermark is this prefix + the dataflow id."""
@@ -163,33 +171,7 @@ class DeltaMetadataProvider:
 
     def get_record(self, dataflow_id: str) -> WatermarkRecord | None:
         """The newest record: the state snapshot and the commits after it (StateLog)."""
-        pipeline = self._pipeline
-        log = StateLog(
-            self.table_uri,
-            metadata_key(dataflow_id),
-            RecordFold(dataflow_id),
-            txn_prefix="watermark_assets/" if pipeline is None else pipeline_txn_prefix(pipeline),
-            pipeline=pipeline or dataflow_id,
-            legacy=lambda committer: self._newest_record(committer, dataflow_id),
-        )
-        return log.read()
-
-    def _newest_record(
-        self, committer: DeltaCommitter, dataflow_id: str
-    ) -> tuple[WatermarkRecord | None, int]:
-        """A table from before state snapshots: walk back to the newest commit with an entry."""
-        latest = committer.log.latest_version()
-        if latest is None:
-            return None, -1
-        for version in range(latest, -1, -1):
-            try:
-                commit = committer.read_commit(version)
-            except DeltaCommitError:
-                raise WatermarkHistoryLostError(self.table_uri, dataflow_id, version + 1) from None
-            record = watermark_record(dataflow_id, commit)
-            if record is not None:
-                return record, latest
-        return None, latest
+        return column_state_log(self.table_uri, dataflow_id, self._pipeline).read()
 
     def commit_metadata(
         self,
@@ -202,3 +184,68 @@ class DeltaMetadataProvider:
         return commit_metadata_entry(
             dataflow_id, watermark_value, job_id=job_id, dataflow_run_id=dataflow_run_id
         )
+
+
+def column_state_log(
+    table_uri: str, dataflow_id: str, pipeline: str | None
+) -> StateLog[WatermarkRecord | None]:
+    """The state log of a dataflow's newest watermark record (``pipeline`` unknown: every
+    pipeline of this project on the table counts for a gap, a coarser, still safe, decision)."""
+    return StateLog(
+        table_uri,
+        metadata_key(dataflow_id),
+        RecordFold(dataflow_id),
+        txn_prefix="watermark_assets/" if pipeline is None else pipeline_txn_prefix(pipeline),
+        pipeline=pipeline or dataflow_id,
+        legacy=lambda committer: _newest_record(committer, dataflow_id),
+    )
+
+
+def _newest_record(
+    committer: DeltaCommitter, dataflow_id: str
+) -> tuple[WatermarkRecord | None, int]:
+    """A table from before state snapshots: walk back to the newest commit with an entry."""
+    latest = committer.log.latest_version()
+    if latest is None:
+        return None, -1
+    for version in range(latest, -1, -1):
+        try:
+            commit = committer.read_commit(version)
+        except DeltaCommitError:
+            raise WatermarkHistoryLostError(committer.table_uri, dataflow_id, version + 1) from None
+        record = watermark_record(dataflow_id, commit)
+        if record is not None:
+            return record, latest
+    return None, latest
+
+
+def table_watermark(
+    pipeline: ColumnPipelineConfig, kept: WatermarkRecord | None
+) -> WatermarkRecord:
+    """The record of the greatest watermark value among the table's rows (in the watermark's
+    column order): what the rows themselves prove was committed, whatever the log lost."""
+    from watermark_assets.core.column.watermark import ColumnWatermark
+
+    columns = list(pipeline.watermark.columns)
+    table = DeltaTable(
+        pipeline.table.uri, storage_options=storage.delta_options(pipeline.table.uri)
+    )
+    rows = table.to_pyarrow_table(columns=columns)
+    rows = rows.filter(pc.invert(pc.is_null(rows.column(columns[0]))))
+    if rows.num_rows == 0:
+        raise WatermarkProviderError(
+            f"the table {pipeline.table.uri!r} holds no row with {columns[0]!r}: no watermark can "
+            "be recovered from it; delete the state snapshot to read everything again",
+            provider=DeltaMetadataProvider.name,
+            dataflow_id=pipeline.dataflow_id,
+        )
+    top = rows.sort_by([(c, "descending") for c in columns]).slice(0, 1).to_pylist()[0]
+    value = ColumnWatermark(tuple(columns), tuple(top[c] for c in columns))
+    return WatermarkRecord(
+        dataflow_id=pipeline.dataflow_id,
+        watermark=value.to_json(),
+        job_id=None if kept is None else kept.job_id,
+        dataflow_run_id="repair-state",
+        updated_at=datetime.now(tz=timezone.utc),
+        delta_version=None if kept is None else kept.delta_version,
+    )

@@ -197,6 +197,38 @@ class StateLog(Generic[S]):
         self._write()  # only when the version moved past the snapshot's
         return self.state
 
+    def repair(self, replace: Callable[[S], S] | None = None) -> str:
+        """Rebuild the snapshot from what survives (the recovery of StateHistoryLostError): the
+        snapshot (if any) and every commit still in the log, folded; ``replace`` may then put
+        in a state recovered from the table itself. Writes it at the latest version with the
+        exact txn sum; returns what it could not recover, in words."""
+        text = storage.read_text(self._location)
+        if text is not None:
+            snapshot = StateSnapshot.from_json(text, location=self._location)
+            self.state = self._fold.loads(snapshot.state)
+            self.version = snapshot.table_version
+        else:
+            self.state, self.version = self._fold.empty(), -1
+        start = self.version
+        commits = self._committer.read_commits_after(start, lost="skip")
+        lost = ""
+        if commits and commits[0].version > start + 1:
+            lost = (
+                f"commits {start + 1} to {commits[0].version - 1} were no longer in the log: "
+                "what only they recorded is not in the rebuilt state"
+            )
+        for commit in commits:
+            entry = commit.custom_metadata.get(self.key)
+            if entry is not None:
+                self.state = self._fold.fold(self.state, entry, commit)
+            self.version = commit.version
+        if replace is not None:
+            self.state = replace(self.state)
+        self._txn_sum = -1
+        self._written_version = None
+        self._write()
+        return lost or "no commit was missing"
+
     def _start(self) -> None:
         text = storage.read_text(self._location)
         if text is not None:
