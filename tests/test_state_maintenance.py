@@ -203,10 +203,10 @@ class KindScene:
 
 
 class ColumnKind(KindScene):
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, **overrides: Any) -> None:
         from test_column_pipeline import Scene, order
 
-        self.scene = Scene(tmp_path)
+        self.scene = Scene(tmp_path, **overrides)
         self.table, self.name, self.raw = self.scene.table, "orders", self.scene.raw
         self._order = order
         self._next = 1
@@ -299,8 +299,14 @@ class TimeUnitKind(KindScene):
         assert self.scene.target() == expected
 
 
+def column_with_a_file_provider(tmp_path: Path) -> KindScene:
+    provider = {"provider": {"type": "file", "uri": str(tmp_path / "watermarks")}}
+    return ColumnKind(tmp_path, watermark=provider)
+
+
 KINDS: dict[str, Callable[[Path], KindScene]] = {
     "column (delta_metadata)": ColumnKind,
+    "column (file provider)": column_with_a_file_provider,
     "time (daily)": TimeKind,
     "time x unit": TimeUnitKind,
     "unit": UnitKind,

@@ -927,11 +927,13 @@ class DeltaMetadataProviderConfig(_Model):
 
     type: Literal["delta_metadata"] = "delta_metadata"
 
-    def build(self, table_uri: str) -> WatermarkProvider | CommitCarriedProvider:
+    def build(
+        self, table_uri: str, pipeline: str | None = None
+    ) -> WatermarkProvider | CommitCarriedProvider:
         """The provider over the pipeline's target table."""
         from watermark_assets.providers.delta_metadata import DeltaMetadataProvider
 
-        return DeltaMetadataProvider(table_uri)
+        return DeltaMetadataProvider(table_uri, pipeline=pipeline)
 
 
 class FileProviderConfig(_Model):
@@ -940,7 +942,9 @@ class FileProviderConfig(_Model):
     type: Literal["file"] = "file"
     uri: str = Field(description="Folder of the watermark files (local path or fsspec URI).")
 
-    def build(self, table_uri: str) -> WatermarkProvider | CommitCarriedProvider:
+    def build(
+        self, table_uri: str, pipeline: str | None = None
+    ) -> WatermarkProvider | CommitCarriedProvider:
         """The provider (``table_uri`` unused: the file is its own store)."""
         from watermark_assets.providers.file import FileWatermarkProvider
 
@@ -964,7 +968,9 @@ class PostgresProviderConfig(_Model):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    def build(self, table_uri: str) -> WatermarkProvider | CommitCarriedProvider:
+    def build(
+        self, table_uri: str, pipeline: str | None = None
+    ) -> WatermarkProvider | CommitCarriedProvider:
         """The provider (``table_uri`` unused: the database is its own store)."""
         from watermark_assets.providers.postgres import PostgresWatermarkProvider
 

@@ -99,7 +99,7 @@ def txn_app_id(pipeline_name: str) -> str:
 
 def watermark_manager(pipeline: ColumnPipelineConfig) -> WatermarkManager:
     """The manager over the pipeline's configured provider."""
-    return WatermarkManager(pipeline.watermark.provider.build(pipeline.table.uri))
+    return WatermarkManager(pipeline.watermark.provider.build(pipeline.table.uri, pipeline.name))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,7 +195,8 @@ def load_watermark(
     stored = manager.load(pipeline.dataflow_id, columns)
     if manager.saves_with_commit:
         return stored, False
-    text = DeltaMetadataProvider(pipeline.table.uri).get_watermark(pipeline.dataflow_id)
+    log_copy = DeltaMetadataProvider(pipeline.table.uri, pipeline=pipeline.name)
+    text = log_copy.get_watermark(pipeline.dataflow_id)
     if text is None:
         return stored, False
     logged = ColumnWatermark.from_json(text)
@@ -606,6 +607,10 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
         for path in moved:  # moved in, never committed: not part of the table
             fs.rm(f"{root}/{path}")
         raise
+    if saves and not manager.saves_with_commit:
+        # the log's copy (load_watermark's crash repair) read past this commit: its state
+        # snapshot then holds it, so no later read needs this commit from the log
+        DeltaMetadataProvider(uri, pipeline=pipeline.name).get_record(pipeline.dataflow_id)
     return ColumnResult(
         staged=staged,
         outcome=outcome,
