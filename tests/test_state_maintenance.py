@@ -410,3 +410,60 @@ def test_state_lost_with_the_log_names_repair_state_and_repair_state_recovers(
     kind.add_rows()
     kind.run()
     kind.assert_exact()
+
+
+@pytest.mark.spark
+def test_a_replay_with_save_watermark_runs_again_after_its_chunks_commits_were_cleaned(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Its chunks' commits are gone from the log, their txns are in the checkpoint: a re-run
+    skips every chunk and the target holds each row of the range once."""
+    from test_column_replay import IN_RANGE, ids, replay, replay_of, replay_scene
+
+    scene = replay_scene(tmp_path, save_watermark=True)
+    scene.run()
+    replay(scene, spark)
+    target = replay_of(scene).target_table
+    assert target is not None
+    optimize(target)
+    checkpoint_and_clean(target)
+    checkpoint_and_clean(scene.table)
+
+    again = replay(scene, spark)
+
+    assert again.skipped == [1, 2, 3, 4]
+    assert ids(target) == IN_RANGE
+
+
+@pytest.mark.spark
+def test_a_replays_lost_saved_bound_is_recovered_from_its_chunks_txns_by_repair_state(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The replay's state snapshot misses its chunks (restored from before it) and the log was
+    cleaned: the re-run stops naming repair-state, which recovers the bound from the chunks'
+    txns; the re-run then skips every chunk."""
+    from test_column_replay import IN_RANGE, ids, replay, replay_of, replay_scene
+
+    scene = replay_scene(tmp_path, save_watermark=True)
+    scene.run()
+    target = replay_of(scene).target_table
+    assert target is not None
+    replay(scene, spark)
+    state = Path(target) / "_watermarks" / "state"
+    first = sorted(state.glob("*.json"))
+    saved = {p: json.loads(p.read_text()) for p in first}
+    for path, content in saved.items():  # back to "after chunk 1": the others never snapshotted
+        content["table_version"], content["txn_sum"] = 0, 1
+        if content["state"] is not None:
+            content["state"]["delta_version"] = 0
+        path.write_text(json.dumps(content))
+    optimize(target)
+    checkpoint_and_clean(target)
+    with pytest.raises(StateHistoryLostError, match="repair-state orders"):
+        replay(scene, spark)
+
+    assert main(["--config", str(scene.config_path), "repair-state", "orders"]) == 0
+    again = replay(scene, spark)
+
+    assert again.skipped == [1, 2, 3, 4]
+    assert ids(target) == IN_RANGE

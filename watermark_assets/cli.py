@@ -21,12 +21,14 @@ range), one Delta commit per chunk, and prints one line per chunk (skipped chunk
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -832,7 +834,6 @@ def repair_state_command(config_path: str | None, name: str) -> int:
     commits left, folded; a window, cell or unit recorded only in a lost commit runs again on
     the next tick (a run replaces it: no duplicate). Column pipelines (``delta_metadata``): the
     watermark becomes the greatest watermark-column value of the table's rows."""
-    from watermark_assets.config import ColumnPipelineConfig, TimePipelineConfig
     from watermark_assets.state.snapshot import StateLog
 
     config = load_config(config_path)
@@ -860,6 +861,32 @@ def repair_state_command(config_path: str | None, name: str) -> int:
                 lambda record: table_watermark(pipeline, record),
             )
         )
+        replay = pipeline.replay
+        if replay is not None and replay.save_watermark:
+            from watermark_assets.runs.column_replay import (
+                committed_upper_bound,
+                replay_dataflow_id,
+                target_pipeline,
+            )
+
+            dataflow = replay_dataflow_id(pipeline.name, replay)
+            target = target_pipeline(pipeline, replay).table.uri
+
+            def chunks_done(record: Any) -> Any:
+                bound = committed_upper_bound(pipeline, replay)
+                if bound is None:
+                    return None
+                return dataclasses.replace(
+                    record or _record(dataflow), watermark=bound.to_json(), delta_version=None
+                )
+
+            logs.append(
+                (
+                    f"replay watermark {dataflow}",
+                    column_state_log(target, dataflow, pipeline.name),
+                    chunks_done,
+                )
+            )
     else:
         print(
             f"repair-state {name}: this pipeline keeps no state snapshot (file-path and event-time "
@@ -871,6 +898,18 @@ def repair_state_command(config_path: str | None, name: str) -> int:
         lost = log.repair(replace)
         print(f"{name}: {what} rebuilt at Delta version {log.version} ({lost})")
     return 0
+
+
+def _record(dataflow_id: str) -> Any:
+    from watermark_assets.providers.base import WatermarkRecord
+
+    return WatermarkRecord(
+        dataflow_id=dataflow_id,
+        watermark="",
+        job_id="replay",
+        dataflow_run_id="repair-state",
+        updated_at=datetime.now(tz=timezone.utc),
+    )
 
 
 def replay_command(config_path: str | None, name: str, start: str | None, end: str | None) -> int:

@@ -113,10 +113,27 @@ def target_pipeline(pipeline: ColumnPipelineConfig, replay: ReplayConfig) -> Col
     return pipeline.model_copy(update={"table": table})
 
 
-def stored_replay_watermark(table_uri: str, dataflow_id: str) -> ColumnWatermark | None:
+def stored_replay_watermark(
+    table_uri: str, dataflow_id: str, pipeline: str
+) -> ColumnWatermark | None:
     """The greatest chunk upper bound a ``save_watermark: true`` replay saved, or None."""
-    text = DeltaMetadataProvider(table_uri).get_watermark(dataflow_id)
+    text = DeltaMetadataProvider(table_uri, pipeline=pipeline).get_watermark(dataflow_id)
     return None if text is None else ColumnWatermark.from_json(text)
+
+
+def committed_upper_bound(
+    pipeline: ColumnPipelineConfig, replay: ReplayConfig
+) -> ColumnWatermark | None:
+    """The greatest upper bound of the replay's chunks whose txn is in the table (a Delta
+    checkpoint keeps them): what ``repair-state`` recovers when the saved bound's commits are
+    gone from the log."""
+    chunks = replay_chunks(pipeline, replay)
+    table = target_pipeline(pipeline, replay).table.uri
+    versions = DeltaCommitter(table).transaction_versions(
+        [replay_app_id(pipeline.name, c) for c in chunks]
+    )
+    done = [c.upper for c in chunks if versions[replay_app_id(pipeline.name, c)]]
+    return done[-1] if done else None  # chunks are in order
 
 
 @dataclass(frozen=True)
@@ -195,7 +212,7 @@ def run_replay(
     to_run = set(chunks)
     completed_txns: set[ReplayChunk] = set()
     if replay.save_watermark:
-        stored = stored_replay_watermark(table, dataflow)
+        stored = stored_replay_watermark(table, dataflow, pipeline.name)
         to_run = set(chunks_to_run(chunks, stored, save_watermark=True))
         versions = DeltaCommitter(table).transaction_versions(
             [replay_app_id(pipeline.name, c) for c in chunks]
@@ -227,6 +244,8 @@ def run_replay(
         runs.append(ChunkRun(number, chunk, result))
         log(f"  {runs[-1].line()}")
         crash_point(f"after_chunk_commit:{number}")
+    if replay.save_watermark:  # its state snapshot holds the chunks committed now
+        stored_replay_watermark(table, dataflow, pipeline.name)
     production_after, _ = load_watermark(pipeline, manager)
     return ReplayResult(pipeline.name, table, tuple(runs), production_before, production_after)
 
@@ -262,7 +281,7 @@ def plan_chunk(
     saved = watermark_to_save(chunk, save_watermark=replay.save_watermark)
     if saved is not None:
         dataflow = replay_dataflow_id(pipeline.name, replay)
-        stored = stored_replay_watermark(pipeline.table.uri, dataflow)
+        stored = stored_replay_watermark(pipeline.table.uri, dataflow, pipeline.name)
         value = saved if stored is None else stored.merge(saved)
         metadata |= commit_metadata_entry(
             dataflow, value.to_json(), job_id="replay", dataflow_run_id=request.run_id
