@@ -837,28 +837,30 @@ def repair_state_command(config_path: str | None, name: str) -> int:
     from watermark_assets.state.snapshot import StateLog
 
     config = load_config(config_path)
-    pipeline = config.pipeline(name)
+    config.pipeline(name)  # an unknown name: ConfigError listing the known ones
     logs: list[tuple[str, StateLog[Any], Any]] = []
-    if isinstance(pipeline, TimePipelineConfig):
+    for time_pipeline in (p for p in config.time_pipelines if p.name == name):
         from watermark_assets.runs.time import TimeWatermarkLog
 
-        logs.append(("time watermark", TimeWatermarkLog(pipeline), None))
-    elif isinstance(pipeline, UnitPipelineConfig) and pipeline.is_time_by_unit:
+        logs.append(("time watermark", TimeWatermarkLog(time_pipeline), None))
+    for unit_pipeline in (p for p in config.unit_pipelines if p.name == name):
         from watermark_assets.runs.time_unit import GridLog
-
-        logs.append(("time x unit watermark", GridLog(pipeline), None))
-    elif isinstance(pipeline, UnitPipelineConfig):
         from watermark_assets.runs.unit import UnitDoneAtLog
 
-        logs.append(("units' done-at", UnitDoneAtLog(pipeline.table.uri, pipeline.name), None))
-    elif isinstance(pipeline, ColumnPipelineConfig):
+        table = unit_pipeline.table.uri
+        logs.append(
+            ("time x unit watermark", GridLog(unit_pipeline), None)
+            if unit_pipeline.is_time_by_unit
+            else ("units' done-at", UnitDoneAtLog(table, name), None)
+        )
+    for pipeline in (p for p in config.column_pipelines if p.name == name):
         from watermark_assets.providers.delta_metadata import column_state_log, table_watermark
 
         logs.append(
             (
                 "column watermark",
                 column_state_log(pipeline.table.uri, pipeline.dataflow_id, pipeline.name),
-                lambda record: table_watermark(pipeline, record),
+                lambda record, pipeline=pipeline: table_watermark(pipeline, record),
             )
         )
         replay = pipeline.replay
@@ -872,7 +874,12 @@ def repair_state_command(config_path: str | None, name: str) -> int:
             dataflow = replay_dataflow_id(pipeline.name, replay)
             target = target_pipeline(pipeline, replay).table.uri
 
-            def chunks_done(record: Any) -> Any:
+            def chunks_done(
+                record: Any,
+                pipeline: Any = pipeline,
+                replay: Any = replay,
+                dataflow: str = dataflow,
+            ) -> Any:
                 bound = committed_upper_bound(pipeline, replay)
                 if bound is None:
                     return None
@@ -887,7 +894,7 @@ def repair_state_command(config_path: str | None, name: str) -> int:
                     chunks_done,
                 )
             )
-    else:
+    if not logs:
         print(
             f"repair-state {name}: this pipeline keeps no state snapshot (file-path and event-time "
             "pipelines keep their own checkpoints); nothing to repair",
