@@ -379,7 +379,7 @@ def build_event_time_sensor(
             )
         first, last = decision.keys[0], decision.keys[-1]
         base = f"{pipeline.name}|{first}..{last}"
-        attempt = failed_attempts(context, job.name).get(base, 0)
+        attempt = failed_attempts(context, job.name, tag=TICK_TAG).get(base, 0)
         context.log.info(f"{pipeline.name}: {decision.reason}")
         tags = {
             PIPELINE_TAG: pipeline.name,
