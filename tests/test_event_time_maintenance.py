@@ -13,12 +13,221 @@ the late records, the windows still open with their partial aggregates, and the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import maintenance
 import pytest
-from test_event_window import T0, append, event
+from deltalake import DeltaTable
+from test_event_window import BATCH_1, BATCH_2, T0, append, event, make_spec, oracle
+
+from watermark_assets.runs.event_window import (
+    WindowAggregateSpec,
+    load_progress,
+    run_window_batch,
+)
+
+#: While the aggregate is paused, its upstream gets four commits of on-time events: 12:31 falls
+#: in the window 12:30 the state already holds (event 12:33), the others in new windows.
+PAUSED = [
+    [event(40, 31, 8), event(41, 41, 1)],
+    [event(42, 44, 2), event(43, 47, 3)],
+    [event(44, 52, 1)],
+    [event(45, 58, 4), event(46, 61, 5)],
+]
+#: After the maintenance, one more commit: the aggregate reads on by version again.
+LATER = [event(50, 66, 6), event(51, 90, 7)]
+
+
+def committed(spec: WindowAggregateSpec) -> dict[str, Any]:
+    """What the aggregate's tables hold, read through their current snapshots (their logs may
+    have been cleaned): emitted windows, late ids, open windows' partials, the watermark."""
+    output = DeltaTable(spec.output_uri).to_pyarrow_table().to_pylist()
+    state = DeltaTable(spec.state_uri).to_pyarrow_table().to_pylist()
+    late = DeltaTable(spec.late_uri).to_pyarrow_table(columns=["id"])["id"].to_pylist()
+    progress = load_progress(spec)
+    return {
+        "output": sorted((f"{r['window_start']:%H:%M}", r["events"], r["users"]) for r in output),
+        "late": sorted(late),
+        "state": sorted(tuple(sorted((k, str(v)) for k, v in r.items())) for r in state),
+        "watermark": progress.watermark.watermark_ms,
+        "batch": progress.batch,
+        "open_windows": progress.open_windows,
+    }
+
+
+def run(spark: Any, spec: WindowAggregateSpec, hours: int) -> Any:
+    return run_window_batch(spark, spec, now=T0 + timedelta(hours=hours), run_id=f"r{hours}")
+
+
+def feed_and_run(
+    spark: Any, root: Path, maintain_upstream: Callable[[str], object] | None
+) -> tuple[WindowAggregateSpec, list[Any]]:
+    """Two batches, a pause over four upstream commits, the upstream's maintenance (None: none),
+    then a batch over the pause and one more after a later commit."""
+    spec = make_spec(root)
+    upstream = root / "events"
+    append(upstream, *BATCH_1[:5])
+    append(upstream, *BATCH_1[5:])
+    results = [run(spark, spec, 1)]
+    append(upstream, *BATCH_2)
+    results.append(run(spark, spec, 2))
+    for rows in PAUSED:
+        append(upstream, *rows)
+    if maintain_upstream is not None:
+        maintain_upstream(str(upstream))
+    results.append(run(spark, spec, 3))
+    append(upstream, *LATER)
+    results.append(run(spark, spec, 4))
+    return spec, results
+
+
+def optimize_and_vacuum(uri: str) -> None:
+    maintenance.optimize(uri)
+    maintenance.vacuum(uri)
+
+
+def everything(uri: str) -> None:
+    optimize_and_vacuum(uri)
+    maintenance.checkpoint_and_clean(uri)
+
+
+UPSTREAM_MAINTENANCE = {
+    "the upstream's log checkpointed and cleaned while the aggregate was paused": (
+        maintenance.checkpoint_and_clean
+    ),
+    "the upstream compacted (OPTIMIZE) and vacuumed between two batches": optimize_and_vacuum,
+    "the upstream compacted, vacuumed, then its log checkpointed and cleaned": everything,
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("maintain", UPSTREAM_MAINTENANCE.values(), ids=list(UPSTREAM_MAINTENANCE))
+def test_upstream_maintenance_leaves_every_window_aggregated_exactly_once(
+    spark: Any, tmp_path: Path, maintain: Callable[[str], object]
+) -> None:
+    reference, _ = feed_and_run(spark, tmp_path / "reference", None)
+    spec, results = feed_and_run(spark, tmp_path / "maintained", maintain)
+
+    assert committed(spec) == committed(reference)
+    everything_fed = BATCH_1 + BATCH_2 + [e for rows in PAUSED for e in rows] + LATER
+    assert committed(spec)["output"] == oracle(everything_fed, {21}, T0 + timedelta(minutes=80))
+    over_the_pause = results[2]
+    assert over_the_pause.read_by == "event_time"
+    assert over_the_pause.late_unidentified == 0
+    assert "read by event time" in over_the_pause.reason
+    assert "every row appended since is accounted for" in over_the_pause.reason
+    assert results[3].read_by == "versions"  # back to reading by version
+
+
+@pytest.mark.spark
+def test_a_late_row_appended_while_the_upstream_log_was_lost_is_counted_and_named(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The fallback reads the windows still open; a row appended to a closed window during the
+    lost versions cannot be told apart from the rows already emitted. It is not skipped
+    silently: the batch counts it (upstream rows now - rows then - rows the open windows
+    gained) and says which versions and which table hold it."""
+    spec = make_spec(tmp_path)
+    upstream = tmp_path / "events"
+    append(upstream, *BATCH_1)
+    run(spark, spec, 1)
+    append(upstream, event(60, 30, 1))
+    append(upstream, event(61, 2, 9))  # 12:02: its window was closed at 12:11
+    maintenance.checkpoint_and_clean(str(upstream))  # versions 1 and 2 leave the log
+    result = run(spark, spec, 2)
+    assert result.read_by == "event_time" and result.late_unidentified == 1
+    assert "1 row(s) appended since fall in windows already closed" in result.reason
+    assert f"{str(upstream)!r} versions 1..2" in result.reason
+    assert committed(spec)["output"] == oracle(
+        [*BATCH_1, event(60, 30, 1)], set(), T0 + timedelta(minutes=20)
+    )
+
+
+def maintain_own_tables(spec: WindowAggregateSpec, *steps: Callable[[str], object]) -> None:
+    for uri in (spec.output_uri, spec.late_uri, spec.state_uri):
+        for step in steps:
+            step(uri)
+
+
+def z_order_by_time(uri: str) -> None:
+    """Z-order by the table's time column (it rewrites even a table of one file)."""
+    names = DeltaTable(uri).schema().to_arrow().names
+    maintenance.z_order(uri, ["window_start" if "window_start" in names else "event_time"])
+
+
+OWN_MAINTENANCE = {
+    "its output, late and state tables z-ordered, then checkpointed and cleaned": (
+        z_order_by_time,
+        maintenance.checkpoint_and_clean,
+    ),
+    "its tables compacted, vacuumed, then checkpointed and cleaned": (
+        maintenance.optimize,
+        maintenance.vacuum,
+        maintenance.checkpoint_and_clean,
+    ),
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("steps", OWN_MAINTENANCE.values(), ids=list(OWN_MAINTENANCE))
+def test_maintenance_of_the_aggregates_own_tables_breaks_neither_the_tick_nor_the_run(
+    spark: Any, tmp_path: Path, steps: tuple[Callable[[str], object], ...]
+) -> None:
+    from conftest import project_config
+    from test_event_time_pipeline import pipelines
+
+    from watermark_assets.defs.event_time import decide_closing, event_time_partitions
+    from watermark_assets.runs.event_engines import BatchEngine
+
+    spec = make_spec(tmp_path)
+    upstream = tmp_path / "events"
+    append(upstream, *BATCH_1)
+    run(spark, spec, 1)
+    append(upstream, *BATCH_2)
+    run(spark, spec, 2)
+    before = committed(spec)
+    maintain_own_tables(spec, *steps)
+    assert committed(spec) == before  # the progress is read back after the maintenance
+
+    config = project_config(*pipelines(tmp_path))
+    partitions = event_time_partitions(config.pipeline("events_5min"))  # type: ignore[arg-type]
+    append(upstream, *LATER)  # newest 13:30: the watermark would reach 13:20
+    tick = decide_closing(BatchEngine(spec), partitions, T0 + timedelta(hours=3))
+    assert tick.keys == ("2024-01-30-12:00",)
+
+    result = run(spark, spec, 3)
+    assert result.batch == 3 and result.read_by == "versions"
+    fed = BATCH_1 + BATCH_2 + LATER
+    assert committed(spec)["output"] == oracle(fed, {21}, T0 + timedelta(minutes=80))
+    assert committed(spec)["late"] == [21]
+    assert load_progress(spec).batch == 3
+
+
+@pytest.mark.spark
+def test_the_streaming_engine_reads_its_watermark_back_after_its_output_table_is_maintained(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``engine: streaming``: the committed watermark comes from the output's txn version and
+    Spark's offsets file of that micro-batch, not from the output's commit metadata."""
+    from test_event_stream import RUNS, land, make_stream_spec, windows
+
+    from watermark_assets.runs.event_stream import committed_watermark_ms, run_window_stream
+
+    spec = make_stream_spec(tmp_path)
+    land(tmp_path / "landing", 0, RUNS[0])
+    first = run_window_stream(spark, spec, now=T0, run_id="s0")
+    assert first.watermark_ms is not None
+    z_order_by_time(spec.output_uri)
+    maintenance.checkpoint_and_clean(spec.output_uri)
+    assert committed_watermark_ms(spec) == first.watermark_ms
+
+    land(tmp_path / "landing", 1, RUNS[1])
+    second = run_window_stream(spark, spec, now=T0 + timedelta(hours=1), run_id="s1")
+    assert second.watermark_ms == committed_watermark_ms(spec)
+    assert [w for w, *_ in windows(spec.output_uri)] == ["12:00", "12:05", "12:10"]
 
 
 @pytest.mark.spark
