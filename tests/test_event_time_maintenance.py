@@ -207,6 +207,48 @@ def test_maintenance_of_the_aggregates_own_tables_breaks_neither_the_tick_nor_th
 
 
 @pytest.mark.spark
+def test_a_batch_killed_after_its_output_commit_is_finished_once_that_commit_left_the_log(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The plan of a batch in flight is written to the progress file before its output commit:
+    a run killed after that commit is finished with the killed run's plan even when a
+    maintenance job z-ordered the output and cleaned its log (the commit's metadata is gone)."""
+    import os
+    import subprocess
+    import sys
+
+    from test_event_window import CRASH_SCRIPT
+
+    from watermark_assets.core.time.instant import to_millis
+    from watermark_assets.runs.faults import CRASH_ENV_VAR
+
+    spec = make_spec(tmp_path)
+    append(tmp_path / "events", *BATCH_1)
+    run(spark, spec, 1)
+    append(tmp_path / "events", *BATCH_2)
+    script = CRASH_SCRIPT.format(tests=str(Path(__file__).parent), root=str(tmp_path))
+    env = {
+        **os.environ,
+        CRASH_ENV_VAR: "event_window_after_output",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    killed = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    z_order_by_time(spec.output_uri)
+    maintenance.checkpoint_and_clean(spec.output_uri)
+
+    resumed = run(spark, spec, 5)
+    assert resumed.batch == 2 and resumed.resumed
+    assert committed(spec)["output"] == oracle(BATCH_1 + BATCH_2, {21}, T0 + timedelta(minutes=30))
+    assert committed(spec)["late"] == [21]
+    # the killed run's plan (planned at 14:00), not a new one
+    mark = load_progress(spec).watermark.mark("events")
+    assert mark.last_data_ms == to_millis(T0 + timedelta(hours=2))
+
+
+@pytest.mark.spark
 def test_the_streaming_engine_reads_its_watermark_back_after_its_output_table_is_maintained(
     spark: Any, tmp_path: Path
 ) -> None:
