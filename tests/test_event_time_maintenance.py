@@ -146,6 +146,58 @@ def test_a_late_row_appended_while_the_upstream_log_was_lost_is_counted_and_name
     )
 
 
+@pytest.mark.spark
+def test_with_two_inputs_one_lost_upstream_log_still_aggregates_every_window_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Two inputs, and only ``views``'s log is cleaned while the aggregate is paused: the batch
+    reads both inputs by event time (the state is one for both) and matches a run without
+    maintenance."""
+    from watermark_assets.core.event_time import WatermarkTracker
+
+    def two_inputs(root: Path, clean_views: bool) -> WindowAggregateSpec:
+        spec = make_spec(
+            root,
+            upstreams={"clicks": str(root / "clicks"), "views": str(root / "views")},
+            tracker=WatermarkTracker(delays_ms={"clicks": 600_000, "views": 600_000}),
+        )
+        append(root / "clicks", event(1, 0, 1), event(2, 30, 2))
+        append(root / "views", event(3, 5, 3), event(4, 20, 4))
+        run(spark, spec, 1)  # watermark: min(12:20, 12:10) = 12:10
+        append(root / "clicks", event(5, 41, 1))
+        append(root / "views", event(6, 35, 5))
+        append(root / "views", event(7, 45, 6), event(8, 11, 7))  # 12:11: on time, window 12:10
+        if clean_views:
+            maintenance.checkpoint_and_clean(str(root / "views"))
+        result = run(spark, spec, 2)
+        assert result.read_by == ("event_time" if clean_views else "versions")
+        assert result.late_unidentified == 0
+        return spec
+
+    reference = two_inputs(tmp_path / "reference", clean_views=False)
+    spec = two_inputs(tmp_path / "maintained", clean_views=True)
+    assert committed(spec) == committed(reference)
+    assert committed(spec)["output"]  # windows were emitted and compared
+
+
+@pytest.mark.spark
+def test_a_state_from_before_the_progress_file_is_read_from_its_commit_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    """An aggregate whose progress is only in its state commit's metadata (as before the
+    progress file) goes on from there, and its next batch writes the file."""
+    spec = make_spec(tmp_path)
+    append(tmp_path / "events", *BATCH_1)
+    run(spark, spec, 1)
+    Path(spec.progress_uri).unlink()
+    assert load_progress(spec).batch == 1
+    append(tmp_path / "events", *BATCH_2)
+    assert run(spark, spec, 2).batch == 2
+    assert Path(spec.progress_uri).is_file()
+    expected = oracle(BATCH_1 + BATCH_2, {21}, T0 + timedelta(minutes=30))
+    assert committed(spec)["output"] == expected and committed(spec)["batch"] == 2
+
+
 def maintain_own_tables(spec: WindowAggregateSpec, *steps: Callable[[str], object]) -> None:
     for uri in (spec.output_uri, spec.late_uri, spec.state_uri):
         for step in steps:
