@@ -231,6 +231,8 @@ def test_maintenance_of_the_aggregates_own_tables_breaks_neither_the_tick_nor_th
     from conftest import project_config
     from test_event_time_pipeline import pipelines
 
+    from watermark_assets.cli import summarize_event_time
+    from watermark_assets.core.time.instant import format_millis
     from watermark_assets.defs.event_time import decide_closing, event_time_partitions
     from watermark_assets.runs.event_engines import BatchEngine
 
@@ -244,8 +246,11 @@ def test_maintenance_of_the_aggregates_own_tables_breaks_neither_the_tick_nor_th
     maintain_own_tables(spec, *steps)
     assert committed(spec) == before  # the progress is read back after the maintenance
 
-    config = project_config(*pipelines(tmp_path))
-    partitions = event_time_partitions(config.pipeline("events_5min"))  # type: ignore[arg-type]
+    config = project_config(*pipelines(tmp_path))  # the same tables as ``spec``
+    pipeline = config.pipeline("events_5min")
+    row = summarize_event_time(config, pipeline)  # type: ignore[arg-type]
+    assert row.watermark == format_millis(before["watermark"])  # `watermark-assets summary`
+    partitions = event_time_partitions(pipeline)  # type: ignore[arg-type]
     append(upstream, *LATER)  # newest 13:30: the watermark would reach 13:20
     tick = decide_closing(BatchEngine(spec), partitions, T0 + timedelta(hours=3))
     assert tick.keys == ("2024-01-30-12:00",)
