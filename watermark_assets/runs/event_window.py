@@ -380,8 +380,9 @@ def _account(
     else:
         note = (
             f"{said}; {missing} row(s) appended since fall in windows already closed (or have "
-            "no event time): they cannot be told apart from the rows already emitted, so they "
-            f"are not in the late table. They are among the rows of {where}"
+            "no event time): they cannot be told apart from the rows already emitted, so no "
+            "late record is kept and no window is reopened for them. They are among the rows of "
+            f"{where}"
         )
     return kept, missing, note
 
