@@ -198,6 +198,40 @@ def test_a_state_from_before_the_progress_file_is_read_from_its_commit_once(
     assert committed(spec)["output"] == expected and committed(spec)["batch"] == 2
 
 
+@pytest.mark.spark
+def test_a_lost_progress_names_its_recovery_and_the_rebuilt_aggregate_reads_a_cleaned_upstream(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A state table whose batch neither the progress file nor the log records (a table from
+    before the file, whose log was cleaned) stops with the recovery: remove the aggregate's
+    tables. Rebuilt, its first batch reads the upstream's current snapshot whole, although the
+    upstream's log lost its first commits."""
+    import shutil
+
+    from watermark_assets.exceptions import EventProgressLostError
+
+    spec = make_spec(tmp_path)
+    upstream = tmp_path / "events"
+    append(upstream, *BATCH_1)
+    run(spark, spec, 1)
+    Path(spec.progress_uri).unlink()  # as before the progress file
+    z_order_by_time(spec.state_uri)
+    maintenance.checkpoint_and_clean(spec.state_uri)
+    with pytest.raises(EventProgressLostError) as caught:
+        load_progress(spec)
+    assert "remove its output, late and state tables" in str(caught.value)
+
+    append(upstream, *BATCH_2[:2])
+    append(upstream, *BATCH_2[2:])
+    maintenance.checkpoint_and_clean(str(upstream))  # version 0 is gone from its log
+    for uri in (spec.output_uri, spec.late_uri, spec.state_uri):
+        shutil.rmtree(uri)
+    rebuilt = run(spark, spec, 2)
+    assert rebuilt.batch == 1 and rebuilt.rows_read == len(BATCH_1 + BATCH_2)
+    expected = oracle(BATCH_1 + BATCH_2, set(), T0 + timedelta(minutes=30))  # one batch: none late
+    assert committed(spec)["output"] == expected
+
+
 def maintain_own_tables(spec: WindowAggregateSpec, *steps: Callable[[str], object]) -> None:
     for uri in (spec.output_uri, spec.late_uri, spec.state_uri):
         for step in steps:
