@@ -426,6 +426,42 @@ class UpstreamNotAppendOnlyError(WatermarkAssetsError):
         self.removed = tuple(removed)
 
 
+class UpstreamHistoryLostError(WatermarkAssetsError):
+    """An event-time batch can read an upstream neither by version nor by event time: the
+    snapshot it needs (the version a recorded plan read up to, or any) cannot be loaded."""
+
+    def __init__(self, input_name: str, table_uri: str, version: int, why: str) -> None:
+        super().__init__(
+            f"input {input_name!r}: upstream table {table_uri!r} cannot be read at version "
+            f"{version} (no such table, or that version's log and checkpoint are gone), and the "
+            f"batch needs it ({why}). Restore the upstream table, or rebuild the aggregate: "
+            "remove its output, late and state tables and it reads the upstream again from its "
+            "current snapshot"
+        )
+        self.input_name = input_name
+        self.table_uri = table_uri
+        self.version = version
+        self.why = why
+
+
+class EventProgressLostError(DeltaCommitError):
+    """An event-time aggregate's state table holds a batch that neither its progress file nor
+    its log records (a table from before the progress file, whose log was cleaned up)."""
+
+    def __init__(self, pipeline: str, state_uri: str, batch: int, progress_uri: str) -> None:
+        super().__init__(
+            f"pipeline {pipeline!r}: the state table {state_uri!r} holds batch {batch}, but "
+            f"neither {progress_uri!r} nor a commit of the state table's log records its "
+            "watermark and upstream versions (the log was cleaned up before the progress file "
+            "was first written). Rebuild the aggregate: remove its output, late and state tables "
+            "and it reads the upstream again from its current snapshot",
+            table_uri=state_uri,
+        )
+        self.pipeline = pipeline
+        self.batch = batch
+        self.progress_uri = progress_uri
+
+
 class ConcurrentWriteError(WatermarkAssetsError):
     """A conditional write lost its race: the file changed (or appeared) since it was read."""
 

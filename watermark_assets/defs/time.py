@@ -354,8 +354,11 @@ def cut_off_epoch(due: DueWindows) -> datetime:
     return at if index is None else due.of.boundary(index)
 
 
-def failed_attempts(context: SensorEvaluationContext, job_name: str) -> dict[str, int]:
-    """How many runs of ``job_name`` failed per :data:`TICK_TAG` value (a run key's attempt)."""
+def failed_attempts(
+    context: SensorEvaluationContext, job_name: str, *, tag: str = TICK_TAG
+) -> dict[str, int]:
+    """How many runs of ``job_name`` failed per value of ``tag`` (a run key's attempt): the
+    sensor's own tag (:data:`TICK_TAG`; the event-time sensor tags its runs with its own)."""
     from dagster import RunsFilter
 
     failed = context.instance.get_runs(
@@ -363,7 +366,7 @@ def failed_attempts(context: SensorEvaluationContext, job_name: str) -> dict[str
     )
     attempts: dict[str, int] = {}
     for run in failed:
-        base = run.tags.get(TICK_TAG)
+        base = run.tags.get(tag)
         if base:
             attempts[base] = attempts.get(base, 0) + 1
     return attempts

@@ -38,6 +38,9 @@ class WindowRun:
     late_kept: bool
     reason: str
     details: dict[str, Any] = field(default_factory=dict)
+    #: rows appended upstream that went neither into a window nor into the late table, and
+    #: why (a batch read by event time after the upstream's versions were gone); None: none
+    unaccounted: str | None = None
 
 
 class WindowEngine(Protocol):
@@ -79,6 +82,13 @@ class BatchEngine:
             details[f"event_time/upstream_versions/{input_name}"] = f"{first}..{last}"
         for table, version in result.versions.items():
             details[f"delta/{table}_version"] = -1 if version is None else version
+        details["event_time/read_by"] = result.read_by
+        unaccounted = None
+        if result.read_by == "event_time":
+            missing = result.late_unidentified
+            details["event_time/late_unidentified"] = "unknown" if missing is None else missing
+            if missing != 0:
+                unaccounted = result.read_note
         return WindowRun(
             engine=self.name,
             watermark_before=result.watermark_before,
@@ -90,6 +100,7 @@ class BatchEngine:
             late_kept=True,
             reason=result.reason,
             details=details,
+            unaccounted=unaccounted,
         )
 
 

@@ -313,13 +313,35 @@ def batch_watermark_ms(spec: StreamSpec, batch_id: int) -> int:
 
 
 def committed_watermark_ms(spec: StreamSpec) -> int | None:
-    """The watermark recorded by the output table's newest micro-batch commit; None before."""
+    """The watermark of the newest micro-batch committed to the output table; None before.
+
+    The output's txn version says which micro-batch (``batch id + 1``; a checkpoint keeps it),
+    and Spark's offsets file of that batch its watermark (the one its commit recorded): neither
+    depends on the output's log, whose commits (and their ``commitInfo``) a maintenance job may
+    clean up. A streaming checkpoint without that offsets file: the newest commit still in the
+    log that recorded one."""
     committer = DeltaCommitter(spec.output_uri)
+    committed = committer.transaction_version(spec.app_id)
+    if committed is None:
+        return None
+    try:
+        return batch_watermark_ms(spec, committed - 1)
+    except FileNotFoundError:
+        pass
     version = committer.current_version()
     while version is not None and version >= 0:
-        entry = committer.read_commit(version).custom_metadata.get(spec.metadata_key)
+        try:
+            record = committer.read_commit(version)
+        except DeltaCommitError:
+            break  # cleaned up from here on
+        entry = record.custom_metadata.get(spec.metadata_key)
         if entry is not None:
-            watermark = parse_millis(json.loads(entry)["watermark"])
-            return watermark
+            return parse_millis(json.loads(entry)["watermark"])
         version -= 1
-    return None
+    raise DeltaCommitError(
+        f"pipeline {spec.pipeline!r}: the output table {spec.output_uri!r} holds micro-batch "
+        f"{committed - 1}, but neither the streaming checkpoint {spec.checkpoint_uri!r} nor the "
+        "table's log records its watermark; restore the checkpoint, or rebuild the output and "
+        "its checkpoint",
+        table_uri=spec.output_uri,
+    )

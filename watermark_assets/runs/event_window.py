@@ -4,7 +4,11 @@ Structured Streaming's semantics, in one Dagster run (seed 004):
 
 1. The rows appended to each upstream table (an *input*) since the last batch (its Delta
    versions ``(upstream_version, upstream_to]``, add actions with a data change) are read by
-   Spark, tagged with their input's name (column ``_input``).
+   Spark, tagged with their input's name (column ``_input``). When those versions cannot be read
+   any more (their commits cleaned from the upstream's log, or their files compacted and
+   vacuumed), the batch reads by event time instead: every row of a window still open, from the
+   current snapshot, and its state is replaced rather than merged (``runs/event_upstream.py``);
+   the rows appended since into closed windows are counted and named, never skipped silently.
 2. A row is late when its window was already closed by the watermark committed before this batch
    started less the allowed lateness (0 by default, as in Spark; a lateness holds windows open
    that much longer), or when its event time is null. Spark would drop it; here
@@ -26,6 +30,12 @@ between two commits is re-run with the plan the output commit recorded, so it re
 the same rows (same upstream files, same state, same watermarks) and commits only what is missing.
 Two runs at once: the second one's commit of ``b`` is stale (the txn moved) and it stops without
 committing anything more.
+
+The plan and the progress are also kept in a progress file next to the state table
+(``runs/event_progress.py``), written before the output commit and after the state commit: a
+checkpoint keeps the txn versions but not the commits' ``commitInfo``, so the progress is read
+from that file by the state table's txn version, and the aggregate's own tables can be
+compacted, vacuumed and have their logs cleaned between any two runs.
 
 Spark plans and writes; the driver collects one row of statistics and one count.
 """
@@ -52,13 +62,25 @@ from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.delta.log import CommitRecord
 from watermark_assets.delta.stats import describe_data_files
 from watermark_assets.exceptions import (
+    ConcurrentWriteError,
     DeltaCommitError,
+    EventProgressLostError,
     EventWindowConflictError,
-    UpstreamNotAppendOnlyError,
 )
+from watermark_assets.runs.event_progress import (
+    BatchPlan,
+    ProgressEntry,
+    ProgressFile,
+    WindowProgress,
+    progress_uri,
+    read_progress_file,
+    write_committed,
+    write_planned,
+)
+from watermark_assets.runs.event_upstream import UpstreamRead, plan_reads
 from watermark_assets.runs.faults import crash_point, pause_point
 from watermark_assets.spark import io, window_agg
-from watermark_assets.spark.window_agg import WINDOW_START, Aggregate
+from watermark_assets.spark.window_agg import ROWS_PARTIAL, WINDOW_START, Aggregate
 from watermark_assets.staging import STAGING_DIR, list_parquet, move_into_table, remove_tree
 
 if TYPE_CHECKING:
@@ -112,51 +134,10 @@ class WindowAggregateSpec:
     def plan_key(self) -> str:
         return f"watermark_assets.event_window_plan/{self.pipeline}"
 
-
-@dataclass(frozen=True, kw_only=True)
-class WindowProgress:
-    """What the state table's newest commit says: the last batch, its watermark, the upstream
-    version it read up to (-1: none yet) and the windows still open."""
-
-    batch: int
-    watermark: EventTimeWatermark
-    #: input -> the upstream version read up to (-1: none yet)
-    upstream_versions: Mapping[str, int]
-    open_windows: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class BatchPlan:
-    """What batch ``batch`` reads and decides; recorded with its first commit."""
-
-    batch: int
-    #: input -> versions read: (from, to]
-    upstream_from: Mapping[str, int]
-    upstream_to: Mapping[str, int]
-    watermark_before: EventTimeWatermark
-    watermark_after: EventTimeWatermark
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "batch": self.batch,
-                "upstream_from": dict(self.upstream_from),
-                "upstream_to": dict(self.upstream_to),
-                "watermark_before": self.watermark_before.to_json(),
-                "watermark_after": self.watermark_after.to_json(),
-            }
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> BatchPlan:
-        raw = json.loads(text)
-        return cls(
-            batch=int(raw["batch"]),
-            upstream_from={k: int(v) for k, v in raw["upstream_from"].items()},
-            upstream_to={k: int(v) for k, v in raw["upstream_to"].items()},
-            watermark_before=EventTimeWatermark.from_json(raw["watermark_before"]),
-            watermark_after=EventTimeWatermark.from_json(raw["watermark_after"]),
-        )
+    @property
+    def progress_uri(self) -> str:
+        """The progress file (``runs/event_progress.py``), next to the state table."""
+        return progress_uri(self.state_uri)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,74 +158,103 @@ class WindowBatchResult:
     upstream_ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     versions: Mapping[str, int | None] = field(default_factory=dict)
     resumed: bool = False
+    #: "versions": the rows the upstream commits appended; "event_time": those versions were
+    #: gone, every row of a window still open was read again (``runs/event_upstream.py``)
+    read_by: str = "versions"
+    #: read by event time: rows appended since into windows already closed (or without an event
+    #: time), which could not be told apart from the rows already emitted; None: not countable
+    late_unidentified: int | None = 0
+    #: read by event time: why, and how the rows appended since are accounted for ("" else)
+    read_note: str = ""
 
 
 def load_progress(spec: WindowAggregateSpec) -> WindowProgress:
-    """The progress recorded by the state table's newest commit (empty before the first)."""
+    """The progress of the batch the state table's txn says is committed (empty before the
+    first): from the progress file, or (a table from before it) the state commit's metadata."""
+    return _load(spec)[0]
+
+
+def _load(spec: WindowAggregateSpec) -> tuple[WindowProgress, ProgressFile]:
     committer = DeltaCommitter(spec.state_uri)
     batch = committer.transaction_version(spec.app_id) or 0
+    file = read_progress_file(spec.progress_uri, spec.upstreams)
     if batch == 0:
-        return WindowProgress(
+        empty = WindowProgress(
             batch=0,
             watermark=EventTimeWatermark.empty(),
             upstream_versions={name: -1 for name in spec.upstreams},
             open_windows=0,
+            upstream_rows={name: 0 for name in spec.upstreams},
+            open_rows=0,
         )
+        return empty, file
+    entry = file.entries.get(batch)
+    if entry is not None:
+        return entry.progress, file
     record = _commit_of_batch(committer, spec.app_id, batch)
+    if record is None:
+        raise EventProgressLostError(spec.pipeline, spec.state_uri, batch, spec.progress_uri)
     raw = json.loads(record.custom_metadata[spec.state_key])
-    return WindowProgress(
-        batch=batch,
-        watermark=EventTimeWatermark.from_json(raw["watermark"]),
-        # an input added to the configuration since has read nothing yet
-        upstream_versions={
-            name: int(raw["upstream_versions"].get(name, -1)) for name in spec.upstreams
-        },
-        open_windows=int(raw["open_windows"]),
-    )
+    return WindowProgress.from_dict(raw, spec.upstreams), file
 
 
-def _commit_of_batch(committer: DeltaCommitter, app_id: str, batch: int) -> CommitRecord:
+def _commit_of_batch(committer: DeltaCommitter, app_id: str, batch: int) -> CommitRecord | None:
     """The commit of ``committer``'s table holding txn ``(app_id, batch)``, searched from the
-    newest (only this pipeline writes these tables: it is the newest, or close to it)."""
+    newest (only this pipeline writes these tables, besides maintenance: it is the newest, or
+    close to it); None when the log no longer has it (cleaned up after a checkpoint)."""
     version = committer.current_version()
     while version is not None and version >= 0:
-        record = committer.read_commit(version)
+        try:
+            record = committer.read_commit(version)
+        except DeltaCommitError:
+            return None  # this commit and the older ones were cleaned up
         if record.txns.get(app_id) == batch:
             return record
         version -= 1
-    raise DeltaCommitError(
-        f"table {committer.table_uri!r} has txn {app_id!r} at {batch} but no commit in its log "
-        "holds it (cleaned up by log retention?); restore the log or start a new table",
-        table_uri=committer.table_uri,
-    )
+    return None
 
 
-def recorded_plan(spec: WindowAggregateSpec, batch: int) -> BatchPlan | None:
-    """The plan of ``batch`` if its output commit was made (a run died after it), else None."""
+def recorded_plan(
+    spec: WindowAggregateSpec, batch: int, file: ProgressFile | None = None
+) -> BatchPlan | None:
+    """The plan of ``batch`` if its output commit was made (a run died after it), else None:
+    from that commit (atomic with the output), or, once its log was cleaned up, from the
+    progress file (written before the commit)."""
     output = DeltaCommitter(spec.output_uri)
     if (output.transaction_version(spec.app_id) or 0) < batch:
         return None
     record = _commit_of_batch(output, spec.app_id, batch)
-    return BatchPlan.from_json(record.custom_metadata[spec.plan_key])
+    if record is not None:
+        return BatchPlan.from_json(record.custom_metadata[spec.plan_key])
+    file = file or read_progress_file(spec.progress_uri, spec.upstreams)
+    entry = file.entries.get(batch)
+    if entry is None:
+        raise EventProgressLostError(spec.pipeline, spec.output_uri, batch, spec.progress_uri)
+    return entry.plan
 
 
 def run_window_batch(
     spark: SparkSession, spec: WindowAggregateSpec, *, now: datetime, run_id: str
 ) -> WindowBatchResult:
     """Run the next batch (module docstring); nothing is committed when nothing new is there."""
-    progress = load_progress(spec)
+    from pyspark.sql import functions as F
+
+    progress, file = _load(spec)
     batch = progress.batch + 1
-    recorded = recorded_plan(spec, batch)
+    recorded = recorded_plan(spec, batch, file)
     before = progress.watermark
-    upstream_to: dict[str, int] = {}
-    paths: dict[str, list[str]] = {}
-    for name, uri in spec.upstreams.items():
-        upstream = DeltaCommitter(uri)
-        latest = recorded.upstream_to[name] if recorded else upstream.current_version()
-        upstream_to[name] = progress.upstream_versions[name] if latest is None else latest
-        read_from = progress.upstream_versions[name]
-        paths[name] = _appended_files(upstream, read_from, upstream_to[name])
-    if recorded is None and not any(paths.values()):
+    closed = None if before.is_empty else before.watermark_ms - spec.lateness_ms
+    reads = plan_reads(
+        spec.upstreams,
+        progress.upstream_versions,
+        recorded.upstream_to if recorded else None,
+        event_column=spec.event_column,
+        # a row before this is in a window ending at or before ``closed``: late
+        open_from_ms=None if closed is None else closed - spec.windows.size_ms,
+    )
+    by_event_time = any(r.by_event_time for r in reads.values())
+    paths = {name: list(read.files) for name, read in reads.items()}
+    if recorded is None and not by_event_time and not any(paths.values()):
         return WindowBatchResult(
             batch=None,
             reason=f"no rows appended upstream since versions {dict(progress.upstream_versions)} "
@@ -261,29 +271,46 @@ def run_window_batch(
         spec.windows.origin_ms,
     )
     late = _late_condition(spec, before)
+    if by_event_time:  # rows of closed windows read again are not new: left out
+        again = [name for name, read in reads.items() if read.by_event_time]
+        framed = framed.where(~(F.col(INPUT_COLUMN).isin(again) & late))
     now_ms = to_millis(ensure_utc(now))
     partitionings = {
         name: _partitioning(spec.upstreams[name], files) for name, files in paths.items() if files
     }
     rows, stats, late_rows = _statistics(framed, spec.event_column, late, partitionings)
+    unidentified: int | None = 0
+    accounting = ""
+    if by_event_time:
+        stats, unidentified, accounting = _account(reads, progress, stats, rows)
     after = recorded.watermark_after if recorded else spec.tracker.observe(before, stats, now_ms)
     plan = recorded or BatchPlan(
         batch=batch,
         upstream_from=dict(progress.upstream_versions),
-        upstream_to=upstream_to,
+        upstream_to={name: read.read_to for name, read in reads.items()},
         watermark_before=before,
         watermark_after=after,
+        upstream_rows={name: read.rows for name, read in reads.items()},
     )
     token = f"{ensure_utc(now):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     emitted, open_windows, versions = _commit_batch(
-        spark, spec, plan, framed, late, token=token, run_id=run_id, now_ms=now_ms
+        spark,
+        spec,
+        plan,
+        framed,
+        late,
+        token=token,
+        run_id=run_id,
+        now_ms=now_ms,
+        file=file,
+        replace_state=by_event_time,
     )
     return WindowBatchResult(
         batch=batch,
         reason=(
-            f"batch {batch}: {rows} row(s) appended upstream, {late_rows} late, {emitted} "
-            "window(s) emitted, "
-            f"{open_windows} open; {spec.tracker.explain(before, after, now_ms)}"
+            f"batch {batch}: {rows} row(s) {'read' if by_event_time else 'appended upstream'}, "
+            f"{late_rows} late, {emitted} window(s) emitted, "
+            f"{open_windows} open; {spec.tracker.explain(before, after, now_ms)}{accounting}"
         ),
         watermark_before=before,
         watermark_after=plan.watermark_after,
@@ -298,25 +325,66 @@ def run_window_batch(
         },
         versions=versions,
         resumed=recorded is not None,
+        read_by="event_time" if by_event_time else "versions",
+        late_unidentified=unidentified,
+        read_note=accounting.removeprefix("; "),
     )
 
 
-def _appended_files(upstream: DeltaCommitter, after: int, through: int) -> list[str]:
-    """URIs of the files the upstream table's commits ``(after, through]`` added with new rows.
+def _account(
+    reads: Mapping[str, UpstreamRead],
+    progress: WindowProgress,
+    stats: dict[str, EventTimeStats],
+    rows_read: int,
+) -> tuple[dict[str, EventTimeStats], int | None, str]:
+    """A batch read by event time: the inputs' stats counting only inputs that had new rows
+    (rows read again are not data for the idle timeout), the rows appended since that no read
+    saw (late or without an event time; None: not countable) and what the reason says.
 
-    Files added without ``dataChange`` (a compaction rewriting rows already there) are skipped,
-    or their rows would be counted twice. A commit that removed rows (a delete, a replace, a
-    merge) is refused: rows already aggregated and emitted cannot be taken back."""
-    added = []
-    for record in upstream.read_commits_after(after if after >= 0 else None):
-        if record.version > through:
-            break
-        if record.removed_data:
-            raise UpstreamNotAppendOnlyError(
-                upstream.table_uri, record.version, record.removed_data
-            )
-        added += [storage.join(upstream.table_uri, a.path) for a in record.added if a.data_change]
-    return added
+    Appended since = each upstream's rows now less then (statistics); the open windows gained
+    the rows read less the rows they held (``open_rows``); the rest fell in closed windows."""
+    appended: dict[str, int | None] = {}
+    for name, read in reads.items():
+        then = 0 if read.read_from < 0 else progress.upstream_rows.get(name)
+        appended[name] = None if read.rows is None or then is None else read.rows - then
+    kept = {n: s for n, s in stats.items() if appended.get(n) != 0}
+    lost = "; ".join(f"{r.uri!r} versions {r.versions}: {r.lost}" for r in reads.values() if r.lost)
+    said = (
+        f"; read by event time ({lost}): every upstream row of a window the watermark had not "
+        "closed was read again from the current snapshot and the open windows recomputed"
+    )
+    counts = list(appended.values())
+    if progress.open_rows is None or any(c is None for c in counts):
+        unknown = [r.uri for n, r in reads.items() if appended[n] is None]
+        why = f"{unknown} lack row counts" if unknown else "the state predates its row counts"
+        note = (
+            f"{said}. The rows appended since into closed windows could not be counted "
+            f"({why}): late rows of those versions may be missing from the late table"
+        )
+        return kept, None, note
+    total = sum(c for c in counts if c is not None)
+    missing = total - (rows_read - progress.open_rows)
+    where = ", ".join(
+        f"{r.uri!r} versions {r.versions}" for r in reads.values() if r.read_to > r.read_from
+    )
+    if missing == 0:
+        note = (
+            f"{said}; every row appended since is accounted for ({total} row(s), all in "
+            "windows still open)"
+        )
+    elif missing < 0:
+        note = (
+            f"{said}; the upstream holds {-missing} row(s) fewer than it appended: it removed "
+            f"rows in versions whose commits are gone ({where}); emitted windows stay as they are"
+        )
+    else:
+        note = (
+            f"{said}; {missing} row(s) appended since fall in windows already closed (or have "
+            "no event time): they cannot be told apart from the rows already emitted, so no "
+            "late record is kept and no window is reopened for them. They are among the rows of "
+            f"{where}"
+        )
+    return kept, missing, note
 
 
 INPUT_COLUMN = "_input"
@@ -434,9 +502,15 @@ def _commit_batch(
     token: str,
     run_id: str,
     now_ms: int,
+    file: ProgressFile,
+    replace_state: bool = False,
 ) -> tuple[int, int, dict[str, int | None]]:
     """Stage and commit the output, the late records and the new state, in that order, each only
-    if its table does not hold the batch yet. The windows emitted and open, and the versions."""
+    if its table does not hold the batch yet; the progress file before and after (module
+    docstring). ``replace_state``: ``framed`` holds every row of the windows still open (a
+    batch read by event time), so the state's partials are replaced, not merged into. The
+    windows emitted and open, and the versions."""
+    import pyarrow as pa
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
     from pyspark.sql import functions as F
@@ -457,6 +531,10 @@ def _commit_batch(
         batch=plan.batch,
     )
     current = window_agg.partials(framed.where(~late), aggregates)
+    state_committer = DeltaCommitter(spec.state_uri)
+    # a state table from before the row counts gets their column (nullable: the rows of its
+    # windows are not counted until they close)
+    state_committer.add_missing_columns(pa.schema([(ROWS_PARTIAL, pa.int64())]))
     try:
         state_table: DeltaTable | None = DeltaTable(
             spec.state_uri, storage_options=storage.delta_options(spec.state_uri)
@@ -466,8 +544,10 @@ def _commit_batch(
     state_version = -1 if state_table is None else state_table.version()
     state_files = [] if state_table is None else table_file_uris(spec.state_uri, state_table)
     merged = current
-    if state_files:
+    if state_files and not replace_state:
         kept = io.read_files(spark, state_files, format="parquet")
+        if ROWS_PARTIAL not in kept.columns:
+            kept = kept.withColumn(ROWS_PARTIAL, F.lit(None).cast("long"))
         merged = window_agg.merge_partials(
             current.unionByName(kept.select(*current.columns)), aggregates
         )
@@ -484,20 +564,33 @@ def _commit_batch(
             .sortWithinPartitions(WINDOW_START)
         )
         new_state = merged.where(~closes)
-        open_windows = new_state.select(WINDOW_START).distinct().count()
+        counted = new_state.agg(
+            F.count_distinct(F.col(WINDOW_START)).alias("windows"),
+            F.sum(ROWS_PARTIAL).alias("rows"),
+            F.count(F.when(F.col(ROWS_PARTIAL).isNull(), 1)).alias("uncounted"),
+        ).first()
+        assert counted is not None
+        open_windows = int(counted["windows"])
+        progress = WindowProgress(
+            batch=plan.batch,
+            watermark=plan.watermark_after,
+            upstream_versions=dict(plan.upstream_to),
+            open_windows=open_windows,
+            upstream_rows=dict(plan.upstream_rows),
+            open_rows=None if counted["uncounted"] else int(counted["rows"] or 0),
+        )
         versions: dict[str, int | None] = {}
         emitted = 0
         output_meta = {spec.plan_key: plan.to_json()}
-        state_meta = {
-            spec.state_key: json.dumps(
-                {
-                    "batch": plan.batch,
-                    "watermark": plan.watermark_after.to_json(),
-                    "upstream_versions": dict(plan.upstream_to),
-                    "open_windows": open_windows,
-                }
-            )
-        }
+        state_meta = {spec.state_key: json.dumps(progress.to_dict())}
+        output_committer = DeltaCommitter(spec.output_uri)
+        if (output_committer.transaction_version(spec.app_id) or 0) < plan.batch:
+            try:  # before the first commit: a crash after it finds the plan here too
+                write_planned(file, ProgressEntry(plan, progress, None))
+            except ConcurrentWriteError as exc:
+                raise EventWindowConflictError(
+                    spec.pipeline, plan.batch, spec.progress_uri, exc.detail
+                ) from exc
         stages = (
             ("output", spec.output_uri, output, output_meta, None),
             ("late", spec.late_uri, late_rows, {spec.plan_key: plan.to_json()}, None),
@@ -506,9 +599,10 @@ def _commit_batch(
         for name, uri, frame, metadata, replaces in stages:
             committer = DeltaCommitter(uri)
             if (committer.transaction_version(spec.app_id) or 0) >= plan.batch:
-                versions[name] = _commit_of_batch(committer, spec.app_id, plan.batch).version
-                if name == "output":
-                    emitted = _rows_added(versions[name], committer)
+                record = _commit_of_batch(committer, spec.app_id, plan.batch)
+                versions[name] = None if record is None else record.version  # None: cleaned up
+                if name == "output" and record is not None:
+                    emitted = sum(a.num_records or 0 for a in record.added)
                 continue
             version, rows = _stage_and_commit(
                 spec,
@@ -526,6 +620,9 @@ def _commit_batch(
             crash_point(f"event_window_after_{name}")  # the exactly-once tests kill here
             if name == "output":
                 emitted = rows
+        write_committed(
+            spec.progress_uri, ProgressEntry(plan, progress, versions["state"]), spec.upstreams
+        )
         return emitted, open_windows, versions
     finally:
         merged.unpersist()
@@ -538,7 +635,6 @@ def _reopened(
     in, recomputed from every row of the upstream tables at the plan's versions (this batch's
     rows included); None when no row reopens a window. The windows between the first and the
     last reopened one are recomputed too: the replace covers that whole range."""
-    from deltalake import DeltaTable
     from pyspark.sql import functions as F
 
     # as epoch milliseconds: PySpark would hand timestamps back naive, in the process's zone
@@ -548,12 +644,7 @@ def _reopened(
         return None
     first, last = from_millis(int(bounds[0])), from_millis(int(bounds[1]))
     paths = {
-        name: table_file_uris(
-            uri,
-            DeltaTable(
-                uri, version=plan.upstream_to[name], storage_options=storage.delta_options(uri)
-            ),
-        )
+        name: table_file_uris(uri, _snapshot_at(uri, plan.upstream_to[name]))
         for name, uri in spec.upstreams.items()
     }
     everything = window_agg.with_window(
@@ -570,10 +661,18 @@ def _reopened(
     return Reopened(first, last, rows.repartition(1).sortWithinPartitions(WINDOW_START))
 
 
-def _rows_added(version: int | None, committer: DeltaCommitter) -> int:
-    if version is None:
-        return 0
-    return sum(a.num_records or 0 for a in committer.read_commit(version).added)
+def _snapshot_at(uri: str, version: int) -> Any:
+    """The upstream at ``version``, or its newest snapshot once that version's log is gone: a
+    row appended since into a reopened window is late when read, and reopens the same window
+    again, which is recomputed from every row again (a replace: the same result)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    options = storage.delta_options(uri)
+    try:
+        return DeltaTable(uri, version=version, storage_options=options)
+    except DeltaError:
+        return DeltaTable(uri, storage_options=options)
 
 
 def stage_frame(

@@ -16,10 +16,12 @@ aggregate          partial (one run)      merge                final
 (col)``            too                                         groups of the window
 =================  =====================  ===================  ==========================
 
-At most one ``count_distinct`` per aggregate (its column becomes part of the state's group key;
-two would need their cross product). Windows are tumbling: ``window_start`` is the event time
-rounded down to ``origin + k * size`` (integer milliseconds: ``pmod`` is right before the origin
-too), ``window_end = window_start + size``; the interval is ``[start, end)``.
+Every state also keeps ``_partial__rows``, the rows of its group (summed when merged), so the
+rows the open windows hold are known. At most one ``count_distinct`` per aggregate (its column
+becomes part of the state's group key; two would need their cross product). Windows are
+tumbling: ``window_start`` is the event time rounded down to ``origin + k * size`` (integer
+milliseconds: ``pmod`` is right before the origin too), ``window_end = window_start + size``;
+the interval is ``[start, end)``.
 
 Everything here builds Spark plans; nothing is collected to the driver.
 """
@@ -38,6 +40,9 @@ WINDOW_START = "window_start"
 WINDOW_END = "window_end"
 #: The partial column of aggregate NAME in the state table.
 PARTIAL_PREFIX = "_partial_"
+#: The rows a group holds (every state has it: a batch read by event time proves with it that
+#: every row appended since is accounted for, ``runs/event_window.py``).
+ROWS_PARTIAL = PARTIAL_PREFIX + "_rows"
 
 _FUNCTIONS = ("count", "sum", "min", "max", "count_distinct")
 _SPEC = re.compile(r"^\s*(count|sum|min|max|count_distinct)\s*(?:\(\s*([^()]*?)\s*\))?\s*$")
@@ -118,8 +123,7 @@ def partials(frame: DataFrame, aggregates: Sequence[Aggregate]) -> DataFrame:
             columns.append(F.count(F.lit(1)).alias(a.partial))
         elif a.function in ("sum", "min", "max"):
             columns.append(getattr(F, a.function)(F.col(str(a.column))).alias(a.partial))
-    if not columns:  # only a count_distinct: the group key is the whole state
-        columns.append(F.count(F.lit(1)).alias(PARTIAL_PREFIX + "_rows"))
+    columns.append(F.count(F.lit(1)).alias(ROWS_PARTIAL))
     return frame.groupBy(*group_key(aggregates)).agg(*columns)
 
 
@@ -133,8 +137,7 @@ def merge_partials(frame: DataFrame, aggregates: Sequence[Aggregate]) -> DataFra
             columns.append(F.sum(a.partial).alias(a.partial))
         elif a.function in ("min", "max"):
             columns.append(getattr(F, a.function)(a.partial).alias(a.partial))
-    if not any(a.function != "count_distinct" for a in aggregates):
-        columns.append(F.sum(PARTIAL_PREFIX + "_rows").alias(PARTIAL_PREFIX + "_rows"))
+    columns.append(F.sum(ROWS_PARTIAL).alias(ROWS_PARTIAL))
     return frame.groupBy(*group_key(aggregates)).agg(*columns)
 
 

@@ -1,0 +1,402 @@
+"""Event-time aggregates across Delta maintenance (issue 21 §3): real Spark, real Delta tables.
+
+A pipeline lives for years: its upstream's log is checkpointed and cleaned (delta-rs does it
+every 100 commits, a maintenance job at any time), the upstream is compacted (OPTIMIZE, files
+added with ``dataChange: false``) and vacuumed (the files OPTIMIZE replaced are deleted), and the
+same happens to the aggregate's own output, late and state tables. Time is simulated with the
+helpers of ``tests/maintenance.py`` (backdated log files), never by sleeping.
+
+Each case runs the same events through two aggregates, one whose tables saw the maintenance and
+one whose tables did not (the reference), and compares what they committed: the windows emitted,
+the late records, the windows still open with their partial aggregates, and the watermark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import maintenance
+import pytest
+from deltalake import DeltaTable
+from test_event_window import BATCH_1, BATCH_2, T0, append, event, make_spec, oracle
+
+from watermark_assets.runs.event_window import (
+    WindowAggregateSpec,
+    load_progress,
+    run_window_batch,
+)
+
+#: While the aggregate is paused, its upstream gets four commits of on-time events: 12:31 falls
+#: in the window 12:30 the state already holds (event 12:33), the others in new windows.
+PAUSED = [
+    [event(40, 31, 8), event(41, 41, 1)],
+    [event(42, 44, 2), event(43, 47, 3)],
+    [event(44, 52, 1)],
+    [event(45, 58, 4), event(46, 61, 5)],
+]
+#: After the maintenance, one more commit: the aggregate reads on by version again.
+LATER = [event(50, 66, 6), event(51, 90, 7)]
+
+
+def committed(spec: WindowAggregateSpec) -> dict[str, Any]:
+    """What the aggregate's tables hold, read through their current snapshots (their logs may
+    have been cleaned): emitted windows, late ids, open windows' partials, the watermark."""
+    output = DeltaTable(spec.output_uri).to_pyarrow_table().to_pylist()
+    state = DeltaTable(spec.state_uri).to_pyarrow_table().to_pylist()
+    late = DeltaTable(spec.late_uri).to_pyarrow_table(columns=["id"])["id"].to_pylist()
+    progress = load_progress(spec)
+    return {
+        "output": sorted((f"{r['window_start']:%H:%M}", r["events"], r["users"]) for r in output),
+        "late": sorted(late),
+        "state": sorted(tuple(sorted((k, str(v)) for k, v in r.items())) for r in state),
+        "watermark": progress.watermark.watermark_ms,
+        "batch": progress.batch,
+        "open_windows": progress.open_windows,
+    }
+
+
+def run(spark: Any, spec: WindowAggregateSpec, hours: int) -> Any:
+    return run_window_batch(spark, spec, now=T0 + timedelta(hours=hours), run_id=f"r{hours}")
+
+
+def feed_and_run(
+    spark: Any, root: Path, maintain_upstream: Callable[[str], object] | None
+) -> tuple[WindowAggregateSpec, list[Any]]:
+    """Two batches, a pause over four upstream commits, the upstream's maintenance (None: none),
+    then a batch over the pause and one more after a later commit."""
+    spec = make_spec(root)
+    upstream = root / "events"
+    append(upstream, *BATCH_1[:5])
+    append(upstream, *BATCH_1[5:])
+    results = [run(spark, spec, 1)]
+    append(upstream, *BATCH_2)
+    results.append(run(spark, spec, 2))
+    for rows in PAUSED:
+        append(upstream, *rows)
+    if maintain_upstream is not None:
+        maintain_upstream(str(upstream))
+    results.append(run(spark, spec, 3))
+    append(upstream, *LATER)
+    results.append(run(spark, spec, 4))
+    return spec, results
+
+
+def optimize_and_vacuum(uri: str) -> None:
+    maintenance.optimize(uri)
+    maintenance.vacuum(uri)
+
+
+def everything(uri: str) -> None:
+    optimize_and_vacuum(uri)
+    maintenance.checkpoint_and_clean(uri)
+
+
+UPSTREAM_MAINTENANCE = {
+    "the upstream's log checkpointed and cleaned while the aggregate was paused": (
+        maintenance.checkpoint_and_clean
+    ),
+    "the upstream compacted (OPTIMIZE) and vacuumed between two batches": optimize_and_vacuum,
+    "the upstream compacted, vacuumed, then its log checkpointed and cleaned": everything,
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("maintain", UPSTREAM_MAINTENANCE.values(), ids=list(UPSTREAM_MAINTENANCE))
+def test_upstream_maintenance_leaves_every_window_aggregated_exactly_once(
+    spark: Any, tmp_path: Path, maintain: Callable[[str], object]
+) -> None:
+    reference, _ = feed_and_run(spark, tmp_path / "reference", None)
+    spec, results = feed_and_run(spark, tmp_path / "maintained", maintain)
+
+    assert committed(spec) == committed(reference)
+    everything_fed = BATCH_1 + BATCH_2 + [e for rows in PAUSED for e in rows] + LATER
+    assert committed(spec)["output"] == oracle(everything_fed, {21}, T0 + timedelta(minutes=80))
+    over_the_pause = results[2]
+    assert over_the_pause.read_by == "event_time"
+    assert over_the_pause.late_unidentified == 0
+    assert "read by event time" in over_the_pause.reason
+    assert "every row appended since is accounted for" in over_the_pause.reason
+    assert results[3].read_by == "versions"  # back to reading by version
+
+
+@pytest.mark.spark
+def test_a_late_row_appended_while_the_upstream_log_was_lost_is_counted_and_named(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The fallback reads the windows still open; a row appended to a closed window during the
+    lost versions cannot be told apart from the rows already emitted. It is not skipped
+    silently: the batch counts it (upstream rows now - rows then - rows the open windows
+    gained) and says which versions and which table hold it."""
+    spec = make_spec(tmp_path)
+    upstream = tmp_path / "events"
+    append(upstream, *BATCH_1)
+    run(spark, spec, 1)
+    append(upstream, event(60, 30, 1))
+    append(upstream, event(61, 2, 9))  # 12:02: its window was closed at 12:11
+    maintenance.checkpoint_and_clean(str(upstream))  # versions 1 and 2 leave the log
+    result = run(spark, spec, 2)
+    assert result.read_by == "event_time" and result.late_unidentified == 1
+    assert "1 row(s) appended since fall in windows already closed" in result.reason
+    assert f"{str(upstream)!r} versions 1..2" in result.reason
+    assert committed(spec)["output"] == oracle(
+        [*BATCH_1, event(60, 30, 1)], set(), T0 + timedelta(minutes=20)
+    )
+
+
+@pytest.mark.spark
+def test_with_two_inputs_one_lost_upstream_log_still_aggregates_every_window_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Two inputs, and only ``views``'s log is cleaned while the aggregate is paused: the batch
+    reads both inputs by event time (the state is one for both) and matches a run without
+    maintenance."""
+    from watermark_assets.core.event_time import WatermarkTracker
+
+    def two_inputs(root: Path, clean_views: bool) -> WindowAggregateSpec:
+        spec = make_spec(
+            root,
+            upstreams={"clicks": str(root / "clicks"), "views": str(root / "views")},
+            tracker=WatermarkTracker(delays_ms={"clicks": 600_000, "views": 600_000}),
+        )
+        append(root / "clicks", event(1, 0, 1), event(2, 30, 2))
+        append(root / "views", event(3, 5, 3), event(4, 20, 4))
+        run(spark, spec, 1)  # watermark: min(12:20, 12:10) = 12:10
+        append(root / "clicks", event(5, 41, 1))
+        append(root / "views", event(6, 35, 5))
+        append(root / "views", event(7, 45, 6), event(8, 11, 7))  # 12:11: on time, window 12:10
+        if clean_views:
+            maintenance.checkpoint_and_clean(str(root / "views"))
+        result = run(spark, spec, 2)
+        assert result.read_by == ("event_time" if clean_views else "versions")
+        assert result.late_unidentified == 0
+        return spec
+
+    reference = two_inputs(tmp_path / "reference", clean_views=False)
+    spec = two_inputs(tmp_path / "maintained", clean_views=True)
+    assert committed(spec) == committed(reference)
+    assert committed(spec)["output"]  # windows were emitted and compared
+
+
+@pytest.mark.spark
+def test_a_state_from_before_the_progress_file_is_read_from_its_commit_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    """An aggregate whose progress is only in its state commit's metadata (as before the
+    progress file) goes on from there, and its next batch writes the file."""
+    spec = make_spec(tmp_path)
+    append(tmp_path / "events", *BATCH_1)
+    run(spark, spec, 1)
+    Path(spec.progress_uri).unlink()
+    assert load_progress(spec).batch == 1
+    append(tmp_path / "events", *BATCH_2)
+    assert run(spark, spec, 2).batch == 2
+    assert Path(spec.progress_uri).is_file()
+    expected = oracle(BATCH_1 + BATCH_2, {21}, T0 + timedelta(minutes=30))
+    assert committed(spec)["output"] == expected and committed(spec)["batch"] == 2
+
+
+@pytest.mark.spark
+def test_a_lost_progress_names_its_recovery_and_the_rebuilt_aggregate_reads_a_cleaned_upstream(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A state table whose batch neither the progress file nor the log records (a table from
+    before the file, whose log was cleaned) stops with the recovery: remove the aggregate's
+    tables. Rebuilt, its first batch reads the upstream's current snapshot whole, although the
+    upstream's log lost its first commits."""
+    import shutil
+
+    from watermark_assets.exceptions import EventProgressLostError
+
+    spec = make_spec(tmp_path)
+    upstream = tmp_path / "events"
+    append(upstream, *BATCH_1)
+    run(spark, spec, 1)
+    Path(spec.progress_uri).unlink()  # as before the progress file
+    z_order_by_time(spec.state_uri)
+    maintenance.checkpoint_and_clean(spec.state_uri)
+    with pytest.raises(EventProgressLostError) as caught:
+        load_progress(spec)
+    assert "remove its output, late and state tables" in str(caught.value)
+
+    append(upstream, *BATCH_2[:2])
+    append(upstream, *BATCH_2[2:])
+    maintenance.checkpoint_and_clean(str(upstream))  # version 0 is gone from its log
+    for uri in (spec.output_uri, spec.late_uri, spec.state_uri):
+        shutil.rmtree(uri)
+    rebuilt = run(spark, spec, 2)
+    assert rebuilt.batch == 1 and rebuilt.rows_read == len(BATCH_1 + BATCH_2)
+    expected = oracle(BATCH_1 + BATCH_2, set(), T0 + timedelta(minutes=30))  # one batch: none late
+    assert committed(spec)["output"] == expected
+
+
+def maintain_own_tables(spec: WindowAggregateSpec, *steps: Callable[[str], object]) -> None:
+    for uri in (spec.output_uri, spec.late_uri, spec.state_uri):
+        for step in steps:
+            step(uri)
+
+
+def z_order_by_time(uri: str) -> None:
+    """Z-order by the table's time column (it rewrites even a table of one file)."""
+    names = DeltaTable(uri).schema().to_arrow().names
+    maintenance.z_order(uri, ["window_start" if "window_start" in names else "event_time"])
+
+
+OWN_MAINTENANCE = {
+    "its output, late and state tables z-ordered, then checkpointed and cleaned": (
+        z_order_by_time,
+        maintenance.checkpoint_and_clean,
+    ),
+    "its tables compacted, vacuumed, then checkpointed and cleaned": (
+        maintenance.optimize,
+        maintenance.vacuum,
+        maintenance.checkpoint_and_clean,
+    ),
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("steps", OWN_MAINTENANCE.values(), ids=list(OWN_MAINTENANCE))
+def test_maintenance_of_the_aggregates_own_tables_breaks_neither_the_tick_nor_the_run(
+    spark: Any, tmp_path: Path, steps: tuple[Callable[[str], object], ...]
+) -> None:
+    from conftest import project_config
+    from test_event_time_pipeline import pipelines
+
+    from watermark_assets.cli import summarize_event_time
+    from watermark_assets.core.time.instant import format_millis
+    from watermark_assets.defs.event_time import decide_closing, event_time_partitions
+    from watermark_assets.runs.event_engines import BatchEngine
+
+    spec = make_spec(tmp_path)
+    upstream = tmp_path / "events"
+    append(upstream, *BATCH_1)
+    run(spark, spec, 1)
+    append(upstream, *BATCH_2)
+    run(spark, spec, 2)
+    before = committed(spec)
+    maintain_own_tables(spec, *steps)
+    assert committed(spec) == before  # the progress is read back after the maintenance
+
+    config = project_config(*pipelines(tmp_path))  # the same tables as ``spec``
+    pipeline = config.pipeline("events_5min")
+    row = summarize_event_time(config, pipeline)  # type: ignore[arg-type]
+    assert row.watermark == format_millis(before["watermark"])  # `watermark-assets summary`
+    partitions = event_time_partitions(pipeline)  # type: ignore[arg-type]
+    append(upstream, *LATER)  # newest 13:30: the watermark would reach 13:20
+    tick = decide_closing(BatchEngine(spec), partitions, T0 + timedelta(hours=3))
+    assert tick.keys == ("2024-01-30-12:00",)
+
+    result = run(spark, spec, 3)
+    assert result.batch == 3 and result.read_by == "versions"
+    fed = BATCH_1 + BATCH_2 + LATER
+    assert committed(spec)["output"] == oracle(fed, {21}, T0 + timedelta(minutes=80))
+    assert committed(spec)["late"] == [21]
+    assert load_progress(spec).batch == 3
+
+
+@pytest.mark.spark
+def test_a_batch_killed_after_its_output_commit_is_finished_once_that_commit_left_the_log(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The plan of a batch in flight is written to the progress file before its output commit:
+    a run killed after that commit is finished with the killed run's plan even when a
+    maintenance job z-ordered the output and cleaned its log (the commit's metadata is gone)."""
+    import os
+    import subprocess
+    import sys
+
+    from test_event_window import CRASH_SCRIPT
+
+    from watermark_assets.core.time.instant import to_millis
+    from watermark_assets.runs.faults import CRASH_ENV_VAR
+
+    spec = make_spec(tmp_path)
+    append(tmp_path / "events", *BATCH_1)
+    run(spark, spec, 1)
+    append(tmp_path / "events", *BATCH_2)
+    script = CRASH_SCRIPT.format(tests=str(Path(__file__).parent), root=str(tmp_path))
+    env = {
+        **os.environ,
+        CRASH_ENV_VAR: "event_window_after_output",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    killed = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    z_order_by_time(spec.output_uri)
+    maintenance.checkpoint_and_clean(spec.output_uri)
+
+    resumed = run(spark, spec, 5)
+    assert resumed.batch == 2 and resumed.resumed
+    assert committed(spec)["output"] == oracle(BATCH_1 + BATCH_2, {21}, T0 + timedelta(minutes=30))
+    assert committed(spec)["late"] == [21]
+    # the killed run's plan (planned at 14:00), not a new one
+    mark = load_progress(spec).watermark.mark("events")
+    assert mark.last_data_ms == to_millis(T0 + timedelta(hours=2))
+
+
+@pytest.mark.spark
+def test_the_streaming_engine_reads_its_watermark_back_after_its_output_table_is_maintained(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``engine: streaming``: the committed watermark comes from the output's txn version and
+    Spark's offsets file of that micro-batch, not from the output's commit metadata."""
+    from test_event_stream import RUNS, land, make_stream_spec, windows
+
+    from watermark_assets.runs.event_stream import committed_watermark_ms, run_window_stream
+
+    spec = make_stream_spec(tmp_path)
+    land(tmp_path / "landing", 0, RUNS[0])
+    first = run_window_stream(spark, spec, now=T0, run_id="s0")
+    assert first.watermark_ms is not None
+    z_order_by_time(spec.output_uri)
+    maintenance.checkpoint_and_clean(spec.output_uri)
+    assert committed_watermark_ms(spec) == first.watermark_ms
+
+    land(tmp_path / "landing", 1, RUNS[1])
+    second = run_window_stream(spark, spec, now=T0 + timedelta(hours=1), run_id="s1")
+    assert second.watermark_ms == committed_watermark_ms(spec)
+    assert [w for w, *_ in windows(spec.output_uri)] == ["12:00", "12:05", "12:10"]
+
+
+@pytest.mark.spark
+def test_a_failed_range_run_gets_a_new_run_key_and_the_sensor_requests_it_again(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Dagster never forgets a run key: the sensor counts the failed runs of a range by its own
+    tag and requests the range again under ``...|a1``; that run succeeds."""
+    from conftest import project_config
+    from dagster import DagsterInstance, build_sensor_context
+    from test_event_time_pipeline import Clock, pipelines
+
+    from watermark_assets.defs import build_definitions
+
+    defs = build_definitions(
+        project_config(*pipelines(tmp_path)), clock=Clock(T0 + timedelta(hours=3))
+    )
+    instance = DagsterInstance.ephemeral()
+    sensor = defs.resolve_sensor_def("events_5min_sensor")
+    job = defs.resolve_job_def("events_5min_job")
+
+    def tick() -> Any:
+        return sensor.evaluate_tick(build_sensor_context(instance=instance, definitions=defs))
+
+    upstream = tmp_path / "events"
+    append(upstream, event(1, 0, 1), event(2, 40, 3), event(3, 75, 1))  # newest 13:15
+    (first,) = tick().run_requests
+    assert first.run_key == "events_5min|2024-01-30-12:00..2024-01-30-12:00|a0"
+
+    away = tmp_path / "events_unreachable"
+    upstream.rename(away)  # the upstream cannot be read for a moment: the run fails
+    failed = job.execute_in_process(instance=instance, tags=first.tags, raise_on_error=False)
+    assert not failed.success
+    away.rename(upstream)
+
+    (again,) = tick().run_requests
+    assert again.run_key == "events_5min|2024-01-30-12:00..2024-01-30-12:00|a1"
+    assert job.execute_in_process(instance=instance, tags=again.tags).success
+    assert tick().skip_message.startswith("no partition closes")
