@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -197,6 +197,7 @@ def list_files_above(
     limit: int | None = None,
     max_paths: int | None = None,
     start_after: bool = True,
+    held: Container[str] = frozenset(),
 ) -> ListingResult:
     """Files under ``root_uri`` above the plan's watermark, walking only unpruned directories.
 
@@ -214,6 +215,10 @@ def list_files_above(
     processed. Such a partition is a leaf of the landing layout: a sub-folder in it that sorts
     below its last file is not listed. ``start_after=False`` lists every partition in full (the
     sweep, which counts the files at or below each watermark).
+
+    ``held``: paths (relative to the root) that are not landing files at all, the table's own
+    files where the landing folder is the table's (see ``sources.files.TableFiles``): left out
+    as if absent, neither returned nor counted nor checked for their names.
     """
     fs, root = filesystem(root_uri)
     fs.invalidate_cache()  # listings are cached by some backends; a poll must see new files
@@ -250,7 +255,7 @@ def list_files_above(
                     if is_directory:
                         if plan.should_descend(child):
                             children.append(child)
-                    elif name.endswith(tuple(suffixes)):
+                    elif name.endswith(tuple(suffixes)) and child not in held:
                         seen += 1
                         if plan.accepts(child):
                             if ordering is not None and not is_sortable(child, ordering):

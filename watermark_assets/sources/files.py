@@ -9,7 +9,8 @@ only staging, the asset's description and how ``explain`` finds a file in the ta
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
@@ -63,6 +64,33 @@ class StagedFiles:
     unreadable: tuple[UnreadableFile, ...] = ()
 
 
+@dataclass(frozen=True)
+class TableFiles:
+    """The table's own files under a landing folder that IS the table folder (``parquet_commit``).
+
+    ``held``: every path (relative to the source) that the table's current add actions reference,
+    and every one a commit removed that the table still remembers (a tombstone, until VACUUM
+    deletes the file): the committed landing files, the files OPTIMIZE and Z-order write there
+    (``dataChange: false``) and the ones a later OPTIMIZE replaced. None of them is ever a landing
+    file: a listing leaves them out (not ingested, not unsortable, not late, not counted).
+    ``quarantined`` reads, when called, the landing files a run set aside as unreadable: committed
+    (the watermark passed them) but not in the table.
+    """
+
+    held: frozenset[str]
+    quarantined: Callable[[], frozenset[str]]
+
+    def not_ingested(self, at_or_below: Mapping[str, int]) -> dict[str, int]:
+        """Per landing prefix, how many of the files a listing counted at or below its
+        watermark (the held ones left out) were never committed: all but the quarantined ones.
+        The quarantine is read only when some prefix counted any."""
+        counted = {prefix: count for prefix, count in at_or_below.items() if count}
+        if not counted:
+            return {}
+        aside = Counter(path.rpartition("/")[0] for path in self.quarantined())
+        return {p: n - aside[p] for p, n in counted.items() if n > aside[p]}
+
+
 class FileSource(Protocol):
     """A file-path pipeline's source strategy."""
 
@@ -85,6 +113,11 @@ class FileSource(Protocol):
 
     def rows_in_table(self, table: DeltaTable, wanted: Sequence[str]) -> dict[str, int]:
         """Rows each of the ``wanted`` source files has in ``table`` now (0 when none)."""
+        ...
+
+    def table_files(self) -> TableFiles | None:
+        """The table's own files under the landing folder (read once per call: a tick or a
+        run's plan calls it once); None when the landing folder is not the table's."""
         ...
 
 

@@ -24,6 +24,7 @@ from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import DeltaCommitError, LateFilesUnprovableError
+from watermark_assets.sources.files import TableFiles
 from watermark_assets.spark.paths import unreadable_character
 from watermark_assets.state.commit_metadata import pipeline_commits
 
@@ -59,6 +60,8 @@ def find_late_files(
     watermark: FileWatermark,
     prefixes: Iterable[str],
     committed_files: Mapping[str, int],
+    *,
+    table_files: TableFiles | None,
 ) -> dict[str, tuple[str, ...]]:
     """Per landing prefix, the files at or below its watermark that no commit recorded (sorted).
 
@@ -66,8 +69,13 @@ def find_late_files(
     watermark and never sees these files). Only a prefix holding more such files than the state's
     count of committed ones (``committed_files``) costs the read of the Delta log that names them.
     Files Spark cannot read by their exact path are left out (the listing reports them).
+
+    Where the landing folder is the table's (``table_files``), the table itself is the proof: the
+    files it holds are left out, and of the others only the quarantined ones were committed (no
+    log is read).
     """
     source = pipeline.source
+    held = frozenset() if table_files is None else table_files.held
     candidates: dict[str, list[str]] = {}
     for prefix in sorted(set(prefixes)):
         directory = storage.join(source.uri, prefix) if prefix else source.uri
@@ -76,16 +84,19 @@ def find_late_files(
             path = f"{prefix}/{name}" if prefix else name
             if storage.is_hidden(name) or not name.endswith(tuple(source.suffixes)):
                 continue
-            if not watermark.is_above(path):
+            if path not in held and not watermark.is_above(path):
                 at_or_below.append(path)
-        if len(at_or_below) > committed_files.get(prefix, 0):
+        enough = 0 if table_files is not None else committed_files.get(prefix, 0)
+        if len(at_or_below) > enough:
             readable = [
                 p for p in at_or_below if not unreadable_character(storage.join(source.uri, p))
             ]
             candidates[prefix] = readable
     if not candidates:
         return {}
-    committed = committed_source_files(pipeline)
+    committed = (
+        committed_source_files(pipeline) if table_files is None else table_files.quarantined()
+    )
     return {
         prefix: kept
         for prefix, paths in candidates.items()
