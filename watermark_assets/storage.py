@@ -532,6 +532,33 @@ def write_parquet(uri: str, table: pa.Table) -> None:
         pq.write_table(table, handle)
 
 
+def missing_folder(uri: str) -> str | None:
+    """Why the folder ``uri`` does not exist (a short phrase), or None when it does.
+
+    Local (and any non-S3 file system): a directory at the path; a file there is not a folder.
+    S3 has no folders: a prefix "exists" when an object is under it (a landing file, a table's
+    ``_delta_log``, or the empty ``prefix/`` marker object consoles create); missing is no object
+    under it, the bucket's absence said as such. A bucket's root exists when the bucket does.
+    Always a fresh look (one ListObjectsV2 of at most one key, or one stat).
+    """
+    fs, path = filesystem(uri)
+    fs.invalidate_cache()
+    if not _is_s3_fs(fs):
+        if fs.isdir(path):
+            return None
+        return "it is a file, not a folder" if fs.exists(path) else "no such folder"
+    bucket, _, key = path.partition("/")
+    try:
+        answer = fs.call_s3(  # type: ignore[attr-defined]
+            "list_objects_v2", Bucket=bucket, Prefix=f"{key}/" if key else "", MaxKeys=1
+        )
+    except FileNotFoundError:
+        return f"no bucket {bucket!r}"
+    if not key or answer.get("KeyCount", len(answer.get("Contents", ()))):
+        return None
+    return f"no object under the prefix '{key}/' of bucket {bucket!r}"
+
+
 def exists(uri: str) -> bool:
     fs, path = filesystem(uri)
     return bool(fs.exists(path))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import warnings
 from dataclasses import dataclass
 
 from dagster import (
@@ -17,10 +19,16 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
+from watermark_assets import storage
 from watermark_assets.config import (
     AnyPipeline,
     ColumnPipelineConfig,
+    CsvSourceConfig,
+    DeltaTableSourceConfig,
     EventTimePipelineConfig,
+    FilePipelineConfig,
+    JsonSourceConfig,
+    ParquetSourceConfig,
     ProjectConfig,
     TimePipelineConfig,
     UnitPipelineConfig,
@@ -55,6 +63,9 @@ from watermark_assets.defs.unit import (
     build_units_sensor,
     unit_partitions,
 )
+from watermark_assets.exceptions import LandingFolderMissingWarning
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -128,6 +139,34 @@ def _unit_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> PipelineDefs:
     return PipelineDefs(asset, check, job, sensor)
 
 
+#: column sources read from a folder (or a Delta table's folder), checked like a landing folder
+_FOLDER_SOURCES = (DeltaTableSourceConfig, ParquetSourceConfig, CsvSourceConfig, JsonSourceConfig)
+
+
+def warn_missing_sources(config: ProjectConfig) -> None:
+    """A :class:`LandingFolderMissingWarning` for each pipeline whose landing folder (file-path
+    pipelines) or source folder (column, time and unit pipelines reading a Delta table, Parquet,
+    CSV or JSON files) does not exist. Loading goes on: the other pipelines work, and a file-path
+    pipeline's sensor tick, ``explain`` and ``summary`` report the same error. One stat (S3: one
+    listing of at most one key) per pipeline; a location that cannot be checked (storage
+    unreachable) is not reported here."""
+    for pipeline in config.pipelines:
+        if isinstance(pipeline, FilePipelineConfig):
+            uri, what = pipeline.source.uri, "landing folder"
+        elif isinstance(source := getattr(pipeline, "source", None), _FOLDER_SOURCES):
+            uri, what = source.uri, "source folder"  # column, time and unit pipelines
+        else:
+            continue
+        try:
+            detail = storage.missing_folder(uri)
+        except Exception:  # a check that fails must never stop the loading
+            continue
+        if detail is not None:
+            warning = LandingFolderMissingWarning(pipeline.name, uri, detail, what)
+            warnings.warn(warning, stacklevel=2)
+            logger.warning(str(warning))
+
+
 def build_definitions(
     config: ProjectConfig | None = None, *, clock: Clock = system_clock
 ) -> Definitions:
@@ -143,6 +182,7 @@ def build_definitions(
     """
     config = config or load_config()
     built = [build_pipeline(pipeline, clock, config) for pipeline in config.pipelines]
+    warn_missing_sources(config)
     spark_conf = spark_settings(config)
     prestart_spark(config.spark.prestart, spark_conf)  # only in a run worker
     return Definitions(

@@ -18,6 +18,7 @@ from watermark_assets.core.filepath.coldstart import lookback_prefixes
 from watermark_assets.core.filepath.listing import ListingPlan, plan_listing, plan_sweep
 from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState, components_below
+from watermark_assets.exceptions import LandingFolderMissingError
 from watermark_assets.sources.files import TableFiles
 from watermark_assets.spark.paths import unreadable_character
 from watermark_assets.state.horizons import listing_horizon, retention_horizon
@@ -98,6 +99,8 @@ def discover_files(
         limit=limit,
         held=frozenset() if table_files is None else table_files.held,
     )
+    if not listing.paths_listed:
+        check_landing_folder(pipeline)  # nothing at all: an empty folder, or none?
     groups: dict[str, list[str]] = {}
     out_of_range: list[str] = []
     unmatched: list[str] = []
@@ -133,6 +136,22 @@ def discover_files(
         listing.started_after,
         table_files,
     )
+
+
+def landing_folder_problem(pipeline: Pipeline) -> LandingFolderMissingError | None:
+    """The error of a pipeline whose landing folder does not exist (see
+    :func:`storage.missing_folder`), or None when it exists (empty or not)."""
+    detail = storage.missing_folder(pipeline.source.uri)
+    if detail is None:
+        return None
+    return LandingFolderMissingError(pipeline.name, pipeline.source.uri, detail)
+
+
+def check_landing_folder(pipeline: Pipeline) -> None:
+    """Raise :class:`LandingFolderMissingError` when the landing folder does not exist."""
+    problem = landing_folder_problem(pipeline)
+    if problem is not None:
+        raise problem
 
 
 def never_committed(
