@@ -14,8 +14,10 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from _landing import FROZEN_NOW, ClickWriter, hour, table_files
+from _landing import CLICK_SCHEMA, FROZEN_NOW, ClickWriter, hour, table_files
 from _sensor_loop import SensorLoop, by_partition
 from conftest import project_config
 from dagster import DagsterInstance
@@ -53,6 +55,18 @@ class Clicks:
         defs = build_definitions(self.config, clock=lambda: self.now)
         self.loop = SensorLoop(defs, DagsterInstance.ephemeral(), pipeline="clicks")
         self.writer = ClickWriter(table)
+
+    def land(self, day: int, name: str, rows: int = 3) -> str:
+        """A Parquet file named ``name`` in the landing partition of January ``day``."""
+        relative = f"date=2024-01-{day:02d}/{name}"
+        path = self.table / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ids = list(range(self.writer.next_id, self.writer.next_id + rows))
+        pages = [f"/p{i}" for i in ids]
+        pq.write_table(pa.table({"click_id": ids, "page": pages}, schema=CLICK_SCHEMA), path)
+        self.writer.ids.extend(ids)
+        self.writer.next_id += rows
+        return relative
 
     def tick(self) -> SensorExecutionData:
         self.now += timedelta(hours=1)
@@ -132,3 +146,33 @@ def test_optimize_z_order_and_vacuum_of_the_table_never_make_its_files_landing_f
     vacuum(str(table))
     clicks.assert_quiet("a second VACUUM")
     clicks.assert_each_row_once()
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        pytest.param(
+            "a", "z", id="compacted files sorting between the watermark and a requested file"
+        ),
+        pytest.param("x", "y", id="compacted files sorting below the partition's watermark"),
+    ],
+)
+def test_a_requested_file_list_never_takes_in_the_tables_own_files(
+    tmp_path: Path, first: str, then: str
+) -> None:
+    """Names vouched for as sorting (lexicographic) may sort either side of OPTIMIZE's
+    ``part-...`` names: above the watermark, a run given a later file must not add the compacted
+    file that sorts before it; below it, the compacted file is no late landing file."""
+    table = tmp_path / "delta" / "clicks"
+    clicks = Clicks(table, "lexicographic")
+    landed = [clicks.land(28, f"{first}-001.parquet"), clicks.land(28, f"{first}-002.parquet")]
+    assert clicks.ingest() == {"2024-01-28": landed}
+    optimize(str(table))
+    clicks.assert_quiet("OPTIMIZE")
+
+    later = clicks.land(28, f"{then}-003.parquet")
+    result = clicks.loop.run_partition("2024-01-28", [later])
+    assert result.success
+    assert clicks.loop.metadata("2024-01-28")["partition/files"] == 1, "the compacted file added"
+    clicks.assert_each_row_once()
+    clicks.assert_quiet(f"{later} was committed")
