@@ -17,7 +17,7 @@ import pytest
 import yaml
 from _landing import FROZEN_NOW
 from _sensor_loop import SensorLoop
-from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config
+from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config, s3_project
 from dagster import DagsterInstance
 
 from watermark_assets import storage
@@ -177,3 +177,18 @@ def test_on_s3_a_prefix_exists_when_an_object_is_under_it(s3_storage: Any) -> No
         "s3://no-such-bucket-wa/landing": "no bucket 'no-such-bucket-wa'",
     }
     assert {uri: storage.missing_folder(uri) for uri in cases} == cases
+
+
+def test_on_s3_a_tick_over_a_prefix_without_objects_fails_until_the_folder_marker_is_put(
+    s3_server: Any, tmp_path: Path
+) -> None:
+    bucket = s3_server.new_bucket()
+    document = pipeline_yaml(tmp_path, source={"uri": f"s3://{bucket}/landing"})
+    with s3_project(s3_server, document) as config:
+        with pytest.warns(LandingFolderMissingWarning, match="no object under the prefix"):
+            defs = build_definitions(config, clock=lambda: FROZEN_NOW)
+        loop = SensorLoop(defs, DagsterInstance.ephemeral())
+        with pytest.raises(LandingFolderMissingError, match="put an empty object named 'landing/'"):
+            loop.tick()
+        s3_server.client().put_object(Bucket=bucket, Key="landing/", Body=b"")
+        assert (loop.tick().skip_message or "").startswith("Initial: no files at all")
