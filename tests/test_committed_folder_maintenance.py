@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,7 +24,7 @@ from conftest import project_config
 from dagster import DagsterInstance
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 from deltalake import DeltaTable
-from maintenance import optimize, vacuum, z_order
+from maintenance import forget_removals, optimize, vacuum, z_order
 
 from watermark_assets import explain
 from watermark_assets.defs.build import build_definitions
@@ -176,3 +177,48 @@ def test_a_requested_file_list_never_takes_in_the_tables_own_files(
     assert clicks.loop.metadata("2024-01-28")["partition/files"] == 1, "the compacted file added"
     clicks.assert_each_row_once()
     clicks.assert_quiet(f"{later} was committed")
+
+
+def optimized(table: str) -> None:
+    optimize(table)
+
+
+def optimized_and_vacuumed(table: str) -> None:
+    optimize(table)
+    vacuum(table)
+
+
+def optimized_and_forgotten(table: str) -> None:
+    optimize(table)
+    forget_removals(table)
+
+
+@pytest.mark.parametrize(
+    "maintain",
+    [
+        pytest.param(optimized, id="after OPTIMIZE"),
+        pytest.param(optimized_and_vacuumed, id="after OPTIMIZE and VACUUM"),
+        pytest.param(
+            optimized_and_forgotten,
+            id="after OPTIMIZE whose removals expired without VACUUM (originals left on disk)",
+        ),
+    ],
+)
+def test_a_file_landing_below_its_partitions_watermark_is_still_reported_exactly_after_maintenance(
+    tmp_path: Path, maintain: Any
+) -> None:
+    table = tmp_path / "delta" / "clicks"
+    clicks = Clicks(table, "auto")
+    day28 = [clicks.writer.add(hour(28, 1)), clicks.writer.add(hour(28, 5))]
+    day29 = [clicks.writer.add(hour(29, 2)), clicks.writer.add(hour(29, 4))]
+    assert clicks.ingest() == {"2024-01-28": day28, "2024-01-29": day29}
+    maintain(str(table))
+    clicks.assert_quiet("the maintenance")
+
+    late = clicks.writer.add(hour(28, 3))  # sorts below the partition's last file
+    data = clicks.tick()
+    assert data.run_requests == []
+    message = data.skip_message or ""
+    assert "1 files landed below their partition's watermark (date=2024-01-28: 1" in message
+    cursor = SensorCursor.from_string(clicks.loop.cursor)
+    assert (cursor.below, cursor.below_first) == (1, (late,))

@@ -185,6 +185,9 @@ class ListingResult:
     unsortable: tuple[str, ...] = ()
     #: partitions listed from their watermark on (S3): their ``at_or_below`` is not counted
     started_after: tuple[str, ...] = ()
+    #: the ``held`` files seen at or below the watermark of a partition that has one (those
+    #: ``at_or_below`` left out)
+    held_at_or_below: tuple[str, ...] = ()
 
 
 def list_files_above(
@@ -217,8 +220,9 @@ def list_files_above(
     sweep, which counts the files at or below each watermark).
 
     ``held``: paths (relative to the root) that are not landing files at all, the table's own
-    files where the landing folder is the table's (see ``sources.files.TableFiles``): left out
-    as if absent, neither returned nor counted nor checked for their names.
+    files where the landing folder is the table's (see ``sources.files.TableFiles``): never
+    returned, counted in ``files_seen`` or ``at_or_below``, nor checked for their names; the
+    ones at or below a partition's watermark are named in ``held_at_or_below``.
     """
     fs, root = filesystem(root_uri)
     fs.invalidate_cache()  # listings are cached by some backends; a poll must see new files
@@ -227,6 +231,7 @@ def list_files_above(
     unsortable: list[str] = []
     below: Counter[str] = Counter()
     started: list[str] = []
+    held_below: list[str] = []
     entries_of = plan.watermark.partition_watermarks
     seen = listed = dirs = 0
     pending: list[str] = sorted(start_prefixes) if start_prefixes is not None else [""]
@@ -255,7 +260,12 @@ def list_files_above(
                     if is_directory:
                         if plan.should_descend(child):
                             children.append(child)
-                    elif name.endswith(tuple(suffixes)) and child not in held:
+                    elif not name.endswith(tuple(suffixes)):
+                        continue
+                    elif child in held:
+                        if relative in entries_of and not plan.accepts(child):
+                            held_below.append(child)
+                    else:
                         seen += 1
                         if plan.accepts(child):
                             if ordering is not None and not is_sortable(child, ordering):
@@ -273,7 +283,14 @@ def list_files_above(
     files = sorted(found)
     kept = tuple(files if limit is None else files[:limit])
     return ListingResult(
-        kept, seen, listed, dirs, dict(below), tuple(sorted(unsortable)), tuple(started)
+        kept,
+        seen,
+        listed,
+        dirs,
+        dict(below),
+        tuple(sorted(unsortable)),
+        tuple(started),
+        tuple(held_below),
     )
 
 

@@ -121,7 +121,7 @@ def discover_files(
     below = (
         {}
         if committed_files is None
-        else never_committed(listing.at_or_below, committed_files, table_files)
+        else never_committed(listing, committed_files, table_files, watermark)
     )
     return FileGroups(
         {key: tuple(paths) for key, paths in sorted(groups.items())},
@@ -155,16 +155,20 @@ def check_landing_folder(pipeline: Pipeline) -> None:
 
 
 def never_committed(
-    at_or_below: Mapping[str, int],
+    listing: storage.ListingResult,
     committed_files: Mapping[str, int],
     table_files: TableFiles | None,
+    watermark: FileWatermark,
 ) -> dict[str, int]:
     """Per landing prefix, how many of the files a listing counted at or below its watermark
     were never committed: the count less the state's committed files, or, where the landing
     folder is the table's (``table_files``: the listing left out every file the table holds),
-    less the quarantined ones (:meth:`TableFiles.not_ingested`)."""
+    as :meth:`TableFiles.not_ingested` counts them."""
+    at_or_below = listing.at_or_below
     if table_files is not None:
-        return table_files.not_ingested(at_or_below)
+        return table_files.not_ingested(
+            at_or_below, listing.held_at_or_below, committed_files, watermark
+        )
     return {
         prefix: count - committed_files.get(prefix, 0)
         for prefix, count in at_or_below.items()
@@ -266,7 +270,7 @@ def sweep(
         start_after=False,  # every file, at or below the watermarks too (S3: no StartAfter)
         held=frozenset() if table_files is None else table_files.held,
     )
-    below = never_committed(listing.at_or_below, committed_files, table_files)
+    below = never_committed(listing, committed_files, table_files, watermark)
     return SweepResult(
         listing.files[:SWEEP_NAMES],
         len(listing.files),

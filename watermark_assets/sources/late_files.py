@@ -70,33 +70,39 @@ def find_late_files(
     count of committed ones (``committed_files``) costs the read of the Delta log that names them.
     Files Spark cannot read by their exact path are left out (the listing reports them).
 
-    Where the landing folder is the table's (``table_files``), the table itself is the proof: the
-    files it holds are left out, and of the others only the quarantined ones were committed (no
-    log is read).
+    Where the landing folder is the table's (``table_files``), the files the table holds are
+    never named, and a prefix is read further only when :meth:`TableFiles.not_ingested` counts
+    files never committed there (the files the table forgot are the committed ones).
     """
     source = pipeline.source
     held = frozenset() if table_files is None else table_files.held
     candidates: dict[str, list[str]] = {}
     for prefix in sorted(set(prefixes)):
         directory = storage.join(source.uri, prefix) if prefix else source.uri
-        at_or_below = []
+        at_or_below: list[str] = []
+        held_below: list[str] = []
         for name in sorted(storage.list_names(directory)):
             path = f"{prefix}/{name}" if prefix else name
             if storage.is_hidden(name) or not name.endswith(tuple(source.suffixes)):
                 continue
-            if path not in held and not watermark.is_above(path):
-                at_or_below.append(path)
-        enough = 0 if table_files is not None else committed_files.get(prefix, 0)
-        if len(at_or_below) > enough:
+            if not watermark.is_above(path):
+                (held_below if path in held else at_or_below).append(path)
+        if table_files is None:
+            late = len(at_or_below) > committed_files.get(prefix, 0)
+        else:
+            late = bool(
+                table_files.not_ingested(
+                    {prefix: len(at_or_below)}, held_below, committed_files, watermark
+                )
+            )
+        if late:
             readable = [
                 p for p in at_or_below if not unreadable_character(storage.join(source.uri, p))
             ]
             candidates[prefix] = readable
     if not candidates:
         return {}
-    committed = (
-        committed_source_files(pipeline) if table_files is None else table_files.quarantined()
-    )
+    committed = committed_source_files(pipeline)
     return {
         prefix: kept
         for prefix, paths in candidates.items()

@@ -101,10 +101,12 @@ class ParquetCommitSource:
         try:
             table = DeltaTable(uri, storage_options=storage.delta_options(uri))
         except TableNotFoundError:
-            return TableFiles(frozenset(), frozenset)
-        removed = table.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False)
+            return TableFiles(frozenset(), frozenset(), frozenset)
+        removed = self._in_source(
+            table.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False)
+        )
         paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
-        return TableFiles(self._in_source([*paths, *removed]), self._quarantined)
+        return TableFiles(self._in_source(paths) | removed, removed, self._quarantined)
 
     def _quarantined(self) -> frozenset[str]:
         """The source files of the quarantine table (files set aside as unreadable)."""
