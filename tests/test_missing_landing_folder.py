@@ -107,17 +107,33 @@ def test_the_definitions_load_with_a_warning_for_a_missing_landing_folder(
         build_definitions(project_config(document), clock=lambda: FROZEN_NOW)
 
 
-def test_a_column_pipeline_over_a_missing_parquet_folder_warns_when_the_definitions_load(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param({"type": "parquet"}, id="a Parquet folder"),
+        pytest.param({"type": "csv", "schema": "id BIGINT, updated_at TIMESTAMP"}, id="CSV files"),
+        pytest.param({"type": "delta_table"}, id="a Delta table"),
+    ],
+)
+def test_a_column_pipeline_over_a_missing_source_folder_warns_at_load_and_fails_before_spark(
+    tmp_path: Path, source: dict[str, Any]
 ) -> None:
     orders = {
         "name": "orders",
-        "source": {"type": "parquet", "uri": str(tmp_path / "typo")},
+        "source": {**source, "uri": str(tmp_path / "typo")},
         "watermark": {"columns": ["updated_at"]},
         "table": {"uri": str(tmp_path / "delta" / "orders")},
     }
     with pytest.warns(LandingFolderMissingWarning, match=r"'orders': its source folder '.*typo'"):
-        build_definitions(project_config(orders))
+        defs = build_definitions(project_config(orders))
+    result = defs.resolve_job_def("orders_job").execute_in_process(raise_on_error=False)
+    assert not result.success
+    [failure] = [event for event in result.all_events if event.is_step_failure]
+    error = failure.step_failure_data.error
+    while error is not None and error.cls_name != "LandingFolderMissingError":
+        error = error.cause
+    assert error is not None, failure.step_failure_data.error
+    assert "Fix source.uri" in error.message
 
 
 @SOURCES

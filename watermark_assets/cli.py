@@ -134,11 +134,11 @@ def summarize(pipeline: Pipeline) -> SummaryRow:
     why and how to fix it."""
     from watermark_assets.delta.committer import DeltaCommitter
     from watermark_assets.delta.log import table_row_count
-    from watermark_assets.sources.file_discovery import landing_folder_problem
+    from watermark_assets.sources.locations import missing_source
     from watermark_assets.state.commit_metadata import pipeline_commits
     from watermark_assets.state.load import load_state
 
-    missing = landing_folder_problem(pipeline)
+    missing = missing_source(pipeline)
     state = load_state(pipeline, now=system_clock())
     committer = DeltaCommitter(pipeline.table.uri)
     commits = (  # what the log still holds (issue 21: counts from the state snapshot instead)

@@ -129,7 +129,7 @@ def _missing_text(pipeline: str, uri: str, detail: str, what: str) -> str:
     return (
         f"pipeline {pipeline!r}: its {what} {uri!r} does not exist ({detail}), so nothing can be "
         f"read from it. Fix source.uri in the configuration (a typo, or the folder was renamed "
-        f"or moved), or create the folder{marker}; an existing empty folder is simply Idle"
+        f"or moved), or create the folder{marker}; an existing empty folder is no error"
     )
 
 

@@ -24,7 +24,8 @@ from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.listing import plan_listing
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ExplainPathError
-from watermark_assets.sources.file_discovery import PartitionOf, check_landing_folder
+from watermark_assets.sources.file_discovery import PartitionOf
+from watermark_assets.sources.locations import check_source_folder
 from watermark_assets.state.commit_metadata import COMMIT_METADATA_KEY, CommitMetadata
 from watermark_assets.state.horizons import listing_horizon
 from watermark_assets.state.load import load_state
@@ -49,7 +50,7 @@ def gather_evidence(pipeline: Pipeline, partition_of: PartitionOf, *, now: datet
 
     Raises :class:`LandingFolderMissingError` when the landing folder does not exist (every
     file would be "missing": the folder is what is wrong)."""
-    check_landing_folder(pipeline)
+    check_source_folder(pipeline)
     state = load_state(pipeline, now=now)
     committer = DeltaCommitter(pipeline.table.uri)
     commits: dict[str, list[Commit]] = {}

@@ -23,16 +23,12 @@ from watermark_assets import storage
 from watermark_assets.config import (
     AnyPipeline,
     ColumnPipelineConfig,
-    CsvSourceConfig,
-    DeltaTableSourceConfig,
     EventTimePipelineConfig,
-    FilePipelineConfig,
-    JsonSourceConfig,
-    ParquetSourceConfig,
     ProjectConfig,
     TimePipelineConfig,
     UnitPipelineConfig,
     load_config,
+    source_folder,
 )
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.defs.assets import (
@@ -139,24 +135,18 @@ def _unit_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> PipelineDefs:
     return PipelineDefs(asset, check, job, sensor)
 
 
-#: column sources read from a folder (or a Delta table's folder), checked like a landing folder
-_FOLDER_SOURCES = (DeltaTableSourceConfig, ParquetSourceConfig, CsvSourceConfig, JsonSourceConfig)
-
-
 def warn_missing_sources(config: ProjectConfig) -> None:
-    """A :class:`LandingFolderMissingWarning` for each pipeline whose landing folder (file-path
-    pipelines) or source folder (column, time and unit pipelines reading a Delta table, Parquet,
-    CSV or JSON files) does not exist. Loading goes on: the other pipelines work, and a file-path
-    pipeline's sensor tick, ``explain`` and ``summary`` report the same error. One stat (S3: one
-    listing of at most one key) per pipeline; a location that cannot be checked (storage
-    unreachable) is not reported here."""
+    """A :class:`LandingFolderMissingWarning` (and a log line) for each pipeline whose landing
+    folder (file-path pipelines) or source folder (column, time and unit pipelines reading a
+    Delta table, Parquet, CSV or JSON files) does not exist. Loading goes on: the other pipelines
+    work, and this one's sensor tick, runs, ``explain`` and ``summary`` report the same error.
+    One stat (S3: one listing of at most one key) per pipeline; a location that cannot be
+    checked (storage unreachable) is not reported here."""
     for pipeline in config.pipelines:
-        if isinstance(pipeline, FilePipelineConfig):
-            uri, what = pipeline.source.uri, "landing folder"
-        elif isinstance(source := getattr(pipeline, "source", None), _FOLDER_SOURCES):
-            uri, what = source.uri, "source folder"  # column, time and unit pipelines
-        else:
+        folder = source_folder(pipeline)
+        if folder is None:
             continue
+        uri, what = folder
         try:
             detail = storage.missing_folder(uri)
         except Exception:  # a check that fails must never stop the loading

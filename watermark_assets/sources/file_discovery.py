@@ -18,8 +18,8 @@ from watermark_assets.core.filepath.coldstart import lookback_prefixes
 from watermark_assets.core.filepath.listing import ListingPlan, plan_listing, plan_sweep
 from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState, components_below
-from watermark_assets.exceptions import LandingFolderMissingError
 from watermark_assets.sources.files import TableFiles
+from watermark_assets.sources.locations import check_source_folder
 from watermark_assets.spark.paths import unreadable_character
 from watermark_assets.state.horizons import listing_horizon, retention_horizon
 
@@ -100,7 +100,7 @@ def discover_files(
         held=frozenset() if table_files is None else table_files.held,
     )
     if not listing.paths_listed:
-        check_landing_folder(pipeline)  # nothing at all: an empty folder, or none?
+        check_source_folder(pipeline)  # nothing at all: an empty folder, or none?
     groups: dict[str, list[str]] = {}
     out_of_range: list[str] = []
     unmatched: list[str] = []
@@ -136,22 +136,6 @@ def discover_files(
         listing.started_after,
         table_files,
     )
-
-
-def landing_folder_problem(pipeline: Pipeline) -> LandingFolderMissingError | None:
-    """The error of a pipeline whose landing folder does not exist (see
-    :func:`storage.missing_folder`), or None when it exists (empty or not)."""
-    detail = storage.missing_folder(pipeline.source.uri)
-    if detail is None:
-        return None
-    return LandingFolderMissingError(pipeline.name, pipeline.source.uri, detail)
-
-
-def check_landing_folder(pipeline: Pipeline) -> None:
-    """Raise :class:`LandingFolderMissingError` when the landing folder does not exist."""
-    problem = landing_folder_problem(pipeline)
-    if problem is not None:
-        raise problem
 
 
 def never_committed(
