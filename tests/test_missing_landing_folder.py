@@ -142,6 +142,9 @@ def test_a_column_pipeline_over_a_missing_source_folder_warns_at_load_and_fails_
     [
         pytest.param(["summary"], 1, id="summary exits 1 and says which pipeline cannot run"),
         pytest.param(["explain", "events"], 2, id="explain exits 2 with the error"),
+        pytest.param(
+            ["run-sensors"], 1, id="run-sensors says the tick failed, goes on and exits 1"
+        ),
     ],
 )
 def test_summary_and_explain_report_a_missing_landing_folder_and_exit_non_zero(
@@ -150,7 +153,10 @@ def test_summary_and_explain_report_a_missing_landing_folder_and_exit_non_zero(
     command: list[str],
     status: int,
     capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    (tmp_path / "dagster_home").mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     document = document_of(tmp_path)
     config = write_config(tmp_path, document)
     with warnings.catch_warnings():
@@ -158,9 +164,11 @@ def test_summary_and_explain_report_a_missing_landing_folder_and_exit_non_zero(
         assert main(["--config", str(config), *command]) == status
     out, err = capfd.readouterr()
     assert_names_pipeline_path_and_fix(err, landing_of(document))
-    if command == ["summary"]:
+    if command != ["explain", "events"]:
         [row] = [line for line in out.splitlines() if line.startswith("events ")]
         assert "ERROR: no landing folder" in row and "Idle" not in row
+    if command == ["run-sensors"]:
+        assert "events tick 1: FAILED: pipeline 'events'" in out
 
     landing_of(document).mkdir(parents=True)
     assert main(["--config", str(config), *command]) == 0, "an empty folder is no problem"
