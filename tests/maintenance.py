@@ -12,7 +12,9 @@ is simulated by backdating the log's files or by table properties, never by slee
 - :func:`clean_while_writing`: table properties that make every later commit of any writer (ours
   included) checkpoint and clean the log at once (interval 1, retention 0);
 - :func:`optimize`, :func:`z_order`, :func:`vacuum`: the user's maintenance (remove + add with
-  ``dataChange: false``; files no longer referenced deleted).
+  ``dataChange: false``; files no longer referenced deleted);
+- :func:`forget_removals`: a week passes without VACUUM: the table forgets the files its commits
+  removed (their tombstones expire at the next checkpoint) while the files stay on disk.
 """
 
 from __future__ import annotations
@@ -87,3 +89,18 @@ def vacuum(table_uri: str) -> list[str]:
             retention_hours=0, dry_run=False, enforce_retention_duration=False
         )
     )
+
+
+def forget_removals(table_uri: str) -> None:
+    """The removals expire (``delta.deletedFileRetentionDuration`` of zero, then a checkpoint,
+    as a week without VACUUM does): the removed files stay on disk, the table no longer knows
+    them (VACUUM in its default Lite mode will never delete them)."""
+    DeltaTable(table_uri).alter.set_table_properties(
+        {"delta.deletedFileRetentionDuration": "interval 0 seconds"}
+    )
+    table = DeltaTable(table_uri)
+    table.create_checkpoint()
+    remembered = DeltaTable(table_uri).vacuum(
+        retention_hours=0, dry_run=True, enforce_retention_duration=False
+    )
+    assert remembered == [], f"the table still remembers {remembered}"

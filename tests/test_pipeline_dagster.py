@@ -208,6 +208,7 @@ def test_a_tick_without_work_says_why_in_its_skip_reason(
     tmp_path: Path, landing_files: list[str], reason_start: str
 ) -> None:
     world = make_world(tmp_path)  # no run: no Spark needed
+    world.landing.root.mkdir(parents=True)  # an empty folder (a missing one is an error)
     for relative in landing_files:
         path = world.landing.root / relative
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -126,15 +126,21 @@ class SummaryRow:
     watermark: str
     state: str
     delta_version: str
+    #: what is wrong with the pipeline (its landing folder does not exist), else None
+    problem: str | None = None
 
 
 def summarize(pipeline: Pipeline) -> SummaryRow:
-    """One summary row, read from the Delta log and the checkpoint (the truth, not memory)."""
+    """One summary row, read from the Delta log and the checkpoint (the truth, not memory);
+    a pipeline whose landing folder does not exist is in state ``ERROR``, its ``problem`` says
+    why and how to fix it."""
     from watermark_assets.delta.committer import DeltaCommitter
     from watermark_assets.delta.log import table_row_count
+    from watermark_assets.sources.locations import missing_source
     from watermark_assets.state.commit_metadata import pipeline_commits
     from watermark_assets.state.load import load_state
 
+    missing = missing_source(pipeline)
     state = load_state(pipeline, now=system_clock())
     committer = DeltaCommitter(pipeline.table.uri)
     commits = (  # what the log still holds (issue 21: counts from the state snapshot instead)
@@ -151,8 +157,9 @@ def summarize(pipeline: Pipeline) -> SummaryRow:
         rows=table_row_count(pipeline.table.uri) or 0,
         quarantined=quarantined,
         watermark=state.watermark.value or "-",
-        state=state.watermark.state.value,
+        state="ERROR: no landing folder" if missing else state.watermark.state.value,
         delta_version="-" if state.delta_version is None else str(state.delta_version),
+        problem=None if missing is None else str(missing),
     )
 
 
@@ -203,6 +210,13 @@ class FailedRun:
 
     def line(self) -> str:
         return f"{self.pipeline} {self.partition}: run {self.run_id[:8]} failed: {self.reason}"
+
+
+def _innermost(error: BaseException) -> str:
+    """The message of the innermost cause of ``error`` (Dagster wraps a sensor's errors)."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return str(error)
 
 
 def failure_reason(result: Any) -> str:
@@ -260,7 +274,11 @@ def run_sensors(
         failed_partitions: set[str] = set()
         for tick in range(1, max_ticks + 1):
             context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
-            data = sensor_def.evaluate_tick(context)
+            try:
+                data = sensor_def.evaluate_tick(context)
+            except Exception as error:  # the daemon records a failed tick and goes on
+                print(f"  {pipeline.name} tick {tick}: FAILED: {_innermost(error)}")
+                break
             cursor = data.cursor
             for event in data.asset_events:
                 instance.report_runless_asset_event(event)
@@ -982,7 +1000,8 @@ def startup_done() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line; exit status 0, 1 when runs failed, 2 for a configuration error."""
+    """The command line; exit status 0, 1 when runs failed or a pipeline cannot run (its
+    landing folder does not exist: ``summary`` says so), 2 for a configuration error."""
     parser = argparse.ArgumentParser(prog="watermark-assets", description=__doc__)
     parser.add_argument(
         "--config", help="YAML file (default: $WATERMARK_ASSETS_CONFIG or the demo)"
@@ -1093,12 +1112,16 @@ def _run_demo_commands(args: argparse.Namespace) -> int:
         print()
         for step in steps:
             print("\n".join(step.lines()))
+    problems = [row.problem for row in rows if row.problem]
+    if problems:
+        print(f"\n{len(problems)} pipelines cannot run:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
     if failures:
         print(f"\n{len(failures)} runs failed:", file=sys.stderr)
         for failure in failures:
             print(f"  {failure.line()}", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if failures or problems else 0
 
 
 if __name__ == "__main__":

@@ -1830,6 +1830,22 @@ AnyPipeline = (
     | EventTimePipelineConfig
 )
 
+#: column sources that read a folder (or a Delta table's folder)
+FOLDER_SOURCES = (DeltaTableSourceConfig, ParquetSourceConfig, CsvSourceConfig, JsonSourceConfig)
+
+
+def source_folder(pipeline: AnyPipeline) -> tuple[str, str] | None:
+    """(the folder's URI, what it is called) of a pipeline that reads a folder: a file-path
+    pipeline's landing folder, or the source folder of one reading a Delta table, Parquet, CSV or
+    JSON files (column, time and unit pipelines); None for any other."""
+    if isinstance(pipeline, FilePipelineConfig):
+        return pipeline.source.uri, "landing folder"
+    source = getattr(pipeline, "source", None)
+    if isinstance(source, FOLDER_SOURCES):
+        return source.uri, "source folder"
+    return None
+
+
 #: The accepted ``watermark.kind`` values, with the ``source.type`` values each one takes.
 WATERMARK_KINDS: Mapping[str, Mapping[str, str]] = {
     "file_path": FILE_SOURCE_TYPES,

@@ -154,6 +154,41 @@ class SourceFileMissingError(WatermarkAssetsError):
         self.source_uri = source_uri
 
 
+def _missing_text(pipeline: str, uri: str, detail: str, what: str) -> str:
+    marker = (
+        f" (on S3 a folder is a prefix: it exists once an object is under it; put an empty "
+        f"object named '{uri.rstrip('/').split('/', 3)[-1]}/' to mark an empty one)"
+        if uri.startswith(("s3://", "s3a://"))
+        else ""
+    )
+    return (
+        f"pipeline {pipeline!r}: its {what} {uri!r} does not exist ({detail}), so nothing can be "
+        f"read from it. Fix source.uri in the configuration (a typo, or the folder was renamed "
+        f"or moved), or create the folder{marker}; an existing empty folder is no error"
+    )
+
+
+class LandingFolderMissingError(WatermarkAssetsError):
+    """A pipeline's landing folder (an S3 prefix) does not exist: renamed, moved, or a typo in
+    ``source.uri``. Never "Idle": an existing empty folder is."""
+
+    def __init__(self, pipeline: str, uri: str, detail: str, what: str = "landing folder") -> None:
+        super().__init__(_missing_text(pipeline, uri, detail, what))
+        self.pipeline = pipeline
+        self.uri = uri
+        self.detail = detail
+
+
+class LandingFolderMissingWarning(UserWarning):
+    """The definitions loaded, but a pipeline's landing folder or source path does not exist
+    (the other pipelines work; this one's sensor tick fails until it is fixed)."""
+
+    def __init__(self, pipeline: str, uri: str, detail: str, what: str = "landing folder") -> None:
+        super().__init__(_missing_text(pipeline, uri, detail, what))
+        self.pipeline = pipeline
+        self.uri = uri
+
+
 class DeltaPartitionPathError(DeltaCommitError):
     """A data file's path has no Hive-style ``col=value`` segment for a partition column."""
 

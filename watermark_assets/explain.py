@@ -25,6 +25,7 @@ from watermark_assets.core.filepath.listing import plan_listing
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ExplainPathError
 from watermark_assets.sources.file_discovery import PartitionOf
+from watermark_assets.sources.locations import check_source_folder
 from watermark_assets.state.commit_metadata import COMMIT_METADATA_KEY, CommitMetadata
 from watermark_assets.state.horizons import listing_horizon
 from watermark_assets.state.load import load_state
@@ -45,7 +46,11 @@ JSON_SCHEMA_VERSION = 1
 
 
 def gather_evidence(pipeline: Pipeline, partition_of: PartitionOf, *, now: datetime) -> Evidence:
-    """Read the state, every commit of the pipeline and the quarantine table (nothing written)."""
+    """Read the state, every commit of the pipeline and the quarantine table (nothing written).
+
+    Raises :class:`LandingFolderMissingError` when the landing folder does not exist (every
+    file would be "missing": the folder is what is wrong)."""
+    check_source_folder(pipeline)
     state = load_state(pipeline, now=now)
     committer = DeltaCommitter(pipeline.table.uri)
     commits: dict[str, list[Commit]] = {}
@@ -74,7 +79,9 @@ def gather_evidence(pipeline: Pipeline, partition_of: PartitionOf, *, now: datet
     lineage: frozenset[str] = frozenset()
     if log_from not in (None, 0):  # older commits were cleaned up: the tables still know
         lineage = frozenset(_files_in_table(pipeline)) | frozenset(quarantined)
+    table_files = pipeline.file_source.table_files()
     return Evidence(
+        table_files=frozenset() if table_files is None else table_files.held,
         pipeline=pipeline,
         state=state,
         history=history,
@@ -211,9 +218,10 @@ class Listing:
 
 
 def explain_all(evidence: Evidence) -> Listing:
-    """Every file of the landing folder that is not ingested, with its verdict."""
+    """Every file of the landing folder that is not ingested, with its verdict (the table's own
+    files, where the landing folder is the table's, are not landing files: left out)."""
     pipeline = evidence.pipeline
-    paths = landing_files(pipeline)
+    paths = [p for p in landing_files(pipeline) if not evidence.is_table_file(p)]
     # a committed file is "quarantined" only when none of its rows is in the data table
     suspects = [p for p in paths if evidence.is_committed(p) and p in evidence.quarantined]
     rows = rows_in_table(pipeline, suspects)

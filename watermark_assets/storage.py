@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,6 +185,9 @@ class ListingResult:
     unsortable: tuple[str, ...] = ()
     #: partitions listed from their watermark on (S3): their ``at_or_below`` is not counted
     started_after: tuple[str, ...] = ()
+    #: the ``held`` files seen at or below the watermark of a partition that has one (those
+    #: ``at_or_below`` left out)
+    held_at_or_below: tuple[str, ...] = ()
 
 
 def list_files_above(
@@ -197,6 +200,7 @@ def list_files_above(
     limit: int | None = None,
     max_paths: int | None = None,
     start_after: bool = True,
+    held: Container[str] = frozenset(),
 ) -> ListingResult:
     """Files under ``root_uri`` above the plan's watermark, walking only unpruned directories.
 
@@ -214,6 +218,11 @@ def list_files_above(
     processed. Such a partition is a leaf of the landing layout: a sub-folder in it that sorts
     below its last file is not listed. ``start_after=False`` lists every partition in full (the
     sweep, which counts the files at or below each watermark).
+
+    ``held``: paths (relative to the root) that are not landing files at all, the table's own
+    files where the landing folder is the table's (see ``sources.files.TableFiles``): never
+    returned, counted in ``files_seen`` or ``at_or_below``, nor checked for their names; the
+    ones at or below a partition's watermark are named in ``held_at_or_below``.
     """
     fs, root = filesystem(root_uri)
     fs.invalidate_cache()  # listings are cached by some backends; a poll must see new files
@@ -222,6 +231,7 @@ def list_files_above(
     unsortable: list[str] = []
     below: Counter[str] = Counter()
     started: list[str] = []
+    held_below: list[str] = []
     entries_of = plan.watermark.partition_watermarks
     seen = listed = dirs = 0
     pending: list[str] = sorted(start_prefixes) if start_prefixes is not None else [""]
@@ -250,7 +260,12 @@ def list_files_above(
                     if is_directory:
                         if plan.should_descend(child):
                             children.append(child)
-                    elif name.endswith(tuple(suffixes)):
+                    elif not name.endswith(tuple(suffixes)):
+                        continue
+                    elif child in held:
+                        if relative in entries_of and not plan.accepts(child):
+                            held_below.append(child)
+                    else:
                         seen += 1
                         if plan.accepts(child):
                             if ordering is not None and not is_sortable(child, ordering):
@@ -268,7 +283,14 @@ def list_files_above(
     files = sorted(found)
     kept = tuple(files if limit is None else files[:limit])
     return ListingResult(
-        kept, seen, listed, dirs, dict(below), tuple(sorted(unsortable)), tuple(started)
+        kept,
+        seen,
+        listed,
+        dirs,
+        dict(below),
+        tuple(sorted(unsortable)),
+        tuple(started),
+        tuple(held_below),
     )
 
 
@@ -525,6 +547,33 @@ def write_parquet(uri: str, table: pa.Table) -> None:
     fs.makedirs(posixpath.dirname(path), exist_ok=True)
     with fs.open(path, "wb") as handle:
         pq.write_table(table, handle)
+
+
+def missing_folder(uri: str) -> str | None:
+    """Why the folder ``uri`` does not exist (a short phrase), or None when it does.
+
+    Local (and any non-S3 file system): a directory at the path; a file there is not a folder.
+    S3 has no folders: a prefix "exists" when an object is under it (a landing file, a table's
+    ``_delta_log``, or the empty ``prefix/`` marker object consoles create); missing is no object
+    under it, the bucket's absence said as such. A bucket's root exists when the bucket does.
+    Always a fresh look (one ListObjectsV2 of at most one key, or one stat).
+    """
+    fs, path = filesystem(uri)
+    fs.invalidate_cache()
+    if not _is_s3_fs(fs):
+        if fs.isdir(path):
+            return None
+        return "it is a file, not a folder" if fs.exists(path) else "no such folder"
+    bucket, _, key = path.partition("/")
+    try:
+        answer = fs.call_s3(  # type: ignore[attr-defined]
+            "list_objects_v2", Bucket=bucket, Prefix=f"{key}/" if key else "", MaxKeys=1
+        )
+    except FileNotFoundError:
+        return f"no bucket {bucket!r}"
+    if not key or answer.get("KeyCount", len(answer.get("Contents", ()))):
+        return None
+    return f"no object under the prefix '{key}/' of bucket {bucket!r}"
 
 
 def exists(uri: str) -> bool:

@@ -47,6 +47,8 @@ class Verdict(str, Enum):
     IGNORED = "ignored"
     UNSORTABLE_NAME = "unsortable-name"
     MISSING = "missing"
+    TABLE_FILE = "table-file"
+    """Not a landing file: the table's own (OPTIMIZE's output in a folder that is the table's)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,6 +91,13 @@ class Evidence:
     partition_of: PartitionOf
     now: datetime
     lineage: frozenset[str] = frozenset()
+    #: where the landing folder is the table's: the files the table holds or removed and still
+    #: remembers (see ``sources.files.TableFiles``); empty elsewhere
+    table_files: frozenset[str] = frozenset()
+
+    def is_table_file(self, path: str) -> bool:
+        """Whether ``path`` is the table's own file and no commit of the pipeline took it in."""
+        return path in self.table_files and not self.is_committed(path)
 
     def is_committed(self, path: str) -> bool:
         """Whether a commit holds ``path``: one the log still has, or an older one (lineage)."""
@@ -286,6 +295,14 @@ def explain_path(
             verdict=Verdict.INGESTED,
             reason=f"committed in {_where(evidence, commits)}{counts}",
             facts=facts,
+        )
+    if evidence.is_table_file(path):
+        return Explanation(
+            path=path,
+            verdict=Verdict.TABLE_FILE,
+            reason=f"the table {evidence.pipeline.table.uri} wrote or removed this file itself "
+            "(OPTIMIZE, Z-order: dataChange false), it is not a landing file: nothing to ingest "
+            "(VACUUM deletes it once the table no longer needs it)",
         )
     for check in NAME_CHECKS:
         found = check(evidence, path)

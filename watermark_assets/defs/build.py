@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import warnings
 from dataclasses import dataclass
 
 from dagster import (
@@ -17,6 +19,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
+from watermark_assets import storage
 from watermark_assets.config import (
     AnyPipeline,
     ColumnPipelineConfig,
@@ -25,6 +28,7 @@ from watermark_assets.config import (
     TimePipelineConfig,
     UnitPipelineConfig,
     load_config,
+    source_folder,
 )
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.defs.assets import (
@@ -55,6 +59,9 @@ from watermark_assets.defs.unit import (
     build_units_sensor,
     unit_partitions,
 )
+from watermark_assets.exceptions import LandingFolderMissingWarning
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -128,6 +135,28 @@ def _unit_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> PipelineDefs:
     return PipelineDefs(asset, check, job, sensor)
 
 
+def warn_missing_sources(config: ProjectConfig) -> None:
+    """A :class:`LandingFolderMissingWarning` (and a log line) for each pipeline whose landing
+    folder (file-path pipelines) or source folder (column, time and unit pipelines reading a
+    Delta table, Parquet, CSV or JSON files) does not exist. Loading goes on: the other pipelines
+    work, and this one's sensor tick, runs, ``explain`` and ``summary`` report the same error.
+    One stat (S3: one listing of at most one key) per pipeline; a location that cannot be
+    checked (storage unreachable) is not reported here."""
+    for pipeline in config.pipelines:
+        folder = source_folder(pipeline)
+        if folder is None:
+            continue
+        uri, what = folder
+        try:
+            detail = storage.missing_folder(uri)
+        except Exception:  # a check that fails must never stop the loading
+            continue
+        if detail is not None:
+            warning = LandingFolderMissingWarning(pipeline.name, uri, detail, what)
+            warnings.warn(warning, stacklevel=2)
+            logger.warning(str(warning))
+
+
 def build_definitions(
     config: ProjectConfig | None = None, *, clock: Clock = system_clock
 ) -> Definitions:
@@ -143,6 +172,7 @@ def build_definitions(
     """
     config = config or load_config()
     built = [build_pipeline(pipeline, clock, config) for pipeline in config.pipelines]
+    warn_missing_sources(config)
     spark_conf = spark_settings(config)
     prestart_spark(config.spark.prestart, spark_conf)  # only in a run worker
     return Definitions(

@@ -57,6 +57,7 @@ from watermark_assets.sources.file_discovery import (
     partition_key_of,
     sweep,
 )
+from watermark_assets.sources.files import TableFiles
 from watermark_assets.sources.late_files import find_late_files, group_by_partition
 from watermark_assets.spark.paths import GLOB_CHARACTERS
 from watermark_assets.state.checkpoint import mark_idle
@@ -200,7 +201,7 @@ def build_sensor(
             since=previous.low,
             committed_files=state.partition_files,
         )
-        swept = _sweep_if_due(pipeline, state, previous, now)
+        swept = _sweep_if_due(pipeline, state, previous, now, groups.table_files)
         late = _name_late_files(pipeline, state, swept, groups, previous, partition_of)
         # the regular listing's counts are fresh where it sees such files (not on S3, which
         # lists from the watermark on): the sweep's fill in the rest, as of the last sweep
@@ -366,7 +367,11 @@ class _Swept:
 
 
 def _sweep_if_due(
-    pipeline: Pipeline, state: PipelineState, previous: SensorCursor, now: datetime
+    pipeline: Pipeline,
+    state: PipelineState,
+    previous: SensorCursor,
+    now: datetime,
+    table_files: TableFiles | None,
 ) -> _Swept:
     """Sweep the partitions below the listing horizon when ``sweep.interval_minutes`` passed."""
     interval = pipeline.watermark.sweep.interval_minutes * 60
@@ -374,7 +379,9 @@ def _sweep_if_due(
     due = interval > 0 and (previous.swept_at is None or now_ts - previous.swept_at >= interval)
     if not due:
         return _Swept(previous.swept_at, previous.late, previous.late_first, {})
-    found = sweep(pipeline, state.watermark, state.partition_files, now=now)
+    found = sweep(
+        pipeline, state.watermark, state.partition_files, now=now, table_files=table_files
+    )
     if found is None:
         return _Swept(now_ts, 0, (), {}, fresh=True)
     low, high = found.window
@@ -419,7 +426,13 @@ def _name_late_files(
         return _LateFiles(previous.below_first, previous.below_swept)
     prefixes = {*swept.below, *groups.below_watermark, *groups.uncounted}
     try:
-        found = find_late_files(pipeline, state.watermark, prefixes, state.partition_files)
+        found = find_late_files(
+            pipeline,
+            state.watermark,
+            prefixes,
+            state.partition_files,
+            table_files=groups.table_files,
+        )
     except LateFilesUnprovableError as exc:
         return _LateFiles(error=str(exc))
     names = sorted(path for paths in found.values() for path in paths)

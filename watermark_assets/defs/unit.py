@@ -70,6 +70,7 @@ from watermark_assets.delta.log import table_row_count
 from watermark_assets.exceptions import SecondaryInputError
 from watermark_assets.runs.column import RUN_METADATA_KEY
 from watermark_assets.runs.unit import INNER_KIND, UNIT_RUN_KEY, UnitRun, run_units
+from watermark_assets.sources.locations import check_source_folder
 from watermark_assets.sources.secondary_input import SecondaryInput, read_units
 
 UnitPartitions = StaticPartitionsDefinition | DynamicPartitionsDefinition
@@ -180,6 +181,7 @@ def build_unit_asset(
     def unit_asset(
         context: AssetExecutionContext, spark: WatermarkSparkResource
     ) -> MaterializeResult[None]:
+        check_source_folder(pipeline)  # before Spark: a clear error, not Spark's
         runs = run_units(
             pipeline,
             list(context.partition_keys),

@@ -151,7 +151,8 @@ def requested_files(
     named sortably, else :class:`RequestedFileError` names it. Each landing partition of the list
     is listed once: a requested file that is not there raises
     :class:`SourceFileMissingError`; a file above the watermark that sorts below a requested one
-    of its partition is added (the watermark must not move past it uncommitted).
+    of its partition is added (the watermark must not move past it uncommitted), unless the
+    table holds it (a landing folder that is the table's: see ``FileSource.table_files``).
     """
     source = pipeline.source
     ordering = pipeline.watermark.file_name_ordering
@@ -168,6 +169,7 @@ def requested_files(
             already.append(path)
     files: list[str] = []
     added: list[str] = []
+    held: frozenset[str] | None = None  # the table's own files, read when a file may be added
     for prefix, names in above.items():
         present = storage.list_names(storage.join(source.uri, prefix) if prefix else source.uri)
         missing = sorted(set(names) - present)
@@ -183,6 +185,11 @@ def requested_files(
             if not watermark.is_above(path):
                 continue
             if name not in names:
+                if held is None:
+                    table_files = pipeline.file_source.table_files()
+                    held = frozenset() if table_files is None else table_files.held
+                if path in held:  # OPTIMIZE's output in a folder that is the table's
+                    continue
                 check_sortable(path, ordering)
                 added.append(path)
             files.append(path)

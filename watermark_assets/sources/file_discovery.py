@@ -18,6 +18,8 @@ from watermark_assets.core.filepath.coldstart import lookback_prefixes
 from watermark_assets.core.filepath.listing import ListingPlan, plan_listing, plan_sweep
 from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState, components_below
+from watermark_assets.sources.files import TableFiles
+from watermark_assets.sources.locations import check_source_folder
 from watermark_assets.spark.paths import unreadable_character
 from watermark_assets.state.horizons import listing_horizon, retention_horizon
 
@@ -46,6 +48,9 @@ class FileGroups:
     #: landing partitions listed from their watermark on (S3): their files at or below it are
     #: not counted in ``below_watermark`` (the reconciliation sweep lists them in full)
     uncounted: tuple[str, ...] = ()
+    #: the table's own files under the landing folder, as this listing left them out (None:
+    #: the landing folder is not the table's); the sweep of the same tick reuses them
+    table_files: TableFiles | None = None
 
 
 def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -> str | None:
@@ -84,6 +89,7 @@ def discover_files(
         start_prefixes = lookback_prefixes(
             pipeline.watermark.template, pipeline.watermark.cold_start.lookback_days, now
         )
+    table_files = pipeline.file_source.table_files()
     listing = storage.list_files_above(
         pipeline.source.uri,
         plan,
@@ -91,7 +97,10 @@ def discover_files(
         ordering=pipeline.watermark.file_name_ordering,
         start_prefixes=start_prefixes,
         limit=limit,
+        held=frozenset() if table_files is None else table_files.held,
     )
+    if not listing.paths_listed:
+        check_source_folder(pipeline)  # nothing at all: an empty folder, or none?
     groups: dict[str, list[str]] = {}
     out_of_range: list[str] = []
     unmatched: list[str] = []
@@ -109,11 +118,11 @@ def discover_files(
             out_of_range.append(path)
         else:
             groups.setdefault(key, []).append(path)
-    below = {}
-    if committed_files is not None:
-        for prefix, count in listing.at_or_below.items():
-            if count > committed_files.get(prefix, 0):
-                below[prefix] = count - committed_files.get(prefix, 0)
+    below = (
+        {}
+        if committed_files is None
+        else never_committed(listing, committed_files, table_files, watermark)
+    )
     return FileGroups(
         {key: tuple(paths) for key, paths in sorted(groups.items())},
         tuple(out_of_range),
@@ -125,7 +134,30 @@ def discover_files(
         len(listing.files) - len(readable),
         listing.unsortable,
         listing.started_after,
+        table_files,
     )
+
+
+def never_committed(
+    listing: storage.ListingResult,
+    committed_files: Mapping[str, int],
+    table_files: TableFiles | None,
+    watermark: FileWatermark,
+) -> dict[str, int]:
+    """Per landing prefix, how many of the files a listing counted at or below its watermark
+    were never committed: the count less the state's committed files, or, where the landing
+    folder is the table's (``table_files``: the listing left out every file the table holds),
+    as :meth:`TableFiles.not_ingested` counts them."""
+    at_or_below = listing.at_or_below
+    if table_files is not None:
+        return table_files.not_ingested(
+            at_or_below, listing.held_at_or_below, committed_files, watermark
+        )
+    return {
+        prefix: count - committed_files.get(prefix, 0)
+        for prefix, count in at_or_below.items()
+        if count > committed_files.get(prefix, 0)
+    }
 
 
 def hold_back_unreadable(
@@ -201,10 +233,12 @@ def sweep(
     committed_files: Mapping[str, int],
     *,
     now: datetime,
+    table_files: TableFiles | None,
 ) -> SweepResult | None:
     """List the partitions below the listing horizon down to the retention horizon and report
     what no regular listing will ever find there; None when nothing lies below the horizon
-    (no horizon: the regular listing already sees everything)."""
+    (no horizon: the regular listing already sees everything). ``table_files``: the source's
+    :meth:`~watermark_assets.sources.files.FileSource.table_files`, read once per tick."""
     horizon = listing_horizon(pipeline, watermark, now)
     if horizon is None:
         return None
@@ -218,12 +252,9 @@ def sweep(
         limit=budget,
         max_paths=budget,
         start_after=False,  # every file, at or below the watermarks too (S3: no StartAfter)
+        held=frozenset() if table_files is None else table_files.held,
     )
-    below = {
-        prefix: count - committed_files.get(prefix, 0)
-        for prefix, count in listing.at_or_below.items()
-        if count > committed_files.get(prefix, 0)
-    }
+    below = never_committed(listing, committed_files, table_files, watermark)
     return SweepResult(
         listing.files[:SWEEP_NAMES],
         len(listing.files),

@@ -9,13 +9,15 @@ only staging, the asset's description and how ``explain`` finds a file in the ta
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 
+from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.stats import DataFile
 from watermark_assets.exceptions import UnreadableFilesError
@@ -63,6 +65,67 @@ class StagedFiles:
     unreadable: tuple[UnreadableFile, ...] = ()
 
 
+@dataclass(frozen=True)
+class TableFiles:
+    """The table's own files under a landing folder that IS the table folder (``parquet_commit``).
+
+    ``held``: every path (relative to the source) that the table's current add actions reference,
+    and every one of ``removed``, the files a commit removed that the table still remembers (its
+    tombstones, kept ``delta.deletedFileRetentionDuration``): the committed landing files, the
+    files OPTIMIZE and Z-order write there (``dataChange: false``) and the ones a later OPTIMIZE
+    replaced. None of them is ever a landing file: a listing leaves them out (not ingested, not
+    unsortable, not late). ``quarantined`` reads, when called, the landing files a run set aside
+    as unreadable: committed (the watermark passed them) but never in the table.
+    """
+
+    held: frozenset[str]
+    removed: frozenset[str]
+    quarantined: Callable[[], frozenset[str]]
+
+    def not_ingested(
+        self,
+        unknown: Mapping[str, int],
+        held_below: Iterable[str],
+        committed_files: Mapping[str, int],
+        watermark: FileWatermark,
+    ) -> dict[str, int]:
+        """Per landing prefix, how many files at or below its watermark were never committed.
+
+        ``unknown``: per prefix, the files a listing counted at or below the watermark that the
+        table does not hold; ``held_below``: the held files it saw there. Of the ``c`` files the
+        pipeline committed in a prefix (``committed_files``), ``q`` were quarantined, and the
+        table still knows ``k`` of the others: held and on disk, or removed and gone (vacuumed
+        while their removal is remembered). The other ``c - q - k`` are committed files the
+        table forgot (removed by OPTIMIZE, the removal expired, never vacuumed): on disk, unknown,
+        and not late. So the count is ``unknown - q - (c - q - k)``, ``k`` at most ``c - q``.
+        Exact while the table remembers its removals; a file vacuumed after its removal expired
+        hides one late file of its prefix (the count cannot tell them apart). The quarantine is
+        read only when a prefix may hold one.
+        """
+        held = Counter(path.rpartition("/")[0] for path in held_below)
+        seen = frozenset(held_below)
+        gone = Counter(
+            prefix
+            for path in self.removed
+            if (prefix := path.rpartition("/")[0]) in unknown
+            and path not in seen
+            and not watermark.is_above(path)
+        )
+        counted: dict[str, int] = {}
+        aside: Counter[str] | None = None
+        for prefix, count in unknown.items():
+            committed = committed_files.get(prefix, 0)
+            known = held[prefix] + gone[prefix]
+            if count - committed + min(known, committed) <= 0:
+                continue  # none, whatever was quarantined
+            if aside is None:
+                aside = Counter(path.rpartition("/")[0] for path in self.quarantined())
+            never = count - committed + min(known, max(0, committed - aside[prefix]))
+            if never > 0:
+                counted[prefix] = never
+        return counted
+
+
 class FileSource(Protocol):
     """A file-path pipeline's source strategy."""
 
@@ -85,6 +148,11 @@ class FileSource(Protocol):
 
     def rows_in_table(self, table: DeltaTable, wanted: Sequence[str]) -> dict[str, int]:
         """Rows each of the ``wanted`` source files has in ``table`` now (0 when none)."""
+        ...
+
+    def table_files(self) -> TableFiles | None:
+        """The table's own files under the landing folder (read once per call: a tick or a
+        run's plan calls it once); None when the landing folder is not the table's."""
         ...
 
 

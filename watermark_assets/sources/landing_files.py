@@ -121,6 +121,10 @@ class LandingFilesSource:
             ingested_at_iso=now.isoformat(),
         )
 
+    def table_files(self) -> None:
+        """None: the landing folder is not the table's (Spark writes the table's own files)."""
+        return None
+
     def files_in_table(self, table: DeltaTable) -> set[str]:
         """The landing files named by the lineage column (the whole column is read)."""
         column = table.to_pyarrow_table(columns=[SOURCE_FILE_COLUMN]).column(SOURCE_FILE_COLUMN)

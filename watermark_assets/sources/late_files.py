@@ -24,6 +24,7 @@ from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import DeltaCommitError, LateFilesUnprovableError
+from watermark_assets.sources.files import TableFiles
 from watermark_assets.spark.paths import unreadable_character
 from watermark_assets.state.commit_metadata import pipeline_commits
 
@@ -59,6 +60,8 @@ def find_late_files(
     watermark: FileWatermark,
     prefixes: Iterable[str],
     committed_files: Mapping[str, int],
+    *,
+    table_files: TableFiles | None,
 ) -> dict[str, tuple[str, ...]]:
     """Per landing prefix, the files at or below its watermark that no commit recorded (sorted).
 
@@ -66,19 +69,33 @@ def find_late_files(
     watermark and never sees these files). Only a prefix holding more such files than the state's
     count of committed ones (``committed_files``) costs the read of the Delta log that names them.
     Files Spark cannot read by their exact path are left out (the listing reports them).
+
+    Where the landing folder is the table's (``table_files``), the files the table holds are
+    never named, and a prefix is read further only when :meth:`TableFiles.not_ingested` counts
+    files never committed there (the files the table forgot are the committed ones).
     """
     source = pipeline.source
+    held = frozenset() if table_files is None else table_files.held
     candidates: dict[str, list[str]] = {}
     for prefix in sorted(set(prefixes)):
         directory = storage.join(source.uri, prefix) if prefix else source.uri
-        at_or_below = []
+        at_or_below: list[str] = []
+        held_below: list[str] = []
         for name in sorted(storage.list_names(directory)):
             path = f"{prefix}/{name}" if prefix else name
             if storage.is_hidden(name) or not name.endswith(tuple(source.suffixes)):
                 continue
             if not watermark.is_above(path):
-                at_or_below.append(path)
-        if len(at_or_below) > committed_files.get(prefix, 0):
+                (held_below if path in held else at_or_below).append(path)
+        if table_files is None:
+            late = len(at_or_below) > committed_files.get(prefix, 0)
+        else:
+            late = bool(
+                table_files.not_ingested(
+                    {prefix: len(at_or_below)}, held_below, committed_files, watermark
+                )
+            )
+        if late:
             readable = [
                 p for p in at_or_below if not unreadable_character(storage.join(source.uri, p))
             ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -14,7 +14,12 @@ import pyarrow as pa
 from watermark_assets import storage
 from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.exceptions import UnreadableDataFileError
-from watermark_assets.sources.files import FileBatch, StagedFiles, known_table_schema
+from watermark_assets.sources.files import (
+    FileBatch,
+    StagedFiles,
+    TableFiles,
+    known_table_schema,
+)
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -81,13 +86,42 @@ class ParquetCommitSource:
 
     def files_in_table(self, table: DeltaTable) -> set[str]:
         """The source files the table's add actions name (the landing file IS the data file)."""
-        inside = self._source_in_table()
         paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
-        return {
-            posixpath.relpath(str(p), inside) if inside != "." else str(p)
-            for p in paths
-            if inside == "." or str(p).startswith(inside + "/")
-        }
+        return set(self._in_source(paths))
+
+    def table_files(self) -> TableFiles:
+        """The files under the source folder that the table holds: its add actions' paths, and
+        the paths of the files it removed and still remembers (OPTIMIZE's inputs, a compacted
+        file compacted again), as VACUUM lists them (Lite mode: the tombstones only, nothing is
+        listed or deleted). One snapshot read; an empty set before the table exists."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        uri = self.pipeline.table.uri
+        try:
+            table = DeltaTable(uri, storage_options=storage.delta_options(uri))
+        except TableNotFoundError:
+            return TableFiles(frozenset(), frozenset(), frozenset)
+        removed = self._in_source(
+            table.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False)
+        )
+        paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
+        return TableFiles(self._in_source(paths) | removed, removed, self._quarantined)
+
+    def _quarantined(self) -> frozenset[str]:
+        """The source files of the quarantine table (files set aside as unreadable)."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        uri = self.pipeline.table.quarantine
+        try:
+            table = DeltaTable(uri, storage_options=storage.delta_options(uri))
+        except TableNotFoundError:
+            return frozenset()
+        if "_source_file" not in table.schema().to_arrow().names:
+            return frozenset()
+        column = table.to_pyarrow_table(columns=["_source_file"]).column("_source_file")
+        return frozenset(str(value) for value in column.unique().to_pylist())
 
     def rows_in_table(self, table: DeltaTable, wanted: Sequence[str]) -> dict[str, int]:
         """Rows per source file: its add action's record count."""
@@ -99,6 +133,15 @@ class ParquetCommitSource:
             if source is not None:
                 counts[source] += int(action.get("num_records") or 0)
         return counts
+
+    def _in_source(self, paths: Iterable[object]) -> frozenset[str]:
+        """Table-relative paths under the source folder, made relative to it."""
+        inside = self._source_in_table()
+        return frozenset(
+            posixpath.relpath(path, inside) if inside != "." else path
+            for path in map(str, paths)
+            if inside == "." or path.startswith(inside + "/")
+        )
 
     def _source_in_table(self) -> str:
         """The source folder relative to the table root (the source is inside the table)."""
