@@ -467,3 +467,25 @@ def test_a_replays_lost_saved_bound_is_recovered_from_its_chunks_txns_by_repair_
 
     assert again.skipped == [1, 2, 3, 4]
     assert ids(target) == IN_RANGE
+
+
+@pytest.mark.spark
+def test_a_column_pipeline_reads_its_delta_source_exactly_across_the_sources_maintenance(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A column pipeline reads its Delta source by the watermark predicate over the source's
+    current snapshot, never by old versions or file paths: OPTIMIZE, VACUUM and log cleanup of
+    the source between runs change nothing it reads."""
+    kind = ColumnKind(tmp_path)
+    kind.run()
+    source = str(kind.scene.orders.uri)
+    kind.add_rows()
+    optimize(source)
+    vacuum(source)
+    checkpoint_and_clean(source)
+    kind.run()
+    kind.add_rows()
+    z_order(source, ["id"])
+    vacuum(source)
+    kind.run()
+    kind.assert_exact()
