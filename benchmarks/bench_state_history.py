@@ -3,10 +3,13 @@
 Run ``.venv/bin/python benchmarks/bench_state_history.py [--quick] [--sizes 50,500,5000]``. For
 each N it builds a ``parquet_commit`` pipeline (no Spark) whose table holds N commits, one tiny
 Parquet file each (one per landing hour folder ``date=YYYY-MM-DD/hour=HH``, 24 a day, so 5,000
-commits span 208 days), each made by the project's own commit path: the batch planned on the
-state (``load_state``), staged (its footer read) and committed by ``runs.file_commit.commit_batch``
-(ONE Delta commit with the txn and the commit metadata, then the checkpoint). delta-rs checkpoints
-the table every 100 commits as every writer does; the pipeline keeps the defaults
+commits span 208 days): all but the last ``--tail`` (20) straight through the project's committer
+(``DeltaCommitter.commit``: the add action, the partition's next txn and the commit metadata that
+``commit_batch`` records, the watermark pruned as a run's state is), the last ones by the
+project's own commit path (the batch planned on ``load_state``, staged, committed by
+``runs.file_commit.commit_batch``, the checkpoint written after each: the first of them reads the
+whole log once, as a pipeline without a checkpoint does). delta-rs checkpoints the table every 100
+commits as every writer does; the pipeline keeps the defaults
 (``late_arrival_days: 3``, ``sweep.days: 7``, the seed's checkpoint intervals).
 
 Measured (median of ``--reps`` in one process, after one warm-up):
@@ -47,10 +50,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from watermark_assets.config import FilePipelineConfig, parse_config  # noqa: E402
+from watermark_assets.core.filepath.watermark import FileWatermark  # noqa: E402
 from watermark_assets.core.partition_selection import PartitionSelection  # noqa: E402
+from watermark_assets.delta.committer import DeltaCommitter, TxnVersion  # noqa: E402
+from watermark_assets.delta.stats import describe_data_files  # noqa: E402
 from watermark_assets.runs.file_commit import commit_batch  # noqa: E402
 from watermark_assets.runs.file_plan import BatchPlan, BatchRequest  # noqa: E402
 from watermark_assets.runs.file_stage import stage_batch  # noqa: E402
+from watermark_assets.state.commit_metadata import (  # noqa: E402
+    COMMIT_METADATA_KEY,
+    CommitMetadata,
+    txn_app_id,
+)
+from watermark_assets.state.horizons import pruned_watermark  # noqa: E402
 from watermark_assets.state.load import load_state  # noqa: E402
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -77,13 +89,19 @@ def config_document(work: Path) -> dict[str, Any]:
     }
 
 
-def build(work: Path, commits: int) -> tuple[FilePipelineConfig, datetime]:
-    """The pipeline and "now" (one hour after the last file) after ``commits`` commits."""
+def build(work: Path, commits: int, tail: int) -> tuple[FilePipelineConfig, datetime]:
+    """The pipeline and "now" (one hour after the last file) after ``commits`` commits: all but
+    the last ``tail`` straight through the project's committer (what ``commit_batch`` commits:
+    the file's add action, the partition's next txn, the commit metadata), the last ``tail``
+    through ``commit_batch`` itself (planned on the state, checkpoint written after each)."""
     document = config_document(work)
     (work / "pipelines.yaml").write_text(yaml.safe_dump(document), encoding="utf-8")
     config = parse_config(yaml.safe_dump(document), env={}, base=work, origin="bench")
     pipeline = config.file_pipeline("clicks")
     table = Path(pipeline.table.uri)
+    committer = DeltaCommitter(pipeline.table.uri)
+    watermark = FileWatermark.initial()
+    txns: dict[str, int] = {}
     when = START
     for number in range(1, commits + 1):
         when = START + timedelta(hours=number - 1)
@@ -91,12 +109,42 @@ def build(work: Path, commits: int) -> tuple[FilePipelineConfig, datetime]:
         (table / path).parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table({"click_id": [number]}, schema=SCHEMA), table / path)
         key = f"{when:%Y-%m-%d}"
-        request = BatchRequest(pipeline, PartitionSelection.of_keys([key]), f"bench-{number}")
-        state = load_state(pipeline, now=when)
-        plan = BatchPlan(request, state, (path,), {path: key}, ())
-        result = commit_batch(stage_batch(plan, None, now=when), now=when)
-        if result.outcome.version != number - 1:
-            raise BenchmarkError(f"commit {number} became version {result.outcome.version}")
+        if number > commits - tail:
+            request = BatchRequest(pipeline, PartitionSelection.of_keys([key]), f"bench-{number}")
+            state = load_state(pipeline, now=when)
+            plan = BatchPlan(request, state, (path,), {path: key}, ())
+            outcome = commit_batch(stage_batch(plan, None, now=when), now=when).outcome
+        else:
+            before = pruned_watermark(pipeline, watermark, when)
+            watermark = before.advance([path])
+            app_id = txn_app_id(pipeline.name, key)
+            metadata = CommitMetadata(
+                pipeline=pipeline.name,
+                source=pipeline.source.name,
+                run_id=f"bench-{number}",
+                partition_keys=(key,),
+                watermark_before=before,
+                watermark_after=watermark,
+                files=1,
+                rows_read=1,
+                rows_quarantined=0,
+                rows_committed=1,
+                per_partition={key: {"files": 1, "rows_read": 1, "rows_quarantined": 0}},
+                partition_files={path.rsplit("/", 1)[0]: 1},
+                source_files=(path,),
+                partition_prefixes={key: path.rsplit("/", 1)[0]},
+                new_partitions=() if app_id in txns else (key,),
+            )
+            outcome = committer.commit(
+                describe_data_files(pipeline.table.uri, [path], []),
+                schema=SCHEMA,
+                partition_by=[],
+                txns=[TxnVersion.next_of(app_id, txns.get(app_id))],
+                custom_metadata={COMMIT_METADATA_KEY: metadata.to_json()},
+            )
+            txns[app_id] = txns.get(app_id, 0) + 1
+        if outcome.version != number - 1:
+            raise BenchmarkError(f"commit {number} became version {outcome.version}")
     return pipeline, when + timedelta(hours=1)
 
 
@@ -158,13 +206,13 @@ def kb(value: int) -> str:
     return f"{value / 1024:.1f} KiB"
 
 
-def measure(commits: int, reps: int, cold: bool) -> list[str]:
+def measure(commits: int, reps: int, cold: bool, tail: int) -> list[str]:
     import json
 
     work = Path(tempfile.mkdtemp(prefix=f"bench_state_{commits}_"))
     try:
         started = time.perf_counter()
-        pipeline, now = build(work, commits)
+        pipeline, now = build(work, commits, min(tail, commits))
         built = time.perf_counter() - started
         read_ms, state = median_ms(lambda: load_state(pipeline, now=now), reps)
         if (state.totals.files, state.delta_version) != (commits, commits - 1):
@@ -219,12 +267,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--no-cold", action="store_true", help="skip the whole-process tick")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument(
+        "--tail", type=int, default=20, help="the last N commits go through commit_batch"
+    )
     args = parser.parse_args(argv)
     sizes = [8] if args.quick else [int(n) for n in args.sizes.split(",")]
     reps = 1 if args.quick else args.reps
     started = time.perf_counter()
     try:
-        rows = [measure(n, reps, not args.no_cold) for n in sizes]
+        rows = [measure(n, reps, not args.no_cold, args.tail) for n in sizes]
     except BenchmarkError as error:
         print(f"wrong result: {error}", file=sys.stderr)
         return 1

@@ -19,15 +19,17 @@ from typing import Any
 
 import pytest
 import yaml
-from _landing import FROZEN_NOW, checkpoint_json, delta_ids, hour, name_of, prefix_of
-from _sensor_loop import by_partition
-from conftest import TEST_SPARK_CONF, pipeline_yaml
-from dagster import AssetObservation
+from _landing import FROZEN_NOW, ClickWriter, checkpoint_json, delta_ids, hour, name_of, prefix_of
+from _sensor_loop import SensorLoop, by_partition
+from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config
+from dagster import AssetObservation, DagsterInstance
+from deltalake import DeltaTable
 from maintenance import checkpoint_and_clean, clean_while_writing, optimize, vacuum
 from test_pipeline_dagster import Clock, World, make_world
 
 from watermark_assets import explain, storage
 from watermark_assets.cli import main, summarize
+from watermark_assets.defs import build_definitions
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.exceptions import StateHistoryLostError
 from watermark_assets.state.load import load_state
@@ -251,3 +253,34 @@ def test_the_repair_state_command_named_by_the_error_rebuilds_an_exact_state(
     assert world.loop.run_partition("2023-12-19").success
     world.assert_each_row_once()
     assert delta_ids(world.table) == sorted(world.landing.ids)
+
+
+def test_a_parquet_commit_backfill_after_log_cleanup_commits_no_file_twice(
+    spark: Any, tmp_path: Path
+) -> None:
+    table = tmp_path / "delta" / "clicks"
+    clicks = {
+        "name": "clicks",
+        "source": {"type": "parquet_commit", "uri": str(table)},
+        "watermark": {"partition_template": "date=%Y-%m-%d", **SHORT_WINDOWS},
+        "table": {"uri": str(table), "partition_by": ["date"]},
+        "partitions": {"granularity": "daily", "start": "2023-12-01"},
+        "checkpoint": SEED_INTERVALS,
+    }
+    config = project_config(clicks)
+    loop = SensorLoop(
+        build_definitions(config, clock=frozen_clock), DagsterInstance.ephemeral(), "clicks"
+    )
+    writer = ClickWriter(table)
+    for when in (dec(19), dec(20), hour(27, 10), hour(28, 10)):
+        writer.add(when)
+        while requests := loop.tick().run_requests:
+            loop.run_all(requests)
+    checkpoint_and_clean(str(table))
+
+    writer.add(dec(19, 12))  # another file of the old day, above its (pruned) watermark
+    assert loop.run_partition("2023-12-19").success
+    ids = DeltaTable(str(table)).to_pyarrow_table(columns=["click_id"]).column("click_id")
+    assert sorted(ids.to_pylist()) == writer.ids
+    row = summarize(config.file_pipeline("clicks"))
+    assert (row.partitions, row.files, row.rows) == (4, 5, 20)

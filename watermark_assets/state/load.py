@@ -25,7 +25,7 @@ from datetime import datetime
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.checkpoint import Checkpoint, Totals
-from watermark_assets.core.filepath.path import split_path
+from watermark_assets.core.filepath.path import is_sortable, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord
@@ -235,8 +235,15 @@ def table_lineage(pipeline: Pipeline, wanted: Callable[[str], bool] | None = Non
         )
     except TableNotFoundError:
         return TableLineage(None, {})
+    ordering = pipeline.watermark.file_name_ordering
+    # a name no listing returns is no landing file (e.g. OPTIMIZE's output in a parquet_commit
+    # folder): it must never raise a watermark
     keep = wanted or (lambda _path: True)
-    found = {p for p in pipeline.file_source.files_in_table(table) if keep(p)}
+    found = {
+        p
+        for p in pipeline.file_source.files_in_table(table)
+        if is_sortable(p, ordering) and keep(p)
+    }
     rows = pipeline.file_source.rows_in_table(table, sorted(found))
     for path in _quarantined_files(pipeline):
         if keep(path):
