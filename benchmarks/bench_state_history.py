@@ -17,7 +17,8 @@ Measured (median of ``--reps`` in one process, after one warm-up):
 - **state read**: ``state.load.load_state`` (the checkpoint, the table's latest version, the
   commits after the checkpoint);
 - **tick (in process)**: the pipeline's Dagster sensor, ``evaluate_tick`` on an ephemeral instance
-  (the state read, the landing listing, the sweep when due: due at the first tick only);
+  with the cursor carried over from tick to tick (the state read, the landing listing; the sweep
+  and the closing of empty partitions are due at the first, warm-up tick only);
 - **tick (process)**: a fresh interpreter running ``watermark-assets run-sensors`` on this one
   pipeline (idle: no run starts, no Spark), whole wall time, once;
 - sizes: the newest commit JSON, the checkpoint file (the state), the whole ``_delta_log``, and
@@ -167,10 +168,15 @@ def in_process_tick(work: Path, now: datetime) -> Callable[[], Any]:
     defs = build_definitions(load_config(str(work / "pipelines.yaml")), clock=lambda: now)
     sensor = defs.resolve_sensor_def("clicks_sensor")
     instance = DagsterInstance.ephemeral()
+    cursor: list[str | None] = [None]
 
     def tick() -> Any:
-        context = build_sensor_context(instance=instance, cursor=None, definitions=defs)
-        return sensor.evaluate_tick(context)
+        # the cursor carried over as the daemon does: the first (warm-up) tick sweeps and closes
+        # the empty partitions below the horizon; the measured ones are the steady ticks
+        context = build_sensor_context(instance=instance, cursor=cursor[0], definitions=defs)
+        data = sensor.evaluate_tick(context)
+        cursor[0] = data.cursor
+        return data
 
     return tick
 

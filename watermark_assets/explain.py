@@ -82,7 +82,7 @@ def gather_evidence(pipeline: Pipeline, partition_of: PartitionOf, *, now: datet
     # state): the lineage names every committed file, and its greatest per landing partition is
     # that partition's watermark
     lineage = frozenset(_files_in_table(pipeline)) | frozenset(quarantined)
-    history = history.merge(watermark_of(lineage))
+    history = history.merge(watermark_of(lineage, pipeline.watermark.file_name_ordering))
     table_files = pipeline.file_source.table_files()
     return Evidence(
         table_files=frozenset() if table_files is None else table_files.held,

@@ -25,7 +25,7 @@ from datetime import datetime
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.checkpoint import Checkpoint, Totals
-from watermark_assets.core.filepath.path import is_sortable, split_path
+from watermark_assets.core.filepath.path import NameOrdering, is_sortable, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord
@@ -266,10 +266,11 @@ def _quarantined_files(pipeline: Pipeline) -> set[str]:
     return {str(value) for value in column.unique().to_pylist() if value is not None}
 
 
-def watermark_of(files: Iterable[str]) -> FileWatermark:
+def watermark_of(files: Iterable[str], ordering: NameOrdering | None = None) -> FileWatermark:
     """The watermark that committing exactly ``files`` reaches (per landing partition the
-    greatest file; the global value the greatest path)."""
-    ordered = sorted(files)
+    greatest file; the global value the greatest path); with ``ordering``, names it does not
+    sort are left out (no listing returns them: they never raise a watermark)."""
+    ordered = sorted(p for p in files if ordering is None or is_sortable(p, ordering))
     return FileWatermark.initial().advance(ordered) if ordered else FileWatermark.initial()
 
 
