@@ -162,6 +162,9 @@ def test_a_late_file_is_not_ingested_where_a_committed_files_rows_were_deleted(
         if path != late
     ]
     DeltaTable(world.table).delete(f"_source_file = '{committed}'")  # e.g. a GDPR deletion
+    world.landing.add(hour(28, 12))
+    world.loop.run_all(world.loop.tick().run_requests)
+    checkpoint_and_clean(world.table)  # no commit left names the deleted file
 
     clock.now += SWEEP_EVERY
     tick = world.loop.tick()

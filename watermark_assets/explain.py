@@ -78,11 +78,13 @@ def gather_evidence(pipeline: Pipeline, partition_of: PartitionOf, *, now: datet
                 commits.setdefault(path, []).append(commit)
     horizon = listing_horizon(pipeline, state.watermark, now)
     quarantined = _quarantined(pipeline)
-    # what the tables hold decides (commits cleaned from the log, partitions pruned from the
-    # state): the lineage names every committed file, and its greatest per landing partition is
-    # that partition's watermark
-    lineage = frozenset(_files_in_table(pipeline)) | frozenset(quarantined)
-    history = history.merge(watermark_of(lineage, pipeline.watermark.file_name_ordering))
+    lineage: frozenset[str] = frozenset()
+    if log_from not in (None, 0):
+        # older commits were cleaned up: what the tables hold decides (the lineage names every
+        # committed file; its greatest per landing partition is the watermark of a partition
+        # pruned from the state)
+        lineage = frozenset(_files_in_table(pipeline)) | frozenset(quarantined)
+        history = history.merge(watermark_of(lineage, pipeline.watermark.file_name_ordering))
     table_files = pipeline.file_source.table_files()
     return Evidence(
         table_files=frozenset() if table_files is None else table_files.held,

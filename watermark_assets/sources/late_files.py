@@ -25,9 +25,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
+from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import LateFilesUnprovableError
 from watermark_assets.sources.files import TableFiles
 from watermark_assets.spark.paths import unreadable_character
+from watermark_assets.state.commit_metadata import pipeline_commits
 from watermark_assets.state.load import table_lineage
 
 
@@ -39,12 +41,24 @@ def late_txn_app_id(pipeline: str, partition_key: str) -> str:
 
 
 def committed_among(pipeline: Pipeline, paths: Iterable[str]) -> frozenset[str]:
-    """Which of ``paths`` the pipeline's tables hold (rows, or quarantined records), read from
-    the tables' lineage: exact whatever Delta's maintenance did to the log."""
+    """Which of ``paths`` were committed: the pipeline's tables hold them (rows, or quarantined
+    records: the lineage, whatever Delta's maintenance did to the log), or a commit still in the
+    log names them (a ``parquet_commit`` file that OPTIMIZE compacted away and whose removal the
+    table forgot). Evidence that a file was committed; what neither holds is decided by the
+    counts (:func:`find_late_files`)."""
     wanted = set(paths)
     if not wanted:
         return frozenset()
-    return table_lineage(pipeline, lambda path: path in wanted).files
+    held = table_lineage(pipeline, lambda path: path in wanted).files
+    logged = {
+        path
+        for _, metadata in pipeline_commits(
+            DeltaCommitter(pipeline.table.uri), pipeline, None, lost="skip"
+        )
+        for path in metadata.source_files
+        if path in wanted
+    }
+    return held | logged
 
 
 def find_late_files(
