@@ -19,6 +19,7 @@ from _sensor_loop import SensorLoop, requested_files
 from conftest import pipeline_yaml, s3_project
 from dagster import DagsterInstance, RunRequest
 from deltalake import DeltaTable
+from maintenance import checkpoint_and_clean
 from test_pipeline_dagster import Clock, World, make_world
 
 from watermark_assets import storage
@@ -134,21 +135,43 @@ def test_a_late_run_refuses_a_file_above_the_watermark(spark: Any, tmp_path: Pat
     assert "launch it without 'late: true'" in message
 
 
-def test_late_files_are_not_ingested_when_the_log_no_longer_proves_them_new(
+def test_after_log_cleanup_the_tables_lineage_proves_a_late_file_new_and_it_is_ingested_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    world, clock, late, late_ids = world_with_a_late_file(tmp_path, ingest=True)
+    world.landing.add(hour(28, 12))
+    world.loop.run_all(world.loop.tick().run_requests)
+    checkpoint_and_clean(world.table)  # the commit that ingested 10:30 is gone from the log
+
+    clock.now += SWEEP_EVERY
+    [request] = world.loop.tick().run_requests
+    assert requested_files(request) == [late]
+    assert world.loop.run(request).success
+    world.landing.ids.extend(late_ids)
+    world.assert_each_row_once()
+
+
+def test_a_late_file_is_not_ingested_where_a_committed_files_rows_were_deleted(
     spark: Any, tmp_path: Path
 ) -> None:
     world, clock, late, _ = world_with_a_late_file(tmp_path, ingest=True)
-    DeltaTable(world.table).create_checkpoint()
-    (Path(world.table) / "_delta_log" / f"{0:020d}.json").unlink()  # cleaned up after it
+    root = world.landing.root
+    [committed] = [
+        path
+        for path in (str(p.relative_to(root)) for p in root.rglob("*.ndjson.gz"))
+        if path != late
+    ]
+    DeltaTable(world.table).delete(f"_source_file = '{committed}'")  # e.g. a GDPR deletion
+    world.landing.add(hour(28, 12))
+    world.loop.run_all(world.loop.tick().run_requests)
+    checkpoint_and_clean(world.table)  # no commit left names the deleted file
 
     clock.now += SWEEP_EVERY
     tick = world.loop.tick()
-    assert tick.run_requests == []
+    assert tick.run_requests == [], "which of the two files is new cannot be told"
     reason = tick.skip_message or ""
     assert f"1 files landed below their partition's watermark ({prefix_of(late)}: 1)" in reason
-    assert "no longer starts at version 0" in reason
-    assert "delta.logRetentionDuration" in reason
-    world.assert_each_row_once()
+    assert f"the tables hold no rows of 2 ({late}, {committed})" in reason
 
 
 def test_on_s3_the_sweep_finds_the_late_file_that_listing_from_the_watermark_never_sees(

@@ -131,29 +131,21 @@ class SummaryRow:
 
 
 def summarize(pipeline: Pipeline) -> SummaryRow:
-    """One summary row, read from the Delta log and the checkpoint (the truth, not memory);
-    a pipeline whose landing folder does not exist is in state ``ERROR``, its ``problem`` says
-    why and how to fix it."""
-    from watermark_assets.delta.committer import DeltaCommitter
+    """One summary row, read from the state (checkpoint + the commits after it: its running
+    totals survive Delta's log cleanup) and the tables' statistics (rows now); a pipeline whose
+    landing folder does not exist is in state ``ERROR``, its ``problem`` says why and how to fix
+    it."""
     from watermark_assets.delta.log import table_row_count
     from watermark_assets.sources.locations import missing_source
-    from watermark_assets.state.commit_metadata import pipeline_commits
     from watermark_assets.state.load import load_state
 
     missing = missing_source(pipeline)
     state = load_state(pipeline, now=system_clock())
-    committer = DeltaCommitter(pipeline.table.uri)
-    commits = (  # what the log still holds (issue 21: counts from the state snapshot instead)
-        pipeline_commits(committer, pipeline, None, lost="skip")
-        if state.delta_version is not None
-        else []
-    )
-    partitions = {key for _, meta in commits for key in meta.partition_keys if meta.files}
     quarantined = table_row_count(pipeline.table.quarantine) or 0
     return SummaryRow(
         pipeline=pipeline.name,
-        partitions=len(partitions),
-        files=sum(meta.files for _, meta in commits),
+        partitions=state.totals.partitions,
+        files=state.totals.files,
         rows=table_row_count(pipeline.table.uri) or 0,
         quarantined=quarantined,
         watermark=state.watermark.value or "-",
@@ -851,11 +843,14 @@ def repair_state_command(config_path: str | None, name: str) -> int:
     before any run or tick read them). Time, time x unit and unit pipelines: the snapshot and the
     commits left, folded; a window, cell or unit recorded only in a lost commit runs again on
     the next tick (a run replaces it: no duplicate). Column pipelines (``delta_metadata``): the
-    watermark becomes the greatest watermark-column value of the table's rows."""
+    watermark becomes the greatest watermark-column value of the table's rows. File-path
+    pipelines: the checkpoint rebuilt from the table's rows and their lineage."""
     from watermark_assets.state.snapshot import StateLog
 
     config = load_config(config_path)
     config.pipeline(name)  # an unknown name: ConfigError listing the known ones
+    for file_pipeline in (p for p in config.file_pipelines if p.name == name):
+        return _repair_file_state(file_pipeline)
     logs: list[tuple[str, StateLog[Any], Any]] = []
     for time_pipeline in (p for p in config.time_pipelines if p.name == name):
         from watermark_assets.runs.time import TimeWatermarkLog
@@ -914,14 +909,29 @@ def repair_state_command(config_path: str | None, name: str) -> int:
             )
     if not logs:
         print(
-            f"repair-state {name}: this pipeline keeps no state snapshot (file-path and event-time "
-            "pipelines keep their own checkpoints); nothing to repair",
+            f"repair-state {name}: this pipeline keeps no state snapshot (event-time pipelines "
+            "keep their own checkpoints); nothing to repair",
             file=sys.stderr,
         )
         return 2
     for what, log, replace in logs:
         lost = log.repair(replace)
         print(f"{name}: {what} rebuilt at Delta version {log.version} ({lost})")
+    return 0
+
+
+def _repair_file_state(pipeline: Pipeline) -> int:
+    """A file-path pipeline's checkpoint rebuilt from its tables' rows and lineage
+    (``state/rebuild.py``)."""
+    from watermark_assets.defs.partitions import partition_mapper, partitions_definition
+    from watermark_assets.sources.file_discovery import partition_key_of
+    from watermark_assets.state.rebuild import rebuild_state
+
+    partition_of = partition_mapper(partitions_definition(pipeline), system_clock)
+    rebuilt = rebuild_state(
+        pipeline, lambda path: partition_key_of(pipeline, path, partition_of), now=system_clock()
+    )
+    print(rebuilt.line(pipeline.name))
     return 0
 
 

@@ -227,18 +227,18 @@ class RequestedFileError(WatermarkAssetsError):
 
 
 class LateFilesUnprovableError(WatermarkAssetsError):
-    """Files below a watermark cannot be proven never committed: the Delta log was cleaned up."""
+    """Files below a watermark cannot be proven never committed (``reason`` says why)."""
 
-    def __init__(self, pipeline: str, table_uri: str) -> None:
+    def __init__(self, pipeline: str, table_uri: str, reason: str) -> None:
         super().__init__(
-            f"pipeline {pipeline!r}: the Delta log of {table_uri!r} no longer starts at version 0 "
-            "(older commits were cleaned up after a checkpoint), so a file below its partition's "
-            "watermark cannot be proven never committed and is not ingested as a late file. "
-            "Check the files the sensor names, then ingest them with a run of their own "
-            "partition, or keep the log longer (delta.logRetentionDuration)"
+            f"pipeline {pipeline!r}: {reason}, so the files below their partition's watermark "
+            f"that {table_uri!r} does not hold cannot all be proven never committed and are not "
+            "ingested as late files. Check the files the sensor names, then ingest them with a "
+            "run of their own partition (run config files: [...], late: true)"
         )
         self.pipeline = pipeline
         self.table_uri = table_uri
+        self.reason = reason
 
 
 class BatchOverlapError(WatermarkAssetsError):

@@ -1,9 +1,11 @@
 """Why a landing file was, or was not, ingested (``watermark-assets explain PIPELINE [PATH]``).
 
-The evidence is read once per pipeline, from what the pipeline itself trusts: the Delta log (every
-commit names its ``source_files``; their union is what was ingested, and the merge of every
-commit's watermark is the watermark with nothing pruned), the quarantine table (``_source_file``,
-``error``), the state (checkpoint + log) and the sensor's listing window. The verdicts are decided
+The evidence is read once per pipeline, from what the pipeline itself trusts: the tables' lineage
+(each row's landing file, in the data and the quarantine table: what was ingested, whatever Delta's
+log maintenance removed; its greatest file per landing partition is that partition's watermark
+with nothing pruned), the commits the log still holds (their versions and runs, as facts), the
+quarantine table (``_source_file``, ``error``), the state (checkpoint + log) and the sensor's
+listing window. The verdicts are decided
 by :mod:`watermark_assets.verdicts` without I/O. Nothing is written.
 
 Reading every commit costs the log's length: a diagnostic's price, never a sensor tick's.
@@ -28,7 +30,7 @@ from watermark_assets.sources.file_discovery import PartitionOf
 from watermark_assets.sources.locations import check_source_folder
 from watermark_assets.state.commit_metadata import COMMIT_METADATA_KEY, CommitMetadata
 from watermark_assets.state.horizons import listing_horizon
-from watermark_assets.state.load import load_state
+from watermark_assets.state.load import load_state, watermark_of
 from watermark_assets.verdicts import (
     Commit,
     Evidence,
@@ -77,8 +79,12 @@ def gather_evidence(pipeline: Pipeline, partition_of: PartitionOf, *, now: datet
     horizon = listing_horizon(pipeline, state.watermark, now)
     quarantined = _quarantined(pipeline)
     lineage: frozenset[str] = frozenset()
-    if log_from not in (None, 0):  # older commits were cleaned up: the tables still know
+    if log_from not in (None, 0):
+        # older commits were cleaned up: what the tables hold decides (the lineage names every
+        # committed file; its greatest per landing partition is the watermark of a partition
+        # pruned from the state)
         lineage = frozenset(_files_in_table(pipeline)) | frozenset(quarantined)
+        history = history.merge(watermark_of(lineage, pipeline.watermark.file_name_ordering))
     table_files = pipeline.file_source.table_files()
     return Evidence(
         table_files=frozenset() if table_files is None else table_files.held,

@@ -72,12 +72,13 @@ class Quarantined:
 class Evidence:
     """Everything a verdict needs, read once per pipeline (:func:`.explain.gather_evidence`).
 
-    ``history``: the state's watermark merged with every commit's, so the watermark of a
-    partition pruned from the state still decides. ``log_from``: the oldest version whose commit
-    info was read (older JSON files were cleaned up after a Delta checkpoint: a commit older than
-    that is not seen); None without a table. ``lineage``: only then, the landing files whose
-    rows (or quarantined records) the tables hold, so a file ingested by a commit the log no
-    longer holds is still ``ingested``. ``plan``: the sensor's listing window.
+    ``history``: the state's watermark merged with every commit's left in the log and with the
+    lineage's (per landing partition its greatest file), so the watermark of a partition pruned
+    from the state still decides. ``log_from``: the oldest version whose commit info was read
+    (older JSON files were cleaned up after a Delta checkpoint: a commit older than that is not
+    seen); None without a table. ``lineage``: the landing files whose rows (or quarantined
+    records) the tables hold, so a file ingested by a commit the log no longer holds is still
+    ``ingested``. ``plan``: the sensor's listing window.
     """
 
     pipeline: Pipeline

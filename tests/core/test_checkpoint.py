@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
+from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy, Totals
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
 from watermark_assets.exceptions import CorruptCheckpointError, UnknownCheckpointSchemaError
 
@@ -273,3 +273,68 @@ def test_a_checkpoint_holds_any_kind_of_watermark_and_refuses_another_kind() -> 
         CorruptCheckpointError, match="holds a 'file_path' watermark, not a 'column'"
     ):
         Checkpoint.loads(seed.dumps(), location=LOCATION, kind=ColumnWatermark)
+
+
+def test_the_totals_txn_sum_and_partition_prefixes_round_trip_after_the_maps() -> None:
+    watermark = FileWatermark.initial().advance(["date=2024-01-28/1706450400-a.ndjson.gz"])
+    checkpoint = Checkpoint(
+        watermark,
+        1706450500,
+        7,
+        {"2024-01-28": 3},
+        {"date=2024-01-28": 1},
+        {"2024-01-28": "date=2024-01-28"},
+        Totals(files=51, rows=153, partitions=25),
+        txn_sum=52,
+    )
+    document = json.loads(checkpoint.dumps())
+    assert list(document)[-6:] == [
+        "delta_version",
+        "partition_rows",
+        "partition_prefixes",
+        "partition_files",
+        "totals",
+        "txn_sum",
+    ]
+    assert document["totals"] == {"files": 51, "rows": 153, "partitions": 25}
+    assert load(checkpoint.dumps()) == checkpoint
+
+
+def test_a_checkpoint_written_before_the_totals_counts_them_from_its_maps() -> None:
+    checkpoint = load(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "watermark": {"state": "Active", "value": "date=2024-01-28/1-a.ndjson.gz"},
+                "partition_watermarks": {"date=2024-01-28": "1-a.ndjson.gz"},
+                "last_update_ts": 0,
+                "partition_rows": {"2024-01-27": 4, "2024-01-28": 6},
+                "partition_files": {"date=2024-01-28": 2},
+            }
+        )
+    )
+    assert (checkpoint.totals, checkpoint.txn_sum) == (None, None)
+    assert checkpoint.legacy_totals() == Totals(files=2, rows=10, partitions=2)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        pytest.param("totals", {"files": 1, "rows": -1, "partitions": 1}, id="a negative total"),
+        pytest.param("totals", {"files": 1, "rows": 2}, id="totals without partitions"),
+        pytest.param("txn_sum", "12", id="a txn sum that is text"),
+        pytest.param("partition_prefixes", {"2024-01-28": 3}, id="a prefix that is a number"),
+    ],
+)
+def test_bad_totals_txn_sum_or_prefixes_are_corrupt(key: str, value: object) -> None:
+    text = json.dumps(
+        {
+            "schema_version": 1,
+            "watermark": {"state": "Initial", "value": None},
+            "partition_watermarks": {},
+            "last_update_ts": 0,
+            key: value,
+        }
+    )
+    with pytest.raises(CorruptCheckpointError, match=key):
+        load(text)

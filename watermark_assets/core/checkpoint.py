@@ -13,9 +13,14 @@ checkpoint without it is byte for byte the seed's example::
     }
 
 (written with an indent of 2, keys in that order). ``partition_rows`` (rows committed so far per
-Dagster partition, for Dagster's ``dagster/partition_row_count``) and ``partition_files`` (files
-committed so far per landing partition, to notice files that land below a watermark) follow when
-there are any.
+Dagster partition, for Dagster's ``dagster/partition_row_count``), ``partition_prefixes`` (the
+newest landing partition each Dagster partition committed files of: its entry is pruned with that
+landing partition's watermark) and ``partition_files`` (files committed so far per landing
+partition, to notice files that land below a watermark) follow when there are any, then
+``totals`` (files, rows and Dagster partitions committed since the first commit: running numbers,
+never pruned) and ``txn_sum`` (the sum of the pipeline's txn versions at ``delta_version``, which
+the table's own checkpoint keeps: see :mod:`watermark_assets.state.load`). Every map is bounded by
+the retained landing partitions, not by the history.
 The checkpoint is generic over the watermark kind (:mod:`watermark_assets.core.watermark`): a
 file-path watermark is written in the seed's shape above, any other kind as ``"kind"`` plus its
 ``to_json()`` under ``"watermark"`` (no ``partition_watermarks``). A reader says which kind it
@@ -49,6 +54,22 @@ SEED_KIND = FileWatermark.kind
 W = TypeVar("W", bound=Watermark[Any])
 
 
+@dataclass(frozen=True)
+class Totals:
+    """What a pipeline committed since its first commit: landing files, data rows and Dagster
+    partitions (running numbers: they survive the pruning of the per-partition maps)."""
+
+    files: int = 0
+    rows: int = 0
+    partitions: int = 0
+
+    def plus(self, *, files: int, rows: int, partitions: int) -> Totals:
+        return Totals(self.files + files, self.rows + rows, self.partitions + partitions)
+
+    def to_dict(self) -> dict[str, int]:
+        return {"files": self.files, "rows": self.rows, "partitions": self.partitions}
+
+
 def _is_int(value: object) -> bool:
     # bool is an int subclass in Python; true is not a timestamp.
     return isinstance(value, int) and not isinstance(value, bool)
@@ -65,6 +86,23 @@ class Checkpoint(Generic[W]):
     delta_version: int | None = None
     partition_rows: Mapping[str, int] = field(default_factory=dict)
     partition_files: Mapping[str, int] = field(default_factory=dict)
+    partition_prefixes: Mapping[str, str] = field(default_factory=dict)
+    #: None in a checkpoint written before the totals were kept (see :meth:`legacy_totals`)
+    totals: Totals | None = None
+    #: the sum of the versions of the pipeline's txn app ids at ``delta_version``: tells whether
+    #: commits cleaned from the log after that version were the pipeline's (None: not recorded)
+    txn_sum: int | None = None
+
+    def legacy_totals(self) -> Totals:
+        """The totals, or for a checkpoint written before they were kept the best it can say:
+        its maps were never pruned then except ``partition_files`` (a lower bound of files)."""
+        if self.totals is not None:
+            return self.totals
+        return Totals(
+            sum(self.partition_files.values()),
+            sum(self.partition_rows.values()),
+            len(self.partition_rows),
+        )
 
     def dumps(self) -> str:
         """The checkpoint JSON (see the module docstring)."""
@@ -79,8 +117,14 @@ class Checkpoint(Generic[W]):
             document["delta_version"] = self.delta_version
         if self.partition_rows:
             document["partition_rows"] = dict(sorted(self.partition_rows.items()))
+        if self.partition_prefixes:
+            document["partition_prefixes"] = dict(sorted(self.partition_prefixes.items()))
         if self.partition_files:
             document["partition_files"] = dict(sorted(self.partition_files.items()))
+        if self.totals is not None:
+            document["totals"] = self.totals.to_dict()
+        if self.txn_sum is not None:
+            document["txn_sum"] = self.txn_sum
         return json.dumps(document, indent=2, ensure_ascii=False)
 
     @staticmethod
@@ -127,6 +171,27 @@ class Checkpoint(Generic[W]):
                     location, f"{key!r} is {value!r}, not partition -> count"
                 )
             counts[key] = value
+        prefixes = document.get("partition_prefixes", {})
+        if not isinstance(prefixes, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in prefixes.items()
+        ):
+            raise CorruptCheckpointError(
+                location, f"'partition_prefixes' is {prefixes!r}, not partition -> prefix"
+            )
+        totals = None
+        if "totals" in document:
+            raw = document["totals"]
+            names = ("files", "rows", "partitions")
+            if not isinstance(raw, dict) or not all(
+                _is_int(raw.get(n)) and raw[n] >= 0 for n in names
+            ):
+                raise CorruptCheckpointError(
+                    location, f"'totals' is {raw!r}, not {{files, rows, partitions}} counts"
+                )
+            totals = Totals(*(int(raw[n]) for n in names))
+        txn_sum = document.get("txn_sum")
+        if txn_sum is not None and not (_is_int(txn_sum) and txn_sum >= 0):
+            raise CorruptCheckpointError(location, f"'txn_sum' is {txn_sum!r}, not a count")
         try:
             if seed_shape:
                 watermark: Any = FileWatermark.from_dict(
@@ -142,6 +207,9 @@ class Checkpoint(Generic[W]):
             delta_version,
             counts["partition_rows"],
             counts["partition_files"],
+            prefixes,
+            totals,
+            txn_sum,
         )
 
 

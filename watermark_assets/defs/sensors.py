@@ -60,7 +60,7 @@ from watermark_assets.sources.file_discovery import (
 from watermark_assets.sources.files import TableFiles
 from watermark_assets.sources.late_files import find_late_files, group_by_partition
 from watermark_assets.spark.paths import GLOB_CHARACTERS
-from watermark_assets.state.checkpoint import mark_idle
+from watermark_assets.state.checkpoint import catch_up, mark_idle
 from watermark_assets.state.commit_metadata import txn_app_id
 from watermark_assets.state.horizons import listing_horizon
 from watermark_assets.state.load import PipelineState, load_state
@@ -191,6 +191,7 @@ def build_sensor(
         now = clock()
         previous = SensorCursor.from_string(context.cursor)
         state = load_state(pipeline, now=now)
+        catch_up(pipeline, state, now=now)  # commits after the checkpoint: recorded now
         budget = limits.max_files_per_run * limits.max_runs_per_tick
         groups = discover_files(
             pipeline,

@@ -8,9 +8,8 @@ when it is planned, and a commit never holds a file that a commit after the plan
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -24,7 +23,13 @@ from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.exceptions import (
     BatchOverlapError,
     DeltaCommitError,
+    LogHistoryLostError,
 )
+from watermark_assets.runs.faults import crash_point, pause_point
+from watermark_assets.runs.file_plan import BatchPlan
+from watermark_assets.runs.file_stage import StagedBatch
+from watermark_assets.sources.late_files import late_txn_app_id
+from watermark_assets.staging import move_into_table, remove_tree
 from watermark_assets.state.checkpoint import save_checkpoint
 from watermark_assets.state.commit_metadata import (
     COMMIT_METADATA_KEY,
@@ -32,16 +37,8 @@ from watermark_assets.state.commit_metadata import (
     pipeline_commits,
     txn_app_id,
 )
-from watermark_assets.state.load import PipelineState, load_state
+from watermark_assets.state.load import PipelineState, load_state, table_lineage
 from watermark_assets.state.quarantine import complete_quarantine
-
-if TYPE_CHECKING:
-    pass
-from watermark_assets.runs.faults import crash_point, pause_point
-from watermark_assets.runs.file_plan import BatchPlan
-from watermark_assets.runs.file_stage import StagedBatch
-from watermark_assets.sources.late_files import late_txn_app_id
-from watermark_assets.staging import move_into_table, remove_tree
 
 
 @dataclass(frozen=True)
@@ -86,7 +83,17 @@ def decide_commit(plan: BatchPlan, committer: DeltaCommitter) -> CommitDecision:
     ours = set(plan.files)
     taken: set[str] = set()
     taken_by: list[tuple[int, str]] = []
-    for version, metadata in pipeline_commits(committer, pipeline, plan.state.delta_version):
+    try:
+        since_plan = pipeline_commits(committer, pipeline, plan.state.delta_version)
+    except LogHistoryLostError as lost:
+        # commits since the plan were cleaned up already (delta-rs cleaning on every commit):
+        # the table's lineage still names every file they committed
+        held = table_lineage(pipeline, lambda path: path in ours).files
+        since_plan = []
+        if held:
+            taken |= held
+            taken_by.append((lost.oldest - 1, "cleaned from the log; found in the table"))
+    for version, metadata in since_plan:
         hit = ours.intersection(metadata.source_files)
         if hit:
             taken |= hit
@@ -148,7 +155,7 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
                 return BatchResult(staged, skipped, (), 0, state, False, decision.txns)
             if placed is None:
                 placed = _place(staged, pipeline)
-            metadata = _commit_metadata(staged, placed)
+            metadata = _commit_metadata(staged, placed, decision)
             outcome = committer.commit(
                 placed.data,
                 schema=staged.data_schema if staged.data_schema is not None else pa.schema([]),
@@ -172,10 +179,34 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
     crash_point("after_commit")
     state = load_state(pipeline, now=now)
     completed = complete_quarantine(pipeline, state)
-    written = save_checkpoint(pipeline, state, now=now)
+    # every commit's progress is recorded at once, whatever the intervals (state.checkpoint)
+    written = save_checkpoint(pipeline, state, now=now, force=True)
     rows_committed = sum(f.num_records for f in placed.data)
     return BatchResult(
-        staged, outcome, tuple(completed), rows_committed, state, written, decision.txns
+        staged,
+        outcome,
+        tuple(completed),
+        rows_committed,
+        _with_run_partitions(state, plan, metadata),
+        written,
+        decision.txns,
+    )
+
+
+def _with_run_partitions(
+    state: PipelineState, plan: BatchPlan, metadata: CommitMetadata
+) -> PipelineState:
+    """The state after the commit as the run's metadata shows it: the run's own Dagster and
+    landing partitions kept even where the state prunes them (a backfill of an old partition,
+    whose counts and watermarks were restored from the table when it planned)."""
+    rows = dict(state.partition_rows)
+    for key, count in metadata.rows_committed_by_partition().items():
+        if key not in rows:
+            rows[key] = plan.state.partition_rows.get(key, 0) + count
+    return replace(
+        state,
+        watermark=state.watermark.merge(metadata.watermark_after),
+        partition_rows=rows,
     )
 
 
@@ -211,9 +242,27 @@ def _remove_placed(pipeline: Pipeline, placed: _Placed) -> None:
             fs.rm(f"{root}/{path}")
 
 
-def _commit_metadata(staged: StagedBatch, placed: _Placed) -> CommitMetadata:
+def _commit_metadata(
+    staged: StagedBatch, placed: _Placed, decision: CommitDecision
+) -> CommitMetadata:
     plan = staged.plan
     pipeline = plan.request.pipeline
+    prefixes: dict[str, str] = {}
+    for path, key in plan.file_partitions.items():
+        prefix = split_path(path)[0]
+        prefixes[key] = max(prefixes.get(key, prefix), prefix)
+    # the Dagster partition's first commit of files: its txn had no version yet, or the state
+    # the run planned on (which a backfill of an old partition restores from the table) has no
+    # count for it (a range run commits a txn for partitions without files too)
+    first = (
+        ()
+        if plan.request.late
+        else tuple(
+            key
+            for key, txn in zip(sorted(plan.request.partition_keys), decision.txns)
+            if key in prefixes and (txn.previous is None or key not in plan.state.partition_rows)
+        )
+    )
     return CommitMetadata(
         pipeline=pipeline.name,
         source=pipeline.source.name,
@@ -231,4 +280,6 @@ def _commit_metadata(staged: StagedBatch, placed: _Placed) -> CommitMetadata:
         quarantine_files=placed.quarantine,
         files_quarantined=staged.files_quarantined,
         late=plan.request.late,
+        partition_prefixes=prefixes,
+        new_partitions=first,
     )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
@@ -23,13 +22,10 @@ from watermark_assets.exceptions import (
     SourceFileMissingError,
 )
 from watermark_assets.sources.file_discovery import PartitionOf, discover_files, partition_key_of
-from watermark_assets.sources.late_files import committed_source_files
+from watermark_assets.sources.late_files import committed_among
 from watermark_assets.spark.paths import check_readable
 from watermark_assets.state.horizons import listing_horizon
 from watermark_assets.state.load import PipelineState, load_state, restore_partitions
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)
@@ -92,8 +88,12 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
         since and horizon and components_below(prefix_components(since), prefix_components(horizon))
     )
     if restored:  # an old window: its per-partition watermarks may have been pruned
-        watermark = restore_partitions(pipeline, state.watermark, request.partition_keys)
-        state = replace(state, watermark=watermark)
+        state = restore_partitions(
+            pipeline,
+            state,
+            request.partition_keys,
+            lambda path: partition_key_of(pipeline, path, partition_of),
+        )
     added: tuple[str, ...] = ()
     unreadable: dict[str, str] = {}
     already: list[str] = []
@@ -249,7 +249,7 @@ def late_requested_files(
             raise SourceFileMissingError(
                 f"{prefix}/{missing[0]}" if prefix else missing[0], source.uri
             )
-    committed = committed_source_files(pipeline)
+    committed = committed_among(pipeline, set(requested))
     files = sorted(p for p in set(requested) if p not in committed)
     for path in files:
         check_readable(source.uri, path)

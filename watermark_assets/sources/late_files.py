@@ -4,12 +4,15 @@ A file-path watermark moves past a file only when it is committed, so a file fou
 its partition's watermark either was committed, or landed there afterwards (an upstream that
 writes out of name order). The regular listing counts such files per landing partition; the
 reconciliation sweep (``sweep.interval_minutes``) names them here, off the hot path: it lists
-each such landing partition in full and takes away every source file the pipeline's commits
-record (``source_files`` in each commit's metadata, exact).
+each such landing partition in full and takes away every file the tables hold (each row's
+lineage: the ``files`` source's ``_source_file``, the quarantine table's, or for
+``parquet_commit`` the add actions), which survives Delta's log cleanup, OPTIMIZE and VACUUM,
+where the commits' ``commitInfo`` does not.
 
-That proof needs the whole Delta log: when older commits were cleaned up after a checkpoint
-(``delta.logRetentionDuration``), a file cannot be shown never to have been committed, and
-:class:`LateFilesUnprovableError` says so instead of guessing. Named files are reported, and with
+The state counts the files committed per landing partition (exact, a running count); a partition
+whose count says fewer files are uncommitted than the lineage finds (rows deleted from the table,
+a committed file with no rows) cannot tell which: :class:`LateFilesUnprovableError` says so
+instead of guessing, and nothing is ingested. Named files are reported, and with
 ``sweep.ingest: true`` ingested by runs of an explicit late mode (``late: true`` in the run
 config) whose commits carry txn ids of their own (:func:`late_txn_app_id`) and leave the
 watermark where it is.
@@ -23,10 +26,11 @@ from watermark_assets import storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.delta.committer import DeltaCommitter
-from watermark_assets.exceptions import DeltaCommitError, LateFilesUnprovableError
+from watermark_assets.exceptions import LateFilesUnprovableError
 from watermark_assets.sources.files import TableFiles
 from watermark_assets.spark.paths import unreadable_character
 from watermark_assets.state.commit_metadata import pipeline_commits
+from watermark_assets.state.load import table_lineage
 
 
 def late_txn_app_id(pipeline: str, partition_key: str) -> str:
@@ -36,23 +40,25 @@ def late_txn_app_id(pipeline: str, partition_key: str) -> str:
     return f"watermark_assets/{pipeline}/late/{partition_key}"
 
 
-def committed_source_files(pipeline: Pipeline) -> frozenset[str]:
-    """Every landing file the pipeline's commits recorded, read from the whole Delta log.
-
-    Raises :class:`LateFilesUnprovableError` when the log no longer starts at version 0.
-    """
-    committer = DeltaCommitter(pipeline.table.uri)
-    if committer.current_version() is None:
+def committed_among(pipeline: Pipeline, paths: Iterable[str]) -> frozenset[str]:
+    """Which of ``paths`` were committed: the pipeline's tables hold them (rows, or quarantined
+    records: the lineage, whatever Delta's maintenance did to the log), or a commit still in the
+    log names them (a ``parquet_commit`` file that OPTIMIZE compacted away and whose removal the
+    table forgot). Evidence that a file was committed; what neither holds is decided by the
+    counts (:func:`find_late_files`)."""
+    wanted = set(paths)
+    if not wanted:
         return frozenset()
-    try:
-        committer.read_commit(0)
-    except DeltaCommitError as exc:
-        raise LateFilesUnprovableError(pipeline.name, pipeline.table.uri) from exc
-    return frozenset(
+    held = table_lineage(pipeline, lambda path: path in wanted).files
+    logged = {
         path
-        for _, metadata in pipeline_commits(committer, pipeline, None)
+        for _, metadata in pipeline_commits(
+            DeltaCommitter(pipeline.table.uri), pipeline, None, lost="skip"
+        )
         for path in metadata.source_files
-    )
+        if path in wanted
+    }
+    return held | logged
 
 
 def find_late_files(
@@ -67,8 +73,10 @@ def find_late_files(
 
     Each prefix is listed in full (the reconciliation: on S3 the regular listing starts after the
     watermark and never sees these files). Only a prefix holding more such files than the state's
-    count of committed ones (``committed_files``) costs the read of the Delta log that names them.
-    Files Spark cannot read by their exact path are left out (the listing reports them).
+    count of committed ones (``committed_files``) costs the read of the tables' lineage that names
+    them; one where the lineage misses more files than that count allows raises
+    :class:`LateFilesUnprovableError`. Files Spark cannot read by their exact path are left out
+    (the listing reports them).
 
     Where the landing folder is the table's (``table_files``), the files the table holds are
     never named, and a prefix is read further only when :meth:`TableFiles.not_ingested` counts
@@ -77,6 +85,7 @@ def find_late_files(
     source = pipeline.source
     held = frozenset() if table_files is None else table_files.held
     candidates: dict[str, list[str]] = {}
+    excess: dict[str, int] = {}
     for prefix in sorted(set(prefixes)):
         directory = storage.join(source.uri, prefix) if prefix else source.uri
         at_or_below: list[str] = []
@@ -88,26 +97,36 @@ def find_late_files(
             if not watermark.is_above(path):
                 (held_below if path in held else at_or_below).append(path)
         if table_files is None:
-            late = len(at_or_below) > committed_files.get(prefix, 0)
+            never = len(at_or_below) - committed_files.get(prefix, 0)
         else:
-            late = bool(
-                table_files.not_ingested(
-                    {prefix: len(at_or_below)}, held_below, committed_files, watermark
-                )
-            )
-        if late:
+            never = table_files.not_ingested(
+                {prefix: len(at_or_below)}, held_below, committed_files, watermark
+            ).get(prefix, 0)
+        if never > 0:
             readable = [
                 p for p in at_or_below if not unreadable_character(storage.join(source.uri, p))
             ]
             candidates[prefix] = readable
+            excess[prefix] = never
     if not candidates:
         return {}
-    committed = committed_source_files(pipeline)
-    return {
+    committed = committed_among(pipeline, (p for paths in candidates.values() for p in paths))
+    found = {
         prefix: kept
         for prefix, paths in candidates.items()
         if (kept := tuple(p for p in paths if p not in committed))
     }
+    for prefix, kept in found.items():
+        if len(kept) > excess[prefix]:
+            raise LateFilesUnprovableError(
+                pipeline.name,
+                pipeline.table.uri,
+                f"landing partition {prefix!r} holds {excess[prefix]} file(s) more than the "
+                f"state counts as committed, but the tables hold no rows of {len(kept)} "
+                f"({', '.join(kept[:3])}{' ...' if len(kept) > 3 else ''}): rows of a "
+                "committed file were deleted, or it had none",
+            )
+    return found
 
 
 def group_by_partition(

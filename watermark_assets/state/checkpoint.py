@@ -1,4 +1,15 @@
-"""Writing a file-path pipeline's checkpoint: when due, never older than the one on storage."""
+"""Writing a file-path pipeline's checkpoint: whenever it is behind the table, never older than the
+one on storage.
+
+The checkpoint is the state that survives Delta's log maintenance (a Delta checkpoint keeps no
+``commitInfo``), so it records every commit's progress: it is written after every data commit and
+by every load that finds commits after it (:func:`catch_up`). The seed's intervals
+(``checkpoint.interval_files``, ``interval_secs``) only govern how often an unchanged state is
+REWRITTEN (its ``last_update_ts``, an idle tick's): a checkpoint written at intervals would leave
+up to ``interval_files`` commits whose progress lives only in their ``commitInfo``, which
+delta-rs's post-commit cleanup deletes (every ``delta.checkpointInterval`` commits, once older
+than ``delta.logRetentionDuration``). One small atomic write per commit is the price.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +27,8 @@ from watermark_assets.state.quarantine import complete_quarantine
 def save_checkpoint(
     pipeline: Pipeline, state: PipelineState, *, now: datetime, force: bool = False
 ) -> bool:
-    """Write the checkpoint when its interval is due (or ``force``); True if written.
+    """Write the checkpoint when it is behind the table (commits after its version), when its
+    interval is due for a rewrite, or with ``force``; True if written.
 
     A checkpoint already on storage for a newer table version is never overwritten by an older one
     (checked and written as one step, see :func:`storage.replace_text_unless`: a lock on a local
@@ -28,14 +40,22 @@ def save_checkpoint(
     policy = CheckpointPolicy(pipeline.checkpoint.interval_files, pipeline.checkpoint.interval_secs)
     now_ts = int(now.timestamp())
     last = state.checkpoint.last_update_ts if state.checkpoint else None
-    if not force and not policy.is_due(state.files_since_checkpoint, last, now_ts):
+    due = state.checkpoint_behind or policy.is_due(state.files_since_checkpoint, last, now_ts)
+    if not force and not due:
         return False
     if state.quarantine_pending:
         # the checkpoint promises that every quarantine up to its version is in the table
         complete_quarantine(pipeline, state)
     location = pipeline.checkpoint_uri
     checkpoint = Checkpoint(
-        state.watermark, now_ts, state.delta_version, state.partition_rows, state.partition_files
+        state.watermark,
+        now_ts,
+        state.delta_version,
+        state.partition_rows,
+        state.partition_files,
+        state.partition_prefixes,
+        state.totals,
+        state.txn_sum,
     )
 
     def newer_on_storage(text: str) -> bool:
@@ -53,3 +73,12 @@ def mark_idle(pipeline: Pipeline, state: PipelineState, *, now: datetime) -> Pip
     new_state = replace(state, watermark=idle)
     save_checkpoint(pipeline, new_state, now=now, force=True)
     return new_state
+
+
+def catch_up(pipeline: Pipeline, state: PipelineState, *, now: datetime) -> bool:
+    """Write the checkpoint if commits after it were read (a crash between a commit and its
+    checkpoint write, another writer's commits): a sensor tick's guard, so the commits a later
+    load needs are never older than one tick. True if written."""
+    if not state.checkpoint_behind:
+        return False
+    return save_checkpoint(pipeline, state, now=now, force=True)

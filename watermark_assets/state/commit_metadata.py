@@ -16,6 +16,7 @@ from typing import Literal
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.log import CommitRecord
 
 #: The commitInfo key under which each commit records the progress it made.
 COMMIT_METADATA_KEY = "watermark_assets"
@@ -54,6 +55,19 @@ class CommitMetadata:
     files_quarantined: int = 0
     #: a late run's commit: files that landed below their partition's watermark (own txn ids)
     late: bool = False
+    #: per Dagster partition, the newest landing partition of its files in this commit (None: a
+    #: commit written before it was recorded; every key then takes the commit's newest prefix)
+    partition_prefixes: Mapping[str, str] | None = None
+    #: Dagster partitions this commit committed first (their txn had no version before): the
+    #: running count of partitions (None: not recorded, counted from the state's keys instead)
+    new_partitions: tuple[str, ...] | None = None
+
+    def prefixes_by_partition(self) -> dict[str, str]:
+        """The newest landing partition of each Dagster partition's files in this commit."""
+        if self.partition_prefixes is not None:
+            return dict(self.partition_prefixes)
+        newest = max(self.partition_files, default=None)
+        return {} if newest is None else dict.fromkeys(self.partition_keys, newest)
 
     def rows_committed_by_partition(self) -> dict[str, int]:
         """Rows this commit added per Dagster partition (read minus quarantined)."""
@@ -81,6 +95,16 @@ class CommitMetadata:
                 "quarantine_files": list(self.quarantine_files),
                 "files_quarantined": self.files_quarantined,
                 **({"late": True} if self.late else {}),
+                **(
+                    {"partition_prefixes": dict(self.partition_prefixes)}
+                    if self.partition_prefixes is not None
+                    else {}
+                ),
+                **(
+                    {"new_partitions": list(self.new_partitions)}
+                    if self.new_partitions is not None
+                    else {}
+                ),
             },
             sort_keys=True,
         )
@@ -105,6 +129,10 @@ class CommitMetadata:
             quarantine_files=tuple(raw.get("quarantine_files", ())),
             files_quarantined=int(raw.get("files_quarantined", 0)),
             late=bool(raw.get("late", False)),
+            partition_prefixes=raw.get("partition_prefixes"),
+            new_partitions=(
+                tuple(raw["new_partitions"]) if raw.get("new_partitions") is not None else None
+            ),
         )
 
 
@@ -127,6 +155,29 @@ def _watermark_from_json(raw: Mapping[str, object]) -> FileWatermark:
     )
 
 
+def pipeline_metadata(record: CommitRecord, pipeline: Pipeline) -> CommitMetadata | None:
+    """The pipeline's metadata in one commit (None: another pipeline's or writer's commit)."""
+    text = record.custom_metadata.get(COMMIT_METADATA_KEY)
+    if not text:
+        return None
+    metadata = CommitMetadata.from_json(text)
+    if metadata.pipeline == pipeline.name and metadata.source == pipeline.source.name:
+        return metadata
+    return None
+
+
+def txn_prefix(pipeline: str) -> str:
+    """The start of every txn app id of a pipeline's data commits (regular and late)."""
+    return f"watermark_assets/{pipeline}/"
+
+
+def pipeline_txn_steps(record: CommitRecord, pipeline: str) -> int:
+    """How much a commit moves the sum of the pipeline's txn versions: each of its txns is the
+    next version of its app id (``TxnVersion.next_of``), one step each."""
+    prefix = txn_prefix(pipeline)
+    return sum(1 for app_id in record.txns if app_id.startswith(prefix))
+
+
 def pipeline_commits(
     committer: DeltaCommitter,
     pipeline: Pipeline,
@@ -138,11 +189,8 @@ def pipeline_commits(
     see :meth:`~watermark_assets.delta.log.DeltaLog.read_commits_after`)."""
     found = []
     for record in committer.read_commits_after(after, lost=lost):
-        text = record.custom_metadata.get(COMMIT_METADATA_KEY)
-        if not text:
-            continue
-        metadata = CommitMetadata.from_json(text)
-        if metadata.pipeline == pipeline.name and metadata.source == pipeline.source.name:
+        metadata = pipeline_metadata(record, pipeline)
+        if metadata is not None:
             found.append((record.version, metadata))
     return found
 
@@ -155,4 +203,4 @@ def quarantine_app_id(pipeline: str) -> str:
 
 def txn_app_id(pipeline: str, partition_key: str) -> str:
     """The Delta txn appId of one Dagster partition of one pipeline."""
-    return f"watermark_assets/{pipeline}/{partition_key}"
+    return f"{txn_prefix(pipeline)}{partition_key}"
