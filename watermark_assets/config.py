@@ -302,7 +302,8 @@ class PartitionsConfig(_Model):
     end: str | None = Field(
         default=None,
         description="End of the last partition (exclusive), ISO date or datetime (UTC), for a "
-        "pipeline over a closed period. Default: partitions run up to the current period.",
+        "pipeline over a closed period. Partitions run up to the current (still filling) period "
+        "with or without it: an end in the future never hides the current period's files.",
     )
 
     @field_validator("start", "end", mode="before")
