@@ -1380,7 +1380,9 @@ class UnitWatermarkConfig(_Model):
     units: str | None = Field(
         default=None,
         description="Explicit ids, comma-separated, e.g. 'id1,id2,id3' (static partitions). "
-        "An id that cannot be a partition key, a txn app id or a path segment is refused.",
+        "An id that cannot be a partition key, a txn app id or a path segment is refused, by "
+        "the same rule as a secondary input's values: spaces around a comma belong to the id "
+        "and are refused, never trimmed ('id1, id2' is refused; write 'id1,id2').",
     )
     secondary_input: SecondaryInputConfig | None = Field(
         default=None,
