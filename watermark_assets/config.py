@@ -1632,7 +1632,7 @@ class TimeWatermarkConfig(_Model):
 
     @model_validator(mode="after")
     def _valid_spec(self) -> TimeWatermarkConfig:
-        from watermark_assets.core.errors import TimeSpecError
+        from watermark_assets.core.errors import TimeRangeError, TimeSpecError
         from watermark_assets.core.time import FixedTime, Partitioning
 
         try:
@@ -1641,6 +1641,11 @@ class TimeWatermarkConfig(_Model):
             key = {"partitioning": "partition"}.get(error.setting, error.setting)
             raise ValueError(
                 f"watermark.{key} {error.value!r} is refused; expected {error.expected}"
+            ) from None
+        except TimeRangeError as error:  # named as written, not as normalised
+            keys = ("watermark.from", "watermark.to")
+            raise ValueError(
+                str(TimeRangeError(self.from_, self.to, error.reason, keys=keys))
             ) from None
         if not isinstance(spec.from_, FixedTime):
             if spec.partitioning is Partitioning.NONE:
