@@ -126,6 +126,7 @@ def test_an_empty_id_in_explicit_units_is_refused(text: str, row: int) -> None:
         pytest.param("a1 ", "a1 ", 1, id="a trailing space"),
         pytest.param("id1, id2", " id2", 2, id="a space after a comma"),
         pytest.param("id1 ,id2", "id1 ", 1, id="a space before a comma"),
+        pytest.param("id1, ,id2", " ", 2, id="a blank id between commas"),
     ],
 )
 def test_spaces_around_an_explicit_id_are_refused_with_the_fix_not_trimmed(
@@ -135,7 +136,7 @@ def test_spaces_around_an_explicit_id_are_refused_with_the_fix_not_trimmed(
         parse_units(text)
     assert (caught.value.unit_id, caught.value.row) == (refused, row)
     assert "leading or trailing whitespace (refused, not trimmed" in str(caught.value)
-    fixed = ",".join(part.strip() for part in text.split(","))
+    fixed = ",".join(part.strip() for part in text.split(",") if part.strip())
     assert f"write the ids without spaces around the commas, e.g. {fixed!r}" in str(caught.value)
     assert parse_units(fixed) == tuple(fixed.split(","))
 

@@ -238,10 +238,8 @@ def parse_units(text: str, *, source: str = "'units'") -> tuple[str, ...]:
         first = screened.refused[0]
         reason = first.reason
         if any(isinstance(r.value, str) and r.value != r.value.strip() for r in screened.refused):
-            reason += (
-                f"; write the ids without spaces around the commas, e.g. "
-                f"{','.join(v.strip() for v in text.split(','))!r}"
-            )
+            fixed = ",".join(v.strip() for v in text.split(",") if v.strip())
+            reason += f"; write the ids without spaces around the commas, e.g. {fixed!r}"
         if len(screened.refused) > 1:
             others = ", ".join(f"{r.value!r} (row {r.row})" for r in screened.refused[1:])
             reason += f" (also refused: {others})"
