@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from conftest import project_config
 from dagster import DagsterInstance, build_sensor_context
+from deltalake import DeltaTable
 from test_event_window import T0, append, event
 
 from watermark_assets.config import EventTimePipelineConfig
@@ -172,21 +173,80 @@ def test_the_sensor_materializes_a_partition_once_the_watermark_passes_its_end(
     assert materialization.metadata["event_time/late_records"].value == 1
 
 
+def still_open(first: str, end: str, windows: int) -> dict[str, Any]:
+    """What ``event_time/partitions_open`` says of one partition (delay 10 minutes, lateness 0):
+    its windows from ``first`` to ``end`` stay open until the watermark reaches its end."""
+    upstream_at = datetime.fromisoformat(end) + timedelta(minutes=10)
+    return {
+        "windows_open": windows,
+        "open_windows": [f"2024-01-30T{first}:00.000Z", f"{end}:00.000Z"],
+        "closes_when_watermark_reaches": f"{end}:00.000Z",
+        "closes_with_upstream_events_at": f"{upstream_at:%Y-%m-%dT%H:%M}:00.000Z",
+    }
+
+
+# Issue 22, item 11: the batch commits what closed; the partitions still open are named, with the
+# watermark that closes them, and the run succeeds.
+OPEN_CASES = {
+    "one partition the watermark has not closed (watermark 12:11)": (
+        [event(1, 0, 1), event(2, 21, 1)],
+        ("2024-01-30-12:00", "2024-01-30-12:00"),
+        [],
+        {"2024-01-30-12:00": still_open("12:10", "2024-01-30T13:00", 10)},
+    ),
+    "a range whose first partition closed and whose last did not (watermark 13:05)": (
+        [event(1, 0, 1), event(2, 75, 1)],
+        ("2024-01-30-12:00", "2024-01-30-13:00"),
+        ["2024-01-30-12:00"],
+        {"2024-01-30-13:00": still_open("13:05", "2024-01-30T14:00", 11)},
+    ),
+}
+
+
 @pytest.mark.spark
-def test_materializing_a_partition_the_watermark_has_not_closed_fails_and_says_why(
-    spark: Any, tmp_path: Path
+@pytest.mark.parametrize(
+    ("events", "requested", "closed", "opened"), OPEN_CASES.values(), ids=OPEN_CASES.keys()
+)
+def test_materializing_a_partition_still_open_commits_what_closed_and_says_until_when(
+    spark: Any,
+    tmp_path: Path,
+    events: list[dict[str, Any]],
+    requested: tuple[str, str],
+    closed: list[str],
+    opened: dict[str, Any],
 ) -> None:
-    defs = build_definitions(project_config(*pipelines(tmp_path)), clock=Clock(T0))
-    append(tmp_path / "events", event(1, 0, 1), event(2, 21, 1))
+    clock = Clock(T0 + timedelta(hours=3))  # the partitions' hours are over by the clock
+    defs = build_definitions(project_config(*pipelines(tmp_path)), clock=clock)
+    append(tmp_path / "events", *events)
     job = defs.resolve_job_def("events_5min_job")
-    result = job.execute_in_process(
-        instance=DagsterInstance.ephemeral(), partition_key="2024-01-30-12:00", raise_on_error=False
-    )
-    assert not result.success
-    (failure,) = [e for e in result.all_events if e.is_step_failure]
-    message = failure.step_failure_data.error.message  # type: ignore[union-attr]
-    assert "2024-01-30-12:00 .. 2024-01-30-12:00 are not closed" in message
-    assert "2024-01-30T12:11:00.000Z" in message and "2024-01-30T13:00:00.000Z" in message
+    instance = DagsterInstance.ephemeral()
+    tags = {
+        "dagster/asset_partition_range_start": requested[0],
+        "dagster/asset_partition_range_end": requested[1],
+    }
+    result = job.execute_in_process(instance=instance, tags=tags, raise_on_error=False)
+
+    assert result.success
+    (materialization, *_) = result.asset_materializations_for_node("events_5min")
+    metadata = {k: v.value for k, v in materialization.metadata.items()}
+    assert metadata["event_time/partitions_open"] == opened
+    assert metadata["event_time/partitions_closed"] == closed
+    assert metadata["event_time/windows_emitted"] == 1  # 12:00, the one window with rows closed
+    assert DeltaTable(str(tmp_path / "agg" / "events_5min")).to_pyarrow_table().num_rows == 1
+    logs = [e.user_message for e in instance.all_logs(result.run_id)]
+    (line,) = [m for m in logs if "stay open" in m]
+    (key,) = opened
+    assert f"events_5min: 1 requested partition(s) stay open: {key}" in line
+    assert f"until the watermark reaches {opened[key]['closes_when_watermark_reaches']}" in line
+    assert "the sensor requests these partitions again once the watermark passes their end" in line
+
+    # ... and it does, once the upstream's events reach the instant the metadata named
+    events_at = datetime.fromisoformat(opened[key]["closes_with_upstream_events_at"])
+    append(tmp_path / "events", event(9, (events_at - T0) / timedelta(minutes=1), 1))
+    sensor = defs.resolve_sensor_def("events_5min_sensor")
+    with build_sensor_context(instance=instance, definitions=defs) as context:
+        (request,) = sensor.evaluate_tick(context).run_requests or []
+    assert request.tags["dagster/asset_partition_range_start"] == key
 
 
 def streaming(tmp_path: Path, **aggregate: Any) -> list[dict[str, Any]]:

@@ -220,6 +220,36 @@ def test_a_tick_without_work_says_why_in_its_skip_reason(
         assert "outside the partitions" in (data.skip_message or "")
 
 
+# FROZEN_NOW is 2024-01-31T12:00Z: a file under today's folder belongs to the current (partial)
+# partition while partitions.end is in the future, exactly as without an end (issue 22, item 8).
+TODAYS_FILE = "date=2024-01-31/hour=10/1706695200-000001.ndjson.gz"
+
+
+@pytest.mark.parametrize(
+    ("end", "requested"),
+    [
+        pytest.param(None, "2024-01-31", id="no end: today's partition exists"),
+        pytest.param("2027-01-01", "2024-01-31", id="an end years ahead: today's partition exists"),
+        pytest.param("2024-02-01", "2024-01-31", id="an end tomorrow: today is the last partition"),
+        pytest.param("2024-01-31", None, id="an end today (exclusive): today is outside"),
+    ],
+)
+def test_todays_files_are_requested_while_partitions_end_is_in_the_future(
+    tmp_path: Path, end: str | None, requested: str | None
+) -> None:
+    partitions = {"granularity": "daily", "start": "2024-01-01", "end": end}
+    world = make_world(tmp_path, partitions=partitions)  # no run: no Spark needed
+    path = world.landing.root / TODAYS_FILE
+    path.parent.mkdir(parents=True)
+    path.write_text('{"id": 1}\n')
+    data = world.loop.tick()
+    if requested is None:
+        assert data.run_requests == []
+        assert "outside the partitions" in (data.skip_message or "")
+    else:
+        assert [r.partition_key for r in data.run_requests] == [requested]
+
+
 # --- failures, runs in flight, bounded batches ----------------------------------------------------
 
 

@@ -17,10 +17,12 @@ import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import project_config
 from deltalake import write_deltalake
+from test_unit_pipeline import unit_pipeline
 
 from watermark_assets.core.unit import RefusedUnit, ScreenedUnits, UnitWatermark
-from watermark_assets.exceptions import SecondaryInputError, UnitIdError
+from watermark_assets.exceptions import ConfigError, SecondaryInputError, UnitIdError
 from watermark_assets.sources.secondary_input import (
     DeltaTableInput,
     FileInput,
@@ -444,3 +446,37 @@ def test_unreadable_inputs(tmp_path: Path, make: Callable[[Path], Any], words: s
 
 def test_a_result_is_a_value() -> None:
     assert ScreenedUnits(source="s", units=("a",)) == ScreenedUnits(source="s", units=("a",))
+
+
+# --- one rule for both ways of listing ids (issue 22, item 9) ---
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(" a1", id="a leading space"),
+        pytest.param("a1 ", id="a trailing space"),
+        pytest.param("\ta1", id="a leading tab"),
+    ],
+)
+def test_an_id_with_spaces_around_it_is_refused_in_units_and_in_a_secondary_input_alike(
+    tmp_path: Path, bad: str
+) -> None:
+    """The value is never trimmed on either path: explicit ids fail the load, an input's row is
+    refused (the others still become units), both with the same reason naming the id."""
+    source = {"type": "delta_table", "uri": str(tmp_path / "answers")}
+    with pytest.raises(ConfigError) as raised:
+        project_config(unit_pipeline(tmp_path, source, {"units": f"a0,{bad}"}))
+    from_units = raised.value.__cause__
+    assert isinstance(from_units, UnitIdError)
+    assert (from_units.unit_id, from_units.row) == (bad, 2)
+    assert f"unit id {bad!r} (row 2 of watermark.units) is refused" in str(raised.value)
+    assert "write the ids without spaces around the commas, e.g. 'a0,a1'" in str(raised.value)
+
+    (tmp_path / "ids.csv").write_text(csv_text(["a0", bad]), encoding="utf-8", newline="")
+    screened = read_units(FileInput(path=str(tmp_path / "ids.csv"), fields=("id",)))
+    assert screened.units == ("a0",)
+    (from_file,) = screened.refused
+    assert (from_file.row, from_file.value) == (3, bad)  # the header is row 1
+    assert from_units.reason.startswith(from_file.reason)  # the same rule, plus the units' fix
+    assert "leading or trailing whitespace (refused, not trimmed" in from_file.reason

@@ -120,6 +120,27 @@ BAD_TIME_CONFIGS = {
     ),
     "a rolling from": ({"from": "P30D"}, ["watermark.from", "'P30D'", "fixed start"]),
     "negative grace days": ({"grace_days": -1}, ["grace_days", "-1"]),
+    # issue 22, item 7: refused at load, not "0 partitions" on every tick
+    "a to before from": (
+        {"from": "2020-02-01", "to": "2020-01-01"},
+        [
+            "watermark.from '2020-02-01' and watermark.to '2020-01-01' are refused: to is before "
+            "from",
+            "Give a to after from",
+        ],
+    ),
+    "a to equal to from": (
+        {"from": "2020-02-01", "to": "2020-02-01 00:00:00"},
+        ["watermark.from '2020-02-01' and watermark.to '2020-02-01 00:00:00'", "the same instant"],
+    ),
+    "two fixed bounds too close for a complete window": (
+        {"from": "2020-02-01", "to": "2020-02-01 20:00:00", "partial_partition": False},
+        ["watermark.to '2020-02-01 20:00:00'", "no complete daily window fits"],
+    ),
+    "an unpartitioned to counted back further than from": (
+        {"from": "P1D", "to": "P3D", "partition": "none"},
+        ["watermark.from 'P1D' and watermark.to 'P3D' are refused", "as far as from or further"],
+    ),
 }
 
 
@@ -281,6 +302,39 @@ def test_the_first_tick_with_a_partial_window_says_so(tmp_path: Path) -> None:
     complete = pipeline.watermark.model_copy(update={"partial_partition": False})
     without_partial = pipeline.model_copy(update={"watermark": complete})
     assert decide_tick(without_partial, day("2020-01-15T06:00")).keys == tick.keys[:-1]
+
+
+def test_a_from_in_the_future_loads_and_its_ticks_say_when_the_first_window_becomes_due(
+    tmp_path: Path,
+) -> None:
+    """Issue 22, item 7: the sensor, the schedule and ``decide_tick`` say when the first window
+    of a future ``from`` becomes due, instead of only "0 partitions"."""
+    now = day("2020-01-15T06:00")
+    raw = time_pipeline(tmp_path, **{"from": "2020-02-01 10:00:00", "to": "P1D"})
+    config = project_config(raw)
+    pipeline = config.pipeline("orders")
+    assert isinstance(pipeline, TimePipelineConfig)
+    said = (
+        "0 partitions: no window between from 2020-02-01T10:00Z and to 2020-01-14T06:00Z; the "
+        "first window becomes due at 2020-02-02T10:00:00Z"
+    )
+    assert decide_tick(pipeline, now).due.explain() == said
+    defs = build_definitions(config, clock=lambda: now)
+    with build_sensor_context(instance=DagsterInstance.ephemeral(), definitions=defs) as context:
+        tick = defs.resolve_sensor_def("orders_sensor").evaluate_tick(context)
+    assert (tick.run_requests, tick.skip_message) == ([], said)
+    (tmp_path / "dagster").mkdir()
+    with (
+        DagsterInstance.local_temp(str(tmp_path / "dagster")) as persistent,
+        build_schedule_context(
+            instance=persistent, repository_def=defs.get_repository_def()
+        ) as context,
+    ):
+        scheduled = defs.resolve_schedule_def("orders_schedule").evaluate_tick(context)
+    assert (scheduled.run_requests, scheduled.skip_message) == ([], said)
+    # one millisecond after that instant, the partial first window is due
+    due = decide_tick(pipeline, day("2020-02-02T10:00") + timedelta(milliseconds=1))
+    assert due.keys == ("2020-02-01-10:00",)
 
 
 def test_a_fixed_to_gives_a_fixed_end() -> None:

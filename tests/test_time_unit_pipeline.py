@@ -311,6 +311,14 @@ def test_a_time_x_unit_watermark_loads_and_its_column_pipeline_reads_the_time_co
 
 
 BAD_GRID_CONFIGS = {
+    "a to before from (issue 22, item 7)": (
+        {"from": "2024-02-01", "to": "2024-01-01"},
+        [
+            "watermark.time",
+            "watermark.from '2024-02-01' and watermark.to '2024-01-01' are refused: to is before "
+            "from",
+        ],
+    ),
     "an unpartitioned inner time": (
         {"partition": "none"},
         ["watermark.time.partition 'none' is refused", "daily", "remove watermark.time"],
@@ -637,6 +645,17 @@ def test_the_sensor_adds_new_ids_and_requests_their_cells_and_reports_refused_ro
         "2024-01-05T06:00Z (highest watermark 2024-01-05T06:00Z + abstinent 0d - grace 0d) | "
         f"no new unit ids | 3 unit id(s) from file '{listing}' (4 row(s), 1 refused: row 3 "
         f"'a/b': {refused[0]['reason']})"
+    )
+
+
+def test_a_from_in_the_future_says_when_the_first_cells_become_due(tmp_path: Path) -> None:
+    """Issue 22, item 7: "0 cells" and when the first window of every unit becomes due."""
+    scene = Scene(tmp_path, {"units": "a,b"}, **{"from": "2024-02-01"})  # now 2024-01-05T06:00
+    tick = decide_grid_tick(scene.pipeline, ["a", "b"], scene.now)
+    assert tick.requests == ()
+    assert tick.message == (
+        "0 cells of 0 units (of 2): a, b: 0 partitions: no window between from 2024-02-01T00:00Z "
+        "and to 2024-01-05T06:00Z; the first window becomes due at 2024-02-01T00:00:00Z"
     )
 
 

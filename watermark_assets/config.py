@@ -302,7 +302,8 @@ class PartitionsConfig(_Model):
     end: str | None = Field(
         default=None,
         description="End of the last partition (exclusive), ISO date or datetime (UTC), for a "
-        "pipeline over a closed period. Default: partitions run up to the current period.",
+        "pipeline over a closed period. Partitions run up to the current (still filling) period "
+        "with or without it: an end in the future never hides the current period's files.",
     )
 
     @field_validator("start", "end", mode="before")
@@ -1379,7 +1380,9 @@ class UnitWatermarkConfig(_Model):
     units: str | None = Field(
         default=None,
         description="Explicit ids, comma-separated, e.g. 'id1,id2,id3' (static partitions). "
-        "An id that cannot be a partition key, a txn app id or a path segment is refused.",
+        "An id that cannot be a partition key, a txn app id or a path segment is refused, by "
+        "the same rule as a secondary input's values: spaces around a comma belong to the id "
+        "and are refused, never trimmed ('id1, id2' is refused; write 'id1,id2').",
     )
     secondary_input: SecondaryInputConfig | None = Field(
         default=None,
@@ -1629,7 +1632,7 @@ class TimeWatermarkConfig(_Model):
 
     @model_validator(mode="after")
     def _valid_spec(self) -> TimeWatermarkConfig:
-        from watermark_assets.core.errors import TimeSpecError
+        from watermark_assets.core.errors import TimeRangeError, TimeSpecError
         from watermark_assets.core.time import FixedTime, Partitioning
 
         try:
@@ -1638,6 +1641,11 @@ class TimeWatermarkConfig(_Model):
             key = {"partitioning": "partition"}.get(error.setting, error.setting)
             raise ValueError(
                 f"watermark.{key} {error.value!r} is refused; expected {error.expected}"
+            ) from None
+        except TimeRangeError as error:  # named as written, not as normalised
+            keys = ("watermark.from", "watermark.to")
+            raise ValueError(
+                str(TimeRangeError(self.from_, self.to, error.reason, keys=keys))
             ) from None
         if not isinstance(spec.from_, FixedTime):
             if spec.partitioning is Partitioning.NONE:

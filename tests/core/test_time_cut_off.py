@@ -297,14 +297,34 @@ def test_the_cut_off_is_never_before_from() -> None:
     )
 
 
-def test_a_tick_with_no_window_says_so() -> None:
-    spec = TimeSpec("2020-01-15", "P0D", "daily")
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        pytest.param(
+            TimeSpec("2020-01-15", "P0D", "daily"),
+            "no window between from 2020-01-15T00:00Z and to 2020-01-15T00:00Z; the first "
+            "window becomes due at 2020-01-15T00:00:00Z",
+            id="to reaches from: a partial window right after",
+        ),
+        pytest.param(
+            TimeSpec("2020-03-01 10:00:00", "P1D", "daily", partial_partition=False),
+            "no window between from 2020-03-01T10:00Z and to 2020-01-14T00:00Z; the first "
+            "window becomes due at 2020-03-03T10:00:00Z",
+            id="a future from, complete windows only: its end plus to's day",
+        ),
+        pytest.param(
+            TimeSpec("P1D", "2020-01-10", "none"),
+            "no window between from 2020-01-14T00:00Z and to 2020-01-10T00:00Z; no window will "
+            "ever be due (to is fixed and from moves past it with now)",
+            id="a fixed to that a moving from has passed",
+        ),
+    ],
+)
+def test_a_tick_with_no_window_says_when_the_first_one_comes(spec: TimeSpec, said: str) -> None:
     decision = TimeWatermark.empty().due_at(spec, utc(2020, 1, 15))
     assert len(decision) == 0
     assert decision.effective_range is None
-    assert decision.explain() == (
-        "0 partitions: no window between from 2020-01-15T00:00Z and to 2020-01-15T00:00Z"
-    )
+    assert decision.explain() == f"0 partitions: {said}"
 
 
 def test_a_tick_over_five_years_of_hourly_windows_reads_only_the_recent_ones() -> None:

@@ -242,7 +242,7 @@ def test_monthly_windows_from_the_end_of_a_month(first: datetime, starts: list[d
     [
         pytest.param(TimeSpec("2020-01-15", "P0D", "daily"), utc(2020, 1, 15), id="to equals from"),
         pytest.param(
-            TimeSpec("2020-01-15", "2020-01-01", "daily"), utc(2020, 1, 15), id="to first"
+            TimeSpec("2020-01-15", "P14D", "daily"), utc(2020, 1, 15), id="to first (counted back)"
         ),
         pytest.param(
             TimeSpec("2020-02-01", "-", "monthly", partial_partition=False),

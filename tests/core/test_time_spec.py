@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from watermark_assets.core.errors import (
     NaiveDatetimeError,
     TimeBoundError,
+    TimeRangeError,
     TimeSpecError,
     WatermarkAssetsError,
 )
@@ -21,7 +22,7 @@ from watermark_assets.core.time.instant import (
     parse_millis,
     to_millis,
 )
-from watermark_assets.core.time.partitioning import Partitioning
+from watermark_assets.core.time.partitioning import Partitioning, windows
 from watermark_assets.core.time.spec import BeforeNow, FixedTime, Now, TimeSpec, parse_bound
 
 UTC = timezone.utc
@@ -271,3 +272,98 @@ def test_datetime_objects_must_be_aware() -> None:
 def test_a_duration_reaching_before_year_one_is_refused() -> None:
     with pytest.raises(TimeBoundError, match="before the year 1"):
         parse_bound("P999999D").resolve(NOW, Partitioning.DAILY)
+
+
+# Issue 22, item 7: a range that holds no window at any time is refused when the spec is made,
+# naming both values (every tick would otherwise report "0 partitions").
+EMPTY_RANGES = [
+    pytest.param("2020-02-01", "2020-01-01", "daily", True, "to is before from", id="to first"),
+    pytest.param(
+        "2020-02-01 10:00:00",
+        "2020-02-01T12:00:00+02:00",
+        "hourly",
+        True,
+        "to is the same instant as from",
+        id="to the same instant in another zone",
+    ),
+    pytest.param(
+        "2020-02-01",
+        "2020-02-01 23:00:00",
+        "daily",
+        False,
+        "no complete daily window fits",
+        id="no complete window between two fixed bounds, partial windows off",
+    ),
+    pytest.param(
+        "P1D", "P7D", "none", True, "to counts back from now as far as", id="to counted back more"
+    ),
+    pytest.param("-", "-", "none", True, "to counts back from now as far as", id="now to now"),
+]
+
+
+@pytest.mark.parametrize(("from_", "to", "partitioning", "partial", "reason"), EMPTY_RANGES)
+def test_a_range_that_never_holds_a_window_is_refused_naming_both_bounds(
+    from_: str, to: str, partitioning: str, partial: bool, reason: str
+) -> None:
+    with pytest.raises(TimeRangeError) as caught:
+        TimeSpec(from_, to, partitioning, partial_partition=partial)
+    error = caught.value
+    assert isinstance(error, ValueError) and isinstance(error, WatermarkAssetsError)
+    assert (error.from_, error.to) == (str(parse_bound(from_)), str(parse_bound(to)))
+    assert f"from {error.from_!r} and to {error.to!r} are refused: {reason}" in str(error)
+    assert "Give a to after from" in str(error)
+
+
+NOW_MS = utc(2020, 2, 21, 13, 45, 30, 123000)  # NOW at millisecond precision
+
+# When the windows are empty now (a from in the future), the instant the first one comes:
+# exactly the first millisecond with a window (module docstring: to is rounded for weekly and
+# monthly).
+FIRST_WINDOW = [
+    pytest.param(
+        TimeSpec("2020-03-01", "P0D", "daily"),
+        utc(2020, 3, 1, 0, 0, 0, 1000),
+        id="daily, partial: as soon as now passes from",
+    ),
+    pytest.param(
+        TimeSpec("2020-03-01", "P0D", "daily", partial_partition=False),
+        utc(2020, 3, 2),
+        id="daily, complete only: when the first day ends",
+    ),
+    pytest.param(
+        TimeSpec("2020-03-01 10:00:00", "P2D", "hourly"),
+        utc(2020, 3, 3, 10, 0, 0, 1000),
+        id="hourly, to two days back: two days after from",
+    ),
+    pytest.param(
+        TimeSpec("2020-03-02", "P2DT5H", "weekly"),
+        utc(2020, 3, 4, 6),
+        id="weekly, to rounded down to the hour",
+    ),
+    pytest.param(
+        TimeSpec("2020-03-02", "-", "weekly", partial_partition=False),
+        utc(2020, 3, 9),
+        id="weekly, complete only",
+    ),
+    pytest.param(
+        TimeSpec("2020-03-01", "P1D", "monthly"),
+        utc(2020, 3, 3),
+        id="monthly, to rounded down to the day",
+    ),
+    pytest.param(TimeSpec("2020-01-01", "P0D", "daily"), NOW_MS, id="a window already: now"),
+    pytest.param(
+        TimeSpec("2020-03-01", "2020-04-01", "daily"), NOW_MS, id="a fixed future range: now"
+    ),
+    pytest.param(TimeSpec("P1D", "2020-02-01", "none"), None, id="from moved past a fixed to"),
+]
+
+
+@pytest.mark.parametrize(("spec", "first"), FIRST_WINDOW)
+def test_the_first_window_comes_at_the_first_instant_the_range_holds_one(
+    spec: TimeSpec, first: datetime | None
+) -> None:
+    at = spec.first_window_at(NOW)
+    assert at == first
+    if at is not None and at > NOW:
+        assert len(windows(spec, at)) == 1
+        assert len(windows(spec, at - timedelta(milliseconds=1))) == 0

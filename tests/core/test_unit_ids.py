@@ -33,7 +33,6 @@ def test_the_seeds_explicit_units() -> None:
     ("text", "expected"),
     [
         pytest.param("id1", ("id1",), id="one id"),
-        pytest.param("id1, id2 ,id3", ("id1", "id2", "id3"), id="spaces around commas are layout"),
         pytest.param("id2,id1,id2", ("id2", "id1"), id="a repeated id is kept once, first seen"),
         pytest.param("survey 1,survey 2", ("survey 1", "survey 2"), id="inner spaces are kept"),
         pytest.param("Café,日本", ("Café", "日本"), id="non-ASCII ids"),
@@ -93,10 +92,8 @@ def test_a_bad_id_in_a_list_is_refused_with_its_row(bad: str, named: str) -> Non
     assert "Fix the id in ids.csv" in str(error)
 
 
-# In 'units' a comma separates ids and the spaces around one are layout.
-IN_UNITS = [
-    p for p in BAD_IDS if "," not in str(p.values[0]) and p.values[0] == p.values[0].strip()
-]
+# In 'units' a comma separates ids; every other character, a space too, belongs to an id.
+IN_UNITS = [p for p in BAD_IDS if "," not in str(p.values[0])]
 
 
 @pytest.mark.parametrize(("bad", "named"), IN_UNITS)
@@ -119,6 +116,29 @@ def test_an_empty_id_in_explicit_units_is_refused(text: str, row: int) -> None:
     with pytest.raises(UnitIdError, match="it is empty") as caught:
         parse_units(text)
     assert caught.value.row == row
+
+
+# Issue 22, item 9: the same rule as a secondary input's values; the spaces are not trimmed.
+@pytest.mark.parametrize(
+    ("text", "refused", "row"),
+    [
+        pytest.param(" a1", " a1", 1, id="a leading space"),
+        pytest.param("a1 ", "a1 ", 1, id="a trailing space"),
+        pytest.param("id1, id2", " id2", 2, id="a space after a comma"),
+        pytest.param("id1 ,id2", "id1 ", 1, id="a space before a comma"),
+        pytest.param("id1, ,id2", " ", 2, id="a blank id between commas"),
+    ],
+)
+def test_spaces_around_an_explicit_id_are_refused_with_the_fix_not_trimmed(
+    text: str, refused: str, row: int
+) -> None:
+    with pytest.raises(UnitIdError) as caught:
+        parse_units(text)
+    assert (caught.value.unit_id, caught.value.row) == (refused, row)
+    assert "leading or trailing whitespace (refused, not trimmed" in str(caught.value)
+    fixed = ",".join(part.strip() for part in text.split(",") if part.strip())
+    assert f"write the ids without spaces around the commas, e.g. {fixed!r}" in str(caught.value)
+    assert parse_units(fixed) == tuple(fixed.split(","))
 
 
 def test_explicit_units_name_every_refused_id() -> None:

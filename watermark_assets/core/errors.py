@@ -303,6 +303,27 @@ class TimeSpecError(WatermarkAssetsError, ValueError):
         self.expected = expected
 
 
+class TimeRangeError(WatermarkAssetsError, ValueError):
+    """A time watermark whose ``[from, to)`` holds no window at any time: ``to`` at or before
+    ``from`` (both fixed, or both counted back from now by the same amount or ``to`` by more), or
+    two fixed bounds too close for one complete window when partial windows are off. Every tick
+    would report 0 partitions, so the configuration is refused instead."""
+
+    def __init__(
+        self, from_: str, to: str, reason: str, *, keys: tuple[str, str] = ("from", "to")
+    ) -> None:
+        super().__init__(
+            f"time watermark {keys[0]} {from_!r} and {keys[1]} {to!r} are refused: {reason}, so "
+            "no window "
+            "would ever be due. Give a to after from (e.g. to: P0D, up to now), or an earlier "
+            "from"
+        )
+        self.keys = keys
+        self.from_ = from_
+        self.to = to
+        self.reason = reason
+
+
 class FileTemplateError(WatermarkAssetsError, ValueError):
     """A dated file-name template (``file{date:%Y%m%d}.csv``) that cannot name one file per
     period, or whose files do not fit the time watermark's windows."""

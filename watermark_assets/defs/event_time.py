@@ -4,9 +4,12 @@ partitioned by event time, whose partitions close when the watermark passes thei
 - Asset ``NAME`` (deps: the upstream pipeline's asset; hourly or daily partitions from
   ``partitions.start``). A run executes the next batch (``runs/event_window.py``: everything the
   upstream appended since the last batch, one commit per table with the batch's txn) and then
-  says, for the partitions it was asked for, whether the watermark closed them: a partition
-  still open after the batch fails the run with the watermark and the end it waits for (the
-  batch's progress stays committed: nothing is lost or repeated).
+  says, for the partitions it was asked for, whether the watermark closed them. A partition
+  still open after the batch does not fail the run (its batch committed: the windows it closed
+  are emitted, nothing is lost or repeated): the run succeeds and says which partitions stay
+  open, from which window, and the watermark (and upstream event time) that closes each, in its
+  metadata (``event_time/partitions_open``) and a log line; the sensor requests them again once
+  the watermark passes their end.
 - Checks (in the asset): ``late_records`` (WARN when the batch found late records: their count
   and the table that keeps them) and ``watermark_never_moves_backwards``.
 - Sensor ``NAME_sensor``: reads the upstream table's greatest event time from its Delta log's
@@ -16,7 +19,7 @@ partitioned by event time, whose partitions close when the watermark passes thei
   new run key (an attempt counter): Dagster never forgets a run key.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -32,7 +35,6 @@ from dagster import (
     AssetSelection,
     BackfillPolicy,
     DefaultSensorStatus,
-    Failure,
     MaterializeResult,
     MetadataValue,
     RunRequest,
@@ -191,6 +193,74 @@ def result_metadata(spec: WindowAggregateSpec, run: WindowRun, now: datetime) ->
 LOCAL_SHOWN = 24
 
 
+@dataclass(frozen=True)
+class OpenPartition:
+    """A requested partition the watermark has not closed after the batch: its windows from
+    ``open_from_ms`` to its end stay open until the watermark reaches ``closes_at_ms`` (the end
+    plus the allowed lateness), i.e. until the upstream's event times reach ``events_at_ms``
+    (that plus the delay)."""
+
+    key: str
+    open_from_ms: int
+    end_ms: int
+    windows: int
+    closes_at_ms: int
+    events_at_ms: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "windows_open": self.windows,
+            "open_windows": [format_millis(self.open_from_ms), format_millis(self.end_ms)],
+            "closes_when_watermark_reaches": format_millis(self.closes_at_ms),
+            "closes_with_upstream_events_at": format_millis(self.events_at_ms),
+        }
+
+
+def open_partitions(
+    spec: WindowAggregateSpec,
+    partitions_def: TimeWindowPartitionsDefinition,
+    keys: Sequence[str],
+    watermark_ms: int,
+    delay_ms: int,
+) -> list[OpenPartition]:
+    """The partitions of ``keys`` that the watermark ``watermark_ms`` (less the allowed
+    lateness) has not closed, in order: those ending after :func:`closed_through`."""
+    closed = closed_through(spec, watermark_ms)
+    found: list[OpenPartition] = []
+    for key in keys:
+        window = partitions_def.time_window_for_partition_key(key)
+        start, end = to_millis(window.start), to_millis(window.end)
+        if end <= closed:
+            continue
+        # the window holding the closed-through instant is the first open one (ends after it)
+        first = start if closed <= start else max(start, spec.windows.window_of(closed).start_ms)
+        windows = -(-(end - first) // spec.windows.size_ms)
+        closes_at = end + spec.lateness_ms
+        found.append(OpenPartition(key, first, end, windows, closes_at, closes_at + delay_ms))
+    return found
+
+
+def open_message(pipeline: str, opened: Sequence[OpenPartition], watermark_ms: int) -> str:
+    """The log line of a run that left requested partitions open."""
+    first, last = opened[0], opened[-1]
+    keys = first.key if len(opened) == 1 else f"{first.key} .. {last.key}"
+    until = (
+        f"the watermark reaches {format_millis(first.closes_at_ms)}"
+        if len(opened) == 1
+        else f"the watermark reaches {format_millis(first.closes_at_ms)} (the first) .. "
+        f"{format_millis(last.closes_at_ms)} (the last)"
+    )
+    return (
+        f"{pipeline}: {len(opened)} requested partition(s) stay open: {keys}, their windows from "
+        f"{format_millis(first.open_from_ms)} to {format_millis(last.end_ms)} "
+        f"({sum(o.windows for o in opened)} window(s)), open until {until}, i.e. until the "
+        f"upstream's event times reach {format_millis(first.events_at_ms)} .. "
+        f"{format_millis(last.events_at_ms)}; the watermark is {format_millis(watermark_ms)}. "
+        "The windows this batch closed are committed; the sensor requests these partitions "
+        "again once the watermark passes their end"
+    )
+
+
 def build_event_time_asset(
     pipeline: EventTimePipelineConfig,
     engine: WindowEngine,
@@ -233,17 +303,18 @@ def build_event_time_asset(
         now = clock()
         result = engine.run(spark.spark_session, now=now, run_id=context.run.run_id)
         context.log.info(f"{pipeline.name} ({engine.name}): {result.reason}")
-        closed = closed_through(spec, result.watermark_after.watermark_ms)
-        window = context.partition_time_window
-        if to_millis(window.end) > closed:
-            raise Failure(
-                f"{pipeline.name}: partition(s) {context.partition_keys[0]} .. "
-                f"{context.partition_keys[-1]} are not closed: the watermark "
-                f"{format_millis(result.watermark_after.watermark_ms)} (less the allowed lateness) "
-                f"has not passed their end {format_millis(to_millis(window.end))}. The batch's "
-                "progress is committed; the sensor requests them once the upstream data passes "
-                "that end",
-                metadata=result_metadata(spec, result, now),
+        metadata = result_metadata(spec, result, now)
+        after = result.watermark_after.watermark_ms
+        keys = context.partition_keys
+        opened = open_partitions(spec, partitions_def, keys, after, pipeline.watermark.delay_ms)
+        if opened:  # the batch committed: say what stays open and until when, and succeed
+            context.log.warning(open_message(pipeline.name, opened, after))
+            still = {o.key for o in opened}
+            metadata["event_time/partitions_open"] = MetadataValue.json(
+                {o.key: o.as_json() for o in opened}
+            )
+            metadata["event_time/partitions_closed"] = MetadataValue.json(
+                [k for k in keys if k not in still]
             )
         where = (
             f"are kept in {spec.late_uri} (column _late_reason says why)"
@@ -272,9 +343,7 @@ def build_event_time_asset(
                 "after": format_millis(result.watermark_after.watermark_ms),
             },
         )
-        return MaterializeResult(
-            metadata=result_metadata(spec, result, now), check_results=[late, monotone]
-        )
+        return MaterializeResult(metadata=metadata, check_results=[late, monotone])
 
     return event_time_asset
 

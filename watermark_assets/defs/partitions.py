@@ -49,9 +49,13 @@ def _moment(pipeline: Pipeline | ColumnPipelineConfig, key: str, value: str) -> 
 def partitions_definition(
     pipeline: Pipeline | ColumnPipelineConfig,
 ) -> TimeWindowPartitionsDefinition:
-    """Partitions from ``partitions.start`` to ``partitions.end`` (exclusive) or, without an end,
-    to the current (still filling) period included (a column pipeline: only when it has a
-    ``partitions`` block)."""
+    """Partitions from ``partitions.start`` up to the current (still filling) period included,
+    and never past ``partitions.end`` (exclusive) when it is set (a column pipeline: only when it
+    has a ``partitions`` block).
+
+    ``end_offset=1`` stays with an ``end``: Dagster's last partition is then the earlier of the
+    last one before ``end`` and the current one, so an ``end`` in the future does not hide the
+    current period's files until the period is over."""
     partitions = pipeline.partitions
     if partitions is None:
         raise ConfigError(f"pipeline {pipeline.name!r} has no partitions", pipeline=pipeline.name)
@@ -62,7 +66,6 @@ def partitions_definition(
     shape = "%Y-%m-%d-%H:%M" if hourly else "%Y-%m-%d"
     bounds: dict[str, Any] = {"start_date": start.strftime(shape), "end_offset": 1}
     if end is not None:
-        bounds = {"start_date": bounds["start_date"]}
         bounds["end_date"] = _moment(pipeline, "end", end).strftime(shape)
     if hourly:
         return HourlyPartitionsDefinition(**bounds)

@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TypeAlias
 
-from watermark_assets.core.errors import TimeBoundError, TimeSpecError
+from watermark_assets.core.errors import TimeBoundError, TimeRangeError, TimeSpecError
 from watermark_assets.core.time.instant import format_instant, truncate_to_ms
-from watermark_assets.core.time.partitioning import Partitioning
+from watermark_assets.core.time.partitioning import Partitioning, TimeWindows
 
 # [0-9], not \d: \d also matches other scripts' digits, which datetime() would then refuse less
 # clearly. A zone is only allowed after a time.
@@ -172,6 +172,20 @@ def _zone(text: str | None) -> timezone:
     return timezone(sign * timedelta(hours=hours, minutes=minutes))
 
 
+def _back(bound: BeforeNow | Now) -> timedelta:
+    """How far a moving bound is before now (before rounding)."""
+    if isinstance(bound, Now):
+        return timedelta(0)
+    return timedelta(days=bound.days, hours=bound.hours or 0)
+
+
+def _ceil(moment: datetime, unit: timedelta) -> datetime:
+    """``moment`` rounded up to a whole ``unit`` (a day or an hour) since midnight UTC."""
+    midnight = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    whole = -(-(moment - midnight) // unit)
+    return midnight + unit * whole
+
+
 def _floor_to_day(moment: datetime) -> datetime:
     return moment.replace(hour=0, minute=0, second=0, microsecond=0)
 
@@ -233,6 +247,56 @@ class TimeSpec:
         object.__setattr__(self, "partial_partition", partial_partition)
         object.__setattr__(self, "grace_days", grace_days)
         object.__setattr__(self, "abstinent_days", abstinent_days)
+        self._check_range()
+
+    def _check_range(self) -> None:
+        """Refuse a range that holds no window at any time (:class:`TimeRangeError`)."""
+        from_, to = self.from_, self.to
+        if isinstance(from_, FixedTime) and isinstance(to, FixedTime):
+            if to.at <= from_.at:
+                verb = "is before" if to.at < from_.at else "is the same instant as"
+                raise TimeRangeError(str(from_), str(to), f"to {verb} from")
+            if not TimeWindows(from_.at, to.at, self.partitioning, self.partial_partition):
+                raise TimeRangeError(
+                    str(from_),
+                    str(to),
+                    f"no complete {self.partitioning.value} window fits between them and "
+                    "partial_partition is false (set partial_partition: true to keep the "
+                    "partial window)",
+                )
+        elif (  # both move with now, a fixed distance apart when neither is rounded
+            not isinstance(from_, FixedTime)
+            and not isinstance(to, FixedTime)
+            and not self.partitioning.is_multi_day
+            and _back(to) >= _back(from_)
+        ):
+            raise TimeRangeError(
+                str(from_), str(to), "to counts back from now as far as from or further"
+            )
+
+    def first_window_at(self, now: datetime) -> datetime | None:
+        """The earliest instant, ``now`` or later, at which ``[from, to)`` holds a window: ``now``
+        when it already does, the instant ``to`` passes a future ``from`` (or the end of the
+        first window with partial windows off) when ``to`` moves with now, and None when no
+        window ever comes (a fixed ``to`` that a moving ``from`` has reached).
+
+        Exact to the millisecond: ``to`` counted back from now, rounded down to the day or hour
+        for weekly and monthly partitioning (module docstring), first reaches the instant needed
+        at ``ceil(needed) + the duration``.
+        """
+        start, to = self.resolve_from(now), self.to
+        if TimeWindows(start, self.resolve_to(now), self.partitioning, self.partial_partition):
+            return truncate_to_ms(now)
+        if isinstance(to, FixedTime) or not isinstance(self.from_, FixedTime):
+            return None  # to stays put while from stays or moves forward
+        if self.partial_partition or self.partitioning is Partitioning.NONE:
+            needed = start + timedelta(milliseconds=1)  # any to after from makes a window
+        else:
+            needed = TimeWindows(start, start, self.partitioning).boundary(1)
+        if self.partitioning.is_multi_day:  # to is rounded down: to the hour for P<n>DT<m>H
+            hours = isinstance(to, BeforeNow) and to.hours is not None
+            needed = _ceil(needed, timedelta(hours=1) if hours else timedelta(days=1))
+        return needed + _back(to)
 
     def resolve_from(self, now: datetime) -> datetime:
         """``from`` at ``now`` (aware UTC, millisecond precision)."""

@@ -18,10 +18,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time.instant import format_instant
 from watermark_assets.core.time.partitioning import TimeWindows
+
+if TYPE_CHECKING:
+    from watermark_assets.core.time.spec import TimeSpec
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,24 @@ class CutOff:
 
 
 @dataclass(frozen=True)
+class Opening:
+    """A tick without any window (a ``from`` in the future): when the first window comes,
+    :meth:`~watermark_assets.core.time.spec.TimeSpec.first_window_at`; ``at`` None: never."""
+
+    at: datetime | None
+
+    @classmethod
+    def of(cls, spec: TimeSpec, windows: TimeWindows, now: datetime) -> Opening | None:
+        """None when ``windows`` (the tick's, at ``now``) hold a window; else when one comes."""
+        return None if windows else cls(spec.first_window_at(now))
+
+    def __str__(self) -> str:
+        if self.at is None:
+            return "no window will ever be due (to is fixed and from moves past it with now)"
+        return f"the first window becomes due at {second_text(self.at)}"
+
+
+@dataclass(frozen=True)
 class DueWindows:
     """One tick's decision: which windows run, and why (:meth:`explain`).
 
@@ -69,6 +91,8 @@ class DueWindows:
     rerun: tuple[TimeWindow, ...]
     new: tuple[TimeWindow, ...]
     of: TimeWindows
+    #: ``of`` empty: when its first window comes (None: not worked out)
+    opening: Opening | None = None
 
     @property
     def windows(self) -> tuple[TimeWindow, ...]:
@@ -92,7 +116,8 @@ class DueWindows:
         head = f"{count} partition{'' if count == 1 else 's'}"
         if not self.of:
             start, end = instant_text(self.of.start), instant_text(self.of.end)
-            return f"{head}: no window between from {start} and to {end}"
+            opening = f"; {self.opening}" if self.opening is not None else ""
+            return f"{head}: no window between from {start} and to {end}{opening}"
         if not count:
             return f"{head}: all {len(self.of)} end at or before the cut-off {self.cut_off}"
         parts: list[str] = []
@@ -130,6 +155,11 @@ def instant_text(moment: datetime) -> str:
         if text.endswith(":00Z"):
             text = text[: -len(":00Z")] + "Z"
     return text
+
+
+def second_text(moment: datetime) -> str:
+    """``2024-01-30T18:49:55Z``: always with seconds, the milliseconds dropped."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def short_instant(moment: datetime | None) -> str:

@@ -67,7 +67,7 @@ from watermark_assets.core.time.instant import (
 from watermark_assets.core.time.partitioning import TimeWindows, windows
 from watermark_assets.core.time.spans import Spans
 from watermark_assets.core.time.spec import TimeSpec
-from watermark_assets.core.time.tick import CutOff, DueWindows, short_instant
+from watermark_assets.core.time.tick import CutOff, DueWindows, Opening, short_instant
 from watermark_assets.core.watermark import Watermark, register
 
 Observed: TypeAlias = "TimeWindow | Iterable[TimeWindow]"
@@ -204,7 +204,9 @@ class TimeWatermark:
         formula = highest + timedelta(days=spec.abstinent_days - spec.grace_days)
         return CutOff(max(formula, start), highest, spec.grace_days, spec.abstinent_days, start)
 
-    def due(self, windows: TimeWindows, cut_off: CutOff) -> DueWindows:
+    def due(
+        self, windows: TimeWindows, cut_off: CutOff, *, opening: Opening | None = None
+    ) -> DueWindows:
         """The windows that run: those ending after the cut-off, and those without history.
 
         Windows end in increasing order, so the first kind is a suffix of ``windows`` found by
@@ -227,12 +229,13 @@ class TimeWatermark:
         for window in windows[boundary:] if self.spans else ():
             covered = self.spans.end_of_span_at(to_millis(window.start)) is not None
             (rerun if covered else new).append(window)
-        return DueWindows(cut_off, tuple(rerun), tuple(new), windows)
+        return DueWindows(cut_off, tuple(rerun), tuple(new), windows, opening)
 
     def due_at(self, spec: TimeSpec, now: datetime) -> DueWindows:
         """One tick's decision: :meth:`due` over ``windows(spec, now)`` with
-        :meth:`cut_off` ``(spec, now)``."""
-        return self.due(windows(spec, now), self.cut_off(spec, now))
+        :meth:`cut_off` ``(spec, now)``; without any window, when the first one comes."""
+        tiles = windows(spec, now)
+        return self.due(tiles, self.cut_off(spec, now), opening=Opening.of(spec, tiles, now))
 
     def __str__(self) -> str:
         if self.is_empty:

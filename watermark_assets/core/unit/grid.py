@@ -26,7 +26,7 @@ from typing import Any
 from watermark_assets.core.errors import UnitInnerKindError
 from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time import TimeSpec, TimeWatermark, to_millis, windows
-from watermark_assets.core.time.tick import DueWindows
+from watermark_assets.core.time.tick import DueWindows, Opening
 from watermark_assets.core.unit.watermark import UnitWatermark
 
 #: The inner kind of a time x unit watermark.
@@ -135,8 +135,9 @@ def due_cells(
     """The cells due at ``now`` (module docstring): ``windows(spec, now)`` cut once, then per
     unit its own cut-off and due windows."""
     tiles = windows(spec, now)
+    opening = Opening.of(spec, tiles, now)
     by_unit: dict[str, DueWindows] = {}
     for unit in dict.fromkeys(units):
         inner = unit_time_watermark(watermark, unit)
-        by_unit[unit] = inner.due(tiles, inner.cut_off(spec, now))
+        by_unit[unit] = inner.due(tiles, inner.cut_off(spec, now), opening=opening)
     return DueCells(by_unit)

@@ -221,18 +221,25 @@ def screen_units(
 def parse_units(text: str, *, source: str = "'units'") -> tuple[str, ...]:
     """The ids of an explicit unit watermark: ``"id1,id2,id3"`` -> ``("id1", "id2", "id3")``.
 
-    Ids are separated by commas; the spaces around a comma are formatting and dropped
-    (``"id1, id2"``). A repeated id is kept once, in first-seen order. A refused id (an empty one
-    from ``"id1,,id2"`` too) raises :class:`UnitIdError` naming it and its position (``row``),
-    since a configuration is fixed rather than half used.
+    Ids are separated by commas, and each is checked exactly as a secondary input's value is
+    (:func:`screen_units`): a space around a comma belongs to the id next to it, so
+    ``"id1, id2"`` is refused (``' id2'``: leading whitespace), never trimmed. Trimming here only
+    would let the same text pass as ``units`` and be refused from a file, and would run the
+    unit ``id2`` for a source whose column holds ``' id2'``. A repeated id is kept once, in
+    first-seen order. A refused id (an empty one from ``"id1,,id2"`` too) raises
+    :class:`UnitIdError` naming it and its position (``row``), since a configuration is fixed
+    rather than half used.
     """
     if not isinstance(text, str):
         raise UnitIdError(text, "'units' is a comma-separated string of ids", source=source)
-    items = ((n, (item.strip(),)) for n, item in enumerate(text.split(","), start=1))
+    items = ((n, (item,)) for n, item in enumerate(text.split(","), start=1))
     screened = screen_units(items, source=source)
     if screened.refused:
         first = screened.refused[0]
         reason = first.reason
+        if any(isinstance(r.value, str) and r.value != r.value.strip() for r in screened.refused):
+            fixed = ",".join(v.strip() for v in text.split(",") if v.strip())
+            reason += f"; write the ids without spaces around the commas, e.g. {fixed!r}"
         if len(screened.refused) > 1:
             others = ", ".join(f"{r.value!r} (row {r.row})" for r in screened.refused[1:])
             reason += f" (also refused: {others})"
