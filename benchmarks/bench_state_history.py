@@ -24,6 +24,12 @@ Measured (median of ``--reps`` in one process, after one warm-up):
 - sizes: the newest commit JSON, the checkpoint file (the state), the whole ``_delta_log``, and
   the entries of the checkpoint's per-partition maps.
 
+A second table does the same for a time pipeline (``state/snapshot.py``): N daily windows, one
+commit each carrying its window's txn and time-watermark entry (written directly, as a run writes
+them, no Spark), the state snapshot caught up every 50 commits as ticks do; measured: the state
+read (``TimeWatermarkLog``: the snapshot and the commits after it), ``decide_tick`` in process,
+a ``run-sensors`` process (idle: every window done), the newest commit, the snapshot and the log.
+
 Timings are never asserted; the script exits 1 only when a result is wrong (a state whose
 watermark or totals differ from what was committed, a tick that requests a run).
 """
@@ -31,6 +37,7 @@ watermark or totals differ from what was committed, a tick that requests a run).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -260,11 +267,124 @@ HEADERS = [
 ]
 
 
-def print_table(rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
-    print("  ".join(h.rjust(w) for h, w in zip(HEADERS, widths)))
+def print_table(rows: Sequence[Sequence[str]], headers: Sequence[str] = HEADERS) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    print("  ".join(h.rjust(w) for h, w in zip(headers, widths)))
     for row in rows:
         print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+
+
+# --- the time kind: a time pipeline's state (state/snapshot.py) against its history ---------
+
+TIME_HEADERS = [
+    "N commits",
+    "state read ms",
+    "tick ms",
+    "tick (process)",
+    "newest commit",
+    "snapshot (state)",
+    "_delta_log",
+]
+
+
+def time_document(work: Path) -> dict[str, Any]:
+    """A daily time pipeline from 2000-01-01 over a Delta source (never read: no run starts)."""
+    return {
+        "pipelines": [
+            {
+                "name": "orders_daily",
+                "source": {"type": "delta_table", "uri": str(work / "source")},
+                "watermark": {
+                    "kind": "time",
+                    "column": "updated_at",
+                    "from": "2000-01-01",
+                    "to": "P0D",
+                    "partition": "daily",
+                },
+                "table": {"uri": str(work / "delta" / "orders_daily")},
+            }
+        ]
+    }
+
+
+def build_time(work: Path, commits: int) -> tuple[Any, datetime]:
+    """N daily windows committed, one commit each, as a time run commits them: the window's
+    rows, its txn and the time watermark entry (the log read once more after each 50 commits,
+    as ticks do: the state snapshot follows)."""
+    from deltalake import write_deltalake
+    from deltalake.transaction import CommitProperties, Transaction
+
+    from watermark_assets.config import TimePipelineConfig
+    from watermark_assets.core.partition_selection import TimeWindow
+    from watermark_assets.core.time import TimeWatermark, format_instant
+    from watermark_assets.runs.time import TimeWatermarkLog, time_metadata_key, window_app_id
+
+    document = time_document(work)
+    write_deltalake(  # the source exists (never read: every window is done)
+        str(work / "source"),
+        pa.table({"id": [0], "updated_at": [datetime(2000, 1, 1, tzinfo=timezone.utc)]}),
+    )
+    (work / "pipelines.yaml").write_text(yaml.safe_dump(document), encoding="utf-8")
+    pipeline = parse_config(yaml.safe_dump(document), env={}, base=work, origin="bench").pipeline(
+        "orders_daily"
+    )
+    assert isinstance(pipeline, TimePipelineConfig)
+    start = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    watermark = TimeWatermark.empty()
+    key = time_metadata_key(pipeline.name)
+    for n in range(commits):
+        window = TimeWindow(start + timedelta(days=n), start + timedelta(days=n + 1))
+        watermark = watermark.advance(window)
+        entry = {
+            "watermark": watermark.to_json(),
+            "window": [format_instant(window.start), format_instant(window.end)],
+        }
+        rows = pa.table({"id": [n], "updated_at": [window.start]})
+        write_deltalake(
+            pipeline.table.uri,
+            rows,
+            mode="append",
+            commit_properties=CommitProperties(
+                custom_metadata={key: json.dumps(entry)},
+                app_transactions=[Transaction(window_app_id(pipeline.name, window), 1)],
+            ),
+        )
+        if n % 50 == 49:
+            TimeWatermarkLog(pipeline).read()
+    TimeWatermarkLog(pipeline).read()
+    now = start + timedelta(days=commits)  # at midnight: every window done, the tick is idle
+    return pipeline, now
+
+
+def measure_time(commits: int, reps: int, cold: bool) -> list[str]:
+    from watermark_assets.defs.time import decide_tick
+    from watermark_assets.runs.time import TimeWatermarkLog
+    from watermark_assets.state.snapshot import snapshot_uri
+
+    with tempfile.TemporaryDirectory(prefix=f"bench_time_{commits}_") as folder:
+        work = Path(folder)
+        pipeline, now = build_time(work, commits)
+        read_ms, watermark = median_ms(lambda: TimeWatermarkLog(pipeline).read(), reps)
+        covered = watermark.covered()
+        if len(covered) != 1 or covered[0].end != now:
+            raise BenchmarkError(f"the time watermark read back covers {covered}")
+        tick_ms, tick = median_ms(lambda: decide_tick(pipeline, now), reps)
+        if tick.keys:
+            raise BenchmarkError(f"an idle tick wanted {tick.keys[:3]}")
+        process = f"{process_tick(work):.2f} s" if cold else "-"
+        log = Path(pipeline.table.uri) / "_delta_log"
+        newest = max(log.glob("*.json"), key=lambda p: int(p.stem))
+        key = "watermark_assets.time/orders_daily"
+        snapshot = Path(snapshot_uri(pipeline.table.uri, key))
+        return [
+            str(commits),
+            f"{read_ms:.1f}",
+            f"{tick_ms:.1f}",
+            process,
+            kb(size(newest)),
+            kb(size(snapshot)),
+            kb(size(log)),
+        ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -282,11 +402,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         rows = [measure(n, reps, not args.no_cold, args.tail) for n in sizes]
+        time_rows = [measure_time(n, reps, not args.no_cold) for n in sizes]
     except BenchmarkError as error:
         print(f"wrong result: {error}", file=sys.stderr)
         return 1
     print("file-path state against its history (parquet_commit, one file per commit)")
     print_table(rows)
+    print()
+    print("time-watermark state against its history (daily windows, one commit each)")
+    print_table(time_rows, TIME_HEADERS)
     print(f"total wall time {time.perf_counter() - started:.0f} s, exit 0")
     return 0
 
