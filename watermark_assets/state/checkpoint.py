@@ -47,16 +47,7 @@ def save_checkpoint(
         # the checkpoint promises that every quarantine up to its version is in the table
         complete_quarantine(pipeline, state)
     location = pipeline.checkpoint_uri
-    checkpoint = Checkpoint(
-        state.watermark,
-        now_ts,
-        state.delta_version,
-        state.partition_rows,
-        state.partition_files,
-        state.partition_prefixes,
-        state.totals,
-        state.txn_sum,
-    )
+    checkpoint = state.to_checkpoint(now_ts)
 
     def newer_on_storage(text: str) -> bool:
         current = Checkpoint.loads(text, location=location, kind=FileWatermark)

@@ -58,6 +58,19 @@ class PipelineState:
     #: before it was recorded; see :func:`_records_after`)
     txn_sum: int | None = 0
 
+    def to_checkpoint(self, saved_at: int) -> Checkpoint[FileWatermark]:
+        """This state as the checkpoint JSON records it (``saved_at``: epoch seconds)."""
+        return Checkpoint(
+            self.watermark,
+            saved_at,
+            self.delta_version,
+            self.partition_rows,
+            self.partition_files,
+            self.partition_prefixes,
+            self.totals,
+            self.txn_sum,
+        )
+
     @property
     def checkpoint_behind(self) -> bool:
         """Whether the checkpoint does not reflect this state's table version (commits after it:

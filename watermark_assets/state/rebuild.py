@@ -24,7 +24,7 @@ from datetime import datetime
 
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
-from watermark_assets.core.checkpoint import Checkpoint, Totals
+from watermark_assets.core.checkpoint import Totals
 from watermark_assets.core.filepath.path import split_path
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import CheckpointError
@@ -91,15 +91,7 @@ def rebuild_state(
         totals=totals,
         txn_sum=txn_sum,
     )
-    checkpoint = Checkpoint(
-        state.watermark,
-        int(now.timestamp()),
-        state.delta_version,
-        state.partition_rows,
-        state.partition_files,
-        state.partition_prefixes,
-        state.totals,
-        state.txn_sum,
+    storage.write_text_atomic(
+        pipeline.checkpoint_uri, state.to_checkpoint(int(now.timestamp())).dumps()
     )
-    storage.write_text_atomic(pipeline.checkpoint_uri, checkpoint.dumps())
     return Rebuilt(state, totals.files, totals.rows, totals.partitions, outside)
