@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -347,6 +348,33 @@ def test_listing_after_the_watermark_costs_the_new_keys_not_the_processed_ones(
     assert full.files == result.files
     full_cost = 1 + sum(math.ceil((old + count) / 1000) for count in new)
     assert s3_storage.count("LIST", bucket) == full_cost
+
+
+@pytest.mark.parametrize("days", [25, 100, 250])
+def test_the_root_of_a_day_layout_is_listed_from_the_horizon_whatever_the_days_landed(
+    landing: str, s3_storage: S3Server, days: int
+) -> None:
+    """A poll lists the day folders from the listing horizon on (StartAfter on the root): the
+    paths it lists stay the same at 25, 100 or 250 landing days, and it returns what a full
+    listing returns."""
+    bucket = bucket_of(landing)
+    first = date(2024, 1, 1)
+    folders = [f"date={first + timedelta(days=d):%Y-%m-%d}" for d in range(days)]
+    load_keys(bucket, (f"landing/{folder}/1706400000-a.ndjson.gz" for folder in folders))
+    ingested = [f"{folder}/1706400000-a.ndjson.gz" for folder in folders]
+    put(landing, f"{folders[-1]}/1706400001-a.ndjson.gz")
+    horizon = folders[-4]  # late_arrival_days 3
+    plan = plan_listing(FileWatermark.initial().advance(ingested), horizon)
+
+    s3_storage.reset()
+    result = storage.list_files_above(landing, plan, suffixes=SUFFIXES, ordering=NameOrdering.AUTO)
+
+    assert list(result.files) == [f"{folders[-1]}/1706400001-a.ndjson.gz"]
+    assert result.paths_listed <= 4 + 9 + 2  # the days from the horizon (+ its 9 neighbours)
+    full = storage.list_files_above(
+        landing, plan, suffixes=SUFFIXES, ordering=NameOrdering.AUTO, start_after=False
+    )
+    assert full.files == result.files and full.paths_listed >= days
 
 
 # ---------------------------------------------------------------------------- conditional writes

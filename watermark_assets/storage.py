@@ -215,7 +215,11 @@ def list_files_above(
     On S3 (``start_after``, the default) a partition with a watermark (not the root) is listed
     with ListObjectsV2 ``StartAfter=<partition>/<its last file>``, page by page: a poll costs
     about one request per 1,000 new keys plus one per active partition, never the keys already
-    processed. Such a partition is a leaf of the landing layout: a sub-folder in it that sorts
+    processed. A directory above the partitions (the root of a ``date=.../hour=...`` layout)
+    is listed from the plan's listing horizon on (:meth:`ListingPlan.lowest_child`), so the
+    folders of every day ever landed are not listed again at each poll (a file directly in such
+    a root, in no partition folder, whose name sorts below the horizon's folder is not listed
+    there). Such a partition is a leaf of the landing layout: a sub-folder in it that sorts
     below its last file is not listed. ``start_after=False`` lists every partition in full (the
     sweep, which counts the files at or below each watermark).
 
@@ -245,9 +249,12 @@ def list_files_above(
         relative = pending.pop(0)
         directory = f"{root}/{relative}" if relative else root
         children: list[str] = []
+        lowest = plan.lowest_child(relative) if on_s3 else None
         if on_s3 and relative and relative in entries_of:
             pages = _s3_pages_after(fs, directory, entries_of[relative], done)
             started.append(relative)
+        elif lowest:  # from the listing horizon on (a name just below it: StartAfter excludes)
+            pages = _s3_pages_after(fs, directory, lowest[:-1], done)
         else:
             pages = _pages(fs, directory)
         try:

@@ -209,6 +209,42 @@ def test_an_accepted_file_is_in_a_descended_directory(
             assert plan.should_descend("/".join(components[:depth]))
 
 
+@given(watermarks(), st.one_of(st.none(), st.sampled_from(PREFIXES)), paths())
+def test_a_listing_may_start_each_directory_at_its_lowest_child(
+    watermark: FileWatermark, horizon: str | None, path: str
+) -> None:
+    """Every folder a walk descends into, and every file it accepts inside a partition folder,
+    is named at or above its parent's lowest child: an S3 listing may start there (StartAfter),
+    whatever the number of older day folders."""
+    plan = plan_listing(watermark, horizon)
+    components = path.split("/")
+    for depth in range(1, len(components)):
+        parent, child = "/".join(components[: depth - 1]), components[depth - 1]
+        lowest = plan.lowest_child(parent)
+        if lowest is not None and child < lowest:
+            assert not plan.should_descend("/".join(components[:depth]))
+            assert not plan.accepts(path)
+
+
+@pytest.mark.parametrize(
+    ("horizon", "directory", "lowest"),
+    [
+        pytest.param("date=2024-01-28", "", "date=2024-01-28", id="the root of a day layout"),
+        pytest.param(
+            "date=2024-01-28/hour=13", "date=2024-01-28", "hour=13", id="the horizon's own day"
+        ),
+        pytest.param("date=2024-01-28/hour=13", "date=2024-01-29", None, id="a later day"),
+        pytest.param("date=2024-01-28", "date=2024-01-28", None, id="below the horizon's depth"),
+        pytest.param(None, "", None, id="no horizon: a full scan"),
+    ],
+)
+def test_the_lowest_child_is_the_horizons_component_on_its_path(
+    horizon: str | None, directory: str, lowest: str | None
+) -> None:
+    plan = plan_listing(FileWatermark.initial().advance(["date=2024-01-30/a"]), horizon)
+    assert plan.lowest_child(directory) == lowest
+
+
 @given(watermarks(), st.one_of(st.none(), st.sampled_from(PREFIXES)), st.lists(paths()))
 def test_a_listing_returns_only_files_above_the_watermark(
     watermark: FileWatermark, horizon: str | None, batch: list[str]

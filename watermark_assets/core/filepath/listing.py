@@ -62,6 +62,21 @@ class ListingPlan:
             return True
         return self.watermark.has_partition_in(dir_prefix)
 
+    def lowest_child(self, dir_prefix: str) -> str | None:
+        """The smallest name of a child of ``dir_prefix`` (relative, ``''`` for the root) this
+        plan may descend into or accept, or None when any may be: the ``stop_below`` bound's
+        component at that depth when the directory lies on the bound's path. Children named
+        below it lie below ``stop_below`` (:meth:`should_descend` and :meth:`accepts` refuse
+        them), so a listing may start at it: on S3 the root of a ``date=...`` layout is then
+        listed from the listing horizon on, not across every day ever landed."""
+        if self.stop_below is None:
+            return None
+        bound = prefix_components(self.stop_below)
+        here = prefix_components(dir_prefix, what="directory")
+        if len(here) >= len(bound) or here != bound[: len(here)]:
+            return None
+        return bound[len(here)]
+
     def accepts(self, path: str) -> bool:
         """Whether ``path`` is returned: its partition is not pruned (below the floor without an
         entry) and the watermark has it above (see :meth:`FileWatermark.is_above`)."""
