@@ -161,6 +161,11 @@ def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str
         "delta/commit_attempts": MetadataValue.int(result.attempts),
         "dagster/uri": MetadataValue.path(pipeline.table.uri),
     }
+    metadata["rows/quarantined"] = MetadataValue.int(staged.rows_quarantined)
+    if staged.quarantines:
+        metadata["quarantine/table"] = MetadataValue.path(pipeline.table.quarantine)
+    if staged.columns_ignored is not None:  # a source that can list its files' columns
+        metadata["source/columns_ignored"] = MetadataValue.json(list(staged.columns_ignored))
     if result.merge_keys:
         metadata |= {
             "merge/keys": MetadataValue.text(", ".join(result.merge_keys)),

@@ -218,6 +218,31 @@ def write_parquet(
     )
 
 
+def list_data_files(uri: str) -> list[str]:
+    """The data files under the folder ``uri`` as :func:`read_folder` reads them (recursively,
+    names starting with ``_`` or ``.`` skipped), sorted; none for a missing folder."""
+    return _data_files(uri)
+
+
+def parquet_columns(uris: Sequence[str]) -> list[str]:
+    """The column names in the footers of the Parquet files ``uris`` (each footer read alone,
+    a few at once), first seen first: what a read in one file's schema would leave out."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        schemas = list(pool.map(storage.parquet_schema, uris))
+    seen: dict[str, str] = {}
+    for schema in schemas:
+        for name in schema.names:
+            seen.setdefault(name.lower(), name)
+    return list(seen.values())
+
+
+def struct_of(spark: SparkSession, schema: str | StructType) -> StructType:
+    """``schema`` (DDL or a StructType) as a StructType."""
+    return _struct(spark, schema)
+
+
 # -- native ------------------------------------------------------------------------------------
 
 
