@@ -196,3 +196,38 @@ def test_a_column_source_quarantines_bad_records_reads_by_name_and_reports_added
     assert (third["rows/read"], third["rows/quarantined"]) == (0, 0)
     assert pipeline.quarantined() == sorted(bad)
     assert pipeline.target() == [row(i) for i in range(8)]
+
+
+def test_a_time_pipeline_over_a_json_source_quarantines_a_malformed_line_once_for_all_windows(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Each window reads the whole folder; the line is quarantined by the first window's read,
+    and neither the second window nor a re-run of both quarantines it again."""
+    folder = tmp_path / "source"
+    folder.mkdir()
+    days = [row(i) | {"updated_at": BASE + timedelta(days=d)} for d, i in ((0, 1), (1, 2))]
+    broken = '{"id": 3, "updated_at": '
+    write_json(folder, "a", days, False, [broken])
+    table = str(tmp_path / "delta" / "orders")
+    raw = {
+        "name": "orders",
+        "source": {"type": "json", "uri": str(folder), "schema": SCHEMA},
+        "watermark": {"kind": "time", "column": "updated_at", "from": "2026-04-03"},
+        "table": {"uri": table},
+    }
+    defs = build_definitions(project_config(raw), clock=lambda: NOW + timedelta(days=3))
+    instance = DagsterInstance.ephemeral()
+    job = defs.resolve_job_def("orders_job")
+    tags = {
+        "dagster/asset_partition_range_start": "2026-04-03",
+        "dagster/asset_partition_range_end": "2026-04-04",
+    }
+    for quarantined in (1, 0):  # the range, then the same range again
+        result = job.execute_in_process(instance=instance, tags=tags)
+        materialization = result.asset_materializations_for_node("orders")[0]  # one a day
+        metadata = {key: value.value for key, value in materialization.metadata.items()}
+        assert (metadata["rows/read"], metadata["rows/quarantined"]) == (2, quarantined)
+        assert metadata["quarantine/table"] == table + "_quarantine"
+    rows = DeltaTable(table + "_quarantine").to_pyarrow_table().to_pylist()
+    assert [(r["_source_file"], r["raw_record"]) for r in rows] == [("a.json", broken)]
+    assert sorted(DeltaTable(table).to_pyarrow_table(columns=["id"])["id"].to_pylist()) == [1, 2]

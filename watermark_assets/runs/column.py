@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -487,7 +487,10 @@ def commit_column_batch(
         finally:
             remove_tree(staging)
         # Another run of the pipeline committed since the plan: its rows may be ours too.
+        # The records this run quarantined stay committed (the new read finds them there).
+        quarantined = staged.rows_quarantined
         staged = stage_column_batch(replan(), staged.spark, now=now)
+        staged = replace(staged, rows_quarantined=staged.rows_quarantined + quarantined)
     raise DeltaCommitError(
         f"gave up committing to {pipeline.table.uri!r} after {MAX_COMMIT_ATTEMPTS} attempts: "
         f"other runs of {pipeline.name!r} kept committing. Nothing was committed by this run; "
