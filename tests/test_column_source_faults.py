@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -99,6 +99,13 @@ class SourceType:
     wrong_type: str | None
     #: what the run reports for a file that gained ``region`` (None: JSON keys are not listed)
     ignored: list[str] | None
+    #: read through the fsspec data source (any URI Hadoop cannot read, e.g. s3:// without
+    #: hadoop-aws), forced here on local files; else Spark's own readers
+    fsspec: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.type} via fsspec" if self.fsspec else self.type
 
 
 SOURCES = [
@@ -120,9 +127,16 @@ SOURCES = [
 ]
 
 
-@pytest.fixture(params=SOURCES, ids=lambda s: s.type)
-def source(request: pytest.FixtureRequest) -> SourceType:
+SOURCES += [replace(s, fsspec=True) for s in SOURCES if s.type != "parquet"]
+
+
+@pytest.fixture(params=SOURCES, ids=lambda s: s.id)
+def source(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> SourceType:
     value: SourceType = request.param
+    if value.fsspec:
+        from watermark_assets.spark import io
+
+        monkeypatch.setattr(io, "is_native", lambda spark, uri: False)
     return value
 
 
@@ -231,3 +245,37 @@ def test_a_time_pipeline_over_a_json_source_quarantines_a_malformed_line_once_fo
     rows = DeltaTable(table + "_quarantine").to_pyarrow_table().to_pylist()
     assert [(r["_source_file"], r["raw_record"]) for r in rows] == [("a.json", broken)]
     assert sorted(DeltaTable(table).to_pyarrow_table(columns=["id"])["id"].to_pylist()) == [1, 2]
+
+
+def test_a_delta_source_that_gained_a_column_stops_the_run_naming_it_and_commits_nothing(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The Delta counterpart of ``source/columns_ignored``: the table's schema is in its log, so
+    the run refuses the new column instead of dropping it (until schema evolution exists)."""
+    from deltalake import write_deltalake
+
+    from watermark_assets.exceptions import DeltaSchemaMismatchError
+
+    source, table = str(tmp_path / "source"), str(tmp_path / "delta" / "orders")
+    typed = pa.schema([("id", pa.int64()), ("updated_at", pa.timestamp("us", tz="UTC"))])
+    write_deltalake(
+        source,
+        pa.Table.from_pylist([row(0), row(1)], schema=typed.append(pa.field("qty", pa.int64()))),
+    )
+    raw = {
+        "name": "orders",
+        "source": {"type": "delta_table", "uri": source},
+        "watermark": {"columns": ["updated_at", "id"]},
+        "table": {"uri": table},
+    }
+    defs = build_definitions(project_config(raw), clock=lambda: NOW)
+    instance = DagsterInstance.ephemeral()
+    job = defs.resolve_job_def("orders_job")
+    assert job.execute_in_process(instance=instance).success
+    wider = typed.append(pa.field("region", pa.string())).append(pa.field("qty", pa.int64()))
+    added = pa.Table.from_pylist([row(2) | {"region": "eu"}], schema=wider)
+    write_deltalake(source, added, mode="append", schema_mode="merge")
+
+    with pytest.raises(DeltaSchemaMismatchError, match="'region'"):
+        job.execute_in_process(instance=instance)
+    assert DeltaTable(table).version() == 0  # nothing committed
