@@ -198,7 +198,8 @@ def test_a_column_source_quarantines_bad_records_reads_by_name_and_reports_added
     assert first.get("source/columns_ignored") == ([] if source.ignored is not None else None)
 
     # Run 2: a file whose rows gained `region` in the middle: read by name, the column reported.
-    pipeline.write("b", range(5, 8), region=True, bad=[])
+    # Its name sorts before the first file's: the columns read stay the oldest file's.
+    pipeline.write("0-newer", range(5, 8), region=True, bad=[])
     second = pipeline.run()
     assert second["rows/read"] == 3
     assert second["rows/quarantined"] == 0

@@ -42,6 +42,7 @@ from watermark_assets.core.column.predicate import (
 )
 from watermark_assets.core.replace_window import value_kind
 from watermark_assets.delta.stats import (
+    modification_time_ms,
     stats_kind,
     stats_value,
     unsupported_read_feature,
@@ -119,16 +120,25 @@ class DeltaTableSource:
 @dataclass(frozen=True)
 class ParquetFilesSource:
     """A folder of Parquet files (Hive-style partition folders allowed); Spark's own push-down:
-    the filter is in the scan's ``PushedFilters`` and row groups are skipped by statistics."""
+    the filter is in the scan's ``PushedFilters`` and row groups are skipped by statistics.
+
+    The columns read are the OLDEST file's (modification time, then path), partition columns
+    added: a column a newer file adds is left out and named in
+    :attr:`ColumnRead.columns_ignored` (every footer is read for it, a few at once)."""
 
     name: str
     uri: str
 
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
         """The rows ``predicate`` admits (lazy)."""
-        frame = io.read_folder(spark, self.uri, format="parquet")
+        infos = io.data_file_infos(self.uri)
+        files = sorted(infos, key=lambda uri: (modification_time_ms(infos[uri]), uri))
+        # The oldest file's columns (no schema evolution yet): a newer file never changes the
+        # columns read, whatever its name (Spark would take the footer of a file it picks).
+        schema = io.parquet_read_schema(spark, files, self.uri) if files else None
+        frame = io.read_folder(spark, self.uri, format="parquet", schema=schema)
         read = {c.lower() for c in frame.columns}
-        in_files = io.parquet_columns(io.list_data_files(self.uri))
+        in_files = io.parquet_columns(files)
         return ColumnRead(
             frame=_filtered(frame, predicate),
             pushed_down=to_sql(predicate, SqlDialect.SPARK),
