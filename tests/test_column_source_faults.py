@@ -151,13 +151,13 @@ class Pipeline:
         if source.type != "parquet":
             config["schema"] = SCHEMA
         self.table = str(tmp_path / "delta" / "orders")
-        raw = {
+        self.raw = {
             "name": "orders",
             "source": config,
             "watermark": {"columns": ["updated_at", "id"]},
             "table": {"uri": self.table},
         }
-        self.defs = build_definitions(project_config(raw), clock=lambda: NOW)
+        self.defs = build_definitions(project_config(self.raw), clock=lambda: NOW)
         self.instance = DagsterInstance.ephemeral()
 
     def write(self, name: str, ids: range, *, region: bool = False, bad: list[str]) -> None:
@@ -280,3 +280,53 @@ def test_a_delta_source_that_gained_a_column_stops_the_run_naming_it_and_commits
     with pytest.raises(DeltaSchemaMismatchError, match="'region'"):
         job.execute_in_process(instance=instance)
     assert DeltaTable(table).version() == 0  # nothing committed
+
+
+@pytest.mark.slow
+def test_a_run_killed_between_its_quarantine_commit_and_its_data_commit_quarantines_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``after_data_written``: the rows are staged and the malformed line is committed to the
+    quarantine, the data commit is not made. The re-run commits the rows, and finds the line in
+    the quarantine already: once in each table."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import yaml
+    from conftest import TEST_SPARK_CONF
+
+    from watermark_assets.runs.faults import CRASH_ENV_VAR
+
+    source = next(s for s in SOURCES if s.type == "json" and not s.fsspec)
+    pipeline = Pipeline(tmp_path, source)
+    assert source.malformed is not None
+    pipeline.write("a", range(0, 5), bad=[source.malformed])
+    config = tmp_path / "pipelines.yaml"
+    spark_config = {"master": "local[1]", "conf": TEST_SPARK_CONF}
+    config.write_text(yaml.safe_dump({"spark": spark_config, "pipelines": [pipeline.raw]}))
+    tests = Path(__file__).resolve().parent
+    env = {
+        **os.environ,
+        "WATERMARK_ASSETS_CONFIG": str(config),
+        CRASH_ENV_VAR: "after_data_written",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests)]),
+    }
+    killed = subprocess.run(
+        [sys.executable, str(tests / "_crash_run.py"), "orders", "-"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert pipeline.quarantined() == [source.malformed]
+    assert not (Path(pipeline.table) / "_delta_log").exists()  # staged only, no commit
+
+    rerun = pipeline.run()
+    assert (rerun["rows/read"], rerun["rows/quarantined"]) == (5, 0)
+    assert pipeline.quarantined() == [source.malformed]
+    assert pipeline.target() == [row(i) for i in range(5)]
