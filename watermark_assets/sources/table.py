@@ -194,14 +194,14 @@ class CsvJsonSource:
                 frame=_filtered(frame, predicate),
                 pushed_down=pushed,
                 details=details,
-                columns_ignored=() if self.format == "csv" else None,
+                columns_ignored=() if _has_header(self.options) and self.format == "csv" else None,
             )
         ignored: tuple[str, ...] | None = None
         if self.format == "csv" and _has_header(self.options):
             records, ignored = self._csv_by_header(spark, files)
         else:
             records = self._records(spark, files, self.schema_ddl)
-            ignored = () if self.format == "csv" else None  # headerless CSV: by position
+            ignored = None  # JSON keys are not listed; headerless CSV is read by position
         counted = Observation(f"watermark_assets_malformed_{self.name}")
         malformed = F.col(CORRUPT_RECORD_COLUMN).isNotNull()
         observed = records.observe(counted, F.count_if(malformed).alias("records"))
