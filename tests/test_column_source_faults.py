@@ -176,11 +176,15 @@ class Pipeline:
         return sorted(rows.to_pylist(), key=lambda r: r["id"])
 
     def quarantined(self) -> list[str]:
+        return sorted(self.quarantine_errors())
+
+    def quarantine_errors(self) -> dict[str, str]:
+        """``{raw record: error}`` of the quarantine table."""
         uri = self.table + "_quarantine"
         if not Path(uri).exists():
-            return []
-        records = DeltaTable(uri).to_pyarrow_table(columns=["raw_record"]).to_pylist()
-        return sorted(r["raw_record"] for r in records)
+            return {}
+        records = DeltaTable(uri).to_pyarrow_table(columns=["raw_record", "error"]).to_pylist()
+        return {r["raw_record"]: r["error"] for r in records}
 
 
 def test_a_column_source_quarantines_bad_records_reads_by_name_and_reports_added_columns(
@@ -195,6 +199,8 @@ def test_a_column_source_quarantines_bad_records_reads_by_name_and_reports_added
     assert first["rows/read"] == 5
     assert first["rows/quarantined"] == len(bad)
     assert pipeline.quarantined() == sorted(bad)
+    if source.wrong_type is not None:  # the error names the column that did not parse
+        assert pipeline.quarantine_errors()[source.wrong_type].endswith("NULL after parsing: qty")
     assert first.get("source/columns_ignored") == ([] if source.ignored is not None else None)
 
     # Run 2: a file whose rows gained `region` in the middle: read by name, the column reported.

@@ -28,6 +28,7 @@ from watermark_assets import storage
 from watermark_assets.config import ColumnPipelineConfig
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.delta.stats import describe_data_files
+from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.runs.file_commit import MAX_COMMIT_ATTEMPTS
 from watermark_assets.sources.column import (
     CORRUPT_RECORD_COLUMN,
@@ -64,7 +65,6 @@ def quarantine_malformed(
     """Commit the read's malformed records not quarantined yet; how many were (module doc).
 
     Call it after the rows' write (the count of malformed records is observed there)."""
-    from pyspark import StorageLevel
     from pyspark.sql import Observation
 
     from watermark_assets.spark import io
@@ -75,47 +75,43 @@ def quarantine_malformed(
     remove_stale_staging(uri, now)
     committer = DeltaCommitter(uri)
     app_id = quarantine_app_id(pipeline.name)
-    # Spark refuses a raw CSV/JSON scan for the corrupt-record column alone; a cached frame
-    # is allowed (its scan reads every column). Only reads with bad records pay this.
-    cached = malformed.frame.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
-            current = committer.transaction_version(app_id)  # before the table is read
-            records = _new_records(spark, _records(cached, malformed, now), uri)
-            staging = storage.join(uri, f"{STAGING_DIR}/{token}-{attempt}")
-            written = Observation("watermark_assets_column_quarantine")
-            try:
-                io.write_parquet(records.observe(written, _count()), staging)
-                count = int(written.get.get("records", 0))
-                if not count:
-                    return 0
-                files = list_parquet(staging)
-                moved = move_into_table(files, staging, uri, f"{token}-{attempt}")
-            finally:
-                remove_tree(staging)
-            schema = storage.parquet_schema(storage.join(uri, moved[0]))
-            committer.add_missing_columns(schema)
-            outcome = committer.commit(
-                describe_data_files(uri, moved, []),
-                schema=schema,
-                partition_by=[],
-                txns=[TxnVersion.next_of(app_id, current)],
-                custom_metadata={
-                    QUARANTINE_METADATA_KEY: json.dumps(
-                        {"pipeline": pipeline.name, "kind": "column", "run_id": run_id}
-                    )
-                },
-            )
-            if not outcome.stale:
-                return count
-            fs, root = storage.filesystem(uri)
-            for path in moved:  # moved in, never committed: not part of the table
-                fs.rm(f"{root}/{path}")
-    finally:
-        cached.unpersist()
-    raise RuntimeError(
+    for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
+        current = committer.transaction_version(app_id)  # before the table is read
+        records = _new_records(spark, _records(malformed, now), uri)
+        staging = storage.join(uri, f"{STAGING_DIR}/{token}-{attempt}")
+        written = Observation("watermark_assets_column_quarantine")
+        try:
+            io.write_parquet(records.observe(written, _count()), staging)
+            count = int(written.get.get("records", 0))
+            if not count:
+                return 0
+            files = list_parquet(staging)
+            moved = move_into_table(files, staging, uri, f"{token}-{attempt}")
+        finally:
+            remove_tree(staging)
+        schema = storage.parquet_schema(storage.join(uri, moved[0]))
+        committer.add_missing_columns(schema)
+        outcome = committer.commit(
+            describe_data_files(uri, moved, []),
+            schema=schema,
+            partition_by=[],
+            txns=[TxnVersion.next_of(app_id, current)],
+            custom_metadata={
+                QUARANTINE_METADATA_KEY: json.dumps(
+                    {"pipeline": pipeline.name, "kind": "column", "run_id": run_id}
+                )
+            },
+        )
+        if not outcome.stale:
+            return count
+        fs, root = storage.filesystem(uri)
+        for path in moved:  # moved in, never committed: not part of the table
+            fs.rm(f"{root}/{path}")
+    raise DeltaCommitError(
         f"gave up quarantining {pipeline.name!r}'s malformed records in {uri!r} after "
-        f"{MAX_COMMIT_ATTEMPTS} attempts: other runs kept committing to it; run it again"
+        f"{MAX_COMMIT_ATTEMPTS} attempts: other runs of it kept quarantining. Nothing was "
+        "committed by this run; run it again",
+        table_uri=uri,
     )
 
 
@@ -125,8 +121,11 @@ def _count() -> Column:
     return F.count(F.lit(1)).alias("records")
 
 
-def _records(frame: DataFrame, malformed: MalformedRecords, now: datetime) -> DataFrame:
-    """The malformed records in the quarantine table's columns."""
+def _records(malformed: MalformedRecords, now: datetime) -> DataFrame:
+    """The malformed records in the quarantine table's columns; ``error`` also names the
+    columns that came out NULL of the record's partial parse (which is why it reads every
+    column: Spark refuses a raw CSV/JSON scan for the corrupt-record column alone, and this
+    way the second pass needs no cache of the whole source)."""
     from pyspark.sql import functions as F
 
     from watermark_assets.spark.batch import (
@@ -136,12 +135,19 @@ def _records(frame: DataFrame, malformed: MalformedRecords, now: datetime) -> Da
     )
     from watermark_assets.spark.paths import relative_to_root
 
+    frame = malformed.frame
+    internal = (CORRUPT_RECORD_COLUMN, RECORD_FILE_COLUMN)
+    unparsed = F.concat_ws(
+        ", ",
+        *[F.when(F.col(f"`{c}`").isNull(), F.lit(c)) for c in frame.columns if c not in internal],
+    )
+    error = F.concat(F.lit(malformed.reason + "; NULL after parsing: "), unparsed)
     return frame.where(F.col(CORRUPT_RECORD_COLUMN).isNotNull()).select(
         relative_to_root(F.col(RECORD_FILE_COLUMN), malformed.root).alias(SOURCE_FILE_COLUMN),
         F.lit(now.isoformat()).cast("timestamp").alias(INGESTED_AT_COLUMN),
         F.lit(None).cast("string").alias(PARTITION_KEY_COLUMN),
         F.col(CORRUPT_RECORD_COLUMN).alias("raw_record"),
-        F.lit(malformed.reason).alias("error"),
+        error.alias("error"),
         F.lit(None).cast("bigint").alias("file_size"),
     )
 
