@@ -1083,6 +1083,12 @@ class ColumnTableConfig(_Model):
 
         return list(merge_key_names(value)) if value else value
 
+    @property
+    def quarantine(self) -> str:
+        """The Delta table of the source's malformed records (CSV/JSON): the table URI +
+        ``_quarantine``, as for a file pipeline."""
+        return self.uri.rstrip("/") + "_quarantine"
+
 
 class DestinationConfig(_Model):
     """How rows are written to the table."""

@@ -201,7 +201,8 @@ class ColumnWatermarkIOManager(WatermarkDeltaIOManager):
         context.add_output_metadata(column_metadata(result, table_rows=table_row_count(uri)))
         context.log.info(
             f"{obj.plan.request.pipeline.name}: {result.staged.rows_read} rows read, "
-            f"{result.rows_committed} committed, watermark {result.watermark_after} "
+            f"{result.rows_committed} committed, {obj.rows_quarantined} quarantined, "
+            f"watermark {result.watermark_after} "
             f"({result.outcome.reason})"
         )
 

@@ -8,7 +8,7 @@ standard ``dagster/uri`` and ``dagster/row_count``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +17,7 @@ from dagster import MetadataValue
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.core.filepath.path import name_time, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark
-from watermark_assets.runs.column import ColumnResult
+from watermark_assets.runs.column import ColumnResult, StagedColumnBatch
 from watermark_assets.runs.column_replay import ReplayResult
 from watermark_assets.runs.file_commit import BatchResult
 
@@ -129,6 +129,25 @@ def _column_watermark_entries(label: str, watermark: ColumnWatermark) -> dict[st
     return entries
 
 
+def source_fault_metadata(staged: Sequence[StagedColumnBatch]) -> dict[str, Any]:
+    """What the reads of a column source (one, or a window's, unit's or chunk's each) could not
+    take as rows: ``rows/quarantined`` (malformed CSV/JSON records put in ``quarantine/table``
+    by these runs), ``source/columns_ignored`` (columns the source's files hold that the rows
+    leave out: Parquet and CSV sources say it, JSON ones cannot)."""
+    metadata: dict[str, Any] = {
+        "rows/quarantined": MetadataValue.int(sum(s.rows_quarantined for s in staged))
+    }
+    quarantines = [s for s in staged if s.quarantines]
+    if quarantines:
+        table = quarantines[0].plan.request.pipeline.table.quarantine
+        metadata["quarantine/table"] = MetadataValue.path(table)
+    listed = [s.columns_ignored for s in staged if s.columns_ignored is not None]
+    if listed:  # a source that can list its files' columns
+        ignored = list(dict.fromkeys(c for columns in listed for c in columns))
+        metadata["source/columns_ignored"] = MetadataValue.json(ignored)
+    return metadata
+
+
 def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str, Any]:
     """What a column pipeline's run read and committed, and where its watermark stands."""
     staged = result.staged
@@ -161,6 +180,7 @@ def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str
         "delta/commit_attempts": MetadataValue.int(result.attempts),
         "dagster/uri": MetadataValue.path(pipeline.table.uri),
     }
+    metadata |= source_fault_metadata([staged])
     if result.merge_keys:
         metadata |= {
             "merge/keys": MetadataValue.text(", ".join(result.merge_keys)),
@@ -188,6 +208,7 @@ def replay_metadata(result: ReplayResult, *, table_rows: int | None) -> dict[str
         "delta/versions": MetadataValue.json(result.versions),
         "dagster/uri": MetadataValue.path(result.target_table),
     }
+    metadata |= source_fault_metadata([r.staged for r in results])
     if results:
         metadata["read/predicate"] = MetadataValue.text(results[0].staged.plan.predicate_text)
     if table_rows is not None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,7 @@ from watermark_assets.delta.stats import describe_data_files
 from watermark_assets.exceptions import DeltaCommitError, MergeKeyError
 from watermark_assets.providers.delta_metadata import DeltaMetadataProvider, commit_metadata_entry
 from watermark_assets.providers.manager import WatermarkManager
+from watermark_assets.runs.column_quarantine import quarantine_malformed
 from watermark_assets.runs.faults import crash_point
 from watermark_assets.runs.file_commit import MAX_COMMIT_ATTEMPTS
 from watermark_assets.sources.column import StagedRows, stage_rows
@@ -241,6 +242,14 @@ class StagedColumnBatch:
     spark: SparkSession | None = field(default=None, compare=False, repr=False)
     #: what the source could not get (:attr:`ColumnRead.missing`): nothing is committed
     missing: tuple[str, ...] = ()
+    #: malformed source records this run put in the quarantine table (committed already; a
+    #: record quarantined by an earlier run is not counted again)
+    rows_quarantined: int = 0
+    #: whether the source quarantines malformed records (CSV/JSON)
+    quarantines: bool = False
+    #: columns of the source's files the rows leave out (no schema evolution yet); None: the
+    #: source cannot tell
+    columns_ignored: tuple[str, ...] | None = None
 
     @property
     def rows_read(self) -> int:
@@ -328,6 +337,16 @@ def stage_column_batch(
         schema = None  # an empty read that records completion: the table's schema, if created
         if not rows.rows and plan.records_completion and not read.missing:
             schema = _empty_read_schema(read.frame, data_dir, pipeline.table.partition_by)
+        quarantined = 0
+        if read.malformed is not None and not read.missing:
+            quarantined = quarantine_malformed(
+                pipeline,
+                read.malformed,
+                spark,
+                token=token,
+                run_id=plan.request.run_id,
+                now=now,
+            )
     finally:
         if read.scratch_uri is not None:  # after the schema's write: the frame may read it
             remove_tree(read.scratch_uri)
@@ -345,6 +364,9 @@ def stage_column_batch(
         data_schema=schema,
         spark=spark,
         missing=read.missing,
+        rows_quarantined=quarantined,
+        quarantines=read.malformed is not None,
+        columns_ignored=read.columns_ignored,
     )
 
 
@@ -465,7 +487,10 @@ def commit_column_batch(
         finally:
             remove_tree(staging)
         # Another run of the pipeline committed since the plan: its rows may be ours too.
+        # The records this run quarantined stay committed (the new read finds them there).
+        quarantined = staged.rows_quarantined
         staged = stage_column_batch(replan(), staged.spark, now=now)
+        staged = replace(staged, rows_quarantined=staged.rows_quarantined + quarantined)
     raise DeltaCommitError(
         f"gave up committing to {pipeline.table.uri!r} after {MAX_COMMIT_ATTEMPTS} attempts: "
         f"other runs of {pipeline.name!r} kept committing. Nothing was committed by this run; "
@@ -666,6 +691,12 @@ def _run_record(
             "rows_removed": removed,
             "rows_kept_by_rewrite": kept,
             "rows_deduplicated": staged.rows.duplicates,
+            "rows_quarantined": staged.rows_quarantined,
+            **(
+                {}
+                if staged.columns_ignored is None
+                else {"columns_ignored": list(staged.columns_ignored)}
+            ),
             **merged,
         }
     )

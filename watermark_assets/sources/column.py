@@ -18,7 +18,7 @@ from watermark_assets.core.column.predicate import Predicate
 from watermark_assets.core.column.watermark import ColumnWatermark
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Observation, SparkSession
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +35,35 @@ class ColumnRead:
     missing: tuple[str, ...] = ()
     #: a folder the source wrote for this read (downloads): removed once the rows are staged
     scratch_uri: str | None = None
+    #: records the source could not parse (CSV/JSON: malformed, or a value not of its declared
+    #: type): kept out of ``frame``, counted while it is written, quarantined by the run
+    malformed: MalformedRecords | None = None
+    #: columns the source's files hold that the rows read leave out (no schema evolution yet);
+    #: None: the source cannot tell (JSON keys are not listed)
+    columns_ignored: tuple[str, ...] | None = None
+
+
+#: The column of a CSV/JSON record's text when it does not parse (Spark's PERMISSIVE mode).
+CORRUPT_RECORD_COLUMN = "_corrupt_record"
+#: The column of the file a CSV/JSON record came from (decoded path, as ``io.read_files`` gives).
+RECORD_FILE_COLUMN = "_watermark_assets_record_file"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MalformedRecords:
+    """Where a source's unparsable records are, for the run's quarantine.
+
+    ``frame``: every record read (lazy, unfiltered), with :data:`CORRUPT_RECORD_COLUMN` (NULL for
+    a record that parsed) and :data:`RECORD_FILE_COLUMN`; ``counted``: an observation on the
+    rows' frame whose ``records`` is how many did not parse (known once the rows are written:
+    the quarantine pays a second pass only when there are some); ``root``: the source folder
+    (``_source_file`` of a record is its path relative to it); ``reason``: the error recorded.
+    """
+
+    frame: DataFrame
+    counted: Observation
+    root: str
+    reason: str
 
 
 class ColumnSource(Protocol):

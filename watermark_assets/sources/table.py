@@ -42,13 +42,20 @@ from watermark_assets.core.column.predicate import (
 )
 from watermark_assets.core.replace_window import value_kind
 from watermark_assets.delta.stats import (
+    modification_time_ms,
     stats_kind,
     stats_value,
     unsupported_read_feature,
     widen_cut_maximum,
 )
 from watermark_assets.exceptions import UnsupportedDeltaTableError
-from watermark_assets.sources.column import ColumnRead, ColumnSource
+from watermark_assets.sources.column import (
+    CORRUPT_RECORD_COLUMN,
+    RECORD_FILE_COLUMN,
+    ColumnRead,
+    ColumnSource,
+    MalformedRecords,
+)
 from watermark_assets.spark import io
 
 if TYPE_CHECKING:
@@ -113,18 +120,30 @@ class DeltaTableSource:
 @dataclass(frozen=True)
 class ParquetFilesSource:
     """A folder of Parquet files (Hive-style partition folders allowed); Spark's own push-down:
-    the filter is in the scan's ``PushedFilters`` and row groups are skipped by statistics."""
+    the filter is in the scan's ``PushedFilters`` and row groups are skipped by statistics.
+
+    The columns read are the OLDEST file's (modification time, then path), partition columns
+    added: a column a newer file adds is left out and named in
+    :attr:`ColumnRead.columns_ignored` (every footer is read for it, a few at once)."""
 
     name: str
     uri: str
 
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
         """The rows ``predicate`` admits (lazy)."""
-        frame = io.read_folder(spark, self.uri, format="parquet")
+        infos = io.data_file_infos(self.uri)
+        files = sorted(infos, key=lambda uri: (modification_time_ms(infos[uri]), uri))
+        # The oldest file's columns (no schema evolution yet): a newer file never changes the
+        # columns read, whatever its name (Spark would take the footer of a file it picks).
+        schema = io.parquet_read_schema(spark, files, self.uri) if files else None
+        frame = io.read_folder(spark, self.uri, format="parquet", schema=schema)
+        read = {c.lower() for c in frame.columns}
+        in_files = io.parquet_columns(files)
         return ColumnRead(
             frame=_filtered(frame, predicate),
             pushed_down=to_sql(predicate, SqlDialect.SPARK),
             details={"format": "parquet"},
+            columns_ignored=tuple(c for c in in_files if c.lower() not in read),
         )
 
 
@@ -152,15 +171,156 @@ class CsvJsonSource:
             )
 
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
-        """The rows ``predicate`` admits, after a full scan (lazy)."""
-        frame = io.read_folder(
-            spark, self.uri, format=self.format, schema=self.schema_ddl, options=self.options
+        """The rows ``predicate`` admits, after a full scan (lazy), without the records that do
+        not parse (:attr:`ColumnRead.malformed`: the run quarantines them).
+
+        A record is malformed when it is not valid CSV/JSON or a value does not parse to its
+        column's declared type (``"seven"`` for a BIGINT): never a row with a silent NULL. CSV
+        files with a header are read by the header's NAMES (case-insensitive): a column added
+        in the middle moves no value, and is reported in :attr:`ColumnRead.columns_ignored`;
+        a declared column a file's header lacks is NULL in its rows.
+        """
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        details: dict[str, object] = {"format": self.format, "full_scan": True}
+        pushed = to_sql(predicate, SqlDialect.SPARK)
+        files = io.list_data_files(self.uri)
+        if not files:  # nothing to parse: the folder's (empty) frame in the declared schema
+            frame = io.read_folder(
+                spark, self.uri, format=self.format, schema=self.schema_ddl, options=self.options
+            )
+            return ColumnRead(
+                frame=_filtered(frame, predicate),
+                pushed_down=pushed,
+                details=details,
+                columns_ignored=() if _has_header(self.options) and self.format == "csv" else None,
+            )
+        ignored: tuple[str, ...] | None = None
+        if self.format == "csv" and _has_header(self.options):
+            records, ignored = self._csv_by_header(spark, files)
+        else:
+            records = self._records(spark, files, self.schema_ddl)
+            ignored = None  # JSON keys are not listed; headerless CSV is read by position
+        counted = Observation(f"watermark_assets_malformed_{self.name}")
+        malformed = F.col(CORRUPT_RECORD_COLUMN).isNotNull()
+        observed = records.observe(counted, F.count_if(malformed).alias("records"))
+        rows = observed.where(~malformed).drop(CORRUPT_RECORD_COLUMN, RECORD_FILE_COLUMN)
+        reason = (
+            f"not valid {self.format}, or a value does not parse to its type in the source "
+            f"schema '{self.schema_ddl}'"
         )
         return ColumnRead(
-            frame=_filtered(frame, predicate),
-            pushed_down=to_sql(predicate, SqlDialect.SPARK),
-            details={"format": self.format, "full_scan": True},
+            frame=_filtered(rows, predicate),
+            pushed_down=pushed,
+            details=details,
+            malformed=MalformedRecords(
+                frame=records, counted=counted, root=self.uri, reason=reason
+            ),
+            columns_ignored=ignored,
         )
+
+    def _records(self, spark: SparkSession, files: list[str], schema: Any) -> DataFrame:
+        """Every record of ``files`` in ``schema``, PERMISSIVE: a malformed one has its text in
+        CORRUPT_RECORD_COLUMN; each with its file in RECORD_FILE_COLUMN."""
+        return io.read_files(
+            spark,
+            files,
+            format=self.format,
+            schema=schema,
+            options=self.options,
+            corrupt_column=CORRUPT_RECORD_COLUMN,
+            file_column=RECORD_FILE_COLUMN,
+            base_path=self.uri,
+        )
+
+    def _csv_by_header(
+        self, spark: SparkSession, files: list[str]
+    ) -> tuple[DataFrame, tuple[str, ...]]:
+        """The records of CSV files read by header name: the files grouped by header, each group
+        read in its header's order (a declared column in its declared type, another as STRING),
+        then the declared columns selected by name; and the header columns not declared."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        declared = io.struct_of(spark, self.schema_ddl)
+        types = {f.name.lower(): f.dataType for f in declared.fields}
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for uri, header in zip(files, _csv_headers(files, self.options), strict=True):
+            if header is not None:  # an empty file holds no record
+                groups.setdefault(header, []).append(uri)
+        if not groups:
+            return self._records(spark, files, self.schema_ddl), ()
+        ignored: dict[str, str] = {}
+        frames = []
+        internal = {CORRUPT_RECORD_COLUMN, RECORD_FILE_COLUMN}
+        for header, uris in groups.items():
+            schema = StructType(
+                [StructField(n, types.get(n.lower(), StringType())) for n in header]
+            )
+            for name in header:
+                if name.lower() not in types:
+                    ignored.setdefault(name.lower(), name)
+            frame = self._records(spark, uris, schema)
+            present = {c.lower(): c for c in frame.columns}
+            in_header = {n.lower() for n in header}
+            extra = [  # partition columns of name=value folders
+                c for c in frame.columns if c.lower() not in in_header | types.keys() | internal
+            ]
+            frames.append(
+                frame.select(
+                    *[
+                        (
+                            F.col(f"`{present[f.name.lower()]}`")
+                            if f.name.lower() in present
+                            else F.lit(None).cast(f.dataType)
+                        ).alias(f.name)
+                        for f in declared.fields
+                    ],
+                    *[F.col(f"`{c}`") for c in extra],
+                    F.col(CORRUPT_RECORD_COLUMN),
+                    F.col(RECORD_FILE_COLUMN),
+                )
+            )
+        union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+        return union, tuple(ignored.values())
+
+
+def _has_header(options: Mapping[str, str]) -> bool:
+    lowered = {k.lower(): v for k, v in options.items()}
+    return lowered.get("header", "false").strip().lower() == "true"
+
+
+def _csv_headers(files: list[str], options: Mapping[str, str]) -> list[tuple[str, ...] | None]:
+    """Each CSV file's header: its first line that is not blank nor a comment, split with the
+    reader's ``sep``/``delimiter``, ``quote`` and ``encoding`` (None: no such line). Only that
+    line is read (decompressed by the file's suffix), a few files at once."""
+    import csv
+    from concurrent.futures import ThreadPoolExecutor
+
+    lowered = {k.lower(): v for k, v in options.items()}
+    delimiter = lowered.get("sep", lowered.get("delimiter", ","))
+    quote = lowered.get("quote", '"') or '"'
+    encoding = lowered.get("encoding", lowered.get("charset", "utf-8"))
+    comment = lowered.get("comment") or None
+
+    def header(uri: str) -> tuple[str, ...] | None:
+        import io as text_io
+
+        fs, path = storage.filesystem(uri)
+        with fs.open(path, "rb", compression="infer") as handle:
+            for line in text_io.TextIOWrapper(handle, encoding=encoding, errors="replace"):
+                text = line.rstrip("\r\n")
+                if not text.strip() or (comment and text.startswith(comment)):
+                    continue
+                names = next(csv.reader([text], delimiter=delimiter[:1], quotechar=quote[:1]))
+                return tuple(names)
+        return None
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(header, files))
 
 
 def file_may_hold_rows(

@@ -218,6 +218,56 @@ def write_parquet(
     )
 
 
+def list_data_files(uri: str) -> list[str]:
+    """The data files under the folder ``uri`` as :func:`read_folder` reads them (recursively,
+    names starting with ``_`` or ``.`` skipped), sorted; none for a missing folder."""
+    return list(data_file_infos(uri))
+
+
+def data_file_infos(uri: str) -> dict[str, Mapping[str, Any]]:
+    """:func:`list_data_files` with each file's fsspec ``info`` (size, modification time), from
+    ONE listing."""
+    fs, root = storage.filesystem(uri)
+    try:
+        found = fs.find(root, detail=True)
+    except FileNotFoundError:
+        return {}
+    files: dict[str, Mapping[str, Any]] = {}
+    for path in sorted(found):
+        relative = path[len(root) :].lstrip("/")
+        if not any(_hidden(p) for p in relative.split("/")):
+            files[storage.join(uri, relative)] = found[path]
+    return files
+
+
+def parquet_read_schema(
+    spark: SparkSession, uris: Sequence[str], base_path: str | None
+) -> StructType:
+    """The schema of the first file of ``uris`` (its footer), then the partition columns of the
+    ``name=value`` folders of all of them below ``base_path`` (types inferred as Spark does)."""
+    schema: StructType = _parquet_schema(spark, uris, base_path)
+    return schema
+
+
+def parquet_columns(uris: Sequence[str]) -> list[str]:
+    """The column names in the footers of the Parquet files ``uris`` (each footer read alone,
+    a few at once), first seen first: what a read in one file's schema would leave out."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        schemas = list(pool.map(storage.parquet_schema, uris))
+    seen: dict[str, str] = {}
+    for schema in schemas:
+        for name in schema.names:
+            seen.setdefault(name.lower(), name)
+    return list(seen.values())
+
+
+def struct_of(spark: SparkSession, schema: str | StructType) -> StructType:
+    """``schema`` (DDL or a StructType) as a StructType."""
+    return _struct(spark, schema)
+
+
 # -- native ------------------------------------------------------------------------------------
 
 
@@ -450,19 +500,7 @@ def _col(name: str) -> Column:
 
 def _data_files(uri: str) -> list[str]:
     """The data files under the folder ``uri``, as Spark lists a folder: hidden names skipped."""
-    fs, root = storage.filesystem(uri)
-    try:
-        found = fs.find(root)
-    except FileNotFoundError:
-        return []
-    files = []
-    for path in sorted(found):
-        relative = path[len(root) :].lstrip("/")
-        parts = relative.split("/")
-        if any(_hidden(p) for p in parts):
-            continue
-        files.append(storage.join(uri, relative))
-    return files
+    return list_data_files(uri)
 
 
 def _hidden(name: str) -> bool:

@@ -1,0 +1,174 @@
+"""Quarantine of a column source's malformed records: the file kind's quarantine table, each record
+once.
+
+A CSV or JSON column source hands its unparsable records to the run
+(:attr:`~watermark_assets.sources.column.ColumnRead.malformed`), counted while the rows are
+written. When there are some, a second pass writes them, in the file kind's quarantine shape
+(:data:`~watermark_assets.spark.batch.QUARANTINE_SCHEMA`: ``_source_file`` relative to the source
+folder, ``_ingested_at``, the raw text, the error; ``_dagster_partition`` NULL), into the table
+``{table}_quarantine`` in ONE commit of their own, before the data commit.
+
+Exactly once, by content: such a source is read whole on every run and its bad records stay in
+its files, so a record already in the quarantine table (same ``_source_file`` and text) is not
+quarantined again (a left anti join against the table). The commit carries the txn
+``watermark_assets/{pipeline}/column_quarantine`` read before that join: a concurrent run that
+quarantined meanwhile makes it stale, and the records are joined and written again. A run killed
+after this commit and before its data commit re-reads its rows; its bad records are already
+there, and stay once. The price: a source holding bad records pays a second pass over its files
+and a read of the quarantine table on each run (the bad records are still in its files).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from watermark_assets import storage
+from watermark_assets.config import ColumnPipelineConfig
+from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.delta.stats import describe_data_files
+from watermark_assets.exceptions import DeltaCommitError
+from watermark_assets.runs.file_commit import MAX_COMMIT_ATTEMPTS
+from watermark_assets.sources.column import (
+    CORRUPT_RECORD_COLUMN,
+    RECORD_FILE_COLUMN,
+    MalformedRecords,
+)
+from watermark_assets.staging import (
+    STAGING_DIR,
+    list_parquet,
+    move_into_table,
+    remove_stale_staging,
+    remove_tree,
+)
+from watermark_assets.state.commit_metadata import QUARANTINE_METADATA_KEY
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+
+def quarantine_app_id(pipeline_name: str) -> str:
+    """The txn app id of a column pipeline's quarantine commits (its optimistic lock)."""
+    return f"watermark_assets/{pipeline_name}/column_quarantine"
+
+
+def quarantine_malformed(
+    pipeline: ColumnPipelineConfig,
+    malformed: MalformedRecords,
+    spark: SparkSession,
+    *,
+    token: str,
+    run_id: str,
+    now: datetime,
+) -> int:
+    """Commit the read's malformed records not quarantined yet; how many were (module doc).
+
+    Call it after the rows' write (the count of malformed records is observed there)."""
+    from pyspark.sql import Observation
+
+    from watermark_assets.spark import io
+
+    if not int(malformed.counted.get.get("records", 0)):
+        return 0
+    uri = pipeline.table.quarantine
+    remove_stale_staging(uri, now)
+    committer = DeltaCommitter(uri)
+    app_id = quarantine_app_id(pipeline.name)
+    for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
+        current = committer.transaction_version(app_id)  # before the table is read
+        records = _new_records(spark, _records(malformed, now), uri)
+        staging = storage.join(uri, f"{STAGING_DIR}/{token}-{attempt}")
+        written = Observation("watermark_assets_column_quarantine")
+        try:
+            io.write_parquet(records.observe(written, _count()), staging)
+            count = int(written.get.get("records", 0))
+            if not count:
+                return 0
+            files = list_parquet(staging)
+            moved = move_into_table(files, staging, uri, f"{token}-{attempt}")
+        finally:
+            remove_tree(staging)
+        schema = storage.parquet_schema(storage.join(uri, moved[0]))
+        committer.add_missing_columns(schema)
+        outcome = committer.commit(
+            describe_data_files(uri, moved, []),
+            schema=schema,
+            partition_by=[],
+            txns=[TxnVersion.next_of(app_id, current)],
+            custom_metadata={
+                QUARANTINE_METADATA_KEY: json.dumps(
+                    {"pipeline": pipeline.name, "kind": "column", "run_id": run_id}
+                )
+            },
+        )
+        if not outcome.stale:
+            return count
+        fs, root = storage.filesystem(uri)
+        for path in moved:  # moved in, never committed: not part of the table
+            fs.rm(f"{root}/{path}")
+    raise DeltaCommitError(
+        f"gave up quarantining {pipeline.name!r}'s malformed records in {uri!r} after "
+        f"{MAX_COMMIT_ATTEMPTS} attempts: other runs of it kept quarantining. Nothing was "
+        "committed by this run; run it again",
+        table_uri=uri,
+    )
+
+
+def _count() -> Column:
+    from pyspark.sql import functions as F
+
+    return F.count(F.lit(1)).alias("records")
+
+
+def _records(malformed: MalformedRecords, now: datetime) -> DataFrame:
+    """The malformed records in the quarantine table's columns; ``error`` also names the
+    columns that came out NULL of the record's partial parse (which is why it reads every
+    column: Spark refuses a raw CSV/JSON scan for the corrupt-record column alone, and this
+    way the second pass needs no cache of the whole source)."""
+    from pyspark.sql import functions as F
+
+    from watermark_assets.spark.batch import (
+        INGESTED_AT_COLUMN,
+        PARTITION_KEY_COLUMN,
+        SOURCE_FILE_COLUMN,
+    )
+    from watermark_assets.spark.paths import relative_to_root
+
+    frame = malformed.frame
+    internal = (CORRUPT_RECORD_COLUMN, RECORD_FILE_COLUMN)
+    unparsed = F.concat_ws(
+        ", ",
+        *[F.when(F.col(f"`{c}`").isNull(), F.lit(c)) for c in frame.columns if c not in internal],
+    )
+    error = F.concat(F.lit(malformed.reason + "; NULL after parsing: "), unparsed)
+    return frame.where(F.col(CORRUPT_RECORD_COLUMN).isNotNull()).select(
+        relative_to_root(F.col(RECORD_FILE_COLUMN), malformed.root).alias(SOURCE_FILE_COLUMN),
+        F.lit(now.isoformat()).cast("timestamp").alias(INGESTED_AT_COLUMN),
+        F.lit(None).cast("string").alias(PARTITION_KEY_COLUMN),
+        F.col(CORRUPT_RECORD_COLUMN).alias("raw_record"),
+        error.alias("error"),
+        F.lit(None).cast("bigint").alias("file_size"),
+    )
+
+
+def _new_records(spark: SparkSession, records: DataFrame, uri: str) -> DataFrame:
+    """``records`` without those the quarantine table already holds (same file, same text)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    from watermark_assets.spark import io
+    from watermark_assets.spark.batch import SOURCE_FILE_COLUMN
+
+    try:
+        table = DeltaTable(uri, storage_options=storage.delta_options(uri))
+    except TableNotFoundError:
+        return records
+    uris = table.file_uris()
+    if not uris:
+        return records
+    keys = [SOURCE_FILE_COLUMN, "raw_record"]
+    known = io.read_files(
+        spark, uris, format="parquet", schema=f"{SOURCE_FILE_COLUMN} STRING, raw_record STRING"
+    ).select(*keys)
+    return records.join(known.distinct(), on=keys, how="left_anti")
