@@ -87,6 +87,14 @@ LEFTOVERS: list[tuple[str, Callable[[Table], Path]]] = [
     ("a moved data file no commit references", lambda t: t.put(MOVED)),
     ("one in a partition folder", lambda t: t.put(f"date=2026-04-03/{MOVED}")),
     (
+        "an event-time run's moved file",
+        lambda t: t.put("part-00000-20260403T030000-0123abcd-output-reopened.parquet"),
+    ),
+    (
+        "a streaming micro-batch's moved file",
+        lambda t: t.put("part-00000-20260403T030000-0123abcd-stream-7.parquet"),
+    ),
+    (
         "a checkpoint's temporary file",
         lambda t: t.put("_watermarks/events_landing_checkpoint.json.0a1b2c3d.tmp", b"{}"),
     ),

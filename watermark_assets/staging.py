@@ -36,8 +36,9 @@ SWEEP_INTERVAL = timedelta(hours=1)
 SWEEP_MARKER = f"{WATERMARKS_DIR}/leftovers_swept"
 #: ``storage.write_text_atomic``'s temporary file: ``{target}.{8 hex}.tmp``.
 _TEMPORARY = re.compile(r"\.[0-9a-f]{8}\.tmp$")
-#: The name :func:`move_into_table` gives a run's data file: ``part-{n}-{token}.parquet``.
-_MOVED = re.compile(r"^part-\d{5}-\d{8}T\d{6}-[0-9a-f]{12}\.parquet$")
+#: The name :func:`move_into_table` gives a run's data file: ``part-{n}-{token}.parquet``
+#: (an event-time run's token: ``{time}-{8 hex}-{label}``: output, late, stream-N, ...).
+_MOVED = re.compile(r"^part-\d{5}-\d{8}T\d{6}-(?:[0-9a-f]{12}|[0-9a-f]{8}-[a-z0-9_-]+)\.parquet$")
 
 
 def list_parquet(uri: str) -> tuple[str, ...]:
