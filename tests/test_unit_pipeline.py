@@ -36,16 +36,24 @@ from dagster import (
     build_sensor_context,
 )
 from dagster._core.definitions.sensor_definition import SensorExecutionData
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.errors import UnitIdError
+from watermark_assets.core.unit import DoneAt, UnitWatermark
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.unit import queue_unit_runs
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
 from watermark_assets.runs.column import ColumnRunRequest, commit_column_batch, stage_column_batch
-from watermark_assets.runs.unit import load_unit_watermark, plan_unit, run_units, unit_app_id
+from watermark_assets.runs.unit import (
+    INNER_KIND,
+    load_unit_watermark,
+    plan_unit,
+    run_units,
+    unit_app_id,
+    unit_watermark_key,
+)
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
 
 NOW = datetime(2026, 4, 3, 12, 0, tzinfo=timezone.utc)
@@ -531,16 +539,98 @@ def test_a_tick_requests_at_most_max_runs_per_tick_and_the_others_on_later_ticks
     second = scene.tick()
     assert [r.partition_key for r in second.run_requests or []] == ids[100:150] + ids[151:201]
     assert scene.partitions()[-1] == "late"
-    assert json.loads(scene.cursor or "")["waiting"] == [*ids[201:], "late"]
+    assert json.loads(scene.cursor or "")["requested"] == [*ids[:150], *ids[151:201]]
+    third = scene.tick()
+    assert [r.partition_key for r in third.run_requests or []] == ids[201:301]
+    ticks = [scene.tick() for _ in range(3)]
+    assert [r.partition_key for r in ticks[1].run_requests or []] == [*ids[401:], "late"]
+    assert not ticks[2].run_requests
 
 
-def test_the_tick_says_how_many_runs_wait() -> None:
-    queued = queue_unit_runs(["a", "gone", "b"], ["c"], known={"a", "b"}, cap=2)
-    assert (queued.requested, queued.waiting) == (("a", "b"), ("c",))
+def test_the_tick_says_how_many_units_are_due_and_requested() -> None:
+    queued = queue_unit_runs(["a", "b", "c", "d", "e"], done={"b"}, requested=["a", "gone"], cap=2)
+    assert (queued.due, queued.requested, queued.waiting) == (3, ("c", "d"), ("e",))
+    assert queued.in_flight == ("a",)  # 'gone' is no longer listed: forgotten
     assert queued.describe() == (
-        "2 run(s) requested, 1 wait for later ticks (sensor.max_runs_per_tick 2)"
+        "3 unit(s) never ran: 2 run(s) requested, 1 wait for later ticks "
+        "(sensor.max_runs_per_tick 2); 1 requested earlier, not committed yet"
     )
-    assert queue_unit_runs([], ["c"], known=set(), cap=2).describe() == "1 run(s) requested"
+    assert queue_unit_runs(["c"], done=set(), requested=[], cap=2).describe() == (
+        "1 unit(s) never ran: 1 run(s) requested"
+    )
+
+
+def record_units_done(table: str, units: list[str]) -> None:
+    """Commit ``units``' completion as their runs do (their txn and their done-at entry in the
+    commit's metadata), in one Delta commit without Spark: the sensor only reads that state."""
+    watermark = UnitWatermark(INNER_KIND, {u: DoneAt.at(NOW) for u in units})
+    write_deltalake(
+        table,
+        pa.Table.from_pylist([answer(u, 1) for u in units], schema=SCHEMA),
+        mode="append",
+        commit_properties=CommitProperties(
+            custom_metadata={
+                unit_watermark_key("answers"): json.dumps({"watermark": watermark.to_json()})
+            },
+            app_transactions=[Transaction(unit_app_id("answers", u), 1) for u in units],
+        ),
+    )
+
+
+def requested(data: SensorExecutionData) -> list[str]:
+    return [str(r.partition_key) for r in data.run_requests or []]
+
+
+def test_a_lost_cursor_requests_the_460_of_500_units_that_never_ran_each_once(
+    tmp_path: Path,
+) -> None:
+    """500 listed units, 40 with a committed run: a sensor whose cursor is lost (a new Dagster
+    instance here: no partitions, no cursor) requests the 460 others, ``max_runs_per_tick`` a
+    tick in listed order, never one twice, never a unit that ran; then says none is due."""
+    ids = [f"s{i:05}" for i in range(500)]
+    done = ids[::5][:40]
+    scene = Scene(
+        tmp_path,
+        {"secondary_input": write_ids(tmp_path / "surveys.csv", "csv", ids)},
+        sensor={"max_runs_per_tick": 100},
+    )
+    record_units_done(scene.table, done)
+    never_ran = [u for u in ids if u not in done]
+
+    ticks = [scene.tick() for _ in range(6)]
+    asked = [requested(t) for t in ticks]
+    assert [len(a) for a in asked] == [100, 100, 100, 100, 60, 0]
+    assert [u for a in asked for u in a] == never_ran  # each once, in listed order
+    assert ticks[0].asset_events[0].metadata["units/waiting"].value == 360
+    assert "0 unit(s) never ran: 0 run(s) requested; 460 requested earlier" in (
+        ticks[-1].skip_message or ""
+    )
+
+
+@pytest.mark.parametrize(
+    "lost",
+    ["a new Dagster instance (no partitions, no cursor)", "a reset sensor (cursor cleared)"],
+)
+def test_a_sensor_whose_cursor_is_lost_requests_exactly_the_units_that_never_ran(
+    tmp_path: Path, lost: str
+) -> None:
+    ids = ["s1", "s2", "s3", "s4"]
+    scene = Scene(tmp_path, {"secondary_input": write_ids(tmp_path / "surveys.csv", "csv", ids)})
+    first = scene.tick()
+    assert requested(first) == ids
+    record_units_done(scene.table, ["s1", "s3"])  # s2 and s4 never committed (runs failed)
+    if lost.startswith("a new"):
+        home = tmp_path / "other_home"
+        home.mkdir()
+        scene.instance = DagsterInstance.local_temp(str(home))
+    scene.cursor = None
+    again = scene.tick()
+    assert requested(again) == ["s2", "s4"]
+    quiet = scene.tick()
+    assert requested(quiet) == []
+    assert "0 unit(s) never ran: 0 run(s) requested; 2 requested earlier, not committed yet" in (
+        quiet.skip_message or ""
+    )
 
 
 def test_a_bad_id_in_the_secondary_input_is_reported_with_its_row_and_the_good_ones_added(
@@ -609,6 +699,20 @@ def test_a_unit_added_by_the_sensor_is_materialized_by_its_run(tmp_path: Path) -
     )
     assert result.success
     assert scene.target() == scene.source.of("s2")
+
+
+@pytest.mark.spark
+def test_a_new_instance_requests_only_the_units_whose_run_never_committed(tmp_path: Path) -> None:
+    """The same as a lost cursor above, over units that really ran (their commits by Spark)."""
+    listing = tmp_path / "surveys.csv"
+    scene = Scene(tmp_path, {"secondary_input": write_ids(listing, "csv", ["s1", "s2", "s3"])})
+    scene.source.put(answer("s1", 1), answer("s2", 1), answer("s3", 1))
+    assert requested(scene.tick()) == ["s1", "s2", "s3"]
+    assert scene.run("s2").success
+    home = tmp_path / "new_home"
+    home.mkdir()
+    scene.instance, scene.cursor = DagsterInstance.local_temp(str(home)), None
+    assert requested(scene.tick()) == ["s1", "s3"]
 
 
 def _unused(_: SensorResult) -> None:  # keeps the import for readers of SensorResult

@@ -508,3 +508,18 @@ class ConcurrentWriteError(WatermarkAssetsError):
         )
         self.uri = uri
         self.detail = detail
+
+
+class LeftoverRetentionError(WatermarkAssetsError):
+    """A table's ``watermark_assets.leftoverRetention`` property is no duration: the window after
+    which a crashed run's leftovers are removed cannot be known, so nothing is removed."""
+
+    def __init__(self, table_uri: str, key: str, value: str, problem: str) -> None:
+        super().__init__(
+            f"table {table_uri!r}: its property {key} = {value!r} is no duration ({problem}); "
+            f"set it to e.g. '1 hour' or '2 days' (DeltaTable(uri).alter.set_table_properties("
+            f"{{{key!r}: '6 hours'}}, raise_if_not_exists=False)), or unset it for the default"
+        )
+        self.table_uri = table_uri
+        self.key = key
+        self.value = value

@@ -46,6 +46,7 @@ from watermark_assets.config_storage import StorageConfig, portable_dump
 from watermark_assets.core.filepath.listing import ListingPlan
 from watermark_assets.core.filepath.path import NameOrdering, is_sortable
 from watermark_assets.exceptions import ConcurrentWriteError
+from watermark_assets.faults import crash_point
 
 _S3_SCHEMES = ("s3://", "s3a://")
 _settings_lock = threading.Lock()
@@ -489,6 +490,7 @@ def _write(
     fs.makedirs(posixpath.dirname(path), exist_ok=True)
     temporary = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
     fs.pipe_file(temporary, data)
+    crash_point("before_atomic_rename")  # the crash tests: a temporary file left behind
     fs.mv(temporary, path)
 
 

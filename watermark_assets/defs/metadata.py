@@ -55,6 +55,7 @@ def batch_metadata(
         "rows/read": MetadataValue.int(staged.rows_read),
         "rows/quarantined": MetadataValue.int(staged.rows_quarantined),
         "files/quarantined": MetadataValue.int(staged.files_quarantined),
+        "cleanup/orphans_removed": MetadataValue.int(len(staged.leftovers_removed)),
         "rows/committed": MetadataValue.int(result.rows_committed),
         "delta/version": MetadataValue.int(outcome.version)
         if outcome.version is not None

@@ -5,9 +5,11 @@
 - A secondary input (``watermark.secondary_input``): a :class:`DynamicPartitionsDefinition`
   named ``{pipeline}_units`` and a sensor ``{pipeline}_units_sensor`` that reads the input on
   each tick (:func:`~watermark_assets.sources.secondary_input.read_units`), adds the ids Dagster
-  does not know yet (``SensorResult.dynamic_partitions_requests``) and requests one run per new
-  id, at most ``sensor.max_runs_per_tick`` a tick: the others are added as partitions at once,
-  and wait in the cursor for later ticks (no Dagster query per partition). It never removes a
+  does not know yet (``SensorResult.dynamic_partitions_requests``) and requests one run per
+  listed id that never ran, at most ``sensor.max_runs_per_tick`` a tick, oldest partitions first:
+  the units due come from the table's done-at state (one snapshot read), so a lost cursor (a new
+  instance, a reset sensor) still requests every unit that never ran; the cursor only remembers
+  the runs requested whose commit is not in yet (no Dagster query per partition). It never removes a
   partition: ids that vanished from the input are reported
   (:meth:`~watermark_assets.core.unit.UnitListing.describe`), and so are refused rows with their
   row number (:meth:`~watermark_assets.core.unit.ScreenedUnits.describe`), in the tick's message
@@ -70,7 +72,13 @@ from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.exceptions import SecondaryInputError
 from watermark_assets.runs.column import RUN_METADATA_KEY
-from watermark_assets.runs.unit import INNER_KIND, UNIT_RUN_KEY, UnitRun, run_units
+from watermark_assets.runs.unit import (
+    INNER_KIND,
+    UNIT_RUN_KEY,
+    UnitRun,
+    load_unit_watermark,
+    run_units,
+)
 from watermark_assets.sources.locations import check_source_folder
 from watermark_assets.sources.secondary_input import SecondaryInput, read_units
 
@@ -256,12 +264,15 @@ def build_unit_checks(pipeline: UnitPipelineConfig, asset_key: AssetKey) -> Asse
 @dataclass(frozen=True)
 class UnitsCursor:
     """The units sensor's cursor: the digest of what was last observed (ids no longer listed,
-    refused rows) and the ids added as partitions whose run waits for a later tick
-    (``sensor.max_runs_per_tick``), in order. A cursor of an older version (the bare digest)
-    has nothing waiting."""
+    refused rows) and the ids whose run was requested but whose commit is not in the table yet
+    (in flight, or failed: Dagster deduplicates their run key anyway). It is an optimisation
+    only: which units are due comes from the table (:func:`queue_unit_runs`); a lost cursor
+    (a new instance, a reset sensor) requests the never-run units again, which a run key
+    already launched on this instance makes a no-op. A cursor of an older version (the bare
+    digest, or ``waiting`` ids) has nothing requested."""
 
     noted: str | None = None
-    waiting: tuple[str, ...] = ()
+    requested: tuple[str, ...] = ()
 
     @classmethod
     def from_string(cls, text: str | None) -> "UnitsCursor":
@@ -270,36 +281,46 @@ class UnitsCursor:
         if not text.startswith("{"):
             return cls(noted=text)
         data = json.loads(text)
-        return cls(noted=data.get("noted"), waiting=tuple(data.get("waiting", ())))
+        return cls(noted=data.get("noted"), requested=tuple(data.get("requested", ())))
 
     def to_string(self) -> str:
-        return json.dumps({"noted": self.noted, "waiting": list(self.waiting)})
+        return json.dumps({"noted": self.noted, "requested": list(self.requested)})
 
 
 @dataclass(frozen=True)
 class QueuedUnitRuns:
-    """One tick's runs: the ids requested now, and those that wait for later ticks."""
+    """One tick's runs: the units due (listed, never run, not requested already), those
+    requested now, those that wait for later ticks, and those still in flight."""
 
+    due: int
     requested: tuple[str, ...]
     waiting: tuple[str, ...]
+    in_flight: tuple[str, ...]
     cap: int
 
     def describe(self) -> str:
-        text = f"{len(self.requested)} run(s) requested"
+        text = f"{self.due} unit(s) never ran: {len(self.requested)} run(s) requested"
         if self.waiting:
             text += (
                 f", {len(self.waiting)} wait for later ticks (sensor.max_runs_per_tick {self.cap})"
             )
+        if self.in_flight:
+            text += f"; {len(self.in_flight)} requested earlier, not committed yet"
         return text
 
 
 def queue_unit_runs(
-    waiting: Sequence[str], new: Sequence[str], *, known: Set[str], cap: int
+    listed: Sequence[str], *, done: Set[str], requested: Sequence[str], cap: int
 ) -> QueuedUnitRuns:
-    """The ids that waited (still partitions: one deleted in the UI is dropped), then the new
-    ones, in order; the first ``cap`` are requested."""
-    queue = [u for u in waiting if u in known] + list(new)
-    return QueuedUnitRuns(tuple(queue[:cap]), tuple(queue[cap:]), cap)
+    """The units of ``listed`` (in order: oldest partitions first) with no committed run
+    (``done``: the table's done-at state) that were not ``requested`` already; the first
+    ``cap`` are requested. A requested unit whose commit is in ``done`` leaves the in-flight
+    list; so does one no longer listed."""
+    listed_set = set(listed)
+    in_flight = tuple(u for u in requested if u in listed_set and u not in done)
+    flying = set(in_flight)
+    due = [u for u in dict.fromkeys(listed) if u not in done and u not in flying]
+    return QueuedUnitRuns(len(due), tuple(due[:cap]), tuple(due[cap:]), in_flight, cap)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -309,6 +330,8 @@ class UnitsTick:
 
     known: tuple[str, ...] = ()
     new: tuple[str, ...] = ()
+    #: the ids the input lists, in partition order (known ones first, then the new ones)
+    listed: tuple[str, ...] = ()
     report: str = ""
     events: list[AssetObservation] = field(default_factory=list)
     digest: str | None = None
@@ -362,7 +385,15 @@ def read_units_tick(
                 },
             )
         )
-    return UnitsTick(known=tuple(known), new=units.new, report=report, events=events, digest=digest)
+    listed = set(screened.units)
+    return UnitsTick(
+        known=tuple(known),
+        new=units.new,
+        listed=(*(k for k in known if k in listed), *units.new),
+        report=report,
+        events=events,
+        digest=digest,
+    )
 
 
 def build_units_sensor(
@@ -376,7 +407,8 @@ def build_units_sensor(
     """``{pipeline}_units_sensor``: new ids of the secondary input -> dynamic partitions + one
     run each, at most ``sensor.max_runs_per_tick`` runs a tick (module docstring). The cursor
     (:class:`UnitsCursor`) holds a digest of the ids no longer listed and the refused rows, so
-    an unchanged report is said in each tick but observed once, and the ids whose run waits."""
+    an unchanged report is said in each tick but observed once, and the ids requested whose
+    commit is not in yet; the units due are the listed ones with no done-at in the table."""
     listing = pipeline.watermark.secondary_input
     assert listing is not None, "only a secondary input has a units sensor"
     source = listing.build()
@@ -397,10 +429,16 @@ def build_units_sensor(
         tick = read_units_tick(context, pipeline, source, asset_key, read, noted=cursor.noted)
         if tick.unreadable is not None:
             return SensorResult(skip_reason=tick.unreadable, cursor=context.cursor)
+        # Which units are due comes from the table's own state (one snapshot read), never
+        # from the cursor alone: a lost cursor still finds every unit that never ran.
+        done = load_unit_watermark(pipeline.table.uri, pipeline.name).units
         queued = queue_unit_runs(
-            cursor.waiting, tick.new, known=set(tick.known), cap=settings.max_runs_per_tick
+            tick.listed,
+            done={u for u, at in done.items() if at is not None},
+            requested=cursor.requested,
+            cap=settings.max_runs_per_tick,
         )
-        report = tick.report + (f" | {queued.describe()}" if queued.requested else "")
+        report = f"{tick.report} | {queued.describe()}"
         events = [
             AssetObservation(
                 asset_key=event.asset_key,
@@ -411,7 +449,9 @@ def build_units_sensor(
             )
             for event in tick.events
         ]
-        next_cursor = UnitsCursor(noted=tick.digest, waiting=queued.waiting).to_string()
+        next_cursor = UnitsCursor(
+            noted=tick.digest, requested=(*queued.in_flight, *queued.requested)
+        ).to_string()
         adds = [partitions_def.build_add_request(list(tick.new))] if tick.new else []
         if not queued.requested:
             return SensorResult(

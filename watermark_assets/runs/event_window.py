@@ -81,7 +81,13 @@ from watermark_assets.runs.event_upstream import UpstreamRead, plan_reads
 from watermark_assets.runs.faults import crash_point, pause_point
 from watermark_assets.spark import io, window_agg
 from watermark_assets.spark.window_agg import ROWS_PARTIAL, WINDOW_START, Aggregate
-from watermark_assets.staging import STAGING_DIR, list_parquet, move_into_table, remove_tree
+from watermark_assets.staging import (
+    STAGING_DIR,
+    list_parquet,
+    move_into_table,
+    remove_stale_staging,
+    remove_tree,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -264,6 +270,8 @@ def run_window_batch(
             watermark_after=before,
             windows_open=progress.open_windows,
         )
+    for uri in (spec.output_uri, spec.late_uri, spec.state_uri):  # what crashed runs left
+        remove_stale_staging(uri, now)
     framed = window_agg.with_window(
         _read_inputs(spark, spec, paths),
         spec.event_column,

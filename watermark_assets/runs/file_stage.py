@@ -37,6 +37,9 @@ class StagedBatch(StagedFiles):
     token: str
     #: landing files that could not be read at all, recorded in the quarantine as files
     files_quarantined: int = 0
+    #: what crashed runs left under the table and its quarantine, removed before this run
+    #: (:func:`~watermark_assets.staging.remove_stale_staging`)
+    leftovers_removed: tuple[str, ...] = ()
 
     @property
     def watermark_before(self) -> FileWatermark:
@@ -55,14 +58,22 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
     token = f"{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
     if not plan.files:
         return StagedBatch(plan=plan, token=token)
-    for table_uri in (pipeline.table.uri, pipeline.table.quarantine):
-        remove_stale_staging(table_uri, now)
+    leftovers = [  # what crashed runs left, older than the table's window
+        name
+        for table_uri in (pipeline.table.uri, pipeline.table.quarantine)
+        for name in remove_stale_staging(
+            table_uri, now, data_files=pipeline.source.type != "parquet_commit"
+        )
+    ]
     quarantine_dir = storage.join(pipeline.table.quarantine, f"{STAGING_DIR}/{token}")
     source = pipeline.file_source
     batch = FileBatch(plan.files, plan.file_partitions, token, quarantine_dir)
     made = source.stage(batch, spark, now=now)
     staged = StagedBatch(
-        plan=plan, token=token, **{f.name: getattr(made, f.name) for f in fields(made)}
+        plan=plan,
+        token=token,
+        leftovers_removed=tuple(leftovers),
+        **{f.name: getattr(made, f.name) for f in fields(made)},
     )
     if made.unreadable:
         staged = _quarantine_unreadable(staged, made.unreadable, batch, now)
