@@ -106,6 +106,9 @@ class SensorCursor:
     below_first: tuple[str, ...] = ()
     #: the last sweep's count per landing prefix of those files
     below_swept: Mapping[str, int] = field(default_factory=dict)
+    #: committed files rewritten in place since their commit, and the first of them
+    rewritten: int = 0
+    rewritten_first: tuple[str, ...] = ()
 
     def to_string(self) -> str:
         return json.dumps(
@@ -132,6 +135,11 @@ class SensorCursor:
                 ),
                 **({"below_first": list(self.below_first)} if self.below_first else {}),
                 **({"below_swept": dict(self.below_swept)} if self.below_swept else {}),
+                **(
+                    {"rewritten": self.rewritten, "rewritten_first": list(self.rewritten_first)}
+                    if self.rewritten
+                    else {}
+                ),
             }
         )
 
@@ -156,6 +164,8 @@ class SensorCursor:
             unsortable_first=tuple(raw.get("unsortable_first", ())),
             below_first=tuple(raw.get("below_first", ())),
             below_swept={str(k): int(v) for k, v in raw.get("below_swept", {}).items()},
+            rewritten=int(raw.get("rewritten", 0)),
+            rewritten_first=tuple(raw.get("rewritten_first", ())),
         )
 
 
@@ -201,6 +211,7 @@ def build_sensor(
             limit=budget,
             since=previous.low,
             committed_files=state.partition_files,
+            committed_signatures=state.file_signatures,
         )
         swept = _sweep_if_due(pipeline, state, previous, now, groups.table_files)
         late = _name_late_files(pipeline, state, swept, groups, previous, partition_of)
@@ -235,6 +246,8 @@ def build_sensor(
             unsortable_first=groups.unsortable[:UNREADABLE_NAMES],
             below_first=late.first,
             below_swept=dict(late.below),
+            rewritten=len(groups.rewritten),
+            rewritten_first=groups.rewritten[:UNREADABLE_NAMES],
         )
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
@@ -618,6 +631,13 @@ def _notes(
             "landing partitions are held back; land them again named with a Unix-timestamp, "
             "UUIDv7 or ISO 8601 prefix above the watermark"
         )
+    if groups.rewritten:
+        notes.append(
+            f"{len(groups.rewritten)} committed files were rewritten in place since their "
+            f"commit (size or modification time/ETag changed; first "
+            f"{list(groups.rewritten[:UNREADABLE_NAMES])}): the table holds their old rows; "
+            "land the new content under a new name above the watermark"
+        )
     if out_of_range:
         notes.append(
             f"{len(out_of_range)} files outside the partitions (first {out_of_range[0]!r}; "
@@ -655,6 +675,7 @@ def _observations(
             c.unreadable_first,
             c.unsortable_first,
             c.below_first,
+            c.rewritten_first,
         )
 
     if noted(previous) == noted(cursor):
@@ -677,6 +698,8 @@ def _observations(
                 "files/unreadable_first": MetadataValue.json(list(cursor.unreadable_first)),
                 "files/unsortable": MetadataValue.int(cursor.unsortable),
                 "files/unsortable_first": MetadataValue.json(list(cursor.unsortable_first)),
+                "files/rewritten": MetadataValue.int(cursor.rewritten),
+                "files/rewritten_first": MetadataValue.json(list(cursor.rewritten_first)),
             },
         )
     ]

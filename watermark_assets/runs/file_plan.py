@@ -71,6 +71,9 @@ class BatchPlan:
     #: files Spark cannot read literally (path -> character), held back by discovery with the
     #: later files of their landing partition (a requested list holding one is refused instead)
     unreadable: Mapping[str, str] = field(default_factory=dict)
+    #: each file's content signature as planned, before it is read (size and mtime, or ETag):
+    #: the commit records it, so a later listing finds the file if it is rewritten in place
+    signatures: Mapping[str, str] = field(default_factory=dict)
 
 
 def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetime) -> BatchPlan:
@@ -130,14 +133,17 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
             f"{sorted(wanted)}",
             "launch it in its own partition",
         )
+    files = tuple(sorted(file_partitions))
     return BatchPlan(
         request,
         state,
-        tuple(sorted(file_partitions)),
+        files,
         file_partitions,
         tuple(already),
         added,
         unreadable,
+        # one listing per landing partition of the batch, before the files are read
+        storage.file_signatures(pipeline.source.uri, files),
     )
 
 

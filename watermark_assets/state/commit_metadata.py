@@ -61,6 +61,9 @@ class CommitMetadata:
     #: Dagster partitions this commit committed first (their txn had no version before): the
     #: running count of partitions (None: not recorded, counted from the state's keys instead)
     new_partitions: tuple[str, ...] | None = None
+    #: per source file, its content signature when it was planned (``storage.content_signature``:
+    #: size and mtime, or ETag on S3): a later listing that returns another one finds it rewritten
+    source_signatures: Mapping[str, str] = field(default_factory=dict)
 
     def prefixes_by_partition(self) -> dict[str, str]:
         """The newest landing partition of each Dagster partition's files in this commit."""
@@ -105,6 +108,11 @@ class CommitMetadata:
                     if self.new_partitions is not None
                     else {}
                 ),
+                **(
+                    {"source_signatures": dict(self.source_signatures)}
+                    if self.source_signatures
+                    else {}
+                ),
             },
             sort_keys=True,
         )
@@ -133,6 +141,7 @@ class CommitMetadata:
             new_partitions=(
                 tuple(raw["new_partitions"]) if raw.get("new_partitions") is not None else None
             ),
+            source_signatures=raw.get("source_signatures", {}),
         )
 
 
