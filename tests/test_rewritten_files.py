@@ -10,24 +10,34 @@ listed with other ones is named by the sensor's skip text, its asset observation
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _landing import FROZEN_NOW, Landing, checkpoint_json, hour
-from _sensor_loop import SensorLoop
-from conftest import event_records, pipeline_yaml, project_config, write_ndjson
+import yaml
+from _landing import FROZEN_NOW, Landing, checkpoint_json, delta_ids, hour, table_version
+from _sensor_loop import SensorLoop, requested_files
+from conftest import TEST_SPARK_CONF, event_records, pipeline_yaml, project_config, write_ndjson
 from dagster import DagsterInstance
 from maintenance import checkpoint_and_clean
 
 from watermark_assets import storage
 from watermark_assets.config import FilePipelineConfig
 from watermark_assets.defs import build_definitions
+from watermark_assets.defs.assets import files_run_config
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
+from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.explain import explain_all, explain_file, gather_evidence
+from watermark_assets.runs.faults import CRASH_ENV_VAR
 from watermark_assets.sources.file_discovery import rewritten_files
+from watermark_assets.state.commit_metadata import CommitMetadata, pipeline_commits
+from watermark_assets.state.load import load_state
 from watermark_assets.verdicts import Evidence, Verdict
+
+TESTS = Path(__file__).parent
 
 #: a landing name with a space and a '*' (Spark reads it literally: no ':' with it)
 ODD_NAME = "date=2024-01-28/hour=10/1706437500-a b*.ndjson.gz"
@@ -47,11 +57,12 @@ class Scene:
         partition_of = partition_mapper(partitions_definition(self.pipeline), lambda: FROZEN_NOW)
         return gather_evidence(self.pipeline, partition_of, now=FROZEN_NOW)
 
-    def rewrite(self, role: str, *, rows: int) -> None:
-        """Write other rows under the same name, with a later modification time."""
+    def rewrite(self, role: str, *, rows: int, first: int = 900) -> None:
+        """Write other rows (ids from ``first``) under the same name, a later mtime."""
         path = self.landing.root / self.paths[role]
         before = path.stat().st_mtime
-        write_ndjson(self.landing.root, self.paths[role], event_records(900, rows, hour(28, 10)))
+        records = event_records(first, rows, hour(28, 10))
+        write_ndjson(self.landing.root, self.paths[role], records)
         os.utime(path, (before + 60, before + 60))
 
 
@@ -184,3 +195,135 @@ def test_the_content_signature_of_a_listing_entry(
     entry: dict[str, Any], expected: str | None
 ) -> None:
     assert storage.content_signature(entry) == expected
+
+
+# --- on_rewrite: replace ------------------------------------------------------------------------
+
+
+def table_ids(scene: Scene) -> list[int]:
+    return sorted(delta_ids(scene.pipeline.table.uri))
+
+
+def ids_of(first: int, rows: int) -> list[int]:
+    return list(range(first, first + rows))
+
+
+def rewrite_commits(scene: Scene) -> list[tuple[int, CommitMetadata]]:
+    """The pipeline's rewrite commits, with their versions."""
+    commits = pipeline_commits(DeltaCommitter(scene.pipeline.table.uri), scene.pipeline, None)
+    return [(v, m) for v, m in commits if m.rows_replaced is not None]
+
+
+def replace_by_sensor(scene: Scene) -> list[str]:
+    """One tick, its runs executed; the files its rewrite runs named."""
+    requests = scene.loop.tick().run_requests
+    for request in requests:
+        assert scene.loop.run(request).success
+    return [path for r in requests for path in requested_files(r)]
+
+
+@pytest.fixture
+def replacing(spark: Any, tmp_path: Path) -> Scene:
+    """The scene with ``on_rewrite: replace``: ids 1-3 in ``rewritten``, 4-6 in ``unchanged``,
+    500-501 in ``odd``."""
+    return build_scene(tmp_path, on_rewrite="replace")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("role", ["rewritten", "odd"], ids=["a file", "a name with ' ' and '*'"])
+def test_replace_removes_the_old_rows_and_adds_the_new_ones_once_in_one_commit(
+    replacing: Scene, role: str
+) -> None:
+    before = table_ids(replacing)
+    old = {"rewritten": ids_of(1, 3), "odd": ids_of(500, 2)}[role]
+    version = table_version(replacing.pipeline.table.uri)
+    replacing.rewrite(role, rows=4)
+
+    assert replace_by_sensor(replacing) == [replacing.paths[role]]
+
+    expected = sorted([*(i for i in before if i not in old), *ids_of(900, 4)])
+    assert table_ids(replacing) == expected, "old rows gone, new rows in, once"
+    assert table_version(replacing.pipeline.table.uri) == version + 1, "ONE commit"
+    [(_, commit)] = rewrite_commits(replacing)
+    assert commit.source_files == (replacing.paths[role],)
+    assert commit.rows_replaced == len(old) and commit.rows_committed == 4
+    assert not replace_by_sensor(replacing), "replaced: no longer rewritten"
+    assert "rewritten" not in (replacing.loop.tick().skip_message or "")
+    found = explain_file(replacing.evidence(), replacing.paths[role])
+    assert found.verdict is Verdict.INGESTED, found.reason
+
+
+@pytest.mark.spark
+def test_a_file_rewritten_twice_is_replaced_twice_and_an_unchanged_file_never(
+    replacing: Scene,
+) -> None:
+    replacing.rewrite("rewritten", rows=4)
+    assert replace_by_sensor(replacing) == [replacing.paths["rewritten"]]
+    replacing.rewrite("rewritten", rows=2, first=950)
+    assert replace_by_sensor(replacing) == [replacing.paths["rewritten"]]
+
+    assert table_ids(replacing) == sorted([*ids_of(4, 3), *ids_of(500, 2), *ids_of(950, 2)])
+    assert [m.source_files for _, m in rewrite_commits(replacing)] == [
+        (replacing.paths["rewritten"],)
+    ] * 2
+    rows = load_state(replacing.pipeline, now=FROZEN_NOW).partition_rows
+    assert sum(rows.values()) == len(table_ids(replacing)), "row counts follow the replaces"
+
+
+@pytest.mark.spark
+def test_a_rewrite_run_of_an_unchanged_file_replaces_nothing(replacing: Scene) -> None:
+    version = table_version(replacing.pipeline.table.uri)
+    result = replacing.loop.job.execute_in_process(
+        instance=replacing.loop.instance,
+        partition_key="2024-01-28",
+        run_config=files_run_config("events", [replacing.paths["unchanged"]], rewrite=True),
+    )
+    assert result.success
+    assert table_version(replacing.pipeline.table.uri) == version
+    assert not rewrite_commits(replacing)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "crash_at",
+    [
+        pytest.param("after_data_written", id="killed after Spark wrote the new rows"),
+        pytest.param("after_commit", id="killed after the replace commit, before the checkpoint"),
+    ],
+)
+def test_a_replace_killed_mid_way_and_run_again_replaces_exactly_once(
+    replacing: Scene, tmp_path: Path, crash_at: str
+) -> None:
+    config = tmp_path / "pipelines.yaml"
+    document = pipeline_yaml(tmp_path, on_rewrite="replace")
+    config.write_text(
+        yaml.safe_dump(
+            {"spark": {"master": "local[2]", "conf": TEST_SPARK_CONF}, "pipelines": [document]}
+        ),
+        encoding="utf-8",
+    )
+    replacing.rewrite("rewritten", rows=4)
+    path = replacing.paths["rewritten"]
+    env = {
+        **os.environ,
+        "WATERMARK_ASSETS_CONFIG": str(config),
+        CRASH_ENV_VAR: crash_at,
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    command = [sys.executable, str(TESTS / "_crash_run.py"), "events", "2024-01-28", "--rewrite"]
+    crashed = subprocess.run(
+        [*command, path], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert crashed.returncode == -9, crashed.stderr
+
+    del env[CRASH_ENV_VAR]  # the same run again (a re-execution), then the sensor
+    again = subprocess.run(
+        [*command, path], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert again.returncode == 0, again.stderr
+    assert replace_by_sensor(replacing) == [], "replaced: the sensor names it no more"
+
+    expected = sorted([*ids_of(4, 3), *ids_of(500, 2), *ids_of(900, 4)])
+    assert table_ids(replacing) == expected
+    assert len(rewrite_commits(replacing)) == 1

@@ -219,7 +219,10 @@ def build_sensor(
         # lists from the watermark on): the sweep's fill in the rest, as of the last sweep
         below = {**late.below, **swept.below, **groups.below_watermark}
         busy = partitions_in_flight(context, asset_key, job.name, partitions_def)
-        late_requests = _late_run_requests(context, pipeline, late, busy)
+        late_requests = [
+            *_late_run_requests(context, pipeline, late, busy),
+            *_rewrite_run_requests(context, pipeline, groups, partition_of, busy),
+        ]
         closed, closed_through = close_empty_partitions(
             context, pipeline, asset_key, partitions_def, state, previous.closed_through, busy, now
         )
@@ -485,6 +488,44 @@ def _late_run_requests(
     return requests
 
 
+def _rewrite_run_requests(
+    context: SensorEvaluationContext,
+    pipeline: Pipeline,
+    groups: FileGroups,
+    partition_of: Callable[[datetime], str | None],
+    busy: set[str],
+) -> list[RunRequest]:
+    """With ``on_rewrite: replace``, one rewrite run per committed file rewritten in place (its
+    run key names the content signature listed: a file rewritten again is replaced again; a
+    partition with a run in flight waits for the next tick), at most ``max_runs_per_tick``."""
+    if pipeline.on_rewrite != "replace":
+        return []
+    requests: list[RunRequest] = []
+    for path in groups.rewritten:
+        key = partition_key_of(pipeline, path, partition_of)
+        if key is None or key in busy:
+            continue
+        if len(requests) >= pipeline.sensor.max_runs_per_tick:
+            break
+        signature = groups.rewritten_as[path]
+        digest = hashlib.sha256(f"{path}\n{signature}".encode()).hexdigest()[:16]
+        base = f"rewrite|{pipeline.name}|{key}|{digest}"
+        attempt = len(_runs(context, {BATCH_TAG: base}, FAILED))
+        requests.append(
+            RunRequest(
+                run_key=f"{base}|a{attempt}",
+                partition_key=key,
+                run_config=files_run_config(pipeline.name, [path], rewrite=True),
+                tags={
+                    PIPELINE_TAG: pipeline.name,
+                    BATCH_TAG: base,
+                    **pipeline_partition_tags(pipeline.name, key),
+                },
+            )
+        )
+    return requests
+
+
 #: How many names of files Spark cannot read the cursor and the observation keep (all are counted).
 UNREADABLE_NAMES = 5
 
@@ -632,11 +673,16 @@ def _notes(
             "UUIDv7 or ISO 8601 prefix above the watermark"
         )
     if groups.rewritten:
+        fix = (
+            "rewrite runs replace their rows (on_rewrite: replace)"
+            if pipeline.on_rewrite == "replace"
+            else "the table holds their old rows; set on_rewrite: replace to replace them, or "
+            "land the new content under a new name above the watermark"
+        )
         notes.append(
             f"{len(groups.rewritten)} committed files were rewritten in place since their "
             f"commit (size or modification time/ETag changed; first "
-            f"{list(groups.rewritten[:UNREADABLE_NAMES])}): the table holds their old rows; "
-            "land the new content under a new name above the watermark"
+            f"{list(groups.rewritten[:UNREADABLE_NAMES])}): {fix}"
         )
     if out_of_range:
         notes.append(

@@ -54,6 +54,8 @@ class FileGroups:
     #: committed files this listing returned with another content signature than the one their
     #: commit recorded (size and mtime, or ETag): rewritten in place since they were ingested
     rewritten: tuple[str, ...] = ()
+    #: each of ``rewritten`` with the content signature the listing returned now
+    rewritten_as: Mapping[str, str] = field(default_factory=dict)
 
 
 def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -> str | None:
@@ -126,6 +128,7 @@ def discover_files(
             out_of_range.append(path)
         else:
             groups.setdefault(key, []).append(path)
+    rewritten = rewritten_files(listing.signatures_at_or_below, committed_signatures or {})
     below = (
         {}
         if committed_files is None
@@ -143,7 +146,8 @@ def discover_files(
         listing.unsortable,
         listing.started_after,
         table_files,
-        rewritten_files(listing.signatures_at_or_below, committed_signatures or {}),
+        rewritten,
+        {path: listing.signatures_at_or_below[path] for path in rewritten},
     )
 
 

@@ -137,6 +137,15 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
                 continue
             watermark = watermark.merge(metadata.watermark_after)
             files += metadata.files
+            signatures.update(metadata.source_signatures)
+            if metadata.rows_replaced is not None:  # a rewrite: its file was counted before
+                net = metadata.rows_committed - metadata.rows_replaced
+                totals = totals.plus(files=0, rows=net, partitions=0)
+                for key in metadata.partition_keys:
+                    rows[key] = rows.get(key, 0) + net
+                if metadata.quarantine_files:
+                    pending.append((record.version, metadata.quarantine_files))
+                continue
             by_partition = metadata.rows_committed_by_partition()
             new = (
                 metadata.new_partitions
@@ -148,7 +157,6 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
             )
             rows.update(by_partition)
             landed.update(metadata.partition_files)
-            signatures.update(metadata.source_signatures)
             for key, prefix in metadata.prefixes_by_partition().items():
                 prefixes[key] = max(prefixes.get(key, prefix), prefix)
             if metadata.quarantine_files:
