@@ -116,9 +116,7 @@ class CommitMetadata:
                     if self.source_signatures
                     else {}
                 ),
-                **(
-                    {"rows_replaced": self.rows_replaced} if self.rows_replaced is not None else {}
-                ),
+                **({"rows_replaced": self.rows_replaced} if self.rows_replaced is not None else {}),
             },
             sort_keys=True,
         )
