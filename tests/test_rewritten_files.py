@@ -20,7 +20,14 @@ import pytest
 import yaml
 from _landing import FROZEN_NOW, Landing, checkpoint_json, delta_ids, hour, table_version
 from _sensor_loop import SensorLoop, requested_files
-from conftest import TEST_SPARK_CONF, event_records, pipeline_yaml, project_config, write_ndjson
+from conftest import (
+    TEST_SPARK_CONF,
+    event_records,
+    pipeline_yaml,
+    project_config,
+    s3_project,
+    write_ndjson,
+)
 from dagster import DagsterInstance
 from maintenance import checkpoint_and_clean
 
@@ -30,11 +37,13 @@ from watermark_assets.defs import build_definitions
 from watermark_assets.defs.assets import files_run_config
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.exceptions import ConfigError
 from watermark_assets.explain import explain_all, explain_file, gather_evidence
 from watermark_assets.runs.faults import CRASH_ENV_VAR
 from watermark_assets.sources.file_discovery import rewritten_files
+from watermark_assets.sources.late_files import find_late_files
 from watermark_assets.state.commit_metadata import CommitMetadata, pipeline_commits
-from watermark_assets.state.load import load_state
+from watermark_assets.state.load import load_state, watermark_of
 from watermark_assets.verdicts import Evidence, Verdict
 
 TESTS = Path(__file__).parent
@@ -327,3 +336,54 @@ def test_a_replace_killed_mid_way_and_run_again_replaces_exactly_once(
     expected = sorted([*ids_of(4, 3), *ids_of(500, 2), *ids_of(900, 4)])
     assert table_ids(replacing) == expected
     assert len(rewrite_commits(replacing)) == 1
+
+
+# --- S3: the ETag tells a rewrite of the same size apart ----------------------------------------
+
+
+def test_on_s3_a_rewrite_of_the_same_size_is_found_by_the_sweeps_full_listing(
+    s3_server: Any, tmp_path: Path
+) -> None:
+    """On S3 the regular listing starts after each partition's watermark (it never returns the
+    committed files); the sweep lists those partitions in full, and its listing's ETags name
+    the rewrite, at no extra request."""
+    bucket = s3_server.new_bucket()
+    client = s3_server.client()
+    key = "landing/date=2024-01-28/hour=10/1706436000-000001.ndjson"
+    client.put_object(Bucket=bucket, Key=key, Body=b'{"id": 1}\n')
+    document = pipeline_yaml(tmp_path)
+    document["source"] = {**document["source"], "uri": f"s3://{bucket}/landing"}
+    with s3_project(s3_server, document) as config:
+        pipeline = config.pipeline("events")
+        assert isinstance(pipeline, FilePipelineConfig)
+        path = key.removeprefix("landing/")
+        watermark = watermark_of([path])
+        committed = dict(storage.file_signatures(pipeline.source.uri, [path]))
+        client.put_object(Bucket=bucket, Key=key, Body=b'{"id": 2}\n')  # same size
+
+        listed: dict[str, str] = {}
+        find_late_files(
+            pipeline,
+            watermark,
+            ["date=2024-01-28/hour=10"],
+            {"date=2024-01-28/hour=10": 1},
+            table_files=None,
+            signatures=listed,
+        )
+        assert rewritten_files(listed, committed) == (path,)
+        assert listed[path].split(":")[0] == committed[path].split(":")[0], "the same size"
+
+
+def test_on_rewrite_defaults_to_report_and_replace_needs_a_files_source(tmp_path: Path) -> None:
+    pipeline = project_config(pipeline_yaml(tmp_path)).pipeline("events")
+    assert isinstance(pipeline, FilePipelineConfig) and pipeline.on_rewrite == "report"
+    table = tmp_path / "delta" / "clicks"
+    committed_in_place = {
+        "name": "clicks",
+        "source": {"type": "parquet_commit", "uri": str(table)},
+        "watermark": {"partition_template": "date=%Y-%m-%d"},
+        "table": {"uri": str(table), "partition_by": ["date"]},
+        "on_rewrite": "replace",
+    }
+    with pytest.raises(ConfigError, match=r"only the rows of a 'files' source name"):
+        project_config(committed_in_place)

@@ -377,21 +377,31 @@ def file_signatures(root_uri: str, paths: Iterable[str]) -> dict[str, str]:
     for path in paths:
         prefix, _, name = path.rpartition("/")
         by_prefix.setdefault(prefix, set()).add(name)
-    fs, root = filesystem(root_uri)
     found: dict[str, str] = {}
     for prefix, names in sorted(by_prefix.items()):
-        directory = f"{root}/{prefix}" if prefix else root
-        fs.invalidate_cache(directory)
-        try:
-            entries = fs.ls(directory, detail=True)
-        except FileNotFoundError:
-            continue
-        for entry in entries:
-            name = posixpath.basename(entry["name"].rstrip("/"))
-            signature = content_signature(entry) if entry["type"] == "file" else None
-            if name in names and signature is not None:
+        listed = list_signatures(join(root_uri, prefix) if prefix else root_uri)
+        for name in names:
+            signature = listed.get(name)
+            if signature is not None:
                 found[f"{prefix}/{name}" if prefix else name] = signature
     return found
+
+
+def list_signatures(directory_uri: str) -> dict[str, str | None]:
+    """The files (not folders) directly in a directory, each with its content signature
+    (:func:`content_signature`); empty when it is missing. Always a fresh listing (some backends
+    cache them)."""
+    fs, path = filesystem(directory_uri)
+    fs.invalidate_cache(path)
+    try:
+        entries = fs.ls(path, detail=True)
+    except FileNotFoundError:
+        return {}
+    return {
+        posixpath.basename(e["name"].rstrip("/")): content_signature(e)
+        for e in entries
+        if e["type"] == "file"
+    }
 
 
 def list_names(directory_uri: str) -> set[str]:
@@ -399,13 +409,7 @@ def list_names(directory_uri: str) -> set[str]:
 
     Always a fresh listing (some backends cache them).
     """
-    fs, path = filesystem(directory_uri)
-    fs.invalidate_cache(path)
-    try:
-        entries = fs.ls(path, detail=True)
-    except FileNotFoundError:
-        return set()
-    return {posixpath.basename(e["name"].rstrip("/")) for e in entries if e["type"] == "file"}
+    return set(list_signatures(directory_uri))
 
 
 @dataclass(frozen=True)
