@@ -1,8 +1,9 @@
 """Materialize one partition in THIS process (the victim of the crash and concurrency tests).
 
-Usage: python _crash_run.py PIPELINE PARTITION_KEY [FILE...]   (no FILE: every file above the
-watermark, as a backfill of the partition does; PARTITION_KEY '-': an unpartitioned column
-pipeline, run without run config; a key holding '|': a time x unit cell, run without run config)
+Usage: python _crash_run.py PIPELINE PARTITION_KEY [--rewrite] [FILE...]   (no FILE: every file
+above the watermark, as a backfill of the partition does; --rewrite: a rewrite run of one FILE;
+PARTITION_KEY '-': an unpartitioned column pipeline, run without run config; a key holding '|':
+a time x unit cell, run without run config)
 
 The configuration comes from $WATERMARK_ASSETS_CONFIG; $WATERMARK_ASSETS_CRASH_AT makes
 ``watermark_assets.runs.faults.crash_point`` SIGKILL the process at that point, and
@@ -24,6 +25,8 @@ from watermark_assets.defs.assets import files_run_config
 
 def main(argv: list[str]) -> int:
     pipeline, partition_key, *files = argv
+    rewrite = "--rewrite" in files
+    files = [f for f in files if f != "--rewrite"]
     defs = build_definitions(load_config())
     job = defs.resolve_job_def(f"{pipeline}_job")
     if partition_key == "-":
@@ -41,7 +44,7 @@ def main(argv: list[str]) -> int:
         result = job.execute_in_process(
             instance=DagsterInstance.ephemeral(),
             partition_key=partition_key,
-            run_config=files_run_config(pipeline, files),
+            run_config=files_run_config(pipeline, files, rewrite=rewrite),
             raise_on_error=False,
         )
     retries = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]

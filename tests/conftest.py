@@ -69,6 +69,7 @@ XDIST_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
     # most two killed runs at once, beside at most one create race
     "killed_file_runs": (
         ("tests/test_exactly_once.py", "test_a_run_killed_"),
+        ("tests/test_rewritten_files.py", "test_a_replace_killed_"),
         ("tests/test_column_replay.py", "test_a_replay_killed_"),
         ("tests/test_time_unit_pipeline.py", "test_a_run_killed_"),
     ),

@@ -358,11 +358,28 @@ class FilePipelineConfig(_Model):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     sensor: SensorConfig = Field(default_factory=SensorConfig)
     backfill: BackfillConfig = Field(default_factory=BackfillConfig)
+    on_rewrite: Literal["report", "replace"] = Field(
+        default="report",
+        description="A committed landing file rewritten in place (same name, another size or "
+        "modification time/ETag): 'report' names it (sensor, observation, explain); 'replace' "
+        "also starts a run that removes its rows and adds its new ones in ONE commit "
+        "(source.type files only: the rows' _source_file names the file).",
+    )
 
     @field_validator("name")
     @classmethod
     def _valid_name(cls, value: str) -> str:
         return _pipeline_name(value)
+
+    @model_validator(mode="after")
+    def _replace_needs_lineage(self) -> FilePipelineConfig:
+        if self.on_rewrite == "replace" and self.source.type != "files":
+            raise ValueError(
+                f"on_rewrite is 'replace' but source.type is {self.source.type!r}: only the "
+                "rows of a 'files' source name their landing file (_source_file); use "
+                "on_rewrite: report"
+            )
+        return self
 
     @model_validator(mode="after")
     def _template_fits_granularity(self) -> FilePipelineConfig:

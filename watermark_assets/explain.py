@@ -56,6 +56,8 @@ def gather_evidence(pipeline: Pipeline, partition_of: PartitionOf, *, now: datet
     state = load_state(pipeline, now=now)
     committer = DeltaCommitter(pipeline.table.uri)
     commits: dict[str, list[Commit]] = {}
+    # the state's signatures survive log cleanup; a commit the log still holds is as new or newer
+    signatures: dict[str, str] = dict(state.file_signatures)
     history = state.watermark
     log_from = None
     if committer.current_version() is not None:
@@ -76,6 +78,7 @@ def gather_evidence(pipeline: Pipeline, partition_of: PartitionOf, *, now: datet
             )
             for path in metadata.source_files:
                 commits.setdefault(path, []).append(commit)
+            signatures.update(metadata.source_signatures)
     horizon = listing_horizon(pipeline, state.watermark, now)
     quarantined = _quarantined(pipeline)
     lineage: frozenset[str] = frozenset()
@@ -99,6 +102,7 @@ def gather_evidence(pipeline: Pipeline, partition_of: PartitionOf, *, now: datet
         partition_of=partition_of,
         now=now,
         lineage=lineage,
+        signatures=signatures,
     )
 
 
@@ -164,16 +168,22 @@ def rows_in_table(pipeline: Pipeline, paths: Iterable[str]) -> dict[str, int]:
 def landing_files(pipeline: Pipeline) -> list[str]:
     """Every file under the source folder, relative to it, sorted; hidden folders and files
     (``_``, ``.``: never part of a source) are left out, other formats are kept (``ignored``)."""
+    return list(landing_file_signatures(pipeline))
+
+
+def landing_file_signatures(pipeline: Pipeline) -> dict[str, str | None]:
+    """:func:`landing_files` (in that order) with each file's content signature (size and
+    mtime, or ETag: ``storage.content_signature``), from the same listing."""
     fs, root = storage.filesystem(pipeline.source.uri)
     fs.invalidate_cache()
     if not fs.exists(root):
-        return []
-    found = []
-    for entry in fs.find(root, detail=False):
+        return {}
+    found: dict[str, str | None] = {}
+    for entry, info in fs.find(root, detail=True).items():
         relative = posixpath.relpath(str(entry), root)
         if not any(storage.is_hidden(part) for part in relative.split("/")):
-            found.append(relative)
-    return sorted(found)
+            found[relative] = storage.content_signature(info)
+    return dict(sorted(found.items()))
 
 
 def relative_path(pipeline: Pipeline, given: str) -> str:
@@ -203,9 +213,11 @@ def explain_file(evidence: Evidence, given: str) -> Explanation:
     fs.invalidate_cache()
     present = bool(fs.isfile(f"{root}/{path}"))
     rows = None
+    signature = None
     if present and evidence.is_committed(path):
         rows = rows_in_table(pipeline, [path])[path]
-    return explain_path(evidence, path, present=present, rows=rows)
+        signature = storage.content_signature(fs.info(f"{root}/{path}"))
+    return explain_path(evidence, path, present=present, rows=rows, signature=signature)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,14 +239,17 @@ def explain_all(evidence: Evidence) -> Listing:
     """Every file of the landing folder that is not ingested, with its verdict (the table's own
     files, where the landing folder is the table's, are not landing files: left out)."""
     pipeline = evidence.pipeline
-    paths = [p for p in landing_files(pipeline) if not evidence.is_table_file(p)]
+    listed = landing_file_signatures(pipeline)
+    paths = [p for p in listed if not evidence.is_table_file(p)]
     # a committed file is "quarantined" only when none of its rows is in the data table
     suspects = [p for p in paths if evidence.is_committed(p) and p in evidence.quarantined]
     rows = rows_in_table(pipeline, suspects)
     groups: dict[Verdict, list[Explanation]] = {}
     ingested = 0
     for path in paths:
-        found = explain_path(evidence, path, present=True, rows=rows.get(path))
+        found = explain_path(
+            evidence, path, present=True, rows=rows.get(path), signature=listed[path]
+        )
         if found.verdict is Verdict.INGESTED:
             ingested += 1
         else:

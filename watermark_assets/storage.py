@@ -189,6 +189,9 @@ class ListingResult:
     #: the ``held`` files seen at or below the watermark of a partition that has one (those
     #: ``at_or_below`` left out)
     held_at_or_below: tuple[str, ...] = ()
+    #: the content signature (:func:`content_signature`) of each file seen at or below a
+    #: partition's watermark: what the listing returned anyway, to notice files rewritten in place
+    signatures_at_or_below: Mapping[str, str] = field(default_factory=dict)
 
 
 def list_files_above(
@@ -237,6 +240,7 @@ def list_files_above(
     below: Counter[str] = Counter()
     started: list[str] = []
     held_below: list[str] = []
+    signatures: dict[str, str] = {}
     entries_of = plan.watermark.partition_watermarks
     seen = listed = dirs = 0
     pending: list[str] = sorted(start_prefixes) if start_prefixes is not None else [""]
@@ -261,7 +265,7 @@ def list_files_above(
         try:
             for entries in pages:
                 listed += len(entries)
-                for name, is_directory in entries:
+                for name, is_directory, signature in entries:
                     if is_hidden(name):
                         continue
                     child = f"{relative}/{name}" if relative else name
@@ -282,6 +286,8 @@ def list_files_above(
                                 found.append(child)
                         elif relative in entries_of:
                             below[relative] += 1
+                            if signature is not None:
+                                signatures[child] = signature
         except FileNotFoundError:
             continue
         dirs += 1
@@ -299,17 +305,40 @@ def list_files_above(
         tuple(sorted(unsortable)),
         tuple(started),
         tuple(held_below),
+        signatures,
     )
 
 
-#: one page of a listing: (name, is a directory) per entry
-_Page = list[tuple[str, bool]]
+#: one page of a listing: (name, is a directory, content signature of a file) per entry
+_Page = list[tuple[str, bool, "str | None"]]
+
+
+def content_signature(entry: Mapping[str, Any]) -> str | None:
+    """What tells a file's content apart from a rewrite of it under the same name, from one
+    listing entry (fsspec ``ls(detail=True)``, or an S3 ``ListObjectsV2`` ``Contents`` item):
+    ``"{size}:{etag}"`` on S3, ``"{size}:{mtime}"`` elsewhere (None: the entry has neither)."""
+    size = entry.get("size", entry.get("Size"))
+    tag = entry.get("ETag") or entry.get("etag")
+    if tag is None:
+        tag = entry.get("mtime", entry.get("LastModified", entry.get("last_modified")))
+    if size is None or tag is None:
+        return None
+    if isinstance(tag, float):
+        tag = repr(tag)
+    return f"{size}:{str(tag).strip(chr(34))}"
 
 
 def _pages(fs: AbstractFileSystem, directory: str) -> Iterator[_Page]:
     """The entries of ``directory`` (one page: fsspec's ``ls``); FileNotFoundError if missing."""
     entries = fs.ls(directory, detail=True)
-    yield [(posixpath.basename(e["name"].rstrip("/")), e["type"] == "directory") for e in entries]
+    yield [
+        (
+            posixpath.basename(e["name"].rstrip("/")),
+            e["type"] == "directory",
+            None if e["type"] == "directory" else content_signature(e),
+        )
+        for e in entries
+    ]
 
 
 def _s3_pages_after(
@@ -328,9 +357,13 @@ def _s3_pages_after(
     }
     while True:
         answer = fs.call_s3("list_objects_v2", **request)  # type: ignore[attr-defined]
-        page: _Page = [(c["Key"][len(prefix) :], False) for c in answer.get("Contents", ())]
+        page: _Page = [
+            (c["Key"][len(prefix) :], False, content_signature(c))
+            for c in answer.get("Contents", ())
+        ]
         page += [
-            (c["Prefix"][len(prefix) :].rstrip("/"), True) for c in answer.get("CommonPrefixes", ())
+            (c["Prefix"][len(prefix) :].rstrip("/"), True, None)
+            for c in answer.get("CommonPrefixes", ())
         ]
         yield page
         if not answer.get("IsTruncated") or done():
@@ -338,18 +371,46 @@ def _s3_pages_after(
         request["ContinuationToken"] = answer["NextContinuationToken"]
 
 
-def list_names(directory_uri: str) -> set[str]:
-    """The names of the files (not folders) directly in a directory; empty when it is missing.
+def file_signatures(root_uri: str, paths: Iterable[str]) -> dict[str, str]:
+    """The content signature (:func:`content_signature`) of each of ``paths`` (relative to
+    ``root_uri``) that is there: one listing per landing partition of them (a batch's few)."""
+    by_prefix: dict[str, set[str]] = {}
+    for path in paths:
+        prefix, _, name = path.rpartition("/")
+        by_prefix.setdefault(prefix, set()).add(name)
+    found: dict[str, str] = {}
+    for prefix, names in sorted(by_prefix.items()):
+        listed = list_signatures(join(root_uri, prefix) if prefix else root_uri)
+        for name in names:
+            signature = listed.get(name)
+            if signature is not None:
+                found[f"{prefix}/{name}" if prefix else name] = signature
+    return found
 
-    Always a fresh listing (some backends cache them).
-    """
+
+def list_signatures(directory_uri: str) -> dict[str, str | None]:
+    """The files (not folders) directly in a directory, each with its content signature
+    (:func:`content_signature`); empty when it is missing. Always a fresh listing (some backends
+    cache them)."""
     fs, path = filesystem(directory_uri)
     fs.invalidate_cache(path)
     try:
         entries = fs.ls(path, detail=True)
     except FileNotFoundError:
-        return set()
-    return {posixpath.basename(e["name"].rstrip("/")) for e in entries if e["type"] == "file"}
+        return {}
+    return {
+        posixpath.basename(e["name"].rstrip("/")): content_signature(e)
+        for e in entries
+        if e["type"] == "file"
+    }
+
+
+def list_names(directory_uri: str) -> set[str]:
+    """The names of the files (not folders) directly in a directory; empty when it is missing.
+
+    Always a fresh listing (some backends cache them).
+    """
+    return set(list_signatures(directory_uri))
 
 
 @dataclass(frozen=True)

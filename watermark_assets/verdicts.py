@@ -37,6 +37,8 @@ class Verdict(str, Enum):
     """What became of a landing file; the values are the command's spelling."""
 
     INGESTED = "ingested"
+    REWRITTEN = "rewritten"
+    """Committed, then rewritten in place: its size or modification time (ETag) differs."""
     QUARANTINED = "quarantined"
     PENDING = "pending"
     BELOW_WATERMARK = "below-watermark"
@@ -95,6 +97,9 @@ class Evidence:
     #: where the landing folder is the table's: the files the table holds or removed and still
     #: remembers (see ``sources.files.TableFiles``); empty elsewhere
     table_files: frozenset[str] = frozenset()
+    #: per committed file, the content signature its latest commit recorded (size and mtime, or
+    #: ETag; ``storage.content_signature``): a file listed with another one was rewritten
+    signatures: Mapping[str, str] = field(default_factory=dict)
 
     def is_table_file(self, path: str) -> bool:
         """Whether ``path`` is the table's own file and no commit of the pipeline took it in."""
@@ -247,13 +252,19 @@ def _where(evidence: Evidence, commits: Sequence[Commit]) -> str:
 
 
 def explain_path(
-    evidence: Evidence, path: str, *, present: bool, rows: int | None = None
+    evidence: Evidence,
+    path: str,
+    *,
+    present: bool,
+    rows: int | None = None,
+    signature: str | None = None,
 ) -> Explanation:
     """The verdict on ``path`` (relative to the source folder); see the module docstring.
 
     ``present``: the file is in the landing folder. ``rows``: its rows in the data table, when
     read (:func:`.explain.rows_in_table`); without it a committed file is ``ingested`` unless it has
-    quarantined records and ``rows`` is 0.
+    quarantined records and ``rows`` is 0. ``signature``: its content signature now (size and
+    mtime, or ETag), which names a committed file rewritten in place since its commit.
     """
     commits = evidence.commits.get(path, ())
     quarantined = evidence.quarantined.get(path)
@@ -287,6 +298,17 @@ def explain_path(
                 f"{evidence.pipeline.table.quarantine} ({quarantined.error}): fix the file and "
                 "land it again with a new name",
                 facts=facts,
+            )
+        committed_as = evidence.signatures.get(path)
+        if signature is not None and committed_as is not None and signature != committed_as:
+            return Explanation(
+                path=path,
+                verdict=Verdict.REWRITTEN,
+                reason=f"committed in {_where(evidence, commits)}, then rewritten in place: its "
+                f"size or modification time (ETag) is {signature!r}, its commit recorded "
+                f"{committed_as!r}; the table holds the rows it had then, not its new ones "
+                "(land the new content under a new name above the watermark)",
+                facts={**facts, "signature_committed": committed_as, "signature_now": signature},
             )
         counts = "" if rows is None else f", {rows} rows in the table"
         if quarantined is not None:

@@ -18,9 +18,11 @@ newest landing partition each Dagster partition committed files of: its entry is
 landing partition's watermark) and ``partition_files`` (files committed so far per landing
 partition, to notice files that land below a watermark) follow when there are any, then
 ``totals`` (files, rows and Dagster partitions committed since the first commit: running numbers,
-never pruned) and ``txn_sum`` (the sum of the pipeline's txn versions at ``delta_version``, which
-the table's own checkpoint keeps: see :mod:`watermark_assets.state.load`). Every map is bounded by
-the retained landing partitions, not by the history.
+never pruned), ``txn_sum`` (the sum of the pipeline's txn versions at ``delta_version``, which
+the table's own checkpoint keeps: see :mod:`watermark_assets.state.load`) and
+``file_signatures`` (per committed file of the retained landing partitions, its size and mtime or
+ETag when committed: a listing that returns another finds the file rewritten in place). Every map
+is bounded by the retained landing partitions, not by the history.
 The checkpoint is generic over the watermark kind (:mod:`watermark_assets.core.watermark`): a
 file-path watermark is written in the seed's shape above, any other kind as ``"kind"`` plus its
 ``to_json()`` under ``"watermark"`` (no ``partition_watermarks``). A reader says which kind it
@@ -92,6 +94,9 @@ class Checkpoint(Generic[W]):
     #: the sum of the versions of the pipeline's txn app ids at ``delta_version``: tells whether
     #: commits cleaned from the log after that version were the pipeline's (None: not recorded)
     txn_sum: int | None = None
+    #: per committed landing file of the retained landing partitions, its content signature
+    #: when committed (size and mtime, or ETag): pruned with its partition's watermark
+    file_signatures: Mapping[str, str] = field(default_factory=dict)
 
     def legacy_totals(self) -> Totals:
         """The totals, or for a checkpoint written before they were kept the best it can say:
@@ -125,6 +130,8 @@ class Checkpoint(Generic[W]):
             document["totals"] = self.totals.to_dict()
         if self.txn_sum is not None:
             document["txn_sum"] = self.txn_sum
+        if self.file_signatures:
+            document["file_signatures"] = dict(sorted(self.file_signatures.items()))
         return json.dumps(document, indent=2, ensure_ascii=False)
 
     @staticmethod
@@ -192,6 +199,13 @@ class Checkpoint(Generic[W]):
         txn_sum = document.get("txn_sum")
         if txn_sum is not None and not (_is_int(txn_sum) and txn_sum >= 0):
             raise CorruptCheckpointError(location, f"'txn_sum' is {txn_sum!r}, not a count")
+        signatures = document.get("file_signatures", {})
+        if not isinstance(signatures, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in signatures.items()
+        ):
+            raise CorruptCheckpointError(
+                location, f"'file_signatures' is {signatures!r}, not file -> signature"
+            )
         try:
             if seed_shape:
                 watermark: Any = FileWatermark.from_dict(
@@ -210,6 +224,7 @@ class Checkpoint(Generic[W]):
             prefixes,
             totals,
             txn_sum,
+            signatures,
         )
 
 

@@ -62,15 +62,18 @@ def pipeline_job(
 
 
 def files_run_config(
-    pipeline_name: str, files: Sequence[str] | None, *, late: bool = False
+    pipeline_name: str, files: Sequence[str] | None, *, late: bool = False, rewrite: bool = False
 ) -> dict[str, Any]:
     """The run config of a file-path pipeline's run: ingest ``files`` (None: every file above
     the watermark in the run's partitions, what a backfill does); ``late``: files that landed at
-    or below their partition's watermark (the sweep's runs). The one place its shape is
-    written; :func:`requested_files` reads it back."""
+    or below their partition's watermark (the sweep's runs); ``rewrite``: a committed file
+    rewritten in place, whose rows are replaced (``on_rewrite: replace``). The one place its
+    shape is written; :func:`requested_files` reads it back."""
     config: dict[str, Any] = {} if files is None else {"files": list(files)}
     if late:
         config["late"] = True
+    if rewrite:
+        config["rewrite"] = True
     return {"ops": {pipeline_name: {"config": config}}}
 
 
@@ -94,6 +97,13 @@ class IngestRunConfig(Config):
         description="Ingest the listed files that landed AT OR BELOW their partition's watermark "
         "and that no commit recorded (the reconciliation sweep's runs, sweep.ingest). The "
         "watermark stays; the commit has txn ids of its own, so a file is never ingested twice.",
+    )
+    rewrite: bool = Field(
+        default=False,
+        description="Replace the rows of ONE committed file that was rewritten in place (its size "
+        "or modification time/ETag differs from its commit's): its old rows are removed and its "
+        "new rows added in ONE commit (on_rewrite: replace; the sensor sets it). A file whose "
+        "content is the one last committed is left alone, so a retry never replaces twice.",
     )
 
 
@@ -149,12 +159,15 @@ def build_asset(
             files=tuple(config.files) if config.files else None,
             clock=clock,
             late=config.late,
+            rewrite=config.rewrite,
         )
         now = clock()
         plan = plan_batch(request, partition_of, now=now)
         context.log.info(
             f"{pipeline.name} {request.partition_keys[0]}..{request.partition_keys[-1]}: "
-            f"{len(plan.files)} files {'below (late)' if request.late else 'above'} the watermark, "
+            f"{len(plan.files)} files "
+            f"{'rewritten' if request.rewrite else 'below (late)' if request.late else 'above'}"
+            " the watermark, "
             f"{len(plan.already_committed)} already "
             f"committed; watermark {plan.state.watermark.value!r} "
             f"({plan.state.watermark.state.value})"

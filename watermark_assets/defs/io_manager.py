@@ -13,6 +13,7 @@ from watermark_assets.defs.metadata import batch_metadata, partition_metadata
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.exceptions import BatchOverlapError
 from watermark_assets.runs.file_commit import BatchResult, commit_batch
+from watermark_assets.runs.file_rewrite import commit_rewrite_batch
 from watermark_assets.runs.file_stage import StagedBatch
 
 
@@ -45,7 +46,8 @@ class WatermarkDeltaIOManager(ConfigurableIOManager):
 
     def handle_output(self, context: OutputContext, obj: StagedBatch) -> None:
         try:
-            result = commit_batch(obj, now=obj.plan.request.clock())
+            commit = commit_rewrite_batch if obj.plan.request.rewrite else commit_batch
+            result = commit(obj, now=obj.plan.request.clock())
         except BatchOverlapError as overlap:
             # Plan again: the new plan drops the files another run committed meanwhile.
             context.log.warning(str(overlap))

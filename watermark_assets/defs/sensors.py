@@ -55,6 +55,7 @@ from watermark_assets.sources.file_discovery import (
     PartitionOf,
     discover_files,
     partition_key_of,
+    rewritten_files,
     sweep,
 )
 from watermark_assets.sources.files import TableFiles
@@ -106,6 +107,12 @@ class SensorCursor:
     below_first: tuple[str, ...] = ()
     #: the last sweep's count per landing prefix of those files
     below_swept: Mapping[str, int] = field(default_factory=dict)
+    #: committed files rewritten in place since their commit, and the first of them
+    rewritten: int = 0
+    rewritten_first: tuple[str, ...] = ()
+    #: the first rewritten files the last sweep found (S3: the regular listing cannot), with
+    #: their signatures then, named until the next sweep unless replaced meanwhile
+    rewritten_swept: Mapping[str, str] = field(default_factory=dict)
 
     def to_string(self) -> str:
         return json.dumps(
@@ -132,6 +139,12 @@ class SensorCursor:
                 ),
                 **({"below_first": list(self.below_first)} if self.below_first else {}),
                 **({"below_swept": dict(self.below_swept)} if self.below_swept else {}),
+                **(
+                    {"rewritten": self.rewritten, "rewritten_first": list(self.rewritten_first)}
+                    if self.rewritten
+                    else {}
+                ),
+                **({"rewritten_swept": dict(self.rewritten_swept)} if self.rewritten_swept else {}),
             }
         )
 
@@ -156,6 +169,9 @@ class SensorCursor:
             unsortable_first=tuple(raw.get("unsortable_first", ())),
             below_first=tuple(raw.get("below_first", ())),
             below_swept={str(k): int(v) for k, v in raw.get("below_swept", {}).items()},
+            rewritten=int(raw.get("rewritten", 0)),
+            rewritten_first=tuple(raw.get("rewritten_first", ())),
+            rewritten_swept={str(k): str(v) for k, v in raw.get("rewritten_swept", {}).items()},
         )
 
 
@@ -201,18 +217,26 @@ def build_sensor(
             limit=budget,
             since=previous.low,
             committed_files=state.partition_files,
+            committed_signatures=state.file_signatures,
         )
         swept = _sweep_if_due(pipeline, state, previous, now, groups.table_files)
         late = _name_late_files(pipeline, state, swept, groups, previous, partition_of)
+        # rewritten files: the regular listing's (fresh), the sweep's where it cannot see them
+        rewritten = dict(sorted({**late.rewritten_as, **groups.rewritten_as}.items()))
         # the regular listing's counts are fresh where it sees such files (not on S3, which
         # lists from the watermark on): the sweep's fill in the rest, as of the last sweep
         below = {**late.below, **swept.below, **groups.below_watermark}
         busy = partitions_in_flight(context, asset_key, job.name, partitions_def)
-        late_requests = _late_run_requests(context, pipeline, late, busy)
+        late_requests = [
+            *_late_run_requests(context, pipeline, late, busy),
+            *_rewrite_run_requests(context, pipeline, rewritten, partition_of, busy),
+        ]
         closed, closed_through = close_empty_partitions(
             context, pipeline, asset_key, partitions_def, state, previous.closed_through, busy, now
         )
-        notes = _notes(groups, pipeline, swept, closed, late, initial=state.watermark.value is None)
+        notes = _notes(
+            groups, pipeline, swept, closed, late, rewritten, initial=state.watermark.value is None
+        )
         # The next tick lists from the oldest pending prefix; held-back files count, so that
         # their landing partition stays listed (and reported) until they are renamed.
         pending_paths = [
@@ -235,6 +259,9 @@ def build_sensor(
             unsortable_first=groups.unsortable[:UNREADABLE_NAMES],
             below_first=late.first,
             below_swept=dict(late.below),
+            rewritten=len(rewritten),
+            rewritten_first=tuple(rewritten)[:UNREADABLE_NAMES],
+            rewritten_swept=dict(list(late.rewritten_as.items())[:UNREADABLE_NAMES]),
         )
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
@@ -408,6 +435,8 @@ class _LateFiles:
     by_partition: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: why they could not be named (the Delta log was cleaned up), else None
     error: str | None = None
+    #: committed files the sweep's full listing found rewritten in place -> their signature now
+    rewritten_as: Mapping[str, str] = field(default_factory=dict)
 
 
 def _name_late_files(
@@ -424,8 +453,14 @@ def _name_late_files(
     in full once; the Delta log is read only when a partition holds more such files than it has
     committed. Else the last sweep's names."""
     if not swept.fresh:
-        return _LateFiles(previous.below_first, previous.below_swept)
+        still = {  # unless a rewrite commit recorded that content since
+            path: signature
+            for path, signature in previous.rewritten_swept.items()
+            if state.file_signatures.get(path) not in (None, signature)
+        }
+        return _LateFiles(previous.below_first, previous.below_swept, rewritten_as=still)
     prefixes = {*swept.below, *groups.below_watermark, *groups.uncounted}
+    listed: dict[str, str] = {}
     try:
         found = find_late_files(
             pipeline,
@@ -433,13 +468,21 @@ def _name_late_files(
             prefixes,
             state.partition_files,
             table_files=groups.table_files,
+            signatures=listed,
         )
     except LateFilesUnprovableError as exc:
-        return _LateFiles(error=str(exc))
+        return _LateFiles(error=str(exc), rewritten_as=_rewritten_as(listed, state))
     names = sorted(path for paths in found.values() for path in paths)
     grouped = group_by_partition(found, lambda path: partition_key_of(pipeline, path, partition_of))
     counts = {prefix: len(paths) for prefix, paths in found.items()}
-    return _LateFiles(tuple(names[:UNREADABLE_NAMES]), counts, grouped)
+    return _LateFiles(
+        tuple(names[:UNREADABLE_NAMES]), counts, grouped, rewritten_as=_rewritten_as(listed, state)
+    )
+
+
+def _rewritten_as(listed: Mapping[str, str], state: PipelineState) -> dict[str, str]:
+    """The listed committed files whose signature differs from their commit's -> it now."""
+    return {path: listed[path] for path in rewritten_files(listed, state.file_signatures)}
 
 
 def _late_run_requests(
@@ -465,6 +508,43 @@ def _late_run_requests(
                     PIPELINE_TAG: pipeline.name,
                     BATCH_TAG: base,
                     LATE_TAG: "true",
+                    **pipeline_partition_tags(pipeline.name, key),
+                },
+            )
+        )
+    return requests
+
+
+def _rewrite_run_requests(
+    context: SensorEvaluationContext,
+    pipeline: Pipeline,
+    rewritten: Mapping[str, str],
+    partition_of: Callable[[datetime], str | None],
+    busy: set[str],
+) -> list[RunRequest]:
+    """With ``on_rewrite: replace``, one rewrite run per committed file rewritten in place (its
+    run key names the content signature listed: a file rewritten again is replaced again; a
+    partition with a run in flight waits for the next tick), at most ``max_runs_per_tick``."""
+    if pipeline.on_rewrite != "replace":
+        return []
+    requests: list[RunRequest] = []
+    for path, signature in rewritten.items():
+        key = partition_key_of(pipeline, path, partition_of)
+        if key is None or key in busy:
+            continue
+        if len(requests) >= pipeline.sensor.max_runs_per_tick:
+            break
+        digest = hashlib.sha256(f"{path}\n{signature}".encode()).hexdigest()[:16]
+        base = f"rewrite|{pipeline.name}|{key}|{digest}"
+        attempt = len(_runs(context, {BATCH_TAG: base}, FAILED))
+        requests.append(
+            RunRequest(
+                run_key=f"{base}|a{attempt}",
+                partition_key=key,
+                run_config=files_run_config(pipeline.name, [path], rewrite=True),
+                tags={
+                    PIPELINE_TAG: pipeline.name,
+                    BATCH_TAG: base,
                     **pipeline_partition_tags(pipeline.name, key),
                 },
             )
@@ -566,6 +646,7 @@ def _notes(
     swept: _Swept,
     closed: list[AssetMaterialization],
     late: _LateFiles,
+    rewritten: Mapping[str, str],
     *,
     initial: bool,
 ) -> str:
@@ -618,6 +699,18 @@ def _notes(
             "landing partitions are held back; land them again named with a Unix-timestamp, "
             "UUIDv7 or ISO 8601 prefix above the watermark"
         )
+    if rewritten:
+        fix = (
+            "rewrite runs replace their rows (on_rewrite: replace)"
+            if pipeline.on_rewrite == "replace"
+            else "the table holds their old rows; set on_rewrite: replace to replace them, or "
+            "land the new content under a new name above the watermark"
+        )
+        notes.append(
+            f"{len(rewritten)} committed files were rewritten in place since their "
+            f"commit (size or modification time/ETag changed; first "
+            f"{list(rewritten)[:UNREADABLE_NAMES]}): {fix}"
+        )
     if out_of_range:
         notes.append(
             f"{len(out_of_range)} files outside the partitions (first {out_of_range[0]!r}; "
@@ -655,6 +748,7 @@ def _observations(
             c.unreadable_first,
             c.unsortable_first,
             c.below_first,
+            c.rewritten_first,
         )
 
     if noted(previous) == noted(cursor):
@@ -677,6 +771,8 @@ def _observations(
                 "files/unreadable_first": MetadataValue.json(list(cursor.unreadable_first)),
                 "files/unsortable": MetadataValue.int(cursor.unsortable),
                 "files/unsortable_first": MetadataValue.json(list(cursor.unsortable_first)),
+                "files/rewritten": MetadataValue.int(cursor.rewritten),
+                "files/rewritten_first": MetadataValue.json(list(cursor.rewritten_first)),
             },
         )
     ]

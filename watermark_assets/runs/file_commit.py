@@ -282,4 +282,5 @@ def _commit_metadata(
         late=plan.request.late,
         partition_prefixes=prefixes,
         new_partitions=first,
+        source_signatures=dict(plan.signatures),
     )

@@ -40,6 +40,8 @@ class BatchRequest:
     #: ingest ``files`` that lie at or below their partition's watermark and were never
     #: committed (the reconciliation sweep's runs); the watermark does not move
     late: bool = False
+    #: replace the rows of ``files`` (ONE committed file rewritten in place): ``on_rewrite``
+    rewrite: bool = False
 
     @property
     def partition_keys(self) -> tuple[str, ...]:
@@ -71,6 +73,11 @@ class BatchPlan:
     #: files Spark cannot read literally (path -> character), held back by discovery with the
     #: later files of their landing partition (a requested list holding one is refused instead)
     unreadable: Mapping[str, str] = field(default_factory=dict)
+    #: each file's content signature as planned, before it is read (size and mtime, or ETag):
+    #: the commit records it, so a later listing finds the file if it is rewritten in place
+    signatures: Mapping[str, str] = field(default_factory=dict)
+    #: a rewrite run's file -> the signature its last commit recorded (the content replaced)
+    replaced: Mapping[str, str] = field(default_factory=dict)
 
 
 def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetime) -> BatchPlan:
@@ -97,7 +104,10 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
     added: tuple[str, ...] = ()
     unreadable: dict[str, str] = {}
     already: list[str] = []
-    if request.late:
+    replaced: dict[str, str] = {}
+    if request.rewrite:
+        candidates, already, replaced = rewritten_requested_files(pipeline, state, request.files)
+    elif request.late:
         if not request.files:
             raise RequestedFileError(
                 "(none)", "a late run needs the list of files to ingest", "give 'files'"
@@ -130,15 +140,57 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
             f"{sorted(wanted)}",
             "launch it in its own partition",
         )
+    files = tuple(sorted(file_partitions))
     return BatchPlan(
         request,
         state,
-        tuple(sorted(file_partitions)),
+        files,
         file_partitions,
         tuple(already),
         added,
         unreadable,
+        # one listing per landing partition of the batch, before the files are read
+        storage.file_signatures(pipeline.source.uri, files),
+        {path: replaced[path] for path in files if path in replaced},
     )
+
+
+def rewritten_requested_files(
+    pipeline: Pipeline, state: PipelineState, requested: Sequence[str] | None
+) -> tuple[list[str], list[str], dict[str, str]]:
+    """(the file to replace, or none; the requested file when its content is the one last
+    committed; file -> its recorded signature) of a rewrite run's list of ONE file.
+
+    The file must be committed with a recorded signature in the retained state (the sensor
+    names only such files). Its signature now is compared with the one its last commit
+    recorded: equal, it was not rewritten, or a commit (a retry's, before a crash) replaced it
+    already, and nothing is done.
+    """
+    if not requested or len(requested) != 1:
+        raise RequestedFileError(
+            ",".join(requested or ()) or "(none)",
+            "a rewrite run replaces the rows of exactly one file",
+            "give one file in 'files' (the sensor starts one run per rewritten file)",
+        )
+    [path] = requested
+    check_requested_path(
+        path, suffixes=pipeline.source.suffixes, ordering=pipeline.watermark.file_name_ordering
+    )
+    recorded = state.file_signatures.get(path)
+    if recorded is None:
+        raise RequestedFileError(
+            path,
+            "no commit the state retains recorded its size and modification time (not committed, "
+            "committed before they were recorded, or its landing partition is pruned)",
+            "launch it without 'rewrite: true', or land the new content under a new name",
+        )
+    now = storage.file_signatures(pipeline.source.uri, [path]).get(path)
+    if now is None:
+        raise SourceFileMissingError(path, pipeline.source.uri)
+    if now == recorded:
+        return [], [path], {}
+    check_readable(pipeline.source.uri, path)
+    return [path], [], {path: recorded}
 
 
 def requested_files(

@@ -47,7 +47,7 @@ class StagedBatch(StagedFiles):
 
     @property
     def watermark_after(self) -> FileWatermark:
-        if self.plan.request.late:  # files below the watermark: it stays where it is
+        if self.plan.request.late or self.plan.request.rewrite:  # files below it: it stays
             return self.plan.state.watermark
         return self.plan.state.watermark.advance(self.plan.files)
 

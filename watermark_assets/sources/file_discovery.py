@@ -51,6 +51,11 @@ class FileGroups:
     #: the table's own files under the landing folder, as this listing left them out (None:
     #: the landing folder is not the table's); the sweep of the same tick reuses them
     table_files: TableFiles | None = None
+    #: committed files this listing returned with another content signature than the one their
+    #: commit recorded (size and mtime, or ETag): rewritten in place since they were ingested
+    rewritten: tuple[str, ...] = ()
+    #: each of ``rewritten`` with the content signature the listing returned now
+    rewritten_as: Mapping[str, str] = field(default_factory=dict)
 
 
 def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -> str | None:
@@ -70,6 +75,7 @@ def discover_files(
     since: str | None = None,
     restored: bool = False,
     committed_files: Mapping[str, int] | None = None,
+    committed_signatures: Mapping[str, str] | None = None,
 ) -> FileGroups:
     """List the files above the watermark (pruned listing) and group them by Dagster partition.
 
@@ -80,7 +86,11 @@ def discover_files(
     backfill's time window (see :func:`lowered_plan`). ``restored``: the watermarks of the
     partitions from ``since`` on were put back (:func:`restore_partitions`), so the floor may go
     below the pruning horizon. ``committed_files`` (files committed per landing partition) turns
-    the listing's count of files at or below each watermark into ``below_watermark``.
+    the listing's count of files at or below each watermark into ``below_watermark``;
+    ``committed_signatures`` (the state's, per committed file) names the files the listing
+    returned with another signature in ``rewritten`` (no extra request: only what the listing
+    returns anyway, so on S3, which lists a partition from its watermark on, a rewrite of a file
+    below a partition's last file is found only where the partition is listed in full).
     """
     horizon = listing_horizon(pipeline, watermark, now)
     plan = lowered_plan(plan_listing(watermark, horizon), since, None if restored else horizon)
@@ -118,6 +128,7 @@ def discover_files(
             out_of_range.append(path)
         else:
             groups.setdefault(key, []).append(path)
+    rewritten = rewritten_files(listing.signatures_at_or_below, committed_signatures or {})
     below = (
         {}
         if committed_files is None
@@ -135,6 +146,20 @@ def discover_files(
         listing.unsortable,
         listing.started_after,
         table_files,
+        rewritten,
+        {path: listing.signatures_at_or_below[path] for path in rewritten},
+    )
+
+
+def rewritten_files(listed: Mapping[str, str], committed: Mapping[str, str]) -> tuple[str, ...]:
+    """The committed files ``listed`` with another content signature than their commit's
+    (sorted); a file with no recorded signature is never named (nothing to compare)."""
+    return tuple(
+        sorted(
+            path
+            for path, signature in listed.items()
+            if path in committed and committed[path] != signature
+        )
     )
 
 

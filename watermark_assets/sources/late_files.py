@@ -68,6 +68,7 @@ def find_late_files(
     committed_files: Mapping[str, int],
     *,
     table_files: TableFiles | None,
+    signatures: dict[str, str] | None = None,
 ) -> dict[str, tuple[str, ...]]:
     """Per landing prefix, the files at or below its watermark that no commit recorded (sorted).
 
@@ -81,6 +82,10 @@ def find_late_files(
     Where the landing folder is the table's (``table_files``), the files the table holds are
     never named, and a prefix is read further only when :meth:`TableFiles.not_ingested` counts
     files never committed there (the files the table forgot are the committed ones).
+
+    ``signatures``, when given, receives the content signature (size and mtime, or ETag) of each
+    file listed at or below its watermark: the same listing, to find files rewritten in place
+    where the regular listing cannot (S3 lists from the watermark on).
     """
     source = pipeline.source
     held = frozenset() if table_files is None else table_files.held
@@ -90,12 +95,16 @@ def find_late_files(
         directory = storage.join(source.uri, prefix) if prefix else source.uri
         at_or_below: list[str] = []
         held_below: list[str] = []
-        for name in sorted(storage.list_names(directory)):
+        listed = storage.list_signatures(directory)
+        for name in sorted(listed):
             path = f"{prefix}/{name}" if prefix else name
             if storage.is_hidden(name) or not name.endswith(tuple(source.suffixes)):
                 continue
             if not watermark.is_above(path):
                 (held_below if path in held else at_or_below).append(path)
+                signature = listed[name]
+                if signatures is not None and signature is not None and path not in held:
+                    signatures[path] = signature
         if table_files is None:
             never = len(at_or_below) - committed_files.get(prefix, 0)
         else:

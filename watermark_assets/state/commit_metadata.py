@@ -61,6 +61,12 @@ class CommitMetadata:
     #: Dagster partitions this commit committed first (their txn had no version before): the
     #: running count of partitions (None: not recorded, counted from the state's keys instead)
     new_partitions: tuple[str, ...] | None = None
+    #: per source file, its content signature when it was planned (``storage.content_signature``:
+    #: size and mtime, or ETag on S3): a later listing that returns another one finds it rewritten
+    source_signatures: Mapping[str, str] = field(default_factory=dict)
+    #: a rewrite commit (``on_rewrite: replace``): the rows of its one source file it removed
+    #: (None: an ingestion commit). Its file and rows were counted by the file's first commit.
+    rows_replaced: int | None = None
 
     def prefixes_by_partition(self) -> dict[str, str]:
         """The newest landing partition of each Dagster partition's files in this commit."""
@@ -105,6 +111,12 @@ class CommitMetadata:
                     if self.new_partitions is not None
                     else {}
                 ),
+                **(
+                    {"source_signatures": dict(self.source_signatures)}
+                    if self.source_signatures
+                    else {}
+                ),
+                **({"rows_replaced": self.rows_replaced} if self.rows_replaced is not None else {}),
             },
             sort_keys=True,
         )
@@ -132,6 +144,10 @@ class CommitMetadata:
             partition_prefixes=raw.get("partition_prefixes"),
             new_partitions=(
                 tuple(raw["new_partitions"]) if raw.get("new_partitions") is not None else None
+            ),
+            source_signatures=raw.get("source_signatures", {}),
+            rows_replaced=(
+                int(raw["rows_replaced"]) if raw.get("rows_replaced") is not None else None
             ),
         )
 
@@ -199,6 +215,12 @@ def quarantine_app_id(pipeline: str) -> str:
     """The txn appId under which a pipeline's quarantine table records the data version whose
     quarantined records it holds last (data commits complete into it in version order)."""
     return f"watermark_assets/{pipeline}/quarantine"
+
+
+def rewrite_app_id(pipeline: str, path: str) -> str:
+    """The txn appId of the rewrite commits of one landing file (each replace of its rows is
+    the next version: a retry of a replace that committed finds the file's signature recorded)."""
+    return f"{txn_prefix(pipeline)}rewrite/{path}"
 
 
 def txn_app_id(pipeline: str, partition_key: str) -> str:

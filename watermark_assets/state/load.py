@@ -57,6 +57,10 @@ class PipelineState:
     #: the sum of the pipeline's txn versions at ``delta_version`` (None: a checkpoint written
     #: before it was recorded; see :func:`_records_after`)
     txn_sum: int | None = 0
+    #: per committed landing file of the retained landing partitions, its content signature
+    #: when it was committed (``storage.content_signature``); a file committed before they were
+    #: recorded, or by a state rebuilt from the table, has none (never found rewritten)
+    file_signatures: Mapping[str, str] = field(default_factory=dict)
 
     def to_checkpoint(self, saved_at: int) -> Checkpoint[FileWatermark]:
         """This state as the checkpoint JSON records it (``saved_at``: epoch seconds)."""
@@ -69,6 +73,7 @@ class PipelineState:
             self.partition_prefixes,
             self.totals,
             self.txn_sum,
+            self.file_signatures,
         )
 
     @property
@@ -116,6 +121,7 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
     rows: Counter[str] = Counter(checkpoint.partition_rows if checkpoint else {})
     landed: Counter[str] = Counter(checkpoint.partition_files if checkpoint else {})
     prefixes: dict[str, str] = dict(checkpoint.partition_prefixes if checkpoint else {})
+    signatures: dict[str, str] = dict(checkpoint.file_signatures if checkpoint else {})
     totals = checkpoint.legacy_totals() if checkpoint else Totals()
     txn_sum = checkpoint.txn_sum if checkpoint else 0
     pending: list[tuple[int, tuple[str, ...]]] = []
@@ -131,6 +137,15 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
                 continue
             watermark = watermark.merge(metadata.watermark_after)
             files += metadata.files
+            signatures.update(metadata.source_signatures)
+            if metadata.rows_replaced is not None:  # a rewrite: its file was counted before
+                net = metadata.rows_committed - metadata.rows_replaced
+                totals = totals.plus(files=0, rows=net, partitions=0)
+                for key in metadata.partition_keys:
+                    rows[key] = rows.get(key, 0) + net
+                if metadata.quarantine_files:
+                    pending.append((record.version, metadata.quarantine_files))
+                continue
             by_partition = metadata.rows_committed_by_partition()
             new = (
                 metadata.new_partitions
@@ -165,6 +180,9 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
         partition_prefixes={k: p for k, p in prefixes.items() if k in retained},
         totals=totals,
         txn_sum=txn_sum,
+        file_signatures={
+            path: signature for path, signature in signatures.items() if split_path(path)[0] in kept
+        },
     )
 
 
@@ -327,4 +345,5 @@ def restore_partitions(
         partition_prefixes={**prefixes, **state.partition_prefixes},
         totals=state.totals,
         txn_sum=state.txn_sum,
+        file_signatures=state.file_signatures,
     )
