@@ -390,11 +390,14 @@ def test_a_failed_range_run_gets_a_new_run_key_and_the_sensor_requests_it_again(
     (first,) = tick().run_requests
     assert first.run_key == "events_5min|2024-01-30-12:00..2024-01-30-12:00|a0"
 
-    away = tmp_path / "events_unreachable"
-    upstream.rename(away)  # the upstream cannot be read for a moment: the run fails
+    commits = sorted((upstream / "_delta_log").glob("*.json"))
+    kept = [path.read_bytes() for path in commits]
+    for path in commits:  # the upstream cannot be read for a moment: the run fails
+        path.write_text("not a Delta commit", encoding="utf-8")
     failed = job.execute_in_process(instance=instance, tags=first.tags, raise_on_error=False)
     assert not failed.success
-    away.rename(upstream)
+    for path, content in zip(commits, kept):
+        path.write_bytes(content)
 
     (again,) = tick().run_requests
     assert again.run_key == "events_5min|2024-01-30-12:00..2024-01-30-12:00|a1"

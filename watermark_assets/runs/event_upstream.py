@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from watermark_assets import storage
 from watermark_assets.delta.committer import DeltaCommitter
@@ -137,11 +137,20 @@ def plan_reads(
 
 
 def _snapshot(uri: str, version: int | None) -> _Snapshot | None:
-    """The table at ``version`` (None: its newest), or None without a table or that version."""
+    """The table at ``version`` (None: its newest), or None without a table or that version.
+
+    A table that exists but cannot be read (a damaged log, storage refusing) raises: it is not
+    "no rows yet"."""
+    options = storage.delta_options(uri)
     try:
-        table = DeltaTable(uri, version=version, storage_options=storage.delta_options(uri))
-    except DeltaError:
+        table = DeltaTable(uri, storage_options=options)
+    except TableNotFoundError:
         return None
+    if version is not None and version != table.version():
+        try:
+            table = DeltaTable(uri, version=version, storage_options=options)
+        except DeltaError:  # that version's log and checkpoint are gone
+            return None
     return _Snapshot(table.version(), pa.table(table.get_add_actions(flatten=True)))
 
 
