@@ -359,7 +359,7 @@ def build_time(work: Path, commits: int) -> tuple[Any, datetime]:
 def measure_time(commits: int, reps: int, cold: bool) -> list[str]:
     from watermark_assets.defs.time import decide_tick
     from watermark_assets.runs.time import TimeWatermarkLog
-    from watermark_assets.state.snapshot import snapshot_uri
+    from watermark_assets.state.store import state_file_uri
 
     with tempfile.TemporaryDirectory(prefix=f"bench_time_{commits}_") as folder:
         work = Path(folder)
@@ -375,7 +375,7 @@ def measure_time(commits: int, reps: int, cold: bool) -> list[str]:
         log = Path(pipeline.table.uri) / "_delta_log"
         newest = max(log.glob("*.json"), key=lambda p: int(p.stem))
         key = "watermark_assets.time/orders_daily"
-        snapshot = Path(snapshot_uri(pipeline.table.uri, key))
+        snapshot = Path(state_file_uri(pipeline.table.uri, key))
         return [
             str(commits),
             f"{read_ms:.1f}",

@@ -82,8 +82,9 @@ class LogHistoryLostError(DeltaCommitError):
 
 
 class StateHistoryLostError(DeltaCommitError):
-    """A pipeline's commits after its state snapshot were cleaned up from the Delta log before
-    anyone read them: the progress they carried is gone (``state/snapshot.py``)."""
+    """A pipeline's commits after its stored state were cleaned up from the Delta log before
+    anyone read them: the progress they carried is gone (``state/store.py``). The one error of
+    every kind whose state cannot be read; the message names the one recovery command."""
 
     def __init__(
         self,
@@ -94,19 +95,26 @@ class StateHistoryLostError(DeltaCommitError):
         snapshot_version: int | None,
         first_missing: int,
         oldest: int,
+        location: str | None = None,
+        recovery: str | None = None,
     ) -> None:
+        where = "its state file" if location is None else f"its state file {location!r}"
         since = (
-            "no state snapshot exists"
+            f"{where} reflects no commit"
             if snapshot_version is None or snapshot_version < 0
-            else f"its state snapshot reflects version {snapshot_version}"
+            else f"{where} reflects version {snapshot_version}"
         )
         super().__init__(
             f"the state {key!r} of pipeline {pipeline!r} cannot be read: {since}, and commits "
             f"{first_missing} to {oldest - 1} of {table_uri!r}, some of them this pipeline's, "
             "were cleaned up from the log (delta.logRetentionDuration after a checkpoint) before "
             "any run or tick read them. Nothing was reset to 'read everything'. Recover with "
-            f"`watermark-assets repair-state {pipeline}`: it rebuilds the state from what the "
-            "table still holds (see its output for what runs again)",
+            f"`watermark-assets repair-state {pipeline}`: "
+            + (
+                recovery
+                or "it rebuilds the state from what the table still holds (see its output for "
+                "what runs again)"
+            ),
             table_uri=table_uri,
         )
         self.pipeline = pipeline
@@ -114,6 +122,7 @@ class StateHistoryLostError(DeltaCommitError):
         self.snapshot_version = snapshot_version
         self.first_missing = first_missing
         self.oldest = oldest
+        self.location = location
 
 
 class UnreadableDataFileError(DeltaCommitError):
@@ -479,17 +488,23 @@ class UpstreamHistoryLostError(WatermarkAssetsError):
         self.why = why
 
 
+#: What ``watermark-assets repair-state`` does for an event-time aggregate (batch engine)
+EVENT_TIME_RECOVERY = (
+    "it removes the aggregate's output, late and state tables (the late records kept so far go "
+    "with them), and the next run aggregates the upstream's current rows again"
+)
+
+
 class EventProgressLostError(DeltaCommitError):
-    """An event-time aggregate's state table holds a batch that neither its progress file nor
-    its log records (a table from before the progress file, whose log was cleaned up)."""
+    """An event-time aggregate's table holds a batch whose progress or plan neither its state
+    file nor its log records (the file lost, and the log cleaned up since)."""
 
     def __init__(self, pipeline: str, state_uri: str, batch: int, progress_uri: str) -> None:
         super().__init__(
-            f"pipeline {pipeline!r}: the state table {state_uri!r} holds batch {batch}, but "
-            f"neither {progress_uri!r} nor a commit of the state table's log records its "
-            "watermark and upstream versions (the log was cleaned up before the progress file "
-            "was first written). Rebuild the aggregate: remove its output, late and state tables "
-            "and it reads the upstream again from its current snapshot",
+            f"pipeline {pipeline!r}: the table {state_uri!r} holds batch {batch}, but neither "
+            f"{progress_uri!r} nor a commit of the table's log records its watermark, plan and "
+            "upstream versions (the file was lost, and the log cleaned up since). Recover with "
+            f"`watermark-assets repair-state {pipeline}`: {EVENT_TIME_RECOVERY}",
             table_uri=state_uri,
         )
         self.pipeline = pipeline

@@ -1,49 +1,50 @@
-"""An event-time aggregate's progress, kept where its own tables' maintenance cannot reach it.
+"""An event-time aggregate's progress, kept by the one state store (``state/store.py``).
 
 The progress of batch ``b`` (its watermark, the upstream versions and row counts it read up to,
-the windows and rows still open) and its *plan* used to live only in the ``commitInfo`` of the
-state and output commits holding txn ``b``. A Delta checkpoint keeps the txn versions but not
-``commitInfo``: once a maintenance job (OPTIMIZE, VACUUM, a checkpoint and log cleanup) put other
-commits after the batch's and cleaned the log, the progress was gone and every tick failed.
-
-So it is kept in a small JSON file next to the state table, ``{state}/_watermarks/
-event_window.json`` (VACUUM leaves folders starting with ``_`` alone), written atomically
-(``storage.write_text_atomic``: a rename, a conditional put on S3). It holds the newest batches'
-entries by batch number; each entry records the state table version it reflects (None until the
-state commit is known). The state table's txn version says which batch is committed, and
-that batch's entry is read: the txn survives every maintenance, the file does not depend on the
-log.
+the windows and rows still open) is recorded in the ``commitInfo`` of its state commit, which
+holds txn ``b``; its *plan* in the output commit's. A Delta checkpoint keeps the txn versions but
+not ``commitInfo``, so both are kept by the state store as well, for the state table: the file
+``{state}/_watermarks/state/{quoted state key}.json`` holds the newest batches' entries (plan,
+progress, the state version holding it) and, as every state file, the state table version it
+reflects and the txn sum there (here: the batch committed, the only app id of the pipeline on
+the state table). Reading it is the store's read: the file, then the state table's commits after
+its version (a commit holding txn ``b`` is batch ``b``'s; OPTIMIZE and VACUUM commits hold none).
 
 Order of writes of batch ``b``: the entry (plan and progress) before the output commit, then the
 three commits, then the entry again with the state version. A crash anywhere leaves either txn
 ``b`` absent from the state table (the entry of ``b`` is ignored and the batch redone) or present
-with its entry already there. The first write is conditional on the file being as it was read
-when the batch was planned: of two runs planning batch ``b`` at once, the second to write stops
-before committing anything (:class:`~watermark_assets.exceptions.EventWindowConflictError`).
+with its entry already there: so when the state table's log lost the commits after the file's
+version, the checkpoint's txn names the batch and the file its progress
+(:meth:`_ProgressCommits.across_gap`). Of two runs planning batch ``b`` at once, the
+second to write stops before committing anything
+(:class:`~watermark_assets.exceptions.EventWindowConflictError`); any other write in between
+(a reader catching the file up, as every reader of the store does) is merged.
 
-Tables made before this file existed have no entry for their last batch: their progress is read
-once from the state commit's ``commitInfo`` (if still in the log) and the next batch writes the
-file.
+Older tables: the progress file ``{state}/_watermarks/event_window.json`` of earlier versions is
+read when the store's file is not there yet (the next batch writes the store's file); a table from
+before either is read from its state commits (once, if still in the log).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from watermark_assets import storage
 from watermark_assets.core.event_time import EventTimeWatermark
-from watermark_assets.exceptions import ConcurrentWriteError
+from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.log import CommitRecord
+from watermark_assets.exceptions import EVENT_TIME_RECOVERY, ConcurrentWriteError
+from watermark_assets.state.store import CommitFold, Envelope, Read, StateStore, Stored
 
 #: How many of the newest batches' entries the file keeps (the committed one, the one being
 #: committed, and one more for a run that read the file just before the other committed).
 KEPT_BATCHES = 3
-SCHEMA_VERSION = 1
 
 
-def progress_uri(state_uri: str) -> str:
-    """The progress file of the aggregate whose state table is ``state_uri``."""
+def legacy_progress_uri(state_uri: str) -> str:
+    """The progress file of earlier versions (read, never written)."""
     return f"{state_uri.rstrip('/')}/_watermarks/event_window.json"
 
 
@@ -134,83 +135,187 @@ class BatchPlan:
 
 @dataclass(frozen=True)
 class ProgressEntry:
-    """One batch in the file: its plan, the progress after it, and the state table version
-    holding it (None: written before the state commit)."""
+    """One batch in the file: its plan (None: known from its state commit only), the progress
+    after it, and the state table version holding it (None: not committed yet, or not known)."""
 
-    plan: BatchPlan
+    plan: BatchPlan | None
     progress: WindowProgress
     state_version: int | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "plan": None if self.plan is None else self.plan.to_json(),
+            "progress": self.progress.to_dict(),
+            "state_version": self.state_version,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, object], inputs: Mapping[str, object]) -> ProgressEntry:
+        plan, progress, version = raw["plan"], raw["progress"], raw["state_version"]
+        assert isinstance(progress, Mapping)
+        return cls(
+            None if plan is None else BatchPlan.from_json(str(plan)),
+            WindowProgress.from_dict(progress, inputs),
+            None if version is None else int(str(version)),
+        )
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The stored state: the batch the state table holds (0: none) and the newest entries."""
+
+    committed: int
+    entries: Mapping[int, ProgressEntry]
+
+
+def _entries(raw: Mapping[str, object], inputs: Mapping[str, object]) -> dict[int, ProgressEntry]:
+    batches = raw.get("batches") or {}
+    assert isinstance(batches, Mapping)
+    return {int(b): ProgressEntry.from_dict(entry, inputs) for b, entry in batches.items()}
+
+
+class _ProgressCommits(CommitFold[Progress]):
+    """The state table's commits: the one holding txn ``b`` of the pipeline's app id is batch
+    ``b``'s, its progress in its ``commitInfo`` (maintenance commits hold no txn)."""
+
+    def __init__(self, app_id: str, state_key: str, inputs: Mapping[str, object]) -> None:
+        self._app_id = app_id
+        self._state_key = state_key
+        self._inputs = inputs
+
+    def empty(self) -> Progress:
+        return Progress(0, {})
+
+    def fold(self, state: Progress, commit: CommitRecord) -> Progress:
+        batch = commit.txns.get(self._app_id)
+        if batch is None or batch <= state.committed:
+            return state
+        known = state.entries.get(batch)
+        raw = commit.custom_metadata.get(self._state_key)
+        if raw is not None:
+            progress = WindowProgress.from_dict(json.loads(raw), self._inputs)
+        elif known is not None:
+            progress = known.progress
+        else:
+            return replace(state, committed=batch)  # no progress known: load_progress says so
+        entry = ProgressEntry(None if known is None else known.plan, progress, commit.version)
+        return Progress(batch, {**state.entries, batch: entry})
+
+    def across_gap(self, state: Progress, txns: Mapping[str, int]) -> Progress | None:
+        """The batch the checkpoint's txn names, if its entry was written (before its commits)."""
+        batch = txns.get(self._app_id, 0)
+        if batch < state.committed or batch not in state.entries:
+            return None
+        return replace(state, committed=batch)
 
 
 @dataclass(frozen=True)
 class ProgressFile:
-    """The file as read (``read_as``: the version a conditional write names; None: no file)."""
+    """The progress as read (``read``: what the store read and folded), for the writes after."""
 
-    uri: str
-    read_as: storage.Versioned | None
-    entries: Mapping[int, ProgressEntry]
+    store: StateStore[Progress]
+    read: Read[Progress]
 
+    @property
+    def uri(self) -> str:
+        return self.store.location
 
-def read_progress_file(uri: str, inputs: Mapping[str, object]) -> ProgressFile:
-    """The progress file at ``uri`` (no entries when there is none yet)."""
-    current = storage.read_versioned(uri)
-    if current is None:
-        return ProgressFile(uri, None, {})
-    return ProgressFile(uri, current, _entries(current.text, inputs))
+    @property
+    def committed(self) -> int:
+        """The batch the state table holds (0: none)."""
+        return self.read.current.state.committed
 
-
-def _entries(text: str, inputs: Mapping[str, object]) -> dict[int, ProgressEntry]:
-    raw = json.loads(text)
-    return {
-        int(batch): ProgressEntry(
-            BatchPlan.from_json(entry["plan"]),
-            WindowProgress.from_dict(entry["progress"], inputs),
-            entry["state_version"],
-        )
-        for batch, entry in raw.get("batches", {}).items()
-    }
+    @property
+    def entries(self) -> Mapping[int, ProgressEntry]:
+        return self.read.current.state.entries
 
 
-def _text(entries: Mapping[int, ProgressEntry]) -> str:
-    kept = sorted(entries)[-KEPT_BATCHES:]
-    return json.dumps(
-        {
-            "schema_version": SCHEMA_VERSION,
-            "batches": {
-                str(b): {
-                    "plan": entries[b].plan.to_json(),
-                    "progress": entries[b].progress.to_dict(),
-                    "state_version": entries[b].state_version,
-                }
-                for b in kept
-            },
-        },
-        indent=1,
+def progress_store(
+    *, pipeline: str, state_uri: str, app_id: str, state_key: str, inputs: Mapping[str, object]
+) -> StateStore[Progress]:
+    """The aggregate's progress in the state store of its state table."""
+
+    def dumps(state: Progress) -> str:
+        kept = sorted(state.entries)[-KEPT_BATCHES:]
+        batches = {str(b): state.entries[b].to_dict() for b in kept}
+        return json.dumps({"committed": state.committed, "batches": batches})
+
+    def loads(text: str) -> Progress:
+        raw = json.loads(text)
+        return Progress(int(raw["committed"]), _entries(raw, inputs))
+
+    def legacy(committer: DeltaCommitter) -> Stored[Progress] | None:
+        text = storage.read_text(legacy_progress_uri(state_uri))
+        if text is None:
+            return None  # a table from before any file: its state commits, from the first
+        entries = _entries(json.loads(text), inputs)
+        done = [b for b, entry in entries.items() if entry.state_version is not None]
+        if not done:
+            return Stored(Progress(0, entries), -1, 0)
+        batch = max(done)
+        version = entries[batch].state_version
+        assert version is not None
+        return Stored(Progress(batch, entries), version, None)  # the sum: counted from the table
+
+    return StateStore(
+        state_uri,
+        state_key,
+        Envelope(state_key, dumps, loads),
+        _ProgressCommits(app_id, state_key, inputs),
+        pipeline=pipeline,
+        legacy=legacy,
+        recovery=EVENT_TIME_RECOVERY,
     )
 
 
-def write_planned(read: ProgressFile, entry: ProgressEntry) -> None:
-    """Record ``entry`` (before the batch's first commit), only if the file is still as
-    ``read``: ConcurrentWriteError when another run wrote it since."""
-    entries = {**read.entries, entry.plan.batch: entry}
-    storage.write_text_atomic(read.uri, _text(entries), replacing=read.read_as)
+def read_progress(store: StateStore[Progress]) -> ProgressFile:
+    """The progress: the file (or the older one) and the state table's commits after it; the
+    file written again when the read went past it (a crash after a state commit, then a month
+    of log cleanup, finds the progress here, as for every kind: ``state/store.py``)."""
+    read = store.read()
+    stored = read.on_storage
+    if read.current.table_version >= 0 and (stored is None or stored.order < read.current.order):
+        store.write_merged(read.current, _merge)
+    return ProgressFile(store, read)
 
 
-#: attempts of :func:`write_committed` when other writers keep winning
-WRITE_ATTEMPTS = 8
+def write_planned(file: ProgressFile, entry: ProgressEntry) -> None:
+    """Record ``entry`` (before the batch's first commit), keeping what others wrote since the
+    file was read unless another run planned or committed this batch meanwhile:
+    ConcurrentWriteError then, and nothing written."""
+    assert entry.plan is not None
+    batch, current = entry.plan.batch, file.read.current
+    seen = current.state.entries.get(batch)
+
+    def unless_planned_since(now: Stored[Progress], mine: Stored[Progress]) -> Stored[Progress]:
+        if now.state.committed >= batch or now.state.entries.get(batch) != seen:
+            raise ConcurrentWriteError(
+                file.uri, f"another run planned or committed batch {batch} since it was read"
+            )
+        return _merge(now, mine)
+
+    planned = Progress(current.state.committed, {**current.state.entries, batch: entry})
+    file.store.write_merged(replace(current, state=planned), unless_planned_since)
 
 
-def write_committed(uri: str, entry: ProgressEntry, inputs: Mapping[str, object]) -> None:
+def write_committed(file: ProgressFile, entry: ProgressEntry) -> None:
     """Record ``entry`` with its state version (after the state commit), keeping the entries
     other runs wrote meanwhile (read, merge, conditional write; again on a lost race)."""
-    lost: ConcurrentWriteError | None = None
-    for _ in range(WRITE_ATTEMPTS):
-        read = read_progress_file(uri, inputs)
-        entries = {**read.entries, entry.plan.batch: entry}
-        try:
-            storage.write_text_atomic(uri, _text(entries), replacing=read.read_as)
-            return
-        except ConcurrentWriteError as exc:
-            lost = exc
-    assert lost is not None
-    raise lost
+    assert entry.plan is not None
+    batch, current = entry.plan.batch, file.read.current
+    entries = {**current.state.entries, batch: entry}
+    if entry.state_version is None:  # its state commit is known, not its version: read later
+        stored = replace(current, state=Progress(current.state.committed, entries))
+    else:
+        # the batch's commit moved the sum of the pipeline's txns on the state table by one
+        steps = batch - current.state.committed
+        txn_sum = None if current.txn_sum is None else current.txn_sum + steps
+        stored = Stored(Progress(batch, entries), entry.state_version, txn_sum)
+    file.store.write_merged(stored, _merge)
+
+
+def _merge(current: Stored[Progress], mine: Stored[Progress]) -> Stored[Progress]:
+    """Both files' entries (``mine`` wins for its batches), the newer state's version."""
+    newer = mine if mine.order >= current.order else current
+    entries = {**current.state.entries, **mine.state.entries}
+    return replace(newer, state=Progress(newer.state.committed, entries))

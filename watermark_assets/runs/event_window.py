@@ -31,10 +31,10 @@ the same rows (same upstream files, same state, same watermarks) and commits onl
 Two runs at once: the second one's commit of ``b`` is stale (the txn moved) and it stops without
 committing anything more.
 
-The plan and the progress are also kept in a progress file next to the state table
+The plan and the progress are also kept by the state store of the state table
 (``runs/event_progress.py``), written before the output commit and after the state commit: a
 checkpoint keeps the txn versions but not the commits' ``commitInfo``, so the progress is read
-from that file by the state table's txn version, and the aggregate's own tables can be
+from that file and the state commits after it, and the aggregate's own tables can be
 compacted, vacuumed and have their logs cleaned between any two runs.
 
 Spark plans and writes; the driver collects one row of statistics and one count.
@@ -69,11 +69,12 @@ from watermark_assets.exceptions import (
 )
 from watermark_assets.runs.event_progress import (
     BatchPlan,
+    Progress,
     ProgressEntry,
     ProgressFile,
     WindowProgress,
-    progress_uri,
-    read_progress_file,
+    progress_store,
+    read_progress,
     write_committed,
     write_planned,
 )
@@ -88,6 +89,7 @@ from watermark_assets.staging import (
     remove_stale_staging,
     remove_tree,
 )
+from watermark_assets.state.store import StateStore
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -140,10 +142,20 @@ class WindowAggregateSpec:
     def plan_key(self) -> str:
         return f"watermark_assets.event_window_plan/{self.pipeline}"
 
+    def progress(self) -> StateStore[Progress]:
+        """The progress in the state store of the state table (``runs/event_progress.py``)."""
+        return progress_store(
+            pipeline=self.pipeline,
+            state_uri=self.state_uri,
+            app_id=self.app_id,
+            state_key=self.state_key,
+            inputs=self.upstreams,
+        )
+
     @property
     def progress_uri(self) -> str:
-        """The progress file (``runs/event_progress.py``), next to the state table."""
-        return progress_uri(self.state_uri)
+        """Where the progress file lives."""
+        return self.progress().location
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,15 +187,14 @@ class WindowBatchResult:
 
 
 def load_progress(spec: WindowAggregateSpec) -> WindowProgress:
-    """The progress of the batch the state table's txn says is committed (empty before the
-    first): from the progress file, or (a table from before it) the state commit's metadata."""
+    """The progress of the batch the state table holds (empty before the first): the state
+    store's file and the state commits after it (``runs/event_progress.py``)."""
     return _load(spec)[0]
 
 
 def _load(spec: WindowAggregateSpec) -> tuple[WindowProgress, ProgressFile]:
-    committer = DeltaCommitter(spec.state_uri)
-    batch = committer.transaction_version(spec.app_id) or 0
-    file = read_progress_file(spec.progress_uri, spec.upstreams)
+    file = read_progress(spec.progress())
+    batch = file.committed
     if batch == 0:
         empty = WindowProgress(
             batch=0,
@@ -195,13 +206,9 @@ def _load(spec: WindowAggregateSpec) -> tuple[WindowProgress, ProgressFile]:
         )
         return empty, file
     entry = file.entries.get(batch)
-    if entry is not None:
-        return entry.progress, file
-    record = _commit_of_batch(committer, spec.app_id, batch)
-    if record is None:
+    if entry is None:
         raise EventProgressLostError(spec.pipeline, spec.state_uri, batch, spec.progress_uri)
-    raw = json.loads(record.custom_metadata[spec.state_key])
-    return WindowProgress.from_dict(raw, spec.upstreams), file
+    return entry.progress, file
 
 
 def _commit_of_batch(committer: DeltaCommitter, app_id: str, batch: int) -> CommitRecord | None:
@@ -232,9 +239,9 @@ def recorded_plan(
     record = _commit_of_batch(output, spec.app_id, batch)
     if record is not None:
         return BatchPlan.from_json(record.custom_metadata[spec.plan_key])
-    file = file or read_progress_file(spec.progress_uri, spec.upstreams)
+    file = file or read_progress(spec.progress())
     entry = file.entries.get(batch)
-    if entry is None:
+    if entry is None or entry.plan is None:
         raise EventProgressLostError(spec.pipeline, spec.output_uri, batch, spec.progress_uri)
     return entry.plan
 
@@ -628,9 +635,7 @@ def _commit_batch(
             crash_point(f"event_window_after_{name}")  # the exactly-once tests kill here
             if name == "output":
                 emitted = rows
-        write_committed(
-            spec.progress_uri, ProgressEntry(plan, progress, versions["state"]), spec.upstreams
-        )
+        write_committed(file, ProgressEntry(plan, progress, versions["state"]))
         return emitted, open_windows, versions
     finally:
         merged.unpersist()

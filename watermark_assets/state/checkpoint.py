@@ -16,12 +16,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from watermark_assets import storage
 from watermark_assets.config import Pipeline
-from watermark_assets.core.checkpoint import Checkpoint, CheckpointPolicy
-from watermark_assets.core.filepath.watermark import FileWatermark
-from watermark_assets.state.load import PipelineState
+from watermark_assets.core.checkpoint import CheckpointPolicy
+from watermark_assets.state.load import PipelineState, checkpoint_store
 from watermark_assets.state.quarantine import complete_quarantine
+from watermark_assets.state.store import Stored
 
 
 def save_checkpoint(
@@ -30,12 +29,12 @@ def save_checkpoint(
     """Write the checkpoint when it is behind the table (commits after its version), when its
     interval is due for a rewrite, or with ``force``; True if written.
 
-    A checkpoint already on storage for a newer table version is never overwritten by an older one
-    (checked and written as one step, see :func:`storage.replace_text_unless`: a lock on a local
-    disk, a conditional put on S3 whose loser reads the winner's checkpoint and decides again; after
-    repeated lost races it raises ConcurrentWriteError, and the Delta log still holds the state,
-    so nothing is lost). The quarantine of
-    every commit up to the state's version is completed first.
+    A checkpoint already on storage for a newer table version (or the same version and a greater
+    txn sum) is never overwritten by an older one (``StateStore.write``: checked and written as
+    one step, a lock on a local disk, a conditional put on S3 whose loser reads the winner's
+    checkpoint and decides again; after repeated lost races it raises ConcurrentWriteError, and
+    the Delta log still holds the state, so nothing is lost). The quarantine of every commit up
+    to the state's version is completed first.
     """
     policy = CheckpointPolicy(pipeline.checkpoint.interval_files, pipeline.checkpoint.interval_secs)
     now_ts = int(now.timestamp())
@@ -46,14 +45,9 @@ def save_checkpoint(
     if state.quarantine_pending:
         # the checkpoint promises that every quarantine up to its version is in the table
         complete_quarantine(pipeline, state)
-    location = pipeline.checkpoint_uri
-    checkpoint = state.to_checkpoint(now_ts)
-
-    def newer_on_storage(text: str) -> bool:
-        current = Checkpoint.loads(text, location=location, kind=FileWatermark)
-        return (current.delta_version or -1) > (state.delta_version or -1)
-
-    return storage.replace_text_unless(location, checkpoint.dumps(), keep=newer_on_storage)
+    version = -1 if state.delta_version is None else state.delta_version
+    stored = Stored(state.to_checkpoint(now_ts), version, state.txn_sum)
+    return checkpoint_store(pipeline).write(stored)
 
 
 def mark_idle(pipeline: Pipeline, state: PipelineState, *, now: datetime) -> PipelineState:

@@ -17,6 +17,7 @@ from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord
+from watermark_assets.state.store import pipeline_txn_prefix
 
 #: The commitInfo key under which each commit records the progress it made.
 COMMIT_METADATA_KEY = "watermark_assets"
@@ -182,18 +183,6 @@ def pipeline_metadata(record: CommitRecord, pipeline: Pipeline) -> CommitMetadat
     return None
 
 
-def txn_prefix(pipeline: str) -> str:
-    """The start of every txn app id of a pipeline's data commits (regular and late)."""
-    return f"watermark_assets/{pipeline}/"
-
-
-def pipeline_txn_steps(record: CommitRecord, pipeline: str) -> int:
-    """How much a commit moves the sum of the pipeline's txn versions: each of its txns is the
-    next version of its app id (``TxnVersion.next_of``), one step each."""
-    prefix = txn_prefix(pipeline)
-    return sum(1 for app_id in record.txns if app_id.startswith(prefix))
-
-
 def pipeline_commits(
     committer: DeltaCommitter,
     pipeline: Pipeline,
@@ -220,9 +209,9 @@ def quarantine_app_id(pipeline: str) -> str:
 def rewrite_app_id(pipeline: str, path: str) -> str:
     """The txn appId of the rewrite commits of one landing file (each replace of its rows is
     the next version: a retry of a replace that committed finds the file's signature recorded)."""
-    return f"{txn_prefix(pipeline)}rewrite/{path}"
+    return f"{pipeline_txn_prefix(pipeline)}rewrite/{path}"
 
 
 def txn_app_id(pipeline: str, partition_key: str) -> str:
     """The Delta txn appId of one Dagster partition of one pipeline."""
-    return f"{txn_prefix(pipeline)}{partition_key}"
+    return f"{pipeline_txn_prefix(pipeline)}{partition_key}"

@@ -1,12 +1,13 @@
 """Reading a file-path pipeline's state back after any crash, and after Delta's log maintenance.
 
-The state is the checkpoint file (written after every data commit, recording the Delta version it
-reflects) plus the pipeline's commits newer than that version, merged with
-:meth:`FileWatermark.merge`, a per-key maximum, so concurrent runs never lose each other's
-progress. Only commits after the checkpoint are ever read: they are the recent ones (a crash
-between a commit and its checkpoint write, which the next load writes), which delta-rs's log
-cleanup keeps (it removes commit JSONs older than ``delta.logRetentionDuration`` AND older than its
-own latest checkpoint). Older commits' ``commitInfo`` may be gone: nothing here needs them.
+The state is kept by the one state store (``state/store.py``): the checkpoint file (the seed's
+name and format, written after every data commit, recording the Delta version it reflects and the
+pipeline's txn sum there) plus the pipeline's commits newer than that version, folded by
+:class:`_FileCommits` (the watermark merged with :meth:`FileWatermark.merge`, a per-key maximum,
+so concurrent runs never lose each other's progress). Only commits after the checkpoint are ever
+read: the recent ones (a crash between a commit and its checkpoint write, which the next load
+writes); older commits' ``commitInfo`` may be gone: nothing here needs them. A gap after the
+checkpoint is decided by the txn sums, as for every kind.
 
 Every map the state keeps is bounded by the retained landing partitions (``retention_horizon``):
 per-partition watermarks, files per landing partition, rows per Dagster partition (pruned with the
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from watermark_assets import storage
@@ -27,15 +28,10 @@ from watermark_assets.config import Pipeline
 from watermark_assets.core.checkpoint import Checkpoint, Totals
 from watermark_assets.core.filepath.path import NameOrdering, is_sortable, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark
-from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord
-from watermark_assets.exceptions import CheckpointError, LogHistoryLostError, StateHistoryLostError
-from watermark_assets.state.commit_metadata import (
-    pipeline_metadata,
-    pipeline_txn_steps,
-    txn_prefix,
-)
+from watermark_assets.state.commit_metadata import pipeline_metadata
 from watermark_assets.state.horizons import pruned_watermark
+from watermark_assets.state.store import CommitFold, StateStore, Stored
 
 
 @dataclass(frozen=True)
@@ -54,8 +50,8 @@ class PipelineState:
     #: per Dagster partition of ``partition_rows``, the newest landing partition it committed
     partition_prefixes: Mapping[str, str] = field(default_factory=dict)
     totals: Totals = field(default_factory=Totals)
-    #: the sum of the pipeline's txn versions at ``delta_version`` (None: a checkpoint written
-    #: before it was recorded; see :func:`_records_after`)
+    #: the sum of the pipeline's txn versions at ``delta_version`` (None: not known, a checkpoint
+    #: written before it was recorded whose sum could not be counted yet; ``state/store.py``)
     txn_sum: int | None = 0
     #: per committed landing file of the retained landing partitions, its content signature
     #: when it was committed (``storage.content_signature``); a file committed before they were
@@ -87,155 +83,140 @@ class PipelineState:
         return self.checkpoint.txn_sum is None and self.txn_sum is not None
 
 
-def read_checkpoint(pipeline: Pipeline) -> Checkpoint[FileWatermark] | None:
-    location = pipeline.checkpoint_uri
-    text = storage.read_text(location)
-    if text is None:
-        return None
-    return Checkpoint.loads(text, location=location, kind=FileWatermark)
+class _CheckpointCodec:
+    """The seed's checkpoint file as the store's :class:`Stored`: ``delta_version`` is the table
+    version, ``txn_sum`` the sum (a seed file without ``delta_version`` reflects no commit yet:
+    every commit is read on top of it, from a sum of 0)."""
+
+    def dumps(self, stored: Stored[Checkpoint[FileWatermark]]) -> str:
+        version = stored.table_version
+        return replace(
+            stored.state, delta_version=None if version < 0 else version, txn_sum=stored.txn_sum
+        ).dumps()
+
+    def loads(self, text: str, *, location: str) -> Stored[Checkpoint[FileWatermark]]:
+        checkpoint = Checkpoint.loads(text, location=location, kind=FileWatermark)
+        if checkpoint.delta_version is None:
+            return Stored(checkpoint, -1, 0)
+        return Stored(checkpoint, checkpoint.delta_version, checkpoint.txn_sum)
 
 
-def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
-    """The pipeline's state: the checkpoint, caught up with the commits after its version.
+class _FileCommits(CommitFold[Checkpoint[FileWatermark]]):
+    """The pipeline's commits folded into its checkpoint: the watermark merged (a per-key
+    maximum, so concurrent runs never lose each other's progress), the counts added."""
 
-    Costs one checkpoint read, the table's latest version (``O(log n)`` probes of the log, no
-    snapshot load) and the commits after the checkpoint: the same at 5,000 commits as at 50.
-    Raises :class:`StateHistoryLostError` (naming ``watermark-assets repair-state``) when commits
-    after the checkpoint were cleaned from the log (a checkpoint deleted or restored from an old
-    backup, or a crash followed by a month without any load): never in normal operation.
-    """
-    location = pipeline.checkpoint_uri
-    checkpoint = read_checkpoint(pipeline)
-    committer = DeltaCommitter(pipeline.table.uri)
-    table_version = committer.log.latest_version()
-    watermark = checkpoint.watermark if checkpoint else FileWatermark.initial()
-    after = checkpoint.delta_version if checkpoint else None
-    if after is not None and (table_version is None or after > table_version):
-        raise CheckpointError(
-            f"checkpoint {location!r} reflects Delta version {after} but the table "
-            f"{pipeline.table.uri!r} is at {table_version}; the table was replaced or deleted. "
-            f"Rebuild the state from the table: watermark-assets repair-state {pipeline.name}",
-            location=location,
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+
+    def empty(self) -> Checkpoint[FileWatermark]:
+        return Checkpoint(FileWatermark.initial(), 0, totals=Totals())
+
+    def fold(
+        self, checkpoint: Checkpoint[FileWatermark], commit: CommitRecord
+    ) -> Checkpoint[FileWatermark]:
+        metadata = pipeline_metadata(commit, self._pipeline)
+        if metadata is None:
+            return checkpoint
+        totals = checkpoint.legacy_totals()
+        rows: Counter[str] = Counter(checkpoint.partition_rows)
+        folded = replace(
+            checkpoint,
+            watermark=checkpoint.watermark.merge(metadata.watermark_after),
+            file_signatures={**checkpoint.file_signatures, **metadata.source_signatures},
         )
-    files = 0
-    rows: Counter[str] = Counter(checkpoint.partition_rows if checkpoint else {})
-    landed: Counter[str] = Counter(checkpoint.partition_files if checkpoint else {})
-    prefixes: dict[str, str] = dict(checkpoint.partition_prefixes if checkpoint else {})
-    signatures: dict[str, str] = dict(checkpoint.file_signatures if checkpoint else {})
-    totals = checkpoint.legacy_totals() if checkpoint else Totals()
-    txn_sum = checkpoint.txn_sum if checkpoint else 0
-    pending: list[tuple[int, tuple[str, ...]]] = []
-    if table_version is not None and table_version != after:
-        records = _records_after(pipeline, committer, checkpoint, txn_sum)
-        for record in records:
-            if txn_sum is not None:
-                txn_sum += pipeline_txn_steps(record, pipeline.name)
-            metadata = pipeline_metadata(record, pipeline)
-            # a commit that landed after the latest version was read is included: count it
-            table_version = max(table_version, record.version)
-            if metadata is None:
-                continue
-            watermark = watermark.merge(metadata.watermark_after)
-            files += metadata.files
-            signatures.update(metadata.source_signatures)
-            if metadata.rows_replaced is not None:  # a rewrite: its file was counted before
-                net = metadata.rows_committed - metadata.rows_replaced
-                totals = totals.plus(files=0, rows=net, partitions=0)
-                for key in metadata.partition_keys:
-                    rows[key] = rows.get(key, 0) + net
-                if metadata.quarantine_files:
-                    pending.append((record.version, metadata.quarantine_files))
-                continue
-            by_partition = metadata.rows_committed_by_partition()
-            new = (
-                metadata.new_partitions
-                if metadata.new_partitions is not None
-                else tuple(k for k in by_partition if k not in rows and not metadata.late)
-            )
-            totals = totals.plus(
+        if metadata.rows_replaced is not None:  # a rewrite: its file was counted before
+            net = metadata.rows_committed - metadata.rows_replaced
+            for key in metadata.partition_keys:
+                rows[key] += net
+            totals = totals.plus(files=0, rows=net, partitions=0)
+            return replace(folded, partition_rows=dict(rows), totals=totals)
+        by_partition = metadata.rows_committed_by_partition()
+        new = (
+            metadata.new_partitions
+            if metadata.new_partitions is not None
+            else tuple(k for k in by_partition if k not in rows and not metadata.late)
+        )
+        rows.update(by_partition)
+        landed: Counter[str] = Counter(checkpoint.partition_files)
+        landed.update(metadata.partition_files)
+        prefixes = dict(checkpoint.partition_prefixes)
+        for key, prefix in metadata.prefixes_by_partition().items():
+            prefixes[key] = max(prefixes.get(key, prefix), prefix)
+        return replace(
+            folded,
+            partition_rows=dict(rows),
+            partition_files=dict(landed),
+            partition_prefixes=prefixes,
+            totals=totals.plus(
                 files=metadata.files, rows=metadata.rows_committed, partitions=len(new)
-            )
-            rows.update(by_partition)
-            landed.update(metadata.partition_files)
-            for key, prefix in metadata.prefixes_by_partition().items():
-                prefixes[key] = max(prefixes.get(key, prefix), prefix)
-            if metadata.quarantine_files:
-                pending.append((record.version, metadata.quarantine_files))
-    if txn_sum is None and table_version is not None:
-        # a checkpoint written before txn_sum: counted once from the table (catch_up records it)
-        txn_sum = txn_sum_now(committer, pipeline.name)
-    watermark = pruned_watermark(pipeline, watermark, now)
-    kept = watermark.partition_watermarks
-    # counts follow their landing partition's watermark: pruned with it (a Dagster partition
-    # with no known landing partition, from a checkpoint older than partition_prefixes, stays)
-    retained = {k for k in rows if k not in prefixes or prefixes[k] in kept}
-    return PipelineState(
-        watermark=watermark,
-        delta_version=table_version,
-        checkpoint=checkpoint,
-        files_since_checkpoint=files,
-        partition_rows={k: n for k, n in rows.items() if k in retained},
-        partition_files={p: n for p, n in landed.items() if p in kept},
-        quarantine_pending=tuple(pending),
-        partition_prefixes={k: p for k, p in prefixes.items() if k in retained},
-        totals=totals,
-        txn_sum=txn_sum,
-        file_signatures={
-            path: signature for path, signature in signatures.items() if split_path(path)[0] in kept
-        },
+            ),
+        )
+
+
+def checkpoint_store(pipeline: Pipeline) -> StateStore[Checkpoint[FileWatermark]]:
+    """The pipeline's state in the one state store (``state/store.py``): its checkpoint file,
+    at the seed's place and in the seed's format, read with the commits after its version."""
+    return StateStore(
+        pipeline.table.uri,
+        pipeline.checkpoint_uri,
+        _CheckpointCodec(),
+        _FileCommits(pipeline),
+        pipeline=pipeline.name,
+        location=pipeline.checkpoint_uri,
     )
 
 
-def _records_after(
-    pipeline: Pipeline,
-    committer: DeltaCommitter,
-    checkpoint: Checkpoint[FileWatermark] | None,
-    txn_sum: int | None,
-) -> list[CommitRecord]:
-    """The commits after the checkpoint's version, every one of the pipeline's among them.
+def read_checkpoint(pipeline: Pipeline) -> Checkpoint[FileWatermark] | None:
+    stored = checkpoint_store(pipeline).load()[0]
+    return None if stored is None else stored.state
 
-    When some were cleaned from the log (another writer's commits after the checkpoint, then a
-    month without a load: OPTIMIZE, VACUUM, a property change), the table's txn versions, which
-    its Delta checkpoint keeps, tell whether any was the pipeline's: every pipeline commit moves
-    the sum of its txn versions, so the sum now, less the steps of the commits left, equals the
-    checkpoint's ``txn_sum`` exactly when none of the cleaned commits was the pipeline's. Then
-    the state is whole; else :class:`StateHistoryLostError`.
+
+def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
+    """The pipeline's state: the checkpoint, caught up with the commits after its version
+    (:meth:`StateStore.read`).
+
+    Costs one checkpoint read and the commits after the checkpoint (the table's latest version,
+    ``O(log n)`` probes of the log, when there are none): the same at 5,000 commits as at 50.
+    Raises :class:`StateHistoryLostError` (naming ``watermark-assets repair-state``) when commits
+    of the pipeline after the checkpoint were cleaned from the log (a checkpoint deleted or
+    restored from an old backup, or a crash followed by a month without any load): never in
+    normal operation.
     """
-    after = checkpoint.delta_version if checkpoint else None
-    try:
-        return committer.read_commits_after(after)
-    except LogHistoryLostError as lost:
-        left = committer.read_commits_after(after, lost="skip")
-        now = txn_sum_now(committer, pipeline.name)
-        steps = sum(pipeline_txn_steps(record, pipeline.name) for record in left)
-        if txn_sum is None or now is None or now - steps != txn_sum:
-            raise StateHistoryLostError(
-                pipeline.table.uri,
-                pipeline.name,
-                pipeline.checkpoint_uri,
-                snapshot_version=after,
-                first_missing=lost.first_missing,
-                oldest=lost.oldest,
-            ) from lost
-        return left
-
-
-def txn_sum_now(committer: DeltaCommitter, pipeline: str) -> int | None:
-    """The sum of the pipeline's txn versions in the table's latest snapshot: the last Delta
-    checkpoint's ``txn`` actions (which log cleanup keeps) and the commits after it (never
-    cleaned). None when the checkpoint cannot be read (a part missing). The rare path of a
-    reader whose commits are gone: it costs the checkpoint's ``txn`` column."""
-    prefix = txn_prefix(pipeline)
-    try:
-        found = committer.log.checkpoint_txns(prefix)
-    except FileNotFoundError:
-        return None
-    after, versions = (None, {}) if found is None else (found[0], dict(found[1]))
-    for record in committer.read_commits_after(after, lost="skip"):
-        for app_id, version in record.txns.items():
-            if app_id.startswith(prefix):
-                versions[app_id] = version
-    return sum(versions.values())
+    read = checkpoint_store(pipeline).read()
+    folded = read.current.state
+    files = 0
+    pending: list[tuple[int, tuple[str, ...]]] = []
+    for record in read.commits:
+        metadata = pipeline_metadata(record, pipeline)
+        if metadata is None:
+            continue
+        files += metadata.files
+        if metadata.quarantine_files:
+            pending.append((record.version, metadata.quarantine_files))
+    watermark = pruned_watermark(pipeline, folded.watermark, now)
+    kept = watermark.partition_watermarks
+    rows, prefixes = folded.partition_rows, folded.partition_prefixes
+    # counts follow their landing partition's watermark: pruned with it (a Dagster partition
+    # with no known landing partition, from a checkpoint older than partition_prefixes, stays)
+    retained = {k for k in rows if k not in prefixes or prefixes[k] in kept}
+    version = read.current.table_version
+    return PipelineState(
+        watermark=watermark,
+        delta_version=None if version < 0 else version,
+        checkpoint=None if read.on_storage is None else read.on_storage.state,
+        files_since_checkpoint=files,
+        partition_rows={k: n for k, n in rows.items() if k in retained},
+        partition_files={p: n for p, n in folded.partition_files.items() if p in kept},
+        quarantine_pending=tuple(pending),
+        partition_prefixes={k: p for k, p in prefixes.items() if k in retained},
+        totals=folded.legacy_totals(),
+        txn_sum=read.current.txn_sum,
+        file_signatures={
+            path: signature
+            for path, signature in folded.file_signatures.items()
+            if split_path(path)[0] in kept
+        },
+    )
 
 
 @dataclass(frozen=True)

@@ -22,14 +22,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from watermark_assets import storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.checkpoint import Totals
 from watermark_assets.core.filepath.path import split_path
-from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import CheckpointError
 from watermark_assets.state.horizons import pruned_watermark
-from watermark_assets.state.load import PipelineState, table_lineage, txn_sum_now, watermark_of
+from watermark_assets.state.load import (
+    PipelineState,
+    checkpoint_store,
+    table_lineage,
+    watermark_of,
+)
+from watermark_assets.state.store import Stored
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,8 @@ def rebuild_state(
     watermark = pruned_watermark(pipeline, watermark_of(lineage.files), now)
     kept = watermark.partition_watermarks
     totals = Totals(len(lineage.rows), sum(lineage.rows.values()), len(rows))
-    txn_sum = txn_sum_now(DeltaCommitter(pipeline.table.uri), pipeline.name)
+    store = checkpoint_store(pipeline)
+    txn_sum = store.exact_txn_sum(lineage.version)
     state = PipelineState(
         watermark=watermark,
         delta_version=lineage.version,
@@ -91,7 +96,6 @@ def rebuild_state(
         totals=totals,
         txn_sum=txn_sum,
     )
-    storage.write_text_atomic(
-        pipeline.checkpoint_uri, state.to_checkpoint(int(now.timestamp())).dumps()
-    )
+    checkpoint = state.to_checkpoint(int(now.timestamp()))
+    store.write(Stored(checkpoint, lineage.version, txn_sum), force=True)
     return Rebuilt(state, totals.files, totals.rows, totals.partitions, outside)
