@@ -600,9 +600,29 @@ def summarize_event_time(
     )
 
 
+def summarize_column(pipeline: ColumnPipelineConfig) -> PartitionedRow:
+    """A column pipeline's row: the watermark its provider keeps (``delta_metadata``: the state
+    store of its table)."""
+    from watermark_assets.delta.committer import DeltaCommitter
+    from watermark_assets.delta.log import table_row_count
+
+    provider = pipeline.watermark.provider
+    record = provider.build(pipeline.table.uri, pipeline.name).get_record(pipeline.dataflow_id)
+    version = DeltaCommitter(pipeline.table.uri).current_version()
+    return PartitionedRow(
+        pipeline=pipeline.name,
+        kind=f"column ({provider.type})",
+        partitions="-",
+        rows=table_row_count(pipeline.table.uri) or 0,
+        watermark="-" if record is None or not record.watermark else record.watermark,
+        cut_off="-",
+        delta_version="-" if version is None else str(version),
+    )
+
+
 def summarize_partitioned(config: ProjectConfig) -> list[PartitionedRow]:
-    """The time pipelines' rows, then the unit pipelines' (time x unit: one row per grid), then
-    the event-time ones."""
+    """The time pipelines' rows, then the unit pipelines' (time x unit: one row per grid), the
+    event-time ones, then the column ones."""
     return (
         [summarize_time(p) for p in config.time_pipelines]
         + [
@@ -610,6 +630,7 @@ def summarize_partitioned(config: ProjectConfig) -> list[PartitionedRow]:
             for p in config.unit_pipelines
         ]
         + [summarize_event_time(config, p) for p in config.event_time_pipelines]
+        + [summarize_column(p) for p in config.column_pipelines]
     )
 
 
@@ -814,13 +835,20 @@ def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2)
 def explain_command(
     config_path: str | None, name: str, path: str | None, as_json: bool, limit: int
 ) -> int:
-    """``explain PIPELINE [PATH]``: one verdict for PATH, else every file not ingested."""
+    """``explain PIPELINE [PATH]``: one verdict for PATH, else every file not ingested; a
+    pipeline of another kind: :func:`explain_state`."""
     import json
 
     from watermark_assets import explain
     from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 
-    pipeline = load_config(config_path).file_pipeline(name)
+    config = load_config(config_path)
+    if name not in {p.name for p in config.file_pipelines}:
+        if path is not None:
+            config.file_pipeline(name)  # a PATH is a landing file: ConfigError for this kind
+        print("\n".join(explain_state(config, name)))
+        return 0
+    pipeline = config.file_pipeline(name)
     now = system_clock()
     partition_of = partition_mapper(partitions_definition(pipeline), system_clock)
     evidence = explain.gather_evidence(pipeline, partition_of, now=now)
@@ -837,21 +865,42 @@ def explain_command(
     return 0
 
 
-def repair_state_command(config_path: str | None, name: str) -> int:
-    """``repair-state PIPELINE``: rebuild the pipeline's state snapshots from what the table
-    still holds, after StateHistoryLostError (commits of the pipeline cleaned from the Delta log
-    before any run or tick read them). Time, time x unit and unit pipelines: the snapshot and the
-    commits left, folded; a window, cell or unit recorded only in a lost commit runs again on
-    the next tick (a run replaces it: no duplicate). Column pipelines (``delta_metadata``): the
-    watermark becomes the greatest watermark-column value of the table's rows. File-path
-    pipelines: the checkpoint rebuilt from the table's rows and their lineage."""
-    from watermark_assets.state.snapshot import StateLog
-
-    config = load_config(config_path)
+def explain_state(config: ProjectConfig, name: str) -> list[str]:
+    """``explain PIPELINE`` of a pipeline that is not a file-path one: its summary row, then
+    where each of its states was read from (``StateStore.describe``: the file, the version it
+    reflects, the commits after it, a gap passed over)."""
     config.pipeline(name)  # an unknown name: ConfigError listing the known ones
-    for file_pipeline in (p for p in config.file_pipelines if p.name == name):
-        return _repair_file_state(file_pipeline)
-    logs: list[tuple[str, StateLog[Any], Any]] = []
+    from watermark_assets.defs.event_time import window_engine
+
+    lines = []
+    for row in summarize_partitioned(config):
+        if row.pipeline == name:
+            lines.append(
+                f"{name} ({row.kind}): partitions {row.partitions}, {row.rows} rows, watermark "
+                f"{row.watermark}, cut-off {row.cut_off}, Delta version {row.delta_version}"
+            )
+    for what, log, _ in _state_logs(config, name):
+        lines.append(f"  {what}: {log.provenance()}")
+    for pipeline in (p for p in config.column_pipelines if p.name == name):
+        if pipeline.watermark.provider.type != "delta_metadata":
+            lines.append(
+                f"  column watermark: also saved by the {pipeline.watermark.provider.type} "
+                "provider after each commit (the table's copy wins over an older saved one)"
+            )
+    for event in (p for p in config.event_time_pipelines if p.name == name):
+        engine = window_engine(event, config)
+        if engine.name == "batch":
+            store = engine.spec.progress()
+            lines.append(f"  event-time progress: {store.describe(store.read())}")
+        else:
+            lines.append("  event-time progress: in the streaming query's own checkpoint")
+    return lines
+
+
+def _state_logs(config: ProjectConfig, name: str) -> list[tuple[str, Any, Any]]:
+    """The pipeline's states kept as commitInfo entries (``state.snapshot.StateLog``): what each
+    is, its log, and what ``repair-state`` puts in from the table itself (None: nothing)."""
+    logs: list[tuple[str, Any, Any]] = []
     for time_pipeline in (p for p in config.time_pipelines if p.name == name):
         from watermark_assets.runs.time import TimeWatermarkLog
 
@@ -869,7 +918,7 @@ def repair_state_command(config_path: str | None, name: str) -> int:
     for pipeline in (p for p in config.column_pipelines if p.name == name):
         from watermark_assets.providers.delta_metadata import column_state_log, table_watermark
 
-        logs.append(
+        logs.append(  # every commit carries it, whatever the provider (``runs/column.py``)
             (
                 "column watermark",
                 column_state_log(pipeline.table.uri, pipeline.dataflow_id, pipeline.name),
@@ -907,16 +956,57 @@ def repair_state_command(config_path: str | None, name: str) -> int:
                     chunks_done,
                 )
             )
+    return logs
+
+
+def repair_state_command(config_path: str | None, name: str) -> int:
+    """``repair-state PIPELINE``: rebuild the pipeline's state files from what the table still
+    holds, after StateHistoryLostError (commits of the pipeline cleaned from the Delta log
+    before any run or tick read them). Time, time x unit and unit pipelines: the file and the
+    commits left, folded; a window, cell or unit recorded only in a lost commit runs again on
+    the next tick (a run replaces it: no duplicate). Column pipelines (``delta_metadata``): the
+    watermark becomes the greatest watermark-column value of the table's rows. File-path
+    pipelines: the checkpoint rebuilt from the table's rows and their lineage. Event-time
+    aggregates (batch engine): their tables removed, the next run aggregates the upstream
+    again."""
+    config = load_config(config_path)
+    config.pipeline(name)  # an unknown name: ConfigError listing the known ones
+    for file_pipeline in (p for p in config.file_pipelines if p.name == name):
+        return _repair_file_state(file_pipeline)
+    for event in (p for p in config.event_time_pipelines if p.name == name):
+        return _repair_event_time(config, event)
+    logs = _state_logs(config, name)
     if not logs:
         print(
-            f"repair-state {name}: this pipeline keeps no state snapshot (event-time pipelines "
-            "keep their own checkpoints); nothing to repair",
+            f"repair-state {name}: this pipeline keeps no state in its table; nothing to repair",
             file=sys.stderr,
         )
         return 2
     for what, log, replace in logs:
         lost = log.repair(replace)
         print(f"{name}: {what} rebuilt at Delta version {log.version} ({lost})")
+    return 0
+
+
+def _repair_event_time(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> int:
+    """An event-time aggregate whose progress is gone cannot be pieced together from its tables
+    (the upstream versions read, each input's watermark): it is rebuilt from the upstream."""
+    from watermark_assets.defs.event_time import window_engine
+    from watermark_assets.exceptions import EVENT_TIME_RECOVERY
+    from watermark_assets.staging import remove_tree
+
+    engine = window_engine(pipeline, config)
+    if engine.name != "batch":
+        print(
+            f"repair-state {pipeline.name}: the streaming engine keeps its progress in Spark's "
+            "own checkpoint; nothing to repair",
+            file=sys.stderr,
+        )
+        return 2
+    spec = engine.spec
+    for uri in (spec.output_uri, spec.late_uri, spec.state_uri):
+        remove_tree(uri)
+    print(f"{pipeline.name}: event-time aggregate rebuilt from its upstream: {EVENT_TIME_RECOVERY}")
     return 0
 
 
@@ -1032,7 +1122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=None, help="default 8765")
     explain = commands.add_parser(
         "explain",
-        help="why a landing file was or was not ingested; without PATH every file that was not",
+        help="why a landing file was or was not ingested; without PATH every file that was not "
+        "(a pipeline of another kind: its summary row and where its state was read from)",
     )
     explain.add_argument("pipeline", metavar="PIPELINE")
     explain.add_argument(
