@@ -89,6 +89,10 @@ XDIST_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
         ("tests/test_event_stream.py", "test_a_stream_killed_"),
     ),
 }
+#: Classes whose tests are the steps of one scene per parameter (a class-scoped fixture, e.g. the
+#: maintenance suite of every kind): each (class, parameter) is a group of its own, so that one
+#: worker runs a scene's steps, in order.
+SCENE_CLASSES = (("tests/test_state_maintenance.py", "TestMaintenanceOfEveryKind::"),)
 #: Every test that uses one of these fixtures must be in its group (checked at collection).
 GROUP_OF_FIXTURE = {"dagster_dev": "dagster_dev"}
 
@@ -96,6 +100,9 @@ GROUP_OF_FIXTURE = {"dagster_dev": "dagster_dev"}
 def xdist_group(nodeid: str) -> str | None:
     """The XDIST_GROUPS group of a test node id (``path::name[params]``), or None."""
     path, _, name = nodeid.partition("::")
+    for file, prefix in SCENE_CLASSES:
+        if path == file and name.startswith(prefix) and name.endswith("]"):
+            return f"{file}::{prefix}[{name.rsplit('[', 1)[1]}"
     for group, tests in XDIST_GROUPS.items():
         if any(path == file and name.startswith(prefix) for file, prefix in tests):
             return group

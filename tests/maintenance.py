@@ -104,3 +104,11 @@ def forget_removals(table_uri: str) -> None:
         retention_hours=0, dry_run=True, enforce_retention_duration=False
     )
     assert remembered == [], f"the table still remembers {remembered}"
+
+
+def stop_cleaning(table_uri: str) -> None:
+    """After :func:`clean_while_writing`: commits no longer checkpoint and clean the log (a
+    checkpoint every 100 commits again). The retention stays at zero: delta-rs then keeps only
+    what a later :func:`checkpoint_and_clean` keeps (with any explicit retention, even the
+    default's 30 days, it leaves the commits after the checkpoint written while cleaning)."""
+    DeltaTable(table_uri).alter.set_table_properties({"delta.checkpointInterval": "100"})

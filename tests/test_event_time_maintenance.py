@@ -184,8 +184,8 @@ def test_with_two_inputs_one_lost_upstream_log_still_aggregates_every_window_onc
 def test_a_state_from_before_the_progress_file_is_read_from_its_commit_once(
     spark: Any, tmp_path: Path
 ) -> None:
-    """An aggregate whose progress is only in its state commit's metadata (as before the
-    progress file) goes on from there, and its next batch writes the file."""
+    """An aggregate whose progress is only in its state commit's metadata (as before any
+    progress file) goes on from there, and its next read writes the file."""
     spec = make_spec(tmp_path)
     append(tmp_path / "events", *BATCH_1)
     run(spark, spec, 1)
@@ -200,32 +200,39 @@ def test_a_state_from_before_the_progress_file_is_read_from_its_commit_once(
 
 @pytest.mark.spark
 def test_a_lost_progress_names_its_recovery_and_the_rebuilt_aggregate_reads_a_cleaned_upstream(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A state table whose batch neither the progress file nor the log records (a table from
-    before the file, whose log was cleaned) stops with the recovery: remove the aggregate's
-    tables. Rebuilt, its first batch reads the upstream's current snapshot whole, although the
-    upstream's log lost its first commits."""
-    import shutil
+    """A state table whose batch neither the state file nor the log records (a table from
+    before the file, whose log was cleaned) stops with the one error and its command,
+    ``repair-state``: it removes the aggregate's tables. Rebuilt, its first batch reads the
+    upstream's current snapshot whole, although the upstream's log lost its first commits."""
+    import yaml
+    from conftest import TEST_SPARK_CONF
+    from test_event_time_pipeline import pipelines
 
-    from watermark_assets.exceptions import EventProgressLostError
+    from watermark_assets.cli import main
+    from watermark_assets.exceptions import StateHistoryLostError
 
     spec = make_spec(tmp_path)
     upstream = tmp_path / "events"
     append(upstream, *BATCH_1)
     run(spark, spec, 1)
-    Path(spec.progress_uri).unlink()  # as before the progress file
+    Path(spec.progress_uri).unlink()  # as before the state file
     z_order_by_time(spec.state_uri)
     maintenance.checkpoint_and_clean(spec.state_uri)
-    with pytest.raises(EventProgressLostError) as caught:
+    with pytest.raises(StateHistoryLostError) as caught:
         load_progress(spec)
-    assert "remove its output, late and state tables" in str(caught.value)
+    assert "watermark-assets repair-state events_5min" in str(caught.value)
+    assert "removes the aggregate's output, late and state tables" in str(caught.value)
 
     append(upstream, *BATCH_2[:2])
     append(upstream, *BATCH_2[2:])
     maintenance.checkpoint_and_clean(str(upstream))  # version 0 is gone from its log
-    for uri in (spec.output_uri, spec.late_uri, spec.state_uri):
-        shutil.rmtree(uri)
+    config = tmp_path / "pipelines.yaml"
+    document = {"spark": {"master": "local[1]", "conf": TEST_SPARK_CONF}}
+    config.write_text(yaml.safe_dump({**document, "pipelines": pipelines(tmp_path)}))
+    assert main(["--config", str(config), "repair-state", "events_5min"]) == 0
+    assert "rebuilt from its upstream" in capsys.readouterr().out
     rebuilt = run(spark, spec, 2)
     assert rebuilt.batch == 1 and rebuilt.rows_read == len(BATCH_1 + BATCH_2)
     expected = oracle(BATCH_1 + BATCH_2, set(), T0 + timedelta(minutes=30))  # one batch: none late
@@ -244,14 +251,11 @@ def z_order_by_time(uri: str) -> None:
     maintenance.z_order(uri, ["window_start" if "window_start" in names else "event_time"])
 
 
+#: (compaction, VACUUM and log cleanup of its tables: the suite of every kind,
+#: ``tests/test_state_maintenance.py``)
 OWN_MAINTENANCE = {
     "its output, late and state tables z-ordered, then checkpointed and cleaned": (
         z_order_by_time,
-        maintenance.checkpoint_and_clean,
-    ),
-    "its tables compacted, vacuumed, then checkpointed and cleaned": (
-        maintenance.optimize,
-        maintenance.vacuum,
         maintenance.checkpoint_and_clean,
     ),
 }

@@ -24,7 +24,7 @@ from _sensor_loop import SensorLoop, by_partition
 from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config
 from dagster import AssetObservation, DagsterInstance
 from deltalake import DeltaTable
-from maintenance import checkpoint_and_clean, clean_while_writing, optimize, vacuum
+from maintenance import checkpoint_and_clean, optimize, vacuum
 from test_pipeline_dagster import Clock, World, make_world
 
 from watermark_assets import explain, storage
@@ -152,28 +152,6 @@ def test_the_sweep_names_only_never_committed_files_after_log_cleanup(
         f"1 files landed below their partition's watermark ({prefix_of(late)}: 1; first [{late!r}])"
         in (swept.skip_message or "")
     )
-
-
-def test_runs_stay_exact_while_delta_rs_cleans_the_log_at_every_commit(
-    spark: Any, tmp_path: Path
-) -> None:
-    clock = Clock()
-    world = world_of(tmp_path, clock)
-    landing = world.landing
-    landing.add(hour(27, 10))
-    ingest(world)
-    clean_while_writing(world.table)  # a commit of its own: the log is cleaned at the next one
-    for day, at in ((27, 11), (28, 10), (28, 11), (29, 10)):
-        landing.add(hour(day, at))
-        landing.add(hour(day, at), minute=30)
-        ingest(world)
-        clock.now += SWEEP_EVERY
-    world.assert_each_row_once()
-    tick = world.loop.tick()
-    assert tick.run_requests == []
-    assert "below their partition's watermark" not in (tick.skip_message or "")
-    row = summarize(world.pipeline)
-    assert (row.partitions, row.files) == (3, 9)
 
 
 def test_optimize_vacuum_and_cleanup_of_the_table_keep_later_runs_and_counts_exact(
