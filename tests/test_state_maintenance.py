@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -430,6 +431,29 @@ def test_two_runs_planning_one_event_time_batch_the_second_stops(tmp_path: Path)
     version = state.commit(2)
     write_committed(first, ProgressEntry(state.plan(2), state.progress(2), version))
     assert state.committed() == (2, state.progress(2))
+
+
+def test_a_batch_planned_by_a_run_that_died_before_committing_is_planned_again(
+    tmp_path: Path,
+) -> None:
+    """The run that planned batch 2 died before its output commit: the next run reads its
+    entry, plans batch 2 anew (another upstream range) and commits it; a run that read the
+    file before that new plan stops."""
+    state = HandStateTable(tmp_path)
+    state.run(1)
+    write_planned(
+        read_progress(state.store), ProgressEntry(state.plan(2), state.progress(2), None)
+    )  # and died
+    stale, again = read_progress(state.store), read_progress(state.store)
+    assert again.entries[2].state_version is None and again.committed == 1
+    replanned = replace(state.plan(2), upstream_to={"events": 5})
+    write_planned(again, ProgressEntry(replanned, state.progress(2), None))
+    with pytest.raises(ConcurrentWriteError):
+        write_planned(stale, ProgressEntry(state.plan(2), state.progress(2), None))
+    version = state.commit(2)
+    write_committed(again, ProgressEntry(replanned, state.progress(2), version))
+    file = read_progress(state.store)
+    assert (file.committed, file.entries[2].plan) == (2, replanned)
 
 
 # --- the maintenance suite of every kind, on real runs -------------------------------------
