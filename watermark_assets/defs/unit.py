@@ -68,7 +68,7 @@ from watermark_assets.defs.checks import (
     readable_commits,
 )
 from watermark_assets.defs.column import reconcile_mismatch, run_versions
-from watermark_assets.defs.metadata import source_fault_metadata
+from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.time import failed_attempts
@@ -145,7 +145,7 @@ def unit_metadata(runs: list[UnitRun], *, table_rows: int | None, table_uri: str
         "delta/versions": MetadataValue.json(versions),
         "dagster/uri": MetadataValue.path(table_uri),
     }
-    metadata |= source_fault_metadata([r.staged for r in results])
+    metadata |= staged_reads_metadata([r.staged for r in results])
     if len(runs) == 1:
         (run,) = runs
         before, after = _done_text(run)
