@@ -134,9 +134,9 @@ def staged_reads_metadata(staged: Sequence[StagedColumnBatch]) -> dict[str, Any]
     """What the reads of a column source (one, or a window's, unit's or chunk's each) could not
     take as rows: ``rows/quarantined`` (malformed CSV/JSON records put in ``quarantine/table``
     by these runs), ``source/columns_ignored`` (columns the source's files hold that the rows
-    leave out: Parquet and CSV sources say it, JSON ones cannot); and what they cleaned first:
-    ``cleanup/orphans_removed`` (crash leftovers under the table and its quarantine, as the file
-    pipelines count theirs)."""
+    leave out: a Parquet footer, a CSV header, the keys of a JSON file's first records); and
+    what they cleaned first: ``cleanup/orphans_removed`` (crash leftovers under the table and
+    its quarantine, as the file pipelines count theirs)."""
     metadata: dict[str, Any] = {
         "rows/quarantined": MetadataValue.int(sum(s.rows_quarantined for s in staged)),
         "cleanup/orphans_removed": MetadataValue.int(sum(len(s.leftovers_removed) for s in staged)),
