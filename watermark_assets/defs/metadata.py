@@ -66,6 +66,8 @@ def batch_metadata(
         "dagster/uri": MetadataValue.path(staged.plan.request.pipeline.table.uri),
         "quarantine/table": MetadataValue.path(staged.plan.request.pipeline.table.quarantine),
     }
+    if staged.columns_ignored is not None:  # a source that names its files' columns
+        metadata["source/columns_ignored"] = MetadataValue.json(list(staged.columns_ignored))
     if lag_seconds is not None:
         metadata["lag_seconds"] = MetadataValue.float(round(lag_seconds, 3))
     if table_rows is not None:
