@@ -113,6 +113,9 @@ class SensorCursor:
     #: the first rewritten files the last sweep found (S3: the regular listing cannot), with
     #: their signatures then, named until the next sweep unless replaced meanwhile
     rewritten_swept: Mapping[str, str] = field(default_factory=dict)
+    #: columns the newest files of the last batches requested hold that their runs leave out
+    #: (:meth:`~watermark_assets.sources.files.FileSource.columns_left_out`)
+    columns_left_out: tuple[str, ...] = ()
 
     def to_string(self) -> str:
         return json.dumps(
@@ -145,6 +148,11 @@ class SensorCursor:
                     else {}
                 ),
                 **({"rewritten_swept": dict(self.rewritten_swept)} if self.rewritten_swept else {}),
+                **(
+                    {"columns_left_out": list(self.columns_left_out)}
+                    if self.columns_left_out
+                    else {}
+                ),
             }
         )
 
@@ -172,6 +180,7 @@ class SensorCursor:
             rewritten=int(raw.get("rewritten", 0)),
             rewritten_first=tuple(raw.get("rewritten_first", ())),
             rewritten_swept={str(k): str(v) for k, v in raw.get("rewritten_swept", {}).items()},
+            columns_left_out=tuple(raw.get("columns_left_out", ())),
         )
 
 
@@ -262,6 +271,7 @@ def build_sensor(
             rewritten=len(rewritten),
             rewritten_first=tuple(rewritten)[:UNREADABLE_NAMES],
             rewritten_swept=dict(list(late.rewritten_as.items())[:UNREADABLE_NAMES]),
+            columns_left_out=previous.columns_left_out,  # until a tick requests runs again
         )
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
@@ -296,6 +306,7 @@ def build_sensor(
         )
         requests: list[RunRequest] = []
         waiting: list[str] = []
+        newest: list[str] = []  # the last file of each batch requested
         for key, files in groups.by_partition.items():
             if len(requests) >= limits.max_runs_per_tick:
                 break
@@ -306,6 +317,7 @@ def build_sensor(
             committed = versions[txn_app_id(pipeline.name, key)] or 0
             base = batch_key(pipeline.name, key, committed, batch[-1])
             attempt = len(_runs(context, {BATCH_TAG: base}, FAILED))
+            newest.append(batch[-1])
             requests.append(
                 RunRequest(
                     run_key=f"{base}|a{attempt}",
@@ -321,6 +333,11 @@ def build_sensor(
         requests.extend(late_requests)
         pending = sum(len(files) for files in groups.by_partition.values())
         cursor = replace(seen, pending_files=pending, state=WatermarkState.ACTIVE.value)
+        if newest:
+            probed = newest[:COLUMN_PROBES]
+            left = pipeline.file_source.columns_left_out(probed)
+            cursor = replace(cursor, columns_left_out=left or ())
+            notes += _columns_note(left or (), len(probed), pipeline)
         events = [*_observations(asset_key, previous, cursor, state, below), *closed]
         if not requests:
             reason = (
@@ -555,6 +572,23 @@ def _rewrite_run_requests(
 #: How many names of files Spark cannot read the cursor and the observation keep (all are counted).
 UNREADABLE_NAMES = 5
 
+#: How many of the files a tick requests it reads the columns of (a footer or a first line
+#: each, a few at once): the newest file of each batch, at most this many.
+COLUMN_PROBES = 10
+
+
+def _columns_note(left: tuple[str, ...], probed: int, pipeline: Pipeline) -> str:
+    """The tick's words for the columns the requested runs leave out (none: nothing said)."""
+    if not left:
+        return ""
+    return (
+        f" | columns the runs leave out (no schema evolution yet): {list(left)}, in the newest "
+        f"file of {probed} batch(es) requested; to take them in, add them to source.schema "
+        f"(the table {pipeline.table.uri!r}, once created, needs them too: "
+        "DeltaTable(uri).alter.add_columns)"
+    )
+
+
 #: How many Dagster partitions one tick checks for being closed (the next tick goes on).
 MAX_CLOSED_PER_TICK = 200
 
@@ -749,6 +783,7 @@ def _observations(
             c.unsortable_first,
             c.below_first,
             c.rewritten_first,
+            c.columns_left_out,
         )
 
     if noted(previous) == noted(cursor):
@@ -773,6 +808,7 @@ def _observations(
                 "files/unsortable_first": MetadataValue.json(list(cursor.unsortable_first)),
                 "files/rewritten": MetadataValue.int(cursor.rewritten),
                 "files/rewritten_first": MetadataValue.json(list(cursor.rewritten_first)),
+                "files/columns_left_out": MetadataValue.json(list(cursor.columns_left_out)),
             },
         )
     ]

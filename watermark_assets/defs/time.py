@@ -61,7 +61,7 @@ from watermark_assets.core.time import (
 from watermark_assets.core.time.tick import DueWindows, instant_text
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
-from watermark_assets.defs.metadata import source_fault_metadata
+from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import FAILED, partitions_in_flight
@@ -223,7 +223,7 @@ def time_metadata(
         "rows/removed": MetadataValue.int(result.rows_removed),
         "delta/versions": MetadataValue.json(result.versions),
     }
-    metadata |= source_fault_metadata([w.result.staged for w in result.windows])
+    metadata |= staged_reads_metadata([w.result.staged for w in result.windows])
     missing = [m for w in result.windows for m in w.result.staged.missing]
     if missing:  # a file-download source's files the server did not have: nothing committed
         metadata["source/missing"] = MetadataValue.json(missing)

@@ -83,6 +83,7 @@ class BatchEngine:
         for table, version in result.versions.items():
             details[f"delta/{table}_version"] = -1 if version is None else version
         details["event_time/read_by"] = result.read_by
+        details["cleanup/orphans_removed"] = len(result.leftovers_removed)
         unaccounted = None
         if result.read_by == "event_time":
             missing = result.late_unidentified

@@ -172,6 +172,9 @@ class WindowBatchResult:
     late_unidentified: int | None = 0
     #: read by event time: why, and how the rows appended since are accounted for ("" else)
     read_note: str = ""
+    #: what crashed runs left under the output, late and state tables, removed before the read
+    #: (:func:`~watermark_assets.staging.remove_stale_staging`)
+    leftovers_removed: tuple[str, ...] = ()
 
 
 def load_progress(spec: WindowAggregateSpec) -> WindowProgress:
@@ -270,8 +273,11 @@ def run_window_batch(
             watermark_after=before,
             windows_open=progress.open_windows,
         )
-    for uri in (spec.output_uri, spec.late_uri, spec.state_uri):  # what crashed runs left
-        remove_stale_staging(uri, now)
+    leftovers = tuple(  # what crashed runs left
+        name
+        for uri in (spec.output_uri, spec.late_uri, spec.state_uri)
+        for name in remove_stale_staging(uri, now)
+    )
     framed = window_agg.with_window(
         _read_inputs(spark, spec, paths),
         spec.event_column,
@@ -336,6 +342,7 @@ def run_window_batch(
         read_by="event_time" if by_event_time else "versions",
         late_unidentified=unidentified,
         read_note=accounting.removeprefix("; "),
+        leftovers_removed=leftovers,
     )
 
 

@@ -63,6 +63,9 @@ class StagedFiles:
     described: tuple[DataFile, ...] = ()
     #: files that could not be read at all (recorded in the quarantine as files by the run)
     unreadable: tuple[UnreadableFile, ...] = ()
+    #: columns the batch's files hold that its rows leave out (no schema evolution yet); None:
+    #: the source cannot tell (:meth:`FileSource.columns_left_out`)
+    columns_ignored: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,12 @@ class FileSource(Protocol):
     def table_files(self) -> TableFiles | None:
         """The table's own files under the landing folder (read once per call: a tick or a
         run's plan calls it once); None when the landing folder is not the table's."""
+        ...
+
+    def columns_left_out(self, paths: Sequence[str]) -> tuple[str, ...] | None:
+        """The columns the landing files ``paths`` (relative to the source) hold that a run
+        would leave out of the rows, read without Spark (a footer, a header line: a tick may
+        ask); None when it cannot be told cheaply, or nothing is ever left out."""
         ...
 
 

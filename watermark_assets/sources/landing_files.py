@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from watermark_assets import storage
+from watermark_assets.delta.orphans import open_delta_table
 from watermark_assets.exceptions import UnreadableFilesError
+from watermark_assets.sources.file_columns import file_columns, left_out, names_columns
 from watermark_assets.sources.files import FileBatch, StagedFiles, known_table_schema
 from watermark_assets.spark.batch import SOURCE_FILE_COLUMN
 from watermark_assets.staging import STAGING_DIR, list_parquet, remove_tree
@@ -104,7 +106,34 @@ class LandingFilesSource:
                 k: {"files": batch.files_of(k), **v} for k, v in output.per_partition.items()
             },
             unreadable=tuple(unreadable),
+            columns_ignored=self._left_out(spec.files, output.data_schema.names),
         )
+
+    def columns_left_out(self, paths: Sequence[str]) -> tuple[str, ...] | None:
+        """The columns of ``paths`` (Parquet footers, CSV header lines, the keys of the first
+        JSON records: :mod:`~watermark_assets.sources.file_columns`) that ``source.schema`` does
+        not declare; without one (Parquet), those the table lacks (a run leaves them out, or
+        fails naming them when its first file holds them). None: cannot tell (headerless CSV,
+        Parquet without a schema and no table yet)."""
+        if self.config.schema_ddl:
+            from watermark_assets.spark.ddl import parse_read_schema
+
+            declared = [c.name for c in parse_read_schema(self.config.schema_ddl)]
+            return self._left_out(paths, declared)
+        table = open_delta_table(self.pipeline.table.uri)
+        return (
+            None
+            if table is None
+            else self._left_out(paths, [f.name for f in table.schema().fields])
+        )
+
+    def _left_out(self, paths: Sequence[str], read: Iterable[str]) -> tuple[str, ...] | None:
+        """The columns of the landing files ``paths`` that are not among ``read``."""
+        fmt, options = self.config.format.value, self.config.csv_options
+        if not names_columns(fmt, options if fmt == "csv" else None):
+            return None
+        uris = [f"{self.config.uri.rstrip('/')}/{path}" for path in paths]
+        return left_out(file_columns(uris, fmt, options if fmt == "csv" else None), read)
 
     def _read_spec(self, batch: FileBatch, files: Sequence[str], now: datetime) -> ReadSpec:
         from watermark_assets.spark.batch import ReadSpec

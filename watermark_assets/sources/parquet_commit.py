@@ -89,6 +89,10 @@ class ParquetCommitSource:
         paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
         return set(self._in_source(paths))
 
+    def columns_left_out(self, paths: Sequence[str]) -> None:
+        """None: the files are committed whole (a column the table lacks fails the commit)."""
+        return None
+
     def table_files(self) -> TableFiles:
         """The files under the source folder that the table holds: its add actions' paths, and
         the paths of the files it removed and still remembers (OPTIMIZE's inputs, a compacted
