@@ -18,13 +18,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _landing import CLICK_SCHEMA, FROZEN_NOW, ClickWriter, hour, table_files
+from _landing import CLICK_SCHEMA, FROZEN_NOW, ClickWriter, checkpoint_json, hour, table_files
 from _sensor_loop import SensorLoop, by_partition
 from conftest import project_config
 from dagster import DagsterInstance
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 from deltalake import DeltaTable
-from maintenance import forget_removals, optimize, vacuum, z_order
+from maintenance import checkpoint_and_clean, forget_removals, optimize, vacuum, z_order
 
 from watermark_assets import explain
 from watermark_assets.defs.build import build_definitions
@@ -222,3 +222,64 @@ def test_a_file_landing_below_its_partitions_watermark_is_still_reported_exactly
     assert "1 files landed below their partition's watermark (date=2024-01-28: 1" in message
     cursor = SensorCursor.from_string(clicks.loop.cursor)
     assert (cursor.below, cursor.below_first) == (1, (late,))
+
+
+def optimized_twice(clicks: Clicks) -> None:
+    """OPTIMIZE, files landed and ingested in the same partition, OPTIMIZE again: the first
+    compacted file is compacted away (ticks between, as a sensor's would be)."""
+    optimize(str(clicks.table))
+    clicks.assert_quiet("the first OPTIMIZE")
+    later = [clicks.writer.add(hour(28, 9))]
+    assert clicks.ingest() == {"2024-01-28": later}
+    optimize(str(clicks.table))
+
+
+def optimized_then_z_ordered(clicks: Clicks) -> None:
+    """OPTIMIZE then Z-order in one maintenance job, no tick between: the compacted file is
+    rewritten at once (only the commits still in the log saw it)."""
+    optimize(str(clicks.table))
+    z_order(str(clicks.table), ["click_id"])
+
+
+@pytest.mark.parametrize("ordering", ["lexicographic", "auto"])
+@pytest.mark.parametrize(
+    "maintain",
+    [
+        pytest.param(optimized_twice, id="OPTIMIZE twice"),
+        pytest.param(optimized_then_z_ordered, id="OPTIMIZE then Z-order"),
+    ],
+)
+def test_a_compacted_file_compacted_again_whose_removal_expired_is_never_a_landing_file(
+    tmp_path: Path, ordering: str, maintain: Any
+) -> None:
+    """The table forgets the first compacted file (its removal expired before any VACUUM, so
+    VACUUM never deletes it) and then its log (a month later): the file stays in the landing
+    partition, neither held nor remembered by the table. The pipeline's state recorded it as
+    the table's own while it read the log: it is never ingested, nor named unsortable."""
+    table = tmp_path / "delta" / "clicks"
+    clicks = Clicks(table, ordering)
+    day28 = [clicks.writer.add(hour(28, 1)), clicks.writer.add(hour(28, 5))]
+    assert clicks.ingest() == {"2024-01-28": day28}
+    before = set(table_files(table))
+    maintain(clicks)
+    forget_removals(str(table))
+    clicks.assert_quiet("the removals expired")
+    checkpoint_and_clean(str(table))
+    vacuum(str(table))
+    forgotten = [
+        str(p.relative_to(table))
+        for p in table.rglob("part-*.parquet")
+        if str(p.relative_to(table)) not in set(table_files(table)) | before
+    ]
+    assert forgotten, "a compacted file no longer in the table stays on disk"
+    recorded = checkpoint_json(clicks.config.file_pipeline("clicks"))["own_files"]
+    assert set(forgotten) <= set(recorded), "the checkpoint keeps it"
+    clicks.assert_quiet("log cleanup and VACUUM")
+    verdicts = {explain.explain_file(clicks.evidence(), p).verdict for p in forgotten}
+    assert verdicts == {Verdict.TABLE_FILE}
+    clicks.assert_each_row_once()
+
+    later = [clicks.writer.add(hour(28, 11)), clicks.writer.add(hour(29, 2))]
+    assert clicks.ingest() == {"2024-01-28": later[:1], "2024-01-29": later[1:]}
+    clicks.assert_quiet("the files landed after maintenance")
+    clicks.assert_each_row_once()

@@ -218,6 +218,7 @@ def build_sensor(
             since=previous.low,
             committed_files=state.partition_files,
             committed_signatures=state.file_signatures,
+            own_files=state.own_files,
         )
         swept = _sweep_if_due(pipeline, state, previous, now, groups.table_files)
         late = _name_late_files(pipeline, state, swept, groups, previous, partition_of)
@@ -469,6 +470,7 @@ def _name_late_files(
             state.partition_files,
             table_files=groups.table_files,
             signatures=listed,
+            recorded=state.file_signatures,
         )
     except LateFilesUnprovableError as exc:
         return _LateFiles(error=str(exc), rewritten_as=_rewritten_as(listed, state))

@@ -38,7 +38,12 @@ from watermark_assets.state.commit_metadata import (
     pipeline_commits,
     txn_app_id,
 )
-from watermark_assets.state.load import PipelineState, load_state, table_lineage
+from watermark_assets.state.load import (
+    PipelineState,
+    load_state,
+    read_checkpoint,
+    table_lineage,
+)
 from watermark_assets.state.quarantine import complete_quarantine
 
 
@@ -88,8 +93,11 @@ def decide_commit(plan: BatchPlan, committer: DeltaCommitter) -> CommitDecision:
         since_plan = pipeline_commits(committer, pipeline, plan.state.delta_version)
     except LogHistoryLostError as lost:
         # commits since the plan were cleaned up already (delta-rs cleaning on every commit):
-        # the table's lineage still names every file they committed
-        held = table_lineage(pipeline, lambda path: path in ours).files
+        # the checkpoint written after each of them records its files, the table's lineage
+        # names every file of them that still has rows
+        checkpoint = read_checkpoint(pipeline)
+        recorded = ours.intersection(checkpoint.file_signatures if checkpoint else ())
+        held = recorded | table_lineage(pipeline, lambda path: path in ours).files
         since_plan = []
         if held:
             taken |= held
