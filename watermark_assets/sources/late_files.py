@@ -76,6 +76,7 @@ def find_late_files(
     table_files: TableFiles | None,
     signatures: dict[str, str] | None = None,
     recorded: Collection[str] = (),
+    first_sight: dict[str, str] | None = None,
 ) -> dict[str, tuple[str, ...]]:
     """Per landing prefix, the files at or below its watermark that no commit recorded (sorted).
 
@@ -92,12 +93,17 @@ def find_late_files(
 
     ``signatures``, when given, receives the content signature (size and mtime, or ETag) of each
     file listed at or below its watermark: the same listing, to find files rewritten in place
-    where the regular listing cannot (S3 lists from the watermark on).
+    where the regular listing cannot (S3 lists from the watermark on). ``first_sight``, when
+    given, receives it for each file listed at or below its watermark that ``recorded`` lacks
+    and the tables' lineage (or a commit still in the log) proves committed: a file committed
+    before the signatures were recorded, or after ``repair-state``, gets one now (a rewrite
+    before this first sight cannot be told). Such files cost the same read of the lineage.
     """
     source = pipeline.source
     held = frozenset() if table_files is None else table_files.held
     candidates: dict[str, list[str]] = {}
     excess: dict[str, int] = {}
+    unrecorded: dict[str, str] = {}  # listed at or below, no record: committed before records?
     for prefix in sorted(set(prefixes)):
         directory = storage.join(source.uri, prefix) if prefix else source.uri
         at_or_below: list[str] = []
@@ -110,8 +116,11 @@ def find_late_files(
             if not watermark.is_above(path):
                 (held_below if path in held else at_or_below).append(path)
                 signature = listed[name]
-                if signatures is not None and signature is not None and path not in held:
-                    signatures[path] = signature
+                if signature is not None and path not in held:
+                    if signatures is not None:
+                        signatures[path] = signature
+                    if first_sight is not None and path not in recorded:
+                        unrecorded[path] = signature
         if table_files is None:
             never = len(at_or_below) - committed_files.get(prefix, 0)
         else:
@@ -124,11 +133,13 @@ def find_late_files(
             ]
             candidates[prefix] = readable
             excess[prefix] = never
-    if not candidates:
+    if not candidates and not unrecorded:
         return {}
     committed = committed_among(
-        pipeline, (p for paths in candidates.values() for p in paths), recorded
+        pipeline, {*(p for paths in candidates.values() for p in paths), *unrecorded}, recorded
     )
+    if first_sight is not None:
+        first_sight.update({p: s for p, s in unrecorded.items() if p in committed})
     found = {
         prefix: kept
         for prefix, paths in candidates.items()
