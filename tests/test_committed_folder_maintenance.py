@@ -11,6 +11,9 @@ the sweep sees the compacted files of the old partition.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,19 +21,24 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from _landing import CLICK_SCHEMA, FROZEN_NOW, ClickWriter, checkpoint_json, hour, table_files
 from _sensor_loop import SensorLoop, by_partition
-from conftest import project_config
+from conftest import TEST_SPARK_CONF, project_config
 from dagster import DagsterInstance
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 from deltalake import DeltaTable
 from maintenance import checkpoint_and_clean, forget_removals, optimize, vacuum, z_order
 
 from watermark_assets import explain
+from watermark_assets.cli import summarize
 from watermark_assets.defs.build import build_definitions
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.defs.sensors import SensorCursor
+from watermark_assets.runs.faults import CRASH_ENV_VAR
 from watermark_assets.verdicts import Evidence, Verdict
+
+TESTS = Path(__file__).parent
 
 
 class Clicks:
@@ -52,6 +60,7 @@ class Clicks:
             "partitions": {"granularity": "daily", "start": "2024-01-01"},
             "checkpoint": {"interval_files": 1, "interval_secs": 0},
         }
+        self.document = document
         self.config = project_config(document)
         defs = build_definitions(self.config, clock=lambda: self.now)
         self.loop = SensorLoop(defs, DagsterInstance.ephemeral(), pipeline="clicks")
@@ -283,3 +292,49 @@ def test_a_compacted_file_compacted_again_whose_removal_expired_is_never_a_landi
     assert clicks.ingest() == {"2024-01-28": later[:1], "2024-01-29": later[1:]}
     clicks.assert_quiet("the files landed after maintenance")
     clicks.assert_each_row_once()
+
+
+def test_a_run_killed_after_its_commit_then_the_tables_maintenance_commits_each_file_once(
+    tmp_path: Path,
+) -> None:
+    """A run SIGKILLed between its commit and its checkpoint; OPTIMIZE and Z-order run before
+    any tick reads the log again, and the table forgets their removals. The next tick catches
+    up with the run's commit and records the table's own files from the same commits: nothing
+    is ingested twice or named unsortable, then or after the log's cleanup and VACUUM."""
+    table = tmp_path / "delta" / "clicks"
+    clicks = Clicks(table, "lexicographic")
+    first = [clicks.writer.add(hour(28, 1)), clicks.writer.add(hour(28, 5))]
+    assert clicks.ingest() == {"2024-01-28": first}
+    later = clicks.writer.add(hour(28, 9))
+    config = tmp_path / "pipelines.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "spark": {"master": "local[2]", "conf": TEST_SPARK_CONF},
+                "pipelines": [clicks.document],
+            }
+        ),
+        encoding="utf-8",
+    )
+    env = {**os.environ, "WATERMARK_ASSETS_CONFIG": str(config), CRASH_ENV_VAR: "after_commit"}
+    crashed = subprocess.run(
+        [sys.executable, str(TESTS / "_crash_run.py"), "clicks", "2024-01-28", later],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert crashed.returncode == -9, crashed.stderr
+    assert checkpoint_json(clicks.config.file_pipeline("clicks"))["delta_version"] == 0
+
+    optimize(str(table))
+    z_order(str(table), ["click_id"])
+    forget_removals(str(table))
+    clicks.assert_quiet("the killed run's commit, OPTIMIZE and Z-order")
+    checkpoint_and_clean(str(table))
+    vacuum(str(table))
+    clicks.assert_quiet("log cleanup and VACUUM")
+    clicks.assert_each_row_once()
+    row = summarize(clicks.config.file_pipeline("clicks"))
+    assert (row.files, row.rows) == (3, 12)
