@@ -13,6 +13,7 @@ tick, without waiting for newer files. A partition with a run in flight is not r
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -61,7 +62,7 @@ from watermark_assets.sources.file_discovery import (
 from watermark_assets.sources.files import TableFiles
 from watermark_assets.sources.late_files import find_late_files, group_by_partition
 from watermark_assets.spark.paths import GLOB_CHARACTERS
-from watermark_assets.state.checkpoint import catch_up, mark_idle
+from watermark_assets.state.checkpoint import catch_up, mark_idle, save_checkpoint
 from watermark_assets.state.commit_metadata import txn_app_id
 from watermark_assets.state.horizons import listing_horizon
 from watermark_assets.state.load import PipelineState, load_state
@@ -227,9 +228,11 @@ def build_sensor(
             since=previous.low,
             committed_files=state.partition_files,
             committed_signatures=state.file_signatures,
+            own_files=state.own_files,
         )
         swept = _sweep_if_due(pipeline, state, previous, now, groups.table_files)
         late = _name_late_files(pipeline, state, swept, groups, previous, partition_of)
+        state = _record_first_sight(pipeline, state, late.first_sight, now)
         # rewritten files: the regular listing's (fresh), the sweep's where it cannot see them
         rewritten = dict(sorted({**late.rewritten_as, **groups.rewritten_as}.items()))
         # the regular listing's counts are fresh where it sees such files (not on S3, which
@@ -454,6 +457,9 @@ class _LateFiles:
     error: str | None = None
     #: committed files the sweep's full listing found rewritten in place -> their signature now
     rewritten_as: Mapping[str, str] = field(default_factory=dict)
+    #: committed files the state had no signature of (committed before they were recorded, or
+    #: after repair-state), proved committed by the lineage -> their signature as first seen
+    first_sight: Mapping[str, str] = field(default_factory=dict)
 
 
 def _name_late_files(
@@ -468,7 +474,11 @@ def _name_late_files(
     recorded: each landing partition counted holding some (by the regular listing or the
     sweep's), and each the listing could not count (S3 lists from the watermark on), is listed
     in full once; the Delta log is read only when a partition holds more such files than it has
-    committed. Else the last sweep's names."""
+    committed. Else the last sweep's names.
+
+    The landing partitions where the state records fewer committed files than it counts
+    (files committed before their signatures were recorded, or after ``repair-state``) are
+    listed in full too: the committed ones among their files get a signature (first sight)."""
     if not swept.fresh:
         still = {  # unless a rewrite commit recorded that content since
             path: signature
@@ -476,8 +486,11 @@ def _name_late_files(
             if state.file_signatures.get(path) not in (None, signature)
         }
         return _LateFiles(previous.below_first, previous.below_swept, rewritten_as=still)
-    prefixes = {*swept.below, *groups.below_watermark, *groups.uncounted}
+    recorded = Counter(split_path(path)[0] for path in state.file_signatures)
+    unrecorded = {p for p, count in state.partition_files.items() if recorded[p] < count}
+    prefixes = {*swept.below, *groups.below_watermark, *groups.uncounted, *unrecorded}
     listed: dict[str, str] = {}
+    seen: dict[str, str] = {}
     try:
         found = find_late_files(
             pipeline,
@@ -486,15 +499,36 @@ def _name_late_files(
             state.partition_files,
             table_files=groups.table_files,
             signatures=listed,
+            recorded=state.file_signatures,
+            first_sight=seen,
         )
     except LateFilesUnprovableError as exc:
-        return _LateFiles(error=str(exc), rewritten_as=_rewritten_as(listed, state))
+        return _LateFiles(
+            error=str(exc), rewritten_as=_rewritten_as(listed, state), first_sight=seen
+        )
     names = sorted(path for paths in found.values() for path in paths)
     grouped = group_by_partition(found, lambda path: partition_key_of(pipeline, path, partition_of))
     counts = {prefix: len(paths) for prefix, paths in found.items()}
     return _LateFiles(
-        tuple(names[:UNREADABLE_NAMES]), counts, grouped, rewritten_as=_rewritten_as(listed, state)
+        tuple(names[:UNREADABLE_NAMES]),
+        counts,
+        grouped,
+        rewritten_as=_rewritten_as(listed, state),
+        first_sight=seen,
     )
+
+
+def _record_first_sight(
+    pipeline: Pipeline, state: PipelineState, seen: Mapping[str, str], now: datetime
+) -> PipelineState:
+    """``state`` with the signatures of committed files first seen by this tick's sweep, written
+    to the checkpoint (never over a newer one: a run's checkpoint that wins a race leaves them
+    unrecorded, and the next sweep records them)."""
+    if not seen:
+        return state
+    signed = replace(state, file_signatures={**state.file_signatures, **seen})
+    save_checkpoint(pipeline, signed, now=now, force=True)
+    return signed
 
 
 def _rewritten_as(listed: Mapping[str, str], state: PipelineState) -> dict[str, str]:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from watermark_assets.config import FilePipelineConfig, LandingFilesSourceConfig
+    from watermark_assets.delta.log import CommitRecord
     from watermark_assets.spark.batch import ReadSpec, UnreadableFile
 
 #: Unreadable files one batch may set aside (each costs one more Spark pass); more fail the run.
@@ -150,9 +151,13 @@ class LandingFilesSource:
             ingested_at_iso=now.isoformat(),
         )
 
-    def table_files(self) -> None:
+    def table_files(self, recorded: Collection[str] = ()) -> None:
         """None: the landing folder is not the table's (Spark writes the table's own files)."""
         return None
+
+    def own_files(self, record: CommitRecord) -> frozenset[str]:
+        """None of the table's files is under the landing folder."""
+        return frozenset()
 
     def files_in_table(self, table: DeltaTable) -> set[str]:
         """The landing files named by the lineage column (the whole column is read)."""

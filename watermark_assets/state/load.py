@@ -35,7 +35,7 @@ from watermark_assets.state.commit_metadata import (
     pipeline_txn_steps,
     txn_prefix,
 )
-from watermark_assets.state.horizons import pruned_watermark
+from watermark_assets.state.horizons import pruned_watermark, retained_files
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,9 @@ class PipelineState:
     #: when it was committed (``storage.content_signature``); a file committed before they were
     #: recorded, or by a state rebuilt from the table, has none (never found rewritten)
     file_signatures: Mapping[str, str] = field(default_factory=dict)
+    #: files the table wrote under the landing folder itself (``FileSource.own_files``: where
+    #: the landing folder is the table's), recorded from the commits read: never landing files
+    own_files: frozenset[str] = frozenset()
 
     def to_checkpoint(self, saved_at: int) -> Checkpoint[FileWatermark]:
         """This state as the checkpoint JSON records it (``saved_at``: epoch seconds)."""
@@ -74,6 +77,7 @@ class PipelineState:
             self.totals,
             self.txn_sum,
             self.file_signatures,
+            self.own_files,
         )
 
     @property
@@ -122,6 +126,7 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
     landed: Counter[str] = Counter(checkpoint.partition_files if checkpoint else {})
     prefixes: dict[str, str] = dict(checkpoint.partition_prefixes if checkpoint else {})
     signatures: dict[str, str] = dict(checkpoint.file_signatures if checkpoint else {})
+    own: set[str] = set(checkpoint.own_files if checkpoint else ())
     totals = checkpoint.legacy_totals() if checkpoint else Totals()
     txn_sum = checkpoint.txn_sum if checkpoint else 0
     pending: list[tuple[int, tuple[str, ...]]] = []
@@ -133,7 +138,8 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
             metadata = pipeline_metadata(record, pipeline)
             # a commit that landed after the latest version was read is included: count it
             table_version = max(table_version, record.version)
-            if metadata is None:
+            if metadata is None:  # OPTIMIZE, VACUUM, a DML, another writer
+                own.update(p for p in pipeline.file_source.own_files(record) if p not in signatures)
                 continue
             watermark = watermark.merge(metadata.watermark_after)
             files += metadata.files
@@ -164,6 +170,7 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
     if txn_sum is None and table_version is not None:
         # a checkpoint written before txn_sum: counted once from the table (catch_up records it)
         txn_sum = txn_sum_now(committer, pipeline.name)
+    own_kept = retained_files(pipeline, watermark, now, own)
     watermark = pruned_watermark(pipeline, watermark, now)
     kept = watermark.partition_watermarks
     # counts follow their landing partition's watermark: pruned with it (a Dagster partition
@@ -183,6 +190,7 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
         file_signatures={
             path: signature for path, signature in signatures.items() if split_path(path)[0] in kept
         },
+        own_files=own_kept,
     )
 
 
@@ -346,4 +354,5 @@ def restore_partitions(
         totals=state.totals,
         txn_sum=state.txn_sum,
         file_signatures=state.file_signatures,
+        own_files=state.own_files,
     )
