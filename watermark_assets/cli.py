@@ -844,13 +844,20 @@ def repair_state_command(config_path: str | None, name: str) -> int:
     commits left, folded; a window, cell or unit recorded only in a lost commit runs again on
     the next tick (a run replaces it: no duplicate). Column pipelines (``delta_metadata``): the
     watermark becomes the greatest watermark-column value of the table's rows. File-path
-    pipelines: the checkpoint rebuilt from the table's rows and their lineage."""
+    pipelines: the checkpoint rebuilt from the table's rows and their lineage. Event-time
+    aggregates (batch engine), after UpstreamHistoryLostError: the batch in flight is moved to
+    the upstreams' current versions (``runs/event_window.replan_batch``)."""
     from watermark_assets.state.snapshot import StateLog
 
     config = load_config(config_path)
     config.pipeline(name)  # an unknown name: ConfigError listing the known ones
     for file_pipeline in (p for p in config.file_pipelines if p.name == name):
         return _repair_file_state(file_pipeline)
+    for event_pipeline in (p for p in config.event_time_pipelines if p.name == name):
+        from watermark_assets.defs.event_time import window_engine
+
+        print(window_engine(event_pipeline, config).repair())
+        return 0
     logs: list[tuple[str, StateLog[Any], Any]] = []
     for time_pipeline in (p for p in config.time_pipelines if p.name == name):
         from watermark_assets.runs.time import TimeWatermarkLog
@@ -909,8 +916,7 @@ def repair_state_command(config_path: str | None, name: str) -> int:
             )
     if not logs:
         print(
-            f"repair-state {name}: this pipeline keeps no state snapshot (event-time pipelines "
-            "keep their own checkpoints); nothing to repair",
+            f"repair-state {name}: this pipeline keeps no state snapshot; nothing to repair",
             file=sys.stderr,
         )
         return 2
