@@ -1,0 +1,179 @@
+"""The pipelines as a Dagster Component: ``watermark_assets.WatermarkPipelines``.
+
+A ``defs.yaml`` in a ``dg`` project's defs folder::
+
+    type: watermark_assets.WatermarkPipelines
+    attributes:          # exactly what the YAML file holds: spark, storage, pipelines
+      pipelines:
+        - name: events
+          ...
+
+``attributes`` is the configuration file's mapping, read the same way (``config.parse_config``:
+the same models, the same messages, ``${VAR}`` / ``${VAR:-default}`` from the environment,
+relative paths against the working directory); Dagster's ``{{ env.VAR }}`` and
+``{{ context.project_root }}`` templates are rendered first. ``dg check yaml`` / ``dg check
+defs`` check it against the JSON schema of the same models (:class:`PipelinesAttributes`). The
+definitions are :func:`~watermark_assets.defs.build.build_definitions`'s, the one builder of
+the YAML file's path too.
+
+One component per code location: its runs share one Spark session and one storage
+configuration (``spark``, ``storage``), and an event-time pipeline reads pipelines of its own
+configuration.
+
+``dg scaffold defs watermark_assets.WatermarkPipelines PATH`` writes a ``defs.yaml`` holding one
+file-path pipeline to edit (:class:`PipelinesScaffolder`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import yaml
+from dagster import (
+    Component,
+    ComponentLoadContext,
+    ComponentTypeSpec,
+    Definitions,
+    Scaffolder,
+    ScaffoldRequest,
+    scaffold_with,
+)
+from pydantic import BaseModel, RootModel
+from typing_extensions import Self
+
+from watermark_assets.config import ProjectConfig, parse_config
+
+#: The type name a ``defs.yaml`` gives (``watermark_assets/__init__.py`` exports the class).
+TYPE_NAME = "watermark_assets.WatermarkPipelines"
+
+
+class PipelinesAttributes(RootModel[dict[str, Any]]):
+    """``defs.yaml``'s ``attributes``: the configuration file's mapping, kept as written and
+    parsed by :func:`~watermark_assets.config.parse_config` when the component loads. Its JSON
+    schema (what ``dg check yaml`` checks and the UI documents) is
+    :class:`~watermark_assets.config.ProjectConfig`'s."""
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return ProjectConfig.model_json_schema(*args, **kwargs)
+
+
+class PipelinesScaffolderParams(BaseModel):
+    """``dg scaffold defs ... --name NAME``: the example pipeline's name (default: the folder's)."""
+
+    name: str | None = None
+
+
+def _pipeline_name(request: ScaffoldRequest[PipelinesScaffolderParams]) -> str:
+    if request.params.name:
+        return request.params.name
+    name = re.sub(r"[^a-z0-9_]+", "_", request.target_path.name.lower()).strip("_")
+    return name if re.match(r"^[a-z]", name) else f"pipeline_{name}".rstrip("_")
+
+
+class PipelinesScaffolder(Scaffolder[PipelinesScaffolderParams]):
+    """Writes ``defs.yaml`` with one file-path pipeline: NDJSON files landing in
+    ``data/landing/NAME/date=YYYY-MM-DD/``, committed to the Delta table ``data/delta/NAME``."""
+
+    @classmethod
+    def get_scaffold_params(cls) -> type[PipelinesScaffolderParams]:
+        return PipelinesScaffolderParams
+
+    def scaffold(self, request: ScaffoldRequest[PipelinesScaffolderParams]) -> None:
+        if request.scaffold_format != "yaml":
+            raise ValueError(
+                f"{TYPE_NAME} is declared in YAML (defs.yaml); scaffold it without --format python"
+            )
+        name = _pipeline_name(request)
+        text = textwrap.dedent(
+            f"""\
+            type: {request.type_name}
+
+            # The keys of watermark_assets' configuration file (spark, storage, pipelines),
+            # checked by the same models. ${{VAR}} and ${{VAR:-default}} read the environment;
+            # relative paths are resolved against the working directory.
+            attributes:
+              pipelines:
+                - name: {name}
+                  description: NDJSON files landing in one folder per day.
+                  source:
+                    type: files
+                    uri: ${{WATERMARK_ASSETS_DATA:-data}}/landing/{name}
+                    format: ndjson
+                    schema: "id BIGINT, updated_at TIMESTAMP"
+                  watermark:
+                    partition_template: "date=%Y-%m-%d"
+                  table:
+                    uri: ${{WATERMARK_ASSETS_DATA:-data}}/delta/{name}
+                  partitions:
+                    granularity: daily
+                    start: "2024-01-01"
+            """
+        )
+        path = request.target_path / "defs.yaml"
+        mode = "a" if request.append else "w"
+        with path.open(mode, encoding="utf-8") as file:
+            file.write(("---\n" if request.append else "") + text)
+
+
+@scaffold_with(PipelinesScaffolder)
+class WatermarkPipelines(Component):
+    """Watermark pipelines (files, column, time, unit and event-time watermarks) ingesting on
+    Spark into Delta Lake, exactly once: per pipeline an asset, its job, checks and sensor (and a
+    schedule for time watermarks). ``attributes`` holds watermark_assets' configuration file
+    (``spark``, ``storage``, ``pipelines``)."""
+
+    def __init__(self, config: ProjectConfig) -> None:
+        self.config = config
+
+    @classmethod
+    def get_model_cls(cls) -> type[BaseModel]:
+        return PipelinesAttributes
+
+    @classmethod
+    def get_spec(cls) -> ComponentTypeSpec:
+        return ComponentTypeSpec(
+            tags=["spark", "delta", "ingestion"],
+            produces=["asset", "asset_check", "job", "sensor", "schedule", "resource"],
+        )
+
+    @classmethod
+    def load(cls, attributes: BaseModel | None, context: ComponentLoadContext) -> Self:
+        """Render Dagster's templates, then read the mapping as the YAML file is read."""
+        from dagster.components.resolved.scopes import LoadContextScope
+
+        raw = attributes.root if isinstance(attributes, PipelinesAttributes) else {}
+        scope = context.with_rendering_scope({"context": LoadContextScope(context)})
+        rendered = scope.resolution_context.at_path("attributes").resolve_value(raw)
+        return cls(from_attributes(rendered, origin=_origin(context)))
+
+    def build_defs(self, context: ComponentLoadContext) -> Definitions:
+        from watermark_assets.defs import build_definitions
+
+        return build_definitions(self.config)
+
+
+def from_attributes(
+    attributes: Any, *, origin: str, env: Any = None, base: Path | None = None
+) -> ProjectConfig:
+    """The configuration of a ``defs.yaml``'s ``attributes``, read as the configuration file is
+    (``parse_config``: ``${VAR}`` from ``env`` (default: the environment), relative paths
+    against ``base`` (default: the working directory), every check and message)."""
+    text = yaml.safe_dump(attributes if attributes is not None else {}, sort_keys=False)
+    return parse_config(
+        text,
+        env=os.environ if env is None else env,
+        base=Path.cwd() if base is None else base,
+        origin=origin,
+    )
+
+
+def _origin(context: ComponentLoadContext) -> str:
+    """How messages name the component: its ``defs.yaml`` (``attributes``)."""
+    path = Path(context.path)
+    file = next((path / n for n in ("defs.yaml", "defs.yml") if (path / n).is_file()), path)
+    return f"{file} (attributes)"
