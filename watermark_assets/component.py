@@ -147,7 +147,8 @@ class WatermarkPipelines(Component):
         from dagster.components.resolved.scopes import LoadContextScope
 
         raw = attributes.root if isinstance(attributes, PipelinesAttributes) else {}
-        scope = context.with_rendering_scope({"context": LoadContextScope(context)})
+        templates = LoadContextScope(context)  # type: ignore[no-untyped-call]
+        scope = context.with_rendering_scope({"context": templates})
         rendered = scope.resolution_context.at_path("attributes").resolve_value(raw)
         return cls(from_attributes(rendered, origin=_origin(context)))
 

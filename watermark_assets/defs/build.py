@@ -156,6 +156,11 @@ def asset_attributes(pipeline: AnyPipeline) -> tuple[FreshnessPolicy | None, Tab
         grace = timedelta(days=pipeline.watermark.grace_days)
         policy = freshness_policy(pipeline.freshness, cron_cadence(cron), grace)
         return policy, _source_schema(pipeline.source)
+    if isinstance(pipeline, UnitPipelineConfig) and pipeline.watermark.time is not None:
+        time = pipeline.watermark.time  # time x unit: its sensor requests the cells due
+        cadence = cron_cadence(partition_cron(time.spec))
+        policy = freshness_policy(pipeline.freshness, cadence, timedelta(days=time.grace_days))
+        return policy, _source_schema(pipeline.source)
     if isinstance(pipeline, ColumnPipelineConfig | UnitPipelineConfig):
         return freshness_policy(pipeline.freshness, None), _source_schema(pipeline.source)
     cadence = GRANULARITY_CADENCE[pipeline.partitions.granularity.value]
@@ -171,7 +176,9 @@ def asset_attributes(pipeline: AnyPipeline) -> tuple[FreshnessPolicy | None, Tab
 def _source_schema(source: Any) -> TableSchema | None:
     """A column source's declared columns, with a file download's ``date_column``."""
     date_column = getattr(source, "date_column", None)
-    added = [] if date_column is None else [TableColumn(date_column, "timestamp", "The file's date.")]
+    added = (
+        [] if date_column is None else [TableColumn(date_column, "timestamp", "The file's date.")]
+    )
     return column_schema(getattr(source, "schema_ddl", None), added)
 
 

@@ -4,7 +4,8 @@ Derived from two durations of the pipeline (``defs/build.py`` reads them from it
 
 - the **cadence**, how often a run is expected to bring new data: a time pipeline's schedule
   interval (one window, or ``schedule.cron``'s longest interval), a file-path or event-time
-  pipeline's partition (an hour, a day, a week; a month counts 31 days); pipelines run by hand (column, unit) have none;
+  pipeline's partition (an hour, a day, a week; a month counts 31 days); pipelines run by hand
+  (column, unit) have none;
 - the **grace**, how long the pipeline itself waits for late data before a window counts: a
   time pipeline's ``grace_days``, an event-time pipeline's ``delay`` + ``allowed_lateness``.
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from functools import cache
 from itertools import islice, pairwise
-from typing import Literal
 
 from dagster import FreshnessPolicy
 from dagster._utils.schedules import cron_string_iterator
@@ -54,15 +54,15 @@ def derived_windows(cadence: timedelta, grace: timedelta) -> tuple[timedelta, ti
 
 
 def freshness_policy(
-    setting: FreshnessConfig | Literal[False] | None,
+    setting: FreshnessConfig | None,
     cadence: timedelta | None,
     grace: timedelta = timedelta(0),
 ) -> FreshnessPolicy | None:
     """The asset's policy: ``setting`` as written, none for ``false``, else derived from
     ``cadence`` and ``grace`` (none without a cadence)."""
-    if setting is False:
+    if setting is not None and not setting.enabled:
         return None
-    if setting is not None:
+    if setting is not None and setting.fail_ms is not None:
         warn = setting.warn_ms
         return FreshnessPolicy.time_window(
             fail_window=timedelta(milliseconds=setting.fail_ms),

@@ -505,8 +505,9 @@ def build_time_sensor(
 def tick_time(context: ScheduleEvaluationContext, clock: Clock) -> datetime:
     """The time a schedule tick decides at: its scheduled execution time (UTC), or ``clock()``
     for a tick without one (a schedule evaluated by hand, e.g. ``build_schedule_context()``)."""
-    scheduled = context.scheduled_execution_time
-    return clock() if scheduled is None else ensure_utc(scheduled)
+    if context._scheduled_execution_time is None:  # the public property raises then
+        return clock()
+    return ensure_utc(context.scheduled_execution_time)
 
 
 def build_time_schedule(
