@@ -34,6 +34,7 @@ from watermark_assets.component import (
     PipelinesAttributes,
     PipelinesScaffolder,
     PipelinesScaffolderParams,
+    from_attributes,
 )
 from watermark_assets.config import DEFAULT_CONFIG_PATH, ProjectConfig, load_config
 from watermark_assets.defs import build_definitions
@@ -162,14 +163,48 @@ def test_invalid_attributes_fail_naming_the_defs_yaml_the_pipeline_and_the_key(
 
 
 def test_the_attributes_schema_is_the_configuration_files() -> None:
-    """One schema: what ``dg check yaml`` checks is ProjectConfig's JSON schema, which the demo
-    configuration passes and a misspelt key fails."""
+    """One schema: what ``dg check yaml`` checks is made of ProjectConfig's models, and the
+    demo configuration passes it."""
     schema = WatermarkPipelines.get_model_cls().model_json_schema()
     assert WatermarkPipelines.get_model_cls() is PipelinesAttributes
-    assert schema == ProjectConfig.model_json_schema()
-    validator = jsonschema.Draft202012Validator(schema)
-    assert list(validator.iter_errors(demo_mapping())) == []
-    assert list(validator.iter_errors({"pipelines": [], "sprak": {}}))
+    assert schema["$defs"].keys() == ProjectConfig.model_json_schema()["$defs"].keys()
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(demo_mapping())) == []
+
+
+def misspell(path: tuple[Any, ...], key: str, wrong: str) -> dict[str, Any]:
+    """The demo mapping with ``key`` of the mapping at ``path`` renamed ``wrong``."""
+    mapping = demo_mapping()
+    node: Any = mapping
+    for part in path:
+        node = node[part]
+    node[wrong] = node.pop(key)
+    return mapping
+
+
+# (where, the key, its misspelling): each level of the configuration's unions
+MISSPELT = {
+    "a file pipeline's key": ((0,), "table", "tabel"),
+    "a files source's key": ((0, "source"), "format", "formt"),
+    "a column watermark's key": ((3, "watermark"), "columns", "colums"),
+    "a time watermark's key": ((5, "watermark"), "grace_days", "grace_dayz"),
+    "an event-time pipeline's key": ((1,), "aggregates", "aggregate"),
+    "a unit watermark's key": ((9, "watermark"), "secondary_input", "secondary_inputs"),
+}
+
+
+@pytest.mark.parametrize(("path", "key", "wrong"), list(MISSPELT.values()), ids=list(MISSPELT))
+def test_the_schema_names_a_misspelt_key_where_the_configuration_does(
+    path: tuple[Any, ...], key: str, wrong: str
+) -> None:
+    """Unions are picked by their tag, so the checker names the key ("'tabel' was
+    unexpected"), as loading the configuration does."""
+    mapping = misspell(("pipelines", *path), key, wrong)
+    schema = PipelinesAttributes.model_json_schema()
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(mapping))
+    expected = f"Additional properties are not allowed ('{wrong}' was unexpected)"
+    assert expected in [e.message for e in errors]
+    with pytest.raises(ConfigError, match=f"{wrong}: Extra inputs are not permitted"):
+        from_attributes(mapping, origin="defs.yaml", env={})
 
 
 @pytest.mark.parametrize(

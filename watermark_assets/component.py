@@ -55,11 +55,76 @@ class PipelinesAttributes(RootModel[dict[str, Any]]):
     """``defs.yaml``'s ``attributes``: the configuration file's mapping, kept as written and
     parsed by :func:`~watermark_assets.config.parse_config` when the component loads. Its JSON
     schema (what ``dg check yaml`` checks and the UI documents) is
-    :class:`~watermark_assets.config.ProjectConfig`'s."""
+    :class:`~watermark_assets.config.ProjectConfig`'s, its unions written as ``if``/``then`` on
+    their tag (:func:`checkable_schema`)."""
 
     @classmethod
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        return ProjectConfig.model_json_schema(*args, **kwargs)
+        return checkable_schema(ProjectConfig.model_json_schema(*args, **kwargs))
+
+
+def checkable_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with each union picked by its tag (``if type is X then X's model``) instead
+    of ``oneOf``, so that a JSON-schema checker names the key at fault (``'tabel' was
+    unexpected``) rather than "not valid under any of the given schemas". A pipeline's model is
+    picked as the configuration picks it: ``watermark.kind``, else the kind its ``source.type``
+    implies; a value no tag matches is left to the configuration's own message at load."""
+
+    def pick(node: Any) -> Any:
+        if isinstance(node, list):
+            return [pick(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        node = {key: pick(value) for key, value in node.items()}
+        tag = node.get("discriminator")
+        if isinstance(tag, dict) and "oneOf" in node and "mapping" in tag:
+            name, mapping = tag["propertyName"], tag["mapping"]
+            rest = {k: v for k, v in node.items() if k not in ("oneOf", "discriminator")}
+            rules = [_when({name: {"const": value}}, ref) for value, ref in mapping.items()]
+            return {**rest, "type": "object", "required": [name], "allOf": rules}
+        return node
+
+    checked = pick(schema)
+    checked["properties"]["pipelines"]["items"] = _pipeline_rules()
+    return dict(checked)
+
+
+def _when(properties: dict[str, Any], ref: str) -> dict[str, Any]:
+    """If the (present) ``properties`` match, the object is checked against ``ref``."""
+    return {"if": {"properties": properties}, "then": {"$ref": ref}}
+
+
+def _pipeline_rules() -> dict[str, Any]:
+    """A pipeline: the model of its ``watermark.kind``, else of the kind its ``source.type``
+    implies (the first kind of ``WATERMARK_KINDS`` that takes it, as the configuration does)."""
+    from typing import get_args
+
+    from watermark_assets.config import WATERMARK_KINDS, AnyPipeline
+
+    models = {}
+    for model in get_args(AnyPipeline):
+        watermark = model.model_fields["watermark"].annotation
+        (kind,) = get_args(watermark.model_fields["kind"].annotation)
+        models[kind] = f"#/$defs/{model.__name__}"
+    kind_written: dict[str, Any] = {
+        "required": ["watermark"],
+        "properties": {"watermark": {"type": "object", "required": ["kind"]}},
+    }
+    rules = []
+    for kind, ref in models.items():
+        rule = _when({"watermark": {"properties": {"kind": {"const": kind}}}}, ref)
+        rule["if"]["allOf"] = [kind_written]
+        rules.append(rule)
+    implied: dict[str, str] = {}
+    for kind, source_types in WATERMARK_KINDS.items():
+        for source_type in source_types:
+            implied.setdefault(source_type, kind)
+    for source_type, kind in implied.items():
+        rule = _when({"source": {"properties": {"type": {"const": source_type}}}}, models[kind])
+        rule["if"]["required"] = ["source"]
+        rule["if"]["not"] = kind_written
+        rules.append(rule)
+    return {"type": "object", "required": ["name", "source"], "allOf": rules}
 
 
 class PipelinesScaffolderParams(BaseModel):
