@@ -116,6 +116,36 @@ def test_attributes_take_the_files_variables_and_dagsters_templates(
     assert events.sensor.max_files_per_run == 7
 
 
+def test_two_components_of_one_code_location_with_the_same_settings_load_together(
+    tmp_path: Path, project: Path
+) -> None:
+    defs_yaml(project / "events", {"pipelines": [pipeline_yaml(tmp_path)]})
+    clicks = pipeline_yaml(tmp_path / "clicks") | {"name": "clicks"}
+    defs_yaml(project / "clicks", {"pipelines": [clicks]})
+    from dagster.components.core.component_tree import ComponentTree
+
+    defs = ComponentTree.for_project(project).build_defs()
+    assert sorted(summary(defs)["assets"]) == ["clicks", "events"]
+
+
+def test_two_components_of_one_code_location_with_other_spark_settings_are_refused(
+    tmp_path: Path, project: Path
+) -> None:
+    defs_yaml(project / "events", {"pipelines": [pipeline_yaml(tmp_path)]})
+    clicks = pipeline_yaml(tmp_path / "clicks") | {"name": "clicks"}
+    defs_yaml(project / "clicks", {"spark": {"master": "local[1]"}, "pipelines": [clicks]})
+    from dagster.components.core.component_tree import ComponentTree
+
+    with pytest.raises(Exception) as raised:
+        ComponentTree.for_project(project).build_defs()
+    error = raised.value
+    while not isinstance(error, ConfigError) and error.__cause__ is not None:
+        error = error.__cause__
+    assert isinstance(error, ConfigError), raised.value
+    for named in ("events/defs.yaml", "clicks/defs.yaml", "different spark settings"):
+        assert named in str(error)
+
+
 def test_a_relative_path_resolves_against_the_working_directory_as_in_the_file(
     tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,9 +16,9 @@ defs`` check it against the JSON schema of the same models (:class:`PipelinesAtt
 definitions are :func:`~watermark_assets.defs.build.build_definitions`'s, the one builder of
 the YAML file's path too.
 
-One component per code location: its runs share one Spark session and one storage
-configuration (``spark``, ``storage``), and an event-time pipeline reads pipelines of its own
-configuration.
+Several components may share a code location when their ``spark`` and ``storage`` agree (its
+runs share one Spark session and one storage configuration: :func:`refuse_other_settings`); an
+event-time pipeline reads pipelines of its own component.
 
 ``dg scaffold defs watermark_assets.WatermarkPipelines PATH`` writes a ``defs.yaml`` holding one
 file-path pipeline to edit (:class:`PipelinesScaffolder`).
@@ -46,6 +46,7 @@ from pydantic import BaseModel, RootModel
 from typing_extensions import Self
 
 from watermark_assets.config import ProjectConfig, parse_config
+from watermark_assets.exceptions import ConfigError
 
 #: The type name a ``defs.yaml`` gives (``watermark_assets/__init__.py`` exports the class).
 TYPE_NAME = "watermark_assets.WatermarkPipelines"
@@ -192,8 +193,9 @@ class WatermarkPipelines(Component):
     schedule for time watermarks). ``attributes`` holds watermark_assets' configuration file
     (``spark``, ``storage``, ``pipelines``)."""
 
-    def __init__(self, config: ProjectConfig) -> None:
+    def __init__(self, config: ProjectConfig, origin: str = "WatermarkPipelines") -> None:
         self.config = config
+        self.origin = origin  # how messages name it: its defs.yaml
 
     @classmethod
     def get_model_cls(cls) -> type[BaseModel]:
@@ -215,12 +217,36 @@ class WatermarkPipelines(Component):
         templates = LoadContextScope(context)  # type: ignore[no-untyped-call]
         scope = context.with_rendering_scope({"context": templates})
         rendered = scope.resolution_context.at_path("attributes").resolve_value(raw)
-        return cls(from_attributes(rendered, origin=_origin(context)))
+        origin = _origin(context)
+        return cls(from_attributes(rendered, origin=origin), origin)
 
     def build_defs(self, context: ComponentLoadContext) -> Definitions:
         from watermark_assets.defs import build_definitions
 
+        for other in context.component_tree.get_all_components(of_type=WatermarkPipelines):
+            if other is not self:
+                refuse_other_settings(self, other)
         return build_definitions(self.config)
+
+
+def refuse_other_settings(one: WatermarkPipelines, other: WatermarkPipelines) -> None:
+    """Several components of one code location share its process: one Spark session and one
+    storage configuration. ConfigError naming both when their settings differ."""
+    from watermark_assets.defs.run_worker import spark_settings
+
+    for what, mine, theirs in (
+        ("spark settings", spark_settings(one.config), spark_settings(other.config)),
+        ("storage", one.config.storage, other.config.storage),
+    ):
+        if mine != theirs:
+            raise ConfigError(
+                f"{one.origin} and {other.origin} are two WatermarkPipelines components of one "
+                f"code location with different {what}: their runs share one process (one Spark "
+                "session, one storage configuration); write the same `spark` and `storage` in "
+                "both (a JDBC source adds PostgreSQL's driver to the Spark settings), or put "
+                "their pipelines in one defs.yaml",
+                key="spark" if what == "spark settings" else "storage",
+            )
 
 
 def from_attributes(

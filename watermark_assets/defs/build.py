@@ -222,6 +222,26 @@ def warn_missing_sources(config: ProjectConfig) -> None:
             logger.warning(str(warning))
 
 
+#: The resources of each Spark settings built in this process (see location_resources).
+_RESOURCES: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+
+
+def location_resources(spark_conf: dict[str, str]) -> dict[str, Any]:
+    """The IO managers and the Spark resource of a code location: the same objects for the same
+    settings, so that two configurations of one code location (two WatermarkPipelines
+    components) merge into one Definitions (Dagster merges a resource key only when both sides
+    hold the very same object)."""
+    key = tuple(sorted(spark_conf.items()))
+    return _RESOURCES.setdefault(
+        key,
+        {
+            IO_MANAGER_KEY: WatermarkDeltaIOManager(),
+            COLUMN_IO_MANAGER_KEY: ColumnWatermarkIOManager(),
+            SPARK_RESOURCE_KEY: WatermarkSparkResource(spark_config=spark_conf),
+        },
+    )
+
+
 def build_definitions(
     config: ProjectConfig | None = None, *, clock: Clock = system_clock
 ) -> Definitions:
@@ -246,11 +266,7 @@ def build_definitions(
         jobs=[b.job for b in built],
         sensors=[b.sensor for b in built if b.sensor is not None],
         schedules=[b.schedule for b in built if b.schedule is not None],
-        resources={
-            IO_MANAGER_KEY: WatermarkDeltaIOManager(),
-            COLUMN_IO_MANAGER_KEY: ColumnWatermarkIOManager(),
-            SPARK_RESOURCE_KEY: WatermarkSparkResource(spark_config=spark_conf),
-        },
+        resources=location_resources(spark_conf),
         # One process per run: its steps (the asset, then its checks) share the run worker's
         # Spark session, started once, instead of a process, imports and a JVM per step.
         executor=in_process_executor,
