@@ -30,7 +30,7 @@ import os
 import re
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 from dagster import (
@@ -43,7 +43,6 @@ from dagster import (
     scaffold_with,
 )
 from pydantic import BaseModel, RootModel
-from typing_extensions import Self
 
 from watermark_assets.config import ProjectConfig, parse_config
 from watermark_assets.exceptions import ConfigError
