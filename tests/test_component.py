@@ -367,6 +367,11 @@ def test_dg_scaffold_defs_writes_a_component_that_dg_and_dagster_load(tmp_path: 
     assert list(location["assets"]) == ["web_orders"]
     assert location["jobs"] == ["web_orders_job"]
     assert location["sensors"] == ["web_orders_sensor"]
+    # A configuration file named as well: the code location refuses to pick one silently.
+    repository.env["WATERMARK_ASSETS_CONFIG"] = str(DEFAULT_CONFIG_PATH)
+    both = repository.run("python", str(Path(__file__).with_name("_defs_summary.py")))
+    assert both.returncode == 1
+    assert "declares components (web_orders) and WATERMARK_ASSETS_CONFIG names" in both.stderr
 
 
 @pytest.mark.slow

@@ -232,7 +232,7 @@ def location_resources(spark_conf: dict[str, str]) -> dict[str, Any]:
     components) merge into one Definitions (Dagster merges a resource key only when both sides
     hold the very same object)."""
     key = tuple(sorted(spark_conf.items()))
-    return _RESOURCES.setdefault(
+    shared = _RESOURCES.setdefault(
         key,
         {
             IO_MANAGER_KEY: WatermarkDeltaIOManager(),
@@ -240,6 +240,7 @@ def location_resources(spark_conf: dict[str, str]) -> dict[str, Any]:
             SPARK_RESOURCE_KEY: WatermarkSparkResource(spark_config=spark_conf),
         },
     )
+    return dict(shared)
 
 
 def build_definitions(
