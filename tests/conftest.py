@@ -16,9 +16,15 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings
 
 from watermark_assets.config import ProjectConfig, parse_config
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
+
+# Property tests measure correctness, not speed: on a shared 2-core machine one example can take
+# longer than Hypothesis's default 200 ms deadline while Spark runs in other workers.
+settings.register_profile("shared_machine", deadline=None)
+settings.load_profile("shared_machine")
 
 # Spark's Python workers must run this interpreter (pyarrow, fsspec are installed here).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -11,6 +11,9 @@ the sweep sees the compacted files of the old partition.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,19 +21,24 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _landing import CLICK_SCHEMA, FROZEN_NOW, ClickWriter, hour, table_files
+import yaml
+from _landing import CLICK_SCHEMA, FROZEN_NOW, ClickWriter, checkpoint_json, hour, table_files
 from _sensor_loop import SensorLoop, by_partition
-from conftest import project_config
+from conftest import TEST_SPARK_CONF, project_config
 from dagster import DagsterInstance
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 from deltalake import DeltaTable
-from maintenance import forget_removals, optimize, vacuum, z_order
+from maintenance import checkpoint_and_clean, forget_removals, optimize, vacuum, z_order
 
 from watermark_assets import explain
+from watermark_assets.cli import summarize
 from watermark_assets.defs.build import build_definitions
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.defs.sensors import SensorCursor
+from watermark_assets.runs.faults import CRASH_ENV_VAR
 from watermark_assets.verdicts import Evidence, Verdict
+
+TESTS = Path(__file__).parent
 
 
 class Clicks:
@@ -52,6 +60,7 @@ class Clicks:
             "partitions": {"granularity": "daily", "start": "2024-01-01"},
             "checkpoint": {"interval_files": 1, "interval_secs": 0},
         }
+        self.document = document
         self.config = project_config(document)
         defs = build_definitions(self.config, clock=lambda: self.now)
         self.loop = SensorLoop(defs, DagsterInstance.ephemeral(), pipeline="clicks")
@@ -222,3 +231,110 @@ def test_a_file_landing_below_its_partitions_watermark_is_still_reported_exactly
     assert "1 files landed below their partition's watermark (date=2024-01-28: 1" in message
     cursor = SensorCursor.from_string(clicks.loop.cursor)
     assert (cursor.below, cursor.below_first) == (1, (late,))
+
+
+def optimized_twice(clicks: Clicks) -> None:
+    """OPTIMIZE, files landed and ingested in the same partition, OPTIMIZE again: the first
+    compacted file is compacted away (ticks between, as a sensor's would be)."""
+    optimize(str(clicks.table))
+    clicks.assert_quiet("the first OPTIMIZE")
+    later = [clicks.writer.add(hour(28, 9))]
+    assert clicks.ingest() == {"2024-01-28": later}
+    optimize(str(clicks.table))
+
+
+def optimized_then_z_ordered(clicks: Clicks) -> None:
+    """OPTIMIZE then Z-order in one maintenance job, no tick between: the compacted file is
+    rewritten at once (only the commits still in the log saw it)."""
+    optimize(str(clicks.table))
+    z_order(str(clicks.table), ["click_id"])
+
+
+@pytest.mark.parametrize("ordering", ["lexicographic", "auto"])
+@pytest.mark.parametrize(
+    "maintain",
+    [
+        pytest.param(optimized_twice, id="OPTIMIZE twice"),
+        pytest.param(optimized_then_z_ordered, id="OPTIMIZE then Z-order"),
+    ],
+)
+def test_a_compacted_file_compacted_again_whose_removal_expired_is_never_a_landing_file(
+    tmp_path: Path, ordering: str, maintain: Any
+) -> None:
+    """The table forgets the first compacted file (its removal expired before any VACUUM, so
+    VACUUM never deletes it) and then its log (a month later): the file stays in the landing
+    partition, neither held nor remembered by the table. The pipeline's state recorded it as
+    the table's own while it read the log: it is never ingested, nor named unsortable."""
+    table = tmp_path / "delta" / "clicks"
+    clicks = Clicks(table, ordering)
+    day28 = [clicks.writer.add(hour(28, 1)), clicks.writer.add(hour(28, 5))]
+    assert clicks.ingest() == {"2024-01-28": day28}
+    before = set(table_files(table))
+    maintain(clicks)
+    forget_removals(str(table))
+    clicks.assert_quiet("the removals expired")
+    checkpoint_and_clean(str(table))
+    vacuum(str(table))
+    forgotten = [
+        str(p.relative_to(table))
+        for p in table.rglob("part-*.parquet")
+        if str(p.relative_to(table)) not in set(table_files(table)) | before
+    ]
+    assert forgotten, "a compacted file no longer in the table stays on disk"
+    recorded = checkpoint_json(clicks.config.file_pipeline("clicks"))["own_files"]
+    assert set(forgotten) <= set(recorded), "the checkpoint keeps it"
+    clicks.assert_quiet("log cleanup and VACUUM")
+    verdicts = {explain.explain_file(clicks.evidence(), p).verdict for p in forgotten}
+    assert verdicts == {Verdict.TABLE_FILE}
+    clicks.assert_each_row_once()
+
+    later = [clicks.writer.add(hour(28, 11)), clicks.writer.add(hour(29, 2))]
+    assert clicks.ingest() == {"2024-01-28": later[:1], "2024-01-29": later[1:]}
+    clicks.assert_quiet("the files landed after maintenance")
+    clicks.assert_each_row_once()
+
+
+def test_a_run_killed_after_its_commit_then_the_tables_maintenance_commits_each_file_once(
+    tmp_path: Path,
+) -> None:
+    """A run SIGKILLed between its commit and its checkpoint; OPTIMIZE and Z-order run before
+    any tick reads the log again, and the table forgets their removals. The next tick catches
+    up with the run's commit and records the table's own files from the same commits: nothing
+    is ingested twice or named unsortable, then or after the log's cleanup and VACUUM."""
+    table = tmp_path / "delta" / "clicks"
+    clicks = Clicks(table, "lexicographic")
+    first = [clicks.writer.add(hour(28, 1)), clicks.writer.add(hour(28, 5))]
+    assert clicks.ingest() == {"2024-01-28": first}
+    later = clicks.writer.add(hour(28, 9))
+    config = tmp_path / "pipelines.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "spark": {"master": "local[2]", "conf": TEST_SPARK_CONF},
+                "pipelines": [clicks.document],
+            }
+        ),
+        encoding="utf-8",
+    )
+    env = {**os.environ, "WATERMARK_ASSETS_CONFIG": str(config), CRASH_ENV_VAR: "after_commit"}
+    crashed = subprocess.run(
+        [sys.executable, str(TESTS / "_crash_run.py"), "clicks", "2024-01-28", later],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert crashed.returncode == -9, crashed.stderr
+    assert checkpoint_json(clicks.config.file_pipeline("clicks"))["delta_version"] == 0
+
+    optimize(str(table))
+    z_order(str(table), ["click_id"])
+    forget_removals(str(table))
+    clicks.assert_quiet("the killed run's commit, OPTIMIZE and Z-order")
+    checkpoint_and_clean(str(table))
+    vacuum(str(table))
+    clicks.assert_quiet("log cleanup and VACUUM")
+    clicks.assert_each_row_once()
+    row = summarize(clicks.config.file_pipeline("clicks"))
+    assert (row.files, row.rows) == (3, 12)

@@ -5,8 +5,9 @@ leaves data files no commit references, and a kill before an atomic write's rena
 temporary file in ``_watermarks/``. Delta readers never see them; the next run's staging
 hygiene (``staging.remove_stale_staging``, once per sweep interval) removes them when they are
 older than the window (``watermark_assets.leftoverRetention``, default 6 hours) and counts them
-(``cleanup/orphans_removed``). It never touches a file a Delta version holds or remembers
-removing, ``_delta_log``, the state snapshots, the checkpoints, or a run in flight's files.
+(``cleanup/orphans_removed``, every kind of run). It never touches a file a Delta version holds
+or remembers removing, ``_delta_log``, the state snapshots, the checkpoints, or a run in flight's
+files.
 
 Time is simulated by backdating modification times (``os.utime``), never by sleeping; the real
 leftovers come from runs killed at ``crash_point``s (``_crash_run.py`` in a subprocess).
@@ -14,12 +15,14 @@ leftovers come from runs killed at ``crash_point``s (``_crash_run.py`` in a subp
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -315,3 +318,157 @@ def test_what_killed_runs_left_is_removed_by_a_later_run_and_counted(
     assert (scene.table / "_watermarks" / "events_landing_checkpoint.json").exists() or any(
         (scene.table / "_watermarks").glob("*checkpoint*.json")
     )
+
+
+# --- every kind of run removes and counts them: a staging folder a crashed run left ---
+
+#: A staging folder a run killed in 1999 left (its token starts with its staging time).
+OLD_STAGING = "_staging/19990101T000000-0123456789ab/part-00000.parquet"
+RUN_NOW = datetime(2026, 4, 4, 12, 0, tzinfo=timezone.utc)
+
+
+def _json_source(tmp_path: Path) -> dict[str, Any]:
+    """Two surveys' rows on 2026-04-03, as JSON lines (a source that quarantines: its
+    quarantine table is swept too)."""
+    folder = tmp_path / "source"
+    folder.mkdir()
+    rows = [
+        {"id": i, "updated_at": f"2026-04-03T09:{i:02}:00Z", "survey": f"s{i % 2}"}
+        for i in range(6)
+    ]
+    (folder / "a.json").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    schema = "id BIGINT, updated_at TIMESTAMP, survey STRING"
+    return {"type": "json", "uri": str(folder), "schema": schema}
+
+
+def _column(tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": "orders",
+        "source": _json_source(tmp_path),
+        "watermark": {"columns": ["updated_at", "id"]},
+        "table": {"uri": str(tmp_path / "delta" / "orders")},
+        **extra,
+    }
+
+
+def _with_watermark(tmp_path: Path, watermark: dict[str, Any]) -> dict[str, Any]:
+    return {**_column(tmp_path), "watermark": watermark}
+
+
+_UNITS = {"kind": "unit", "column": "survey", "units": "s0,s1"}
+_EVENT_TIME = {
+    "name": "orders_5min",
+    "source": {"type": "pipeline", "pipeline": "orders"},
+    "watermark": {"kind": "event_time", "column": "updated_at", "delay": "10 minutes"},
+    "window": {"size": "5 minutes"},
+    "aggregates": {"orders": "count"},
+    "partitions": {"granularity": "hourly", "start": "2026-04-03 09:00:00"},
+}
+
+
+@dataclass(frozen=True)
+class KindRun:
+    """A pipeline of one watermark kind, the run that materializes it, and the tables whose
+    leftovers that run sweeps (relative to tmp_path)."""
+
+    pipelines: Callable[[Path], list[dict[str, Any]]]
+    asset: str
+    partition: str | None
+    swept: tuple[str, ...]
+
+
+KINDS = [
+    pytest.param(
+        KindRun(
+            lambda t: [_column(t)], "orders", None, ("delta/orders", "delta/orders_quarantine")
+        ),
+        id="column",
+    ),
+    pytest.param(
+        KindRun(
+            lambda t: [
+                _column(
+                    t,
+                    destination={"replace_by_watermark": True},
+                    partitions={"granularity": "daily", "start": "2026-04-01"},
+                )
+            ],
+            "orders",
+            "2026-04-03",
+            ("delta/orders", "delta/orders_quarantine"),
+        ),
+        id="replay (column partitions)",
+    ),
+    pytest.param(
+        KindRun(
+            lambda t: [
+                _with_watermark(t, {"kind": "time", "column": "updated_at", "from": "2026-04-01"})
+            ],
+            "orders",
+            "2026-04-03",
+            ("delta/orders", "delta/orders_quarantine"),
+        ),
+        id="time",
+    ),
+    pytest.param(
+        KindRun(
+            lambda t: [_with_watermark(t, _UNITS)],
+            "orders",
+            "s1",
+            ("delta/orders", "delta/orders_quarantine"),
+        ),
+        id="unit",
+    ),
+    pytest.param(
+        KindRun(
+            lambda t: [
+                _with_watermark(
+                    t, {**_UNITS, "time": {"column": "updated_at", "from": "2026-04-01"}}
+                )
+            ],
+            "orders",
+            "2026-04-03|s1",
+            ("delta/orders", "delta/orders_quarantine"),
+        ),
+        id="time x unit",
+    ),
+    pytest.param(
+        KindRun(
+            lambda t: [_column(t), {**_EVENT_TIME, "table": {"uri": str(t / "agg" / "o5")}}],
+            "orders_5min",
+            "2026-04-03-09:00",
+            ("agg/o5", "agg/o5_late", "agg/o5_state"),
+        ),
+        id="event time",
+    ),
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_of_run_removes_what_crashed_runs_left_and_counts_it(
+    spark: Any, tmp_path: Path, kind: KindRun
+) -> None:
+    """``cleanup/orphans_removed``, the key the file pipelines use: one old staging folder under
+    each table the run writes (its data table, its quarantine or late and state tables)."""
+    raw = kind.pipelines(tmp_path)
+    defs = build_definitions(project_config(*raw), clock=lambda: RUN_NOW)
+    instance = DagsterInstance.ephemeral()
+    for upstream in raw[:-1]:  # an event-time aggregate reads its upstream pipeline's table
+        assert (
+            defs.resolve_job_def(f"{upstream['name']}_job")
+            .execute_in_process(instance=instance)
+            .success
+        )
+    planted = [tmp_path / table / OLD_STAGING for table in kind.swept]
+    for path in planted:
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"PAR1")
+
+    job = defs.resolve_job_def(f"{kind.asset}_job")
+    result = job.execute_in_process(instance=instance, partition_key=kind.partition)
+    materialization = result.asset_materializations_for_node(kind.asset)[0]
+    metadata = {key: value.value for key, value in materialization.metadata.items()}
+
+    assert metadata["cleanup/orphans_removed"] == len(planted)
+    assert not any(path.parent.exists() for path in planted)

@@ -752,6 +752,64 @@ def test_the_latest_version_is_found_without_loading_the_snapshot(
     assert reader.log.latest_version() == reader.current_version() == commits - 1
 
 
+#: Commits of one table (None: a commit without the key, another writer's or OPTIMIZE's), the
+#: versions the log cleaned up, and what the walk back to the newest commit with the key finds.
+NEWEST_WITH_KEY = [
+    pytest.param(
+        ["a", None, "b", None], (), (2, 3), id="the newest with the key, later ones passed"
+    ),
+    pytest.param(["a"], (), (0, 0), id="the only commit"),
+    pytest.param([None, None], (), (None, 1), id="no commit holds it: None and the latest"),
+    pytest.param(["a", "b", None, None], (0, 1), (None, 3), id="cleaned up before one is found"),
+    pytest.param(["a", "b", "c", None], (0, 1), (2, 3), id="found above the cleaned-up commits"),
+]
+
+
+@pytest.mark.parametrize(("entries", "cleaned", "expected"), NEWEST_WITH_KEY)
+def test_the_walk_back_finds_the_newest_commit_holding_a_key_or_says_its_history_is_lost(
+    table: Path,
+    entries: list[str | None],
+    cleaned: tuple[int, ...],
+    expected: tuple[int | None, int],
+) -> None:
+    """``DeltaLog.newest_commit_with``: the one walk of the legacy readers (a column pipeline's
+    watermark record, a time pipeline's entry). A commit cleaned up before the key is found
+    may have held its newest value: an error naming the oldest commit left, never "no value"."""
+    from deltalake import CommitProperties, write_deltalake
+
+    from watermark_assets.core.errors import WatermarkHistoryLostError
+
+    key = "watermark_assets.time/orders"
+    for entry in entries:
+        metadata = {"other": "writer"} if entry is None else {key: entry}
+        properties = CommitProperties(custom_metadata=metadata)
+        write_deltalake(
+            str(table), pa.table({"a": [1]}), mode="append", commit_properties=properties
+        )
+    if cleaned:
+        DeltaTable(str(table)).create_checkpoint()
+        for version in cleaned:
+            (table / "_delta_log" / f"{version:020d}.json").unlink()
+    log = committer(table).log
+    found_version, latest = expected
+    if found_version is None and cleaned:
+        with pytest.raises(WatermarkHistoryLostError, match="'orders'") as lost:
+            log.newest_commit_with(key, dataflow="orders")
+        assert lost.value.oldest_version == max(cleaned) + 1
+        return
+    found, at = log.newest_commit_with(key, dataflow="orders")
+    assert at == latest
+    if found_version is None:
+        assert found is None
+    else:
+        assert found is not None and found.version == found_version
+        assert found.custom_metadata[key] == entries[found_version]
+
+
+def test_the_walk_back_over_no_table_finds_nothing(table: Path) -> None:
+    assert committer(table).log.newest_commit_with("k", dataflow="orders") == (None, -1)
+
+
 def test_a_missing_table_has_no_version_and_no_commits(table: Path) -> None:
     reader = committer(table)
     assert reader.log.latest_version() is None

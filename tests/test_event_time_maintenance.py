@@ -21,7 +21,7 @@ from typing import Any
 import maintenance
 import pytest
 from deltalake import DeltaTable
-from test_event_window import BATCH_1, BATCH_2, T0, append, event, make_spec, oracle
+from test_event_window import BATCH_1, BATCH_2, T0, append, event, make_spec, oracle, to_ms
 
 from watermark_assets.runs.event_window import (
     WindowAggregateSpec,
@@ -63,18 +63,21 @@ def run(spark: Any, spec: WindowAggregateSpec, hours: int) -> Any:
 
 
 def feed_and_run(
-    spark: Any, root: Path, maintain_upstream: Callable[[str], object] | None
+    spark: Any,
+    root: Path,
+    maintain_upstream: Callable[[str], object] | None,
+    paused: list[list[dict[str, Any]]] = PAUSED,
 ) -> tuple[WindowAggregateSpec, list[Any]]:
-    """Two batches, a pause over four upstream commits, the upstream's maintenance (None: none),
-    then a batch over the pause and one more after a later commit."""
+    """Two batches, a pause over the upstream commits ``paused``, the upstream's maintenance
+    (None: none), then a batch over the pause and one more after a later commit."""
     spec = make_spec(root)
     upstream = root / "events"
     append(upstream, *BATCH_1[:5])
     append(upstream, *BATCH_1[5:])
     results = [run(spark, spec, 1)]
-    append(upstream, *BATCH_2)
+    append(upstream, *BATCH_2)  # 21 (12:03) is late: kept by batch 2, read by version
     results.append(run(spark, spec, 2))
-    for rows in PAUSED:
+    for rows in paused:
         append(upstream, *rows)
     if maintain_upstream is not None:
         maintain_upstream(str(upstream))
@@ -122,28 +125,121 @@ def test_upstream_maintenance_leaves_every_window_aggregated_exactly_once(
     assert results[3].read_by == "versions"  # back to reading by version
 
 
+def no_event_time(id_: int, user: int) -> dict[str, Any]:
+    return {**event(id_, 0, user), "event_time": None}
+
+
+#: While the aggregate is paused, its upstream also gets late rows: 11:57 falls in the window
+#: 11:55, which the watermark 12:30 closed and which had no row (none emitted for it), and one row
+#: has no event time. Both are known exactly once found: nothing of those windows was emitted.
+PAUSED_LATE = [
+    [event(40, 31, 8), event(47, -3, 8)],
+    [no_event_time(48, 9)],
+    [event(42, 44, 2)],
+]
+
+
+def late_reasons(spec: WindowAggregateSpec) -> dict[int, str]:
+    rows = DeltaTable(spec.late_uri).to_pyarrow_table(columns=["id", "_late_reason"]).to_pylist()
+    return {r["id"]: r["_late_reason"] for r in rows}
+
+
 @pytest.mark.spark
-def test_a_late_row_appended_while_the_upstream_log_was_lost_is_counted_and_named(
-    spark: Any, tmp_path: Path
+@pytest.mark.parametrize("maintain", UPSTREAM_MAINTENANCE.values(), ids=list(UPSTREAM_MAINTENANCE))
+def test_late_rows_appended_while_the_upstream_versions_were_gone_go_to_the_late_table(
+    spark: Any, tmp_path: Path, maintain: Callable[[str], object]
 ) -> None:
-    """The fallback reads the windows still open; a row appended to a closed window during the
-    lost versions cannot be told apart from the rows already emitted. It is not skipped
-    silently: the batch counts it (upstream rows now - rows then - rows the open windows
-    gained) and says which versions and which table hold it."""
+    """Read by event time, the batch counts each closed window's upstream rows against its
+    output row (``_rows``) and the late table: the rows appended since into closed windows (and
+    without an event time) are found and kept as late records, as the batch reading by version
+    keeps them, exactly once (a later batch finds the counts balanced)."""
+    reference, _ = feed_and_run(spark, tmp_path / "reference", None, PAUSED_LATE)
+    spec, results = feed_and_run(spark, tmp_path / "maintained", maintain, PAUSED_LATE)
+
+    assert committed(spec) == committed(reference)
+    assert committed(spec)["late"] == [21, 47, 48]  # each once, after the batch over the pause
+    over_the_pause = results[2]
+    assert over_the_pause.read_by == "event_time" and over_the_pause.late_rows == 2
+    assert (over_the_pause.late_recovered, over_the_pause.late_inferred) == (2, 0)
+    assert over_the_pause.late_unidentified == 0
+    assert "2 row(s) appended since into 2 window(s) already closed" in over_the_pause.reason
+    reasons, expected = late_reasons(spec), late_reasons(reference)
+    for id_ in (47, 48):  # the usual reason, then where the row was appended
+        assert reasons[id_].startswith(expected[id_] + "; appended to ")
+        assert "found by event time" in reasons[id_]
+    assert results[3].read_by == "versions" and results[3].late_rows == 0
+    output = DeltaTable(spec.output_uri).to_pyarrow_table(columns=["events", "_rows"])
+    assert output["_rows"].to_pylist() == output["events"].to_pylist()  # count(*) per window
+
+
+LOSING_THE_LOG = {
+    "the upstream's log checkpointed and cleaned": maintenance.checkpoint_and_clean,
+    "the upstream compacted, vacuumed, then its log checkpointed and cleaned": everything,
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("maintain", LOSING_THE_LOG.values(), ids=list(LOSING_THE_LOG))
+def test_a_late_row_into_a_window_with_emitted_rows_is_kept_once_its_identity_inferred(
+    spark: Any, tmp_path: Path, maintain: Callable[[str], object]
+) -> None:
+    """12:02 is appended while the upstream's versions are gone, into the window 12:00, which
+    emitted 3 rows and whose late row 21 is kept already. Counting finds one row more than the
+    output and the late table account for; which one cannot be known (the output keeps only
+    the aggregate): a row alike the kept 21 is never taken again, and of the others the most
+    recently written one is kept, its reason saying so. After a log cleanup alone that is the
+    appended file's row; after OPTIMIZE the rows share one file."""
     spec = make_spec(tmp_path)
     upstream = tmp_path / "events"
     append(upstream, *BATCH_1)
     run(spark, spec, 1)
-    append(upstream, event(60, 30, 1))
+    append(upstream, *BATCH_2)
+    run(spark, spec, 2)
+    append(upstream, event(60, 35, 1))
     append(upstream, event(61, 2, 9))  # 12:02: its window was closed at 12:11
-    maintenance.checkpoint_and_clean(str(upstream))  # versions 1 and 2 leave the log
+    maintain(str(upstream))
+    result = run(spark, spec, 3)
+
+    assert result.read_by == "event_time" and result.late_unidentified == 0
+    assert (result.late_recovered, result.late_inferred) == (1, 1)
+    late = committed(spec)["late"]
+    assert len(late) == 2 and 21 in late  # one more, and never 21 twice
+    (found,) = set(late) - {21}
+    if maintain is maintenance.checkpoint_and_clean:
+        assert found == 61  # the newest file's row
+    else:
+        assert found in (1, 2, 3, 61)  # a row of the window 12:00 that is not 21
+    reason = late_reasons(spec)[found]
+    assert reason.startswith("window ending 2024-01-30T12:05:00.000Z was closed by the watermark")
+    assert "1 of the window's 4 row(s) not kept earlier were appended then" in reason
+    # versions 2.. were gone (OPTIMIZE and VACUUM commit versions of their own)
+    assert f"appended to {str(upstream)!r} in versions 2.." in reason
+    assert f"{str(upstream)!r} versions 2.." in result.reason
+    fed = BATCH_1 + BATCH_2 + [event(60, 35, 1)]
+    assert committed(spec)["output"] == oracle(fed, {21}, T0 + timedelta(minutes=30))
+    append(upstream, *LATER)  # on by version: nothing found again
+    assert run(spark, spec, 4).late_rows == 0 and committed(spec)["late"] == late
+
+
+@pytest.mark.spark
+def test_with_late_policy_update_a_late_row_of_the_lost_versions_reopens_its_window(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``late_policy: update``: the row found by counting reopens its window, which is
+    recomputed from every upstream row and replaced; the output equals the oracle with nothing
+    late, whichever row was appended (the recomputation needs no identity)."""
+    spec = make_spec(tmp_path, late_policy="update")
+    upstream = tmp_path / "events"
+    append(upstream, *BATCH_1)
+    run(spark, spec, 1)
+    append(upstream, event(60, 30, 1))
+    append(upstream, event(61, 2, 9), no_event_time(62, 4))
+    maintenance.checkpoint_and_clean(str(upstream))
     result = run(spark, spec, 2)
-    assert result.read_by == "event_time" and result.late_unidentified == 1
-    assert "1 row(s) appended since fall in windows already closed" in result.reason
-    assert f"{str(upstream)!r} versions 1..2" in result.reason
-    assert committed(spec)["output"] == oracle(
-        [*BATCH_1, event(60, 30, 1)], set(), T0 + timedelta(minutes=20)
-    )
+    assert result.read_by == "event_time" and result.late_recovered == 2
+    fed = [*BATCH_1, event(60, 30, 1), event(61, 2, 9)]
+    assert committed(spec)["output"] == oracle(fed, set(), T0 + timedelta(minutes=20))
+    assert committed(spec)["late"] == [62]  # only the row without an event time is set aside
 
 
 @pytest.mark.spark
@@ -407,3 +503,147 @@ def test_a_failed_range_run_gets_a_new_run_key_and_the_sensor_requests_it_again(
     assert again.run_key == "events_5min|2024-01-30-12:00..2024-01-30-12:00|a1"
     assert job.execute_in_process(instance=instance, tags=again.tags).success
     assert tick().skip_message.startswith("no partition closes")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "crash_at",
+    ["event_window_after_late", "event_window_after_state"],
+    ids=["killed after the late commit", "killed after the state commit, before the progress file"],
+)
+def test_a_batch_read_by_event_time_killed_after_its_late_commit_keeps_its_late_rows_once(
+    spark: Any, tmp_path: Path, crash_at: str
+) -> None:
+    """SIGKILL between the late records found by counting and the progress save: the next run
+    finishes the batch (or finds it done) and the late table holds each row once; the rows it
+    finds are counted against the late table as it was before the batch, so the re-run counts
+    the same and its late commit is skipped by the txn."""
+    import os
+    import subprocess
+    import sys
+
+    from test_event_window import CRASH_SCRIPT
+
+    from watermark_assets.runs.faults import CRASH_ENV_VAR
+
+    spec = make_spec(tmp_path)
+    upstream = tmp_path / "events"
+    append(upstream, *BATCH_1)
+    run(spark, spec, 1)
+    append(upstream, event(60, 30, 1))
+    append(upstream, event(61, -3, 9), no_event_time(62, 4))  # 11:57 and no event time: late
+    maintenance.checkpoint_and_clean(str(upstream))
+    script = CRASH_SCRIPT.format(tests=str(Path(__file__).parent), root=str(tmp_path))
+    env = {**os.environ, CRASH_ENV_VAR: crash_at, "PYSPARK_PYTHON": sys.executable}
+    killed = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert committed(spec)["late"] == [61, 62]
+
+    again = run(spark, spec, 5)
+    if crash_at == "event_window_after_late":
+        assert again.batch == 2 and again.resumed and again.late_recovered == 2
+    else:  # the state commit holds the batch: the progress written before the output says it
+        assert again.batch is None
+    assert committed(spec)["late"] == [61, 62]  # once
+    assert committed(spec)["batch"] == 2
+    fed = [*BATCH_1, event(60, 30, 1)]
+    assert committed(spec)["output"] == oracle(fed, set(), T0 + timedelta(minutes=20))
+    append(upstream, *LATER)
+    assert run(spark, spec, 6).late_rows == 0 and committed(spec)["late"] == [61, 62]
+
+
+@pytest.mark.spark
+def test_a_batch_whose_recorded_upstream_version_is_gone_fails_naming_repair_state_then_finishes(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """End to end through Dagster. Batch 2 dies after its output commit; before any run
+    finishes it, late and on-time rows are appended upstream and its log is cleaned, so the
+    upstream version batch 2's plan read up to is gone. The sensor requests the range again
+    under a new run key; that run fails naming what is missing and the one recovery command,
+    ``watermark-assets repair-state events_5min``. The sensor asks again (``|a2``); after the
+    command, that run finishes batch 2 from the upstream's current version: the windows batch
+    2 emitted stay, the rows appended since are in the late table once, and the sensor has
+    nothing left to close."""
+    import yaml
+    from conftest import project_config
+    from dagster import DagsterInstance, build_sensor_context
+    from test_event_time_pipeline import Clock, pipelines
+
+    from watermark_assets.cli import main
+    from watermark_assets.defs import build_definitions
+    from watermark_assets.runs import event_window
+
+    defs = build_definitions(
+        project_config(*pipelines(tmp_path)), clock=Clock(T0 + timedelta(hours=4))
+    )
+    instance = DagsterInstance.ephemeral()
+    sensor = defs.resolve_sensor_def("events_5min_sensor")
+    job = defs.resolve_job_def("events_5min_job")
+    spec = make_spec(tmp_path)  # the same tables as the configuration's
+
+    def tick() -> Any:
+        return sensor.evaluate_tick(build_sensor_context(instance=instance, definitions=defs))
+
+    def execute(request: Any) -> Any:
+        return job.execute_in_process(instance=instance, tags=request.tags, raise_on_error=False)
+
+    upstream = tmp_path / "events"
+    first_batch = [event(1, 0, 1), event(2, 40, 3), event(3, 75, 1)]  # -> watermark 13:05
+    append(upstream, *first_batch)
+    assert execute(tick().run_requests[0]).success
+
+    second_batch = [event(4, 100, 2), event(5, 135, 4)]  # 13:40, 14:15 -> watermark 14:05
+    append(upstream, *second_batch)
+    (request,) = tick().run_requests
+    assert request.run_key == "events_5min|2024-01-30-13:00..2024-01-30-13:00|a0"
+
+    def die_after_output(name: str) -> None:
+        if name == "event_window_after_output":
+            raise RuntimeError("the run died after its output commit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(event_window, "crash_point", die_after_output)
+        assert not execute(request).success
+    emitted = committed(spec)["output"]
+    assert [w for w, *_ in emitted] == ["12:00", "12:40", "13:15", "13:40"]  # batch 2's output
+
+    # 12:50 (closed before batch 2), 13:41 (window 13:40, emitted by batch 2), 14:20 (open)
+    since = [event(6, 50, 7), event(7, 101, 8), event(8, 140, 1)]
+    append(upstream, *since[:2])
+    append(upstream, since[2])
+    maintenance.checkpoint_and_clean(str(upstream))  # version 1, batch 2's plan's, is gone
+
+    (request,) = tick().run_requests
+    assert request.run_key.endswith("|a1")
+    failed = execute(request)
+    assert not failed.success
+    errors = "\n".join(
+        e.step_failure_data.error.to_string()
+        for e in failed.all_events
+        if e.event_type_value == "STEP_FAILURE"
+    )
+    assert "UpstreamHistoryLostError" in errors
+    assert f"upstream table {str(upstream)!r} cannot be read at version 1" in errors
+    assert "batch 2" in errors
+    assert "Recover with `watermark-assets repair-state events_5min`" in errors
+    assert committed(spec)["output"] == emitted and committed(spec)["batch"] == 1
+
+    (request,) = tick().run_requests
+    assert request.run_key.endswith("|a2")
+    config = tmp_path / "pipelines.yaml"
+    config.write_text(yaml.safe_dump({"pipelines": pipelines(tmp_path)}), encoding="utf-8")
+    assert main(["--config", str(config), "repair-state", "events_5min"]) == 0
+    assert "batch 2's plan moved from upstream versions {'events': 1} to {'events': 3}" in (
+        capsys.readouterr().out
+    )
+    assert execute(request).success
+
+    after = committed(spec)
+    assert after["batch"] == 2 and after["output"] == emitted  # batch 2 finished, emitted once
+    assert after["late"] == [6, 7]  # 13:41's identity inferred: the newest file's row
+    assert after["watermark"] == to_ms(T0 + timedelta(hours=2, minutes=5))
+    assert load_progress(spec).upstream_versions == {"events": 3}
+    assert tick().skip_message.startswith("no partition closes")
+    assert run(spark, spec, 5).batch is None  # nothing left: completed exactly once

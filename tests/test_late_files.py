@@ -9,6 +9,7 @@ otherwise, so no file is ever skipped without a trace." Real Spark, Delta and Da
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,11 @@ from watermark_assets.defs import build_definitions
 from watermark_assets.defs.assets import LATE_TAG, files_run_config
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import RequestedFileError
+from watermark_assets.explain import explain_file, gather_evidence
 from watermark_assets.sources.late_files import late_txn_app_id
 from watermark_assets.state.commit_metadata import txn_app_id
 from watermark_assets.state.load import load_state
+from watermark_assets.verdicts import Verdict
 
 SWEEP_EVERY = timedelta(minutes=61)  # the default sweep.interval_minutes is 60
 
@@ -142,7 +145,11 @@ def test_after_log_cleanup_the_tables_lineage_proves_a_late_file_new_and_it_is_i
     world.landing.add(hour(28, 12))
     world.loop.run_all(world.loop.tick().run_requests)
     checkpoint_and_clean(world.table)  # the commit that ingested 10:30 is gone from the log
+    the_sweep_ingests_only(world, clock, late, late_ids)
 
+
+def the_sweep_ingests_only(world: World, clock: Clock, late: str, late_ids: list[int]) -> None:
+    """The next sweep requests one late run of exactly ``late``; it commits each row once."""
     clock.now += SWEEP_EVERY
     [request] = world.loop.tick().run_requests
     assert requested_files(request) == [late]
@@ -151,20 +158,61 @@ def test_after_log_cleanup_the_tables_lineage_proves_a_late_file_new_and_it_is_i
     world.assert_each_row_once()
 
 
-def test_a_late_file_is_not_ingested_where_a_committed_files_rows_were_deleted(
-    spark: Any, tmp_path: Path
-) -> None:
-    world, clock, late, _ = world_with_a_late_file(tmp_path, ingest=True)
+def a_committed_file_with_no_rows_left(tmp_path: Path) -> tuple[World, Clock, str, str, list[int]]:
+    """One file committed, then all its rows deleted (e.g. a GDPR deletion), a late file below
+    its hour's watermark, a file of a later hour ingested, then the log cleaned: no row and no
+    commit names the deleted file any more. (world, clock, the deleted file, the late file, the
+    late file's ids)."""
+    world, clock, late, late_ids = world_with_a_late_file(tmp_path, ingest=True)
     root = world.landing.root
     [committed] = [
         path
         for path in (str(p.relative_to(root)) for p in root.rglob("*.ndjson.gz"))
         if path != late
     ]
-    DeltaTable(world.table).delete(f"_source_file = '{committed}'")  # e.g. a GDPR deletion
+    DeltaTable(world.table).delete(f"_source_file = '{committed}'")
+    world.landing.ids.clear()  # its rows are gone for good
     world.landing.add(hour(28, 12))
     world.loop.run_all(world.loop.tick().run_requests)
     checkpoint_and_clean(world.table)  # no commit left names the deleted file
+    return world, clock, committed, late, late_ids
+
+
+def test_a_committed_file_whose_rows_were_all_deleted_stays_committed_after_log_cleanup(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The state records the committed files of the retained landing partitions (their
+    signatures): the sweep names only the late file, its late run ingests it once, the deleted
+    rows never come back, ``explain`` says the deleted file was ingested and a late run given it
+    commits nothing."""
+    world, clock, committed, late, late_ids = a_committed_file_with_no_rows_left(tmp_path)
+    the_sweep_ingests_only(world, clock, late, late_ids)
+
+    evidence = gather_evidence(world.pipeline, lambda _when: "2024-01-28", now=clock.now)
+    found = explain_file(evidence, committed)
+    assert (found.verdict, found.facts["rows"]) == (Verdict.INGESTED, 0), found.reason
+    version = DeltaTable(world.table).version()
+    again = world.loop.job.execute_in_process(
+        instance=world.loop.instance,
+        partition_key="2024-01-28",
+        run_config=files_run_config("events", [committed], late=True),
+    )
+    assert again.success
+    assert DeltaTable(world.table).version() == version, "committed: nothing to ingest"
+    world.assert_each_row_once()
+
+
+def test_a_late_file_is_not_ingested_where_no_record_tells_which_file_was_committed(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A checkpoint written before the committed files were recorded (no ``file_signatures``):
+    the lineage and the log are the only evidence, and they hold neither file, so which of
+    the two is new cannot be told: reported, nothing ingested."""
+    world, clock, committed, late, _ = a_committed_file_with_no_rows_left(tmp_path)
+    location = Path(world.pipeline.checkpoint_uri)
+    document = json.loads(location.read_text(encoding="utf-8"))
+    del document["file_signatures"]
+    location.write_text(json.dumps(document), encoding="utf-8")
 
     clock.now += SWEEP_EVERY
     tick = world.loop.tick()
@@ -174,9 +222,20 @@ def test_a_late_file_is_not_ingested_where_a_committed_files_rows_were_deleted(
     assert f"the tables hold no rows of 2 ({late}, {committed})" in reason
 
 
+@pytest.mark.parametrize(
+    "page_keys",
+    [
+        pytest.param(1, id="more committed files than a page: listed from the watermark on"),
+        pytest.param(storage.S3_PAGE_KEYS, id="fewer: listed in full, counted at the tick"),
+    ],
+)
 def test_on_s3_the_sweep_finds_the_late_file_that_listing_from_the_watermark_never_sees(
-    spark: Any, s3_server: Any, tmp_path: Path
+    spark: Any, s3_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, page_keys: int
 ) -> None:
+    """A tick lists a partition in full only while its committed files fit in one
+    ListObjectsV2 page (``storage.S3_PAGE_KEYS``; set to 1 here to act out a bigger one): a
+    bigger one is listed from its watermark on, and only the sweep sees a file landed below."""
+    monkeypatch.setattr(storage, "S3_PAGE_KEYS", page_keys)
     landing_uri = f"s3://{s3_server.new_bucket()}/landing zone"
     raw = pipeline_yaml(
         tmp_path, source={"uri": landing_uri}, watermark={"sweep": {"ingest": True}}
@@ -195,9 +254,10 @@ def test_on_s3_the_sweep_finds_the_late_file_that_listing_from_the_watermark_nev
         loop.run_all(loop.tick().run_requests)
         late = land(landing.add(hour(28, 10), minute=0))
 
-        between = loop.tick()  # S3 lists each partition from its watermark on: not seen yet
+        between = loop.tick()  # no sweep due: only a listing in full counts it
         assert between.run_requests == []
-        assert "below their partition's watermark" not in (between.skip_message or "")
+        counted = "1 files landed below their partition's watermark"
+        assert (counted in (between.skip_message or "")) == (page_keys > 1)
 
         clock.now += SWEEP_EVERY
         [request] = loop.tick().run_requests  # the sweep re-lists the partition in full

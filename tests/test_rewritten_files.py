@@ -9,6 +9,7 @@ listed with other ones is named by the sensor's skip text, its asset observation
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from conftest import (
     write_ndjson,
 )
 from dagster import DagsterInstance
+from dagster._core.definitions.sensor_definition import SensorExecutionData
 from maintenance import checkpoint_and_clean
 
 from watermark_assets import storage
@@ -338,6 +340,50 @@ def test_a_replace_killed_mid_way_and_run_again_replaces_exactly_once(
     assert len(rewrite_commits(replacing)) == 1
 
 
+# --- files committed before their signatures were recorded: a signature at first sight -----------
+
+
+def without_recorded_signatures(scene: Scene) -> None:
+    """The checkpoint as one written before the signatures were recorded (or by repair-state),
+    and the log cleaned: no signature of any committed file is known."""
+    checkpoint_and_clean(scene.pipeline.table.uri)
+    location = Path(scene.pipeline.checkpoint_uri)
+    document = json.loads(location.read_text(encoding="utf-8"))
+    del document["file_signatures"]
+    location.write_text(json.dumps(document), encoding="utf-8")
+    assert not load_state(scene.pipeline, now=FROZEN_NOW).file_signatures
+
+
+def sweep(scene: Scene) -> SensorExecutionData:
+    """A tick whose sweep is due (the scene's clock stands still: its cursor forgets the last)."""
+    cursor = json.loads(scene.loop.cursor or "{}")
+    scene.loop.cursor = json.dumps({**cursor, "swept_at": None})
+    return scene.loop.tick()
+
+
+@pytest.mark.spark
+def test_committed_files_with_no_recorded_signature_get_one_at_the_sweeps_first_sight(
+    tmp_path: Path,
+) -> None:
+    """The sweep lists the partitions whose committed files the state has no signature of, and
+    records the signatures of the files the table's lineage proves committed; a later rewrite
+    is named. A rewrite before that first sight cannot be told (its content is what is seen)."""
+    scene = build_scene(tmp_path)
+    without_recorded_signatures(scene)
+    scene.rewrite("odd", rows=4)  # before the first sight: not told
+
+    assert "rewritten" not in (sweep(scene).skip_message or "")
+    recorded = checkpoint_json(scene.pipeline)["file_signatures"]
+    assert sorted(recorded) == sorted(scene.paths.values()), "every committed file, first seen"
+    assert recorded == storage.file_signatures(scene.pipeline.source.uri, list(recorded))
+
+    scene.rewrite("rewritten", rows=5)
+    text = scene.loop.tick().skip_message or ""
+    assert f"first {[scene.paths['rewritten']]}" in text, text
+    found = explain_file(scene.evidence(), scene.paths["rewritten"])
+    assert found.verdict is Verdict.REWRITTEN, found.reason
+
+
 # --- S3: the ETag tells a rewrite of the same size apart ----------------------------------------
 
 
@@ -372,6 +418,50 @@ def test_on_s3_a_rewrite_of_the_same_size_is_found_by_the_sweeps_full_listing(
         )
         assert rewritten_files(listed, committed) == (path,)
         assert listed[path].split(":")[0] == committed[path].split(":")[0], "the same size"
+
+
+@pytest.mark.spark
+def test_on_s3_a_tick_names_a_rewrite_and_replaces_it_as_on_a_local_disk(
+    spark: Any, s3_server: Any, tmp_path: Path
+) -> None:
+    """A tick lists a landing partition that holds fewer committed files than one
+    ListObjectsV2 page in full (the one request StartAfter costs anyway): the listing's ETag
+    names a committed file rewritten in place at the next tick, with no sweep due, as on a
+    local disk; ``explain`` names it too, and ``on_rewrite: replace`` replaces its rows."""
+    landing_uri = f"s3://{s3_server.new_bucket()}/landing"
+    raw = pipeline_yaml(tmp_path, source={"uri": landing_uri}, on_rewrite="replace")
+    with s3_project(s3_server, raw) as config:
+        pipeline = config.pipeline("events")
+        assert isinstance(pipeline, FilePipelineConfig)
+        loop = SensorLoop(
+            build_definitions(config, clock=lambda: FROZEN_NOW), DagsterInstance.ephemeral()
+        )
+        written = Landing(tmp_path / "written")  # written here, then put on S3
+        fs, root = storage.filesystem(landing_uri)
+
+        def put(path: str) -> str:
+            fs.put_file(str(written.root / path), f"{root}/{path}")
+            return path
+
+        kept = put(written.add(hour(28, 10)))
+        rewritten = put(written.add(hour(28, 10), minute=10))
+        ingest(loop)
+        assert delta_ids(pipeline.table.uri) == ids_of(1, 6)
+
+        write_ndjson(written.root, rewritten, event_records(900, 3, hour(28, 10)))
+        put(rewritten)
+        partition_of = partition_mapper(partitions_definition(pipeline), lambda: FROZEN_NOW)
+        evidence = gather_evidence(pipeline, partition_of, now=FROZEN_NOW)
+        assert explain_file(evidence, rewritten).verdict is Verdict.REWRITTEN
+        assert explain_file(evidence, kept).verdict is Verdict.INGESTED
+        listed = explain_all(evidence).groups.get(Verdict.REWRITTEN, ())
+        assert [e.path for e in listed] == [rewritten]
+
+        [request] = loop.tick().run_requests  # the sweep ran at the first tick: not due
+        assert requested_files(request) == [rewritten]
+        assert loop.run(request).success
+        assert delta_ids(pipeline.table.uri) == sorted([*ids_of(1, 3), *ids_of(900, 3)])
+        assert loop.tick().run_requests == [], "replaced: no longer rewritten"
 
 
 def test_on_rewrite_defaults_to_report_and_replace_needs_a_files_source(tmp_path: Path) -> None:

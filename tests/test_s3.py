@@ -350,6 +350,41 @@ def test_listing_after_the_watermark_costs_the_new_keys_not_the_processed_ones(
     assert s3_storage.count("LIST", bucket) == full_cost
 
 
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        pytest.param(999, 0, id="999 committed keys, none new: one request"),
+        pytest.param(500, 499, id="a page of keys: one request, as StartAfter"),
+        pytest.param(999, 1_001, id="two pages of new keys: one request more at most"),
+    ],
+)
+def test_a_partition_listed_in_full_costs_at_most_one_request_more_and_counts_its_keys(
+    landing: str, s3_storage: S3Server, old: int, new: int
+) -> None:
+    """``full``: a partition whose committed keys fit in one ListObjectsV2 page is listed from
+    its first key on (a poll compares its committed files' ETags): the same files above the
+    watermark, its keys at or below it counted and each one's ETag returned, for the requests
+    StartAfter costs, one more at most."""
+    bucket = bucket_of(landing)
+    names = [f"{1706400000 + n:010d}-a.ndjson.gz" for n in range(old + new)]
+    load_keys(bucket, (f"landing/date=2024-01-10/{name}" for name in names))
+    watermark = FileWatermark.initial().advance([f"date=2024-01-10/{names[old - 1]}"])
+
+    s3_storage.reset()
+    after = list_above(landing, watermark)
+    after_requests = s3_storage.count("LIST", bucket)
+    s3_storage.reset()
+    full = list_above(landing, watermark, full=frozenset({"date=2024-01-10"}))
+    full_requests = s3_storage.count("LIST", bucket)
+
+    assert full.files == after.files and len(full.files) == new
+    assert full_requests <= after_requests + 1
+    assert full.started_after == () and after.started_after == ("date=2024-01-10",)
+    assert full.at_or_below == {"date=2024-01-10": old}
+    assert len(full.signatures_at_or_below) == old
+    assert all(":" in signature for signature in full.signatures_at_or_below.values())
+
+
 @pytest.mark.parametrize("days", [25, 100, 250])
 def test_the_root_of_a_day_layout_is_listed_from_the_horizon_whatever_the_days_landed(
     landing: str, s3_storage: S3Server, days: int

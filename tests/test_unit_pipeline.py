@@ -539,7 +539,7 @@ def test_a_tick_requests_at_most_max_runs_per_tick_and_the_others_on_later_ticks
     second = scene.tick()
     assert [r.partition_key for r in second.run_requests or []] == ids[100:150] + ids[151:201]
     assert scene.partitions()[-1] == "late"
-    assert json.loads(scene.cursor or "")["requested"] == [*ids[:150], *ids[151:201]]
+    assert list(json.loads(scene.cursor or "")["requested"]) == [*ids[:150], *ids[151:201]]
     third = scene.tick()
     assert [r.partition_key for r in third.run_requests or []] == ids[201:301]
     ticks = [scene.tick() for _ in range(3)]
@@ -548,16 +548,42 @@ def test_a_tick_requests_at_most_max_runs_per_tick_and_the_others_on_later_ticks
 
 
 def test_the_tick_says_how_many_units_are_due_and_requested() -> None:
-    queued = queue_unit_runs(["a", "b", "c", "d", "e"], done={"b"}, requested=["a", "gone"], cap=2)
-    assert (queued.due, queued.requested, queued.waiting) == (3, ("c", "d"), ("e",))
-    assert queued.in_flight == ("a",)  # 'gone' is no longer listed: forgotten
+    queued = queue_unit_runs(
+        ["a", "b", "c", "d", "e"], done={"b"}, requested={"a": 0, "gone": 0}, cap=2
+    )
+    assert (queued.due, queued.requested, queued.waiting) == (3, {"c": 0, "d": 0}, ("e",))
+    assert queued.in_flight == {"a": 0}  # 'gone' is no longer listed: forgotten
     assert queued.describe() == (
         "3 unit(s) never ran: 2 run(s) requested, 1 wait for later ticks "
         "(sensor.max_runs_per_tick 2); 1 requested earlier, not committed yet"
     )
-    assert queue_unit_runs(["c"], done=set(), requested=[], cap=2).describe() == (
+    assert queue_unit_runs(["c"], done=set(), requested={}, cap=2).describe() == (
         "1 unit(s) never ran: 1 run(s) requested"
     )
+
+
+@pytest.mark.parametrize(
+    ("requested", "failed_runs", "asked", "in_flight"),
+    [
+        pytest.param({"a": 0}, {}, {}, {"a": 0}, id="a run in flight is not requested again"),
+        pytest.param({"a": 0}, {"a": 1}, {"a": 1}, {}, id="its run failed: again as attempt 1"),
+        pytest.param({"a": 1}, {"a": 1}, {}, {"a": 1}, id="attempt 1 in flight: not again"),
+        pytest.param({"a": 1}, {"a": 2}, {"a": 2}, {}, id="attempt 1 failed too: attempt 2"),
+        pytest.param({}, {"a": 1}, {"a": 1}, {}, id="a lost cursor: the next attempt"),
+    ],
+)
+def test_a_unit_whose_requested_run_failed_is_due_again_under_its_next_attempt(
+    requested: dict[str, int],
+    failed_runs: dict[str, int],
+    asked: dict[str, int],
+    in_flight: dict[str, int],
+) -> None:
+    queued = queue_unit_runs(["a"], done=set(), requested=requested, cap=5, failed_runs=failed_runs)
+    assert (queued.requested, queued.in_flight) == (asked, in_flight)
+    if asked and requested:
+        assert queued.describe() == (
+            "1 unit(s) never ran: 1 run(s) requested (1 again after a failed run: a)"
+        )
 
 
 def record_units_done(table: str, units: list[str]) -> None:
@@ -713,6 +739,42 @@ def test_a_new_instance_requests_only_the_units_whose_run_never_committed(tmp_pa
     home.mkdir()
     scene.instance, scene.cursor = DagsterInstance.local_temp(str(home)), None
     assert requested(scene.tick()) == ["s1", "s3"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("cursor", ["kept", "lost"])
+def test_a_failed_unit_run_gets_a_new_run_key_and_the_sensor_requests_it_again(
+    tmp_path: Path, cursor: str
+) -> None:
+    """Dagster never forgets a run key: the sensor counts a unit's failed runs by their tag and
+    requests the unit again under ``...|a1`` (whether its cursor remembers the request or was
+    lost); that run commits the unit, and the next tick requests nothing."""
+    listing = tmp_path / "surveys.csv"
+    scene = Scene(tmp_path, {"secondary_input": write_ids(listing, "csv", ["s1"])})
+    scene.source.put(answer("s1", 1), answer("s1", 2))
+    (first,) = scene.tick().run_requests or []
+    assert first.run_key == "answers|unit|s1|a0"
+
+    commits = sorted((scene.source.uri / "_delta_log").glob("*.json"))
+    kept = [path.read_bytes() for path in commits]
+    for path in commits:  # the source cannot be read for a moment: the run fails
+        path.write_text("not a Delta commit", encoding="utf-8")
+    failed = scene.job.execute_in_process(
+        instance=scene.instance, partition_key="s1", tags=first.tags, raise_on_error=False
+    )
+    assert not failed.success
+    for path, content in zip(commits, kept, strict=True):
+        path.write_bytes(content)
+
+    if cursor == "lost":
+        scene.cursor = None
+    (again,) = scene.tick().run_requests or []
+    assert (again.partition_key, again.run_key) == ("s1", "answers|unit|s1|a1")
+    assert scene.job.execute_in_process(
+        instance=scene.instance, partition_key="s1", tags=again.tags
+    ).success
+    assert scene.target() == scene.source.of("s1")
+    assert requested(scene.tick()) == []
 
 
 def _unused(_: SensorResult) -> None:  # keeps the import for readers of SensorResult

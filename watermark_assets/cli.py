@@ -967,8 +967,9 @@ def repair_state_command(config_path: str | None, name: str) -> int:
     the next tick (a run replaces it: no duplicate). Column pipelines (``delta_metadata``): the
     watermark becomes the greatest watermark-column value of the table's rows. File-path
     pipelines: the checkpoint rebuilt from the table's rows and their lineage. Event-time
-    aggregates (batch engine): their tables removed, the next run aggregates the upstream
-    again."""
+    aggregates (batch engine): after UpstreamHistoryLostError the batch in flight is moved to
+    the upstreams' current versions (``runs/event_window.replan_batch``); when their own progress
+    is gone, their tables are removed and the next run aggregates the upstream again."""
     config = load_config(config_path)
     config.pipeline(name)  # an unknown name: ConfigError listing the known ones
     for file_pipeline in (p for p in config.file_pipelines if p.name == name):
@@ -989,20 +990,26 @@ def repair_state_command(config_path: str | None, name: str) -> int:
 
 
 def _repair_event_time(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> int:
-    """An event-time aggregate whose progress is gone cannot be pieced together from its tables
-    (the upstream versions read, each input's watermark): it is rebuilt from the upstream."""
+    """The engine's repair (a batch in flight whose upstream versions are gone is moved to the
+    upstreams' current ones: ``runs/event_window.replan_batch``); when the aggregate's own
+    progress is gone (its state file lost and its log cleaned), it cannot be pieced together
+    from its tables (the upstream versions read, each input's watermark): the tables are
+    removed and the next run aggregates the upstream again."""
     from watermark_assets.defs.event_time import window_engine
-    from watermark_assets.exceptions import EVENT_TIME_RECOVERY
+    from watermark_assets.exceptions import (
+        EVENT_TIME_RECOVERY,
+        EventProgressLostError,
+        StateHistoryLostError,
+    )
     from watermark_assets.staging import remove_tree
 
     engine = window_engine(pipeline, config)
-    if engine.name != "batch":
-        print(
-            f"repair-state {pipeline.name}: the streaming engine keeps its progress in Spark's "
-            "own checkpoint; nothing to repair",
-            file=sys.stderr,
-        )
-        return 2
+    try:
+        print(engine.repair())
+        return 0
+    except (StateHistoryLostError, EventProgressLostError):
+        if engine.name != "batch":
+            raise
     spec = engine.spec
     for uri in (spec.output_uri, spec.late_uri, spec.state_uri):
         remove_tree(uri)

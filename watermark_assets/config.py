@@ -42,6 +42,7 @@ from watermark_assets.config_event_time import (
 from watermark_assets.config_event_time import (
     EventTimePipelineConfig as EventTimePipelineConfig,
 )
+from watermark_assets.config_freshness import Freshness
 from watermark_assets.config_storage import StorageConfig
 from watermark_assets.core.column.lookback import Backward
 from watermark_assets.core.errors import LookbackError, UnitIdError
@@ -365,6 +366,7 @@ class FilePipelineConfig(_Model):
         "also starts a run that removes its rows and adds its new ones in ONE commit "
         "(source.type files only: the rows' _source_file names the file).",
     )
+    freshness: Freshness = None
 
     @field_validator("name")
     @classmethod
@@ -1237,6 +1239,7 @@ class ColumnPipelineConfig(_Model):
         "destination.replace_by_watermark); a UI backfill of a range runs once over the range. "
         "Without it the asset is unpartitioned and each run reads above the watermark.",
     )
+    freshness: Freshness = None
     replay: ReplayConfig | None = Field(
         default=None,
         description="The range ``watermark-assets replay PIPELINE`` replays in chunks "
@@ -1502,6 +1505,7 @@ class UnitPipelineConfig(_Model):
         description="max_partitions_per_run: units per run of a backfill (default 1: one run "
         "per unit); null: one run for the whole backfill, units in order.",
     )
+    freshness: Freshness = None
 
     @field_validator("name")
     @classmethod
@@ -1746,6 +1750,7 @@ class TimePipelineConfig(_Model):
     watermark: TimeWatermarkConfig
     table: ColumnTableConfig
     schedule: TimeScheduleConfig = Field(default_factory=TimeScheduleConfig)
+    freshness: Freshness = None
 
     @field_validator("name")
     @classmethod

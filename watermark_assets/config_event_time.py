@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from watermark_assets.config_base import Model as _Model
 from watermark_assets.config_base import iso_instant_text
 from watermark_assets.config_base import pipeline_name as _pipeline_name
+from watermark_assets.config_freshness import Freshness
 
 #: The accepted ``source.type`` values of an event-time pipeline.
 EVENT_TIME_SOURCE_TYPES: Mapping[str, str] = {
@@ -202,6 +203,7 @@ class EventTimePipelineConfig(_Model):
         "Spark Structured Streaming query over the upstream file pipeline's landing folder "
         "(availableNow; the rows Spark drops as late are kept in the late table too).",
     )
+    freshness: Freshness = None
 
     @field_validator("name")
     @classmethod

@@ -1,15 +1,60 @@
-"""The code location: ``dagster dev`` loads ``defs`` from here (see workspace.yaml).
+"""The code location: ``dagster dev`` (workspace.yaml) and ``dg dev`` / ``dg check defs``
+([tool.dg] in pyproject.toml) load ``defs`` from here.
 
-In a run worker, Spark starts right after the configuration is read, before the rest of the code
-location is imported (``defs/run_worker.py``): the JVM's start-up runs beside those imports.
+One configuration makes it: the components declared in ``watermark_assets/dg_defs/`` (e.g. a
+``defs.yaml`` of type ``watermark_assets.WatermarkPipelines``, written by ``dg scaffold defs``)
+when that folder declares any, else the configuration file ($WATERMARK_ASSETS_CONFIG, else the
+demo); both at once (components and $WATERMARK_ASSETS_CONFIG set) is refused. Both are built by
+``defs/build.py``.
+
+In a run worker, Spark starts right after the configuration file is read, before the rest of the
+code location is imported (``defs/run_worker.py``): the JVM's start-up runs beside those imports.
 """
 
-from watermark_assets.config import load_config
-from watermark_assets.defs.run_worker import prestart_spark, spark_settings
+import os
+from pathlib import Path
 
-config = load_config()
-prestart_spark(config.spark.prestart, spark_settings(config))  # only in a run worker
+from watermark_assets.config import CONFIG_ENV_VAR
+from watermark_assets.exceptions import ConfigError
 
-from watermark_assets.defs import build_definitions  # noqa: E402  (after the prestart)
+#: This repository's ``dg`` defs folder ([tool.dg.project] defs_module).
+DG_DEFS = Path(__file__).parent / "dg_defs"
 
-defs = build_definitions(config)
+
+def declared_components(folder: Path) -> list[str]:
+    """What ``folder`` declares, as Dagster's loader reads it: its sub-folders and Python
+    modules (not ``__init__.py``, bytecode or hidden entries) and a ``defs.yaml`` of its own."""
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if not p.name.startswith((".", "__"))
+        and (p.is_dir() or p.suffix == ".py" or p.name in ("defs.yaml", "defs.yml"))
+    )
+
+
+components = declared_components(DG_DEFS)
+if components and os.environ.get(CONFIG_ENV_VAR):
+    raise ConfigError(
+        f"{DG_DEFS} declares components ({', '.join(components)}) and {CONFIG_ENV_VAR} names "
+        f"{os.environ[CONFIG_ENV_VAR]!r}: the code location serves one configuration; unset "
+        f"{CONFIG_ENV_VAR} to serve the components, or move them out of {DG_DEFS.name}/ to "
+        "serve the file",
+        key=CONFIG_ENV_VAR,
+        value=os.environ[CONFIG_ENV_VAR],
+    )
+if components:
+    from dagster import load_from_defs_folder
+
+    defs = load_from_defs_folder(path_within_project=DG_DEFS)
+else:
+    from watermark_assets.config import load_config
+    from watermark_assets.defs.run_worker import prestart_spark, spark_settings
+
+    config = load_config()
+    prestart_spark(config.spark.prestart, spark_settings(config))  # only in a run worker
+
+    from watermark_assets.defs import build_definitions
+
+    defs = build_definitions(config)

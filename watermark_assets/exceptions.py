@@ -472,20 +472,46 @@ class UpstreamNotAppendOnlyError(WatermarkAssetsError):
 
 class UpstreamHistoryLostError(WatermarkAssetsError):
     """An event-time batch can read an upstream neither by version nor by event time: the
-    snapshot it needs (the version a recorded plan read up to, or any) cannot be loaded."""
+    snapshot it needs (the version a recorded plan read up to) cannot be loaded, or its files
+    are gone, or the table itself is."""
 
-    def __init__(self, input_name: str, table_uri: str, version: int, why: str) -> None:
+    def __init__(
+        self,
+        input_name: str,
+        table_uri: str,
+        version: int,
+        why: str,
+        *,
+        pipeline: str,
+        batch: int,
+        missing: str,
+        repairable: bool,
+    ) -> None:
+        if repairable:
+            recovery = (
+                f"Recover with `watermark-assets repair-state {pipeline}`: it moves batch "
+                f"{batch}'s plan to the upstreams' current versions, and the next run finishes "
+                "the batch from them by event time (the windows it already emitted stay; rows "
+                "appended into them since go to the late table)"
+            )
+        else:
+            recovery = (
+                "Restore the upstream table, or rebuild the aggregate: remove its output, late "
+                "and state tables and it reads the upstream again from its current snapshot"
+            )
         super().__init__(
-            f"input {input_name!r}: upstream table {table_uri!r} cannot be read at version "
-            f"{version} (no such table, or that version's log and checkpoint are gone), and the "
-            f"batch needs it ({why}). Restore the upstream table, or rebuild the aggregate: "
-            "remove its output, late and state tables and it reads the upstream again from its "
-            "current snapshot"
+            f"pipeline {pipeline!r}, batch {batch}, input {input_name!r}: upstream table "
+            f"{table_uri!r} cannot be read at version {version}: {missing}, and the batch needs "
+            f"it ({why}). {recovery}"
         )
         self.input_name = input_name
         self.table_uri = table_uri
         self.version = version
         self.why = why
+        self.pipeline = pipeline
+        self.batch = batch
+        self.missing = missing
+        self.repairable = repairable
 
 
 #: What ``watermark-assets repair-state`` does for an event-time aggregate (batch engine)

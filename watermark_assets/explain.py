@@ -86,9 +86,9 @@ def gather_evidence(pipeline: Pipeline, partition_of: PartitionOf, *, now: datet
         # older commits were cleaned up: what the tables hold decides (the lineage names every
         # committed file; its greatest per landing partition is the watermark of a partition
         # pruned from the state)
-        lineage = frozenset(_files_in_table(pipeline)) | frozenset(quarantined)
+        lineage = (frozenset(_files_in_table(pipeline)) - state.own_files) | frozenset(quarantined)
         history = history.merge(watermark_of(lineage, pipeline.watermark.file_name_ordering))
-    table_files = pipeline.file_source.table_files()
+    table_files = pipeline.file_source.table_files(state.own_files)
     return Evidence(
         table_files=frozenset() if table_files is None else table_files.held,
         pipeline=pipeline,

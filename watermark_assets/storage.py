@@ -205,6 +205,7 @@ def list_files_above(
     max_paths: int | None = None,
     start_after: bool = True,
     held: Container[str] = frozenset(),
+    full: Container[str] = frozenset(),
 ) -> ListingResult:
     """Files under ``root_uri`` above the plan's watermark, walking only unpruned directories.
 
@@ -225,7 +226,11 @@ def list_files_above(
     a root, in no partition folder, whose name sorts below the horizon's folder is not listed
     there). Such a partition is a leaf of the landing layout: a sub-folder in it that sorts
     below its last file is not listed. ``start_after=False`` lists every partition in full (the
-    sweep, which counts the files at or below each watermark).
+    sweep, which counts the files at or below each watermark). ``full`` names partitions listed
+    in full on S3 all the same (from their first key on): partitions whose committed files fit in
+    the page a ``StartAfter`` listing costs anyway (:data:`S3_PAGE_KEYS`), so that their files
+    at or below the watermark are counted and their content signatures compared, for at most
+    one request more (none while the partition's keys fit in one page).
 
     ``held``: paths (relative to the root) that are not landing files at all, the table's own
     files where the landing folder is the table's (see ``sources.files.TableFiles``): never
@@ -256,8 +261,11 @@ def list_files_above(
         children: list[str] = []
         lowest = plan.lowest_child(relative) if on_s3 else None
         if on_s3 and relative and relative in entries_of:
-            pages = _s3_pages_after(fs, directory, entries_of[relative], done)
-            started.append(relative)
+            if relative in full:  # from the first key on: the committed files too
+                pages = _s3_pages_after(fs, directory, "", done)
+            else:
+                pages = _s3_pages_after(fs, directory, entries_of[relative], done)
+                started.append(relative)
         elif lowest:  # from the listing horizon on (a name just below it: StartAfter excludes)
             pages = _s3_pages_after(fs, directory, lowest[:-1], done)
         else:
@@ -308,6 +316,11 @@ def list_files_above(
         signatures,
     )
 
+
+#: How many keys one ListObjectsV2 page returns (S3's maximum and default): a poll lists a
+#: partition with fewer committed files in full (``list_files_above(full=...)``), for the one
+#: request StartAfter costs while its keys fit in a page, one more at most.
+S3_PAGE_KEYS = 1000
 
 #: one page of a listing: (name, is a directory, content signature of a file) per entry
 _Page = list[tuple[str, bool, "str | None"]]

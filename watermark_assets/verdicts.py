@@ -106,8 +106,10 @@ class Evidence:
         return path in self.table_files and not self.is_committed(path)
 
     def is_committed(self, path: str) -> bool:
-        """Whether a commit holds ``path``: one the log still has, or an older one (lineage)."""
-        return path in self.commits or path in self.lineage
+        """Whether a commit holds ``path``: one the log still has, or an older one (the state's
+        record of the committed files of its retained landing partitions, ``signatures``, which
+        keeps a file whose rows were all removed since; or the lineage)."""
+        return path in self.commits or path in self.signatures or path in self.lineage
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -275,7 +275,7 @@ def test_a_checkpoint_holds_any_kind_of_watermark_and_refuses_another_kind() -> 
         Checkpoint.loads(seed.dumps(), location=LOCATION, kind=ColumnWatermark)
 
 
-def test_the_totals_txn_sum_and_partition_prefixes_round_trip_after_the_maps() -> None:
+def test_the_totals_txn_sum_prefixes_signatures_and_own_files_round_trip_after_the_maps() -> None:
     watermark = FileWatermark.initial().advance(["date=2024-01-28/1706450400-a.ndjson.gz"])
     checkpoint = Checkpoint(
         watermark,
@@ -286,17 +286,25 @@ def test_the_totals_txn_sum_and_partition_prefixes_round_trip_after_the_maps() -
         {"2024-01-28": "date=2024-01-28"},
         Totals(files=51, rows=153, partitions=25),
         txn_sum=52,
+        file_signatures={"date=2024-01-28/1706450400-a.ndjson.gz": "12:1706450401.5"},
+        own_files=frozenset({"date=2024-01-28/part-1.parquet", "date=2024-01-27/part-0.parquet"}),
     )
     document = json.loads(checkpoint.dumps())
-    assert list(document)[-6:] == [
+    assert list(document)[-8:] == [
         "delta_version",
         "partition_rows",
         "partition_prefixes",
         "partition_files",
         "totals",
         "txn_sum",
+        "file_signatures",
+        "own_files",
     ]
     assert document["totals"] == {"files": 51, "rows": 153, "partitions": 25}
+    assert document["own_files"] == [
+        "date=2024-01-27/part-0.parquet",
+        "date=2024-01-28/part-1.parquet",
+    ]
     assert load(checkpoint.dumps()) == checkpoint
 
 
@@ -324,6 +332,8 @@ def test_a_checkpoint_written_before_the_totals_counts_them_from_its_maps() -> N
         pytest.param("totals", {"files": 1, "rows": 2}, id="totals without partitions"),
         pytest.param("txn_sum", "12", id="a txn sum that is text"),
         pytest.param("partition_prefixes", {"2024-01-28": 3}, id="a prefix that is a number"),
+        pytest.param("own_files", {"date=2024-01-28/part-1.parquet": 1}, id="own files: a map"),
+        pytest.param("own_files", [3], id="an own file that is a number"),
     ],
 )
 def test_bad_totals_txn_sum_or_prefixes_are_corrupt(key: str, value: object) -> None:

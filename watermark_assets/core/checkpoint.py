@@ -21,8 +21,11 @@ partition, to notice files that land below a watermark) follow when there are an
 never pruned), ``txn_sum`` (the sum of the pipeline's txn versions at ``delta_version``, which
 the table's own checkpoint keeps: see :mod:`watermark_assets.state.load`) and
 ``file_signatures`` (per committed file of the retained landing partitions, its size and mtime or
-ETag when committed: a listing that returns another finds the file rewritten in place). Every map
-is bounded by the retained landing partitions, not by the history.
+ETag when committed: a listing that returns another finds the file rewritten in place). Then
+``own_files`` (where the landing folder is the table's, ``parquet_commit``: the files the table
+wrote there itself, OPTIMIZE's and Z-order's output, a DML's rewrite, which are never landing
+files, even once the table forgot them; a sorted list). Every map is bounded by the retained
+landing partitions, not by the history.
 The checkpoint is generic over the watermark kind (:mod:`watermark_assets.core.watermark`): a
 file-path watermark is written in the seed's shape above, any other kind as ``"kind"`` plus its
 ``to_json()`` under ``"watermark"`` (no ``partition_watermarks``). A reader says which kind it
@@ -97,6 +100,9 @@ class Checkpoint(Generic[W]):
     #: per committed landing file of the retained landing partitions, its content signature
     #: when committed (size and mtime, or ETag): pruned with its partition's watermark
     file_signatures: Mapping[str, str] = field(default_factory=dict)
+    #: files the table wrote under its landing folder itself (``parquet_commit``: OPTIMIZE's
+    #: output), recorded as the log is read: never landing files, pruned with their partitions
+    own_files: frozenset[str] = frozenset()
 
     def legacy_totals(self) -> Totals:
         """The totals, or for a checkpoint written before they were kept the best it can say:
@@ -132,6 +138,8 @@ class Checkpoint(Generic[W]):
             document["txn_sum"] = self.txn_sum
         if self.file_signatures:
             document["file_signatures"] = dict(sorted(self.file_signatures.items()))
+        if self.own_files:
+            document["own_files"] = sorted(self.own_files)
         return json.dumps(document, indent=2, ensure_ascii=False)
 
     @staticmethod
@@ -206,6 +214,9 @@ class Checkpoint(Generic[W]):
             raise CorruptCheckpointError(
                 location, f"'file_signatures' is {signatures!r}, not file -> signature"
             )
+        own = document.get("own_files", [])
+        if not isinstance(own, list) or not all(isinstance(path, str) for path in own):
+            raise CorruptCheckpointError(location, f"'own_files' is {own!r}, not a list of files")
         try:
             if seed_shape:
                 watermark: Any = FileWatermark.from_dict(
@@ -225,6 +236,7 @@ class Checkpoint(Generic[W]):
             totals,
             txn_sum,
             signatures,
+            frozenset(own),
         )
 
 

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
 
 from dagster import (
     AssetChecksDefinition,
     AssetsDefinition,
     Definitions,
     DynamicPartitionsDefinition,
+    FreshnessPolicy,
     ScheduleDefinition,
     SensorDefinition,
+    TableColumn,
+    TableSchema,
     in_process_executor,
 )
 from dagster._core.definitions.unresolved_asset_job_definition import (
@@ -45,13 +50,15 @@ from watermark_assets.defs.column import (
     build_column_checks,
     column_partitions,
 )
+from watermark_assets.defs.columns import column_schema, with_asset_attributes
 from watermark_assets.defs.event_time import build_event_time_pipeline
+from watermark_assets.defs.freshness import GRANULARITY_CADENCE, cron_cadence, freshness_policy
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_worker import prestart_spark, spark_settings
 from watermark_assets.defs.sensors import build_sensor
-from watermark_assets.defs.time import build_time_pipeline
+from watermark_assets.defs.time import build_time_pipeline, partition_cron
 from watermark_assets.defs.time_unit import build_grid_pipeline
 from watermark_assets.defs.unit import (
     build_unit_asset,
@@ -60,6 +67,11 @@ from watermark_assets.defs.unit import (
     unit_partitions,
 )
 from watermark_assets.exceptions import LandingFolderMissingWarning
+from watermark_assets.spark.batch import (
+    INGESTED_AT_COLUMN,
+    PARTITION_KEY_COLUMN,
+    SOURCE_FILE_COLUMN,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +89,14 @@ class PipelineDefs:
 
 def build_pipeline(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -> PipelineDefs:
     """The ONE place a pipeline's kind decides its Dagster objects (``config``: the whole file,
-    for a pipeline that reads another one's table)."""
+    for a pipeline that reads another one's table), with the asset's freshness policy and
+    column schema (:func:`asset_attributes`)."""
+    built = _kind_defs(pipeline, clock, config)
+    freshness, schema = asset_attributes(pipeline)
+    return replace(built, asset=with_asset_attributes(built.asset, freshness, schema))
+
+
+def _kind_defs(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -> PipelineDefs:
     if isinstance(pipeline, EventTimePipelineConfig):
         event_time = build_event_time_pipeline(pipeline, config, clock)
         return PipelineDefs(event_time.asset, None, event_time.job, event_time.sensor)
@@ -115,6 +134,52 @@ def build_pipeline(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -
     )
     sensor = build_sensor(pipeline, job, asset.key, partitions_def, partition_of, clock)
     return PipelineDefs(asset, check, job, sensor)
+
+
+#: The columns a file-path pipeline adds to every row (``spark/batch.py``), after the DDL's.
+_FILE_LINEAGE = (
+    TableColumn(SOURCE_FILE_COLUMN, "string", "The landing file of the row (lineage)."),
+    TableColumn(INGESTED_AT_COLUMN, "timestamp", "When the row was ingested (lineage)."),
+    TableColumn(PARTITION_KEY_COLUMN, "string", "The row's Dagster partition (lineage)."),
+)
+
+
+def asset_attributes(pipeline: AnyPipeline) -> tuple[FreshnessPolicy | None, TableSchema | None]:
+    """The asset's freshness policy (``defs/freshness.py``: the pipeline's cadence and grace)
+    and its column schema (``defs/columns.py``: the source's DDL, then the columns it adds)."""
+    if isinstance(pipeline, EventTimePipelineConfig):
+        cadence = GRANULARITY_CADENCE[pipeline.partitions.granularity]
+        late = pipeline.watermark.delay_ms + pipeline.watermark.lateness_ms
+        return freshness_policy(pipeline.freshness, cadence, timedelta(milliseconds=late)), None
+    if isinstance(pipeline, TimePipelineConfig):
+        cron = pipeline.schedule.cron or partition_cron(pipeline.watermark.spec)
+        grace = timedelta(days=pipeline.watermark.grace_days)
+        policy = freshness_policy(pipeline.freshness, cron_cadence(cron), grace)
+        return policy, _source_schema(pipeline.source)
+    if isinstance(pipeline, UnitPipelineConfig) and pipeline.watermark.time is not None:
+        time = pipeline.watermark.time  # time x unit: its sensor requests the cells due
+        cadence = cron_cadence(partition_cron(time.spec))
+        policy = freshness_policy(pipeline.freshness, cadence, timedelta(days=time.grace_days))
+        return policy, _source_schema(pipeline.source)
+    if isinstance(pipeline, ColumnPipelineConfig | UnitPipelineConfig):
+        return freshness_policy(pipeline.freshness, None), _source_schema(pipeline.source)
+    cadence = GRANULARITY_CADENCE[pipeline.partitions.granularity.value]
+    ddl = getattr(pipeline.source, "schema_ddl", None)
+    derived = [
+        TableColumn(name, "derived", f"Spark SQL: {expression}")
+        for name, expression in pipeline.table.derived_columns.items()
+    ]
+    added = [*_FILE_LINEAGE, *derived] if pipeline.source.type == "files" else derived
+    return freshness_policy(pipeline.freshness, cadence), column_schema(ddl, added)
+
+
+def _source_schema(source: Any) -> TableSchema | None:
+    """A column source's declared columns, with a file download's ``date_column``."""
+    date_column = getattr(source, "date_column", None)
+    added = (
+        [] if date_column is None else [TableColumn(date_column, "timestamp", "The file's date.")]
+    )
+    return column_schema(getattr(source, "schema_ddl", None), added)
 
 
 def _unit_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> PipelineDefs:
@@ -157,6 +222,27 @@ def warn_missing_sources(config: ProjectConfig) -> None:
             logger.warning(str(warning))
 
 
+#: The resources of each Spark settings built in this process (see location_resources).
+_RESOURCES: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+
+
+def location_resources(spark_conf: dict[str, str]) -> dict[str, Any]:
+    """The IO managers and the Spark resource of a code location: the same objects for the same
+    settings, so that two configurations of one code location (two WatermarkPipelines
+    components) merge into one Definitions (Dagster merges a resource key only when both sides
+    hold the very same object)."""
+    key = tuple(sorted(spark_conf.items()))
+    shared = _RESOURCES.setdefault(
+        key,
+        {
+            IO_MANAGER_KEY: WatermarkDeltaIOManager(),
+            COLUMN_IO_MANAGER_KEY: ColumnWatermarkIOManager(),
+            SPARK_RESOURCE_KEY: WatermarkSparkResource(spark_config=spark_conf),
+        },
+    )
+    return dict(shared)
+
+
 def build_definitions(
     config: ProjectConfig | None = None, *, clock: Clock = system_clock
 ) -> Definitions:
@@ -181,11 +267,7 @@ def build_definitions(
         jobs=[b.job for b in built],
         sensors=[b.sensor for b in built if b.sensor is not None],
         schedules=[b.schedule for b in built if b.schedule is not None],
-        resources={
-            IO_MANAGER_KEY: WatermarkDeltaIOManager(),
-            COLUMN_IO_MANAGER_KEY: ColumnWatermarkIOManager(),
-            SPARK_RESOURCE_KEY: WatermarkSparkResource(spark_config=spark_conf),
-        },
+        resources=location_resources(spark_conf),
         # One process per run: its steps (the asset, then its checks) share the run worker's
         # Spark session, started once, instead of a process, imports and a JVM per step.
         executor=in_process_executor,

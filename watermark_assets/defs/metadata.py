@@ -66,6 +66,8 @@ def batch_metadata(
         "dagster/uri": MetadataValue.path(staged.plan.request.pipeline.table.uri),
         "quarantine/table": MetadataValue.path(staged.plan.request.pipeline.table.quarantine),
     }
+    if staged.columns_ignored is not None:  # a source that names its files' columns
+        metadata["source/columns_ignored"] = MetadataValue.json(list(staged.columns_ignored))
     if lag_seconds is not None:
         metadata["lag_seconds"] = MetadataValue.float(round(lag_seconds, 3))
     if table_rows is not None:
@@ -130,13 +132,16 @@ def _column_watermark_entries(label: str, watermark: ColumnWatermark) -> dict[st
     return entries
 
 
-def source_fault_metadata(staged: Sequence[StagedColumnBatch]) -> dict[str, Any]:
+def staged_reads_metadata(staged: Sequence[StagedColumnBatch]) -> dict[str, Any]:
     """What the reads of a column source (one, or a window's, unit's or chunk's each) could not
     take as rows: ``rows/quarantined`` (malformed CSV/JSON records put in ``quarantine/table``
     by these runs), ``source/columns_ignored`` (columns the source's files hold that the rows
-    leave out: Parquet and CSV sources say it, JSON ones cannot)."""
+    leave out: a Parquet footer, a CSV header, the keys of a JSON file's first records); and
+    what they cleaned first: ``cleanup/orphans_removed`` (crash leftovers under the table and
+    its quarantine, as the file pipelines count theirs)."""
     metadata: dict[str, Any] = {
-        "rows/quarantined": MetadataValue.int(sum(s.rows_quarantined for s in staged))
+        "rows/quarantined": MetadataValue.int(sum(s.rows_quarantined for s in staged)),
+        "cleanup/orphans_removed": MetadataValue.int(sum(len(s.leftovers_removed) for s in staged)),
     }
     quarantines = [s for s in staged if s.quarantines]
     if quarantines:
@@ -181,7 +186,7 @@ def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str
         "delta/commit_attempts": MetadataValue.int(result.attempts),
         "dagster/uri": MetadataValue.path(pipeline.table.uri),
     }
-    metadata |= source_fault_metadata([staged])
+    metadata |= staged_reads_metadata([staged])
     if result.merge_keys:
         metadata |= {
             "merge/keys": MetadataValue.text(", ".join(result.merge_keys)),
@@ -209,7 +214,7 @@ def replay_metadata(result: ReplayResult, *, table_rows: int | None) -> dict[str
         "delta/versions": MetadataValue.json(result.versions),
         "dagster/uri": MetadataValue.path(result.target_table),
     }
-    metadata |= source_fault_metadata([r.staged for r in results])
+    metadata |= staged_reads_metadata([r.staged for r in results])
     if results:
         metadata["read/predicate"] = MetadataValue.text(results[0].staged.plan.predicate_text)
     if table_rows is not None:

@@ -13,6 +13,7 @@ tick, without waiting for newer files. A partition with a run in flight is not r
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -61,7 +62,7 @@ from watermark_assets.sources.file_discovery import (
 from watermark_assets.sources.files import TableFiles
 from watermark_assets.sources.late_files import find_late_files, group_by_partition
 from watermark_assets.spark.paths import GLOB_CHARACTERS
-from watermark_assets.state.checkpoint import catch_up, mark_idle
+from watermark_assets.state.checkpoint import catch_up, mark_idle, save_checkpoint
 from watermark_assets.state.commit_metadata import txn_app_id
 from watermark_assets.state.horizons import listing_horizon
 from watermark_assets.state.load import PipelineState, load_state
@@ -113,6 +114,9 @@ class SensorCursor:
     #: the first rewritten files the last sweep found (S3: the regular listing cannot), with
     #: their signatures then, named until the next sweep unless replaced meanwhile
     rewritten_swept: Mapping[str, str] = field(default_factory=dict)
+    #: columns the newest files of the last batches requested hold that their runs leave out
+    #: (:meth:`~watermark_assets.sources.files.FileSource.columns_left_out`)
+    columns_left_out: tuple[str, ...] = ()
 
     def to_string(self) -> str:
         return json.dumps(
@@ -145,6 +149,11 @@ class SensorCursor:
                     else {}
                 ),
                 **({"rewritten_swept": dict(self.rewritten_swept)} if self.rewritten_swept else {}),
+                **(
+                    {"columns_left_out": list(self.columns_left_out)}
+                    if self.columns_left_out
+                    else {}
+                ),
             }
         )
 
@@ -172,6 +181,7 @@ class SensorCursor:
             rewritten=int(raw.get("rewritten", 0)),
             rewritten_first=tuple(raw.get("rewritten_first", ())),
             rewritten_swept={str(k): str(v) for k, v in raw.get("rewritten_swept", {}).items()},
+            columns_left_out=tuple(raw.get("columns_left_out", ())),
         )
 
 
@@ -218,9 +228,11 @@ def build_sensor(
             since=previous.low,
             committed_files=state.partition_files,
             committed_signatures=state.file_signatures,
+            own_files=state.own_files,
         )
         swept = _sweep_if_due(pipeline, state, previous, now, groups.table_files)
         late = _name_late_files(pipeline, state, swept, groups, previous, partition_of)
+        state = _record_first_sight(pipeline, state, late.first_sight, now)
         # rewritten files: the regular listing's (fresh), the sweep's where it cannot see them
         rewritten = dict(sorted({**late.rewritten_as, **groups.rewritten_as}.items()))
         # the regular listing's counts are fresh where it sees such files (not on S3, which
@@ -262,6 +274,7 @@ def build_sensor(
             rewritten=len(rewritten),
             rewritten_first=tuple(rewritten)[:UNREADABLE_NAMES],
             rewritten_swept=dict(list(late.rewritten_as.items())[:UNREADABLE_NAMES]),
+            columns_left_out=previous.columns_left_out,  # until a tick requests runs again
         )
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
@@ -296,6 +309,7 @@ def build_sensor(
         )
         requests: list[RunRequest] = []
         waiting: list[str] = []
+        newest: list[str] = []  # the last file of each batch requested
         for key, files in groups.by_partition.items():
             if len(requests) >= limits.max_runs_per_tick:
                 break
@@ -306,6 +320,7 @@ def build_sensor(
             committed = versions[txn_app_id(pipeline.name, key)] or 0
             base = batch_key(pipeline.name, key, committed, batch[-1])
             attempt = len(_runs(context, {BATCH_TAG: base}, FAILED))
+            newest.append(batch[-1])
             requests.append(
                 RunRequest(
                     run_key=f"{base}|a{attempt}",
@@ -321,6 +336,11 @@ def build_sensor(
         requests.extend(late_requests)
         pending = sum(len(files) for files in groups.by_partition.values())
         cursor = replace(seen, pending_files=pending, state=WatermarkState.ACTIVE.value)
+        if newest:
+            probed = newest[:COLUMN_PROBES]
+            left = pipeline.file_source.columns_left_out(probed)
+            cursor = replace(cursor, columns_left_out=left or ())
+            notes += _columns_note(left or (), len(probed), pipeline)
         events = [*_observations(asset_key, previous, cursor, state, below), *closed]
         if not requests:
             reason = (
@@ -437,6 +457,9 @@ class _LateFiles:
     error: str | None = None
     #: committed files the sweep's full listing found rewritten in place -> their signature now
     rewritten_as: Mapping[str, str] = field(default_factory=dict)
+    #: committed files the state had no signature of (committed before they were recorded, or
+    #: after repair-state), proved committed by the lineage -> their signature as first seen
+    first_sight: Mapping[str, str] = field(default_factory=dict)
 
 
 def _name_late_files(
@@ -451,7 +474,11 @@ def _name_late_files(
     recorded: each landing partition counted holding some (by the regular listing or the
     sweep's), and each the listing could not count (S3 lists from the watermark on), is listed
     in full once; the Delta log is read only when a partition holds more such files than it has
-    committed. Else the last sweep's names."""
+    committed. Else the last sweep's names.
+
+    The landing partitions where the state records fewer committed files than it counts
+    (files committed before their signatures were recorded, or after ``repair-state``) are
+    listed in full too: the committed ones among their files get a signature (first sight)."""
     if not swept.fresh:
         still = {  # unless a rewrite commit recorded that content since
             path: signature
@@ -459,8 +486,11 @@ def _name_late_files(
             if state.file_signatures.get(path) not in (None, signature)
         }
         return _LateFiles(previous.below_first, previous.below_swept, rewritten_as=still)
-    prefixes = {*swept.below, *groups.below_watermark, *groups.uncounted}
+    recorded = Counter(split_path(path)[0] for path in state.file_signatures)
+    unrecorded = {p for p, count in state.partition_files.items() if recorded[p] < count}
+    prefixes = {*swept.below, *groups.below_watermark, *groups.uncounted, *unrecorded}
     listed: dict[str, str] = {}
+    seen: dict[str, str] = {}
     try:
         found = find_late_files(
             pipeline,
@@ -469,15 +499,36 @@ def _name_late_files(
             state.partition_files,
             table_files=groups.table_files,
             signatures=listed,
+            recorded=state.file_signatures,
+            first_sight=seen,
         )
     except LateFilesUnprovableError as exc:
-        return _LateFiles(error=str(exc), rewritten_as=_rewritten_as(listed, state))
+        return _LateFiles(
+            error=str(exc), rewritten_as=_rewritten_as(listed, state), first_sight=seen
+        )
     names = sorted(path for paths in found.values() for path in paths)
     grouped = group_by_partition(found, lambda path: partition_key_of(pipeline, path, partition_of))
     counts = {prefix: len(paths) for prefix, paths in found.items()}
     return _LateFiles(
-        tuple(names[:UNREADABLE_NAMES]), counts, grouped, rewritten_as=_rewritten_as(listed, state)
+        tuple(names[:UNREADABLE_NAMES]),
+        counts,
+        grouped,
+        rewritten_as=_rewritten_as(listed, state),
+        first_sight=seen,
     )
+
+
+def _record_first_sight(
+    pipeline: Pipeline, state: PipelineState, seen: Mapping[str, str], now: datetime
+) -> PipelineState:
+    """``state`` with the signatures of committed files first seen by this tick's sweep, written
+    to the checkpoint (never over a newer one: a run's checkpoint that wins a race leaves them
+    unrecorded, and the next sweep records them)."""
+    if not seen:
+        return state
+    signed = replace(state, file_signatures={**state.file_signatures, **seen})
+    save_checkpoint(pipeline, signed, now=now, force=True)
+    return signed
 
 
 def _rewritten_as(listed: Mapping[str, str], state: PipelineState) -> dict[str, str]:
@@ -554,6 +605,23 @@ def _rewrite_run_requests(
 
 #: How many names of files Spark cannot read the cursor and the observation keep (all are counted).
 UNREADABLE_NAMES = 5
+
+#: How many of the files a tick requests it reads the columns of (a footer or a first line
+#: each, a few at once): the newest file of each batch, at most this many.
+COLUMN_PROBES = 10
+
+
+def _columns_note(left: tuple[str, ...], probed: int, pipeline: Pipeline) -> str:
+    """The tick's words for the columns the requested runs leave out (none: nothing said)."""
+    if not left:
+        return ""
+    return (
+        f" | columns the runs leave out (no schema evolution yet): {list(left)}, in the newest "
+        f"file of {probed} batch(es) requested; to take them in, add them to source.schema "
+        f"(the table {pipeline.table.uri!r}, once created, needs them too: "
+        "DeltaTable(uri).alter.add_columns)"
+    )
+
 
 #: How many Dagster partitions one tick checks for being closed (the next tick goes on).
 MAX_CLOSED_PER_TICK = 200
@@ -749,6 +817,7 @@ def _observations(
             c.unsortable_first,
             c.below_first,
             c.rewritten_first,
+            c.columns_left_out,
         )
 
     if noted(previous) == noted(cursor):
@@ -773,6 +842,7 @@ def _observations(
                 "files/unsortable_first": MetadataValue.json(list(cursor.unsortable_first)),
                 "files/rewritten": MetadataValue.int(cursor.rewritten),
                 "files/rewritten_first": MetadataValue.json(list(cursor.rewritten_first)),
+                "files/columns_left_out": MetadataValue.json(list(cursor.columns_left_out)),
             },
         )
     ]

@@ -48,7 +48,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from watermark_assets.config import TimePipelineConfig, TimeWatermarkConfig, UnitPipelineConfig
-from watermark_assets.core.clock import Clock
+from watermark_assets.core.clock import Clock, ensure_utc
 from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time import (
     BeforeNow,
@@ -61,7 +61,7 @@ from watermark_assets.core.time import (
 from watermark_assets.core.time.tick import DueWindows, instant_text
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
-from watermark_assets.defs.metadata import source_fault_metadata
+from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import FAILED, partitions_in_flight
@@ -223,7 +223,7 @@ def time_metadata(
         "rows/removed": MetadataValue.int(result.rows_removed),
         "delta/versions": MetadataValue.json(result.versions),
     }
-    metadata |= source_fault_metadata([w.result.staged for w in result.windows])
+    metadata |= staged_reads_metadata([w.result.staged for w in result.windows])
     missing = [m for w in result.windows for m in w.result.staged.missing]
     if missing:  # a file-download source's files the server did not have: nothing committed
         metadata["source/missing"] = MetadataValue.json(missing)
@@ -502,6 +502,14 @@ def build_time_sensor(
     return time_sensor
 
 
+def tick_time(context: ScheduleEvaluationContext, clock: Clock) -> datetime:
+    """The time a schedule tick decides at: its scheduled execution time (UTC), or ``clock()``
+    for a tick without one (a schedule evaluated by hand, e.g. ``build_schedule_context()``)."""
+    if context._scheduled_execution_time is None:  # the public property raises then
+        return clock()
+    return ensure_utc(context.scheduled_execution_time)
+
+
 def build_time_schedule(
     pipeline: TimePipelineConfig,
     job: UnresolvedAssetJobDefinition,
@@ -510,12 +518,16 @@ def build_time_schedule(
     clock: Clock,
 ) -> ScheduleDefinition:
     """``{pipeline}_schedule``: on the partitioning's cron (or ``schedule.cron``), requests
-    exactly the windows due at the tick, and says why."""
+    exactly the windows due at the tick, and says why.
+
+    A tick decides at its own time, ``context.scheduled_execution_time`` (:func:`tick_time`),
+    not when the daemon gets to it: a tick evaluated late requests what was due at its time,
+    under the same run keys (a repeated tick launches nothing twice)."""
     settings = pipeline.schedule
     cron = settings.cron or partition_cron(pipeline.watermark.spec)
 
     def evaluate(context: ScheduleEvaluationContext) -> Iterator[RunRequest | SkipReason]:
-        now = clock()
+        now = tick_time(context, clock)
         tick = decide_tick(pipeline, now)
         if not tick.runs:
             yield SkipReason(tick.due.explain())

@@ -52,7 +52,7 @@ from watermark_assets.core.time.tick import instant_text
 from watermark_assets.core.unit import Cell, CellRange, DueCells, due_cells
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
-from watermark_assets.defs.metadata import source_fault_metadata
+from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import partitions_in_flight
@@ -176,7 +176,7 @@ def grid_metadata(
         "rows/removed": MetadataValue.int(result.rows_removed),
         "delta/versions": MetadataValue.json(result.versions),
     }
-    metadata |= source_fault_metadata([c.result.staged for c in result.cells])
+    metadata |= staged_reads_metadata([c.result.staged for c in result.cells])
     if table_rows is not None:
         metadata["dagster/row_count"] = MetadataValue.int(table_rows)
     return metadata

@@ -9,7 +9,9 @@
   listed id that never ran, at most ``sensor.max_runs_per_tick`` a tick, oldest partitions first:
   the units due come from the table's done-at state (one snapshot read), so a lost cursor (a new
   instance, a reset sensor) still requests every unit that never ran; the cursor only remembers
-  the runs requested whose commit is not in yet (no Dagster query per partition). It never removes a
+  the runs requested whose commit is not in yet (no Dagster query per partition). A unit whose
+  run failed is requested again under a new run key (an attempt counter from its failed runs:
+  Dagster never forgets a run key). It never removes a
   partition: ids that vanished from the input are reported
   (:meth:`~watermark_assets.core.unit.UnitListing.describe`), and so are refused rows with their
   row number (:meth:`~watermark_assets.core.unit.ScreenedUnits.describe`), in the tick's message
@@ -24,7 +26,7 @@ done-at never moves backwards; rows added = rows read + rows kept by rewrite.
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Sequence, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +59,8 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock
-from watermark_assets.core.unit import UnitWatermark, unit_id_problems
+from watermark_assets.core.unit import UnitWatermark, some_ids, unit_id_problems
+from watermark_assets.defs.assets import PIPELINE_TAG
 from watermark_assets.defs.checks import (
     MONOTONE_CHECK,
     RECONCILE_CHECK,
@@ -65,9 +68,10 @@ from watermark_assets.defs.checks import (
     readable_commits,
 )
 from watermark_assets.defs.column import reconcile_mismatch, run_versions
-from watermark_assets.defs.metadata import source_fault_metadata
+from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
+from watermark_assets.defs.time import failed_attempts
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.exceptions import SecondaryInputError
@@ -83,6 +87,10 @@ from watermark_assets.sources.locations import check_source_folder
 from watermark_assets.sources.secondary_input import SecondaryInput, read_units
 
 UnitPartitions = StaticPartitionsDefinition | DynamicPartitionsDefinition
+
+#: The tag of a units sensor's run: ``{pipeline}|unit|{id}``, its run key without the attempt
+#: (the failed runs of a unit are counted by it, so a failed unit gets a new run key).
+UNIT_TICK_TAG = "watermark_assets/unit_tick"
 
 
 def units_partitions_name(pipeline_name: str) -> str:
@@ -137,7 +145,7 @@ def unit_metadata(runs: list[UnitRun], *, table_rows: int | None, table_uri: str
         "delta/versions": MetadataValue.json(versions),
         "dagster/uri": MetadataValue.path(table_uri),
     }
-    metadata |= source_fault_metadata([r.staged for r in results])
+    metadata |= staged_reads_metadata([r.staged for r in results])
     if len(runs) == 1:
         (run,) = runs
         before, after = _done_text(run)
@@ -264,15 +272,16 @@ def build_unit_checks(pipeline: UnitPipelineConfig, asset_key: AssetKey) -> Asse
 @dataclass(frozen=True)
 class UnitsCursor:
     """The units sensor's cursor: the digest of what was last observed (ids no longer listed,
-    refused rows) and the ids whose run was requested but whose commit is not in the table yet
-    (in flight, or failed: Dagster deduplicates their run key anyway). It is an optimisation
-    only: which units are due comes from the table (:func:`queue_unit_runs`); a lost cursor
-    (a new instance, a reset sensor) requests the never-run units again, which a run key
-    already launched on this instance makes a no-op. A cursor of an older version (the bare
-    digest, or ``waiting`` ids) has nothing requested."""
+    refused rows) and the ids whose run was requested but whose commit is not in the table yet,
+    each with the attempt requested (a run in flight; a failed one counts one more failed run
+    than that, and is requested again). It is an optimisation only: which units are due comes
+    from the table (:func:`queue_unit_runs`); a lost cursor (a new instance, a reset sensor)
+    requests the never-run units again, which a run key already launched on this instance makes
+    a no-op. A cursor of an older version (the bare digest, ``waiting`` ids, ``requested`` as a
+    list: attempt 0) reads as far as it goes."""
 
     noted: str | None = None
-    requested: tuple[str, ...] = ()
+    requested: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_string(cls, text: str | None) -> "UnitsCursor":
@@ -281,25 +290,32 @@ class UnitsCursor:
         if not text.startswith("{"):
             return cls(noted=text)
         data = json.loads(text)
-        return cls(noted=data.get("noted"), requested=tuple(data.get("requested", ())))
+        requested = data.get("requested") or {}
+        if isinstance(requested, list):
+            requested = dict.fromkeys(requested, 0)
+        return cls(noted=data.get("noted"), requested=dict(requested))
 
     def to_string(self) -> str:
-        return json.dumps({"noted": self.noted, "requested": list(self.requested)})
+        return json.dumps({"noted": self.noted, "requested": dict(self.requested)})
 
 
 @dataclass(frozen=True)
 class QueuedUnitRuns:
-    """One tick's runs: the units due (listed, never run, not requested already), those
-    requested now, those that wait for later ticks, and those still in flight."""
+    """One tick's runs: the units due (listed, never run, not requested already or requested
+    and failed), those requested now with their attempt, those that wait for later ticks, those
+    still in flight (with the attempt in flight) and those due again after a failed run."""
 
     due: int
-    requested: tuple[str, ...]
+    requested: Mapping[str, int]
     waiting: tuple[str, ...]
-    in_flight: tuple[str, ...]
+    in_flight: Mapping[str, int]
     cap: int
+    failed: tuple[str, ...] = ()
 
     def describe(self) -> str:
         text = f"{self.due} unit(s) never ran: {len(self.requested)} run(s) requested"
+        if self.failed:
+            text += f" ({len(self.failed)} again after a failed run: {some_ids(self.failed)})"
         if self.waiting:
             text += (
                 f", {len(self.waiting)} wait for later ticks (sensor.max_runs_per_tick {self.cap})"
@@ -309,18 +325,36 @@ class QueuedUnitRuns:
         return text
 
 
+def unit_tick_base(pipeline_name: str, unit: str) -> str:
+    """A unit's run key without its attempt (the value of :data:`UNIT_TICK_TAG`)."""
+    return f"{pipeline_name}|unit|{unit}"
+
+
 def queue_unit_runs(
-    listed: Sequence[str], *, done: Set[str], requested: Sequence[str], cap: int
+    listed: Sequence[str],
+    *,
+    done: Set[str],
+    requested: Mapping[str, int],
+    cap: int,
+    failed_runs: Mapping[str, int] | None = None,
 ) -> QueuedUnitRuns:
     """The units of ``listed`` (in order: oldest partitions first) with no committed run
     (``done``: the table's done-at state) that were not ``requested`` already; the first
-    ``cap`` are requested. A requested unit whose commit is in ``done`` leaves the in-flight
-    list; so does one no longer listed."""
+    ``cap`` are requested, each with its attempt: its failed runs (``failed_runs``, per unit).
+    A requested unit whose commit is in ``done`` leaves the in-flight list; so does one no
+    longer listed, and one with more failed runs than its attempt requested (that run failed:
+    it is due again, under the next attempt)."""
+    failures = failed_runs or {}
     listed_set = set(listed)
-    in_flight = tuple(u for u in requested if u in listed_set and u not in done)
-    flying = set(in_flight)
-    due = [u for u in dict.fromkeys(listed) if u not in done and u not in flying]
-    return QueuedUnitRuns(len(due), tuple(due[:cap]), tuple(due[cap:]), in_flight, cap)
+    in_flight = {
+        u: n
+        for u, n in requested.items()
+        if u in listed_set and u not in done and failures.get(u, 0) <= n
+    }
+    due = [u for u in dict.fromkeys(listed) if u not in done and u not in in_flight]
+    asked = {u: failures.get(u, 0) for u in due[:cap]}
+    again = tuple(u for u in asked if u in requested)
+    return QueuedUnitRuns(len(due), asked, tuple(due[cap:]), in_flight, cap, again)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -432,11 +466,14 @@ def build_units_sensor(
         # Which units are due comes from the table's own state (one snapshot read), never
         # from the cursor alone: a lost cursor still finds every unit that never ran.
         done = load_unit_watermark(pipeline.table.uri, pipeline.name).units
+        prefix = unit_tick_base(pipeline.name, "")
+        failed = failed_attempts(context, job.name, tag=UNIT_TICK_TAG)
         queued = queue_unit_runs(
             tick.listed,
             done={u for u, at in done.items() if at is not None},
             requested=cursor.requested,
             cap=settings.max_runs_per_tick,
+            failed_runs={k.removeprefix(prefix): n for k, n in failed.items()},
         )
         report = f"{tick.report} | {queued.describe()}"
         events = [
@@ -450,7 +487,7 @@ def build_units_sensor(
             for event in tick.events
         ]
         next_cursor = UnitsCursor(
-            noted=tick.digest, requested=(*queued.in_flight, *queued.requested)
+            noted=tick.digest, requested={**queued.in_flight, **queued.requested}
         ).to_string()
         adds = [partitions_def.build_add_request(list(tick.new))] if tick.new else []
         if not queued.requested:
@@ -464,11 +501,15 @@ def build_units_sensor(
         return SensorResult(
             run_requests=[
                 RunRequest(
-                    run_key=f"{pipeline.name}|unit|{unit}",
+                    run_key=f"{unit_tick_base(pipeline.name, unit)}|a{attempt}",
                     partition_key=unit,
-                    tags=pipeline_partition_tags(pipeline.name, unit),
+                    tags={
+                        PIPELINE_TAG: pipeline.name,
+                        UNIT_TICK_TAG: unit_tick_base(pipeline.name, unit),
+                        **pipeline_partition_tags(pipeline.name, unit),
+                    },
                 )
-                for unit in queued.requested
+                for unit, attempt in queued.requested.items()
             ],
             dynamic_partitions_requests=adds,
             asset_events=events,

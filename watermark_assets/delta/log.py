@@ -22,6 +22,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from watermark_assets import storage
+from watermark_assets.core.errors import WatermarkHistoryLostError
 from watermark_assets.delta.stats import modification_time_ms
 from watermark_assets.exceptions import DeltaCommitError, LogHistoryLostError
 
@@ -146,6 +147,28 @@ class DeltaLog:
             middle = (low + high) // 2
             low, high = (middle, high) if exists(middle) else (low, middle)
         return None if low < 0 else low
+
+    def newest_commit_with(self, key: str, *, dataflow: str) -> tuple[CommitRecord | None, int]:
+        """The newest commit whose custom metadata holds ``key``, found walking back from the
+        latest version (commits without it, another writer's or OPTIMIZE's, are passed), and
+        that latest version (-1: no table). None: no commit down to version 0 holds it.
+
+        The walk of a table from before state snapshots (its legacy readers). When it reaches a
+        commit the log cleaned up before it finds one, the newest value may have been in it:
+        :class:`~watermark_assets.core.errors.WatermarkHistoryLostError` naming ``dataflow``,
+        never "no value" (which would read everything again).
+        """
+        latest = self.latest_version()
+        if latest is None:
+            return None, -1
+        for version in range(latest, -1, -1):
+            text = self._read_log_json(version)
+            if text is None:
+                raise WatermarkHistoryLostError(self.table_uri, dataflow, version + 1)
+            commit = self._parse_commit(version, text)
+            if key in commit.custom_metadata:
+                return commit, latest
+        return None, latest
 
     def checkpoint_txns(self, prefix: str) -> tuple[int, dict[str, int]] | None:
         """The last Delta checkpoint's version and its txn versions of the app ids that start

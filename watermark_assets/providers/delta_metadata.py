@@ -35,10 +35,9 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from watermark_assets import storage
-from watermark_assets.core.errors import WatermarkHistoryLostError, WatermarkProviderError
+from watermark_assets.core.errors import WatermarkProviderError
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord
-from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.providers.base import WatermarkRecord
 from watermark_assets.state.snapshot import StateLog, pipeline_txn_prefix
 
@@ -205,18 +204,10 @@ def _newest_record(
     committer: DeltaCommitter, dataflow_id: str
 ) -> tuple[WatermarkRecord | None, int]:
     """A table from before state snapshots: walk back to the newest commit with an entry."""
-    latest = committer.log.latest_version()
-    if latest is None:
-        return None, -1
-    for version in range(latest, -1, -1):
-        try:
-            commit = committer.read_commit(version)
-        except DeltaCommitError:
-            raise WatermarkHistoryLostError(committer.table_uri, dataflow_id, version + 1) from None
-        record = watermark_record(dataflow_id, commit)
-        if record is not None:
-            return record, latest
-    return None, latest
+    commit, latest = committer.log.newest_commit_with(
+        metadata_key(dataflow_id), dataflow=dataflow_id
+    )
+    return (None if commit is None else watermark_record(dataflow_id, commit)), latest
 
 
 def table_watermark(

@@ -250,6 +250,9 @@ class StagedColumnBatch:
     #: columns of the source's files the rows leave out (no schema evolution yet); None: the
     #: source cannot tell
     columns_ignored: tuple[str, ...] | None = None
+    #: what crashed runs left under the table and its quarantine, removed before this read
+    #: (:func:`~watermark_assets.staging.remove_stale_staging`)
+    leftovers_removed: tuple[str, ...] = ()
 
     @property
     def rows_read(self) -> int:
@@ -307,9 +310,11 @@ def stage_column_batch(
     pipeline = plan.request.pipeline
     table_uri = pipeline.table.uri
     token = f"{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
-    remove_stale_staging(table_uri, now)
+    leftovers = remove_stale_staging(table_uri, now)
     source = pipeline.source.build(pipeline.name, pipeline.watermark.columns)
     read = source.read(spark, plan.predicate)
+    if read.malformed is not None:  # a source that quarantines: its quarantine table's too
+        leftovers += remove_stale_staging(pipeline.table.quarantine, now)
     keys = pipeline.table.merge_keys
     missing = [k for k in keys if k not in read.frame.columns]
     if missing:
@@ -367,6 +372,7 @@ def stage_column_batch(
         rows_quarantined=quarantined,
         quarantines=read.malformed is not None,
         columns_ignored=read.columns_ignored,
+        leftovers_removed=tuple(leftovers),
     )
 
 
@@ -488,9 +494,13 @@ def commit_column_batch(
             remove_tree(staging)
         # Another run of the pipeline committed since the plan: its rows may be ours too.
         # The records this run quarantined stay committed (the new read finds them there).
-        quarantined = staged.rows_quarantined
+        earlier = staged
         staged = stage_column_batch(replan(), staged.spark, now=now)
-        staged = replace(staged, rows_quarantined=staged.rows_quarantined + quarantined)
+        staged = replace(
+            staged,
+            rows_quarantined=staged.rows_quarantined + earlier.rows_quarantined,
+            leftovers_removed=(*earlier.leftovers_removed, *staged.leftovers_removed),
+        )
     raise DeltaCommitError(
         f"gave up committing to {pipeline.table.uri!r} after {MAX_COMMIT_ATTEMPTS} attempts: "
         f"other runs of {pipeline.name!r} kept committing. Nothing was committed by this run; "

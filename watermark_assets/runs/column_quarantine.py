@@ -39,7 +39,6 @@ from watermark_assets.staging import (
     STAGING_DIR,
     list_parquet,
     move_into_table,
-    remove_stale_staging,
     remove_tree,
 )
 from watermark_assets.state.commit_metadata import QUARANTINE_METADATA_KEY
@@ -71,8 +70,7 @@ def quarantine_malformed(
 
     if not int(malformed.counted.get.get("records", 0)):
         return 0
-    uri = pipeline.table.quarantine
-    remove_stale_staging(uri, now)
+    uri = pipeline.table.quarantine  # swept of crash leftovers by stage_column_batch
     committer = DeltaCommitter(uri)
     app_id = quarantine_app_id(pipeline.name)
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):

@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from watermark_assets.core.event_time import EventTimeWatermark
 from watermark_assets.core.time.instant import format_millis
 from watermark_assets.runs.event_stream import StreamSpec, committed_watermark_ms, run_window_stream
-from watermark_assets.runs.event_window import WindowAggregateSpec, load_progress, run_window_batch
+from watermark_assets.runs.event_window import (
+    WindowAggregateSpec,
+    load_progress,
+    replan_batch,
+    run_window_batch,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,6 +69,10 @@ class WindowEngine(Protocol):
         """One run: read what is new, emit the windows the watermark closes, commit."""
         ...
 
+    def repair(self) -> str:
+        """``watermark-assets repair-state PIPELINE``: what it did, as one line."""
+        ...
+
 
 @dataclass(frozen=True)
 class BatchEngine:
@@ -72,6 +81,9 @@ class BatchEngine:
 
     def committed(self) -> EventTimeWatermark:
         return load_progress(self.spec).watermark
+
+    def repair(self) -> str:
+        return replan_batch(self.spec)
 
     def run(self, spark: SparkSession, *, now: datetime, run_id: str) -> WindowRun:
         result = run_window_batch(spark, self.spec, now=now, run_id=run_id)
@@ -83,9 +95,12 @@ class BatchEngine:
         for table, version in result.versions.items():
             details[f"delta/{table}_version"] = -1 if version is None else version
         details["event_time/read_by"] = result.read_by
+        details["cleanup/orphans_removed"] = len(result.leftovers_removed)
         unaccounted = None
         if result.read_by == "event_time":
             missing = result.late_unidentified
+            details["event_time/late_recovered"] = result.late_recovered
+            details["event_time/late_recovered_inferred"] = result.late_inferred
             details["event_time/late_unidentified"] = "unknown" if missing is None else missing
             if missing != 0:
                 unaccounted = result.read_note
@@ -112,6 +127,13 @@ class StreamEngine:
 
     def committed(self) -> EventTimeWatermark:
         return EventTimeWatermark(watermark_ms=committed_watermark_ms(self.stream) or 0)
+
+    def repair(self) -> str:
+        return (
+            f"{self.spec.pipeline}: the streaming engine keeps its progress in Spark's checkpoint "
+            f"({self.stream.checkpoint_uri}) and the output's txn, which Delta's maintenance "
+            "keeps: nothing to repair"
+        )
 
     def run(self, spark: SparkSession, *, now: datetime, run_id: str) -> WindowRun:
         before = self.committed()

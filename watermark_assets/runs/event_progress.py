@@ -105,18 +105,22 @@ class BatchPlan:
     watermark_after: EventTimeWatermark
     #: input -> the upstream's rows at ``upstream_to`` (None: unknown)
     upstream_rows: Mapping[str, int | None] = field(default_factory=dict)
+    #: ``repair-state``: the versions the plan first read up to, gone from the upstream, which
+    #: ``upstream_to`` (the upstreams' versions at the repair) replaced; None: not replanned
+    replanned_from: Mapping[str, int] | None = None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "batch": self.batch,
-                "upstream_from": dict(self.upstream_from),
-                "upstream_to": dict(self.upstream_to),
-                "upstream_rows": dict(self.upstream_rows),
-                "watermark_before": self.watermark_before.to_json(),
-                "watermark_after": self.watermark_after.to_json(),
-            }
-        )
+        raw: dict[str, object] = {
+            "batch": self.batch,
+            "upstream_from": dict(self.upstream_from),
+            "upstream_to": dict(self.upstream_to),
+            "upstream_rows": dict(self.upstream_rows),
+            "watermark_before": self.watermark_before.to_json(),
+            "watermark_after": self.watermark_after.to_json(),
+        }
+        if self.replanned_from is not None:
+            raw["replanned_from"] = dict(self.replanned_from)
+        return json.dumps(raw)
 
     @classmethod
     def from_json(cls, text: str) -> BatchPlan:
@@ -130,6 +134,9 @@ class BatchPlan:
             },
             watermark_before=EventTimeWatermark.from_json(raw["watermark_before"]),
             watermark_after=EventTimeWatermark.from_json(raw["watermark_after"]),
+            replanned_from=None
+            if raw.get("replanned_from") is None
+            else {k: int(v) for k, v in raw["replanned_from"].items()},
         )
 
 

@@ -8,7 +8,9 @@ Structured Streaming's semantics, in one Dagster run (seed 004):
    any more (their commits cleaned from the upstream's log, or their files compacted and
    vacuumed), the batch reads by event time instead: every row of a window still open, from the
    current snapshot, and its state is replaced rather than merged (``runs/event_upstream.py``);
-   the rows appended since into closed windows are counted and named, never skipped silently.
+   the rows appended since into closed windows (or without an event time) are found by
+   counting each closed window's rows against the output's ``_rows`` and the late table, and
+   are late rows like any other (``runs/event_recover.py``).
 2. A row is late when its window was already closed by the watermark committed before this batch
    started less the allowed lateness (0 by default, as in Spark; a lateness holds windows open
    that much longer), or when its event time is null. Spark would drop it; here
@@ -78,10 +80,17 @@ from watermark_assets.runs.event_progress import (
     write_committed,
     write_planned,
 )
-from watermark_assets.runs.event_upstream import UpstreamRead, plan_reads
+from watermark_assets.runs.event_recover import (
+    Recovery,
+    account,
+    appended_since,
+    find_late_rows,
+    missing_rows,
+)
+from watermark_assets.runs.event_upstream import ReadBounds, plan_reads
 from watermark_assets.runs.faults import crash_point, pause_point
 from watermark_assets.spark import io, window_agg
-from watermark_assets.spark.window_agg import ROWS_PARTIAL, WINDOW_START, Aggregate
+from watermark_assets.spark.window_agg import ROWS_OUTPUT, ROWS_PARTIAL, WINDOW_START, Aggregate
 from watermark_assets.staging import (
     STAGING_DIR,
     list_parquet,
@@ -180,10 +189,18 @@ class WindowBatchResult:
     #: gone, every row of a window still open was read again (``runs/event_upstream.py``)
     read_by: str = "versions"
     #: read by event time: rows appended since into windows already closed (or without an event
-    #: time), which could not be told apart from the rows already emitted; None: not countable
+    #: time) that could not be found (``runs/event_recover.py``: only windows emitted before the
+    #: output counted its rows); None: not countable
     late_unidentified: int | None = 0
+    #: read by event time: of ``late_rows``, those found by counting in closed windows (their
+    #: versions gone), and of these the ones whose identity is inferred
+    late_recovered: int = 0
+    late_inferred: int = 0
     #: read by event time: why, and how the rows appended since are accounted for ("" else)
     read_note: str = ""
+    #: what crashed runs left under the output, late and state tables, removed before the read
+    #: (:func:`~watermark_assets.staging.remove_stale_staging`)
+    leftovers_removed: tuple[str, ...] = ()
 
 
 def load_progress(spec: WindowAggregateSpec) -> WindowProgress:
@@ -232,18 +249,85 @@ def recorded_plan(
 ) -> BatchPlan | None:
     """The plan of ``batch`` if its output commit was made (a run died after it), else None:
     from that commit (atomic with the output), or, once its log was cleaned up, from the
-    progress file (written before the commit)."""
+    progress file (written before the commit); a plan ``repair-state`` replanned, from the
+    file."""
     output = DeltaCommitter(spec.output_uri)
     if (output.transaction_version(spec.app_id) or 0) < batch:
         return None
+    file = file or read_progress(spec.progress())
+    entry = file.entries.get(batch)
+    if entry is not None and entry.plan is not None and entry.plan.replanned_from is not None:
+        return entry.plan  # ``repair-state`` moved it on (:func:`replan_batch`)
     record = _commit_of_batch(output, spec.app_id, batch)
     if record is not None:
         return BatchPlan.from_json(record.custom_metadata[spec.plan_key])
-    file = file or read_progress(spec.progress())
-    entry = file.entries.get(batch)
     if entry is None or entry.plan is None:
         raise EventProgressLostError(spec.pipeline, spec.output_uri, batch, spec.progress_uri)
     return entry.plan
+
+
+def replan_batch(spec: WindowAggregateSpec) -> str:
+    """``watermark-assets repair-state PIPELINE``: the batch in flight (its output committed by
+    a run that died) whose recorded plan reads upstream versions that are gone
+    (:class:`~watermark_assets.exceptions.UpstreamHistoryLostError`) is moved to the upstreams'
+    current versions: its plan in the progress file keeps its watermarks and names the versions
+    it replaced (``replanned_from``). The next run finishes it from them by event time: the open
+    windows from every row they hold now, and the rows appended since into the windows already
+    emitted (by it too) found by counting and kept as late (``runs/event_recover.py``). What was
+    done, as one line."""
+    from dataclasses import replace
+
+    from watermark_assets.exceptions import UpstreamHistoryLostError
+    from watermark_assets.runs.event_upstream import current_versions
+
+    progress, file = _load(spec)
+    batch = progress.batch + 1
+    recorded = recorded_plan(spec, batch, file)
+    if recorded is None:
+        return (
+            f"{spec.pipeline}: no batch in flight (batch {progress.batch} is committed in full): "
+            "nothing to repair"
+        )
+    bounds = ReadBounds(
+        event_column=spec.event_column,
+        closed_ms=recorded.watermark_after.watermark_ms - spec.lateness_ms,
+        window_ms=spec.windows.size_ms,
+    )
+    try:
+        plan_reads(
+            spec.upstreams,
+            progress.upstream_versions,
+            recorded.upstream_to,
+            bounds,
+            pipeline=spec.pipeline,
+            batch=batch,
+            replanned=recorded.replanned_from is not None,
+        )
+    except UpstreamHistoryLostError as exc:
+        if not exc.repairable:
+            raise
+        lost = f"input {exc.input_name!r}: {exc.missing}"
+    else:
+        return (
+            f"{spec.pipeline}: batch {batch} is in flight and the upstream versions its plan "
+            f"reads ({dict(recorded.upstream_to)}) are all there: nothing to repair, the next run "
+            "finishes it"
+        )
+    versions, rows = current_versions(spec.upstreams)
+    plan = replace(
+        recorded,
+        upstream_to=versions,
+        upstream_rows=rows,
+        replanned_from=recorded.replanned_from or dict(recorded.upstream_to),
+    )
+    entry = file.entries.get(batch)
+    # the entry's progress is rewritten by the run before its next commit
+    write_planned(file, ProgressEntry(plan, entry.progress if entry else progress, None))
+    return (
+        f"{spec.pipeline}: batch {batch}'s plan moved from upstream versions "
+        f"{dict(plan.replanned_from or {})} to {versions} ({lost}); the next run finishes the "
+        "batch from them by event time"
+    )
 
 
 def run_window_batch(
@@ -256,14 +340,22 @@ def run_window_batch(
     batch = progress.batch + 1
     recorded = recorded_plan(spec, batch, file)
     before = progress.watermark
-    closed = None if before.is_empty else before.watermark_ms - spec.lateness_ms
+    replanned = recorded is not None and recorded.replanned_from is not None
+    # the watermark the output is complete to: a replanned batch's output is already committed
+    bound = recorded.watermark_after if recorded is not None and replanned else before
+    bounds = ReadBounds(
+        event_column=spec.event_column,
+        closed_ms=None if bound.is_empty else bound.watermark_ms - spec.lateness_ms,
+        window_ms=spec.windows.size_ms,
+    )
     reads = plan_reads(
         spec.upstreams,
         progress.upstream_versions,
         recorded.upstream_to if recorded else None,
-        event_column=spec.event_column,
-        # a row before this is in a window ending at or before ``closed``: late
-        open_from_ms=None if closed is None else closed - spec.windows.size_ms,
+        bounds,
+        pipeline=spec.pipeline,
+        batch=batch,
+        replanned=replanned,
     )
     by_event_time = any(r.by_event_time for r in reads.values())
     paths = {name: list(read.files) for name, read in reads.items()}
@@ -277,8 +369,11 @@ def run_window_batch(
             watermark_after=before,
             windows_open=progress.open_windows,
         )
-    for uri in (spec.output_uri, spec.late_uri, spec.state_uri):  # what crashed runs left
-        remove_stale_staging(uri, now)
+    leftovers = tuple(  # what crashed runs left
+        name
+        for uri in (spec.output_uri, spec.late_uri, spec.state_uri)
+        for name in remove_stale_staging(uri, now)
+    )
     framed = window_agg.with_window(
         _read_inputs(spark, spec, paths),
         spec.event_column,
@@ -288,38 +383,62 @@ def run_window_batch(
     late = _late_condition(spec, before)
     if by_event_time:  # rows of closed windows read again are not new: left out
         again = [name for name, read in reads.items() if read.by_event_time]
-        framed = framed.where(~(F.col(INPUT_COLUMN).isin(again) & late))
+        closed = window_agg.late_condition(spec.event_column, bounds.closed_ms)
+        framed = framed.where(~(F.col(INPUT_COLUMN).isin(again) & closed))
     now_ms = to_millis(ensure_utc(now))
     partitionings = {
         name: _partitioning(spec.upstreams[name], files) for name, files in paths.items() if files
     }
     rows, stats, late_rows = _statistics(framed, spec.event_column, late, partitionings)
-    unidentified: int | None = 0
+    recovery = Recovery()
     accounting = ""
-    if by_event_time:
-        stats, unidentified, accounting = _account(reads, progress, stats, rows)
-    after = recorded.watermark_after if recorded else spec.tracker.observe(before, stats, now_ms)
-    plan = recorded or BatchPlan(
-        batch=batch,
-        upstream_from=dict(progress.upstream_versions),
-        upstream_to={name: read.read_to for name, read in reads.items()},
-        watermark_before=before,
-        watermark_after=after,
-        upstream_rows={name: read.rows for name, read in reads.items()},
-    )
-    token = f"{ensure_utc(now):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-    emitted, open_windows, versions = _commit_batch(
-        spark,
-        spec,
-        plan,
-        framed,
-        late,
-        token=token,
-        run_id=run_id,
-        now_ms=now_ms,
-        file=file,
-        replace_state=by_event_time,
-    )
+    unidentified: int | None = 0
+    try:
+        if by_event_time:  # the late rows of the versions gone: counted, found, kept
+            appended = appended_since(reads, progress)
+            # replanned, the open windows are those the plan's watermark left open, not the
+            # state's: the statistics prove nothing, every closed window is counted
+            missing = None if replanned else missing_rows(appended, progress, rows)
+            if missing != 0:
+                recovery = find_late_rows(
+                    spark,
+                    spec,
+                    reads,
+                    batch=batch,
+                    bound_ms=None if bound.is_empty else bound.watermark_ms,
+                )
+            if recovery.frame is not None:
+                framed = framed.unionByName(recovery.frame, allowMissingColumns=True)
+                late = late | F.col(LATE_REASON).isNotNull()
+                rows, stats, late_rows = _statistics(framed, spec.event_column, late, partitionings)
+            stats, unidentified, accounting = account(reads, appended, missing, stats, recovery)
+        after = (
+            recorded.watermark_after if recorded else spec.tracker.observe(before, stats, now_ms)
+        )
+        plan = recorded or BatchPlan(
+            batch=batch,
+            upstream_from=dict(progress.upstream_versions),
+            upstream_to={name: read.read_to for name, read in reads.items()},
+            watermark_before=before,
+            watermark_after=after,
+            upstream_rows={name: read.rows for name, read in reads.items()},
+        )
+        token = f"{ensure_utc(now):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+        emitted, open_windows, versions = _commit_batch(
+            spark,
+            spec,
+            plan,
+            framed,
+            late,
+            token=token,
+            run_id=run_id,
+            now_ms=now_ms,
+            file=file,
+            replace_state=by_event_time,
+            sealed=recorded is not None,
+        )
+    finally:
+        recovery.release()
     return WindowBatchResult(
         batch=batch,
         reason=(
@@ -342,64 +461,11 @@ def run_window_batch(
         resumed=recorded is not None,
         read_by="event_time" if by_event_time else "versions",
         late_unidentified=unidentified,
+        late_recovered=recovery.rows,
+        late_inferred=recovery.inferred,
         read_note=accounting.removeprefix("; "),
+        leftovers_removed=leftovers,
     )
-
-
-def _account(
-    reads: Mapping[str, UpstreamRead],
-    progress: WindowProgress,
-    stats: dict[str, EventTimeStats],
-    rows_read: int,
-) -> tuple[dict[str, EventTimeStats], int | None, str]:
-    """A batch read by event time: the inputs' stats counting only inputs that had new rows
-    (rows read again are not data for the idle timeout), the rows appended since that no read
-    saw (late or without an event time; None: not countable) and what the reason says.
-
-    Appended since = each upstream's rows now less then (statistics); the open windows gained
-    the rows read less the rows they held (``open_rows``); the rest fell in closed windows."""
-    appended: dict[str, int | None] = {}
-    for name, read in reads.items():
-        then = 0 if read.read_from < 0 else progress.upstream_rows.get(name)
-        appended[name] = None if read.rows is None or then is None else read.rows - then
-    kept = {n: s for n, s in stats.items() if appended.get(n) != 0}
-    lost = "; ".join(f"{r.uri!r} versions {r.versions}: {r.lost}" for r in reads.values() if r.lost)
-    said = (
-        f"; read by event time ({lost}): every upstream row of a window the watermark had not "
-        "closed was read again from the current snapshot and the open windows recomputed"
-    )
-    counts = list(appended.values())
-    if progress.open_rows is None or any(c is None for c in counts):
-        unknown = [r.uri for n, r in reads.items() if appended[n] is None]
-        why = f"{unknown} lack row counts" if unknown else "the state predates its row counts"
-        note = (
-            f"{said}. The rows appended since into closed windows could not be counted "
-            f"({why}): late rows of those versions may be missing from the late table"
-        )
-        return kept, None, note
-    total = sum(c for c in counts if c is not None)
-    missing = total - (rows_read - progress.open_rows)
-    where = ", ".join(
-        f"{r.uri!r} versions {r.versions}" for r in reads.values() if r.read_to > r.read_from
-    )
-    if missing == 0:
-        note = (
-            f"{said}; every row appended since is accounted for ({total} row(s), all in "
-            "windows still open)"
-        )
-    elif missing < 0:
-        note = (
-            f"{said}; the upstream holds {-missing} row(s) fewer than it appended: it removed "
-            f"rows in versions whose commits are gone ({where}); emitted windows stay as they are"
-        )
-    else:
-        note = (
-            f"{said}; {missing} row(s) appended since fall in windows already closed (or have "
-            "no event time): they cannot be told apart from the rows already emitted, so no "
-            "late record is kept and no window is reopened for them. They are among the rows of "
-            f"{where}"
-        )
-    return kept, missing, note
 
 
 INPUT_COLUMN = "_input"
@@ -519,12 +585,16 @@ def _commit_batch(
     now_ms: int,
     file: ProgressFile,
     replace_state: bool = False,
+    sealed: bool = False,
 ) -> tuple[int, int, dict[str, int | None]]:
     """Stage and commit the output, the late records and the new state, in that order, each only
     if its table does not hold the batch yet; the progress file before and after (module
     docstring). ``replace_state``: ``framed`` holds every row of the windows still open (a
-    batch read by event time), so the state's partials are replaced, not merged into. The
-    windows emitted and open, and the versions."""
+    batch read by event time), so the state's partials are replaced, not merged into.
+    ``sealed``: the output of the batch is committed already (a recorded plan), so under
+    ``late_policy: update`` the late rows a read by event time found cannot reopen a window in
+    it any more: they are kept in the late table. The windows emitted and open, and the
+    versions."""
     import pyarrow as pa
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
@@ -536,6 +606,8 @@ def _commit_batch(
     kept_late = late
     if spec.late_policy == "update":
         kept_late = F.col(spec.event_column).isNull()  # only these have no window to reopen
+        if sealed and LATE_REASON in framed.columns:
+            kept_late = kept_late | F.col(LATE_REASON).isNotNull()
         reopened = _reopened(spark, spec, plan, framed.where(late & ~kept_late))
     late_rows = window_agg.late_records(
         framed,
@@ -550,6 +622,8 @@ def _commit_batch(
     # a state table from before the row counts gets their column (nullable: the rows of its
     # windows are not counted until they close)
     state_committer.add_missing_columns(pa.schema([(ROWS_PARTIAL, pa.int64())]))
+    # and an output from before them gets ``_rows`` (null in the windows it emitted before)
+    DeltaCommitter(spec.output_uri).add_missing_columns(pa.schema([(ROWS_OUTPUT, pa.int64())]))
     try:
         state_table: DeltaTable | None = DeltaTable(
             spec.state_uri, storage_options=storage.delta_options(spec.state_uri)
@@ -599,8 +673,11 @@ def _commit_batch(
         output_meta = {spec.plan_key: plan.to_json()}
         state_meta = {spec.state_key: json.dumps(progress.to_dict())}
         output_committer = DeltaCommitter(spec.output_uri)
-        if (output_committer.transaction_version(spec.app_id) or 0) < plan.batch:
-            try:  # before the first commit: a crash after it finds the plan here too
+        unplanned = (output_committer.transaction_version(spec.app_id) or 0) < plan.batch
+        if unplanned or plan.replanned_from is not None:
+            # before the first commit: a crash after it finds the plan here too (a replanned
+            # batch: its progress from the versions it now reads, before its next commit)
+            try:
                 write_planned(file, ProgressEntry(plan, progress, None))
             except ConcurrentWriteError as exc:
                 raise EventWindowConflictError(

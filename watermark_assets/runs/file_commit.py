@@ -8,6 +8,7 @@ when it is planned, and a commit never holds a file that a commit after the plan
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -37,7 +38,12 @@ from watermark_assets.state.commit_metadata import (
     pipeline_commits,
     txn_app_id,
 )
-from watermark_assets.state.load import PipelineState, load_state, table_lineage
+from watermark_assets.state.load import (
+    PipelineState,
+    load_state,
+    read_checkpoint,
+    table_lineage,
+)
 from watermark_assets.state.quarantine import complete_quarantine
 
 
@@ -87,8 +93,11 @@ def decide_commit(plan: BatchPlan, committer: DeltaCommitter) -> CommitDecision:
         since_plan = pipeline_commits(committer, pipeline, plan.state.delta_version)
     except LogHistoryLostError as lost:
         # commits since the plan were cleaned up already (delta-rs cleaning on every commit):
-        # the table's lineage still names every file they committed
-        held = table_lineage(pipeline, lambda path: path in ours).files
+        # the checkpoint written after each of them records its files, the table's lineage
+        # names every file of them that still has rows
+        checkpoint = read_checkpoint(pipeline)
+        recorded = ours.intersection(checkpoint.file_signatures if checkpoint else ())
+        held = recorded | table_lineage(pipeline, lambda path: path in ours).files
         since_plan = []
         if held:
             taken |= held
@@ -134,42 +143,104 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
         nothing = CommitOutcome(None, True, "no files above the watermark: nothing to commit")
         return BatchResult(staged, nothing, (), 0, state, written)
     committer = DeltaCommitter(pipeline.table.uri)
-    placed: _Placed | None = None
     pause_point("before_commit")
+
+    def attempt(placement: Placement) -> Attempt | BatchResult:
+        decision = decide_commit(plan, committer)
+        if decision.taken:
+            placement.remove()
+            by = ", ".join(f"v{v} (run {run})" for v, run in decision.taken_by)
+            if len(decision.taken) < len(plan.files):
+                raise BatchOverlapError(pipeline.name, decision.taken, by)
+            reason = (
+                f"all {len(plan.files)} files were committed by {by} after this run "
+                "planned: nothing to commit"
+            )
+            state = load_state(pipeline, now=now)
+            skipped = CommitOutcome(None, True, reason)
+            return BatchResult(staged, skipped, (), 0, state, False, decision.txns)
+        placed = placement.placed()
+        metadata = _commit_metadata(staged, placed, decision)
+        outcome = committer.commit(
+            placed.data,
+            schema=staged.data_schema if staged.data_schema is not None else pa.schema([]),
+            partition_by=pipeline.table.partition_by,
+            txns=decision.txns,
+            custom_metadata={COMMIT_METADATA_KEY: metadata.to_json()},
+        )
+        return Attempt(outcome, metadata, decision.txns)
+
+    return commit_attempts(
+        staged,
+        attempt,
+        now=now,
+        gave_up="other runs kept committing the same partitions",
+        state_after=lambda state, metadata: _with_run_partitions(state, plan, metadata),
+    )
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt at a run's commit: its outcome (stale: another commit moved a txn this one
+    built on) and what it recorded."""
+
+    outcome: CommitOutcome
+    metadata: CommitMetadata
+    txns: tuple[TxnVersion, ...]
+
+
+class Placement:
+    """A run's staged files, moved into their tables at most once however many attempts need
+    them (:func:`_place`), and removed again when a decision leaves them uncommitted."""
+
+    def __init__(self, staged: StagedBatch) -> None:
+        self._staged = staged
+        self._placed: _Placed | None = None
+
+    def placed(self) -> _Placed:
+        if self._placed is None:
+            self._placed = _place(self._staged, self._staged.plan.request.pipeline)
+        return self._placed
+
+    def remove(self) -> None:
+        if self._placed is not None:
+            _remove_placed(self._staged.plan.request.pipeline, self._placed)
+            self._placed = None
+
+
+def commit_attempts(
+    staged: StagedBatch,
+    attempt: Callable[[Placement], Attempt | BatchResult],
+    *,
+    now: datetime,
+    gave_up: str,
+    state_after: Callable[[PipelineState, CommitMetadata], PipelineState] | None = None,
+) -> BatchResult:
+    """Commit a staged batch by ``attempt``, then record it: the one tail of every file-path
+    commit (a batch's, a rewrite's).
+
+    ``attempt`` decides from the log and commits, or returns the :class:`BatchResult` of a
+    decision to commit nothing (its placed files are removed); a stale attempt is tried again,
+    up to ``MAX_COMMIT_ATTEMPTS`` (then :class:`DeltaCommitError`, nothing committed by this
+    run: ``gave_up`` says why). The staging folders are removed whatever happens. After the
+    commit: the state is read back, the commit's quarantine completed and the checkpoint
+    written at once (every commit's progress is recorded, whatever the intervals);
+    ``state_after`` shapes the state the run's metadata shows.
+    """
+    pipeline = staged.plan.request.pipeline
+    placement = Placement(staged)
     try:
         for _ in range(MAX_COMMIT_ATTEMPTS):
-            decision = decide_commit(plan, committer)
-            if decision.taken:
-                if placed is not None:
-                    _remove_placed(pipeline, placed)
-                    placed = None
-                by = ", ".join(f"v{v} (run {run})" for v, run in decision.taken_by)
-                if len(decision.taken) < len(plan.files):
-                    raise BatchOverlapError(pipeline.name, decision.taken, by)
-                reason = (
-                    f"all {len(plan.files)} files were committed by {by} after this run "
-                    "planned: nothing to commit"
-                )
-                state = load_state(pipeline, now=now)
-                skipped = CommitOutcome(None, True, reason)
-                return BatchResult(staged, skipped, (), 0, state, False, decision.txns)
-            if placed is None:
-                placed = _place(staged, pipeline)
-            metadata = _commit_metadata(staged, placed, decision)
-            outcome = committer.commit(
-                placed.data,
-                schema=staged.data_schema if staged.data_schema is not None else pa.schema([]),
-                partition_by=pipeline.table.partition_by,
-                txns=decision.txns,
-                custom_metadata={COMMIT_METADATA_KEY: metadata.to_json()},
-            )
-            if not outcome.stale:
+            tried = attempt(placement)
+            if isinstance(tried, BatchResult):
+                placement.remove()
+                return tried
+            if not tried.outcome.stale:
                 break
         else:
             raise DeltaCommitError(
                 f"gave up committing to {pipeline.table.uri!r} after {MAX_COMMIT_ATTEMPTS} "
-                "attempts: other runs kept committing the same partitions. Nothing was committed "
-                "by this run; run it again",
+                f"attempts: {gave_up}. Nothing was committed by this run; run it again",
                 table_uri=pipeline.table.uri,
             )
     finally:
@@ -179,17 +250,15 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
     crash_point("after_commit")
     state = load_state(pipeline, now=now)
     completed = complete_quarantine(pipeline, state)
-    # every commit's progress is recorded at once, whatever the intervals (state.checkpoint)
     written = save_checkpoint(pipeline, state, now=now, force=True)
-    rows_committed = sum(f.num_records for f in placed.data)
     return BatchResult(
         staged,
-        outcome,
+        tried.outcome,
         tuple(completed),
-        rows_committed,
-        _with_run_partitions(state, plan, metadata),
+        tried.metadata.rows_committed,
+        state if state_after is None else state_after(state, tried.metadata),
         written,
-        decision.txns,
+        tried.txns,
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -112,10 +112,16 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
             raise RequestedFileError(
                 "(none)", "a late run needs the list of files to ingest", "give 'files'"
             )
-        candidates, already = late_requested_files(pipeline, state.watermark, request.files)
+        candidates, already = late_requested_files(pipeline, state, request.files)
     elif request.files is None:
         groups = discover_files(
-            pipeline, state.watermark, partition_of, now=now, since=since, restored=restored
+            pipeline,
+            state.watermark,
+            partition_of,
+            now=now,
+            since=since,
+            restored=restored,
+            own_files=state.own_files,
         )
         candidates = sorted(p for key in wanted for p in groups.by_partition.get(key, ()))
         unreadable = {
@@ -124,7 +130,9 @@ def plan_batch(request: BatchRequest, partition_of: PartitionOf, *, now: datetim
             if partition_key_of(pipeline, path, partition_of) in wanted
         }
     else:
-        candidates, already, added = requested_files(pipeline, state.watermark, request.files)
+        candidates, already, added = requested_files(
+            pipeline, state.watermark, request.files, state.own_files
+        )
     file_partitions: dict[str, str] = {}
     outside: list[tuple[str, str | None]] = []
     for path in candidates:
@@ -194,7 +202,10 @@ def rewritten_requested_files(
 
 
 def requested_files(
-    pipeline: Pipeline, watermark: FileWatermark, requested: Sequence[str]
+    pipeline: Pipeline,
+    watermark: FileWatermark,
+    requested: Sequence[str],
+    own_files: Collection[str] = (),
 ) -> tuple[list[str], list[str], tuple[str, ...]]:
     """(files to ingest, requested files at or below the watermark, files added) of a list.
 
@@ -204,7 +215,8 @@ def requested_files(
     is listed once: a requested file that is not there raises
     :class:`SourceFileMissingError`; a file above the watermark that sorts below a requested one
     of its partition is added (the watermark must not move past it uncommitted), unless the
-    table holds it (a landing folder that is the table's: see ``FileSource.table_files``).
+    table holds it or the state recorded it as the table's own (``own_files``: a landing folder
+    that is the table's, see ``FileSource.table_files``).
     """
     source = pipeline.source
     ordering = pipeline.watermark.file_name_ordering
@@ -238,7 +250,7 @@ def requested_files(
                 continue
             if name not in names:
                 if held is None:
-                    table_files = pipeline.file_source.table_files()
+                    table_files = pipeline.file_source.table_files(own_files)
                     held = frozenset() if table_files is None else table_files.held
                 if path in held:  # OPTIMIZE's output in a folder that is the table's
                     continue
@@ -272,7 +284,7 @@ def check_requested_path(path: str, *, suffixes: Sequence[str], ordering: NameOr
 
 
 def late_requested_files(
-    pipeline: Pipeline, watermark: FileWatermark, requested: Sequence[str]
+    pipeline: Pipeline, state: PipelineState, requested: Sequence[str]
 ) -> tuple[list[str], list[str]]:
     """(files to ingest, requested files some commit already recorded) of a late run's list.
 
@@ -285,7 +297,7 @@ def late_requested_files(
         check_requested_path(
             path, suffixes=source.suffixes, ordering=pipeline.watermark.file_name_ordering
         )
-        if watermark.is_above(path):
+        if state.watermark.is_above(path):
             raise RequestedFileError(
                 path,
                 "it is above its partition's watermark, and a late run ingests only files at or "
@@ -301,7 +313,7 @@ def late_requested_files(
             raise SourceFileMissingError(
                 f"{prefix}/{missing[0]}" if prefix else missing[0], source.uri
             )
-    committed = committed_among(pipeline, set(requested))
+    committed = committed_among(pipeline, set(requested), state.file_signatures)
     files = sorted(p for p in set(requested) if p not in committed)
     for path in files:
         check_readable(source.uri, path)

@@ -38,13 +38,11 @@ from watermark_assets.config import TimePipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.lookback import ReadBound
 from watermark_assets.core.column.watermark import ColumnValue, ColumnWatermark, GreaterOrEqual
-from watermark_assets.core.errors import WatermarkHistoryLostError
 from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time import TimeWatermark, format_instant
 from watermark_assets.core.time.tick import short_instant
 from watermark_assets.core.watermark import Watermark
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
-from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.runs.column import (
     ColumnPlan,
     ColumnResult,
@@ -104,23 +102,14 @@ def _newest_entry(
 ) -> tuple[W, int]:
     """A table from before state snapshots: walk back to the newest commit with an entry; it
     holds every entry up to its ``read_version``, from where the commits are read on."""
-    latest = committer.log.latest_version()
-    if latest is None:
-        return empty, -1
-    for version in range(latest, -1, -1):
-        try:
-            commit = committer.read_commit(version)
-        except DeltaCommitError:
-            raise WatermarkHistoryLostError(committer.table_uri, key, version + 1) from None
-        text = commit.custom_metadata.get(key)
-        if text is None:
-            continue
-        entry = json.loads(text)
-        read_version = entry.get("read_version")
-        if isinstance(read_version, int) and -1 <= read_version < version:
-            return parse(entry["watermark"]), read_version
-        return empty, -1  # an entry without read_version: read the whole log
-    return empty, latest  # no entry at all: no window has history
+    commit, latest = committer.log.newest_commit_with(key, dataflow=key)
+    if commit is None:
+        return empty, latest  # no table (-1), or no entry at all: no window has history
+    entry = json.loads(commit.custom_metadata[key])
+    read_version = entry.get("read_version")
+    if isinstance(read_version, int) and -1 <= read_version < commit.version:
+        return parse(entry["watermark"]), read_version
+    return empty, -1  # an entry without read_version: read the whole log
 
 
 class TimeWatermarkLog(WatermarkEntryLog[TimeWatermark]):

@@ -39,7 +39,7 @@ class ColumnRead:
     #: type): kept out of ``frame``, counted while it is written, quarantined by the run
     malformed: MalformedRecords | None = None
     #: columns the source's files hold that the rows read leave out (no schema evolution yet);
-    #: None: the source cannot tell (JSON keys are not listed)
+    #: None: the source cannot tell (headerless CSV, whole-file JSON, a table or an API)
     columns_ignored: tuple[str, ...] | None = None
 
 

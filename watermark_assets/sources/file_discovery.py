@@ -8,7 +8,7 @@ Spark, a run calls it to discover the files of its partitions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -76,6 +76,7 @@ def discover_files(
     restored: bool = False,
     committed_files: Mapping[str, int] | None = None,
     committed_signatures: Mapping[str, str] | None = None,
+    own_files: Collection[str] = (),
 ) -> FileGroups:
     """List the files above the watermark (pruned listing) and group them by Dagster partition.
 
@@ -89,8 +90,12 @@ def discover_files(
     the listing's count of files at or below each watermark into ``below_watermark``;
     ``committed_signatures`` (the state's, per committed file) names the files the listing
     returned with another signature in ``rewritten`` (no extra request: only what the listing
-    returns anyway, so on S3, which lists a partition from its watermark on, a rewrite of a file
-    below a partition's last file is found only where the partition is listed in full).
+    returns anyway; on S3, which lists a partition from its watermark on, the partitions the
+    state counts fewer than ``storage.S3_PAGE_KEYS`` committed files in are listed in full for
+    it, for the request StartAfter costs anyway: a rewrite in a bigger one is found by the
+    sweep).
+    ``own_files``: the table's own files the state recorded (``PipelineState.own_files``), never
+    landing files where the landing folder is the table's.
     """
     horizon = listing_horizon(pipeline, watermark, now)
     plan = lowered_plan(plan_listing(watermark, horizon), since, None if restored else horizon)
@@ -99,7 +104,7 @@ def discover_files(
         start_prefixes = lookback_prefixes(
             pipeline.watermark.template, pipeline.watermark.cold_start.lookback_days, now
         )
-    table_files = pipeline.file_source.table_files()
+    table_files = pipeline.file_source.table_files(own_files)
     listing = storage.list_files_above(
         pipeline.source.uri,
         plan,
@@ -108,6 +113,13 @@ def discover_files(
         start_prefixes=start_prefixes,
         limit=limit,
         held=frozenset() if table_files is None else table_files.held,
+        full=frozenset()
+        if committed_signatures is None
+        else frozenset(
+            prefix
+            for prefix, count in (committed_files or {}).items()
+            if count < storage.S3_PAGE_KEYS
+        ),
     )
     if not listing.paths_listed:
         check_source_folder(pipeline)  # nothing at all: an empty folder, or none?

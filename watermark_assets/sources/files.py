@@ -10,7 +10,7 @@ only staging, the asset's description and how ``explain`` finds a file in the ta
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from watermark_assets.config import FilePipelineConfig
+    from watermark_assets.delta.log import CommitRecord
     from watermark_assets.spark.batch import UnreadableFile
 
 
@@ -63,6 +64,9 @@ class StagedFiles:
     described: tuple[DataFile, ...] = ()
     #: files that could not be read at all (recorded in the quarantine as files by the run)
     unreadable: tuple[UnreadableFile, ...] = ()
+    #: columns the batch's files hold that its rows leave out (no schema evolution yet); None:
+    #: the source cannot tell (:meth:`FileSource.columns_left_out`)
+    columns_ignored: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,12 +74,14 @@ class TableFiles:
     """The table's own files under a landing folder that IS the table folder (``parquet_commit``).
 
     ``held``: every path (relative to the source) that the table's current add actions reference,
-    and every one of ``removed``, the files a commit removed that the table still remembers (its
-    tombstones, kept ``delta.deletedFileRetentionDuration``): the committed landing files, the
-    files OPTIMIZE and Z-order write there (``dataChange: false``) and the ones a later OPTIMIZE
-    replaced. None of them is ever a landing file: a listing leaves them out (not ingested, not
-    unsortable, not late). ``quarantined`` reads, when called, the landing files a run set aside
-    as unreadable: committed (the watermark passed them) but never in the table.
+    every one of ``removed``, the files a commit removed that the table still remembers (its
+    tombstones, kept ``delta.deletedFileRetentionDuration``), and the table's own files the
+    pipeline's state recorded as it read the log (``FileSource.own_files``: they stay known after
+    the table forgot their removal): the committed landing files, the files OPTIMIZE and Z-order
+    write there (``dataChange: false``) and the ones a later OPTIMIZE replaced. None of them is
+    ever a landing file: a listing leaves them out (not ingested, not unsortable, not late).
+    ``quarantined`` reads, when called, the landing files a run set aside as unreadable:
+    committed (the watermark passed them) but never in the table.
     """
 
     held: frozenset[str]
@@ -150,9 +156,23 @@ class FileSource(Protocol):
         """Rows each of the ``wanted`` source files has in ``table`` now (0 when none)."""
         ...
 
-    def table_files(self) -> TableFiles | None:
+    def table_files(self, recorded: Collection[str] = ()) -> TableFiles | None:
         """The table's own files under the landing folder (read once per call: a tick or a
-        run's plan calls it once); None when the landing folder is not the table's."""
+        run's plan calls it once), with the ones the pipeline's state ``recorded``
+        (:meth:`own_files`: the table may have forgotten them); None when the landing folder is
+        not the table's."""
+        ...
+
+    def own_files(self, record: CommitRecord) -> frozenset[str]:
+        """The files (relative to the source) a commit that is not the pipeline's added under
+        the landing folder: the table's own (OPTIMIZE, Z-order, a DML's rewrite), never landing
+        files; empty where the landing folder is not the table's."""
+        ...
+
+    def columns_left_out(self, paths: Sequence[str]) -> tuple[str, ...] | None:
+        """The columns the landing files ``paths`` (relative to the source) hold that a run
+        would leave out of the rows, read without Spark (a footer, a header line: a tick may
+        ask); None when it cannot be told cheaply, or nothing is ever left out."""
         ...
 
 

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from watermark_assets import storage
+from watermark_assets.delta.orphans import open_delta_table
 from watermark_assets.exceptions import UnreadableFilesError
+from watermark_assets.sources.file_columns import file_columns, left_out, names_columns
 from watermark_assets.sources.files import FileBatch, StagedFiles, known_table_schema
 from watermark_assets.spark.batch import SOURCE_FILE_COLUMN
 from watermark_assets.staging import STAGING_DIR, list_parquet, remove_tree
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from watermark_assets.config import FilePipelineConfig, LandingFilesSourceConfig
+    from watermark_assets.delta.log import CommitRecord
     from watermark_assets.spark.batch import ReadSpec, UnreadableFile
 
 #: Unreadable files one batch may set aside (each costs one more Spark pass); more fail the run.
@@ -104,7 +107,34 @@ class LandingFilesSource:
                 k: {"files": batch.files_of(k), **v} for k, v in output.per_partition.items()
             },
             unreadable=tuple(unreadable),
+            columns_ignored=self._left_out(spec.files, output.data_schema.names),
         )
+
+    def columns_left_out(self, paths: Sequence[str]) -> tuple[str, ...] | None:
+        """The columns of ``paths`` (Parquet footers, CSV header lines, the keys of the first
+        JSON records: :mod:`~watermark_assets.sources.file_columns`) that ``source.schema`` does
+        not declare; without one (Parquet), those the table lacks (a run leaves them out, or
+        fails naming them when its first file holds them). None: cannot tell (headerless CSV,
+        Parquet without a schema and no table yet)."""
+        if self.config.schema_ddl:
+            from watermark_assets.spark.ddl import parse_read_schema
+
+            declared = [c.name for c in parse_read_schema(self.config.schema_ddl)]
+            return self._left_out(paths, declared)
+        table = open_delta_table(self.pipeline.table.uri)
+        return (
+            None
+            if table is None
+            else self._left_out(paths, [f.name for f in table.schema().fields])
+        )
+
+    def _left_out(self, paths: Sequence[str], read: Iterable[str]) -> tuple[str, ...] | None:
+        """The columns of the landing files ``paths`` that are not among ``read``."""
+        fmt, options = self.config.format.value, self.config.csv_options
+        if not names_columns(fmt, options if fmt == "csv" else None):
+            return None
+        uris = [f"{self.config.uri.rstrip('/')}/{path}" for path in paths]
+        return left_out(file_columns(uris, fmt, options if fmt == "csv" else None), read)
 
     def _read_spec(self, batch: FileBatch, files: Sequence[str], now: datetime) -> ReadSpec:
         from watermark_assets.spark.batch import ReadSpec
@@ -121,9 +151,13 @@ class LandingFilesSource:
             ingested_at_iso=now.isoformat(),
         )
 
-    def table_files(self) -> None:
+    def table_files(self, recorded: Collection[str] = ()) -> None:
         """None: the landing folder is not the table's (Spark writes the table's own files)."""
         return None
+
+    def own_files(self, record: CommitRecord) -> frozenset[str]:
+        """None of the table's files is under the landing folder."""
+        return frozenset()
 
     def files_in_table(self, table: DeltaTable) -> set[str]:
         """The landing files named by the lineage column (the whole column is read)."""

@@ -20,7 +20,7 @@ watermark where it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
@@ -40,15 +40,21 @@ def late_txn_app_id(pipeline: str, partition_key: str) -> str:
     return f"watermark_assets/{pipeline}/late/{partition_key}"
 
 
-def committed_among(pipeline: Pipeline, paths: Iterable[str]) -> frozenset[str]:
-    """Which of ``paths`` were committed: the pipeline's tables hold them (rows, or quarantined
-    records: the lineage, whatever Delta's maintenance did to the log), or a commit still in the
-    log names them (a ``parquet_commit`` file that OPTIMIZE compacted away and whose removal the
-    table forgot). Evidence that a file was committed; what neither holds is decided by the
-    counts (:func:`find_late_files`)."""
-    wanted = set(paths)
+def committed_among(
+    pipeline: Pipeline, paths: Iterable[str], recorded: Collection[str] = ()
+) -> frozenset[str]:
+    """Which of ``paths`` were committed: the state ``recorded`` them (its committed files of the
+    retained landing partitions, ``PipelineState.file_signatures``: a file whose rows were all
+    removed since stays known after the log's cleanup), the pipeline's tables hold them (rows,
+    or quarantined records: the lineage, whatever Delta's maintenance did to the log), or a
+    commit still in the log names them (a ``parquet_commit`` file that OPTIMIZE compacted away
+    and whose removal the table forgot). Evidence that a file was committed; what none holds is
+    decided by the counts (:func:`find_late_files`)."""
+    asked = set(paths)
+    found = frozenset(asked.intersection(recorded))
+    wanted = asked - found
     if not wanted:
-        return frozenset()
+        return found
     held = table_lineage(pipeline, lambda path: path in wanted).files
     logged = {
         path
@@ -58,7 +64,7 @@ def committed_among(pipeline: Pipeline, paths: Iterable[str]) -> frozenset[str]:
         for path in metadata.source_files
         if path in wanted
     }
-    return held | logged
+    return found | held | logged
 
 
 def find_late_files(
@@ -69,15 +75,17 @@ def find_late_files(
     *,
     table_files: TableFiles | None,
     signatures: dict[str, str] | None = None,
+    recorded: Collection[str] = (),
+    first_sight: dict[str, str] | None = None,
 ) -> dict[str, tuple[str, ...]]:
     """Per landing prefix, the files at or below its watermark that no commit recorded (sorted).
 
     Each prefix is listed in full (the reconciliation: on S3 the regular listing starts after the
     watermark and never sees these files). Only a prefix holding more such files than the state's
     count of committed ones (``committed_files``) costs the read of the tables' lineage that names
-    them; one where the lineage misses more files than that count allows raises
-    :class:`LateFilesUnprovableError`. Files Spark cannot read by their exact path are left out
-    (the listing reports them).
+    them (with the state's ``recorded`` committed files, :func:`committed_among`); one where
+    they miss more files than that count allows raises :class:`LateFilesUnprovableError`. Files
+    Spark cannot read by their exact path are left out (the listing reports them).
 
     Where the landing folder is the table's (``table_files``), the files the table holds are
     never named, and a prefix is read further only when :meth:`TableFiles.not_ingested` counts
@@ -85,12 +93,17 @@ def find_late_files(
 
     ``signatures``, when given, receives the content signature (size and mtime, or ETag) of each
     file listed at or below its watermark: the same listing, to find files rewritten in place
-    where the regular listing cannot (S3 lists from the watermark on).
+    where the regular listing cannot (S3 lists from the watermark on). ``first_sight``, when
+    given, receives it for each file listed at or below its watermark that ``recorded`` lacks
+    and the tables' lineage (or a commit still in the log) proves committed: a file committed
+    before the signatures were recorded, or after ``repair-state``, gets one now (a rewrite
+    before this first sight cannot be told). Such files cost the same read of the lineage.
     """
     source = pipeline.source
     held = frozenset() if table_files is None else table_files.held
     candidates: dict[str, list[str]] = {}
     excess: dict[str, int] = {}
+    unrecorded: dict[str, str] = {}  # listed at or below, no record: committed before records?
     for prefix in sorted(set(prefixes)):
         directory = storage.join(source.uri, prefix) if prefix else source.uri
         at_or_below: list[str] = []
@@ -103,8 +116,11 @@ def find_late_files(
             if not watermark.is_above(path):
                 (held_below if path in held else at_or_below).append(path)
                 signature = listed[name]
-                if signatures is not None and signature is not None and path not in held:
-                    signatures[path] = signature
+                if signature is not None and path not in held:
+                    if signatures is not None:
+                        signatures[path] = signature
+                    if first_sight is not None and path not in recorded:
+                        unrecorded[path] = signature
         if table_files is None:
             never = len(at_or_below) - committed_files.get(prefix, 0)
         else:
@@ -117,9 +133,13 @@ def find_late_files(
             ]
             candidates[prefix] = readable
             excess[prefix] = never
-    if not candidates:
+    if not candidates and not unrecorded:
         return {}
-    committed = committed_among(pipeline, (p for paths in candidates.values() for p in paths))
+    committed = committed_among(
+        pipeline, {*(p for paths in candidates.values() for p in paths), *unrecorded}, recorded
+    )
+    if first_sight is not None:
+        first_sight.update({p: s for p, s in unrecorded.items() if p in committed})
     found = {
         prefix: kept
         for prefix, paths in candidates.items()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from watermark_assets.config import FilePipelineConfig
+    from watermark_assets.delta.log import CommitRecord
     from watermark_assets.spark.batch import UnreadableFile
 
 
@@ -89,11 +90,17 @@ class ParquetCommitSource:
         paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
         return set(self._in_source(paths))
 
-    def table_files(self) -> TableFiles:
-        """The files under the source folder that the table holds: its add actions' paths, and
-        the paths of the files it removed and still remembers (OPTIMIZE's inputs, a compacted
-        file compacted again), as VACUUM lists them (Lite mode: the tombstones only, nothing is
-        listed or deleted). One snapshot read; an empty set before the table exists."""
+    def columns_left_out(self, paths: Sequence[str]) -> None:
+        """None: the files are committed whole (a column the table lacks fails the commit)."""
+        return None
+
+    def table_files(self, recorded: Collection[str] = ()) -> TableFiles:
+        """The files under the source folder that the table holds: its add actions' paths, the
+        paths of the files it removed and still remembers (OPTIMIZE's inputs, a compacted file
+        compacted again), as VACUUM lists them (Lite mode: the tombstones only, nothing is
+        listed or deleted), and the table's own files the state ``recorded`` (a compacted file
+        compacted again whose removal expired before any VACUUM: on disk, forgotten by the
+        table). One snapshot read; only ``recorded`` before the table exists."""
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
@@ -101,12 +108,18 @@ class ParquetCommitSource:
         try:
             table = DeltaTable(uri, storage_options=storage.delta_options(uri))
         except TableNotFoundError:
-            return TableFiles(frozenset(), frozenset(), frozenset)
+            return TableFiles(frozenset(recorded), frozenset(), frozenset)
         removed = self._in_source(
             table.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False)
         )
         paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
-        return TableFiles(self._in_source(paths) | removed, removed, self._quarantined)
+        held = self._in_source(paths) | removed | frozenset(recorded)
+        return TableFiles(held, removed, self._quarantined)
+
+    def own_files(self, record: CommitRecord) -> frozenset[str]:
+        """The files the commit added under the source folder (the caller passes commits that
+        are not the pipeline's: OPTIMIZE's, Z-order's, a DML's output)."""
+        return self._in_source(added.path for added in record.added)
 
     def _quarantined(self) -> frozenset[str]:
         """The source files of the quarantine table (files set aside as unreadable)."""

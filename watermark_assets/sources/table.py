@@ -56,6 +56,7 @@ from watermark_assets.sources.column import (
     ColumnSource,
     MalformedRecords,
 )
+from watermark_assets.sources.file_columns import file_columns, left_out, names_columns
 from watermark_assets.spark import io
 
 if TYPE_CHECKING:
@@ -137,13 +138,11 @@ class ParquetFilesSource:
         # columns read, whatever its name (Spark would take the footer of a file it picks).
         schema = io.parquet_read_schema(spark, files, self.uri) if files else None
         frame = io.read_folder(spark, self.uri, format="parquet", schema=schema)
-        read = {c.lower() for c in frame.columns}
-        in_files = io.parquet_columns(files)
         return ColumnRead(
             frame=_filtered(frame, predicate),
             pushed_down=to_sql(predicate, SqlDialect.SPARK),
             details={"format": "parquet"},
-            columns_ignored=tuple(c for c in in_files if c.lower() not in read),
+            columns_ignored=left_out(file_columns(files, "parquet"), frame.columns),
         )
 
 
@@ -178,7 +177,9 @@ class CsvJsonSource:
         column's declared type (``"seven"`` for a BIGINT): never a row with a silent NULL. CSV
         files with a header are read by the header's NAMES (case-insensitive): a column added
         in the middle moves no value, and is reported in :attr:`ColumnRead.columns_ignored`;
-        a declared column a file's header lacks is NULL in its rows.
+        a declared column a file's header lacks is NULL in its rows. JSON keys the schema does
+        not declare are reported too, as far as the first records of each file show them
+        (:mod:`~watermark_assets.sources.file_columns`).
         """
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
@@ -194,14 +195,15 @@ class CsvJsonSource:
                 frame=_filtered(frame, predicate),
                 pushed_down=pushed,
                 details=details,
-                columns_ignored=() if _has_header(self.options) and self.format == "csv" else None,
+                columns_ignored=() if names_columns(self.format, self.options) else None,
             )
         ignored: tuple[str, ...] | None = None
-        if self.format == "csv" and _has_header(self.options):
+        if self.format == "csv" and names_columns("csv", self.options):
             records, ignored = self._csv_by_header(spark, files)
         else:
             records = self._records(spark, files, self.schema_ddl)
-            ignored = None  # JSON keys are not listed; headerless CSV is read by position
+            if names_columns(self.format, self.options):  # JSON lines (headerless CSV: by position)
+                ignored = left_out(file_columns(files, "json", self.options), records.columns)
         counted = Observation(f"watermark_assets_malformed_{self.name}")
         malformed = F.col(CORRUPT_RECORD_COLUMN).isNotNull()
         observed = records.observe(counted, F.count_if(malformed).alias("records"))
@@ -248,7 +250,7 @@ class CsvJsonSource:
         declared = io.struct_of(spark, self.schema_ddl)
         types = {f.name.lower(): f.dataType for f in declared.fields}
         groups: dict[tuple[str, ...], list[str]] = {}
-        for uri, header in zip(files, _csv_headers(files, self.options), strict=True):
+        for uri, header in zip(files, file_columns(files, "csv", self.options), strict=True):
             if header is not None:  # an empty file holds no record
                 groups.setdefault(header, []).append(uri)
         if not groups:
@@ -286,41 +288,6 @@ class CsvJsonSource:
             )
         union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
         return union, tuple(ignored.values())
-
-
-def _has_header(options: Mapping[str, str]) -> bool:
-    lowered = {k.lower(): v for k, v in options.items()}
-    return lowered.get("header", "false").strip().lower() == "true"
-
-
-def _csv_headers(files: list[str], options: Mapping[str, str]) -> list[tuple[str, ...] | None]:
-    """Each CSV file's header: its first line that is not blank nor a comment, split with the
-    reader's ``sep``/``delimiter``, ``quote`` and ``encoding`` (None: no such line). Only that
-    line is read (decompressed by the file's suffix), a few files at once."""
-    import csv
-    from concurrent.futures import ThreadPoolExecutor
-
-    lowered = {k.lower(): v for k, v in options.items()}
-    delimiter = lowered.get("sep", lowered.get("delimiter", ","))
-    quote = lowered.get("quote", '"') or '"'
-    encoding = lowered.get("encoding", lowered.get("charset", "utf-8"))
-    comment = lowered.get("comment") or None
-
-    def header(uri: str) -> tuple[str, ...] | None:
-        import io as text_io
-
-        fs, path = storage.filesystem(uri)
-        with fs.open(path, "rb", compression="infer") as handle:
-            for line in text_io.TextIOWrapper(handle, encoding=encoding, errors="replace"):
-                text = line.rstrip("\r\n")
-                if not text.strip() or (comment and text.startswith(comment)):
-                    continue
-                names = next(csv.reader([text], delimiter=delimiter[:1], quotechar=quote[:1]))
-                return tuple(names)
-        return None
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        return list(pool.map(header, files))
 
 
 def file_may_hold_rows(

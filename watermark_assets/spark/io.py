@@ -249,20 +249,6 @@ def parquet_read_schema(
     return schema
 
 
-def parquet_columns(uris: Sequence[str]) -> list[str]:
-    """The column names in the footers of the Parquet files ``uris`` (each footer read alone,
-    a few at once), first seen first: what a read in one file's schema would leave out."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        schemas = list(pool.map(storage.parquet_schema, uris))
-    seen: dict[str, str] = {}
-    for schema in schemas:
-        for name in schema.names:
-            seen.setdefault(name.lower(), name)
-    return list(seen.values())
-
-
 def struct_of(spark: SparkSession, schema: str | StructType) -> StructType:
     """``schema`` (DDL or a StructType) as a StructType."""
     return _struct(spark, schema)

@@ -43,6 +43,10 @@ PARTIAL_PREFIX = "_partial_"
 #: The rows a group holds (every state has it: a batch read by event time proves with it that
 #: every row appended since is accounted for, ``runs/event_window.py``).
 ROWS_PARTIAL = PARTIAL_PREFIX + "_rows"
+#: The output's count of the upstream rows aggregated into a window (batch engine; null when a
+#: partial from before the row counts fed it). Against it, a batch that re-reads the upstream by
+#: event time finds the rows appended into windows already emitted (``runs/event_recover.py``).
+ROWS_OUTPUT = "_rows"
 
 _FUNCTIONS = ("count", "sum", "min", "max", "count_distinct")
 _SPEC = re.compile(r"^\s*(count|sum|min|max|count_distinct)\s*(?:\(\s*([^()]*?)\s*\))?\s*$")
@@ -142,8 +146,9 @@ def merge_partials(frame: DataFrame, aggregates: Sequence[Aggregate]) -> DataFra
 
 
 def finalise(frame: DataFrame, aggregates: Sequence[Aggregate], size_ms: int) -> DataFrame:
-    """One output row per window: ``window_start``, ``window_end`` and the aggregates (the
-    writer sorts them into one file: the output is append-only and ordered by window)."""
+    """One output row per window: ``window_start``, ``window_end``, the aggregates and
+    ``_rows`` (the rows aggregated; null if a partial did not count them). The writer sorts them
+    into one file: the output is append-only and ordered by window."""
     from pyspark.sql import functions as F
 
     columns: list[Column] = []
@@ -154,12 +159,14 @@ def finalise(frame: DataFrame, aggregates: Sequence[Aggregate], size_ms: int) ->
             columns.append(getattr(F, a.function)(a.partial).alias(a.name))
         else:
             columns.append(F.count(F.col(str(a.column))).alias(a.name))
+    uncounted = F.count(F.when(F.col(ROWS_PARTIAL).isNull(), 1))
+    columns.append(F.when(uncounted == 0, F.sum(ROWS_PARTIAL)).alias(ROWS_OUTPUT))
     end = F.timestamp_millis(F.unix_millis(F.col(WINDOW_START)) + F.lit(size_ms))
     return (
         frame.groupBy(WINDOW_START)
         .agg(*columns)
         .withColumn(WINDOW_END, end)
-        .select(WINDOW_START, WINDOW_END, *[a.name for a in aggregates])
+        .select(WINDOW_START, WINDOW_END, *[a.name for a in aggregates], ROWS_OUTPUT)
     )
 
 
@@ -195,25 +202,36 @@ def late_records(
 ) -> DataFrame:
     """The ``late`` rows of ``framed`` as late records: their own columns, the reason (a null
     event time, or the window the watermark ``watermark_ms`` had closed), that watermark, the run
-    and the batch."""
+    and the batch. A row that already carries a reason and a watermark (a row found by a batch
+    read by event time, ``runs/event_recover.py``) keeps them."""
+    from pyspark.sql import functions as F
+
+    reason = late_reason(F.col(event_column), F.col(WINDOW_END), watermark_ms)
+    watermark = F.timestamp_millis(F.lit(watermark_ms))
+    if LATE_REASON in framed.columns:
+        reason = F.coalesce(F.col(LATE_REASON), reason)
+        watermark = F.coalesce(F.col(LATE_WATERMARK), watermark)
+    return (
+        framed.where(late)
+        .withColumn(LATE_REASON, reason)
+        .withColumn(LATE_WATERMARK, watermark)
+        .withColumn(LATE_RUN, F.lit(run_id))
+        .withColumn(LATE_BATCH, F.lit(batch).cast("long"))
+        .drop(WINDOW_START, WINDOW_END)
+    )
+
+
+def late_reason(event_time: Column, window_end: Column, watermark_ms: int) -> Column:
+    """Why a row is late: ``null event time``, or ``window ending <end> was closed by the
+    watermark <watermark>``."""
     from pyspark.sql import functions as F
 
     from watermark_assets.core.time.instant import format_millis
 
-    return (
-        framed.where(late)
-        .withColumn(
-            LATE_REASON,
-            F.when(F.col(event_column).isNull(), F.lit("null event time")).otherwise(
-                F.concat(
-                    F.lit("window ending "),
-                    F.date_format(F.col(WINDOW_END), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
-                    F.lit(f" was closed by the watermark {format_millis(watermark_ms)}"),
-                )
-            ),
+    return F.when(event_time.isNull(), F.lit("null event time")).otherwise(
+        F.concat(
+            F.lit("window ending "),
+            F.date_format(window_end, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
+            F.lit(f" was closed by the watermark {format_millis(watermark_ms)}"),
         )
-        .withColumn(LATE_WATERMARK, F.timestamp_millis(F.lit(watermark_ms)))
-        .withColumn(LATE_RUN, F.lit(run_id))
-        .withColumn(LATE_BATCH, F.lit(batch).cast("long"))
-        .drop(WINDOW_START, WINDOW_END)
     )

@@ -3,12 +3,13 @@ retention horizon below which per-partition watermarks are pruned (bounded state
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.coldstart import lookback_horizon
-from watermark_assets.core.filepath.path import split_path
-from watermark_assets.core.filepath.watermark import FileWatermark
+from watermark_assets.core.filepath.path import prefix_components, split_path
+from watermark_assets.core.filepath.watermark import FileWatermark, components_below
 
 
 def listing_horizon(
@@ -45,3 +46,20 @@ def retention_horizon(pipeline: Pipeline, watermark: FileWatermark, now: datetim
 def pruned_watermark(pipeline: Pipeline, watermark: FileWatermark, now: datetime) -> FileWatermark:
     horizon = retention_horizon(pipeline, watermark, now)
     return watermark if horizon is None or watermark.value is None else watermark.prune(horizon)
+
+
+def retained_files(
+    pipeline: Pipeline, watermark: FileWatermark, now: datetime, paths: Iterable[str]
+) -> frozenset[str]:
+    """The ``paths`` whose folder is not below the retention horizon (compared by components,
+    as :meth:`FileWatermark.prune` does): what the state keeps of a record of files, in any
+    folder, landing partition or not."""
+    horizon = retention_horizon(pipeline, watermark, now)
+    if horizon is None or watermark.value is None:
+        return frozenset(paths)
+    bound = prefix_components(horizon)
+    return frozenset(
+        path
+        for path in paths
+        if not components_below(prefix_components(split_path(path)[0]), bound)
+    )

@@ -30,7 +30,7 @@ from watermark_assets.core.filepath.path import NameOrdering, is_sortable, split
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.delta.log import CommitRecord
 from watermark_assets.state.commit_metadata import pipeline_metadata
-from watermark_assets.state.horizons import pruned_watermark
+from watermark_assets.state.horizons import pruned_watermark, retained_files
 from watermark_assets.state.store import CommitFold, StateStore, Stored
 
 
@@ -57,6 +57,9 @@ class PipelineState:
     #: when it was committed (``storage.content_signature``); a file committed before they were
     #: recorded, or by a state rebuilt from the table, has none (never found rewritten)
     file_signatures: Mapping[str, str] = field(default_factory=dict)
+    #: files the table wrote under the landing folder itself (``FileSource.own_files``: where
+    #: the landing folder is the table's), recorded from the commits read: never landing files
+    own_files: frozenset[str] = frozenset()
 
     def to_checkpoint(self, saved_at: int) -> Checkpoint[FileWatermark]:
         """This state as the checkpoint JSON records it (``saved_at``: epoch seconds)."""
@@ -70,6 +73,7 @@ class PipelineState:
             self.totals,
             self.txn_sum,
             self.file_signatures,
+            self.own_files,
         )
 
     @property
@@ -115,8 +119,13 @@ class _FileCommits(CommitFold[Checkpoint[FileWatermark]]):
         self, checkpoint: Checkpoint[FileWatermark], commit: CommitRecord
     ) -> Checkpoint[FileWatermark]:
         metadata = pipeline_metadata(commit, self._pipeline)
-        if metadata is None:
-            return checkpoint
+        if metadata is None:  # OPTIMIZE, VACUUM, a DML, another writer
+            own = self._pipeline.file_source.own_files(commit)
+            signatures = checkpoint.file_signatures
+            mine = {p for p in own if p not in signatures} - checkpoint.own_files
+            return (
+                replace(checkpoint, own_files=checkpoint.own_files | mine) if mine else checkpoint
+            )
         totals = checkpoint.legacy_totals()
         rows: Counter[str] = Counter(checkpoint.partition_rows)
         folded = replace(
@@ -193,6 +202,7 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
         files += metadata.files
         if metadata.quarantine_files:
             pending.append((record.version, metadata.quarantine_files))
+    own_kept = retained_files(pipeline, folded.watermark, now, folded.own_files)
     watermark = pruned_watermark(pipeline, folded.watermark, now)
     kept = watermark.partition_watermarks
     rows, prefixes = folded.partition_rows, folded.partition_prefixes
@@ -216,6 +226,7 @@ def load_state(pipeline: Pipeline, *, now: datetime) -> PipelineState:
             for path, signature in folded.file_signatures.items()
             if split_path(path)[0] in kept
         },
+        own_files=own_kept,
     )
 
 
@@ -327,4 +338,5 @@ def restore_partitions(
         totals=state.totals,
         txn_sum=state.txn_sum,
         file_signatures=state.file_signatures,
+        own_files=state.own_files,
     )

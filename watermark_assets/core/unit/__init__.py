@@ -21,7 +21,7 @@ from watermark_assets.core.unit.units import (
     screen_units,
     unit_id_problems,
 )
-from watermark_assets.core.unit.watermark import UnitEntries, UnitListing, UnitWatermark
+from watermark_assets.core.unit.watermark import UnitEntries, UnitListing, UnitWatermark, some_ids
 
 __all__ = [
     "FIELD_SEPARATOR",
@@ -41,5 +41,6 @@ __all__ = [
     "empty_grid",
     "parse_units",
     "screen_units",
+    "some_ids",
     "unit_id_problems",
 ]

@@ -35,7 +35,7 @@ Standard library only.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -73,16 +73,16 @@ class UnitListing:
             return "no new unit ids"
         parts = []
         if self.new:
-            parts.append(f"{len(self.new)} new unit id(s): {_some(self.new)}")
+            parts.append(f"{len(self.new)} new unit id(s): {some_ids(self.new)}")
         if self.missing:
             parts.append(
                 f"{len(self.missing)} known unit id(s) no longer listed (kept, with their "
-                f"history): {_some(self.missing)}"
+                f"history): {some_ids(self.missing)}"
             )
         return "; ".join(parts)
 
 
-def _some(ids: tuple[str, ...], shown: int = 10) -> str:
+def some_ids(ids: Sequence[str], shown: int = 10) -> str:
     """The first ``shown`` ids (a tick with 10,000 new ids stays one readable line)."""
     more = f", ... ({len(ids) - shown} more)" if len(ids) > shown else ""
     return ", ".join(ids[:shown]) + more

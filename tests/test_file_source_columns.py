@@ -1,0 +1,173 @@
+"""A column added to a file pipeline's landing files is named, never dropped without a word.
+
+Until schema evolution exists, a run keeps the rows' columns (``source.schema``, or Parquet
+without one: the table's, as Spark reads the batch's first file), and a landing file that gained
+one (``region``) says so: in the run's ``source/columns_ignored`` (from every file of the batch:
+Parquet footers, CSV header lines, the keys of the first JSON records) and in the sensor's tick,
+which reads the newest file of each batch it requests (no Spark in a tick): its text and the
+observation ``files/columns_left_out``. One table of formats; a real Spark run, a real Delta
+table, the real sensor on a Dagster instance.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from _landing import FROZEN_NOW, delta_ids
+from _sensor_loop import SensorLoop
+from conftest import pipeline_yaml, project_config
+from dagster import DagsterInstance
+from deltalake import DeltaTable
+
+from watermark_assets.defs import build_definitions
+from watermark_assets.defs.sensors import SensorCursor
+from watermark_assets.sources.file_columns import file_columns, left_out
+
+SCHEMA = "id BIGINT, event_time TIMESTAMP, name STRING"
+STAMP = "2024-01-28T10:00:00Z"
+
+#: Writes one landing file (folder, name without suffix, first id, with ``region`` or not).
+Writer = Callable[[Path, str, int, bool], str]
+
+
+def records(first: int, region: bool) -> list[dict[str, Any]]:
+    return [
+        {"id": i, "event_time": STAMP, "name": f"e{i}", **({"region": "eu"} if region else {})}
+        for i in range(first, first + 3)
+    ]
+
+
+def write_ndjson(folder: Path, name: str, first: int, region: bool) -> str:
+    lines = [json.dumps(r) for r in records(first, region)]
+    (folder / f"{name}.ndjson").write_text("\n".join(lines) + "\n", "utf-8")
+    return f"{name}.ndjson"
+
+
+def write_csv(folder: Path, name: str, first: int, region: bool) -> str:
+    """``region`` at the end (a file pipeline reads CSV by position: a record with a value more
+    than the schema's columns is malformed, and quarantined)."""
+    header = "id,event_time,name" + (",region" if region else "")
+    lines = [
+        f"{r['id']},{r['event_time']},{r['name']}" + (",eu" if region else "")
+        for r in records(first, region)
+    ]
+    (folder / f"{name}.csv").write_text("\n".join([header, *lines]) + "\n", "utf-8")
+    return f"{name}.csv"
+
+
+def write_parquet(folder: Path, name: str, first: int, region: bool) -> str:
+    fields = [("id", pa.int64()), ("event_time", pa.timestamp("us", tz="UTC"))]
+    fields += [("region", pa.string())] if region else []
+    fields += [("name", pa.string())]
+    when = datetime(2024, 1, 28, 10, tzinfo=timezone.utc)
+    rows = [r | {"event_time": when} for r in records(first, region)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema(fields)), folder / f"{name}.parquet")
+    return f"{name}.parquet"
+
+
+@dataclass(frozen=True)
+class Format:
+    format: str
+    write: Writer
+    schema: str | None = SCHEMA
+    #: rows of the file that gained ``region`` the run quarantines (else: committed without it)
+    quarantined: int = 0
+
+
+FORMATS = [
+    pytest.param(Format("ndjson", write_ndjson), id="JSON lines: a key the schema lacks"),
+    pytest.param(
+        Format("csv", write_csv, quarantined=3), id="CSV: a header column the schema lacks"
+    ),
+    pytest.param(Format("parquet", write_parquet), id="Parquet with source.schema"),
+    pytest.param(
+        Format("parquet", write_parquet, schema=None),
+        id="Parquet without a schema: a column the table lacks",
+    ),
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_column_a_landing_file_gained_is_named_by_the_tick_and_the_run(
+    spark: Any, tmp_path: Path, fmt: Format, capfd: pytest.CaptureFixture[str]
+) -> None:
+    landing = tmp_path / "landing"
+    folder = landing / "date=2024-01-28" / "hour=10"
+    folder.mkdir(parents=True)
+    source = {"uri": str(landing), "format": fmt.format, "schema": fmt.schema}
+    config = project_config(pipeline_yaml(tmp_path, source=source))
+    loop = SensorLoop(
+        build_definitions(config, clock=lambda: FROZEN_NOW), DagsterInstance.ephemeral()
+    )
+
+    # Run 1: the files' columns are the schema's (the table's): nothing left out.
+    fmt.write(folder, "1706436000-000001", 1, False)
+    first = loop.tick()
+    (request,) = first.run_requests or []
+    assert SensorCursor.from_string(first.cursor).columns_left_out == ()
+    assert loop.run(request).success
+    assert loop.metadata("2024-01-28")["source/columns_ignored"] == []
+
+    # Run 2: an old-layout file, then one that gained `region`: the newest file of the batch
+    # tells the tick; every file of the batch tells the run, whose rows leave it out.
+    fmt.write(folder, "1706436060-000004", 4, False)
+    fmt.write(folder, "1706436120-000007", 7, True)
+    capfd.readouterr()
+    second = loop.tick()
+    said = capfd.readouterr().err  # the tick's log line (Dagster's console logger)
+    assert (
+        "columns the runs leave out (no schema evolution yet): ['region'], in the newest file "
+        "of 1 batch(es) requested; to take them in, add them to source.schema"
+    ) in said
+    (request,) = second.run_requests or []
+    (observation,) = [e for e in second.asset_events if e.partition is None]
+    assert observation.metadata["files/columns_left_out"].value == ["region"]
+    assert SensorCursor.from_string(second.cursor).columns_left_out == ("region",)
+    assert loop.run(request).success
+    metadata = loop.metadata("2024-01-28")
+    assert metadata["source/columns_ignored"] == ["region"]
+    assert metadata["rows/quarantined"] == fmt.quarantined
+    table = str(tmp_path / "delta" / "events")
+    assert delta_ids(table) == list(range(1, 10 - fmt.quarantined))
+    assert "region" not in [f.name for f in DeltaTable(table).schema().fields]
+
+
+PROBES = [
+    pytest.param("json", ['{"id": 1, "b": 2}', '{"id": 2, "c": 3}'], ("id", "b", "c"), id="json"),
+    pytest.param("json", ["not json", '{"id": 1}'], ("id",), id="a malformed line is passed"),
+    pytest.param("json", [""], None, id="an empty JSON file names nothing"),
+    pytest.param("csv", ["", "# note", "id;name"], ("id", "name"), id="csv: first real line"),
+]
+
+
+@pytest.mark.parametrize(("format", "lines", "expected"), PROBES)
+def test_a_files_columns_are_read_without_spark(
+    tmp_path: Path, format: str, lines: list[str], expected: tuple[str, ...] | None
+) -> None:
+    path = tmp_path / f"f.{format}"
+    path.write_text("\n".join(lines), "utf-8")
+    options = {"header": "true", "sep": ";", "comment": "#"} if format == "csv" else None
+    assert file_columns([str(path)], format, options) == [expected]
+
+
+def test_a_broken_file_or_a_headerless_csv_names_no_column(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"not parquet")
+    gone = str(tmp_path / "gone.ndjson.gz")
+    assert file_columns([str(broken)], "parquet") == [None]
+    assert file_columns([gone], "ndjson") == [None]
+    assert file_columns([str(broken)], "csv", {"header": "false"}) == [None]
+
+
+def test_left_out_is_case_insensitive_first_seen_first_and_skips_files_naming_none() -> None:
+    found = [("ID", "Region"), None, ("region", "zone", "id")]
+    assert left_out(found, ["id", "name"]) == ("Region", "zone")
