@@ -93,8 +93,8 @@ def demo_mapping() -> dict[str, Any]:
 def test_a_defs_yaml_holding_the_demo_builds_the_yaml_files_definitions(project: Path) -> None:
     defs_yaml(project / "demo", demo_mapping())
     component, defs = component_defs(project)
-    assert component.config == load_config(DEFAULT_CONFIG_PATH, env={})
-    expected = summary(build_definitions(load_config(DEFAULT_CONFIG_PATH, env={})))
+    assert component.config == load_config(DEFAULT_CONFIG_PATH)  # both read this environment
+    expected = summary(build_definitions(load_config(DEFAULT_CONFIG_PATH)))
     assert summary(defs) == expected
     assert len(expected["assets"]) == 10 and expected["schedules"]
 
