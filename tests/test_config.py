@@ -126,7 +126,7 @@ def test_relative_paths_are_resolved_against_the_base_directory() -> None:
             r"pipeline 'events': .*%d-%m-%Y",
         ),
         ({"checkpoint": {"interval_files": 0}}, r"checkpoint.interval_files: .*\(got 0\)"),
-        ({"unknown_key": 1}, r"pipeline 'events': unknown_key: Extra inputs"),
+        ({"unknown_key": 1}, r"pipeline 'events': unknown_key: unknown key"),
     ],
     ids=[
         "a name Dagster would refuse",
@@ -143,6 +143,84 @@ def test_errors_name_the_pipeline_the_key_and_the_value(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         parse([pipeline_yaml(tmp_path, **overrides)])
+
+
+def time_pipeline(**watermark: Any) -> dict[str, Any]:
+    """A time pipeline 'orders_daily' over a Delta table (its watermark keys given)."""
+    return {
+        "name": "orders_daily",
+        "source": {"type": "delta_table", "uri": "/lake/orders"},
+        "watermark": {"kind": "time", "column": "updated_at", **watermark},
+        "table": {"uri": "/lake/orders_daily"},
+    }
+
+
+#: (pipeline, its one block as the error shows it) -- issue 24, item 6
+BLOCKS = {
+    "a misspelt alias (form for from) is one problem, not also 'from is missing'": (
+        time_pipeline(form="2024-01-01"),
+        "pipeline 'orders_daily': watermark.form: unknown key (got '2024-01-01')\n"
+        "  did you mean `from`?\n"
+        "  fix: rename form to from",
+    ),
+    "a misspelt section shows its value as written": (
+        {**pipeline_yaml(Path("/d")), "partitons": {"start": "2024-01-01", "granularity": "daily"}},
+        "pipeline 'events': partitons: unknown key (got {granularity: daily, start: '2024-01-01'})"
+        "\n  did you mean `partitions`?\n  fix: rename partitons to partitions",
+    ),
+    "an unknown key like no accepted one lists the accepted keys": (
+        pipeline_yaml(Path("/d"), checkpoint={"zzz": 1}),
+        "pipeline 'events': checkpoint.zzz: unknown key (got 1)\n"
+        "  fix: remove it; the keys accepted here: interval_files, interval_secs",
+    ),
+    "a missing required key names what it is for": (
+        time_pipeline(),
+        "pipeline 'orders_daily': watermark.from: required key is missing\n"
+        "  fix: add from (Start of the first window: an ISO date or datetime",
+    ),
+    "a number out of range says which numbers are accepted": (
+        pipeline_yaml(Path("/d"), checkpoint={"interval_files": 0}),
+        "pipeline 'events': checkpoint.interval_files: Input should be greater than or equal "
+        "to 1 (got 0)\n  fix: set interval_files to a value greater than or equal to 1",
+    ),
+    "text for a number": (
+        pipeline_yaml(Path("/d"), sensor={"max_runs_per_tick": "x"}),
+        "pipeline 'events': sensor.max_runs_per_tick: Input should be a valid integer, unable to "
+        "parse string as an integer (got 'x')\n  fix: set max_runs_per_tick to a valid integer",
+    ),
+}
+
+
+@pytest.mark.parametrize(("pipeline", "block"), list(BLOCKS.values()), ids=list(BLOCKS))
+def test_a_refused_key_is_one_block_with_key_value_did_you_mean_and_fix(
+    pipeline: dict[str, Any], block: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse([pipeline])
+    text = str(raised.value)
+    assert text.startswith("test.yaml: invalid configuration, 1 problem:\n\n"), text
+    assert block in text, text
+    assert "Extra inputs" not in text and "pydantic" not in text and "Field required" not in text
+    assert raised.value.__cause__ is None, "pydantic's report is not chained (printed twice)"
+
+
+def test_every_problem_of_a_file_is_reported_at_once_one_block_each(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse(
+            [
+                time_pipeline(form="2024-01-01"),
+                pipeline_yaml(tmp_path, tabel={"uri": "x"}, checkpoint={"interval_files": 0}),
+            ]
+        )
+    error = raised.value
+    assert str(error).startswith("test.yaml: invalid configuration, 3 problems:")
+    assert [(p.where, p.key, p.suggestion) for p in error.problems] == [
+        ("pipeline 'orders_daily'", "watermark.form", "from"),
+        ("pipeline 'events'", "checkpoint.interval_files", None),
+        ("pipeline 'events'", "tabel", "table"),
+    ]
+    assert (error.pipeline, error.key) == ("orders_daily", "watermark.form")
+    assert len(str(error).split("\n\n")) == 4, "a header, then one block per problem"
 
 
 def test_a_parquet_commit_source_must_stage_inside_its_table(tmp_path: Path) -> None:

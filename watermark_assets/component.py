@@ -217,7 +217,12 @@ class WatermarkPipelines(Component):
         scope = context.with_rendering_scope({"context": templates})
         rendered = scope.resolution_context.at_path("attributes").resolve_value(raw)
         origin = _origin(context)
-        return cls(from_attributes(rendered, origin=origin), origin)
+        try:
+            config = from_attributes(rendered, origin=origin)
+        except ConfigError as refused:
+            # The message holds one block per problem: the stack is cut to this line.
+            raise refused.with_traceback(None)  # the configuration's problems: above
+        return cls(config, origin)
 
     def build_defs(self, context: ComponentLoadContext) -> Definitions:
         from watermark_assets.defs import build_definitions

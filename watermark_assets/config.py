@@ -43,6 +43,7 @@ from watermark_assets.config_event_time import (
     EventTimePipelineConfig as EventTimePipelineConfig,
 )
 from watermark_assets.config_freshness import Freshness
+from watermark_assets.config_problems import problems_of
 from watermark_assets.config_storage import StorageConfig
 from watermark_assets.core.column.lookback import Backward
 from watermark_assets.core.errors import LookbackError, UnitIdError
@@ -2279,34 +2280,15 @@ def _check_types(raw: Any, origin: str) -> None:
             )
 
 
-def _describe(error: ValidationError, raw: Any) -> str:
-    lines = []
-    for item in error.errors():
-        loc = list(item["loc"])
-        where = ""
-        if len(loc) >= 2 and loc[0] == "pipelines" and isinstance(loc[1], int):
-            pipelines = raw.get("pipelines") or []
-            name = pipelines[loc[1]].get("name") if loc[1] < len(pipelines) else None
-            where = f"pipeline {name or '#' + str(loc[1])!r}: "
-            tags = {
-                *WATERMARK_KINDS,
-                *FILE_SOURCE_TYPES,
-                *TIME_SOURCE_TYPES,
-                *_PROVIDER_TYPES,
-                *_PAGINATION_TYPES,
-            }
-            # The union tags are dropped; ``time`` under ``watermark`` is a key (time x unit).
-            rest = loc[2:]
-            loc = [
-                part
-                for i, part in enumerate(rest)
-                if part not in tags or (i and rest[i - 1] == "watermark")
-            ]
-        key = ".".join(str(part) for part in loc) or "(pipeline)"
-        value = item.get("input")
-        shown = "" if isinstance(value, dict) else f" (got {value!r})"
-        lines.append(f"{where}{key}: {item['msg']}{shown}")
-    return "invalid configuration:\n  " + "\n  ".join(lines)
+def _union_tags() -> set[str]:
+    """The tags pydantic writes into an error's location for the configuration's unions."""
+    return {
+        *WATERMARK_KINDS,
+        *FILE_SOURCE_TYPES,
+        *TIME_SOURCE_TYPES,
+        *_PROVIDER_TYPES,
+        *_PAGINATION_TYPES,
+    }
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -2340,13 +2322,18 @@ def parse_config(text: str, *, env: Mapping[str, str], base: Path, origin: str) 
     try:
         config = ProjectConfig.model_validate(raw)
     except ValidationError as error:
-        cause: BaseException = error
-        for item in error.errors():  # a refused unit id: chained, with its id and row
-            found = (item.get("ctx") or {}).get("error")
-            if isinstance(found, UnitIdError):
-                cause = found
-                break
-        raise ConfigError(f"{origin}: {_describe(error, raw)}") from cause
+        # One block per problem, and nothing else: pydantic's own report is not chained (it
+        # would print every problem a second time, in its words), except a refused unit id.
+        unit_id = next(
+            (
+                found
+                for item in error.errors()
+                if isinstance(found := (item.get("ctx") or {}).get("error"), UnitIdError)
+            ),
+            None,
+        )
+        problems = problems_of(error, raw, ProjectConfig, _union_tags())
+        raise ConfigError.of_problems(origin, problems) from unit_id
     storage.configure(config.storage)  # every fsspec/delta-rs call of this process uses it
     return config
 

@@ -52,7 +52,12 @@ else:
     from watermark_assets.config import load_config
     from watermark_assets.defs.run_worker import prestart_spark, spark_settings
 
-    config = load_config()
+    try:
+        config = load_config()
+    except ConfigError as refused:
+        # Dagster prints a load error with its stack; the message says everything (one block
+        # per problem), so the stack is cut to this one line.
+        raise refused.with_traceback(None)  # the configuration's problems: above
     prestart_spark(config.spark.prestart, spark_settings(config))  # only in a run worker
 
     from watermark_assets.defs import build_definitions

@@ -7,6 +7,10 @@ and its message names the value, what was expected, and the fix.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from watermark_assets.config_problems import Problem
 
 # The ONE base class lives in the pure core (core must not import this module's Java/Delta errors).
 from watermark_assets.core.errors import (
@@ -56,6 +60,23 @@ class ConfigError(WatermarkAssetsError):
         self.pipeline = pipeline
         self.key = key
         self.value = value
+        #: every refused key of a file pydantic refused (``config_problems.Problem``), in order
+        self.problems: Sequence[Problem] = ()
+
+    @classmethod
+    def of_problems(cls, origin: str, problems: Sequence[Problem]) -> ConfigError:
+        """The error of ``origin`` (a file, a ``defs.yaml``) refused for ``problems``: a line
+        saying how many, then one block per problem; ``key`` and ``pipeline`` are the first's."""
+        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+        blocks = "\n\n".join(problem.block() for problem in problems)
+        error = cls(f"{origin}: invalid configuration, {count}:\n\n{blocks}")
+        if problems:
+            first = problems[0]
+            error.key = first.key
+            error.pipeline = first.where.removeprefix("pipeline ").strip("'") or None
+            error.value = first.shown or None
+        error.problems = tuple(problems)
+        return error
 
 
 class DeltaCommitError(WatermarkAssetsError):
