@@ -33,17 +33,23 @@ lock:
 	rm -rf $(LOCK_VENV)
 	@echo "constraints.txt refreshed; run make test before committing it"
 
-## The venv, the instance's dagster.yaml, the package's bytecode (an editable install compiles none,
-## and with PYTHONDONTWRITEBYTECODE set no process would keep it: each would compile ~120 modules,
-## ~70 ms), and Spark's class-data sharing archive (once per Java and Spark, in
-## ~/.cache/watermark_assets: the driver JVM starts in about half the time; a failure only leaves it out).
+## The venv, the package's bytecode (an editable install compiles none, and with
+## PYTHONDONTWRITEBYTECODE set no process would keep it: each would compile ~120 modules, ~70 ms),
+## and Spark's class-data sharing archive (once per Java and Spark, in ~/.cache/watermark_assets:
+## the driver JVM starts in about half the time; a failure only leaves it out). The instance is
+## .dagster_home/ (its dagster.yaml is in git); a DAGSTER_HOME of your own gets a copy of it.
+INSTANCE_YAML := .dagster_home/dagster.yaml
+ifeq ($(abspath $(DAGSTER_HOME)),$(abspath .dagster_home))
+setup: $(STAMP)
+else
 setup: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
+$(DAGSTER_HOME)/dagster.yaml: $(INSTANCE_YAML)
+	mkdir -p $(DAGSTER_HOME)
+	cp $(INSTANCE_YAML) $(DAGSTER_HOME)/dagster.yaml
+endif
+setup:
 	-@$(BIN)/python -m compileall -q watermark_assets
 	-@$(BIN)/python -m watermark_assets.spark.cds --quiet
-
-$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
-	mkdir -p $(DAGSTER_HOME)
-	cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 
 ## Set up, generate the demo landing data, run the sensor-driven ingestion headless, print a summary.
 demo: setup
@@ -96,7 +102,8 @@ jdbc:
 	  fi; \
 	fi
 
-## The Dagster UI and daemon on the same instance (http://127.0.0.1:3000).
+## The Dagster UI and daemon on the same instance (http://127.0.0.1:3000): .dagster_home/, the
+## one plain `dagster dev` and `dg dev` use in this folder too (.env).
 ui: setup
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
@@ -130,5 +137,7 @@ bench-s3: setup
 bench-latency: setup
 	$(BIN)/python benchmarks/bench_run_latency.py
 
+## Removes the data and the instance's storage (not its dagster.yaml).
 clean:
-	rm -rf data .dagster_home
+	rm -rf data
+	find .dagster_home -mindepth 1 -maxdepth 1 ! -name dagster.yaml -exec rm -rf {} +

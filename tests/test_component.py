@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ import pytest
 import requests
 import yaml
 from _defs_summary import summary
+from _repository import BIN, Repository, output
 from conftest import pipeline_yaml
 from dagster import ScaffoldRequest
 from ui.dagster_dev import REPO_ROOT, free_port, wait_for
@@ -41,9 +40,6 @@ from watermark_assets.defs import build_definitions
 from watermark_assets.exceptions import ConfigError
 
 TYPE = "watermark_assets.WatermarkPipelines"
-BIN = Path(sys.executable).parent
-#: What a copy of the repository needs to be a dg project and a code location.
-REPOSITORY_FILES = ("pyproject.toml", "workspace.yaml", "dagster.yaml")
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # landing folders not created
 
@@ -280,65 +276,11 @@ def test_the_readmes_defs_yaml_loads(project: Path) -> None:
 # --- as typed: subprocesses in a copy of the repository ---
 
 
-def repository_copy(root: Path) -> Path:
-    """The package and the repository's project files, copied to ``root`` (an empty
-    ``watermark_assets/dg_defs``, as in git)."""
-    root.mkdir(parents=True)
-    for name in REPOSITORY_FILES:
-        shutil.copy2(REPO_ROOT / name, root / name)
-    shutil.copytree(
-        REPO_ROOT / "watermark_assets",
-        root / "watermark_assets",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    defs_folder = root / "watermark_assets" / "dg_defs"
-    for entry in defs_folder.iterdir():  # a checkout with a scaffolded folder of its own
-        if entry.name != "__init__.py":
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    return root
-
-
-def command_env(root: Path, dagster_home: Path) -> dict[str, str]:
-    unset = ("WATERMARK_ASSETS_CONFIG", "WATERMARK_ASSETS_DATA", "PYTHONPATH")
-    env = {name: value for name, value in os.environ.items() if name not in unset}
-    env.update(
-        PYTHONPATH=str(root),  # the copy's package, whatever the editable install points at
-        DAGSTER_HOME=str(dagster_home),
-        DAGSTER_DISABLE_TELEMETRY="1",
-        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-    )
-    return env
-
-
-class Repository:
-    """A copy of the repository and the commands a user types in its root."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.root = repository_copy(tmp_path / "repository")
-        home = tmp_path / "dagster_home"
-        home.mkdir()
-        self.env = command_env(self.root, home)
-
-    def run(self, *command: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(BIN / command[0]), *command[1:]],
-            cwd=self.root,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-
-    def summary(self) -> dict[str, Any]:
-        """The summary of the code location ``watermark_assets.definitions`` of this copy."""
-        done = self.run("python", str(Path(__file__).with_name("_defs_summary.py")))
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        return dict(json.loads(done.stdout.splitlines()[-1]))
-
-
-def output(done: subprocess.CompletedProcess[str]) -> str:
-    return done.stdout + done.stderr
+def location_summary(repository: Repository) -> dict[str, Any]:
+    """The summary of the code location ``watermark_assets.definitions`` of the copy."""
+    done = repository.run("python", str(Path(__file__).with_name("_defs_summary.py")))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return dict(json.loads(done.stdout.splitlines()[-1]))
 
 
 @pytest.mark.slow
@@ -363,7 +305,7 @@ def test_dg_scaffold_defs_writes_a_component_that_dg_and_dagster_load(tmp_path: 
     assert validated.returncode == 0, output(validated)
     assert "Validation successful for code location watermark_assets" in output(validated)
     # The component replaced the configuration file in the code location: its one pipeline.
-    location = repository.summary()
+    location = location_summary(repository)
     assert list(location["assets"]) == ["web_orders"]
     assert location["jobs"] == ["web_orders_job"]
     assert location["sensors"] == ["web_orders_sensor"]
@@ -395,9 +337,9 @@ def test_the_component_and_the_yaml_file_make_the_same_code_location(tmp_path: P
     """The demo through the configuration file (dg_defs empty), then through a ``defs.yaml``
     holding the same mapping: the same assets, checks, jobs, sensors, schedules, resources."""
     repository = Repository(tmp_path)
-    from_file = repository.summary()
+    from_file = location_summary(repository)
     defs_yaml(repository.root / "watermark_assets" / "dg_defs" / "demo", demo_mapping())
-    from_component = repository.summary()
+    from_component = location_summary(repository)
     assert from_component == from_file
     assert (
         "events" in from_file["assets"]

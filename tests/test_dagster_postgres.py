@@ -123,7 +123,7 @@ class PostgresWorld:
         """A ``dagster`` CLI command on this instance and the project's workspace."""
         return subprocess.Popen(
             [str(BIN / "dagster"), *args, "-w", str(REPO_ROOT / "workspace.yaml")],
-            cwd=REPO_ROOT,
+            cwd=self.root,  # not the repository: its .env would name its own instance
             env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -138,7 +138,7 @@ class PostgresWorld:
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 [str(BIN / "dagster-daemon"), "run", "-w", str(REPO_ROOT / "workspace.yaml")],
-                cwd=REPO_ROOT,
+                cwd=self.root,  # not the repository: its .env would name its own instance
                 env={**self.env, **extra_env},
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -30,7 +30,6 @@ from deltalake import DeltaTable
 
 from .dagster_dev import (
     PIPELINE,
-    REPO_ROOT,
     SENSOR,
     SENSOR_SELECTOR,
     DagsterDev,
@@ -155,7 +154,7 @@ def dagster_dev(
 ) -> Iterator[DagsterDev]:
     """``dagster dev`` (webserver + daemon) on a free port, with a temporary DAGSTER_HOME."""
     home = tmp_path_factory.mktemp("dagster_home")
-    (home / "dagster.yaml").write_text(instance_yaml(REPO_ROOT / "dagster.yaml"))
+    (home / "dagster.yaml").write_text(instance_yaml())
     dev = DagsterDev(home, scenario.config_path, home / "dagster-dev.log")
     dev.start()
     try:

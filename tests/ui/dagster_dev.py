@@ -32,6 +32,8 @@ from dagster_graphql import DagsterGraphQLClient
 from watermark_assets.defs.assets import requested_files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+#: the repository's instance configuration (DAGSTER_HOME .dagster_home, named by .env)
+INSTANCE_YAML = REPO_ROOT / ".dagster_home" / "dagster.yaml"
 #: Where the browser tests save their screenshots: build/screenshots/ (ignored by git), or the
 #: folder in $WATERMARK_ASSETS_SCREENSHOTS; set it to docs/screenshots to refresh the README's.
 SCREENSHOTS = Path(
@@ -89,8 +91,9 @@ def repo_pythonpath() -> str:
     return os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
 
 
-def instance_yaml(source: Path) -> str:
-    """The repo's dagster.yaml, with the queued runs dequeued every second instead of every 5."""
+def instance_yaml(source: Path = INSTANCE_YAML) -> str:
+    """The repo's instance configuration (``.dagster_home/dagster.yaml``), with the queued runs
+    dequeued every second instead of every 5."""
     document = yaml.safe_load(source.read_text())
     coordinator = document.get("run_coordinator", {})
     if coordinator.get("class") == "QueuedRunCoordinator":
@@ -112,10 +115,12 @@ class GraphQLError(AssertionError):
 class DagsterDev:
     """``dagster dev -w workspace.yaml`` (webserver + daemon) in its own process group.
 
-    ``dagster_home`` None runs it as a newcomer does: DAGSTER_HOME unset, so Dagster reads the
-    repository's ``dagster.yaml`` and keeps its storage in a temporary ``.tmp_dagster_home_*``
-    folder there. ``config_path`` None uses the demo configuration; ``workspace`` None leaves
-    ``-w`` out (Dagster then finds ``workspace.yaml`` in the working directory)."""
+    ``dagster_home`` None runs it as a newcomer does, in ``cwd`` (a copy of the repository):
+    DAGSTER_HOME unset, so Dagster reads it from the ``.env`` there (the repository's instance,
+    ``.dagster_home``). A ``dagster_home`` given runs it in that folder, where no ``.env`` names
+    another instance (the repository's would win over the variable). ``config_path`` None uses
+    the demo configuration; ``workspace`` None leaves ``-w`` out (Dagster then finds
+    ``workspace.yaml`` in the working directory)."""
 
     dagster_home: Path | None
     config_path: Path | None
@@ -124,6 +129,9 @@ class DagsterDev:
     workspace: Path | None = REPO_ROOT / "workspace.yaml"
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
+    cwd: Path | None = None  # default: dagster_home, else the repository
+    #: the environment to start from (default: this process's, the checkout first on PYTHONPATH)
+    base_env: dict[str, str] | None = None
 
     @property
     def url(self) -> str:
@@ -135,7 +143,11 @@ class DagsterDev:
         return DagsterGraphQLClient("127.0.0.1", port_number=self.port, timeout=60)
 
     def start(self) -> None:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": repo_pythonpath()}
+        if self.base_env is None:
+            env = {**os.environ, "PYTHONPATH": repo_pythonpath()}
+        else:
+            env = dict(self.base_env)
+        env["PYSPARK_PYTHON"] = sys.executable
         for name, value in (
             ("DAGSTER_HOME", self.dagster_home),
             ("WATERMARK_ASSETS_CONFIG", self.config_path),
@@ -145,6 +157,8 @@ class DagsterDev:
                 env.pop(name, None)
             else:
                 env[name] = str(value)
+        cwd = self.cwd or self.dagster_home or REPO_ROOT
+        env["PWD"] = str(cwd)  # as a shell that cd'ed there would say (.env reads it)
         dagster = Path(sys.executable).with_name("dagster")
         command = [str(dagster), "dev"]
         if self.workspace is not None:
@@ -153,7 +167,7 @@ class DagsterDev:
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 command,
-                cwd=REPO_ROOT,
+                cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -23,7 +23,7 @@ from test_event_window import T0, append, event
 from watermark_assets.config import parse_config
 from watermark_assets.defs import build_definitions
 
-from .dagster_dev import REPO_ROOT, DagsterDev, instance_yaml
+from .dagster_dev import DagsterDev, instance_yaml
 from .test_webui import TALL, TIMEOUT_MS, browser, screenshot
 
 pytestmark = pytest.mark.slow
@@ -71,7 +71,7 @@ def event_time_dev(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iter
     config_path = root / "pipelines.yaml"
     config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
     home = tmp_path_factory.mktemp("event_time_home")
-    (home / "dagster.yaml").write_text(instance_yaml(REPO_ROOT / "dagster.yaml"))
+    (home / "dagster.yaml").write_text(instance_yaml())
 
     # The two runs the sensor would request, on the instance dagster dev then serves.
     parsed = parse_config(config_path.read_text(), env={}, base=root, origin=str(config_path))

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from deltalake import DeltaTable, write_deltalake
 
-from .dagster_dev import REPO_ROOT, DagsterDev, instance_yaml, tag_dict, wait_for
+from .dagster_dev import DagsterDev, instance_yaml, tag_dict, wait_for
 from .test_webui import TIMEOUT_MS, VIEWPORT, browser, screenshot
 
 pytestmark = pytest.mark.slow
@@ -82,7 +82,7 @@ def grid_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dagster
     config_path = root / "pipelines.yaml"
     config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
     home = tmp_path_factory.mktemp("grid_home")
-    (home / "dagster.yaml").write_text(instance_yaml(REPO_ROOT / "dagster.yaml"))
+    (home / "dagster.yaml").write_text(instance_yaml())
     dev = DagsterDev(home, config_path, home / "dagster-dev.log")
     dev.start()
     try:
