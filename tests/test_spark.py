@@ -18,7 +18,12 @@ from conftest import event_records, write_ndjson
 
 from watermark_assets.exceptions import JavaNotFoundError
 from watermark_assets.spark.batch import ReadSpec, unreadable_file, write_batch
-from watermark_assets.spark.session import LISTING_THRESHOLD_KEY, check_java, session_conf
+from watermark_assets.spark.session import (
+    LISTING_THRESHOLD_KEY,
+    check_java,
+    local_address_env,
+    session_conf,
+)
 
 WHEN = datetime(2024, 1, 28, 14, tzinfo=timezone.utc)
 SCHEMA = "id BIGINT, event_time TIMESTAMP, name STRING"
@@ -283,3 +288,49 @@ def test_the_listing_threshold_follows_where_files_are_read(
     conf: dict[str, str], threshold: str | None
 ) -> None:
     assert session_conf("local[2]", conf).get(LISTING_THRESHOLD_KEY) == threshold
+
+
+@pytest.mark.parametrize(
+    ("master", "conf", "env", "expected"),
+    [
+        ("local[2]", {}, {}, {"SPARK_LOCAL_IP": "127.0.0.1"}),
+        ("local", {}, {}, {"SPARK_LOCAL_IP": "127.0.0.1"}),
+        ("local-cluster[2,1,1024]", {}, {}, {"SPARK_LOCAL_IP": "127.0.0.1"}),
+        ("local[2]", {}, {"SPARK_LOCAL_IP": "10.0.0.5"}, {}),
+        ("local[2]", {"spark.driver.host": "10.0.0.5"}, {}, {}),
+        ("local[2]", {"spark.driver.bindAddress": "0.0.0.0"}, {}, {}),
+        ("spark://master:7077", {}, {}, {}),
+        ("yarn", {}, {}, {}),
+    ],
+    ids=[
+        "local[N]: loopback",
+        "local: loopback",
+        "local-cluster: this host's JVMs, loopback",
+        "an address of the user's wins",
+        "a driver host chosen in spark.conf",
+        "a bind address chosen in spark.conf",
+        "a standalone cluster: executors connect back, Spark picks",
+        "yarn: Spark picks",
+    ],
+)
+def test_a_local_session_binds_to_loopback_so_spark_guesses_no_address(
+    master: str, conf: dict[str, str], env: dict[str, str], expected: dict[str, str]
+) -> None:
+    assert local_address_env(master, conf, env) == expected
+
+
+@pytest.mark.spark
+def test_starting_a_local_session_prints_no_hostname_warning() -> None:
+    """On a host whose name resolves to a loopback address (127.0.1.1 in Debian's /etc/hosts),
+    Spark warns at every start unless it is told the address (issue 24, item 7)."""
+    script = (
+        "from watermark_assets.spark.session import get_spark\n"
+        "print(get_spark('local[1]', {'spark.ui.enabled': 'false'}).range(3).count())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "3", result.stderr[-2000:]
+    output = result.stdout + result.stderr
+    assert "resolves to a loopback address" not in output and "SPARK_LOCAL_IP" not in output

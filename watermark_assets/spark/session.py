@@ -201,6 +201,24 @@ _prestarts: dict[tuple[tuple[str, str], ...], Future[SparkSession]] = {}
 _prestarts_lock = threading.Lock()
 
 
+#: Settings that choose the driver's address themselves (then Spark is left to them).
+_ADDRESS_KEYS = ("spark.driver.host", "spark.driver.bindAddress")
+
+
+def local_address_env(
+    master: str, conf: Mapping[str, str], env: Mapping[str, str]
+) -> dict[str, str]:
+    """``SPARK_LOCAL_IP=127.0.0.1`` for a ``local`` master (driver and executors in this one
+    JVM, nothing connects from elsewhere), unless ``env`` sets it or ``conf`` chooses the
+    driver's address: Spark then needs not guess an address, which on a host whose name
+    resolves to a loopback address prints "Your hostname ... resolves to a loopback address"
+    at every start. Nothing for a cluster master, whose executors must reach the driver."""
+    local = master.startswith("local")  # local, local[N], local-cluster[...]: this host only
+    if not local or "SPARK_LOCAL_IP" in env or any(key in conf for key in _ADDRESS_KEYS):
+        return {}
+    return {"SPARK_LOCAL_IP": "127.0.0.1"}
+
+
 def _settings_key(settings: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), str(v)) for k, v in settings.items()))
 
@@ -280,6 +298,7 @@ def get_spark(
     if SparkContext._active_spark_context is None:  # else Java runs: the session exists
         find_java()  # its version is read only if the JVM does not start (a JVM start less)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.update(local_address_env(master, conf or {}, os.environ))
     merged = cds.with_archive(session_conf(master, conf or {}))
     builder = SparkSession.builder
     for key, value in merged.items():
