@@ -9,6 +9,7 @@ included); a missing bucket says so.
 
 from __future__ import annotations
 
+import socket
 import warnings
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from watermark_assets import storage
 from watermark_assets.cli import main
 from watermark_assets.defs.build import build_definitions
 from watermark_assets.exceptions import LandingFolderMissingError, LandingFolderMissingWarning
+from watermark_assets.sources.locations import server_address
 
 
 def files_pipeline(root: Path) -> dict[str, Any]:
@@ -216,3 +218,86 @@ def test_on_s3_a_tick_over_a_prefix_without_objects_fails_until_the_folder_marke
             loop.tick()
         s3_server.client().put_object(Bucket=bucket, Key="landing/", Body=b"")
         assert (loop.tick().skip_message or "").startswith("Initial: no files at all")
+
+
+# --- a database or an API that takes no connection: the run fails before reading (issue 24) ---
+
+
+def closed_port() -> int:
+    """A port of this machine nothing listens on (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+UNREACHABLE = {
+    "PostgreSQL through JDBC, stopped": (
+        lambda port: {
+            "type": "jdbc",
+            "url": f"jdbc:postgresql://127.0.0.1:{port}/shop",
+            "table": "orders",
+        },
+        "jdbc:postgresql://127.0.0.1:{port}/shop",
+        "Start the database",
+    ),
+    "an HTTP API that is down": (
+        lambda port: {
+            "type": "http_api",
+            "url": f"http://127.0.0.1:{port}/orders?api_key=s3cret",
+            "schema": "id BIGINT, updated_at TIMESTAMP",
+        },
+        "http://127.0.0.1:{port}/orders?api_key=***",
+        "serve-demo-api",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("source_of", "shown", "fix"), list(UNREACHABLE.values()), ids=list(UNREACHABLE)
+)
+def test_a_run_over_an_unreachable_source_fails_before_reading_naming_pipeline_and_url(
+    tmp_path: Path, source_of: Any, shown: str, fix: str
+) -> None:
+    port = closed_port()
+    orders = {
+        "name": "orders",
+        "source": source_of(port),
+        "watermark": {"columns": ["updated_at"]},
+        "table": {"uri": str(tmp_path / "delta" / "orders")},
+    }
+    defs = build_definitions(project_config(orders))
+    result = defs.resolve_job_def("orders_job").execute_in_process(raise_on_error=False)
+    assert not result.success
+    [failure] = [event for event in result.all_events if event.is_step_failure]
+    error = failure.step_failure_data.error
+    while error is not None and error.cls_name != "SourceUnreachableError":
+        error = error.cause
+    assert error is not None, failure.step_failure_data.error
+    url = shown.format(port=port)
+    assert f"pipeline 'orders': its source.url '{url}' cannot be reached" in error.message
+    assert f"no connection to 127.0.0.1:{port}" in error.message and fix in error.message
+    assert "s3cret" not in error.message
+
+
+@pytest.mark.parametrize(
+    ("url", "address"),
+    [
+        ("jdbc:postgresql://db.example:6543/shop", ("db.example", 6543)),
+        ("jdbc:postgresql://db.example/shop?user=me", ("db.example", 5432)),
+        ("jdbc:postgresql://me:pw@db.example:6000/shop", ("db.example", 6000)),
+        ("jdbc:postgresql:shop", ("localhost", 5432)),
+        ("jdbc:postgresql://a:5432,b:5433/shop", None),
+    ],
+    ids=["host and port", "default port", "user info", "no host: this machine", "fail-over"],
+)
+def test_the_address_of_a_jdbc_url(url: str, address: tuple[str, int] | None) -> None:
+    pipeline = project_config(
+        {
+            "name": "orders",
+            "source": {"type": "jdbc", "url": url, "table": "orders"},
+            "watermark": {"columns": ["updated_at"]},
+            "table": {"uri": "/lake/orders"},
+        }
+    ).pipelines[0]
+    found = server_address(pipeline)
+    assert (found[1:] if found else None) == address

@@ -221,7 +221,7 @@ class WatermarkPipelines(Component):
             config = from_attributes(rendered, origin=origin)
         except ConfigError as refused:
             # The message holds one block per problem: the stack is cut to this line.
-            raise refused.with_traceback(None)  # the configuration's problems: above
+            raise refused.with_traceback(None) from refused.__cause__  # the problems: above
         return cls(config, origin)
 
     def build_defs(self, context: ComponentLoadContext) -> Definitions:

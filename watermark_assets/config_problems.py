@@ -122,7 +122,9 @@ def _shown(value: Any) -> str:
         text = repr(value)
     else:
         try:
-            text = yaml.safe_dump(value, default_flow_style=True, width=10_000, sort_keys=False).strip()
+            text = yaml.safe_dump(
+                value, default_flow_style=True, width=10_000, sort_keys=False
+            ).strip()
         except yaml.YAMLError:
             text = repr(value)
         text = text.removesuffix("\n...").strip()

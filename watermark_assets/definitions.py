@@ -57,7 +57,7 @@ else:
     except ConfigError as refused:
         # Dagster prints a load error with its stack; the message says everything (one block
         # per problem), so the stack is cut to this one line.
-        raise refused.with_traceback(None)  # the configuration's problems: above
+        raise refused.with_traceback(None) from refused.__cause__  # the problems: above
     prestart_spark(config.spark.prestart, spark_settings(config))  # only in a run worker
 
     from watermark_assets.defs import build_definitions

@@ -209,6 +209,20 @@ class LandingFolderMissingError(WatermarkAssetsError):
         self.detail = detail
 
 
+class SourceUnreachableError(WatermarkAssetsError):
+    """A pipeline's database or HTTP server does not accept a connection (stopped, a wrong host
+    or port in ``source.url``): found before the run reads anything, named with the pipeline."""
+
+    def __init__(self, pipeline: str, url: str, address: str, detail: str, fix: str) -> None:
+        super().__init__(
+            f"pipeline {pipeline!r}: its source.url {url!r} cannot be reached: no connection to "
+            f"{address} ({detail}), so nothing can be read from it. {fix}"
+        )
+        self.pipeline = pipeline
+        self.url = url
+        self.address = address
+
+
 class LandingFolderMissingWarning(UserWarning):
     """The definitions loaded, but a pipeline's landing folder or source path does not exist
     (the other pipelines work; this one's sensor tick fails until it is fixed)."""

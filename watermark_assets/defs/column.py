@@ -62,7 +62,7 @@ from watermark_assets.runs.column import (
     stage_column_batch,
 )
 from watermark_assets.runs.column_replay import run_replay
-from watermark_assets.sources.locations import check_source_folder
+from watermark_assets.sources.locations import check_source
 
 COLUMN_IO_MANAGER_KEY = "column_watermark_io_manager"
 
@@ -147,7 +147,7 @@ def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDe
             pipeline=pipeline, run_id=context.run.run_id, job_name=context.run.job_name, clock=clock
         )
         now = clock()
-        check_source_folder(pipeline)  # before Spark: a clear error, not Spark's
+        check_source(pipeline)  # before Spark: a clear error, not Spark's
         plan = plan_column_batch(request, now=now)
         context.log.info(
             f"{pipeline.name}: watermark {plan.watermark_before} ({plan.provider}); reading "
@@ -168,7 +168,7 @@ def build_partitioned_column_asset(
     def column_partitions_asset(
         context: AssetExecutionContext, spark: WatermarkSparkResource
     ) -> MaterializeResult[None]:
-        check_source_folder(pipeline)  # before Spark: a clear error, not Spark's
+        check_source(pipeline)  # before Spark: a clear error, not Spark's
         chunks = partition_chunks(pipeline, partitions_def, list(context.partition_keys))
         replay = ReplayConfig(
             start=chunks[0].lower.values[0],  # type: ignore[arg-type]

@@ -67,7 +67,7 @@ from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import FAILED, partitions_in_flight
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.runs.time import TimeRunResult, load_time_watermark, run_windows
-from watermark_assets.sources.locations import check_source_folder
+from watermark_assets.sources.locations import check_source
 
 #: The tag of a time pipeline's requested runs: the window key and the cut-off it was due after.
 TICK_TAG = "watermark_assets/time_tick"
@@ -296,7 +296,7 @@ def build_time_asset(
                     f"{instant_text(now)} (after to, or starting at it): nothing to read"
                 )
         context.log.info(f"{pipeline.name}: cut-off {due.cut_off}")
-        check_source_folder(pipeline)  # before Spark: a clear error, not Spark's
+        check_source(pipeline)  # before Spark: a clear error, not Spark's
         result = run_windows(
             pipeline,
             chosen,

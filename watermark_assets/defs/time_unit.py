@@ -74,7 +74,7 @@ from watermark_assets.defs.unit import (
 )
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.runs.time_unit import CellsRunResult, load_grid_watermark, run_cells
-from watermark_assets.sources.locations import check_source_folder
+from watermark_assets.sources.locations import check_source
 
 #: The dimension names (Dagster sorts them: keys read ``{time}|{unit}``).
 TIME, UNIT = "time", "unit"
@@ -215,7 +215,7 @@ def build_grid_asset(
                 "(after to, or starting at it): nothing to read"
             )
         due = due_cells(load_grid_watermark(pipeline), [c.unit for c in cells], spec, now)
-        check_source_folder(pipeline)  # before Spark: a clear error, not Spark's
+        check_source(pipeline)  # before Spark: a clear error, not Spark's
         result = run_cells(
             pipeline,
             cells,

@@ -83,7 +83,7 @@ from watermark_assets.runs.unit import (
     load_unit_watermark,
     run_units,
 )
-from watermark_assets.sources.locations import check_source_folder
+from watermark_assets.sources.locations import check_source
 from watermark_assets.sources.secondary_input import SecondaryInput, read_units
 
 UnitPartitions = StaticPartitionsDefinition | DynamicPartitionsDefinition
@@ -199,7 +199,7 @@ def build_unit_asset(
     def unit_asset(
         context: AssetExecutionContext, spark: WatermarkSparkResource
     ) -> MaterializeResult[None]:
-        check_source_folder(pipeline)  # before Spark: a clear error, not Spark's
+        check_source(pipeline)  # before Spark: a clear error, not Spark's
         runs = run_units(
             pipeline,
             list(context.partition_keys),

@@ -186,7 +186,7 @@ class JdbcSource:
             raise ColumnMismatchError(self.watermark_columns, predicate.watermark.columns)
         select = self.select_sql(predicate)
         dbtable = f"({select}) AS src"
-        details: dict[str, object] = {"dbtable": dbtable, "url": _redacted(self.url)}
+        details: dict[str, object] = {"dbtable": dbtable, "url": redacted_url(self.url)}
         reader = self._reader(spark).option("dbtable", dbtable)
         if self.num_partitions > 1:
             partitioning = self._partitioning(spark, select)
@@ -265,7 +265,7 @@ class JdbcSource:
             text = str(exc)
             if "ClassNotFoundException" in text or "No suitable driver" in text:
                 hint = _SERVER_JAR_HINT if _is_connect(reader) else _JAR_HINT
-                raise JdbcDriverMissingError(_redacted(self.url), self.driver, hint) from exc
+                raise JdbcDriverMissingError(redacted_url(self.url), self.driver, hint) from exc
             raise
 
 
@@ -292,6 +292,6 @@ def _num_partitions(frame: DataFrame) -> int | None:
 _PLANNED_PARTITIONS = re.compile(r"JDBCRelation\(.*?\) \[numPartitions=(\d+)\]", re.DOTALL)
 
 
-def _redacted(url: str) -> str:
+def redacted_url(url: str) -> str:
     """``url`` without a ``password=`` parameter's value (it ends up in metadata and errors)."""
     return re.sub(r"(?i)(password=)[^&;]*", r"\1***", url)
