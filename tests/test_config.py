@@ -268,6 +268,8 @@ def test_a_missing_or_unknown_source_type_names_the_pipeline_and_the_accepted_va
     for accepted in ("parquet_commit", "delta_table", "jdbc", "http_api"):
         assert f"'{accepted}' (" in str(error)
     assert "discriminator" not in str(error)
+    suggested = {"file": "files", "Files": "files"}.get(str(source_type))
+    assert str(error).endswith(f"; did you mean `{suggested}`?") == (suggested is not None)
 
 
 @pytest.mark.parametrize(

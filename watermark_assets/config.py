@@ -43,7 +43,7 @@ from watermark_assets.config_event_time import (
     EventTimePipelineConfig as EventTimePipelineConfig,
 )
 from watermark_assets.config_freshness import Freshness
-from watermark_assets.config_problems import problems_of
+from watermark_assets.config_problems import did_you_mean, problems_of
 from watermark_assets.config_storage import StorageConfig
 from watermark_assets.core.column.lookback import Backward
 from watermark_assets.core.errors import LookbackError, UnitIdError
@@ -2224,6 +2224,10 @@ def _upgrade_legacy(raw: Any, origin: str) -> None:
         )
 
 
+def _all_source_types() -> list[str]:
+    return list(dict.fromkeys(t for types in WATERMARK_KINDS.values() for t in types))
+
+
 def _accepted_source_types() -> str:
     kinds: dict[str, list[str]] = {}
     described: dict[str, str] = {}
@@ -2250,7 +2254,8 @@ def _check_types(raw: Any, origin: str) -> None:
         if kind is not None and kind not in WATERMARK_KINDS:
             raise ConfigError(
                 f"{origin}: pipeline {name!r}: watermark.kind {kind!r} is not an accepted value; "
-                f"use one of {list(WATERMARK_KINDS)} or leave it out (the source.type implies it)",
+                f"use one of {list(WATERMARK_KINDS)} or leave it out (the source.type implies it)"
+                f"{did_you_mean(kind, WATERMARK_KINDS)}",
                 pipeline=name,
                 key="watermark.kind",
                 value=kind,
@@ -2264,7 +2269,8 @@ def _check_types(raw: Any, origin: str) -> None:
             )
             raise ConfigError(
                 f"{origin}: pipeline {name!r}: {problem}; set it to one of "
-                f"{_accepted_source_types()}, e.g. 'source: {{type: files, uri: data/landing}}'",
+                f"{_accepted_source_types()}, e.g. 'source: {{type: files, uri: data/landing}}'"
+                f"{did_you_mean(source_type, _all_source_types())}",
                 pipeline=name,
                 key="source.type",
                 value=source_type,

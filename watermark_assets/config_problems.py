@@ -131,6 +131,15 @@ def _shown(value: Any) -> str:
     return text if len(text) <= _VALUE_WIDTH else text[: _VALUE_WIDTH - 3] + "..."
 
 
+def did_you_mean(written: object, accepted: Iterable[str]) -> str:
+    """``"; did you mean `files`?"`` for a written value close to an accepted one, else ``""``
+    (a value no accepted one resembles gets the list alone)."""
+    if not isinstance(written, str) or not written:
+        return ""
+    close = difflib.get_close_matches(written.lower(), list(accepted), n=1, cutoff=0.6)
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
 # --- the model at a location: the keys it accepts --------------------------------------------
 
 
