@@ -393,3 +393,6 @@ def test_dg_dev_serves_the_component_from_the_repository_root(tmp_path: Path) ->
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
     assert served == ["clicks"]
+    # The copy's instance (its .env names it), not a throwaway one: as `make ui`'s.
+    assert (repository.instance_home / "history" / "runs.db").is_file()
+    assert not list(repository.root.glob(".tmp_dagster_home_*"))
