@@ -128,14 +128,20 @@ def test_a_column_pipeline_over_a_missing_source_folder_warns_at_load_and_fails_
     }
     with pytest.warns(LandingFolderMissingWarning, match=r"'orders': its source folder '.*typo'"):
         defs = build_definitions(project_config(orders))
-    result = defs.resolve_job_def("orders_job").execute_in_process(raise_on_error=False)
+    error = step_error(defs, "orders_job", "LandingFolderMissingError")
+    assert "Fix source.uri" in error.message
+
+
+def step_error(defs: Any, job: str, cls_name: str) -> Any:
+    """The ``cls_name`` error (by cause) of the one failed step of a run of ``job``."""
+    result = defs.resolve_job_def(job).execute_in_process(raise_on_error=False)
     assert not result.success
     [failure] = [event for event in result.all_events if event.is_step_failure]
     error = failure.step_failure_data.error
-    while error is not None and error.cls_name != "LandingFolderMissingError":
+    while error is not None and error.cls_name != cls_name:
         error = error.cause
     assert error is not None, failure.step_failure_data.error
-    assert "Fix source.uri" in error.message
+    return error
 
 
 @SOURCES
@@ -266,13 +272,7 @@ def test_a_run_over_an_unreachable_source_fails_before_reading_naming_pipeline_a
         "table": {"uri": str(tmp_path / "delta" / "orders")},
     }
     defs = build_definitions(project_config(orders))
-    result = defs.resolve_job_def("orders_job").execute_in_process(raise_on_error=False)
-    assert not result.success
-    [failure] = [event for event in result.all_events if event.is_step_failure]
-    error = failure.step_failure_data.error
-    while error is not None and error.cls_name != "SourceUnreachableError":
-        error = error.cause
-    assert error is not None, failure.step_failure_data.error
+    error = step_error(defs, "orders_job", "SourceUnreachableError")
     url = shown.format(port=port)
     assert f"pipeline 'orders': its source.url '{url}' cannot be reached" in error.message
     assert f"no connection to 127.0.0.1:{port}" in error.message and fix in error.message
