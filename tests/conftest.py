@@ -63,7 +63,7 @@ XDIST_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
     # the UI tests share one real `dagster dev` and its scenario (session fixtures in
     # tests/ui/conftest.py): in several workers they would start one each
     "dagster_dev": (("tests/ui/test_graphql.py", ""), ("tests/ui/test_webui.py", "")),
-    # they compare the checkout's .tmp_dagster_home_* folders before and after a dagster command
+    # each starts dagster commands (two dagster dev) in a copy of the repository: one at a time
     "checkout_dagster_home": (("tests/ui/test_first_commands.py", ""),),
     # runs in subprocesses, each with its own JVM (two at once in the create races): one such
     # test at a time per group, or on 2 cores they starve each other past their timeouts
