@@ -223,8 +223,8 @@ def test_the_demo_runs_the_time_and_unit_pipelines_due_partitions_and_says_why(
 def test_a_run_of_the_api_pipeline_without_its_server_says_how_to_start_it(
     spark: Any, tmp_path: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Under `dagster dev` no demo process runs: the definitions load, and a run fails naming
-    the URL and the command that serves the API."""
+    """Under `dagster dev` no demo process runs: the definitions load, and a run fails before
+    reading, naming the pipeline, its source.url and the command that serves the API."""
     from dagster import DagsterInstance as Instance
 
     from watermark_assets.defs import build_definitions
@@ -237,7 +237,7 @@ def test_a_run_of_the_api_pipeline_without_its_server_says_how_to_start_it(
     )
     assert not result.success
     message = str(result.all_events)
-    assert "http://127.0.0.1:9/payments?since=2024-01-28" in message
+    assert "pipeline 'payments_api_daily': its source.url 'http://127.0.0.1:9/payments'" in message
     assert "watermark-assets serve-demo-api" in message
 
 
