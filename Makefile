@@ -103,9 +103,9 @@ jdbc:
 	fi
 
 ## The Dagster UI and daemon on the same instance (http://127.0.0.1:3000): .dagster_home/, the
-## one plain `dagster dev` and `dg dev` use in this folder too (.env).
+## one plain `dagster dev` and `dg dev` use in this folder too (.env, which reads PWD: make -C).
 ui: setup
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	PWD=$(CURDIR) $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 bench: setup
 	$(BIN)/python benchmarks/bench_watermarks.py
