@@ -45,8 +45,9 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
 	cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 
-## Set up, generate the demo landing data, run the sensor-driven ingestion headless, print a summary.
-demo: setup
+## Set up (with the PostgreSQL JDBC driver for the demo's customers_pg, installed when missing),
+## generate the demo landing data, run the sensor-driven ingestion headless, print a summary.
+demo: setup jdbc
 	$(BIN)/watermark-assets demo
 
 ## Set up, then lint, type-check and run the tests.
