@@ -155,17 +155,21 @@ def summarize(pipeline: Pipeline) -> SummaryRow:
     )
 
 
+#: The columns of the file pipelines' summary (the docs' sample outputs are checked against them).
+SUMMARY_HEADERS = (
+    "pipeline",
+    "partitions",
+    "files",
+    "rows",
+    "quarantined",
+    "watermark",
+    "state",
+    "delta version",
+)
+
+
 def print_table(rows: Sequence[SummaryRow]) -> None:
-    headers = [
-        "pipeline",
-        "partitions",
-        "files",
-        "rows",
-        "quarantined",
-        "watermark",
-        "state",
-        "delta version",
-    ]
+    headers = SUMMARY_HEADERS
     cells = [
         [
             r.pipeline,

@@ -1322,7 +1322,7 @@ class FileSecondaryInputConfig(_Model):
     path: str = Field(description="The file: a local path or fsspec URL (s3://...).")
     fields: list[str] = Field(
         default_factory=lambda: ["id"],
-        description="Column(s) holding the id (the seed's fields); several are joined with '~'.",
+        description="Column(s) holding the id; several are joined with '~'.",
     )
     format: Literal["csv", "jsonl", "parquet"] | None = Field(
         default=None, description="csv, jsonl or parquet; default: from the file's suffix."

@@ -75,8 +75,8 @@ class EventTimeWatermarkConfig(_Model):
     )
     allowed_lateness: str = Field(
         default="0",
-        description="Extra time a window stays open after the watermark passed its end (seed "
-        "002's timeout); 0 is Spark's behaviour.",
+        description="Extra time a window stays open after the watermark passed its end "
+        "('0', '5 minutes'); 0 is Spark's behaviour.",
     )
     late_policy: Literal["keep", "update"] = Field(
         default="keep",
