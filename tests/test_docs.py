@@ -36,7 +36,22 @@ import yaml
 
 from watermark_assets.cli import PARTITIONED_HEADERS, SUMMARY_HEADERS
 from watermark_assets.component import TYPE_NAME
-from watermark_assets.config import ProjectConfig, parse_config
+from watermark_assets.config import (
+    BackfillConfig,
+    CheckpointConfig,
+    ColdStartConfig,
+    FilePathWatermarkConfig,
+    FilePipelineConfig,
+    LandingFilesSourceConfig,
+    PartitionsConfig,
+    ProjectConfig,
+    SensorConfig,
+    SparkConfig,
+    SweepConfig,
+    TableConfig,
+    parse_config,
+)
+from watermark_assets.config_storage import StorageConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -115,8 +130,11 @@ def load_yaml(text: str) -> Any:
 
 
 def validate(raw: dict[str, Any], where: str) -> ProjectConfig:
-    """``raw`` as a configuration file, through the models every configuration goes through."""
-    return parse_config(yaml.safe_dump(raw), env={}, base=REPO_ROOT, origin=where)
+    """``raw`` as a configuration file, through the models every configuration goes through;
+    a ``${VAR}`` without a default is set (to ``example``), as a user would."""
+    text = yaml.safe_dump(raw)
+    env = {name: "example" for name in re.findall(r"\$\{(\w+)\}", text)}
+    return parse_config(text, env=env, base=REPO_ROOT, origin=where)
 
 
 def pipeline_named(reference: str) -> dict[str, Any]:
@@ -361,3 +379,43 @@ def test_the_first_pipelines_first_run_prints_the_readmes_summary(tmp_path: Path
     lines = done.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("pipeline  "))
     assert "\n".join(lines[start:]) + "\n" == first_pipeline_blocks().summary.text
+
+
+# --- the configuration reference ---
+
+REFERENCE_BLOCKS = {
+    "": ProjectConfig,
+    "spark": SparkConfig,
+    "storage": StorageConfig,
+    "pipelines.0": FilePipelineConfig,
+    "pipelines.0.source": LandingFilesSourceConfig,
+    "pipelines.0.watermark": FilePathWatermarkConfig,
+    "pipelines.0.watermark.cold_start": ColdStartConfig,
+    "pipelines.0.watermark.sweep": SweepConfig,
+    "pipelines.0.table": TableConfig,
+    "pipelines.0.partitions": PartitionsConfig,
+    "pipelines.0.checkpoint": CheckpointConfig,
+    "pipelines.0.sensor": SensorConfig,
+    "pipelines.0.backfill": BackfillConfig,
+}
+
+
+def test_the_configuration_reference_writes_every_key_of_a_file_pipeline() -> None:
+    """docs/configuration.md's blocks, together, hold every key of the project and of a file
+    pipeline: a key added to the models without a line in the reference fails here."""
+    written: dict[str, Any] = {}
+    for block in ALL_BLOCKS:
+        if block.page.name == "configuration.md" and block.language == "yaml":
+            written |= load_yaml(block.text)
+    missing = []
+    for path, model in REFERENCE_BLOCKS.items():
+        value: Any = written
+        for part in filter(None, path.split(".")):
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        keys = set(value)
+        if model is StorageConfig:  # the project's settings and a location's, each key once
+            keys |= {key for location in value["locations"].values() for key in location}
+        for name, field in model.model_fields.items():
+            if (field.alias or name) not in keys:
+                missing.append(f"{path or '(top)'}: {field.alias or name}")
+    assert not missing, missing
