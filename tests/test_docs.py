@@ -22,6 +22,7 @@ Conventions the docs follow, each enforced here:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -215,8 +216,6 @@ def test_the_yaml_blocks_are_found_and_none_is_tagged_otherwise() -> None:
     ids=lambda b: b.where,
 )
 def test_every_json_block_parses(block: Block) -> None:
-    import json
-
     json.loads(block.text)
 
 
@@ -423,3 +422,12 @@ def test_the_configuration_reference_writes_every_key_of_a_file_pipeline() -> No
             if (field.alias or name) not in keys:
                 missing.append(f"{path or '(top)'}: {field.alias or name}")
     assert not missing, missing
+
+
+def test_the_components_schema_speaks_of_the_product_not_of_its_history() -> None:
+    """The models' descriptions are documentation too: ``dg`` shows them for ``defs.yaml``."""
+    from watermark_assets.component import PipelinesAttributes
+
+    schema = json.dumps(PipelinesAttributes.model_json_schema())
+    found = re.findall(r"[^.\"]{0,60}\b(?:[Ss]eeds?|[Ii]ssues?)\b[^.\"]{0,40}", schema)
+    assert not found, found
