@@ -431,3 +431,14 @@ def test_the_components_schema_speaks_of_the_product_not_of_its_history() -> Non
     schema = json.dumps(PipelinesAttributes.model_json_schema())
     found = re.findall(r"[^.\"]{0,60}\b(?:[Ss]eeds?|[Ii]ssues?)\b[^.\"]{0,40}", schema)
     assert not found, found
+
+
+def test_every_make_target_the_docs_name_exists() -> None:
+    makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z][\w-]*):", makefile, flags=re.M))
+    named = {
+        (page.name, target)
+        for page in USER_DOCS
+        for target in re.findall(r"\bmake ([a-z][\w-]*)", page.read_text(encoding="utf-8"))
+    }
+    assert {n for n in named if n[1] not in targets} == set()
