@@ -442,3 +442,18 @@ def test_every_make_target_the_docs_name_exists() -> None:
         for target in re.findall(r"\bmake ([a-z][\w-]*)", page.read_text(encoding="utf-8"))
     }
     assert {n for n in named if n[1] not in targets} == set()
+
+
+def test_every_command_the_docs_name_exists(capsys: pytest.CaptureFixture[str]) -> None:
+    from watermark_assets.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    usage = capsys.readouterr().out
+    commands = set(re.search(r"\{([\w,-]+)\}", usage).group(1).split(","))  # type: ignore[union-attr]
+    named = {
+        (page.name, command)
+        for page in USER_DOCS
+        for command in re.findall(r"\bwatermark-assets ([a-z][\w-]*)", page.read_text("utf-8"))
+    }
+    assert {n for n in named if n[1] not in commands} == set()
