@@ -33,7 +33,7 @@ from watermark_assets.defs.assets import requested_files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Where the browser tests save their screenshots: build/screenshots/ (ignored by git), or the
-#: folder in $WATERMARK_ASSETS_SCREENSHOTS; set it to docs/screenshots to refresh the README's.
+#: folder in $WATERMARK_ASSETS_SCREENSHOTS; set it to docs/screenshots to refresh the docs'.
 SCREENSHOTS = Path(
     os.environ.get("WATERMARK_ASSETS_SCREENSHOTS") or REPO_ROOT / "build" / "screenshots"
 ).resolve()
