@@ -51,8 +51,9 @@ setup:
 	-@$(BIN)/python -m compileall -q watermark_assets
 	-@$(BIN)/python -m watermark_assets.spark.cds --quiet
 
-## Set up, generate the demo landing data, run the sensor-driven ingestion headless, print a summary.
-demo: setup
+## Set up (with the PostgreSQL JDBC driver for the demo's customers_pg, installed when missing),
+## generate the demo landing data, run the sensor-driven ingestion headless, print a summary.
+demo: setup jdbc
 	$(BIN)/watermark-assets demo
 
 ## Set up, then lint, type-check and run the tests.

@@ -140,9 +140,18 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(TableGroups(), "watermark_assets_table_groups")
 
 
+#: Fixtures that start (or need) the shared Spark session: a test using one, even through another
+#: fixture, carries the ``spark`` marker, so that ``pytest -m "not spark"`` never starts a JVM.
+SPARK_FIXTURES = frozenset({"spark"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that uses a fixture of GROUP_OF_FIXTURE outside its group fails collection."""
+    """A test that uses a fixture of GROUP_OF_FIXTURE outside its group fails collection; a
+    test that uses a Spark fixture is marked ``spark``."""
     for item in items:
+        if SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.spark)
         for fixture, group in GROUP_OF_FIXTURE.items():
             if fixture in getattr(item, "fixturenames", ()) and xdist_group(item.nodeid) != group:
                 raise pytest.UsageError(

@@ -263,6 +263,8 @@ def test_the_demo_aggregates_events_by_event_time_and_keeps_a_late_files_old_eve
     summary = next(line for line in lines if line.startswith("events_5min  "))
     assert "event time (daily, batch)" in summary and "3/4 closed" in summary
     assert "20 late records kept in events_5min_late" in summary
+    files = next(line for line in lines if line.startswith("events  ")).split()
+    assert files[2:4] == ["25", "12002"], files  # the summary counts the late file: 24 + 1
 
     capfd.readouterr()
     assert main(["--config", str(config), "demo"]) == 0  # again: nothing new, nothing twice

@@ -262,9 +262,9 @@ def test_the_scaffolded_defs_yaml_loads(
     assert sorted(summary(defs)["assets"]) == [expected]
 
 
-def test_the_readmes_defs_yaml_loads(project: Path) -> None:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = [b.split("```", 1)[0] for b in readme.split("```yaml\n")[1:]]
+def test_the_docs_defs_yaml_loads(project: Path) -> None:
+    page = (REPO_ROOT / "docs" / "ui.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in page.split("```yaml\n")[1:]]
     (block,) = [b for b in blocks if b.startswith(f"type: {TYPE}\n")]
     (project / "orders").mkdir()
     (project / "orders" / "defs.yaml").write_text(block, encoding="utf-8")

@@ -472,9 +472,11 @@ def test_an_unquoted_date_and_datetime_that_exist_load(tmp_path: Path, case: str
         assert str(value).startswith(written[:10]), value
 
 
-def test_the_readmes_refused_file_is_what_loading_it_says() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    shown = next(b for b in readme.split("```text\n")[1:] if "invalid configuration" in b)
+def test_the_documented_refused_file_is_what_loading_it_says() -> None:
+    page = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+    shown = next(
+        b for b in page.read_text(encoding="utf-8").split("```text\n")[1:] if "invalid conf" in b
+    )
     shown = shown.split("```", 1)[0].strip()
     text = yaml.safe_dump({"pipelines": [time_pipeline(form="2024-01-01")]})
     with pytest.raises(ConfigError) as raised:

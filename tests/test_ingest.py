@@ -47,7 +47,7 @@ def test_no_staging_folder_is_nothing_to_do(tmp_path: Path) -> None:
 def test_the_txn_app_id_names_the_pipeline_and_the_dagster_partition(
     pipeline: str, partition: str, app_id: str
 ) -> None:
-    # The README documents this format: users find a partition's commits in the log by it.
+    # docs/how-it-works.md documents this format: users find a partition's commits in the log by it.
     assert txn_app_id(pipeline, partition) == app_id
 
 

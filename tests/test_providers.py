@@ -26,6 +26,7 @@ from watermark_assets.core.errors import (
     WatermarkHistoryLostError,
     WatermarkProviderError,
 )
+from watermark_assets.exceptions import StateHistoryLostError
 from watermark_assets.providers import (
     DeltaMetadataProvider,
     FileWatermarkProvider,
@@ -292,11 +293,6 @@ class TestDeltaMetadata(ProviderSuite):
             delta_commit(table_uri)({"unrelated": "writer"})
         assert manager.get_watermark("orders") == SEED
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="known defect, merged at the stop: since the one state store (issue 21) this read "
-        "no longer raises WatermarkHistoryLostError and returns neither that nor the seed",
-    )
     def test_a_cleaned_up_log_is_an_error_not_read_everything(
         self, manager: WatermarkManager, table_uri: str
     ) -> None:
@@ -309,3 +305,19 @@ class TestDeltaMetadata(ProviderSuite):
         with pytest.raises(WatermarkHistoryLostError) as caught:
             manager.get_watermark("orders")
         assert caught.value.oldest_version == 2
+
+    def test_commits_cleaned_after_a_read_are_an_error_not_the_older_watermark(
+        self, manager: WatermarkManager, table_uri: str
+    ) -> None:
+        """The caller's commits carry no txn: a checkpoint's (empty) txn sum cannot prove that
+        none of the cleaned commits was the dataflow's."""
+        manager.commit_then_save("orders", SEED, delta_commit(table_uri))
+        assert manager.get_watermark("orders") == SEED  # the state file is written here
+        newer = {"updated_at": T0 + timedelta(days=1)}
+        manager.commit_then_save("orders", newer, delta_commit(table_uri))
+        delta_commit(table_uri)({})
+        DeltaTable(table_uri).create_checkpoint()
+        for version in (0, 1):
+            (Path(table_uri) / "_delta_log" / f"{version:020d}.json").unlink()
+        with pytest.raises((WatermarkHistoryLostError, StateHistoryLostError)):
+            manager.get_watermark("orders")

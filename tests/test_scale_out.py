@@ -335,6 +335,7 @@ def test_an_unreachable_connect_server_fails_the_run_naming_the_url(tmp_path: Pa
 
 
 # ------------------------------------------------------------------------- standalone cluster
+@pytest.mark.spark
 class TestStandaloneCluster:
     @pytest.fixture(scope="class")
     def cluster(self, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
@@ -443,6 +444,7 @@ def committed(table_uri: Path | str, *columns: str) -> list[tuple[Any, ...]]:
     return sorted(tuple(row[c] for c in columns) for row in table.to_pylist())
 
 
+@pytest.mark.spark
 class TestSparkConnect:
     @pytest.fixture(scope="class")
     def server(self, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:

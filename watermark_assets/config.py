@@ -90,7 +90,7 @@ _SUFFIXES: Mapping[SourceFormat, tuple[str, ...]] = {
 
 
 class ColdStartConfig(_Model):
-    """Where a pipeline starts when it has no watermark yet (the seed's cold start)."""
+    """Where a pipeline starts when it has no watermark yet (its cold start)."""
 
     lookback_days: int | None = Field(
         default=None,
@@ -132,7 +132,7 @@ class SweepConfig(_Model):
 
 
 class FilePathWatermarkConfig(_Model):
-    """The file-path watermark (seed 000): per landing partition, the last file committed."""
+    """The file-path watermark: per landing partition, the last file committed."""
 
     kind: Literal["file_path"] = "file_path"
     partition_template: str = Field(
@@ -173,7 +173,7 @@ class _FileSourceBase(_Model):
 
 
 class LandingFilesSourceConfig(_FileSourceBase):
-    """Landing files that Spark reads and writes into the table as Parquet (seed's Blizzard)."""
+    """Landing files that Spark reads and writes into the table as Parquet."""
 
     type: Literal["files"]
     format: SourceFormat = Field(
@@ -223,8 +223,8 @@ class LandingFilesSourceConfig(_FileSourceBase):
 
 
 class ParquetCommitSourceConfig(_FileSourceBase):
-    """Parquet files another writer puts under the table folder, committed where they are
-    (seed's Penguin): no Spark, no copy."""
+    """Parquet files another writer puts under the table folder, committed where they are:
+    no Spark, no copy."""
 
     type: Literal["parquet_commit"]
 
@@ -492,7 +492,7 @@ class _TextSourceConfig(_Model):
 
 
 class CsvSourceConfig(_TextSourceConfig):
-    """CSV files: a full scan, then the predicate applied in Spark (the seed's fallback)."""
+    """CSV files: a full scan, then the predicate applied in Spark."""
 
     type: Literal["csv"] = "csv"
     options: dict[str, str] = Field(
@@ -1008,7 +1008,7 @@ _PROVIDER_TYPES = ("delta_metadata", "file", "postgres")
 
 
 class BackwardConfig(_Model):
-    """The seed's nested look-back: re-read a window behind the watermark."""
+    """A nested look-back: re-read a window behind the watermark."""
 
     days: int = Field(default=0, ge=0, description="Days before the watermark's leading column.")
     months: int = Field(default=0, ge=0, description="Calendar months before it (first).")
@@ -1151,8 +1151,8 @@ class ReplayChunkConfig(_Model):
 
 
 class ReplayConfig(_Model):
-    """Replay the range ``[start, end)`` of the leading watermark column in chunks (seed 001's
-    ``ReplayConfig``), each chunk read with ``>=`` its start and ``<`` its end and committed on
+    """Replay the range ``[start, end)`` of the leading watermark column in chunks,
+    each chunk read with ``>=`` its start and ``<`` its end and committed on
     its own (``watermark-assets replay PIPELINE``)."""
 
     start: datetime | date | int = Field(
@@ -1220,8 +1220,8 @@ _NOT_MERGE_FOR_WINDOWS = (
 
 
 class ColumnPipelineConfig(_Model):
-    """Rows above a column watermark are read from a table or files and committed to Delta
-    (seed 001): the watermark is saved only with, or after, the commit."""
+    """Rows above a column watermark are read from a table or files and committed to Delta:
+    the watermark is saved only with, or after, the commit."""
 
     name: str = Field(
         description="Pipeline name: lower case, digits, '_'. Names the asset, job and the "
@@ -1323,7 +1323,7 @@ class FileSecondaryInputConfig(_Model):
     path: str = Field(description="The file: a local path or fsspec URL (s3://...).")
     fields: list[str] = Field(
         default_factory=lambda: ["id"],
-        description="Column(s) holding the id (the seed's fields); several are joined with '~'.",
+        description="Column(s) holding the id; several are joined with '~'.",
     )
     format: Literal["csv", "jsonl", "parquet"] | None = Field(
         default=None, description="csv, jsonl or parquet; default: from the file's suffix."
@@ -1394,7 +1394,7 @@ UNIT_PLACEHOLDER = "{unit}"
 
 
 class UnitWatermarkConfig(_Model):
-    """A unit watermark (seed 003): one Dagster partition per unit id, each with its own
+    """A unit watermark: one Dagster partition per unit id, each with its own
     watermark (when its last run committed). The ids are explicit (``units``: static
     partitions) or read from a ``secondary_input`` (dynamic partitions, added by a sensor)."""
 
@@ -1491,7 +1491,7 @@ class UnitSensorConfig(_Model):
 
 
 class UnitPipelineConfig(_Model):
-    """A unit pipeline (seed 003): one Dagster partition per unit id; a unit's run reads the
+    """A unit pipeline: one Dagster partition per unit id; a unit's run reads the
     source's rows of that unit (``column = id``, pushed down) and replaces exactly those rows
     in the table in ONE Delta commit, with the unit's watermark (when it was done)."""
 
@@ -1609,7 +1609,7 @@ def _same_location(a: str, b: str) -> bool:
 
 
 class TimeWatermarkConfig(_Model):
-    """A time watermark (seed 003): ``[from, to)`` cut into windows derived from ``from``; each
+    """A time watermark: ``[from, to)`` cut into windows derived from ``from``; each
     window is a Dagster partition, read with ``column >= start AND column < end`` and replaced in
     ONE Delta commit that also records the window's high watermark."""
 
@@ -1743,7 +1743,7 @@ class TimeScheduleConfig(_Model):
 
 class TimePipelineConfig(_Model):
     """Windows of a time watermark read from a column source, each replaced in ONE commit with
-    its high watermark (seed 003); the windows are the asset's Dagster partitions."""
+    its high watermark; the windows are the asset's Dagster partitions."""
 
     name: str = Field(description="Pipeline name: lower case, digits, '_'.")
     description: str | None = Field(default=None, description="Shown on the asset in the UI.")

@@ -26,7 +26,7 @@ EVENT_TIME_SOURCE_TYPES: Mapping[str, str] = {
 class PipelineSourceConfig(_Model):
     """Other pipelines' Delta tables, read incrementally: the rows their commits appended since
     the last batch (an event-time aggregate downstream of ingesting pipelines). Several
-    pipelines are several inputs, each with its own watermark (seed 002's merger)."""
+    pipelines are several inputs, each with its own watermark (merged by ``watermark.policy``)."""
 
     type: Literal["pipeline"] = "pipeline"
     pipeline: str | None = Field(
@@ -65,7 +65,7 @@ def _duration(value: Any, key: str) -> int:
 
 
 class EventTimeWatermarkConfig(_Model):
-    """An event-time watermark (seed 004): max(event time) - delay, only forward."""
+    """An event-time watermark: max(event time) - delay, only forward."""
 
     kind: Literal["event_time"] = "event_time"
     column: str = Field(description="The upstream table's event-time column (a timestamp).")
@@ -75,8 +75,8 @@ class EventTimeWatermarkConfig(_Model):
     )
     allowed_lateness: str = Field(
         default="0",
-        description="Extra time a window stays open after the watermark passed its end (seed "
-        "002's timeout); 0 is Spark's behaviour.",
+        description="Extra time a window stays open after the watermark passed its end "
+        "('0', '5 minutes'); 0 is Spark's behaviour.",
     )
     late_policy: Literal["keep", "update"] = Field(
         default="keep",
@@ -179,7 +179,7 @@ class EventTimeSensorConfig(_Model):
 
 
 class EventTimePipelineConfig(_Model):
-    """Event-time window aggregates of another pipeline's table (seeds 002, 004): windows
+    """Event-time window aggregates of another pipeline's table: windows
     emitted once the watermark passes their end, late records kept, progress committed with the
     data."""
 

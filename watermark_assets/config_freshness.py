@@ -92,7 +92,7 @@ Freshness = Annotated[
     BeforeValidator(_false_is_disabled),
     Field(
         description="When Dagster calls the asset late (its FreshnessPolicy). Absent: derived "
-        "from the pipeline's cadence and the time it gives late data (README: Freshness); "
+        "from the pipeline's cadence and the time it gives late data (docs/ui.md: Freshness); "
         "{fail_after, warn_after}: as written; false: no policy.",
         json_schema_extra=_accepts_false,
     ),

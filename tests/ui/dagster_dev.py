@@ -35,7 +35,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 #: the repository's instance configuration (DAGSTER_HOME .dagster_home, named by .env)
 INSTANCE_YAML = REPO_ROOT / ".dagster_home" / "dagster.yaml"
 #: Where the browser tests save their screenshots: build/screenshots/ (ignored by git), or the
-#: folder in $WATERMARK_ASSETS_SCREENSHOTS; set it to docs/screenshots to refresh the README's.
+#: folder in $WATERMARK_ASSETS_SCREENSHOTS; set it to docs/screenshots to refresh the docs'.
 SCREENSHOTS = Path(
     os.environ.get("WATERMARK_ASSETS_SCREENSHOTS") or REPO_ROOT / "build" / "screenshots"
 ).resolve()

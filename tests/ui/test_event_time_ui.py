@@ -3,9 +3,9 @@
 Two runs are made on the instance before ``dagster dev`` starts, as the sensor would request
 them. The first closes 12:00. The second, with a late record, closes 13:00. The UI then shows the
 asset downstream of its upstream and the partitions the watermark closed. The selected
-partition's metadata shows the watermark, the lag and the late count. The screenshot is the
-README's (``docs/screenshots/event-time-partitions.png`` when $WATERMARK_ASSETS_SCREENSHOTS is
-docs/screenshots).
+partition's metadata shows the watermark, the lag and the late count. The screenshot is
+docs/event-time.md's (``docs/screenshots/event-time-partitions.png`` when
+$WATERMARK_ASSETS_SCREENSHOTS is docs/screenshots).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 What the UI does when a user backfills one unit over a range of days (Materialize -> the unit's
 key and a range of dates): the asset backfill daemon plans it with the asset's single-run policy,
 so it is ONE run over the range ``2024-01-02|b...2024-01-06|b``, which commits each cell once.
-The partition view then shows the grid (days x units); its screenshot is the README's
+The partition view then shows the grid (days x units); its screenshot is docs/unit.md's
 (``docs/screenshots/time-unit-grid.png`` when $WATERMARK_ASSETS_SCREENSHOTS is docs/screenshots).
 """
 

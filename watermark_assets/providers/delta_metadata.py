@@ -188,8 +188,10 @@ class DeltaMetadataProvider:
 def column_state_log(
     table_uri: str, dataflow_id: str, pipeline: str | None
 ) -> StateLog[WatermarkRecord | None]:
-    """The state log of a dataflow's newest watermark record (``pipeline`` unknown: every
-    pipeline of this project on the table counts for a gap, a coarser, still safe, decision)."""
+    """The state log of a dataflow's newest watermark record. ``pipeline`` unknown: the provider
+    is used on its own, with the caller's commits, which may carry no txn, so no txn proves a
+    gap harmless: cleaned commits after the stored state, or before a first read, are lost
+    history (WatermarkHistoryLostError), never "read everything"."""
     return StateLog(
         table_uri,
         metadata_key(dataflow_id),
@@ -197,6 +199,7 @@ def column_state_log(
         txn_prefix="watermark_assets/" if pipeline is None else pipeline_txn_prefix(pipeline),
         pipeline=pipeline or dataflow_id,
         legacy=lambda committer: _newest_record(committer, dataflow_id),
+        txns_mark_commits=pipeline is not None,
     )
 
 

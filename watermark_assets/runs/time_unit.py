@@ -27,7 +27,7 @@ id). Per cell:
 
 Known cost: each entry holds the whole grid, so commitInfo grows with units x windows (with one
 entry per window: ~40 bytes per cell; the time kind's compact form keeps a unit's contiguous
-windows small). The README bounds the grid.
+windows small). docs/unit.md ("How big a grid") bounds the grid.
 """
 
 from __future__ import annotations

@@ -374,7 +374,7 @@ def _connect_session(remote: str, conf: Mapping[str, str]) -> SparkSession:
     except OSError as error:
         raise SparkConnectError(
             f"spark.remote {remote!r}: no Spark Connect server answers at {host}:{port} "
-            f"({error}); start one (README: 'From laptop to cluster') or fix the URL"
+            f"({error}); start one (docs/operations.md: 'From laptop to cluster') or fix the URL"
         ) from None
     session = SparkSession.builder.remote(remote).getOrCreate()
     settings = {**defaults_for(conf, CONNECT_SESSION_DEFAULTS), **conf}

@@ -98,7 +98,8 @@ class StateLog(Generic[S]):
 
     ``read()`` folds the commits it has not seen yet; a run keeps one instance and reads again
     after each commit (each commit is read once). ``pipeline`` names the recovery command;
-    ``legacy`` reads a table from before state files: (state, the version it reflects).
+    ``legacy`` reads a table from before state files: (state, the version it reflects);
+    ``txns_mark_commits`` as :class:`~watermark_assets.state.store.StateStore`'s.
     """
 
     def __init__(
@@ -110,6 +111,7 @@ class StateLog(Generic[S]):
         txn_prefix: str,
         pipeline: str,
         legacy: Callable[[DeltaCommitter], tuple[S, int]] | None = None,
+        txns_mark_commits: bool = True,
     ) -> None:
         self.table_uri = table_uri
         self.key = key
@@ -121,6 +123,7 @@ class StateLog(Generic[S]):
             pipeline=pipeline,
             txn_prefix=txn_prefix,
             legacy=None if legacy is None else _legacy_of(legacy),
+            txns_mark_commits=txns_mark_commits,
         )
         self.state: S = fold.empty()
         #: the newest table version folded (None: nothing read yet; -1: no table)

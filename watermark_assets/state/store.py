@@ -186,7 +186,9 @@ class StateStore(Generic[S]):
     """One state of the table at ``table_uri`` (module docstring): ``key`` names it (and its
     file, unless ``location`` says where), ``pipeline`` the recovery command, ``txn_prefix``
     (default: the pipeline's) the app ids that decide a gap. ``legacy`` reads a table from
-    before the file once; ``recovery`` says what ``repair-state`` does for this kind."""
+    before the file once; ``recovery`` says what ``repair-state`` does for this kind.
+    ``txns_mark_commits``: every commit of the key carries a txn of ``txn_prefix`` (False: a
+    checkpoint's txn sum proves nothing about the commits it replaced)."""
 
     def __init__(
         self,
@@ -200,8 +202,10 @@ class StateStore(Generic[S]):
         location: str | None = None,
         legacy: Callable[[DeltaCommitter], Stored[S] | None] | None = None,
         recovery: str | None = None,
+        txns_mark_commits: bool = True,
     ) -> None:
         self.table_uri = table_uri
+        self.txns_mark_commits = txns_mark_commits
         self.key = key
         self.pipeline = pipeline
         self.location = location or state_file_uri(table_uri, key)
@@ -391,7 +395,7 @@ class StateStore(Generic[S]):
             checkpoint = self.committer.log.checkpoint_txns(self.txn_prefix)
         except FileNotFoundError:
             checkpoint = None
-        if checkpoint is not None and txn_weight(checkpoint[1]) == 0:
+        if self.txns_mark_commits and checkpoint is not None and txn_weight(checkpoint[1]) == 0:
             return self.empty()
         return self._legacy(self.committer) or self.empty()
 
@@ -408,7 +412,7 @@ class StateStore(Generic[S]):
             version, versions = checkpoint
             weight = txn_weight(versions)
             after = self.committer.read_commits_after
-            if start.txn_sum == weight:  # nothing of the pipeline's in the gap
+            if self.txns_mark_commits and start.txn_sum == weight:  # none was the pipeline's
                 return start.state, version, weight, after(version)
             bridged = self._fold.across_gap(start.state, versions)
             if bridged is not None:
