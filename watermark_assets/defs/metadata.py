@@ -176,6 +176,7 @@ def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str
         "rows/read": MetadataValue.int(staged.rows_read),
         "rows/committed": MetadataValue.int(result.rows_committed),
         "rows/removed": MetadataValue.int(result.rows_removed),
+        "rows/boundary_reread": MetadataValue.int(staged.rows.reread),
         "replace/window": MetadataValue.text(
             str(window) if window is not None else "(none: append)"
         ),
