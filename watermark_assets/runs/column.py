@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -65,13 +65,18 @@ from watermark_assets.providers.delta_metadata import (
     with_boundary,
 )
 from watermark_assets.providers.manager import WatermarkManager
-from watermark_assets.runs.column_quarantine import quarantine_malformed
+from watermark_assets.runs.column_quarantine import quarantine_malformed, quarantine_null_watermark
 from watermark_assets.runs.faults import crash_point
 from watermark_assets.runs.file_commit import MAX_COMMIT_ATTEMPTS
 from watermark_assets.sources.column import (
     BoundaryRead,
+    ColumnRead,
+    ReadsNullRows,
     StagedRows,
+    any_null,
     boundary_hashes,
+    count_nulls,
+    row_hash,
     stage_rows,
 )
 from watermark_assets.staging import (
@@ -337,6 +342,9 @@ class StagedColumnBatch:
     #: what crashed runs left under the table and its quarantine, removed before this read
     #: (:func:`~watermark_assets.staging.remove_stale_staging`)
     leftovers_removed: tuple[str, ...] = ()
+    #: rows of the source with a NULL watermark column (None: not counted, or the source
+    #: cannot count them cheaply)
+    null_watermark_rows: int | None = None
     #: the rows staged at the next watermark's leading value (with those committed there
     #: before, when it did not move): what the commit records with its watermark
     boundary_after: Boundary | None = None
@@ -407,8 +415,16 @@ def stage_column_batch(
     leftovers = remove_stale_staging(table_uri, now)
     source = pipeline.source.build(pipeline.name, pipeline.watermark.columns)
     read = source.read(spark, plan.predicate)
-    if read.malformed is not None:  # a source that quarantines: its quarantine table's too
+    null_mode = pipeline.watermark.null_watermark
+    if read.malformed is not None or (plan.records_boundary and null_mode == "quarantine"):
+        # a source that quarantines: its quarantine table's too
         leftovers += remove_stale_staging(pipeline.table.quarantine, now)
+    nulls: NullRows | None = None
+    if plan.records_boundary:  # a run above the watermark: the NULL rows as configured
+        nulls = _null_rows(pipeline, source, read, spark)
+        read = replace(read, frame=nulls.others)
+        if nulls.new is not None:
+            read = replace(read, frame=read.frame.unionByName(nulls.new))
     keys = pipeline.table.merge_keys
     missing = [k for k in keys if k not in read.frame.columns]
     if missing:
@@ -442,8 +458,12 @@ def stage_column_batch(
         if not rows.rows and plan.records_completion and not read.missing:
             schema = _empty_read_schema(read.frame, data_dir, pipeline.table.partition_by)
         quarantined = 0
+        if nulls is not None and nulls.quarantine and not read.missing:
+            quarantined += quarantine_null_watermark(
+                pipeline, nulls.rows, spark, token=token, run_id=plan.request.run_id, now=now
+            )
         if read.malformed is not None and not read.missing:
-            quarantined = quarantine_malformed(
+            quarantined += quarantine_malformed(
                 pipeline,
                 read.malformed,
                 spark,
@@ -469,10 +489,76 @@ def stage_column_batch(
         spark=spark,
         missing=read.missing,
         rows_quarantined=quarantined,
-        quarantines=read.malformed is not None,
+        quarantines=read.malformed is not None or (nulls is not None and nulls.quarantine),
         columns_ignored=read.columns_ignored,
         leftovers_removed=tuple(leftovers),
         boundary_after=boundary_after,
+        null_watermark_rows=None if nulls is None else nulls.count,
+    )
+
+
+@dataclass(frozen=True)
+class NullRows:
+    """The rows of a run's source with a NULL watermark column (``watermark.null_watermark``).
+
+    ``count``: how many the source holds (None: it cannot tell, see
+    :class:`~watermark_assets.sources.column.ReadsNullRows`), ``rows`` those rows, ``others``
+    the read without them; ``new`` (``include``): those the table does not hold yet, committed
+    with the run's rows; ``quarantine``: they go to the quarantine table."""
+
+    count: int | None
+    rows: Any
+    others: Any
+    new: Any = None
+    quarantine: bool = False
+
+
+def _null_rows(
+    pipeline: ColumnPipelineConfig, source: Any, read: ColumnRead, spark: SparkSession
+) -> NullRows:
+    """Where a run's NULL watermark rows come from: the source's own pushed-down selection
+    (every run: rows inserted later are found too), or, for a source without one, the read's
+    (a read of everything: the first run's). Never part of the rows above the watermark; counted
+    with one query; then, by mode, left alone (skip), quarantined (each once, by content) or
+    committed with the run's rows when the table does not hold them yet (include: a left anti
+    join on the whole row's hash against the table's NULL rows, under the run's txn)."""
+    columns = pipeline.watermark.columns
+    incomplete = any_null(columns)
+    others = read.frame.where(~incomplete)
+    pushed = isinstance(source, ReadsNullRows)
+    rows = source.null_rows(spark, columns) if pushed else read.frame.where(incomplete)
+    count = count_nulls(source, spark, columns) if pushed else int(rows.count())
+    mode = pipeline.watermark.null_watermark
+    if not count or mode == "skip":
+        return NullRows(count, rows, others)
+    if mode == "quarantine":
+        return NullRows(count, rows, others, quarantine=True)
+    new = _not_in_table(spark, rows, pipeline.table.uri, columns)
+    return NullRows(count, rows, others, new=new)
+
+
+def _not_in_table(spark: SparkSession, rows: Any, uri: str, columns: Sequence[str]) -> Any:
+    """``rows`` (NULL watermark rows) less those the Delta table at ``uri`` holds, by whole-row
+    hash (the table's NULL rows only are read)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+    from pyspark.sql import functions as F
+
+    from watermark_assets.spark import io
+
+    try:
+        table = DeltaTable(uri, storage_options=storage.delta_options(uri))
+    except TableNotFoundError:
+        return rows
+    uris = table.file_uris()
+    if not uris:
+        return rows
+    held = io.read_files(spark, uris, format="parquet", schema=rows.schema, base_path=uri)
+    held = held.where(any_null(columns))
+    key = "__watermark_assets_row_hash"
+    known = held.select(row_hash(held).alias(key)).distinct()
+    return rows.withColumn(key, row_hash(rows)).join(known, on=key, how="left_anti").select(
+        *[F.col(f"`{c}`") for c in rows.columns]
     )
 
 

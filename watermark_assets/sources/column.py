@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from watermark_assets.core.column.boundary import Boundary
 from watermark_assets.core.column.predicate import (
@@ -91,6 +91,35 @@ class ColumnSource(Protocol):
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
         """The rows ``predicate`` admits, as a lazy frame (nothing read yet)."""
         ...
+
+
+@runtime_checkable
+class ReadsNullRows(Protocol):
+    """A source that can select its rows with a NULL watermark column where they are (a filter
+    pushed into the scan or the database): ``count_nulls`` counts them, a run quarantines or
+    includes them (``watermark.null_watermark``). A source without it (an API: its parameters
+    select by value) hands the run only the NULL rows of a read of everything (the first)."""
+
+    def null_rows(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
+        """Every row with a NULL in one of ``columns`` (lazy)."""
+        ...
+
+
+def count_nulls(source: object, spark: SparkSession, columns: Sequence[str]) -> int | None:
+    """How many rows of ``source`` have a NULL watermark column; None: it cannot tell cheaply."""
+    if not isinstance(source, ReadsNullRows):
+        return None
+    return int(source.null_rows(spark, columns).count())
+
+
+def any_null(columns: Sequence[str]) -> Column:
+    """Whether a row has a NULL in one of ``columns``."""
+    from pyspark.sql import functions as F
+
+    test = F.lit(False)
+    for column in columns:
+        test = test | F.col("`" + column.replace("`", "``") + "`").isNull()
+    return test
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -201,6 +201,12 @@ class JdbcSource:
         return ColumnRead(
             frame=frame, pushed_down=to_sql(predicate, SqlDialect.POSTGRES), details=details
         )
+
+    def null_rows(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
+        """The rows with a NULL watermark column: the test runs in the database."""
+        test = " OR ".join(f"{quote_identifier(c, SqlDialect.POSTGRES)} IS NULL" for c in columns)
+        dbtable = f"(SELECT * FROM {self.relation()} WHERE {test}) AS src"
+        return self._load(self._reader(spark).option("dbtable", dbtable))
 
     def _reader(self, spark: SparkSession) -> DataFrameReader:
         env = os.environ if self.env is None else self.env
