@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from http.server import ThreadingHTTPServer
@@ -104,13 +105,10 @@ class FolderOrders(Orders):
         if self.fmt == "parquet":
             pq.write_table(pa.Table.from_pylist(self.records(), schema=SCHEMA), path)
             return
-        texts = [
-            {**r, "updated_at": r["updated_at"].strftime("%Y-%m-%dT%H:%M:%SZ")}
-            for r in self.records()
-        ]
+        texts = [{**r, "updated_at": _text(r["updated_at"], "%Y-%m-%dT%H:%M:%SZ")} for r in self.records()]
         if self.fmt == "csv":
             lines = ["id,updated_at,amount"]
-            lines += [f"{r['id']},{r['updated_at']},{r['amount']}" for r in texts]
+            lines += [f"{r['id']},{r['updated_at'] or ''},{r['amount']}" for r in texts]
         else:
             lines = [json.dumps(r) for r in texts]
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -128,7 +126,7 @@ class PostgresOrders(Orders):
         self.database = database
         with psycopg.connect(f"{PG_SERVER}/{database}", autocommit=True) as conn:
             conn.execute(
-                "CREATE TABLE orders (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, "
+                "CREATE TABLE orders (id bigint PRIMARY KEY, updated_at timestamptz, "
                 "amount double precision)"
             )
 
@@ -161,12 +159,30 @@ class ApiOrders(Orders):
 
     def put(self, *rows: Row) -> None:
         self.keep(rows)
-        self.api.records = [
-            {**r, "updated_at": r["updated_at"].isoformat()} for r in self.records()
-        ]
+        self.api.records = [{**r, "updated_at": _text(r["updated_at"])} for r in self.records()]
 
     def config(self) -> dict[str, Any]:
         return http_source(self.url, 3)
+
+
+def _text(at: datetime | None, pattern: str | None = None) -> str | None:
+    if at is None:
+        return None
+    return at.strftime(pattern) if pattern else at.isoformat()
+
+
+class NullSafeApi(OrdersApi):
+    """The orders API; a record without ``updated_at`` is never ``>= updated_since``."""
+
+    def do_GET(self) -> None:
+        records = self.records
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+        if "updated_since" in query:
+            type(self).records = [r for r in records if r["updated_at"] is not None]
+        try:
+            super().do_GET()
+        finally:
+            type(self).records = records
 
 
 needs_jdbc = pytest.mark.skipif(
@@ -185,7 +201,7 @@ ALL_SOURCES = [
 
 @pytest.fixture
 def api_server() -> Iterator[tuple[str, type[OrdersApi]]]:
-    handler = type("Orders", (OrdersApi,), {"records": [], "requests": []})
+    handler = type("Orders", (NullSafeApi,), {"records": [], "requests": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -229,7 +245,16 @@ class Scene:
 
     def target(self) -> list[Row]:
         table = DeltaTable(self.table).to_pyarrow_table(columns=["id", "updated_at", "amount"])
-        return sorted((r["id"], r["updated_at"], r["amount"]) for r in table.to_pylist())
+        return ordered((r["id"], r["updated_at"], r["amount"]) for r in table.to_pylist())
+
+    def quarantined(self) -> list[str]:
+        table = DeltaTable(f"{self.table}_quarantine").to_pyarrow_table(columns=["raw_record"])
+        return sorted(table.column("raw_record").to_pylist())
+
+
+def ordered(rows: Any) -> list[Row]:
+    """Rows sorted (a NULL updated_at first)."""
+    return sorted(rows, key=lambda r: (r[0], r[1] is not None, r[1] or BASE, r[2]))
 
 
 @pytest.mark.spark
@@ -249,13 +274,13 @@ def test_rows_inserted_later_at_the_committed_value_arrive_once(
     assert second["rows/read"] == 5
     assert second["rows/boundary_reread"] == 3
     assert second["watermark/after"] == f"updated_at={T.isoformat()}"
-    assert scene.target() == sorted(source.history)
+    assert scene.target() == ordered(source.history)
 
     third = scene.run()
     assert third["rows/read"] == 0
     assert third["rows/boundary_reread"] == 8
     assert third["delta/version"].startswith("no new commit")
-    assert scene.target() == sorted(source.history)
+    assert scene.target() == ordered(source.history)
 
 
 @pytest.mark.spark
@@ -274,12 +299,12 @@ def test_a_smaller_id_and_an_update_at_the_tuple_watermarks_time_arrive_once(
     assert second["rows/read"] == 2
     assert second["rows/boundary_reread"] == 4  # ids 15, 16, 18, 19 as committed
     assert second["watermark/after"] == f"updated_at={T.isoformat()}, id=19"
-    assert scene.target() == sorted(source.history)  # an append keeps both versions of 17
+    assert scene.target() == ordered(source.history)  # an append keeps both versions of 17
 
     third = scene.run()
     assert third["rows/read"] == 0
     assert third["delta/version"].startswith("no new commit")
-    assert scene.target() == sorted(source.history)
+    assert scene.target() == ordered(source.history)
 
 
 #: A tuple watermark whose read starts behind it, on the sources that refused a bound on the
@@ -342,6 +367,68 @@ def test_more_rows_at_one_value_than_the_bound_read_strictly_above_it(
     assert second["read/predicate"] == f"`updated_at` > TIMESTAMP '{T.isoformat(sep=' ')}'"
     assert second["rows/read"] == 1
     assert sorted(r[0] for r in scene.target()) == [0, 1, 2, 3, 5]
+
+
+# --- NULL watermark values ---
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("source", ALL_SOURCES, indirect=True)
+def test_null_watermark_rows_are_counted_and_quarantined_once(
+    spark: Any, tmp_path: Path, source: Any, request: pytest.FixtureRequest
+) -> None:
+    pushed = "http_api" not in request.node.name  # an API selects by value: first read only
+    scene = Scene(tmp_path, source, {"columns": ["updated_at"]})  # default: quarantine
+    source.put(*(row(i, BASE + timedelta(minutes=i)) for i in range(4)), (4, None, 4.0))
+    first = scene.run()
+    assert first["rows/read"] == 4
+    assert first["rows/null_watermark"] == 1
+    assert first["watermark/null_watermark"] == "quarantine"
+    assert len(scene.quarantined()) == 1
+
+    source.put((5, None, 5.0), row(6, T))  # a NULL row inserted later, and a row above
+    second = scene.run()
+    assert second["rows/read"] == 1
+    assert second["rows/null_watermark"] == (2 if pushed else 0)
+    third = scene.run()
+    assert third["rows/null_watermark"] == (2 if pushed else 0)
+    assert len(scene.quarantined()) == (2 if pushed else 1), "each NULL row quarantined once"
+    assert [r[0] for r in scene.target()] == [0, 1, 2, 3, 6]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", ["include", "skip"])
+@pytest.mark.parametrize(
+    "source", ["delta_table", pytest.param("jdbc", marks=needs_jdbc), "csv"], indirect=True
+)
+def test_null_watermark_rows_are_included_once_or_skipped(
+    spark: Any, tmp_path: Path, source: Any, mode: str
+) -> None:
+    scene = Scene(tmp_path, source, {"columns": ["updated_at", "id"], "null_watermark": mode})
+    source.put(row(0, BASE), (1, None, 1.0))
+    assert scene.run()["rows/null_watermark"] == 1
+    source.put((2, None, 2.0), row(3, T))
+    second = scene.run()
+    assert second["rows/null_watermark"] == 2
+    third = scene.run()
+    assert third["delta/version"].startswith("no new commit")
+    expected = [0, 1, 2, 3] if mode == "include" else [0, 3]
+    assert [r[0] for r in scene.target()] == expected, "each NULL row committed once, or never"
+
+
+def test_null_watermark_include_is_refused_with_replace_by_watermark(tmp_path: Path) -> None:
+    from watermark_assets.exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match="null_watermark: include"):
+        project_config(
+            {
+                "name": NAME,
+                "source": {"type": "delta_table", "uri": str(tmp_path / "s")},
+                "watermark": {"columns": ["updated_at"], "null_watermark": "include"},
+                "table": {"uri": str(tmp_path / "t")},
+                "destination": {"replace_by_watermark": True},
+            }
+        )
 
 
 # --- the record's boundary through the state store's codec (no Spark) ---

@@ -25,7 +25,7 @@ observes the next watermark during the write.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
@@ -261,8 +261,10 @@ class CsvJsonSource:
         )
 
     def null_rows(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
-        """The rows with a NULL watermark column (a full scan, like every read here)."""
-        return self.read(spark, everything(columns)).frame.where(any_null(columns))
+        """The rows with a NULL watermark column (a full scan, like every read here; its
+        malformed records are the run's read's to quarantine: observed under another name)."""
+        own = replace(self, name=f"{self.name}_null_watermark")
+        return own.read(spark, everything(columns)).frame.where(any_null(columns))
 
     def _records(self, spark: SparkSession, files: list[str], schema: Any) -> DataFrame:
         """Every record of ``files`` in ``schema``, PERMISSIVE: a malformed one has its text in
