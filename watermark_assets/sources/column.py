@@ -249,9 +249,10 @@ def stage_rows(
     pass: the count and the next watermark are observed over every row read, before that step,
     and the rows written are observed after it (``duplicates`` is the difference).
 
-    With ``boundary`` the rows the boundary holds are counted (``reread``) and, when it drops
-    them, left out after that step (one row per key is chosen among every row read): ``rows``
-    then counts the rows read less those.
+    With ``boundary`` the rows read that the boundary holds are counted (``reread``) and, when
+    it drops them, left out after that step (one row per key is chosen among every row read, so
+    a known row still decides which row of its key is kept): ``rows`` then counts the rows read
+    less the known ones, ``duplicates`` the other rows that lost to a row of their key.
     """
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
@@ -268,10 +269,12 @@ def stage_rows(
     key = F.struct(
         *[(F.unix_micros(F.col(c)) if c in instants else F.col(c)).alias(c) for c in columns]
     )
+    known_read = [] if boundary is None else [F.count_if(boundary.known(frame)).alias("known")]
     observed = frame.observe(
         observation,
         F.count(F.lit(1)).alias("rows"),
         F.max(F.when(complete, key)).alias("top"),
+        *known_read,
     )
     written = observed
     kept = Observation("watermark_assets_column_kept")
@@ -289,10 +292,15 @@ def stage_rows(
             written = written.where(~known)
     io.write_parquet(written, data_dir, partition_by=partition_by)
     values = observation.get
-    reread = int(again.get.get("rows", 0)) if boundary is not None else 0
-    dropped = reread if boundary is not None and boundary.drops else 0
-    rows = int(values.get("rows", 0)) - dropped
-    duplicates = rows + dropped - int(kept.get.get("rows", 0)) if merge_keys else 0
+    read_all = int(values.get("rows", 0))
+    # known rows read: each one either lost to another row of its key or was dropped
+    reread = int(values.get("known", 0)) if boundary is not None else 0
+    drops = boundary is not None and boundary.drops
+    dropped = int(again.get.get("rows", 0)) if drops else 0
+    rows = read_all - (reread if drops else 0)
+    duplicates = 0
+    if merge_keys:
+        duplicates = read_all - int(kept.get.get("rows", 0)) - (reread - dropped if drops else 0)
     top = values.get("top")
     next_watermark = start
     if top is not None:
