@@ -473,3 +473,18 @@ def _watermark(at: datetime) -> Any:
     from watermark_assets.core.column.watermark import ColumnWatermark
 
     return ColumnWatermark.of({"updated_at": at})
+
+
+@pytest.mark.spark
+def test_a_time_pipeline_counts_the_rows_whose_time_column_is_null(
+    spark: Any, tmp_path: Path
+) -> None:
+    """They fall in no window: left in the source, counted on each run."""
+    from test_time_pipeline import DAILY_ORDERS, TimeScene
+
+    scene = TimeScene(tmp_path, "2020-01-15", to="P0D", partition="none")
+    nulls = [{"id": 100 + i, "updated_at": None, "amount": 0.0} for i in range(4)]
+    scene.orders.put(*DAILY_ORDERS, *nulls)
+    first = scene.run_unpartitioned()
+    assert first["rows/null_watermark"] == 4
+    assert scene.ids() == list(range(1, 15))

@@ -497,6 +497,13 @@ def stage_column_batch(
     )
 
 
+def count_null_watermark(pipeline: ColumnPipelineConfig, spark: SparkSession) -> int | None:
+    """How many rows of the pipeline's source have a NULL watermark column (a time pipeline's
+    time column: such rows fall in no window); None: the source cannot count them cheaply."""
+    source = pipeline.source.build(pipeline.name, pipeline.watermark.columns)
+    return count_nulls(source, spark, pipeline.watermark.columns)
+
+
 @dataclass(frozen=True)
 class NullRows:
     """The rows of a run's source with a NULL watermark column (``watermark.null_watermark``).
