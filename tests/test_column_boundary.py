@@ -105,7 +105,10 @@ class FolderOrders(Orders):
         if self.fmt == "parquet":
             pq.write_table(pa.Table.from_pylist(self.records(), schema=SCHEMA), path)
             return
-        texts = [{**r, "updated_at": _text(r["updated_at"], "%Y-%m-%dT%H:%M:%SZ")} for r in self.records()]
+        texts = [
+            {**r, "updated_at": _text(r["updated_at"], "%Y-%m-%dT%H:%M:%SZ")}
+            for r in self.records()
+        ]
         if self.fmt == "csv":
             lines = ["id,updated_at,amount"]
             lines += [f"{r['id']},{r['updated_at'] or ''},{r['amount']}" for r in texts]

@@ -439,6 +439,7 @@ def stage_column_batch(
     data_dir = storage.join(table_uri, f"{STAGING_DIR}/{token}")
     boundary_after = None
     drops = not pipeline.destination.replace_by_watermark  # a replace re-writes its window
+    boundary = None if plan.boundary is None else BoundaryRead(boundary=plan.boundary, drops=drops)
     try:
         if read.missing:  # an incomplete read commits nothing: no need to stage it
             rows = StagedRows(data_dir=None, rows=0, next_watermark=plan.watermark_before)
@@ -450,7 +451,7 @@ def stage_column_batch(
                 data_dir=data_dir,
                 partition_by=pipeline.table.partition_by,
                 merge_keys=keys,
-                boundary=None if plan.boundary is None else BoundaryRead(boundary=plan.boundary, drops=drops),
+                boundary=boundary,
             )
             if plan.records_boundary and rows.rows_new:
                 boundary_after = _boundary_after(plan, rows, spark, read.frame, drops=drops)
@@ -564,8 +565,10 @@ def _not_in_table(spark: SparkSession, rows: Any, uri: str, columns: Sequence[st
     held = held.where(any_null(columns))
     key = "__watermark_assets_row_hash"
     known = held.select(row_hash(held).alias(key)).distinct()
-    return rows.withColumn(key, row_hash(rows)).join(known, on=key, how="left_anti").select(
-        *[F.col(f"`{c}`") for c in rows.columns]
+    return (
+        rows.withColumn(key, row_hash(rows))
+        .join(known, on=key, how="left_anti")
+        .select(*[F.col(f"`{c}`") for c in rows.columns])
     )
 
 

@@ -66,9 +66,7 @@ def quarantine_malformed(
     Call it after the rows' write (the count of malformed records is observed there)."""
     if not int(malformed.counted.get.get("records", 0)):
         return 0
-    return quarantine_records(
-        pipeline, _records(malformed, now), spark, token=token, run_id=run_id
-    )
+    return quarantine_records(pipeline, _records(malformed, now), spark, token=token, run_id=run_id)
 
 
 def quarantine_null_watermark(
@@ -92,17 +90,13 @@ def quarantine_null_watermark(
     )
 
     columns = pipeline.watermark.columns
-    nulls = F.concat_ws(
-        ", ", *[F.when(F.col(f"`{c}`").isNull(), F.lit(c)) for c in columns]
-    )
+    nulls = F.concat_ws(", ", *[F.when(F.col(f"`{c}`").isNull(), F.lit(c)) for c in columns])
     error = F.concat(F.lit("NULL watermark column(s): "), nulls)
     records = rows.select(
         F.lit(f"{pipeline.source.type} {pipeline.source.location}").alias(SOURCE_FILE_COLUMN),
         F.lit(now.isoformat()).cast("timestamp").alias(INGESTED_AT_COLUMN),
         F.lit(None).cast("string").alias(PARTITION_KEY_COLUMN),
-        F.to_json(F.struct(*[F.col(f"`{c}`") for c in sorted(rows.columns)])).alias(
-            "raw_record"
-        ),
+        F.to_json(F.struct(*[F.col(f"`{c}`") for c in sorted(rows.columns)])).alias("raw_record"),
         error.alias("error"),
         F.lit(None).cast("bigint").alias("file_size"),
     )

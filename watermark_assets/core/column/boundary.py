@@ -57,8 +57,10 @@ class Boundary:
         if watermark.is_empty:
             return False
         leading = watermark.values[0]
-        return watermark.columns[0] == self.column and type(leading) is type(self.value) and (
-            leading == self.value
+        return (
+            watermark.columns[0] == self.column
+            and type(leading) is type(self.value)
+            and (leading == self.value)
         )
 
     def with_rows(self, hashes: Iterable[int] | None) -> Boundary:
