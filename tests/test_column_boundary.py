@@ -284,6 +284,14 @@ def test_rows_inserted_later_at_the_committed_value_arrive_once(
     assert third["rows/boundary_reread"] == 8
     assert third["delta/version"].startswith("no new commit")
     assert scene.target() == ordered(source.history)
+    # The boundary is in the state file that outlives the log's cleanup (state/store.py).
+    from watermark_assets.core.column.boundary import Boundary
+    from watermark_assets.providers.delta_metadata import metadata_key
+    from watermark_assets.state.store import state_file_uri
+
+    stored = json.loads(Path(state_file_uri(scene.table, metadata_key(NAME))).read_text())
+    boundary = Boundary.from_json(stored["state"]["boundary"])
+    assert boundary.value == T and boundary.hashes is not None and len(boundary.hashes) == 8
 
 
 @pytest.mark.spark
