@@ -16,11 +16,8 @@ the HTTP source (the look-back bound is on the leading column only), and the bou
 from __future__ import annotations
 
 import json
-import threading
-import urllib.parse
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,6 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import new_pg_database, project_config
 from deltalake import DeltaTable, write_deltalake
+from test_column_exactly_once_sources import orders_api  # noqa: F401 (a fixture)
 from test_column_pipeline_sources import PG_SERVER, OrdersApi, http_source, run
 
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
@@ -174,20 +172,6 @@ def _text(at: datetime | None, pattern: str | None = None) -> str | None:
     return at.strftime(pattern) if pattern else at.isoformat()
 
 
-class NullSafeApi(OrdersApi):
-    """The orders API; a record without ``updated_at`` is never ``>= updated_since``."""
-
-    def do_GET(self) -> None:
-        records = self.records
-        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
-        if "updated_since" in query:
-            type(self).records = [r for r in records if r["updated_at"] is not None]
-        try:
-            super().do_GET()
-        finally:
-            type(self).records = records
-
-
 needs_jdbc = pytest.mark.skipif(
     postgres_jdbc_jar() is None,
     reason="the PostgreSQL JDBC driver /usr/share/java/postgresql.jar is missing: run `make jdbc`",
@@ -203,19 +187,6 @@ ALL_SOURCES = [
 
 
 @pytest.fixture
-def api_server() -> Iterator[tuple[str, type[OrdersApi]]]:
-    handler = type("Orders", (NullSafeApi,), {"records": [], "requests": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/orders", handler
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture
 def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Source]:
     """The source of the test's ``source_type`` parameter (indirect)."""
     kind = request.param
@@ -227,7 +198,7 @@ def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Source]:
         with new_pg_database("wa_boundary") as database:
             yield PostgresOrders(database)
     else:
-        yield ApiOrders(*request.getfixturevalue("api_server"))
+        yield ApiOrders(*request.getfixturevalue("orders_api"))
 
 
 class Scene:

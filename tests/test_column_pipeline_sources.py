@@ -293,7 +293,11 @@ class OrdersApi(BaseHTTPRequestHandler):
         rows = self.records
         if "updated_since" in query:
             since = datetime.fromisoformat(query["updated_since"])
-            rows = [r for r in rows if datetime.fromisoformat(r["updated_at"]) >= since]
+            rows = [  # a record without updated_at is never above it
+                r
+                for r in rows
+                if r["updated_at"] is not None and datetime.fromisoformat(r["updated_at"]) >= since
+            ]
         size = int(query.get("per_page", 10))
         number = int(query.get("page", 1))
         payload = json.dumps({"data": rows[(number - 1) * size : number * size]}).encode()
