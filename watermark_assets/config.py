@@ -1046,6 +1046,13 @@ class ColumnWatermarkConfig(_Model):
         description="Safety lag for rows a database commits late with an older timestamp: "
         "re-read this much behind the watermark (seconds or ISO 8601, e.g. PT10M).",
     )
+    null_watermark: Literal["quarantine", "skip", "include"] = Field(
+        default="quarantine",
+        description="Rows with a NULL watermark column (no place in the order, never above a "
+        "watermark): quarantine (default: into {table}_quarantine, each row once), skip (left "
+        "in the source), include (committed once, whenever they appear). Counted either way "
+        "(rows/null_watermark).",
+    )
 
     @field_validator("provider", mode="before")
     @classmethod
@@ -1269,6 +1276,12 @@ class ColumnPipelineConfig(_Model):
                 "which an append would duplicate; set table.merge_keys (re-read rows are upserted "
                 "on their key) or destination.replace_by_watermark: true (the re-read window is "
                 "replaced in one commit), or remove the look-back"
+            )
+        if self.watermark.null_watermark == "include" and replace:
+            raise ValueError(
+                "watermark.null_watermark: include commits rows whose watermark column is NULL, "
+                "which lie in no window that destination.replace_by_watermark replaces; use "
+                "null_watermark: quarantine (or skip), or table.merge_keys instead of the replace"
             )
         if self.partitions is not None and not replace:
             raise ValueError(

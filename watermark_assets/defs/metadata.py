@@ -176,6 +176,13 @@ def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str
         "rows/read": MetadataValue.int(staged.rows_read),
         "rows/committed": MetadataValue.int(result.rows_committed),
         "rows/removed": MetadataValue.int(result.rows_removed),
+        "rows/boundary_reread": MetadataValue.int(staged.rows.reread),
+        "rows/null_watermark": (
+            MetadataValue.int(staged.null_watermark_rows)
+            if staged.null_watermark_rows is not None
+            else MetadataValue.text("not counted")
+        ),
+        "watermark/null_watermark": MetadataValue.text(pipeline.watermark.null_watermark),
         "replace/window": MetadataValue.text(
             str(window) if window is not None else "(none: append)"
         ),

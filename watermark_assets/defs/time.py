@@ -66,6 +66,7 @@ from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import FAILED, partitions_in_flight
 from watermark_assets.delta.log import table_row_count
+from watermark_assets.runs.column import count_null_watermark
 from watermark_assets.runs.time import TimeRunResult, load_time_watermark, run_windows
 from watermark_assets.sources.locations import check_source
 
@@ -308,7 +309,13 @@ def build_time_asset(
             record_as=record_as,
         )
         rows = table_row_count(pipeline.table.uri)
-        return MaterializeResult(metadata=time_metadata(result, due, skipped, table_rows=rows))
+        metadata = time_metadata(result, due, skipped, table_rows=rows)
+        # rows whose time column is NULL fall in no window: counted, left in the source
+        nulls = count_null_watermark(pipeline.column_pipeline(), spark.spark_session)
+        metadata["rows/null_watermark"] = (
+            MetadataValue.int(nulls) if nulls is not None else MetadataValue.text("not counted")
+        )
+        return MaterializeResult(metadata=metadata)
 
     return time_asset
 

@@ -43,6 +43,10 @@ class WatermarkRecord:
     """When the provider stored it (aware UTC); for Delta, the commit's timestamp."""
     delta_version: int | None = None
     """The Delta version of the commit that carries it (Delta provider only)."""
+    boundary: str | None = None
+    """The rows committed at the watermark's leading value, as JSON text
+    (:class:`~watermark_assets.core.column.boundary.Boundary`); None: not recorded. Kept by the
+    Delta commit that carries the watermark (every provider's commits carry one)."""
 
 
 @runtime_checkable

@@ -27,7 +27,7 @@ meets it; the generic checkpoint (issue 7, step 1) will make it a fast path too.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -64,10 +64,33 @@ def commit_metadata_entry(
     *,
     job_id: str | None,
     dataflow_run_id: str | None,
+    boundary: str | None = None,
 ) -> dict[str, str]:
-    """The custom metadata entry that makes a Delta commit carry this watermark."""
-    envelope = {"watermark": watermark_value, "job_id": job_id, "dataflow_run_id": dataflow_run_id}
+    """The custom metadata entry that makes a Delta commit carry this watermark (and, when
+    given, the boundary rows of that watermark: :mod:`watermark_assets.core.column.boundary`)."""
+    envelope: dict[str, str | None] = {
+        "watermark": watermark_value,
+        "job_id": job_id,
+        "dataflow_run_id": dataflow_run_id,
+    }
+    if boundary is not None:
+        envelope["boundary"] = boundary
     return {metadata_key(dataflow_id): json.dumps(envelope)}
+
+
+def with_boundary(
+    entries: Mapping[str, str], dataflow_id: str, boundary: Callable[[str], str | None]
+) -> dict[str, str]:
+    """``entries`` with ``boundary(watermark text)`` added to the dataflow's watermark entry
+    (the watermark the commit carries decides which boundary belongs to it; None adds none)."""
+    key = metadata_key(dataflow_id)
+    if key not in entries:
+        return dict(entries)
+    envelope = json.loads(entries[key])
+    text = boundary(envelope["watermark"])
+    if text is None:
+        return dict(entries)
+    return {**entries, key: json.dumps({**envelope, "boundary": text})}
 
 
 def watermark_record(dataflow_id: str, commit: CommitRecord) -> WatermarkRecord | None:
@@ -95,7 +118,12 @@ def watermark_record(dataflow_id: str, commit: CommitRecord) -> WatermarkRecord 
         dataflow_run_id=envelope.get("dataflow_run_id"),
         updated_at=datetime.fromtimestamp(commit.timestamp_ms / 1000, tz=timezone.utc),
         delta_version=commit.version,
+        boundary=_text_or_none(envelope.get("boundary")),
     )
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 class RecordFold:
@@ -124,6 +152,7 @@ class RecordFold:
                 if state.updated_at
                 else None,
                 "delta_version": state.delta_version,
+                "boundary": state.boundary,
             }
         )
 
@@ -141,6 +170,7 @@ class RecordFold:
             if updated is None
             else datetime.fromtimestamp(updated / 1000, tz=timezone.utc),
             delta_version=raw.get("delta_version"),
+            boundary=_text_or_none(raw.get("boundary")),
         )
 
 

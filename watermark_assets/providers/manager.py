@@ -73,10 +73,21 @@ class WatermarkManager:
         A stored watermark over other columns raises ColumnMismatchError: the configuration
         changed, and reading with the old values would be a guess.
         """
-        text = self.provider.get_watermark(dataflow_id)
+        return self.load_record(dataflow_id, columns)[0]
+
+    def load_record(
+        self, dataflow_id: str, columns: Sequence[str]
+    ) -> tuple[ColumnWatermark, WatermarkRecord | None]:
+        """:meth:`load` and the record it came from (its provenance, its boundary rows)."""
+        record = self.provider.get_record(dataflow_id)
+        text = None if record is None else record.watermark
         watermark = (
             ColumnWatermark.empty(columns) if text is None else ColumnWatermark.from_json(text)
         )
+        return self._checked(watermark, columns), record
+
+    @staticmethod
+    def _checked(watermark: ColumnWatermark, columns: Sequence[str]) -> ColumnWatermark:
         if watermark.columns and watermark.columns != tuple(columns):
             raise ColumnMismatchError(tuple(columns), watermark.columns)
         return watermark if watermark.columns else ColumnWatermark.empty(columns)

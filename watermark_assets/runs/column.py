@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,7 @@ import pyarrow as pa
 from watermark_assets import storage
 from watermark_assets.config import ColumnPipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
+from watermark_assets.core.column.boundary import MAX_BOUNDARY_ROWS, Boundary
 from watermark_assets.core.column.lookback import ReadBound, effective_lower_bound
 from watermark_assets.core.column.predicate import (
     Predicate,
@@ -57,12 +58,27 @@ from watermark_assets.delta.merge import MergePlan, commit_merge, plan_merge
 from watermark_assets.delta.replace import commit_replace, plan_replace
 from watermark_assets.delta.stats import describe_data_files
 from watermark_assets.exceptions import DeltaCommitError, MergeKeyError
-from watermark_assets.providers.delta_metadata import DeltaMetadataProvider, commit_metadata_entry
+from watermark_assets.providers.base import WatermarkRecord
+from watermark_assets.providers.delta_metadata import (
+    DeltaMetadataProvider,
+    commit_metadata_entry,
+    with_boundary,
+)
 from watermark_assets.providers.manager import WatermarkManager
-from watermark_assets.runs.column_quarantine import quarantine_malformed
+from watermark_assets.runs.column_quarantine import quarantine_malformed, quarantine_null_watermark
 from watermark_assets.runs.faults import crash_point
 from watermark_assets.runs.file_commit import MAX_COMMIT_ATTEMPTS
-from watermark_assets.sources.column import StagedRows, stage_rows
+from watermark_assets.sources.column import (
+    BoundaryRead,
+    ColumnRead,
+    ReadsNullRows,
+    StagedRows,
+    any_null,
+    boundary_hashes,
+    count_nulls,
+    row_hash,
+    stage_rows,
+)
 from watermark_assets.staging import (
     STAGING_DIR,
     list_parquet,
@@ -144,6 +160,22 @@ class ColumnPlan:
     #: equalities on other columns every row read meets (a time x unit cell's unit), added to
     #: the predicate (:func:`~watermark_assets.core.column.predicate.within`)
     within: tuple[tuple[str, ColumnValue], ...] = ()
+    #: the rows committed at the watermark's leading value, when the read includes that value
+    #: and deduplicates them (:func:`read_bound`); None: the read is strictly above it, or
+    #: behind it (a look-back)
+    boundary: Boundary | None = None
+
+    @property
+    def records_boundary(self) -> bool:
+        """Whether the commit records the rows at its watermark's leading value: a run above
+        the watermark that saves it (not a replay chunk, a unit or a time window)."""
+        return (
+            self.saves_watermark
+            and self.upper is None
+            and self.window is None
+            and not self.within
+            and not self.extra_txns
+        )
 
     @property
     def predicate(self) -> Predicate:
@@ -165,22 +197,58 @@ class ColumnPlan:
 
 
 def read_bound(
-    pipeline: ColumnPipelineConfig, watermark: ColumnWatermark, now: datetime
+    pipeline: ColumnPipelineConfig,
+    watermark: ColumnWatermark,
+    now: datetime,
+    boundary: Boundary | None = None,
 ) -> ReadBound:
-    """Where the read starts (:func:`effective_lower_bound`), for a replace on whole values.
+    """Where the read starts (:func:`effective_lower_bound`), for a replace on whole values,
+    and at the boundary value.
 
     A replaced window is a range of the leading column, so a replace must read every row of the
     values it covers: with several watermark columns and no look-back, the read takes
     ``leading >= watermark's leading value`` (rows at that value with a smaller tie-breaker are
     read again and replaced, never removed without being re-added).
+
+    With the rows committed at the watermark's leading value known (``boundary``, not
+    overflowed) and no look-back, the read takes ``leading >= value`` too: rows committed later
+    at that value (a smaller id, an update at the same time) are read, the known ones dropped
+    (:func:`uses_boundary`). Without it (a commit from before boundaries, more than
+    MAX_BOUNDARY_ROWS rows at the value) the read stays strictly above the watermark.
     """
     config = pipeline.watermark
     bound = effective_lower_bound(watermark, config.lookback, now, lag=config.lag)
     columns = bound.watermark.columns
-    if pipeline.destination.replace_by_watermark and len(columns) > 1 and not watermark.is_empty:
+    replaces_tuple = pipeline.destination.replace_by_watermark and len(columns) > 1
+    if (replaces_tuple or uses_boundary(pipeline, watermark, boundary)) and not (
+        watermark.is_empty or config.reads_behind
+    ):
         leading = ColumnWatermark(columns[:1], bound.watermark.values[:1])
         return ReadBound(leading, WatermarkOperator.GREATER_OR_EQUAL)
     return bound
+
+
+def uses_boundary(
+    pipeline: ColumnPipelineConfig, watermark: ColumnWatermark, boundary: Boundary | None
+) -> bool:
+    """Whether a run reads the boundary value again and deduplicates by ``boundary``: a known,
+    not overflowed boundary of ``watermark``, and no look-back (that re-reads it anyway)."""
+    return (
+        boundary is not None
+        and not boundary.overflowed
+        and boundary.belongs_to(watermark)
+        and not pipeline.watermark.reads_behind
+    )
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The committed watermark, whether the provider's copy was repaired from the log, and the
+    rows committed at its leading value (None: not recorded)."""
+
+    watermark: ColumnWatermark
+    repaired: bool
+    boundary: Boundary | None
 
 
 def load_watermark(
@@ -192,20 +260,38 @@ def load_watermark(
     carries one) is merged in: a run killed after its commit, before its save, left the provider
     behind; the log's value is saved to it now (its commit did succeed).
     """
+    committed = load_committed(pipeline, manager)
+    return committed.watermark, committed.repaired
+
+
+def load_committed(pipeline: ColumnPipelineConfig, manager: WatermarkManager) -> Committed:
+    """:func:`load_watermark`, with the boundary the Delta log recorded for that watermark (the
+    commit that carries a watermark carries its boundary, whatever the provider)."""
     columns = pipeline.watermark.columns
-    stored = manager.load(pipeline.dataflow_id, columns)
+    stored, record = manager.load_record(pipeline.dataflow_id, columns)
     if manager.saves_with_commit:
-        return stored, False
+        return Committed(stored, False, _boundary_of(record, stored))
     log_copy = DeltaMetadataProvider(pipeline.table.uri, pipeline=pipeline.name)
-    text = log_copy.get_watermark(pipeline.dataflow_id)
-    if text is None:
-        return stored, False
-    logged = ColumnWatermark.from_json(text)
+    logged_record = log_copy.get_record(pipeline.dataflow_id)
+    if logged_record is None:
+        return Committed(stored, False, None)
+    logged = ColumnWatermark.from_json(logged_record.watermark)
     if stored.covers(logged):
-        return stored, False
+        return Committed(stored, False, _boundary_of(logged_record, stored))
     repaired = stored.merge(logged)
     manager.save_watermark(pipeline.dataflow_id, repaired, job_id=None, dataflow_run_id=None)
-    return repaired, True
+    return Committed(repaired, True, _boundary_of(logged_record, repaired))
+
+
+def _boundary_of(record: WatermarkRecord | None, watermark: ColumnWatermark) -> Boundary | None:
+    """The boundary ``record`` carries, if it is ``watermark``'s (a provider moved by hand, or a
+    repaired one, has none)."""
+    if record is None or record.boundary is None:
+        return None
+    if ColumnWatermark.from_json(record.watermark) != watermark:
+        return None
+    boundary = Boundary.from_json(record.boundary)
+    return boundary if boundary.belongs_to(watermark) else None
 
 
 def plan_column_batch(request: ColumnRunRequest, *, now: datetime) -> ColumnPlan:
@@ -216,14 +302,17 @@ def plan_column_batch(request: ColumnRunRequest, *, now: datetime) -> ColumnPlan
     app_id = txn_app_id(pipeline.name)
     committed = committer.transaction_version(app_id)
     manager = watermark_manager(pipeline)
-    before, repaired = load_watermark(pipeline, manager)
+    loaded = load_committed(pipeline, manager)
+    before = loaded.watermark
+    boundary = loaded.boundary if uses_boundary(pipeline, before, loaded.boundary) else None
     return ColumnPlan(
         request=request,
         watermark_before=before,
-        bound=read_bound(pipeline, before, now),
+        bound=read_bound(pipeline, before, now, boundary),
         txn=TxnVersion.next_of(app_id, committed),
         provider=manager.provider.name,
-        repaired_from_log=repaired,
+        repaired_from_log=loaded.repaired,
+        boundary=boundary,
     )
 
 
@@ -253,6 +342,19 @@ class StagedColumnBatch:
     #: what crashed runs left under the table and its quarantine, removed before this read
     #: (:func:`~watermark_assets.staging.remove_stale_staging`)
     leftovers_removed: tuple[str, ...] = ()
+    #: rows of the source with a NULL watermark column (None: not counted, or the source
+    #: cannot count them cheaply)
+    null_watermark_rows: int | None = None
+    #: the rows staged at the next watermark's leading value (with those committed there
+    #: before, when it did not move): what the commit records with its watermark
+    boundary_after: Boundary | None = None
+
+    def boundary_text(self, watermark_text: str) -> str | None:
+        """The boundary a commit carrying ``watermark_text`` records (None: not its own)."""
+        boundary = self.boundary_after
+        if boundary is None or not boundary.belongs_to(ColumnWatermark.from_json(watermark_text)):
+            return None
+        return boundary.to_json()
 
     @property
     def rows_read(self) -> int:
@@ -313,8 +415,16 @@ def stage_column_batch(
     leftovers = remove_stale_staging(table_uri, now)
     source = pipeline.source.build(pipeline.name, pipeline.watermark.columns)
     read = source.read(spark, plan.predicate)
-    if read.malformed is not None:  # a source that quarantines: its quarantine table's too
+    null_mode = pipeline.watermark.null_watermark
+    if read.malformed is not None or (plan.records_boundary and null_mode == "quarantine"):
+        # a source that quarantines: its quarantine table's too
         leftovers += remove_stale_staging(pipeline.table.quarantine, now)
+    nulls: NullRows | None = None
+    if plan.records_boundary:  # a run above the watermark: the NULL rows as configured
+        nulls = _null_rows(pipeline, source, read, spark)
+        read = replace(read, frame=nulls.others)
+        if nulls.new is not None:
+            read = replace(read, frame=read.frame.unionByName(nulls.new))
     keys = pipeline.table.merge_keys
     missing = [k for k in keys if k not in read.frame.columns]
     if missing:
@@ -327,6 +437,9 @@ def stage_column_batch(
             column=missing[0],
         )
     data_dir = storage.join(table_uri, f"{STAGING_DIR}/{token}")
+    boundary_after = None
+    drops = not pipeline.destination.replace_by_watermark  # a replace re-writes its window
+    boundary = None if plan.boundary is None else BoundaryRead(boundary=plan.boundary, drops=drops)
     try:
         if read.missing:  # an incomplete read commits nothing: no need to stage it
             rows = StagedRows(data_dir=None, rows=0, next_watermark=plan.watermark_before)
@@ -338,13 +451,20 @@ def stage_column_batch(
                 data_dir=data_dir,
                 partition_by=pipeline.table.partition_by,
                 merge_keys=keys,
+                boundary=boundary,
             )
+            if plan.records_boundary and rows.rows_new:
+                boundary_after = _boundary_after(plan, rows, spark, read.frame, drops=drops)
         schema = None  # an empty read that records completion: the table's schema, if created
         if not rows.rows and plan.records_completion and not read.missing:
             schema = _empty_read_schema(read.frame, data_dir, pipeline.table.partition_by)
         quarantined = 0
+        if nulls is not None and nulls.quarantine and not read.missing:
+            quarantined += quarantine_null_watermark(
+                pipeline, nulls.rows, spark, token=token, run_id=plan.request.run_id, now=now
+            )
         if read.malformed is not None and not read.missing:
-            quarantined = quarantine_malformed(
+            quarantined += quarantine_malformed(
                 pipeline,
                 read.malformed,
                 spark,
@@ -370,10 +490,114 @@ def stage_column_batch(
         spark=spark,
         missing=read.missing,
         rows_quarantined=quarantined,
-        quarantines=read.malformed is not None,
+        quarantines=read.malformed is not None or (nulls is not None and nulls.quarantine),
         columns_ignored=read.columns_ignored,
         leftovers_removed=tuple(leftovers),
+        boundary_after=boundary_after,
+        null_watermark_rows=None if nulls is None else nulls.count,
     )
+
+
+def count_null_watermark(pipeline: ColumnPipelineConfig, spark: SparkSession) -> int | None:
+    """How many rows of the pipeline's source have a NULL watermark column (a time pipeline's
+    time column: such rows fall in no window); None: the source cannot count them cheaply."""
+    source = pipeline.source.build(pipeline.name, pipeline.watermark.columns)
+    return count_nulls(source, spark, pipeline.watermark.columns)
+
+
+@dataclass(frozen=True)
+class NullRows:
+    """The rows of a run's source with a NULL watermark column (``watermark.null_watermark``).
+
+    ``count``: how many the source holds (None: it cannot tell, see
+    :class:`~watermark_assets.sources.column.ReadsNullRows`), ``rows`` those rows, ``others``
+    the read without them; ``new`` (``include``): those the table does not hold yet, committed
+    with the run's rows; ``quarantine``: they go to the quarantine table."""
+
+    count: int | None
+    rows: Any
+    others: Any
+    new: Any = None
+    quarantine: bool = False
+
+
+def _null_rows(
+    pipeline: ColumnPipelineConfig, source: Any, read: ColumnRead, spark: SparkSession
+) -> NullRows:
+    """Where a run's NULL watermark rows come from: the source's own pushed-down selection
+    (every run: rows inserted later are found too), or, for a source without one, the read's
+    (a read of everything: the first run's). Never part of the rows above the watermark; counted
+    with one query; then, by mode, left alone (skip), quarantined (each once, by content) or
+    committed with the run's rows when the table does not hold them yet (include: a left anti
+    join on the whole row's hash against the table's NULL rows, under the run's txn)."""
+    columns = pipeline.watermark.columns
+    incomplete = any_null(columns)
+    others = read.frame.where(~incomplete)
+    pushed = isinstance(source, ReadsNullRows)
+    rows = source.null_rows(spark, columns) if pushed else read.frame.where(incomplete)
+    count = count_nulls(source, spark, columns) if pushed else int(rows.count())
+    mode = pipeline.watermark.null_watermark
+    if not count or mode == "skip":
+        return NullRows(count, rows, others)
+    if mode == "quarantine":
+        return NullRows(count, rows, others, quarantine=True)
+    new = _not_in_table(spark, rows, pipeline.table.uri, columns)
+    return NullRows(count, rows, others, new=new)
+
+
+def _not_in_table(spark: SparkSession, rows: Any, uri: str, columns: Sequence[str]) -> Any:
+    """``rows`` (NULL watermark rows) less those the Delta table at ``uri`` holds, by whole-row
+    hash (the table's NULL rows only are read)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+    from pyspark.sql import functions as F
+
+    from watermark_assets.spark import io
+
+    try:
+        table = DeltaTable(uri, storage_options=storage.delta_options(uri))
+    except TableNotFoundError:
+        return rows
+    uris = table.file_uris()
+    if not uris:
+        return rows
+    held = io.read_files(spark, uris, format="parquet", schema=rows.schema, base_path=uri)
+    held = held.where(any_null(columns))
+    key = "__watermark_assets_row_hash"
+    known = held.select(row_hash(held).alias(key)).distinct()
+    return (
+        rows.withColumn(key, row_hash(rows))
+        .join(known, on=key, how="left_anti")
+        .select(*[F.col(f"`{c}`") for c in rows.columns])
+    )
+
+
+def _boundary_after(
+    plan: ColumnPlan, rows: StagedRows, spark: SparkSession, frame: Any, *, drops: bool
+) -> Boundary | None:
+    """The rows committed at the next watermark's leading value once this run commits: the
+    staged ones there (read back from staging), with the boundary's known ones when the value
+    did not move and the read dropped them. A strict read (``>``) that stayed on its start's
+    value did not see the rows committed there before: overflowed (the next read stays strict)."""
+    after = rows.next_watermark
+    if after.is_empty or rows.data_dir is None:
+        return None
+    column, value = after.columns[0], after.values[0]
+    assert value is not None
+    before = plan.watermark_before
+    if (
+        plan.operator is WatermarkOperator.GREATER_THAN
+        and not before.is_empty
+        and before.values[0] == value
+    ):
+        return Boundary.of(column, value, None)
+    hashes = boundary_hashes(
+        spark, rows.data_dir, frame, column, value, limit=MAX_BOUNDARY_ROWS + 1
+    )
+    prior = plan.boundary
+    if prior is not None and drops and prior.value == value:
+        return prior.with_rows(hashes)
+    return Boundary.of(column, value, hashes)
 
 
 def _empty_read_schema(frame: Any, data_dir: str, partition_by: list[str]) -> pa.Schema:
@@ -483,8 +707,13 @@ def commit_column_batch(
                     "window keeps its rows and high watermark"
                 )
                 return _nothing_committed(staged, reason, attempt)
-            if not staged.rows_read and not _commits_when_empty(staged):
+            if not staged.rows.rows_new and not _commits_when_empty(staged):
                 reason = "no row above the watermark: nothing to commit"
+                if staged.rows.reread:
+                    reason = (
+                        f"no new row: the {staged.rows.reread} row(s) read at the watermark's "
+                        "boundary value were committed already; nothing to commit"
+                    )
                 return _nothing_committed(staged, reason, attempt)
             return _commit_once(staged, attempt)
         except _Stale:
@@ -510,8 +739,10 @@ def commit_column_batch(
 
 
 def _commits_when_empty(staged: StagedColumnBatch) -> bool:
-    """Whether a read of no row may still commit: a chunk's replace, or a recorded completion."""
-    return staged.window is not None or staged.plan.records_completion
+    """Whether a read of no (new) row may still commit: a chunk's or a unit's replace, or a
+    recorded completion; never a run above the watermark (its boundary rows read again)."""
+    plan = staged.plan
+    return plan.records_completion or (staged.window is not None and not plan.records_boundary)
 
 
 def _nothing_committed(staged: StagedColumnBatch, reason: str, attempt: int) -> ColumnResult:
@@ -555,12 +786,13 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
     def commit(entries: Mapping[str, str]) -> CommitOutcome:
         custom = dict(plan.extra_metadata)
         if saves:
-            custom |= dict(entries) or commit_metadata_entry(
+            entry = dict(entries) or commit_metadata_entry(
                 pipeline.dataflow_id,
                 after.to_json(),
                 job_id=request.job_name,
                 dataflow_run_id=request.run_id,
             )
+            custom |= with_boundary(entry, pipeline.dataflow_id, staged.boundary_text)
         if creates:  # records completion: the table is created by this commit, with no file
             custom[RUN_METADATA_KEY] = _run_record(staged, window, 0, 0)
             outcome = committer.commit(
@@ -702,6 +934,7 @@ def _run_record(
             "rows_kept_by_rewrite": kept,
             "rows_deduplicated": staged.rows.duplicates,
             "rows_quarantined": staged.rows_quarantined,
+            "rows_boundary_reread": staged.rows.reread,
             **(
                 {}
                 if staged.columns_ignored is None

@@ -64,18 +64,65 @@ def quarantine_malformed(
     """Commit the read's malformed records not quarantined yet; how many were (module doc).
 
     Call it after the rows' write (the count of malformed records is observed there)."""
+    if not int(malformed.counted.get.get("records", 0)):
+        return 0
+    return quarantine_records(pipeline, _records(malformed, now), spark, token=token, run_id=run_id)
+
+
+def quarantine_null_watermark(
+    pipeline: ColumnPipelineConfig,
+    rows: DataFrame,
+    spark: SparkSession,
+    *,
+    token: str,
+    run_id: str,
+    now: datetime,
+) -> int:
+    """Commit the rows with a NULL watermark column (``null_watermark: quarantine``) not
+    quarantined yet, each as its JSON text with the source's location as ``_source_file``; how
+    many were. Exactly once by content, as malformed records."""
+    from pyspark.sql import functions as F
+
+    from watermark_assets.spark.batch import (
+        INGESTED_AT_COLUMN,
+        PARTITION_KEY_COLUMN,
+        SOURCE_FILE_COLUMN,
+    )
+
+    columns = pipeline.watermark.columns
+    nulls = F.concat_ws(", ", *[F.when(F.col(f"`{c}`").isNull(), F.lit(c)) for c in columns])
+    error = F.concat(F.lit("NULL watermark column(s): "), nulls)
+    records = rows.select(
+        F.lit(f"{pipeline.source.type} {pipeline.source.location}").alias(SOURCE_FILE_COLUMN),
+        F.lit(now.isoformat()).cast("timestamp").alias(INGESTED_AT_COLUMN),
+        F.lit(None).cast("string").alias(PARTITION_KEY_COLUMN),
+        F.to_json(F.struct(*[F.col(f"`{c}`") for c in sorted(rows.columns)])).alias("raw_record"),
+        error.alias("error"),
+        F.lit(None).cast("bigint").alias("file_size"),
+    )
+    return quarantine_records(pipeline, records, spark, token=f"{token}-nulls", run_id=run_id)
+
+
+def quarantine_records(
+    pipeline: ColumnPipelineConfig,
+    quarantined: DataFrame,
+    spark: SparkSession,
+    *,
+    token: str,
+    run_id: str,
+) -> int:
+    """Commit ``quarantined`` (in the quarantine table's columns) less the records the table
+    holds already, in ONE commit under the pipeline's quarantine txn; how many were."""
     from pyspark.sql import Observation
 
     from watermark_assets.spark import io
 
-    if not int(malformed.counted.get.get("records", 0)):
-        return 0
     uri = pipeline.table.quarantine  # swept of crash leftovers by stage_column_batch
     committer = DeltaCommitter(uri)
     app_id = quarantine_app_id(pipeline.name)
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         current = committer.transaction_version(app_id)  # before the table is read
-        records = _new_records(spark, _records(malformed, now), uri)
+        records = _new_records(spark, quarantined, uri)
         staging = storage.join(uri, f"{STAGING_DIR}/{token}-{attempt}")
         written = Observation("watermark_assets_column_quarantine")
         try:

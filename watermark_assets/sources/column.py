@@ -12,13 +12,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from watermark_assets.core.column.predicate import Predicate
-from watermark_assets.core.column.watermark import ColumnWatermark
+from watermark_assets.core.column.boundary import Boundary
+from watermark_assets.core.column.predicate import (
+    Predicate,
+    SqlDialect,
+    quote_identifier,
+    sql_literal,
+)
+from watermark_assets.core.column.watermark import ColumnValue, ColumnWatermark
+from watermark_assets.core.errors import ColumnMismatchError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Observation, SparkSession
+    from pyspark.sql import Column, DataFrame, Observation, SparkSession
+    from pyspark.sql.types import DataType
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +74,14 @@ class MalformedRecords:
     reason: str
 
 
+def check_predicate_columns(configured: Sequence[str], bound: Sequence[str]) -> None:
+    """A predicate's columns are the source's watermark columns, or their leading ones (a
+    look-back, a lag or a boundary read bounds the leading column only); anything else is
+    another configuration's (ColumnMismatchError)."""
+    if bound and tuple(bound) != tuple(configured[: len(bound)]):
+        raise ColumnMismatchError(tuple(configured), tuple(bound))
+
+
 class ColumnSource(Protocol):
     """A source of rows ordered by watermark columns."""
 
@@ -77,6 +93,35 @@ class ColumnSource(Protocol):
         ...
 
 
+@runtime_checkable
+class ReadsNullRows(Protocol):
+    """A source that can select its rows with a NULL watermark column where they are (a filter
+    pushed into the scan or the database): ``count_nulls`` counts them, a run quarantines or
+    includes them (``watermark.null_watermark``). A source without it (an API: its parameters
+    select by value) hands the run only the NULL rows of a read of everything (the first)."""
+
+    def null_rows(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
+        """Every row with a NULL in one of ``columns`` (lazy)."""
+        ...
+
+
+def count_nulls(source: object, spark: SparkSession, columns: Sequence[str]) -> int | None:
+    """How many rows of ``source`` have a NULL watermark column; None: it cannot tell cheaply."""
+    if not isinstance(source, ReadsNullRows):
+        return None
+    return int(source.null_rows(spark, columns).count())
+
+
+def any_null(columns: Sequence[str]) -> Column:
+    """Whether a row has a NULL in one of ``columns``."""
+    from pyspark.sql import functions as F
+
+    test = F.lit(False)
+    for column in columns:
+        test = test | F.col("`" + column.replace("`", "``") + "`").isNull()
+    return test
+
+
 @dataclass(frozen=True, kw_only=True)
 class StagedRows:
     """What :func:`stage_rows` wrote: the staging folder, the row count, the next watermark."""
@@ -86,10 +131,98 @@ class StagedRows:
     next_watermark: ColumnWatermark  # the greatest row's columns, advanced from the start
     #: rows read but not written: another row of the same merge key was kept (``merge_keys``)
     duplicates: int = 0
+    #: rows at the boundary value that the table already held (their hash is the boundary's),
+    #: read again: dropped (not in ``rows``) or, without ``drops_reread``, written again
+    reread: int = 0
+    drops_reread: bool = True
 
     @property
     def rows_written(self) -> int:
         return self.rows - self.duplicates
+
+    @property
+    def rows_new(self) -> int:
+        """Rows written that the table did not hold as they are."""
+        return self.rows_written - (0 if self.drops_reread else self.reread)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BoundaryRead:
+    """A read that includes the watermark's boundary value (:mod:`~watermark_assets.core.column.
+    boundary`): the rows there whose hash ``boundary`` holds were committed already. ``drops``:
+    they are left out (append; merge, after one row per key is chosen); False: they are written
+    again and only counted (a replace re-writes its whole window)."""
+
+    boundary: Boundary
+    drops: bool
+
+    def known(self, frame: DataFrame) -> Column:
+        """Whether a row of ``frame`` is one the boundary holds (never null)."""
+        from pyspark.sql import functions as F
+
+        hashes = self.boundary.hashes or frozenset()
+        if not hashes:
+            return F.lit(False)
+        return F.coalesce(
+            at_value(self.boundary.column, self.boundary.value) & row_hash(frame).isin(*hashes),
+            F.lit(False),
+        )
+
+
+def at_value(column: str, value: ColumnValue) -> Column:
+    """``column = value`` as Spark SQL (typed literals: a naive datetime is TIMESTAMP_NTZ)."""
+    from pyspark.sql import functions as F
+
+    text = f"{quote_identifier(column, SqlDialect.SPARK)} = {sql_literal(value, SqlDialect.SPARK)}"
+    return F.expr(text)
+
+
+def row_hash(frame: DataFrame) -> Column:
+    """A whole row's 64-bit hash: each non-null column as ``(name, value)``, in name order (the
+    order in the frame does not matter; ``(NULL, 1)`` and ``(1, NULL)`` differ). A null column
+    adds nothing, so a column the source gains later (null in the rows committed before) leaves
+    their hashes as they were. Maps are hashed as their JSON."""
+    from pyspark.sql import functions as F
+
+    parts: list[Column] = []
+    for field in sorted(frame.schema.fields, key=lambda f: f.name):
+        column = F.col("`" + field.name.replace("`", "``") + "`")
+        value = column if _hashable(field.dataType) else F.to_json(column)
+        parts.append(F.when(column.isNotNull(), F.struct(F.lit(field.name), value)))
+    return F.xxhash64(*parts)
+
+
+def _hashable(data_type: DataType) -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, MapType):
+        return False
+    if isinstance(data_type, StructType):
+        return all(_hashable(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, ArrayType):
+        return _hashable(data_type.elementType)
+    return data_type.typeName() != "variant"
+
+
+def boundary_hashes(
+    spark: SparkSession,
+    data_dir: str,
+    frame: DataFrame,
+    column: str,
+    value: ColumnValue,
+    *,
+    limit: int,
+) -> list[int]:
+    """The hashes of the staged rows (Parquet under ``data_dir``, written from ``frame``) whose
+    ``column`` holds ``value``: at most ``limit`` (one Spark job; the filter is pushed into the
+    scan). Read back from what is committed, never from the source again (a row arriving there
+    meanwhile is not committed)."""
+    from watermark_assets.spark import io
+
+    staged = io.read_folder(spark, data_dir, format="parquet", schema=frame.schema)
+    staged = staged.select(*[f"`{c.replace('`', '``')}`" for c in frame.columns])
+    rows = staged.where(at_value(column, value)).select(row_hash(staged).alias("h"))
+    return [int(r["h"]) for r in rows.limit(limit).collect()]
 
 
 def stage_rows(
@@ -100,6 +233,7 @@ def stage_rows(
     data_dir: str,
     partition_by: Sequence[str] = (),
     merge_keys: Sequence[str] = (),
+    boundary: BoundaryRead | None = None,
 ) -> StagedRows:
     """Write ``read.frame`` as Parquet under ``data_dir`` in ONE pass, observing the row count
     and the greatest ``columns`` tuple (``max`` over a struct compares field by field, the
@@ -114,6 +248,11 @@ def stage_rows(
     latest_per_key`: the greatest watermark tuple, ties broken by the other columns), in the same
     pass: the count and the next watermark are observed over every row read, before that step,
     and the rows written are observed after it (``duplicates`` is the difference).
+
+    With ``boundary`` the rows read that the boundary holds are counted (``reread``) and, when
+    it drops them, left out after that step (one row per key is chosen among every row read, so
+    a known row still decides which row of its key is kept): ``rows`` then counts the rows read
+    less the known ones, ``duplicates`` the other rows that lost to a row of their key.
     """
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
@@ -130,10 +269,12 @@ def stage_rows(
     key = F.struct(
         *[(F.unix_micros(F.col(c)) if c in instants else F.col(c)).alias(c) for c in columns]
     )
+    known_read = [] if boundary is None else [F.count_if(boundary.known(frame)).alias("known")]
     observed = frame.observe(
         observation,
         F.count(F.lit(1)).alias("rows"),
         F.max(F.when(complete, key)).alias("top"),
+        *known_read,
     )
     written = observed
     kept = Observation("watermark_assets_column_kept")
@@ -143,10 +284,23 @@ def stage_rows(
         written = latest_per_key(observed, merge_keys, columns).observe(
             kept, F.count(F.lit(1)).alias("rows")
         )
+    again = Observation("watermark_assets_column_reread")
+    if boundary is not None:
+        known = boundary.known(written)
+        written = written.observe(again, F.count_if(known).alias("rows"))
+        if boundary.drops:
+            written = written.where(~known)
     io.write_parquet(written, data_dir, partition_by=partition_by)
     values = observation.get
-    rows = int(values.get("rows", 0))
-    duplicates = rows - int(kept.get.get("rows", 0)) if merge_keys else 0
+    read_all = int(values.get("rows", 0))
+    # known rows read: each one either lost to another row of its key or was dropped
+    reread = int(values.get("known", 0)) if boundary is not None else 0
+    drops = boundary is not None and boundary.drops
+    dropped = int(again.get.get("rows", 0)) if drops else 0
+    rows = read_all - (reread if drops else 0)
+    duplicates = 0
+    if merge_keys:
+        duplicates = read_all - int(kept.get.get("rows", 0)) - (reread - dropped if drops else 0)
     top = values.get("top")
     next_watermark = start
     if top is not None:
@@ -158,6 +312,8 @@ def stage_rows(
         rows=rows,
         next_watermark=next_watermark,
         duplicates=duplicates,
+        reread=reread,
+        drops_reread=boundary is None or boundary.drops,
     )
 
 

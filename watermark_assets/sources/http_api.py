@@ -48,9 +48,8 @@ from typing import TYPE_CHECKING, Any
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.predicate import Predicate, SqlDialect, to_sql
 from watermark_assets.core.column.watermark import ColumnWatermark
-from watermark_assets.core.errors import ColumnMismatchError
 from watermark_assets.exceptions import ConfigError, HttpApiError
-from watermark_assets.sources.column import ColumnRead
+from watermark_assets.sources.column import ColumnRead, check_predicate_columns
 from watermark_assets.sources.http_fetch import open_url, request_headers
 
 if TYPE_CHECKING:
@@ -231,12 +230,13 @@ class HttpApiSource:
         from pyspark.sql import functions as F
 
         watermark = predicate.watermark
-        if watermark.columns and watermark.columns != self.watermark_columns:
-            raise ColumnMismatchError(self.watermark_columns, watermark.columns)
+        check_predicate_columns(self.watermark_columns, watermark.columns)
         in_body = self.watermark_param_location is ParamLocation.BODY
         injected = watermark_params(
             watermark,
-            self.watermark_param_mapping,
+            # a bound on the leading column only (a look-back, a lag, a boundary read) sends
+            # that column's parameter: the others' values say nothing about the rows read
+            {c: p for c, p in self.watermark_param_mapping.items() if c in watermark.columns},
             value_format=self.watermark_param_format,
             to_param=self.watermark_to_param,
             upper=_upper_bound(predicate, self.now),

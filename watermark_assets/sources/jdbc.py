@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -54,9 +54,8 @@ from watermark_assets.core.column.predicate import (
     quote_identifier,
     to_sql,
 )
-from watermark_assets.core.errors import ColumnMismatchError
 from watermark_assets.exceptions import ConfigError, JdbcDriverMissingError
-from watermark_assets.sources.column import ColumnRead
+from watermark_assets.sources.column import ColumnRead, check_predicate_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession
@@ -182,8 +181,7 @@ class JdbcSource:
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
         """A lazy frame over ``(select_sql) AS src``; with ``num_partitions > 1``, partitioned
         on the leading watermark column between the bounds of the rows to read."""
-        if predicate.watermark.columns and predicate.watermark.columns != self.watermark_columns:
-            raise ColumnMismatchError(self.watermark_columns, predicate.watermark.columns)
+        check_predicate_columns(self.watermark_columns, predicate.watermark.columns)
         select = self.select_sql(predicate)
         dbtable = f"({select}) AS src"
         details: dict[str, object] = {"dbtable": dbtable, "url": redacted_url(self.url)}
@@ -203,6 +201,12 @@ class JdbcSource:
         return ColumnRead(
             frame=frame, pushed_down=to_sql(predicate, SqlDialect.POSTGRES), details=details
         )
+
+    def null_rows(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
+        """The rows with a NULL watermark column: the test runs in the database."""
+        test = " OR ".join(f"{quote_identifier(c, SqlDialect.POSTGRES)} IS NULL" for c in columns)
+        dbtable = f"(SELECT * FROM {self.relation()} WHERE {test}) AS src"
+        return self._load(self._reader(spark).option("dbtable", dbtable))
 
     def _reader(self, spark: SparkSession) -> DataFrameReader:
         env = os.environ if self.env is None else self.env

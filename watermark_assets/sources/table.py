@@ -24,8 +24,8 @@ observes the next watermark during the write.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
@@ -40,6 +40,8 @@ from watermark_assets.core.column.predicate import (
     leading_bound,
     to_sql,
 )
+from watermark_assets.core.column.predicate import predicate as read_predicate
+from watermark_assets.core.column.watermark import ColumnWatermark, WatermarkOperator
 from watermark_assets.core.replace_window import value_kind
 from watermark_assets.delta.stats import (
     modification_time_ms,
@@ -55,6 +57,7 @@ from watermark_assets.sources.column import (
     ColumnRead,
     ColumnSource,
     MalformedRecords,
+    any_null,
 )
 from watermark_assets.sources.file_columns import file_columns, left_out, names_columns
 from watermark_assets.spark import io
@@ -79,33 +82,15 @@ class DeltaTableSource:
 
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
         """The table's rows that ``predicate`` admits (lazy: Spark reads nothing yet)."""
-        from deltalake import DeltaTable
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        options = (
-            dict(self.storage_options) if self.storage_options else storage.delta_options(self.uri)
-        )
-        table = DeltaTable(self.uri, storage_options=options)
-        feature = unsupported_read_feature(table)
-        if feature is not None:
-            raise UnsupportedDeltaTableError(self.uri, feature)
-        arrow_schema = pa.schema(table.schema().to_arrow())
-        partition_columns = list(table.metadata().partition_columns)
+        table, files, arrow_schema, partition_columns = self._snapshot()
         bound = leading_bound(predicate)
-        files = pa.table(table.get_add_actions(flatten=True)).to_pylist()
         if bound is not None and bound.column in arrow_schema.names:
             column_type = arrow_schema.field(bound.column).type
             partitioned = bound.column in partition_columns
             kept = [f for f in files if file_may_hold_rows(f, bound, column_type, partitioned)]
         else:
             kept = files
-        # The explicit schema gives partition columns their Delta types (not inferred from the
-        # path) and fills columns that older files lack with nulls.
-        schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=True)
-        root = table.table_uri.rstrip("/")
-        uris = [f"{root}/{unquote(f['path'])}" for f in kept]
-        # No path (every file skipped) is an empty Parquet scan: the same plan, no rows.
-        frame = io.read_files(spark, uris, format="parquet", schema=schema, base_path=root)
+        frame = self._frame(spark, table, kept, arrow_schema)
         return ColumnRead(
             frame=_filtered(frame, predicate),
             pushed_down=to_sql(predicate, SqlDialect.SPARK),
@@ -116,6 +101,55 @@ class DeltaTableSource:
                 "files_read": len(kept),
             },
         )
+
+    def null_rows(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
+        """The rows with a NULL watermark column: only the files whose statistics (null counts,
+        partition values) do not prove they hold none are read."""
+        table, files, arrow_schema, partition_columns = self._snapshot()
+
+        def may_hold_null(file: Mapping[str, Any]) -> bool:
+            for column in columns:
+                if column in partition_columns:
+                    if file.get(f"partition.{column}") is None:
+                        return True
+                    continue
+                nulls = file.get(f"null_count.{column}")
+                if nulls is None or int(nulls) > 0:
+                    return True
+            return False
+
+        kept = [f for f in files if f.get("num_records") != 0 and may_hold_null(f)]
+        return self._frame(spark, table, kept, arrow_schema).where(any_null(columns))
+
+    def _snapshot(self) -> tuple[Any, list[dict[str, Any]], pa.Schema, list[str]]:
+        """The table at its current version, its files (flattened add actions), schema and
+        partition columns; tables Spark cannot read by their Parquet files refused."""
+        from deltalake import DeltaTable
+
+        options = (
+            dict(self.storage_options) if self.storage_options else storage.delta_options(self.uri)
+        )
+        table = DeltaTable(self.uri, storage_options=options)
+        feature = unsupported_read_feature(table)
+        if feature is not None:
+            raise UnsupportedDeltaTableError(self.uri, feature)
+        arrow_schema = pa.schema(table.schema().to_arrow())
+        partition_columns = list(table.metadata().partition_columns)
+        files = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+        return table, files, arrow_schema, partition_columns
+
+    def _frame(
+        self, spark: SparkSession, table: Any, files: list[dict[str, Any]], arrow_schema: pa.Schema
+    ) -> DataFrame:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        # The explicit schema gives partition columns their Delta types (not inferred from the
+        # path) and fills columns that older files lack with nulls.
+        schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=True)
+        root = table.table_uri.rstrip("/")
+        uris = [f"{root}/{unquote(f['path'])}" for f in files]
+        # No path (every file skipped) is an empty Parquet scan: the same plan, no rows.
+        return io.read_files(spark, uris, format="parquet", schema=schema, base_path=root)
 
 
 @dataclass(frozen=True)
@@ -144,6 +178,10 @@ class ParquetFilesSource:
             details={"format": "parquet"},
             columns_ignored=left_out(file_columns(files, "parquet"), frame.columns),
         )
+
+    def null_rows(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
+        """The rows with a NULL watermark column (Spark pushes ``IS NULL`` into the scan)."""
+        return self.read(spark, everything(columns)).frame.where(any_null(columns))
 
 
 @dataclass(frozen=True)
@@ -221,6 +259,12 @@ class CsvJsonSource:
             ),
             columns_ignored=ignored,
         )
+
+    def null_rows(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
+        """The rows with a NULL watermark column (a full scan, like every read here; its
+        malformed records are the run's read's to quarantine: observed under another name)."""
+        own = replace(self, name=f"{self.name}_null_watermark")
+        return own.read(spark, everything(columns)).frame.where(any_null(columns))
 
     def _records(self, spark: SparkSession, files: list[str], schema: Any) -> DataFrame:
         """Every record of ``files`` in ``schema``, PERMISSIVE: a malformed one has its text in
@@ -323,6 +367,11 @@ def file_may_hold_rows(
         low = stats_value(file.get(f"min.{column}"), column_type)  # a cut minimum stays below
         return not (low is not None and low > value) and bool(high >= value)
     return bool(high > value) if bound.op == ">" else bool(high >= value)
+
+
+def everything(columns: Sequence[str]) -> Predicate:
+    """The predicate that admits every row (an empty watermark over ``columns``)."""
+    return read_predicate(ColumnWatermark.empty(columns), WatermarkOperator.GREATER_THAN)
 
 
 def _filtered(frame: DataFrame, predicate: Predicate) -> DataFrame:
