@@ -221,6 +221,7 @@ def time_metadata(
         "rows/read": MetadataValue.int(result.rows_read),
         "rows/committed": MetadataValue.int(result.rows_committed),
         "rows/removed": MetadataValue.int(result.rows_removed),
+        "rows/moved": MetadataValue.int(result.rows_moved),
         "delta/versions": MetadataValue.json(result.versions),
     }
     metadata |= staged_reads_metadata([w.result.staged for w in result.windows])

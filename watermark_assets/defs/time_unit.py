@@ -174,6 +174,7 @@ def grid_metadata(
         "rows/read": MetadataValue.int(result.rows_read),
         "rows/committed": MetadataValue.int(result.rows_committed),
         "rows/removed": MetadataValue.int(result.rows_removed),
+        "rows/moved": MetadataValue.int(result.rows_moved),
         "delta/versions": MetadataValue.json(result.versions),
     }
     metadata |= staged_reads_metadata([c.result.staged for c in result.cells])

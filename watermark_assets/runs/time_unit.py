@@ -47,15 +47,17 @@ from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.runs.column import (
     ColumnPlan,
     ColumnRunRequest,
-    commit_column_batch,
+    StagedColumnBatch,
     stage_column_batch,
 )
 from watermark_assets.runs.time import (
     WatermarkEntryLog,
     WindowRun,
     WindowRunTotals,
+    key_moves,
     window_chunk_plan,
 )
+from watermark_assets.runs.window_commit import WindowsCommit, commit_windows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -170,29 +172,68 @@ def run_cells(
     clock: Clock = system_clock,
     log: Callable[[str], None] = print,
 ) -> CellsRunResult:
-    """Read and replace each of ``cells`` (unit by unit in the given order of units, windows in
-    start order), ONE commit each (module docstring)."""
+    """Read each of ``cells`` (unit by unit in the given order of units, windows in start
+    order) and replace them all in ONE commit (module docstring)."""
+    time = pipeline.watermark.time
+    assert time is not None, "a time x unit pipeline has watermark.time"
     grid = GridLog(pipeline)
     before = grid.read()
     order = {unit: i for i, unit in enumerate(dict.fromkeys(c.unit for c in cells))}
-    runs: list[CellRun] = []
-    for cell in sorted(cells, key=lambda c: (order[c.unit], c.window.start)):
-        request = ColumnRunRequest(
-            pipeline=pipeline.column_pipeline(cell.unit),
-            run_id=run_id,
-            job_name=job_name,
-            clock=clock,
+    ordered = sorted(cells, key=lambda c: (order[c.unit], c.window.start))
+    requests = {
+        unit: ColumnRunRequest(
+            pipeline=pipeline.column_pipeline(unit), run_id=run_id, job_name=job_name, clock=clock
         )
-        now = clock()
+        for unit in order
+    }
+    now = clock()
 
-        def plan(cell: Cell = cell, request: ColumnRunRequest = request) -> ColumnPlan:
-            return plan_cell(request, pipeline, cell, grid)
+    def stage_all() -> list[StagedColumnBatch]:
+        plans = [plan_cell(requests[c.unit], pipeline, c, grid) for c in ordered]
+        return [stage_column_batch(plan, spark, now=now) for plan in plans]
 
-        staged = stage_column_batch(plan(), spark, now=now)
-        result = commit_column_batch(staged, now=now, replan=plan)
-        runs.append(CellRun(cell.window, result, cell.unit))
-        log(f"{pipeline.name}: {runs[-1].line()}")
+    def state_entry(indexes: Sequence[int]) -> dict[str, str]:
+        stored = grid.read()
+        after = stored
+        for i in indexes:
+            cell = ordered[i]
+            inner = unit_time_watermark(after, cell.unit)
+            after = after.advance({cell.unit: inner.advance(cell.window)})
+        entry = {
+            "watermark": after.to_json(),
+            "read_version": grid.version,
+            "cells": [
+                [
+                    ordered[i].unit,
+                    format_instant(ordered[i].window.start),
+                    format_instant(ordered[i].window.end),
+                ]
+                for i in indexes
+            ],
+            "run_id": run_id,
+            "job_id": job_name,
+        }
+        return {time_unit_metadata_key(pipeline.name): json.dumps(entry)}
+
+    committed = WindowsCommit(())
+    if ordered:
+        committed = commit_windows(
+            stage_all(),
+            state_entry=state_entry,
+            restage=stage_all,
+            moves=key_moves(pipeline.table.merge_keys, time.column),
+            now=now,
+        )
+    runs = [CellRun(c.window, r, c.unit) for c, r in zip(ordered, committed.results, strict=True)]
+    for run in runs:
+        log(f"{pipeline.name}: {run.line()}")
+    if committed.rows_moved:
+        log(f"{pipeline.name}: {committed.rows_moved} row(s) of other cells moved (merge keys)")
     after = grid.read()
     return CellsRunResult(
-        tuple(runs), pipeline=pipeline.name, watermark_before=before, watermark_after=after
+        tuple(runs),
+        rows_moved=committed.rows_moved,
+        pipeline=pipeline.name,
+        watermark_before=before,
+        watermark_after=after,
     )
