@@ -205,11 +205,14 @@ class Scene:
         units: dict[str, Any],
         source: Source | None = None,
         now: str = "2024-01-05T06:00",
+        merge_keys: list[str] | None = None,
         **time: Any,
     ) -> None:
         self.source = source or Source(tmp_path, "delta_table")
         units = {**units, **self.source.unit_settings()}
         self.raw = grid_pipeline(tmp_path, self.source.config(), units, **time)
+        if merge_keys:
+            self.raw["table"]["merge_keys"] = merge_keys
         self.config = project_config(self.raw)
         pipeline = self.config.pipeline("answers")
         assert isinstance(pipeline, UnitPipelineConfig)
@@ -683,6 +686,26 @@ def test_the_tick_caps_its_runs_and_says_what_waits(tmp_path: Path) -> None:
         "25 cells of 5 units (of 5): u0, u1, u2, u3, u4: 5 partitions: 2024-01-01, 2024-01-02, "
         "2024-01-03, 2024-01-04, 2024-01-05 (partial, to 2024-01-05T06:00Z) have no history"
     )
+
+
+@pytest.mark.spark
+def test_an_answer_moved_to_a_newer_cell_leaves_its_old_cell_with_merge_keys(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Answer a/10 moves from 2024-01-01 (never re-run) to 2024-01-04: re-running a's 01-04
+    cell removes the old copy in the same commit (``rows/moved``); b is never touched."""
+    scene = Scene(tmp_path, {"units": "a,b"}, merge_keys=["survey_id", "answer"])
+    scene.source.put(*ANSWERS)
+    scene.run("2024-01-01|a", "2024-01-04|a")
+    scene.run("2024-01-01|b", "2024-01-04|b")
+    b_rows = scene.target("b")
+
+    scene.source.put(answer("a", 10, "2024-01-04T23:00"))
+    rerun = scene.run("2024-01-04|a")
+
+    assert scene.target("a") == [("a", n) for n in (10, 11, 20, 21, 30, 31, 40, 41)]
+    assert scene.target("b") == b_rows
+    assert (rerun["rows/read"], rerun["rows/removed"], rerun["rows/moved"]) == (3, 2, 1)
 
 
 # --- a crash between staging and the commit ---
