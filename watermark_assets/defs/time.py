@@ -578,7 +578,7 @@ def build_time_pipeline(pipeline: TimePipelineConfig, clock: Clock) -> TimePipel
         asset_def,
         checks,
         partitions_def,
-        f"Reads and replaces windows of {pipeline.name}'s time watermark (one commit per window).",
+        f"Reads and replaces windows of {pipeline.name}'s time watermark (one commit per run).",
     )
     schedule = build_time_schedule(pipeline, job, asset_def.key, partitions_def, clock)
     sensor_def = build_time_sensor(pipeline, job, asset_def.key, partitions_def, clock)

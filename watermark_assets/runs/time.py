@@ -1,24 +1,29 @@
-"""A run of a time pipeline (seed 003): its windows read and replaced, one commit each (no Dagster).
+"""A run of a time pipeline (seed 003): its windows read, then replaced in ONE commit (no Dagster).
 
 A window ``[start, end)`` of :func:`~watermark_assets.core.time.windows` is a replay chunk of the
 column machinery (:mod:`watermark_assets.runs.column`): read with ``column >= start AND column <
 end`` (pushed to the source: a filter for tables and files, a ``WHERE`` for JDBC, the lower bound
-in ``watermark_param_mapping`` and the end in ``watermark_to_param`` for an HTTP API), staged, and
-committed as a replace of ``[start, end)`` (``Interval.CLOSED_OPEN``) in ONE Delta commit. That
+in ``watermark_param_mapping`` and the end in ``watermark_to_param`` for an HTTP API) and staged.
+Once every window of the run is staged, :func:`~watermark_assets.runs.window_commit.
+commit_windows` replaces them all (each ``[start, end)``, ``Interval.CLOSED_OPEN``) in ONE Delta
+commit: a reader never sees a window emptied or a row in two windows between commits. That
 commit also carries:
 
-- the txn ``watermark_assets/{pipeline}/time/{window start}`` (:func:`window_app_id`): version 1,
-  2, ... per run of the window; a concurrent run of the same window makes the commit stale and it
-  plans and reads again;
+- the txn ``watermark_assets/{pipeline}/time/{window start}`` (:func:`window_app_id`) of every
+  window: version 1, 2, ... per run of the window; a concurrent run of one of them makes the
+  commit stale and the run plans and reads every window again;
 - the entry ``watermark_assets.time/{pipeline}`` (:func:`time_metadata_key`): the
-  :class:`~watermark_assets.core.time.TimeWatermark` read before the run (from the log up to
-  ``read_version``) with this window's high watermark recorded (its end, or ``to`` for the
-  partial last window), plus the window.
+  :class:`~watermark_assets.core.time.TimeWatermark` read from the log up to ``read_version``
+  with the run's windows' high watermarks recorded (each window's end, or ``to`` for the
+  partial last window), plus the windows;
+- with ``table.merge_keys``, the removal of the rows read's keys from the other windows
+  (:class:`~watermark_assets.delta.replace.KeyMoves`: the newest row of a key wins).
 
-So a window's data and its high watermark are ONE atomic commit. :func:`load_time_watermark` reads
-the watermark back (:class:`TimeWatermarkLog`): the newest entry, merged with the entries of the
-commits after its ``read_version`` (a union of covered spans): two runs of different windows
-committing at once each carry what they saw, and the merge keeps both.
+So the windows' data and their high watermarks are ONE atomic commit.
+:func:`load_time_watermark` reads the watermark back (:class:`TimeWatermarkLog`): the newest
+entry, merged with the entries of the commits after its ``read_version`` (a union of covered
+spans): two runs of different windows committing at once each carry what they saw, and the
+merge keeps both.
 
 A window that reads no row still commits (``records_completion``): its rows in the table are
 removed (deleted at the source) and its high watermark is recorded; with no table yet that one

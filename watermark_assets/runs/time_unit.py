@@ -1,4 +1,4 @@
-"""A run of time x unit cells (seed 003): each (window, unit) cell read and replaced in ONE commit.
+"""A run of time x unit cells (seed 003): each (window, unit) cell read, all replaced in ONE commit.
 
 A cell ``(window [start, end), unit u)`` is a window chunk of the column machinery, as a time
 pipeline's window is (:func:`~watermark_assets.runs.time.window_chunk_plan`), over the column
@@ -10,20 +10,22 @@ id). Per cell:
   every clause), pushed to the source: a Spark filter and file skipping for tables and files, a
   ``WHERE`` for JDBC, ``since``/``until`` and the id for an HTTP API (then the exact filter in
   Spark);
-- commit: the region ``[start, end)`` x ``[u, u]`` replaced (``delta/replace.plan_replace`` with
-  two windows): the unit's rows in the window removed, the rows read added; other units' rows
-  and other windows are never touched. An empty cell still commits once the table exists (rows
-  deleted at the source leave, the high watermark is recorded); with no table yet nothing is
-  committed and the cell stays without history;
+- commit: the region ``[start, end)`` x ``[u, u]`` replaced, every cell of the run in ONE
+  commit (:func:`~watermark_assets.runs.window_commit.commit_windows`, with
+  ``delta/replace.plan_replace_regions``): the unit's rows in the window removed, the rows read
+  added; other units' rows and other windows are never touched, except with
+  ``table.merge_keys`` (the rows read's keys leave the other cells, the newest row wins). An
+  empty cell still commits (rows deleted at the source leave, the high watermark is recorded);
+  with no table yet, only when the empty read gave a schema to create it with;
 - the txn ``watermark_assets/{pipeline}/{u}/time/{window start}`` (:func:`cell_app_id`; ids never
-  hold ``/``): a concurrent run of the same cell makes the commit stale, and it plans and reads
-  again;
+  hold ``/``) of each cell: a concurrent run of one of them makes the commit stale, and the run
+  plans and reads every cell again;
 - the entry ``watermark_assets.time_unit/{pipeline}`` (:func:`time_unit_metadata_key`): the grid's
   watermark (``UnitWatermark[TimeWatermark]``) read from the log up to ``read_version``, with
-  this cell's high watermark advanced (its end, or ``to`` for the partial last window), plus the
-  cell. Read back like a time pipeline's (:class:`~watermark_assets.runs.time.WatermarkEntryLog`:
-  the newest entry merged with the commits after its ``read_version``; the merge is unit by unit,
-  window by window, so concurrent runs of other cells never lose each other's high watermarks).
+  the run's cells' high watermarks advanced (each end, or ``to`` for the partial last window),
+  plus the cells. Read back like a time pipeline's
+  (:class:`~watermark_assets.runs.time.WatermarkEntryLog`: the newest entry merged with the
+  commits after its ``read_version``; the merge is unit by unit, window by window, so concurrent runs of other cells never lose each other's high watermarks).
 
 Known cost: each entry holds the whole grid, so commitInfo grows with units x windows (with one
 entry per window: ~40 bytes per cell; the time kind's compact form keeps a unit's contiguous
