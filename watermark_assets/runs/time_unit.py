@@ -25,7 +25,8 @@ id). Per cell:
   the run's cells' high watermarks advanced (each end, or ``to`` for the partial last window),
   plus the cells. Read back like a time pipeline's
   (:class:`~watermark_assets.runs.time.WatermarkEntryLog`: the newest entry merged with the
-  commits after its ``read_version``; the merge is unit by unit, window by window, so concurrent runs of other cells never lose each other's high watermarks).
+  commits after its ``read_version``; the merge is unit by unit, window by window, so
+  concurrent runs of other cells never lose each other's high watermarks).
 
 Known cost: each entry holds the whole grid, so commitInfo grows with units x windows (with one
 entry per window: ~40 bytes per cell; the time kind's compact form keeps a unit's contiguous
