@@ -723,8 +723,8 @@ def hour_rows(hour: int) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class RangeCase:
-    #: each region's hour and the new rows replacing it
-    parts: list[tuple[int, list[dict[str, Any]]]]
+    #: each region (an hour, or a window) and the new rows replacing it
+    parts: list[tuple[int | ReplaceWindow, list[dict[str, Any]]]]
     moves: bool
     #: id -> its one row's ts after the commit, for the ids that changed
     expected_ts: dict[int, datetime]
@@ -762,6 +762,20 @@ RANGE_CASES = {
         superseded=1,
         keys_read={"hour=2024-01-01T13/base.parquet"},
     ),
+    "a file straddling the region is rewritten; a moved key's file too": RangeCase(
+        [
+            (
+                ReplaceWindow("ts", at(13), at(13, 30), Interval.CLOSED_OPEN),
+                [{"id": 130, "ts": at(13)}, {"id": 101, "ts": at(13, 20)}],
+            )
+        ],
+        moves=True,
+        expected_ts={101: at(13, 20), 131: at(13, 30)},
+        removed_by_region=(1,),
+        moved=1,
+        superseded=0,
+        keys_read={"hour=2024-01-01T10/base.parquet", "hour=2024-01-01T13/base.parquet"},
+    ),
     "one key in two windows of one run: the newest row wins": RangeCase(
         [
             (10, [*hour_rows(10), {"id": 777, "ts": at(10, 10)}]),
@@ -793,8 +807,11 @@ def test_regions_replaced_in_one_commit_and_keys_moved_out_of_other_windows(
 
     monkeypatch.setattr(replace_module, "read_key_columns", spy)
     parts = [
-        (hour_window(hour), described(table, write_rows(table, rows, f"new{hour}")))
-        for hour, rows in case.parts
+        (
+            hour_window(region) if isinstance(region, int) else region,
+            described(table, write_rows(table, rows, f"new{number}")),
+        )
+        for number, (region, rows) in enumerate(case.parts)
     ]
     before = committer(table).current_version()
     plan = plan_replace_regions(

@@ -542,17 +542,16 @@ def _candidate_masks(
                 )
         data = pq.read_table(path, columns=columns, filesystem=fs)
         for region_index, windows in candidate.partial:
-            mask = pa.repeat(pa.scalar(True), data.num_rows)
+            mask: pa.Array = pa.repeat(pa.scalar(True), data.num_rows)
             for window in windows:
-                mask = pc.and_(mask, _in_window(window, data.column(window.column)))
+                inside = _in_window(window, data.column(window.column)).combine_chunks()
+                mask = pc.and_(mask, inside)
             if in_regions is not None:
                 mask = pc.and_(mask, pc.invert(in_regions))  # a row counts for one region
             count = int(pc.sum(mask).as_py() or 0)
             if count:
                 per_region[region_index] = count
-            mask = pa.chunked_array([mask]).combine_chunks() if isinstance(mask, pa.Array) else mask
-            merged = mask if in_regions is None else pc.or_(in_regions, mask)
-            in_regions = merged.combine_chunks() if isinstance(merged, pa.ChunkedArray) else merged
+            in_regions = mask if in_regions is None else pc.or_(in_regions, mask)
     rows = moving.read(index, candidate, partition_columns, in_regions)
     if in_regions is None:
         assert rows is not None, "a file with no region to read is read for its keys"
