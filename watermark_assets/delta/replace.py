@@ -141,7 +141,9 @@ class ReplacePlan(RewritePlan):
 
     def metadata(self) -> dict[str, Any]:
         """The ``watermark_assets.replace`` entry of the commit."""
-        region = {"windows": [w.to_json() for w in self.windows]} if len(self.windows) > 1 else {}
+        region: dict[str, Any] = {}
+        if len(self.windows) > 1:
+            region["windows"] = [w.to_json() for w in self.windows]
         if len(self.regions) > 1:
             region["regions"] = [[w.to_json() for w in r] for r in self.regions]
         moves = (
@@ -646,7 +648,7 @@ class _Moving:
         rows = found.append_column(_FILE, pa.repeat(pa.scalar(index, pa.int64()), found.num_rows))
         rows = rows.append_column(_ROW, pa.array(range(found.num_rows), type=pa.int64()))
         self._found.append(rows.filter(hits))
-        return found.num_rows
+        return int(found.num_rows)
 
     def decide(self) -> _Drops:
         """The newest row of each new key wins (a new row on a tie with the table's); the
