@@ -57,7 +57,7 @@ from watermark_assets.runs.column import (
     StagedColumnBatch,
     stage_column_batch,
 )
-from watermark_assets.runs.window_commit import WindowsCommit, commit_windows
+from watermark_assets.runs.window_commit import commit_windows
 from watermark_assets.state.snapshot import StateLog, WatermarkFold, pipeline_txn_prefix
 
 if TYPE_CHECKING:
@@ -339,15 +339,12 @@ def run_windows(
         }
         return {time_metadata_key(pipeline.name): json.dumps(entry)}
 
-    committed = WindowsCommit(())
-    if ordered:
-        committed = commit_windows(
-            stage_all(),
-            state_entry=state_entry,
-            restage=stage_all,
-            moves=key_moves(pipeline.table.merge_keys, pipeline.watermark.column),
-            now=now,
-        )
+    committed = commit_windows(
+        stage_all,
+        state_entry=state_entry,
+        moves=key_moves(pipeline.table.merge_keys, pipeline.watermark.column),
+        now=now,
+    )
     runs = [WindowRun(w, r) for w, r in zip(ordered, committed.results, strict=True)]
     for run in runs:
         log(f"{pipeline.name}: {run.line()}")

@@ -60,7 +60,7 @@ from watermark_assets.runs.time import (
     key_moves,
     window_chunk_plan,
 )
-from watermark_assets.runs.window_commit import WindowsCommit, commit_windows
+from watermark_assets.runs.window_commit import commit_windows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -218,15 +218,12 @@ def run_cells(
         }
         return {time_unit_metadata_key(pipeline.name): json.dumps(entry)}
 
-    committed = WindowsCommit(())
-    if ordered:
-        committed = commit_windows(
-            stage_all(),
-            state_entry=state_entry,
-            restage=stage_all,
-            moves=key_moves(pipeline.table.merge_keys, time.column),
-            now=now,
-        )
+    committed = commit_windows(
+        stage_all,
+        state_entry=state_entry,
+        moves=key_moves(pipeline.table.merge_keys, time.column),
+        now=now,
+    )
     runs = [CellRun(c.window, r, c.unit) for c, r in zip(ordered, committed.results, strict=True)]
     for run in runs:
         log(f"{pipeline.name}: {run.line()}")

@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from watermark_assets import storage
 from watermark_assets.core.column.watermark import WatermarkOperator
-from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter
+from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.replace import KeyMoves, commit_replace, plan_replace_regions
 from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.exceptions import DeltaCommitError
@@ -44,6 +44,7 @@ from watermark_assets.runs.column import (
     RUN_METADATA_KEY,
     ColumnResult,
     StagedColumnBatch,
+    _nothing_committed,
     region_json,
 )
 from watermark_assets.runs.faults import crash_point
@@ -61,18 +62,20 @@ class WindowsCommit:
 
 
 def commit_windows(
-    staged: Sequence[StagedColumnBatch],
+    stage: Callable[[], Sequence[StagedColumnBatch]],
     *,
     state_entry: Callable[[Sequence[int]], Mapping[str, str]],
-    restage: Callable[[], Sequence[StagedColumnBatch]],
     moves: KeyMoves | None,
     now: datetime,
 ) -> WindowsCommit:
-    """Replace every staged window in ONE commit (module docstring).
+    """Stage every window (``stage()``: each planned and staged, in the run's order) and replace
+    them in ONE commit (module docstring); after a stale commit ``stage()`` runs again.
 
     ``state_entry(indexes)``: the commitInfo entry recording the windows at ``indexes`` (those
-    that commit), read from the log when called; ``restage()``: every window planned and staged
-    again, in the same order (after a stale commit)."""
+    that commit), read from the log when called."""
+    staged = list(stage())
+    if not staged:
+        return WindowsCommit(())
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         try:
             done = _commit_once(staged, state_entry, moves, attempt)
@@ -84,7 +87,7 @@ def commit_windows(
             return done
         # Another run committed since the plans: its rows may be in our windows too.
         earlier = staged
-        staged = list(restage())
+        staged = list(stage())
         staged = [_with_earlier(new, old) for new, old in zip(staged, earlier, strict=True)]
     pipeline = staged[0].plan.request.pipeline
     raise DeltaCommitError(
@@ -113,7 +116,9 @@ def _commit_once(
     """One attempt: the commit's results, or None when it was stale (plan again)."""
     committing = [i for i, s in enumerate(staged) if not s.missing]
     if not committing:
-        return WindowsCommit(tuple(_nothing(s, _missing_reason(s), attempt) for s in staged))
+        return WindowsCommit(
+            tuple(_nothing_committed(s, _missing_reason(s), attempt) for s in staged)
+        )
     first = staged[committing[0]]
     request = first.plan.request
     pipeline = request.pipeline
@@ -126,7 +131,7 @@ def _commit_once(
     )
     if not exists and not with_rows and empty_schema is None:
         reason = "no row read and no table yet: nothing to remove or record, nothing to commit"
-        return WindowsCommit(tuple(_nothing(s, reason, attempt) for s in staged))
+        return WindowsCommit(tuple(_nothing_committed(s, reason, attempt) for s in staged))
     moved: dict[int, list[DataFile]] = {}
     try:
         for i in committing:
@@ -193,7 +198,7 @@ def _commit_once(
     crash_point("after_commit")
     removed = dict(zip(committing, by_region, strict=True))
     results = tuple(
-        _nothing(s, _missing_reason(s), attempt)
+        _nothing_committed(s, _missing_reason(s), attempt)
         if i not in moved
         else ColumnResult(
             staged=s,
@@ -232,17 +237,6 @@ def _missing_reason(staged: StagedColumnBatch) -> str:
         f"{len(missing)} source file(s) missing ({missing[0] if missing else ''}"
         f"{', ...' if len(missing) > 1 else ''}): nothing committed; the window keeps its rows "
         "and high watermark"
-    )
-
-
-def _nothing(staged: StagedColumnBatch, reason: str, attempt: int) -> ColumnResult:
-    return ColumnResult(
-        staged=staged,
-        outcome=CommitOutcome(None, True, reason),
-        rows_committed=0,
-        window=staged.window,
-        watermark_after=staged.plan.watermark_before,
-        attempts=attempt,
     )
 
 
