@@ -3,7 +3,7 @@
 Usage: python _crash_run.py PIPELINE PARTITION_KEY [--rewrite] [FILE...]   (no FILE: every file
 above the watermark, as a backfill of the partition does; --rewrite: a rewrite run of one FILE;
 PARTITION_KEY '-': an unpartitioned column pipeline, run without run config; a key holding '|':
-a time x unit cell, run without run config)
+a time x unit cell, run without run config; 'FIRST...LAST': a range of partitions in one run)
 
 The configuration comes from $WATERMARK_ASSETS_CONFIG; $WATERMARK_ASSETS_CRASH_AT makes
 ``watermark_assets.runs.faults.crash_point`` SIGKILL the process at that point, and
@@ -29,7 +29,16 @@ def main(argv: list[str]) -> int:
     files = [f for f in files if f != "--rewrite"]
     defs = build_definitions(load_config())
     job = defs.resolve_job_def(f"{pipeline}_job")
-    if partition_key == "-":
+    if "..." in partition_key:  # a range of partitions in ONE run (a single-run backfill)
+        first, last = partition_key.split("...")
+        tags = {
+            "dagster/asset_partition_range_start": first,
+            "dagster/asset_partition_range_end": last,
+        }
+        result = job.execute_in_process(
+            instance=DagsterInstance.ephemeral(), tags=tags, raise_on_error=False
+        )
+    elif partition_key == "-":
         result = job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False)
     elif "|" in partition_key:  # a multi-partition key: no run config
         result = job.execute_in_process(

@@ -247,13 +247,13 @@ def test_merge_on_keys_in_one_commit(
         a["add"]["path"] for a in log_actions(table, before) if "add" in a
     }  # one per hour
     read: list[str] = []
-    real_read_keys = merge_module._read_keys
+    real_read_keys = merge_module.read_key_columns
 
     def spy(table_uri: str, path: str, *args: Any) -> pa.Table:
         read.append(path)
         return real_read_keys(table_uri, path, *args)
 
-    monkeypatch.setattr(merge_module, "_read_keys", spy)
+    monkeypatch.setattr(merge_module, "read_key_columns", spy)
 
     plan, version = merge(table, case.keys, case.new_rows)
 

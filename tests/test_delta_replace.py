@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import duckdb
 import polars as pl
@@ -23,9 +24,11 @@ from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.delta.replace import (
     REPLACE_METADATA_KEY,
+    KeyMoves,
     ReplacePlan,
     commit_replace,
     plan_replace,
+    plan_replace_regions,
 )
 from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.exceptions import (
@@ -705,3 +708,142 @@ def test_a_region_naming_a_column_twice_is_refused(table: Path) -> None:
 
     with pytest.raises(ReplaceWindowError, match="at most one window per column"):
         plan_replace(str(table), twice, [])
+
+
+# --- several regions in ONE commit, and merge keys moving a key's rows out of other windows ---
+
+
+def hour_window(hour: int) -> ReplaceWindow:
+    return ReplaceWindow("ts", at(hour), at(hour + 1), Interval.CLOSED_OPEN)
+
+
+def hour_rows(hour: int) -> list[dict[str, Any]]:
+    return [r for r in BASE_ROWS if r["ts"].hour == hour]
+
+
+@dataclass(frozen=True)
+class RangeCase:
+    #: each region (an hour, or a window) and the new rows replacing it
+    parts: list[tuple[int | ReplaceWindow, list[dict[str, Any]]]]
+    moves: bool
+    #: id -> its one row's ts after the commit, for the ids that changed
+    expected_ts: dict[int, datetime]
+    removed_by_region: tuple[int, ...]
+    moved: int
+    superseded: int
+    #: table files whose key columns are read (the others are skipped by their statistics)
+    keys_read: set[str] = field(default_factory=set)
+
+
+RANGE_CASES = {
+    "two windows, one commit, no keys": RangeCase(
+        [(10, hour_rows(10)), (11, [*hour_rows(11), {"id": 999, "ts": at(11, 5)}])],
+        moves=False,
+        expected_ts={999: at(11, 5)},
+        removed_by_region=(3, 3),
+        moved=0,
+        superseded=0,
+    ),
+    "a row whose time moved into the replaced window leaves its old window": RangeCase(
+        [(12, [*hour_rows(12), {"id": 101, "ts": at(12, 45)}])],
+        moves=True,
+        expected_ts={101: at(12, 45)},
+        removed_by_region=(3,),
+        moved=1,
+        superseded=0,
+        keys_read={"hour=2024-01-01T10/base.parquet"},  # ids 100..102; 11 and 13 are skipped
+    ),
+    "an old version read again never replaces the table's newer row": RangeCase(
+        [(11, [*hour_rows(11), {"id": 131, "ts": at(11, 15)}])],
+        moves=True,
+        expected_ts={131: at(13, 30)},
+        removed_by_region=(3,),
+        moved=0,
+        superseded=1,
+        keys_read={"hour=2024-01-01T13/base.parquet"},
+    ),
+    "a file straddling the region is rewritten; a moved key's file too": RangeCase(
+        [
+            (
+                ReplaceWindow("ts", at(13), at(13, 30), Interval.CLOSED_OPEN),
+                [{"id": 130, "ts": at(13)}, {"id": 101, "ts": at(13, 20)}],
+            )
+        ],
+        moves=True,
+        expected_ts={101: at(13, 20), 131: at(13, 30)},
+        removed_by_region=(1,),
+        moved=1,
+        superseded=0,
+        keys_read={"hour=2024-01-01T10/base.parquet", "hour=2024-01-01T13/base.parquet"},
+    ),
+    "one key in two windows of one run: the newest row wins": RangeCase(
+        [
+            (10, [*hour_rows(10), {"id": 777, "ts": at(10, 10)}]),
+            (11, [*hour_rows(11), {"id": 777, "ts": at(11, 10)}]),
+        ],
+        moves=True,
+        expected_ts={777: at(11, 10)},
+        removed_by_region=(3, 3),
+        moved=0,
+        superseded=1,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", RANGE_CASES.values(), ids=RANGE_CASES.keys())
+def test_regions_replaced_in_one_commit_and_keys_moved_out_of_other_windows(
+    table: Path, case: RangeCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A range run replaces all its windows in ONE commit; with merge keys every key ends in
+    exactly one window, its newest row's."""
+    import watermark_assets.delta.replace as replace_module
+
+    real = replace_module.read_key_columns
+    read: list[str] = []
+
+    def spy(table_uri: str, path: str, *args: Any) -> pa.Table:
+        read.append(path)
+        return real(table_uri, path, *args)
+
+    monkeypatch.setattr(replace_module, "read_key_columns", spy)
+    parts = [
+        (
+            hour_window(region) if isinstance(region, int) else region,
+            described(table, write_rows(table, rows, f"new{number}")),
+        )
+        for number, (region, rows) in enumerate(case.parts)
+    ]
+    before = committer(table).current_version()
+    plan = plan_replace_regions(
+        str(table), parts, moves=KeyMoves(("id",), "ts") if case.moves else None
+    )
+    delta = committer(table)
+    outcome = commit_replace(
+        delta,
+        plan,
+        schema=TABLE_SCHEMA,
+        partition_by=["hour"],
+        txns=[TxnVersion.next_of(APP, delta.transaction_version(APP))],
+        custom_metadata={},
+        now=lambda: FROZEN,
+    )
+
+    assert outcome.version == (before or 0) + 1, "ONE commit"
+    rows = DeltaTable(str(table)).to_pyarrow_table(columns=["id", "ts"]).to_pylist()
+    ids = [r["id"] for r in rows]
+    assert sorted(ids) == sorted(set(BASE_IDS) | set(case.expected_ts)), "each id exactly once"
+    for id_, ts in case.expected_ts.items():
+        assert [r["ts"] for r in rows if r["id"] == id_] == [ts]
+    assert plan.rows_removed_by_region == case.removed_by_region
+    assert (plan.rows_moved, plan.rows_superseded) == (case.moved, case.superseded)
+    assert {p for p in read if "base" in p} == case.keys_read
+    assert outcome.version is not None
+    commit = DeltaCommitter(str(table)).read_commit(outcome.version)
+    entry = json.loads(commit.custom_metadata[REPLACE_METADATA_KEY])
+    assert len(entry.get("regions", [entry["window"]])) == len(case.parts)
+    live = {
+        Path(unquote(uri.removeprefix("file://"))).name
+        for uri in DeltaTable(str(table)).file_uris()
+    }
+    stray = {p for p in table_parquet_files(table) if "/new" in p and Path(p).name not in live}
+    assert not stray, "a superseded new file is deleted once its remainder is committed"

@@ -576,7 +576,18 @@ class TimeKind(KindScene):
         self._run = last
 
     def add_rows(self) -> None:
+        """Two more days due, each with its order once DAILY_ORDERS has none (a run replaces
+        its days in ONE commit: new rows make a later OPTIMIZE commit too)."""
+        from test_time_pipeline import order
+
         self._days += 2
+        self.scene.orders.put(
+            *(
+                order(i, datetime(2019, 12, 31, 12, tzinfo=UTC) + timedelta(days=i))
+                for i in range(self._ids, self._days)
+            )
+        )
+        self._ids = max(self._ids, self._days)
 
     def assert_exact(self) -> None:
         # DAILY_ORDERS: id i at noon of 2019-12-31 + i days; the runs covered days before _days

@@ -12,6 +12,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tempfile
 import threading
 import urllib.parse
@@ -24,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 import yaml
-from conftest import project_config
+from conftest import TEST_SPARK_CONF, project_config
 from dagster import (
     DagsterInstance,
     DagsterRunStatus,
@@ -52,6 +55,7 @@ from watermark_assets.defs.time import (
 )
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
+from watermark_assets.runs.faults import CRASH_ENV_VAR
 from watermark_assets.runs.time import load_time_watermark, time_metadata_key, window_app_id
 
 UTC = timezone.utc
@@ -63,6 +67,9 @@ def day(text: str) -> datetime:
 
 
 # --- configuration ---
+
+
+TESTS = Path(__file__).parent
 
 
 def time_pipeline(tmp_path: Path, **watermark: Any) -> dict[str, Any]:
@@ -208,7 +215,9 @@ def test_an_http_mapping_must_name_the_time_column(tmp_path: Path) -> None:
         project_config(raw)
 
 
-def test_a_bare_hyphen_in_yaml_and_merge_keys_are_refused_with_the_fix(tmp_path: Path) -> None:
+def test_a_bare_hyphen_in_yaml_and_the_time_column_as_merge_key_are_refused_with_the_fix(
+    tmp_path: Path,
+) -> None:
     text = yaml.safe_dump({"pipelines": [time_pipeline(tmp_path)]}).replace("P0D", "-")
     raw = yaml.safe_load(text)
     raw["pipelines"][0]["watermark"]["to"] = [None]  # what YAML makes of `to: -`
@@ -216,7 +225,11 @@ def test_a_bare_hyphen_in_yaml_and_merge_keys_are_refused_with_the_fix(tmp_path:
         load(yaml.safe_dump(raw))
     keyed = time_pipeline(tmp_path)
     keyed["table"]["merge_keys"] = ["id"]
-    with pytest.raises(ConfigError, match=r"merge_keys .* is refused for a time watermark"):
+    pipeline = project_config(keyed).pipeline("orders")
+    assert isinstance(pipeline, TimePipelineConfig) and pipeline.table.merge_keys == ["id"]
+    assert pipeline.column_pipeline().table.merge_keys == [], "a window is replaced, not merged"
+    keyed["table"]["merge_keys"] = ["id", "updated_at"]
+    with pytest.raises(ConfigError, match=r"holds the time column 'updated_at'.*Remove it"):
         project_config(keyed)
 
 
@@ -365,11 +378,18 @@ class TimeScene:
     """An "orders" Delta source, a time pipeline over it and a Dagster instance to run it on."""
 
     def __init__(
-        self, tmp_path: Path, now: str, partition_by: list[str] | None = None, **watermark: Any
+        self,
+        tmp_path: Path,
+        now: str,
+        partition_by: list[str] | None = None,
+        merge_keys: list[str] | None = None,
+        **watermark: Any,
     ) -> None:
         self.raw = time_pipeline(tmp_path, **watermark)
         if partition_by:
             self.raw["table"]["partition_by"] = partition_by
+        if merge_keys:
+            self.raw["table"]["merge_keys"] = merge_keys
         config = project_config(self.raw)
         pipeline = config.pipeline("orders")
         assert isinstance(pipeline, TimePipelineConfig)
@@ -449,7 +469,7 @@ def test_the_seeds_daily_example_first_run_then_grace_3(spark: Any, tmp_path: Pa
     first = scene.run("2020-01-01", "2020-01-15")
 
     assert first["time/skipped_keys"] == ["2020-01-15"]
-    assert first["delta/versions"] == list(range(14)), "one commit per window"
+    assert first["delta/versions"] == [0], "one commit for the whole range"
     assert first["rows/read"] == 14 and first["rows/committed"] == 14
     assert first["time/cut_off"] == "2020-01-01T00:00Z (first run: from)"
     assert first["time/highest_watermark"] == "2020-01-15T00:00Z"
@@ -553,6 +573,117 @@ def test_re_running_a_partition_any_number_of_times_leaves_the_table_unchanged(
     assert json.loads(json.loads(last)["watermark"]) == {
         "spans": [["2020-01-04T00:00:00.000Z", "2020-01-07T00:00:00.000Z"]]
     }
+
+
+#: 100 orders over ten daily windows 2020-01-01 .. 2020-01-10, ten a day.
+HUNDRED_ORDERS = [
+    order(i, day("2020-01-01T00:30") + timedelta(days=i // 10, minutes=i % 10)) for i in range(100)
+]
+
+
+@pytest.mark.spark
+def test_a_row_whose_time_moves_to_a_newer_window_is_in_exactly_one_window_with_merge_keys(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Issue 22 item 4: order 5's updated_at moves from 2020-01-01 (a window no tick re-runs)
+    to 2020-01-11, order 15's from 01-02 into the grace window 01-10: the tick's run replaces
+    01-10 and 01-11 in ONE commit and removes both old copies in it (100 rows, not 102)."""
+    scene = TimeScene(
+        tmp_path, "2020-01-11", merge_keys=["id"], to="P0D", partition="daily", grace_days=1
+    )
+    scene.orders.put(*HUNDRED_ORDERS)
+    first = scene.run("2020-01-01", "2020-01-10")
+    assert first["delta/versions"] == [0] and first["rows/moved"] == 0
+    assert scene.ids() == list(range(100))
+
+    scene.orders.put(order(5, day("2020-01-11T08:00")), order(15, day("2020-01-10T09:00")))
+    assert keys(scene.pipeline, "2020-01-12") == ["2020-01-10", "2020-01-11"]
+    scene.at("2020-01-12")
+    rerun = scene.run("2020-01-10", "2020-01-11")
+
+    assert scene.ids() == list(range(100)), "each order in exactly one window"
+    assert rerun["delta/versions"] == [1], "both windows and the moves in ONE commit"
+    assert (rerun["rows/read"], rerun["rows/removed"], rerun["rows/moved"]) == (12, 10, 2)
+    moved = DeltaTable(scene.table).to_pyarrow_table(columns=["id", "updated_at"]).to_pylist()
+    assert {r["id"]: r["updated_at"] for r in moved if r["id"] in (5, 15)} == {
+        5: day("2020-01-11T08:00"),
+        15: day("2020-01-10T09:00"),
+    }
+
+
+@pytest.mark.spark
+def test_overlapping_range_runs_never_both_commit_what_they_read_before_the_other(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run A (01-01..01-03) has staged and planned when run B (01-02..01-04) commits, after
+    the source changed: A's commit is stale (pinned to the snapshot it planned on), A reads
+    again and commits the source's rows once; every window's txn says two runs."""
+    from watermark_assets.runs import window_commit
+    from watermark_assets.runs.time import run_windows
+
+    scene = TimeScene(tmp_path, "2020-01-15", merge_keys=["id"], to="P0D", partition="daily")
+    scene.orders.put(*DAILY_ORDERS)
+    spec = scene.pipeline.watermark.spec
+    tiles = windows(spec, day("2020-01-15"))
+    real_commit = window_commit.commit_replace
+    raced: list[int] = []
+
+    def commit_after_b(*args: Any, **kwargs: Any) -> Any:
+        if not raced:
+            raced.append(1)
+            scene.orders.put(order(3, day("2020-01-04T01:00")))  # 3 moves from 01-03 to 01-04
+            run_windows(scene.pipeline, tiles[1:4], spark, run_id="b", log=lambda _: None)
+        return real_commit(*args, **kwargs)
+
+    monkeypatch.setattr(window_commit, "commit_replace", commit_after_b)
+    a = run_windows(scene.pipeline, tiles[0:3], spark, run_id="a", log=lambda _: None)
+
+    assert [w.result.attempts for w in a.windows] == [2, 2, 2], "stale once, then read again"
+    assert scene.ids() == [1, 2, 3, 4], "each order once, none lost"
+    committer = DeltaCommitter(scene.table)
+    versions = [committer.transaction_version(window_app_id("orders", w)) for w in tiles[:4]]
+    assert versions == [1, 2, 2, 1]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("crash_at", ["after_data_written", "before_windows_commit"])
+def test_a_range_run_killed_before_its_one_commit_changes_nothing_and_re_runs_once(
+    spark: Any, tmp_path: Path, crash_at: str
+) -> None:
+    """SIGKILL after the first window is staged, or with every window staged and moved into
+    the table: no window is committed (no half-replaced range), the re-run commits once."""
+    scene = TimeScene(
+        tmp_path, "2020-01-15", merge_keys=["id"], to="P0D", partition="daily", grace_days=1
+    )
+    scene.orders.put(*DAILY_ORDERS)
+    scene.run("2020-01-01", "2020-01-04")
+    scene.orders.put(order(1, day("2020-01-05T03:00")))  # 1 moves from 01-01 to 01-05
+    config = tmp_path / "pipelines.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {"spark": {"master": "local[1]", "conf": TEST_SPARK_CONF}, "pipelines": [scene.raw]}
+        ),
+        encoding="utf-8",
+    )
+    env = {
+        **os.environ,
+        "WATERMARK_ASSETS_CONFIG": str(config),
+        CRASH_ENV_VAR: crash_at,
+        "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)]),
+    }
+    victim = subprocess.run(
+        [sys.executable, str(TESTS / "_crash_run.py"), "orders", "2020-01-03...2020-01-06"],
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+    assert victim.returncode == -9, victim.stderr.decode()[-2000:]
+    assert scene.version() == 0, "nothing committed"
+    assert scene.ids() == [1, 2, 3, 4]
+
+    rerun = scene.run("2020-01-03", "2020-01-06")
+    assert rerun["delta/versions"] == [1] and rerun["rows/moved"] == 1
+    assert scene.ids() == [1, 2, 3, 4, 5, 6]
 
 
 #: Six daily windows 2020-01-01 .. 2020-01-06; two orders a day, one on the window's start.

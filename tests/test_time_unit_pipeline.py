@@ -205,11 +205,14 @@ class Scene:
         units: dict[str, Any],
         source: Source | None = None,
         now: str = "2024-01-05T06:00",
+        merge_keys: list[str] | None = None,
         **time: Any,
     ) -> None:
         self.source = source or Source(tmp_path, "delta_table")
         units = {**units, **self.source.unit_settings()}
         self.raw = grid_pipeline(tmp_path, self.source.config(), units, **time)
+        if merge_keys:
+            self.raw["table"]["merge_keys"] = merge_keys
         self.config = project_config(self.raw)
         pipeline = self.config.pipeline("answers")
         assert isinstance(pipeline, UnitPipelineConfig)
@@ -398,7 +401,7 @@ def test_cells_run_independently_and_a_grace_re_run_of_one_unit_never_touches_an
 
     first = scene.run("2024-01-01|a", "2024-01-04|a")  # one unit, four windows: ONE run
 
-    assert first["delta/versions"] == [0, 1, 2, 3], "one commit per cell"
+    assert first["delta/versions"] == [0], "one commit replaces the run's four cells"
     assert scene.target() == [("a", n) for n in (10, 11, 20, 21, 30, 31, 40, 41)]
     assert list(first["time_unit/cells"]) == [f"2024-01-0{d}T00:00:00.000Z|a" for d in range(1, 5)]
     cell = first["time_unit/cells"]["2024-01-02T00:00:00.000Z|a"]
@@ -409,13 +412,14 @@ def test_cells_run_independently_and_a_grace_re_run_of_one_unit_never_touches_an
     )
     assert first["time_unit/cut_off"] == {"a": "2024-01-01T00:00Z (first run: from)"}
     committer = DeltaCommitter(scene.table)
-    commit = committer.read_commit(1)
-    app_id = "watermark_assets/answers/a/time/2024-01-02T00:00:00.000Z"
-    assert commit.txns == {app_id: 1}
+    commit = committer.read_commit(0)
+    app_ids = [f"watermark_assets/answers/a/time/2024-01-0{d}T00:00:00.000Z" for d in range(1, 5)]
+    assert commit.txns == dict.fromkeys(app_ids, 1), "each cell's txn, in the one commit"
     entry = json.loads(commit.custom_metadata[time_unit_metadata_key("answers")])
-    assert (entry["unit"], entry["high_watermark"]) == ("a", "2024-01-03T00:00:00.000Z")
+    assert entry["cells"][1] == ["a", "2024-01-02T00:00:00.000Z", "2024-01-03T00:00:00.000Z"]
     replaced = json.loads(commit.custom_metadata["watermark_assets.replace"])
     assert [w["column"] for w in replaced["windows"]] == ["answered_at", "survey_id"]
+    assert len(replaced["regions"]) == 4
 
     scene.run("2024-01-01|b", "2024-01-05|b")  # b catches up, partial 01-05 included
     b_rows = scene.target("b")
@@ -464,7 +468,7 @@ def test_re_running_any_cell_any_number_of_times_leaves_the_table_unchanged(
         [("a", n) for n in (20, 21, 30, 31, 99)] + [("b", n) for n in (20, 21, 30, 31)]
     )
     version = scene.version()
-    assert version == 3
+    assert version == 0, "the rectangle's four cells in one commit"
     for _ in range(3):
         for key in ("2024-01-03|a", "2024-01-02|b"):
             again = scene.run(key)
@@ -545,11 +549,11 @@ def test_a_cell_is_pushed_to_every_source_type(tmp_path: Path, source: Source) -
 
 
 @pytest.mark.spark
-def test_a_backfill_of_one_unit_over_thirty_days_is_one_run_of_thirty_commits(
+def test_a_backfill_of_one_unit_over_thirty_days_is_one_run_of_one_commit(
     spark: Any, tmp_path: Path
 ) -> None:
     """What the UI's Materialize -> unit a, 2024-01-01...2024-01-30 asks: Dagster's own backfill
-    planning (the single-run policy) makes ONE run of the range; it commits each cell in order."""
+    planning (the single-run policy) makes ONE run of the range; it commits its cells at once."""
     scene = Scene(tmp_path, {"units": "a,b,c"}, now="2024-02-01T00:00")
     scene.source.put(
         *(answer(u, d, f"2024-01-{d:02}T12:00") for u in ("a", "b") for d in range(1, 31))
@@ -578,7 +582,7 @@ def test_a_backfill_of_one_unit_over_thirty_days_is_one_run_of_thirty_commits(
         request.tags["dagster/asset_partition_range_start"],
         request.tags["dagster/asset_partition_range_end"],
     )
-    assert metadata["delta/versions"] == list(range(30))
+    assert metadata["delta/versions"] == [0]
     assert scene.target() == [("a", d) for d in range(1, 31)]
     assert metadata["time_unit/highest_watermark"] == {"a": "2024-01-31T00:00Z"}
 
@@ -682,6 +686,26 @@ def test_the_tick_caps_its_runs_and_says_what_waits(tmp_path: Path) -> None:
         "25 cells of 5 units (of 5): u0, u1, u2, u3, u4: 5 partitions: 2024-01-01, 2024-01-02, "
         "2024-01-03, 2024-01-04, 2024-01-05 (partial, to 2024-01-05T06:00Z) have no history"
     )
+
+
+@pytest.mark.spark
+def test_an_answer_moved_to_a_newer_cell_leaves_its_old_cell_with_merge_keys(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Answer a/10 moves from 2024-01-01 (never re-run) to 2024-01-04: re-running a's 01-04
+    cell removes the old copy in the same commit (``rows/moved``); b is never touched."""
+    scene = Scene(tmp_path, {"units": "a,b"}, merge_keys=["survey_id", "answer"])
+    scene.source.put(*ANSWERS)
+    scene.run("2024-01-01|a", "2024-01-04|a")
+    scene.run("2024-01-01|b", "2024-01-04|b")
+    b_rows = scene.target("b")
+
+    scene.source.put(answer("a", 10, "2024-01-04T23:00"))
+    rerun = scene.run("2024-01-04|a")
+
+    assert scene.target("a") == [("a", n) for n in (10, 11, 20, 21, 30, 31, 40, 41)]
+    assert scene.target("b") == b_rows
+    assert (rerun["rows/read"], rerun["rows/removed"], rerun["rows/moved"]) == (3, 2, 1)
 
 
 # --- a crash between staging and the commit ---

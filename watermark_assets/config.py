@@ -1100,7 +1100,9 @@ class ColumnTableConfig(_Model):
         description="Columns that identify a row, e.g. [id] or [region, id]: each run's rows are "
         "upserted in ONE Delta commit (table rows with the key of a row read are replaced; one "
         "row per key is kept from a run, the greatest watermark). Accepts a look-back or lag; "
-        "not together with destination.replace_by_watermark.",
+        "not together with destination.replace_by_watermark. Time (and time x unit) pipelines: "
+        "replacing a window also removes its keys' rows from the other windows in the same "
+        "commit, the newest row of a key (by the time column) wins.",
     )
 
     @field_validator("merge_keys")
@@ -1528,11 +1530,13 @@ class UnitPipelineConfig(_Model):
 
     @model_validator(mode="after")
     def _fits_the_source(self) -> UnitPipelineConfig:
-        if self.table.merge_keys:
+        if self.table.merge_keys and self.watermark.time is None:
             raise ValueError(
                 "table.merge_keys: a unit's run replaces the unit's rows (column = id) in one "
-                "commit; remove merge_keys"
+                "commit; remove merge_keys (they are for time x unit pipelines: watermark.time)"
             )
+        if self.watermark.time is not None:
+            _time_merge_keys(self.table, self.watermark.time.column)
         http = isinstance(self.source, HttpApiSourceConfig)
         if self.watermark.unit_param is not None and not http:
             raise ValueError(
@@ -1606,8 +1610,25 @@ class UnitPipelineConfig(_Model):
             description=self.description,
             source=source,
             watermark=ColumnWatermarkConfig(kind="column", columns=columns),
-            table=self.table,
+            table=_without_merge_keys(self.table),
             destination=DestinationConfig(replace_by_watermark=True),
+        )
+
+
+def _without_merge_keys(table: ColumnTableConfig) -> ColumnTableConfig:
+    """The table of a windowed pipeline's column machinery: its window's replace, not a merge
+    (the windows' commit applies ``merge_keys`` itself: ``runs/window_commit``)."""
+    return table.model_copy(update={"merge_keys": []}) if table.merge_keys else table
+
+
+def _time_merge_keys(table: ColumnTableConfig, time_column: str) -> None:
+    """``table.merge_keys`` of a time (or time x unit) pipeline cannot hold the time column: it
+    tells which row of a key is the newest."""
+    if time_column in table.merge_keys:
+        raise ValueError(
+            f"table.merge_keys {table.merge_keys!r} holds the time column {time_column!r}: the "
+            "keys name a row whatever its time (e.g. [id]); the time column tells which row of a "
+            "key is the newest. Remove it from merge_keys"
         )
 
 
@@ -1773,12 +1794,7 @@ class TimePipelineConfig(_Model):
 
     @model_validator(mode="after")
     def _replace_only(self) -> TimePipelineConfig:
-        if self.table.merge_keys:
-            raise ValueError(
-                f"table.merge_keys {self.table.merge_keys!r} is refused for a time watermark: "
-                "each window is replaced in ONE commit (grace re-runs and backfills re-read it, "
-                "rows deleted at the source leave it); remove table.merge_keys"
-            )
+        _time_merge_keys(self.table, self.watermark.column)
         if isinstance(self.source, FileDownloadSourceConfig):
             self._check_file_download(self.source)
         self.column_pipeline()  # the source checks its settings against the column
@@ -1824,7 +1840,7 @@ class TimePipelineConfig(_Model):
                 description=self.description,
                 source=source,
                 watermark=ColumnWatermarkConfig(columns=self.watermark.columns),
-                table=self.table,
+                table=_without_merge_keys(self.table),
                 destination=DestinationConfig(replace_by_watermark=True),
             )
         except ValidationError as error:

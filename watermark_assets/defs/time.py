@@ -222,6 +222,7 @@ def time_metadata(
         "rows/read": MetadataValue.int(result.rows_read),
         "rows/committed": MetadataValue.int(result.rows_committed),
         "rows/removed": MetadataValue.int(result.rows_removed),
+        "rows/moved": MetadataValue.int(result.rows_moved),
         "delta/versions": MetadataValue.json(result.versions),
     }
     metadata |= staged_reads_metadata([w.result.staged for w in result.windows])
@@ -584,7 +585,7 @@ def build_time_pipeline(pipeline: TimePipelineConfig, clock: Clock) -> TimePipel
         asset_def,
         checks,
         partitions_def,
-        f"Reads and replaces windows of {pipeline.name}'s time watermark (one commit per window).",
+        f"Reads and replaces windows of {pipeline.name}'s time watermark (one commit per run).",
     )
     schedule = build_time_schedule(pipeline, job, asset_def.key, partitions_def, clock)
     sensor_def = build_time_sensor(pipeline, job, asset_def.key, partitions_def, clock)

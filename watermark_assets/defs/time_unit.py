@@ -7,8 +7,8 @@
   ..., "unit": ...})`` prints so.
 - **Asset** (:func:`build_grid_asset`): a run of a set of cells (one key, or a range: Dagster's
   single-run backfill policy cuts a backfill into rectangles holding the dimension with fewer
-  keys fixed, so one unit over 30 days is ONE run of 30 cells) runs each cell in order, unit by
-  unit, one commit each (:mod:`watermark_assets.runs.time_unit`).
+  keys fixed, so one unit over 30 days is ONE run of 30 cells) reads each cell in order, unit by
+  unit, and replaces them all in ONE commit (:mod:`watermark_assets.runs.time_unit`).
 - **Sensor** (:func:`build_grid_sensor`, ``{pipeline}_sensor``): with a secondary input it adds the
   new ids first (:func:`~watermark_assets.defs.unit.read_units_tick`: vanished and refused ids
   reported, nothing removed); then it reads the grid's watermark once and requests exactly the
@@ -174,6 +174,7 @@ def grid_metadata(
         "rows/read": MetadataValue.int(result.rows_read),
         "rows/committed": MetadataValue.int(result.rows_committed),
         "rows/removed": MetadataValue.int(result.rows_removed),
+        "rows/moved": MetadataValue.int(result.rows_moved),
         "delta/versions": MetadataValue.json(result.versions),
     }
     metadata |= staged_reads_metadata([c.result.staged for c in result.cells])

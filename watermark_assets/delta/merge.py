@@ -71,7 +71,18 @@ from watermark_assets.delta.stats import (
 )
 from watermark_assets.exceptions import MergeKeyError
 
-__all__ = ["MERGE_METADATA_KEY", "MergePlan", "commit_merge", "plan_merge"]
+__all__ = [
+    "MERGE_METADATA_KEY",
+    "MergePlan",
+    "commit_merge",
+    "key_matches",
+    "key_schema_of",
+    "key_values",
+    "may_hold_keys",
+    "new_row_keys",
+    "plan_merge",
+    "read_key_columns",
+]
 
 MERGE_METADATA_KEY = "watermark_assets.merge"
 """The ``commitInfo`` key of a merge commit: the keys, files removed and rewritten, rows."""
@@ -124,7 +135,7 @@ def plan_merge(
     except ValueError as error:
         raise MergeKeyError(table_uri, keys, str(error), "fix table.merge_keys") from None
     table, fs, root = open_table(table_uri, storage_options=storage_options, filesystem=filesystem)
-    key_schema, partition_columns = _key_schema(table_uri, table, names, new_files, fs, root)
+    key_schema, partition_columns = key_schema_of(table_uri, table, names, new_files, fs, root)
     run_keys = _run_keys(table_uri, names, key_schema, new_files, fs, root)
     empty = {"rows_updated": 0, "files_skipped_by_statistics": 0, "files_read": 0}
     if table is None:
@@ -149,21 +160,21 @@ def plan_merge(
             "merge with Spark and delta-spark (MERGE INTO), or rewrite the table without the "
             "feature (REORG TABLE ... APPLY (PURGE), then disable it)",
         )
-    bounds = _key_values(run_keys, key_schema)
+    bounds = key_values(run_keys, key_schema)
     removed: list[RemovedFile] = []
     rewritten: list[RewrittenFile] = []
     matched: list[pa.Table] = []
     kept = skipped = read = 0
     try:
         for file, existing in snapshot_files(table, partition_columns):
-            if not _may_hold(existing, bounds, key_schema, partition_columns):
+            if not may_hold_keys(existing, bounds, key_schema, partition_columns):
                 kept += 1
                 skipped += 1
                 continue
             read += 1
             partition = {c: existing.get(f"partition.{c}") for c in partition_columns}
-            found = _read_keys(table_uri, file.path, key_schema, partition, fs, root)
-            hits = _matches(found, run_keys)
+            found = read_key_columns(table_uri, file.path, key_schema, partition, fs, root)
+            hits = key_matches(found, run_keys)
             count = int(pc.sum(hits).as_py() or 0)
             if count == 0:
                 kept += 1
@@ -183,7 +194,7 @@ def plan_merge(
         raise
     updated = 0
     if matched:
-        updated = int(pc.sum(_matches(run_keys, pa.concat_tables(matched))).as_py() or 0)
+        updated = int(pc.sum(key_matches(run_keys, pa.concat_tables(matched))).as_py() or 0)
     return MergePlan(
         table_uri=table_uri,
         keys=names,
@@ -227,7 +238,7 @@ def commit_merge(
     )
 
 
-def _key_schema(
+def key_schema_of(
     table_uri: str,
     table: DeltaTable | None,
     keys: tuple[str, ...],
@@ -274,26 +285,7 @@ def _run_keys(
     root: str,
 ) -> pa.Table:
     """The new rows' keys; refuses a missing key column, a null key and a key given twice."""
-    parts = []
-    for new in new_files:
-        found = _read_keys(table_uri, new.path, key_schema, new.partition_values, fs, root)
-        for key in keys:
-            nulls = found.column(key).null_count
-            if nulls:
-                first = pc.index(pc.is_null(found.column(key)), True).as_py()
-                example = {k: v for k, v in found.slice(first, 1).to_pylist()[0].items()}
-                raise MergeKeyError(
-                    table_uri,
-                    keys,
-                    f"new file {new.path!r} holds {nulls} row(s) with a null in key column "
-                    f"{key!r} (e.g. {example!r}); a row without a key cannot be merged",
-                    f"filter or fill the nulls of {key!r} in the source (e.g. read it through a "
-                    f"query with WHERE {key} IS NOT NULL), or merge on columns that are never null",
-                    column=key,
-                    value=None,
-                )
-        parts.append(found)
-    run_keys = pa.concat_tables(parts) if parts else key_schema.empty_table()
+    run_keys = new_row_keys(table_uri, keys, key_schema, new_files, fs, root)
     counts = run_keys.group_by(list(keys)).aggregate([([], "count_all")])
     twice = counts.filter(pc.greater(counts.column("count_all"), 1))
     if twice.num_rows:
@@ -310,7 +302,39 @@ def _run_keys(
     return run_keys
 
 
-def _read_keys(
+def new_row_keys(
+    table_uri: str,
+    keys: Sequence[str],
+    schema: pa.Schema,
+    new_files: Sequence[DataFile],
+    fs: fsspec.AbstractFileSystem,
+    root: str,
+) -> pa.Table:
+    """The ``schema`` columns (the keys, perhaps more) of the new files' rows, file after file;
+    refuses a missing key column and a null key."""
+    parts = []
+    for new in new_files:
+        found = read_key_columns(table_uri, new.path, schema, new.partition_values, fs, root)
+        for key in keys:
+            nulls = found.column(key).null_count
+            if nulls:
+                first = pc.index(pc.is_null(found.column(key)), True).as_py()
+                example = {k: v for k, v in found.slice(first, 1).to_pylist()[0].items()}
+                raise MergeKeyError(
+                    table_uri,
+                    keys,
+                    f"new file {new.path!r} holds {nulls} row(s) with a null in key column "
+                    f"{key!r} (e.g. {example!r}); a row without a key cannot be merged",
+                    f"filter or fill the nulls of {key!r} in the source (e.g. read it through a "
+                    f"query with WHERE {key} IS NOT NULL), or merge on columns that are never null",
+                    column=key,
+                    value=None,
+                )
+        parts.append(found)
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def read_key_columns(
     table_uri: str,
     path: str,
     key_schema: pa.Schema,
@@ -382,7 +406,7 @@ def _typed(
         ) from error
 
 
-def _matches(found: pa.Table, run_keys: pa.Table) -> pa.Array:
+def key_matches(found: pa.Table, run_keys: pa.Table) -> pa.Array:
     """True for each row of ``found`` whose key is one of ``run_keys`` (a null key: False)."""
     if found.num_rows == 0 or run_keys.num_rows == 0:
         return pa.repeat(pa.scalar(False), found.num_rows)
@@ -395,7 +419,7 @@ def _matches(found: pa.Table, run_keys: pa.Table) -> pa.Array:
     return pc.is_in(rows.column(_ROW), value_set=hit_rows).combine_chunks()
 
 
-def _key_values(run_keys: pa.Table, key_schema: pa.Schema) -> dict[str, KeyValues]:
+def key_values(run_keys: pa.Table, key_schema: pa.Schema) -> dict[str, KeyValues]:
     """The run's sorted distinct values of each key column whose statistics can be trusted."""
     trusted = {}
     for field in key_schema:
@@ -416,7 +440,7 @@ def _comparable(value: Any) -> Any:
     return value
 
 
-def _may_hold(
+def may_hold_keys(
     existing: Mapping[str, Any],
     bounds: Mapping[str, KeyValues],
     key_schema: pa.Schema,

@@ -38,6 +38,7 @@ the merge on keys (:mod:`watermark_assets.delta.merge`) through
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,14 @@ from deltalake import DeltaTable
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.replace_window import Interval, ReplaceWindow, WindowValue, value_kind
 from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
+from watermark_assets.delta.merge import (
+    key_matches,
+    key_schema_of,
+    key_values,
+    may_hold_keys,
+    new_row_keys,
+    read_key_columns,
+)
 from watermark_assets.delta.rewrite import (
     RemovedFile,
     RewritePlan,
@@ -80,24 +89,50 @@ from watermark_assets.exceptions import (
 __all__ = [
     "REPLACE_METADATA_KEY",
     "Interval",
+    "KeyMoves",
     "RemovedFile",
     "ReplacePlan",
     "ReplaceWindow",
     "RewrittenFile",
     "commit_replace",
     "plan_replace",
+    "plan_replace_regions",
 ]
 
 REPLACE_METADATA_KEY = "watermark_assets.replace"
 """The ``commitInfo`` key of a replace commit: the window, files removed and rewritten, rows."""
 
 
+@dataclass(frozen=True)
+class KeyMoves:
+    """``table.merge_keys`` of a table replaced window by window (a time pipeline): a key's rows
+    OUTSIDE the replaced regions are removed too, in the same commit, so a row whose ``order``
+    column (the time column) moved to another window is in exactly one. The newest version of a
+    key wins: a table row with a greater ``order`` than the new row keeps its place and the new
+    row is left out (a re-run of an old window never brings an old version back)."""
+
+    keys: tuple[str, ...]
+    order: str
+
+
 @dataclass(frozen=True, kw_only=True)
 class ReplacePlan(RewritePlan):
     """What one replace commits (:class:`RewritePlan`), and the region it replaces: the rows in
-    every one of ``windows`` (one window per column; usually one)."""
+    every one of ``windows`` (one window per column; usually one). A range run replaces several
+    regions at once (``regions``: the union of their rows), each with its own new files."""
 
     windows: tuple[ReplaceWindow, ...]
+    #: every region replaced (the first is ``windows``); one for a replace of one window
+    regions: tuple[tuple[ReplaceWindow, ...], ...] = ()
+    #: the table's rows removed from each region, in the order of ``regions``
+    rows_removed_by_region: tuple[int, ...] = ()
+    #: rows of the table outside the regions removed because a new row has their key (KeyMoves)
+    rows_moved: int = 0
+    #: new rows left out: another new row or a table row of their key is newer (KeyMoves)
+    rows_superseded: int = 0
+    #: new files written again without their superseded rows: each original (``removed``, never
+    #: committed) is deleted once the commit succeeded, its ``remainder`` is in ``new_files``
+    superseded_files: tuple[RewrittenFile, ...] = ()
 
     @property
     def window(self) -> ReplaceWindow:
@@ -106,8 +141,26 @@ class ReplacePlan(RewritePlan):
 
     def metadata(self) -> dict[str, Any]:
         """The ``watermark_assets.replace`` entry of the commit."""
-        region = {"windows": [w.to_json() for w in self.windows]} if len(self.windows) > 1 else {}
-        return {"window": self.window.to_json(), **region, **super().metadata()}
+        region: dict[str, Any] = {}
+        if len(self.windows) > 1:
+            region["windows"] = [w.to_json() for w in self.windows]
+        if len(self.regions) > 1:
+            region["regions"] = [[w.to_json() for w in r] for r in self.regions]
+        moves = (
+            {"rows_moved": self.rows_moved, "rows_superseded": self.rows_superseded}
+            if self.rows_moved or self.rows_superseded
+            else {}
+        )
+        return {"window": self.window.to_json(), **region, **super().metadata(), **moves}
+
+    def discard(self) -> None:
+        super().discard()
+        delete_remainders(self.superseded_files, self._filesystem, self._root)
+
+    def delete_superseded(self) -> None:
+        """After the commit: delete the new files that were written again (never committed)."""
+        for done in self.superseded_files:
+            self._filesystem.rm_file(f"{self._root}/{done.removed.path}")
 
 
 def _region(window: ReplaceWindow | Sequence[ReplaceWindow]) -> tuple[ReplaceWindow, ...]:
@@ -138,60 +191,105 @@ def plan_replace(
     the table root (described by :func:`describe_data_files`). Raises
     :class:`ReplaceWindowError` or :class:`RowsOutsideWindowError` before writing anything.
     """
-    windows = _region(window)
+    return plan_replace_regions(
+        table_uri, [(window, new_files)], storage_options=storage_options, filesystem=filesystem
+    )
+
+
+def plan_replace_regions(
+    table_uri: str,
+    parts: Sequence[tuple[ReplaceWindow | Sequence[ReplaceWindow], Sequence[DataFile]]],
+    *,
+    moves: KeyMoves | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    filesystem: fsspec.AbstractFileSystem | None = None,
+) -> ReplacePlan:
+    """Plan replacing several regions at once, each by its new files (:func:`plan_replace` for
+    one): ONE commit of a range run, whose readers never see a window twice or not at all.
+
+    A file of the table wholly inside one region is removed; one outside every region is kept,
+    unless ``moves`` (:class:`KeyMoves`) finds rows of the new rows' keys in it; the others are
+    read and rewritten without the rows in any region (and the moved ones). Only the key and
+    ``order`` columns are read to find moved rows, and only from files whose statistics could
+    hold one of the new keys (:func:`~watermark_assets.delta.merge.may_hold_keys`).
+    """
+    if not parts:
+        raise ReplaceWindowError("(no region)", "nothing to replace", "give at least one window")
+    regions = tuple(_region(region) for region, _ in parts)
+    new_files = [f for _, files in parts for f in files]
     table, fs, root = open_table(table_uri, storage_options=storage_options, filesystem=filesystem)
     types: dict[str, pa.DataType] = {}
-    for each in windows:
-        types[each.column], partition_columns = _column_of(
-            table_uri, table, each, new_files, fs, root
-        )
-    for new in new_files:
-        for each in windows:
-            _check_inside(table_uri, each, new, types[each.column], partition_columns, fs, root)
-    if table is None:
-        return ReplacePlan(
-            table_uri=table_uri,
-            windows=windows,
-            read_version=-1,
-            new_files=tuple(new_files),
-            removed=(),
-            rewritten=(),
-            kept_files=0,
-            _filesystem=fs,
-            _root=root,
-        )
-    _refuse_unsupported_features(table_uri, table, windows[0])
+    partition_columns: list[str] = []
+    for each in (w for region in regions for w in region):
+        if each.column not in types:
+            types[each.column], partition_columns = _column_of(
+                table_uri, table, each, new_files, fs, root
+            )
+    for region, (_, files) in zip(regions, parts):
+        for new in files:
+            for each in region:
+                _check_inside(table_uri, each, new, types[each.column], partition_columns, fs, root)
+    moving = _Moving.of(table_uri, table, moves, types, new_files, fs, root)
     removed: list[RemovedFile] = []
     rewritten: list[RewrittenFile] = []
+    by_region = [0] * len(regions)
     kept = 0
-    try:
+    candidates: list[_Candidate] = []
+    if table is not None:
+        _refuse_unsupported_features(table_uri, table, regions[0][0])
         for file, existing in snapshot_files(table, partition_columns):
-            places = {
-                each: _place_existing(each, existing, types[each.column], partition_columns)
-                for each in windows
-            }
-            undecided = [each for each, place in places.items() if place is not _Place.INSIDE]
-            if _Place.OUTSIDE in places.values():  # outside one window: outside the region
-                kept += 1
-            elif not undecided:
+            inside, partial = _place_in_regions(regions, existing, types, partition_columns)
+            if inside is not None:
                 removed.append(file)
-            else:  # the windows statistics proved hold every row: only the others are read
-                done = _rewrite(table_uri, undecided, file, partition_columns, fs, root)
-                if done is None:
-                    kept += 1
-                else:
-                    rewritten.append(done)
+                by_region[inside] += file.num_records
+            elif partial or moving.may_hold(existing, partition_columns):
+                candidates.append(_Candidate(file, existing, partial))
+            else:
+                kept += 1
+    try:
+        masks = [
+            _candidate_masks(table_uri, c, moving, partition_columns, fs, root, i)
+            for i, c in enumerate(candidates)
+        ]
+        drops = moving.decide()
+        moved = 0
+        for index, (candidate, (in_regions, per_region)) in enumerate(zip(candidates, masks)):
+            drop = drops.table_rows(index, in_regions)
+            dropped = int(pc.sum(drop).as_py() or 0)
+            if dropped == 0:
+                kept += 1
+                continue
+            for region_index, count in per_region.items():
+                by_region[region_index] += count
+            moved += dropped - int(pc.sum(in_regions).as_py() or 0)
+            file = dataclasses.replace(candidate.file, num_records=len(drop))
+            if dropped == len(drop):
+                removed.append(file)
+            else:
+                rewritten.append(
+                    rewrite_without(
+                        table_uri, file, drop, partition_columns, fs, root, prefix="part-replace"
+                    )
+                )
+        superseded = drops.rewrite_new(table_uri, new_files, partition_columns, fs, root)
     except BaseException:
         delete_remainders(rewritten, fs, root)
         raise
+    by_path = {done.removed.path: done.remainder for done in superseded}
+    added = [by_path.get(f.path, f) for f in new_files]
     return ReplacePlan(
         table_uri=table_uri,
-        windows=windows,
-        read_version=table.version(),
-        new_files=tuple(new_files),
+        windows=regions[0],
+        regions=regions,
+        read_version=-1 if table is None else table.version(),
+        new_files=tuple(f for f in added if f is not None),
         removed=tuple(removed),
         rewritten=tuple(rewritten),
         kept_files=kept,
+        rows_removed_by_region=tuple(by_region),
+        rows_moved=moved,
+        rows_superseded=drops.superseded,
+        superseded_files=tuple(superseded),
         _filesystem=fs,
         _root=root,
     )
@@ -212,7 +310,7 @@ def commit_replace(
     On a stale outcome or an error the rewritten remainders are deleted; plan again from the new
     snapshot (:func:`plan_replace`) with freshly read txn versions.
     """
-    return commit_rewrite(
+    outcome = commit_rewrite(
         committer,
         plan,
         entry_key=REPLACE_METADATA_KEY,
@@ -222,6 +320,9 @@ def commit_replace(
         custom_metadata=custom_metadata,
         now=now,
     )
+    if outcome.version is not None:
+        plan.delete_superseded()
+    return outcome
 
 
 class _Place(Enum):
@@ -310,36 +411,6 @@ def _check_inside(
         raise RowsOutsideWindowError(table_uri, str(window), new.path, outside, example)
 
 
-def _rewrite(
-    table_uri: str,
-    windows: Sequence[ReplaceWindow],
-    file: RemovedFile,
-    partition_columns: Sequence[str],
-    fs: fsspec.AbstractFileSystem,
-    root: str,
-) -> RewrittenFile | None:
-    """Read a file the statistics could not place in ``windows`` (those that hold all of its rows
-    are left out); its remainder without the rows in every window, or None (none there)."""
-    data = pq.read_table(f"{root}/{file.path}", filesystem=fs)
-    inside: pa.ChunkedArray | None = None
-    for window in windows:
-        if window.column not in data.column_names:
-            raise DeltaCommitError(
-                f"file {file.path!r} of table {table_uri!r} has no column {window.column!r}; a "
-                "replace cannot tell which of its rows are in the window. Rewrite the table with "
-                "the column in every file",
-                table_uri=table_uri,
-            )
-        mask = _in_window(window, data.column(window.column))
-        inside = mask if inside is None else pc.and_(inside, mask)
-    assert inside is not None  # a region has a window
-    if not pc.any(inside).as_py():
-        return None
-    return rewrite_without(
-        table_uri, file, inside, partition_columns, fs, root, data=data, prefix="part-replace"
-    )
-
-
 def _in_window(window: ReplaceWindow, values: pa.ChunkedArray) -> pa.ChunkedArray:
     """True where a value is in the window; a null is in no window (False)."""
     column_type = values.type
@@ -413,3 +484,277 @@ def _refuse_unsupported_features(table_uri: str, table: DeltaTable, window: Repl
             "replace this window with Spark and delta-spark (MERGE or replaceWhere), or rewrite "
             "the table without the feature",
         )
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A file of the table to read: it may overlap some regions (``partial``: each region's
+    index and the windows its statistics could not place), or hold rows of a new key."""
+
+    file: RemovedFile
+    existing: Mapping[str, Any]
+    partial: tuple[tuple[int, tuple[ReplaceWindow, ...]], ...]
+
+
+def _place_in_regions(
+    regions: Sequence[tuple[ReplaceWindow, ...]],
+    existing: Mapping[str, Any],
+    types: Mapping[str, pa.DataType],
+    partition_columns: Sequence[str],
+) -> tuple[int | None, tuple[tuple[int, tuple[ReplaceWindow, ...]], ...]]:
+    """The region a file is wholly inside (its index), else the regions it may overlap."""
+    partial = []
+    for index, region in enumerate(regions):
+        places = {
+            w: _place_existing(w, existing, types[w.column], partition_columns) for w in region
+        }
+        if _Place.OUTSIDE in places.values():  # outside one window: outside the region
+            continue
+        undecided = tuple(w for w, place in places.items() if place is not _Place.INSIDE)
+        if not undecided:
+            return index, ()
+        partial.append((index, undecided))
+    return None, tuple(partial)
+
+
+def _candidate_masks(
+    table_uri: str,
+    candidate: _Candidate,
+    moving: _Moving,
+    partition_columns: Sequence[str],
+    fs: fsspec.AbstractFileSystem,
+    root: str,
+    index: int,
+) -> tuple[pa.Array, dict[int, int]]:
+    """True for the file's rows in any region, and how many rows each region holds; the rows
+    of a new key outside the regions go to ``moving``."""
+    in_regions: pa.Array | None = None
+    per_region: dict[int, int] = {}
+    if candidate.partial:
+        path = f"{root}/{candidate.file.path}"
+        columns = sorted({w.column for _, windows in candidate.partial for w in windows})
+        present = pq.read_schema(path, filesystem=fs).names
+        for column in columns:
+            if column not in present:
+                raise DeltaCommitError(
+                    f"file {candidate.file.path!r} of table {table_uri!r} has no column "
+                    f"{column!r}; a replace cannot tell which of its rows are in the window. "
+                    "Rewrite the table with the column in every file",
+                    table_uri=table_uri,
+                )
+        data = pq.read_table(path, columns=columns, filesystem=fs)
+        for region_index, windows in candidate.partial:
+            mask: pa.Array = pa.repeat(pa.scalar(True), data.num_rows)
+            for window in windows:
+                inside = _in_window(window, data.column(window.column)).combine_chunks()
+                mask = pc.and_(mask, inside)
+            if in_regions is not None:
+                mask = pc.and_(mask, pc.invert(in_regions))  # a row counts for one region
+            count = int(pc.sum(mask).as_py() or 0)
+            if count:
+                per_region[region_index] = count
+            in_regions = mask if in_regions is None else pc.or_(in_regions, mask)
+    rows = moving.read(index, candidate, partition_columns, in_regions)
+    if in_regions is None:
+        assert rows is not None, "a file with no region to read is read for its keys"
+        in_regions = pa.repeat(pa.scalar(False), rows)
+    return in_regions, per_region
+
+
+_NEW = "__watermark_assets_new_row"
+_FILE = "__watermark_assets_file"
+_ROW = "__watermark_assets_row"
+_NEW_MAX = "__watermark_assets_new_max"
+_OLD_MAX = "__watermark_assets_old_max"
+_WINS = "__watermark_assets_new_wins"
+
+
+class _Moving:
+    """The new rows' keys (:class:`KeyMoves`) and the table's rows of those keys found outside
+    the regions; :meth:`decide` keeps the newest row of each key."""
+
+    def __init__(
+        self,
+        table_uri: str,
+        moves: KeyMoves | None,
+        schema: pa.Schema | None = None,
+        new_rows: pa.Table | None = None,
+        fs: fsspec.AbstractFileSystem | None = None,
+        root: str = "",
+    ) -> None:
+        self._table_uri, self._moves, self._schema = table_uri, moves, schema
+        self._new, self._fs, self._root = new_rows, fs, root
+        self._found: list[pa.Table] = []
+        self._bounds = {}
+        self._run_keys: pa.Table | None = None
+        if moves is not None and new_rows is not None and schema is not None:
+            self._run_keys = new_rows.select(list(moves.keys))
+            key_schema = pa.schema([schema.field(k) for k in moves.keys])
+            self._bounds = key_values(self._run_keys, key_schema)
+
+    @classmethod
+    def of(
+        cls,
+        table_uri: str,
+        table: DeltaTable | None,
+        moves: KeyMoves | None,
+        types: Mapping[str, pa.DataType],
+        new_files: Sequence[DataFile],
+        fs: fsspec.AbstractFileSystem,
+        root: str,
+    ) -> _Moving:
+        if moves is None:
+            return cls(table_uri, None)
+        if moves.order not in types or moves.order in moves.keys:
+            raise ReplaceWindowError(
+                moves.order,
+                f"the newest row of a key is told by a window column that is not a key, not "
+                f"{moves.order!r} (keys {list(moves.keys)}, windows on {sorted(types)})",
+                "order the keys' rows by the time column",
+            )
+        key_schema, _ = key_schema_of(table_uri, table, moves.keys, new_files, fs, root)
+        schema = key_schema.append(pa.field(moves.order, types[moves.order]))
+        rows = new_row_keys(table_uri, moves.keys, schema, new_files, fs, root)
+        rows = rows.append_column(_NEW, pa.array(range(rows.num_rows), type=pa.int64()))
+        return cls(table_uri, moves, schema, rows, fs, root)
+
+    def may_hold(self, existing: Mapping[str, Any], partition_columns: Sequence[str]) -> bool:
+        """Whether a file outside the regions must be read: its statistics may hold a new key."""
+        if self._schema is None or self._run_keys is None or not self._run_keys.num_rows:
+            return False
+        key_schema = pa.schema([self._schema.field(k) for k in self._run_keys.column_names])
+        return may_hold_keys(existing, self._bounds, key_schema, partition_columns)
+
+    def read(
+        self,
+        index: int,
+        candidate: _Candidate,
+        partition_columns: Sequence[str],
+        in_regions: pa.Array | None,
+    ) -> int | None:
+        """Read a candidate's key and order columns (None: no need); keep its rows of a new
+        key outside the regions; its row count."""
+        if not self.may_hold(candidate.existing, partition_columns):
+            return None
+        assert self._moves is not None and self._schema is not None and self._fs is not None
+        assert self._run_keys is not None
+        partition = {c: candidate.existing.get(f"partition.{c}") for c in partition_columns}
+        found = read_key_columns(
+            self._table_uri, candidate.file.path, self._schema, partition, self._fs, self._root
+        )
+        hits = key_matches(found.select(list(self._moves.keys)), self._run_keys)
+        if in_regions is not None:
+            hits = pc.and_(hits, pc.invert(in_regions))
+        rows = found.append_column(_FILE, pa.repeat(pa.scalar(index, pa.int64()), found.num_rows))
+        rows = rows.append_column(_ROW, pa.array(range(found.num_rows), type=pa.int64()))
+        self._found.append(rows.filter(hits))
+        return int(found.num_rows)
+
+    def decide(self) -> _Drops:
+        """The newest row of each new key wins (a new row on a tie with the table's); the
+        table's rows that lose, and the new rows that lose."""
+        if self._moves is None or self._new is None or not self._new.num_rows:
+            return _Drops({}, None)
+        keys, order = list(self._moves.keys), self._moves.order
+        new = self._new
+        info = _max_by_key(new, keys, order, _NEW_MAX)
+        old = pa.concat_tables(self._found) if self._found else None
+        if old is not None and old.num_rows:
+            info = info.join(_max_by_key(old, keys, order, _OLD_MAX), keys, join_type="left outer")
+        else:
+            info = info.append_column(
+                _OLD_MAX, pa.nulls(info.num_rows, new.schema.field(order).type)
+            )
+        wins = pc.or_kleene(
+            pc.is_null(info.column(_OLD_MAX)),
+            pc.greater_equal(info.column(_NEW_MAX), info.column(_OLD_MAX)),
+        )
+        info = info.append_column(_WINS, pc.fill_null(wins, True))
+        joined = new.join(info, keys)
+        newest = pc.and_(
+            joined.column(_WINS), pc.equal(joined.column(order), joined.column(_NEW_MAX))
+        )
+        chosen = joined.filter(pc.fill_null(newest, False))
+        kept = chosen.group_by(keys).aggregate([(_NEW, "max")]).column(f"{_NEW}_max")
+        superseded = pc.invert(pc.is_in(new.column(_NEW), value_set=kept.combine_chunks()))
+        drops: dict[int, list[int]] = {}
+        if old is not None and old.num_rows:
+            judged = old.join(info.select([*keys, _OLD_MAX, _WINS]), keys)
+            older = pc.or_kleene(
+                pc.is_null(judged.column(order)),
+                pc.less(judged.column(order), judged.column(_OLD_MAX)),
+            )
+            lost = judged.filter(pc.fill_null(pc.or_kleene(judged.column(_WINS), older), False))
+            for file_index, row in zip(
+                lost.column(_FILE).to_pylist(), lost.column(_ROW).to_pylist()
+            ):
+                drops.setdefault(file_index, []).append(row)
+        return _Drops(drops, superseded.combine_chunks())
+
+
+def _max_by_key(rows: pa.Table, keys: list[str], order: str, name: str) -> pa.Table:
+    """Each key once, with its greatest ``order`` as ``name``."""
+    grouped = rows.group_by(keys).aggregate([(order, "max")])
+    return pa.table(
+        [*(grouped.column(k) for k in keys), grouped.column(f"{order}_max")],
+        names=[*keys, name],
+    )
+
+
+@dataclass(frozen=True)
+class _Drops:
+    """What :meth:`_Moving.decide` found: the table rows (by candidate file, row) and the new
+    rows (True: superseded, in the new files' order) that leave."""
+
+    table: Mapping[int, list[int]]
+    new: pa.Array | None
+
+    @property
+    def superseded(self) -> int:
+        return 0 if self.new is None else int(pc.sum(self.new).as_py() or 0)
+
+    def table_rows(self, index: int, in_regions: pa.Array) -> pa.Array:
+        """The rows of candidate ``index`` to drop: in a region, or moved."""
+        rows = self.table.get(index)
+        if not rows:
+            return in_regions
+        moved = pc.is_in(
+            pa.array(range(len(in_regions)), type=pa.int64()), value_set=pa.array(rows)
+        )
+        return pc.or_(in_regions, moved)
+
+    def rewrite_new(
+        self,
+        table_uri: str,
+        new_files: Sequence[DataFile],
+        partition_columns: Sequence[str],
+        fs: fsspec.AbstractFileSystem,
+        root: str,
+    ) -> list[RewrittenFile]:
+        """The new files written again without their superseded rows."""
+        if self.new is None or not self.superseded:
+            return []
+        done: list[RewrittenFile] = []
+        offset = 0
+        try:
+            for new in new_files:
+                mask = self.new.slice(offset, new.num_records)
+                offset += new.num_records
+                if len(mask) != new.num_records:
+                    raise DeltaCommitError(
+                        f"new file {new.path!r} of table {table_uri!r} holds more rows than its "
+                        "statistics say; stage the run again",
+                        table_uri=table_uri,
+                    )
+                if not pc.any(mask).as_py():
+                    continue
+                file = RemovedFile(new.path, new.size, new.partition_values, new.num_records)
+                done.append(
+                    rewrite_without(
+                        table_uri, file, mask, partition_columns, fs, root, prefix="part-replace"
+                    )
+                )
+        except BaseException:
+            delete_remainders(done, fs, root)
+            raise
+        return done

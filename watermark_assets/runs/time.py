@@ -1,24 +1,29 @@
-"""A run of a time pipeline (seed 003): its windows read and replaced, one commit each (no Dagster).
+"""A run of a time pipeline (seed 003): its windows read, then replaced in ONE commit (no Dagster).
 
 A window ``[start, end)`` of :func:`~watermark_assets.core.time.windows` is a replay chunk of the
 column machinery (:mod:`watermark_assets.runs.column`): read with ``column >= start AND column <
 end`` (pushed to the source: a filter for tables and files, a ``WHERE`` for JDBC, the lower bound
-in ``watermark_param_mapping`` and the end in ``watermark_to_param`` for an HTTP API), staged, and
-committed as a replace of ``[start, end)`` (``Interval.CLOSED_OPEN``) in ONE Delta commit. That
+in ``watermark_param_mapping`` and the end in ``watermark_to_param`` for an HTTP API) and staged.
+Once every window of the run is staged, :func:`~watermark_assets.runs.window_commit.
+commit_windows` replaces them all (each ``[start, end)``, ``Interval.CLOSED_OPEN``) in ONE Delta
+commit: a reader never sees a window emptied or a row in two windows between commits. That
 commit also carries:
 
-- the txn ``watermark_assets/{pipeline}/time/{window start}`` (:func:`window_app_id`): version 1,
-  2, ... per run of the window; a concurrent run of the same window makes the commit stale and it
-  plans and reads again;
+- the txn ``watermark_assets/{pipeline}/time/{window start}`` (:func:`window_app_id`) of every
+  window: version 1, 2, ... per run of the window; a concurrent run of one of them makes the
+  commit stale and the run plans and reads every window again;
 - the entry ``watermark_assets.time/{pipeline}`` (:func:`time_metadata_key`): the
-  :class:`~watermark_assets.core.time.TimeWatermark` read before the run (from the log up to
-  ``read_version``) with this window's high watermark recorded (its end, or ``to`` for the
-  partial last window), plus the window.
+  :class:`~watermark_assets.core.time.TimeWatermark` read from the log up to ``read_version``
+  with the run's windows' high watermarks recorded (each window's end, or ``to`` for the
+  partial last window), plus the windows;
+- with ``table.merge_keys``, the removal of the rows read's keys from the other windows
+  (:class:`~watermark_assets.delta.replace.KeyMoves`: the newest row of a key wins).
 
-So a window's data and its high watermark are ONE atomic commit. :func:`load_time_watermark` reads
-the watermark back (:class:`TimeWatermarkLog`): the newest entry, merged with the entries of the
-commits after its ``read_version`` (a union of covered spans): two runs of different windows
-committing at once each carry what they saw, and the merge keeps both.
+So the windows' data and their high watermarks are ONE atomic commit.
+:func:`load_time_watermark` reads the watermark back (:class:`TimeWatermarkLog`): the newest
+entry, merged with the entries of the commits after its ``read_version`` (a union of covered
+spans): two runs of different windows committing at once each carry what they saw, and the
+merge keeps both.
 
 A window that reads no row still commits (``records_completion``): its rows in the table are
 removed (deleted at the source) and its high watermark is recorded; with no table yet that one
@@ -43,14 +48,16 @@ from watermark_assets.core.time import TimeWatermark, format_instant
 from watermark_assets.core.time.tick import short_instant
 from watermark_assets.core.watermark import Watermark
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.delta.replace import KeyMoves
 from watermark_assets.runs.column import (
     ColumnPlan,
     ColumnResult,
     ColumnRunRequest,
     Region,
-    commit_column_batch,
+    StagedColumnBatch,
     stage_column_batch,
 )
+from watermark_assets.runs.window_commit import commit_windows
 from watermark_assets.state.snapshot import StateLog, WatermarkFold, pipeline_txn_prefix
 
 if TYPE_CHECKING:
@@ -253,11 +260,15 @@ class WindowRunTotals:
 
     windows: tuple[WindowRun, ...]
 
+    #: rows of other windows removed because a row of their key was read (``merge_keys``)
+    rows_moved: int = 0
+
     @property
     def versions(self) -> list[int]:
-        return [
-            w.result.outcome.version for w in self.windows if w.result.outcome.version is not None
-        ]
+        """The commits of the run (one: every window is replaced at once)."""
+        return sorted(
+            {w.result.outcome.version for w in self.windows if w.result.outcome.version is not None}
+        )
 
     @property
     def rows_read(self) -> int:
@@ -292,28 +303,68 @@ def run_windows(
     log: Callable[[str], None] = print,
     record_as: Callable[[TimeWindow], TimeWindow] | None = None,
 ) -> TimeRunResult:
-    """Read and replace each of ``windows``, in start order, one commit each (module docstring);
-    ``record_as(window)``: the window recorded for it (:func:`plan_window`'s ``recorded_as``)."""
+    """Read each of ``windows`` (in start order) and replace them all in ONE commit
+    (:mod:`watermark_assets.runs.window_commit`); ``record_as(window)``: the window recorded for
+    it (:func:`plan_window`'s ``recorded_as``)."""
     column_pipeline = pipeline.column_pipeline()
     request = ColumnRunRequest(
         pipeline=column_pipeline, run_id=run_id, job_name=job_name, clock=clock
     )
     watermark_log = TimeWatermarkLog(pipeline)
     before = watermark_log.read()
-    runs: list[WindowRun] = []
-    for window in sorted(windows, key=lambda w: w.start):
-        now: datetime = clock()
+    ordered = sorted(windows, key=lambda w: w.start)
+    recorded = [w if record_as is None else record_as(w) for w in ordered]
+    now: datetime = clock()
 
-        recorded = None if record_as is None else record_as(window)
+    def stage_all() -> list[StagedColumnBatch]:
+        plans = [
+            plan_window(request, pipeline, w, watermark_log, recorded_as=r)
+            for w, r in zip(ordered, recorded, strict=True)
+        ]
+        return [stage_column_batch(plan, spark, now=now) for plan in plans]
 
-        def plan(window: TimeWindow = window, recorded: TimeWindow | None = recorded) -> ColumnPlan:
-            return plan_window(request, pipeline, window, watermark_log, recorded_as=recorded)
+    def state_entry(indexes: Sequence[int]) -> dict[str, str]:
+        stored = watermark_log.read()
+        after = stored
+        for i in indexes:
+            after = after.advance(recorded[i])
+        entry = {
+            "watermark": after.to_json(),
+            "read_version": watermark_log.version,
+            "windows": [_window_json(ordered[i]) for i in indexes],
+            "recorded_windows": [_window_json(recorded[i]) for i in indexes],
+            "high_watermark": format_instant(max(recorded[i].end for i in indexes)),
+            "run_id": request.run_id,
+            "job_id": request.job_name,
+        }
+        return {time_metadata_key(pipeline.name): json.dumps(entry)}
 
-        staged = stage_column_batch(plan(), spark, now=now)
-        result = commit_column_batch(staged, now=now, replan=plan)
-        runs.append(WindowRun(window, result))
-        log(f"{pipeline.name}: {runs[-1].line()}")
+    committed = commit_windows(
+        stage_all,
+        state_entry=state_entry,
+        moves=key_moves(pipeline.table.merge_keys, pipeline.watermark.column),
+        now=now,
+    )
+    runs = [WindowRun(w, r) for w, r in zip(ordered, committed.results, strict=True)]
+    for run in runs:
+        log(f"{pipeline.name}: {run.line()}")
+    if committed.rows_moved:
+        log(f"{pipeline.name}: {committed.rows_moved} row(s) of other windows moved (merge keys)")
     after = watermark_log.read()
     return TimeRunResult(
-        tuple(runs), pipeline=pipeline.name, watermark_before=before, watermark_after=after
+        tuple(runs),
+        rows_moved=committed.rows_moved,
+        pipeline=pipeline.name,
+        watermark_before=before,
+        watermark_after=after,
     )
+
+
+def _window_json(window: TimeWindow) -> list[str]:
+    return [format_instant(window.start), format_instant(window.end)]
+
+
+def key_moves(keys: Sequence[str], time_column: str) -> KeyMoves | None:
+    """``table.merge_keys`` of a time pipeline: a key's rows are moved to the window its newest
+    row is in (None: no keys)."""
+    return KeyMoves(tuple(keys), time_column) if keys else None

@@ -1,4 +1,4 @@
-"""A run of time x unit cells (seed 003): each (window, unit) cell read and replaced in ONE commit.
+"""A run of time x unit cells (seed 003): each (window, unit) cell read, all replaced in ONE commit.
 
 A cell ``(window [start, end), unit u)`` is a window chunk of the column machinery, as a time
 pipeline's window is (:func:`~watermark_assets.runs.time.window_chunk_plan`), over the column
@@ -10,20 +10,23 @@ id). Per cell:
   every clause), pushed to the source: a Spark filter and file skipping for tables and files, a
   ``WHERE`` for JDBC, ``since``/``until`` and the id for an HTTP API (then the exact filter in
   Spark);
-- commit: the region ``[start, end)`` x ``[u, u]`` replaced (``delta/replace.plan_replace`` with
-  two windows): the unit's rows in the window removed, the rows read added; other units' rows
-  and other windows are never touched. An empty cell still commits once the table exists (rows
-  deleted at the source leave, the high watermark is recorded); with no table yet nothing is
-  committed and the cell stays without history;
+- commit: the region ``[start, end)`` x ``[u, u]`` replaced, every cell of the run in ONE
+  commit (:func:`~watermark_assets.runs.window_commit.commit_windows`, with
+  ``delta/replace.plan_replace_regions``): the unit's rows in the window removed, the rows read
+  added; other units' rows and other windows are never touched, except with
+  ``table.merge_keys`` (the rows read's keys leave the other cells, the newest row wins). An
+  empty cell still commits (rows deleted at the source leave, the high watermark is recorded);
+  with no table yet, only when the empty read gave a schema to create it with;
 - the txn ``watermark_assets/{pipeline}/{u}/time/{window start}`` (:func:`cell_app_id`; ids never
-  hold ``/``): a concurrent run of the same cell makes the commit stale, and it plans and reads
-  again;
+  hold ``/``) of each cell: a concurrent run of one of them makes the commit stale, and the run
+  plans and reads every cell again;
 - the entry ``watermark_assets.time_unit/{pipeline}`` (:func:`time_unit_metadata_key`): the grid's
   watermark (``UnitWatermark[TimeWatermark]``) read from the log up to ``read_version``, with
-  this cell's high watermark advanced (its end, or ``to`` for the partial last window), plus the
-  cell. Read back like a time pipeline's (:class:`~watermark_assets.runs.time.WatermarkEntryLog`:
-  the newest entry merged with the commits after its ``read_version``; the merge is unit by unit,
-  window by window, so concurrent runs of other cells never lose each other's high watermarks).
+  the run's cells' high watermarks advanced (each end, or ``to`` for the partial last window),
+  plus the cells. Read back like a time pipeline's
+  (:class:`~watermark_assets.runs.time.WatermarkEntryLog`: the newest entry merged with the
+  commits after its ``read_version``; the merge is unit by unit, window by window, so
+  concurrent runs of other cells never lose each other's high watermarks).
 
 Known cost: each entry holds the whole grid, so commitInfo grows with units x windows (with one
 entry per window: ~40 bytes per cell; the time kind's compact form keeps a unit's contiguous
@@ -47,15 +50,17 @@ from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.runs.column import (
     ColumnPlan,
     ColumnRunRequest,
-    commit_column_batch,
+    StagedColumnBatch,
     stage_column_batch,
 )
 from watermark_assets.runs.time import (
     WatermarkEntryLog,
     WindowRun,
     WindowRunTotals,
+    key_moves,
     window_chunk_plan,
 )
+from watermark_assets.runs.window_commit import commit_windows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -170,29 +175,65 @@ def run_cells(
     clock: Clock = system_clock,
     log: Callable[[str], None] = print,
 ) -> CellsRunResult:
-    """Read and replace each of ``cells`` (unit by unit in the given order of units, windows in
-    start order), ONE commit each (module docstring)."""
+    """Read each of ``cells`` (unit by unit in the given order of units, windows in start
+    order) and replace them all in ONE commit (module docstring)."""
+    time = pipeline.watermark.time
+    assert time is not None, "a time x unit pipeline has watermark.time"
     grid = GridLog(pipeline)
     before = grid.read()
     order = {unit: i for i, unit in enumerate(dict.fromkeys(c.unit for c in cells))}
-    runs: list[CellRun] = []
-    for cell in sorted(cells, key=lambda c: (order[c.unit], c.window.start)):
-        request = ColumnRunRequest(
-            pipeline=pipeline.column_pipeline(cell.unit),
-            run_id=run_id,
-            job_name=job_name,
-            clock=clock,
+    ordered = sorted(cells, key=lambda c: (order[c.unit], c.window.start))
+    requests = {
+        unit: ColumnRunRequest(
+            pipeline=pipeline.column_pipeline(unit), run_id=run_id, job_name=job_name, clock=clock
         )
-        now = clock()
+        for unit in order
+    }
+    now = clock()
 
-        def plan(cell: Cell = cell, request: ColumnRunRequest = request) -> ColumnPlan:
-            return plan_cell(request, pipeline, cell, grid)
+    def stage_all() -> list[StagedColumnBatch]:
+        plans = [plan_cell(requests[c.unit], pipeline, c, grid) for c in ordered]
+        return [stage_column_batch(plan, spark, now=now) for plan in plans]
 
-        staged = stage_column_batch(plan(), spark, now=now)
-        result = commit_column_batch(staged, now=now, replan=plan)
-        runs.append(CellRun(cell.window, result, cell.unit))
-        log(f"{pipeline.name}: {runs[-1].line()}")
+    def state_entry(indexes: Sequence[int]) -> dict[str, str]:
+        stored = grid.read()
+        after = stored
+        for i in indexes:
+            cell = ordered[i]
+            inner = unit_time_watermark(after, cell.unit)
+            after = after.advance({cell.unit: inner.advance(cell.window)})
+        entry = {
+            "watermark": after.to_json(),
+            "read_version": grid.version,
+            "cells": [
+                [
+                    ordered[i].unit,
+                    format_instant(ordered[i].window.start),
+                    format_instant(ordered[i].window.end),
+                ]
+                for i in indexes
+            ],
+            "run_id": run_id,
+            "job_id": job_name,
+        }
+        return {time_unit_metadata_key(pipeline.name): json.dumps(entry)}
+
+    committed = commit_windows(
+        stage_all,
+        state_entry=state_entry,
+        moves=key_moves(pipeline.table.merge_keys, time.column),
+        now=now,
+    )
+    runs = [CellRun(c.window, r, c.unit) for c, r in zip(ordered, committed.results, strict=True)]
+    for run in runs:
+        log(f"{pipeline.name}: {run.line()}")
+    if committed.rows_moved:
+        log(f"{pipeline.name}: {committed.rows_moved} row(s) of other cells moved (merge keys)")
     after = grid.read()
     return CellsRunResult(
-        tuple(runs), pipeline=pipeline.name, watermark_before=before, watermark_after=after
+        tuple(runs),
+        rows_moved=committed.rows_moved,
+        pipeline=pipeline.name,
+        watermark_before=before,
+        watermark_after=after,
     )
