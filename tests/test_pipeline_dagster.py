@@ -169,8 +169,13 @@ def test_ticks_request_files_above_the_watermarks_and_runs_commit_them_once(worl
     world.assert_each_row_once()
 
     late_meta = loop.metadata("2024-01-28")
-    assert late_meta["watermark/partitions_before"] == {prefix_of(late): name_of(day28[1])}
-    assert late_meta["watermark/partitions_after"] == {prefix_of(late): name_of(late)}
+    # the partition's whole watermark: every landing partition of the day, not only the run's
+    hour11 = {prefix_of(day28[2]): name_of(day28[2])}
+    assert late_meta["watermark/partitions_before"] == {
+        prefix_of(late): name_of(day28[1]),
+        **hour11,
+    }
+    assert late_meta["watermark/partitions_after"] == {prefix_of(late): name_of(late), **hour11}
     new_meta = loop.metadata("2024-01-30")
     assert (new_meta["rows/read"], new_meta["rows/quarantined"], new_meta["rows/committed"]) == (
         5,
@@ -780,3 +785,30 @@ def test_the_commit_pipeline_quarantines_a_truncated_parquet_file_and_commits_th
     assert record["error"].startswith("not a readable Parquet file"), record["error"]
     assert loop.metadata("2024-01-28")["files/quarantined"] == 1
     assert (loop.tick().skip_message or "").startswith("Idle:"), "the watermark passed it"
+
+
+# --- a partition's materialization states its whole watermark ------------------------------------
+
+
+def test_a_range_backfill_that_finds_nothing_new_keeps_each_partitions_whole_watermark(
+    world: World,
+) -> None:
+    loop, landing = world.loop, world.landing
+    day28 = [landing.add(hour(28, h)) for h in (10, 11, 12, 13)]  # four landing partitions
+    loop.run_all(loop.tick().run_requests)
+    marks = {prefix_of(f): name_of(f) for f in day28}
+
+    assert loop.run_range("2024-01-28", "2024-01-29").success  # nothing new anywhere
+
+    got = loop.metadata("2024-01-28")
+    assert got["partition/files"] == 0, "this run read nothing"
+    assert (got["watermark/partitions_before"], got["watermark/partitions_after"]) == (marks, marks)
+    assert got["partition/watermarks"] == marks, "the partition's whole watermark, not the run's"
+    assert (got["partition/state"], got["partition/watermark"]) == ("ingested", day28[-1])
+    assert got["partition/files_committed"] == 4
+    assert got["dagster/partition_row_count"] == 12
+    assert got["partition/first_file"] == "(none: no new file)"
+    assert "4 file(s) committed from 4 landing partition(s)" in got["partition/reason"]
+    empty = loop.metadata("2024-01-29")
+    assert (empty["partition/state"], empty["partition/watermarks"]) == ("no file yet", {})
+    assert empty["partition/first_file"] == NOTHING_YET
