@@ -37,7 +37,13 @@ from _landing import (
 )
 from _sensor_loop import SensorLoop, by_partition, requested_files
 from conftest import pipeline_yaml, project_config
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus, ExecuteInProcessResult
+from dagster import (
+    AssetKey,
+    AssetObservation,
+    DagsterInstance,
+    DagsterRunStatus,
+    ExecuteInProcessResult,
+)
 from deltalake import DeltaTable
 
 from watermark_assets.config import FilePipelineConfig
@@ -317,11 +323,19 @@ def test_a_file_that_lands_below_its_partitions_watermark_is_counted_and_shown(
     reason = tick.skip_message or ""
     assert "1 files landed below their partition's watermark" in reason
     assert f"{prefix_of(late)}: 1" in reason
-    (observation,) = tick.asset_events  # the daemon records it on the asset
-    assert observation.asset_key == AssetKey("events")
+    observation, on_partition = tick.asset_events  # the daemon records them
+    assert (observation.asset_key, observation.partition) == (AssetKey("events"), None)
     metadata = observation.metadata
     assert metadata["files/below_watermark"].value == 1
     assert metadata["files/below_watermark_by_partition"].value == {prefix_of(late): 1}
+    # ... and on the partition's own page, with its whole watermark and the fix
+    assert on_partition.partition == "2024-01-28"
+    said = {k: v.value for k, v in on_partition.metadata.items()}
+    assert said["partition/state"] == "files not ingested"
+    assert said["partition/reason"].startswith(
+        f"1 file(s) landed in {prefix_of(late)} at or below its watermark: set sweep.ingest: true"
+    )
+    assert said["partition/watermarks"] == loop.metadata("2024-01-28")["partition/watermarks"]
     world.assert_each_row_once()
 
     again = loop.tick()
@@ -565,6 +579,16 @@ def test_a_partition_with_a_run_in_flight_is_not_requested_twice(world: World) -
     assert waiting.run_requests == []
     assert (waiting.skip_message or "").startswith("Active:")
     assert "2024-01-28" in (waiting.skip_message or "")
+    (said,) = [e for e in first.asset_events if e.partition == "2024-01-28"]
+    assert said.metadata["partition/state"].value == "waiting"
+    assert said.metadata["partition/reason"].value.startswith(
+        f"1 file(s) above the watermark ({f28} .. {f28}) wait for the run in flight over this "
+        "partition. No file of this partition committed yet"
+    )
+    assert said.metadata["files/pending"].value == 1
+    assert not [e for e in waiting.asset_events if isinstance(e, AssetObservation)], (
+        "said once, not every tick"
+    )
 
     loop.instance.report_run_failed(in_flight)
     after = loop.tick()

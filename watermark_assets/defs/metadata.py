@@ -14,8 +14,8 @@ from typing import Any
 
 from dagster import MetadataValue
 
-from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.config import Pipeline
+from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.core.filepath.path import name_time, prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.defs.partition_truth import PartitionTruth
@@ -70,14 +70,14 @@ def file_partition_truths(
         rows = state.partition_rows.get(key)
         files = sum(state.partition_files.get(prefix, 0) for prefix in marks)
         if marks:
-            prefix = list(marks)[-1]
+            prefixes = list(marks)
+            first, prefix = prefixes[0], prefixes[-1]
             newest = f"{prefix}/{marks[prefix]}"
             truths[key] = PartitionTruth(
                 state="ingested",
                 reason=f"{files} file(s) committed from {len(marks)} landing partition(s) "
-                f"({list(marks)[0]} .. {prefix}); the next run reads only the files above each "
-                f"landing partition's watermark (the newest: {newest}). The pipeline's watermark "
-                f"is {state.watermark.value} ({state.watermark.state.value})",
+                f"({first} .. {prefix}); the next run reads only the files above each "
+                f"landing partition's watermark (the newest: {newest})",
                 watermark=newest,
                 watermark_time=name_time(marks[prefix]) or template_time(pipeline, prefix),
                 watermarks=marks,

@@ -67,13 +67,20 @@ class PartitionTruth:
             entries["dagster/partition_row_count"] = MetadataValue.int(self.rows)
         for name, number in self.numbers.items():
             entries[name] = (
-                MetadataValue.int(number) if isinstance(number, int) else MetadataValue.float(number)
+                MetadataValue.int(number)
+                if isinstance(number, int)
+                else MetadataValue.float(number)
             )
         return entries
 
-    def saying(self, state: str, reason: str) -> PartitionTruth:
-        """The same watermark, with another state and reason (a sensor's finding)."""
-        return replace(self, state=state, reason=reason)
+    def saying(
+        self, state: str, reason: str, *, numbers: Mapping[str, int | float] | None = None
+    ) -> PartitionTruth:
+        """The same watermark, with another state and reason (a sensor's finding), and more
+        numbers."""
+        return replace(
+            self, state=state, reason=reason, numbers={**self.numbers, **(numbers or {})}
+        )
 
 
 class _AddsAssetMetadata(Protocol):

@@ -48,6 +48,7 @@ from watermark_assets.core.filepath.listing import ListingPlan
 from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
 from watermark_assets.defs.assets import BATCH_TAG, LATE_TAG, PIPELINE_TAG, files_run_config
+from watermark_assets.defs.file_partition_notes import partition_notes, partition_observations
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import LateFilesUnprovableError
@@ -291,9 +292,21 @@ def build_sensor(
                 tracked = len(state.watermark.partition_watermarks)
                 reason = f"Idle: {tracked} partitions, no files above their watermarks"
             cursor = replace(seen, state=state.watermark.state.value)
+            notes_of = partition_notes(
+                pipeline,
+                groups,
+                partition_of,
+                requested=(),
+                busy=busy,
+                below=below,
+                rewritten=rewritten,
+            )
             events: list[AssetObservation | AssetMaterialization] = [
                 *_observations(asset_key, previous, cursor, state, below),
                 *closed,
+                *partition_observations(
+                    context.instance, asset_key, pipeline, state, partition_of, notes_of
+                ),
             ]
             if late_requests:
                 context.log.info(f"{pipeline.name}: {reason}{notes}")
@@ -341,7 +354,22 @@ def build_sensor(
             left = pipeline.file_source.columns_left_out(probed)
             cursor = replace(cursor, columns_left_out=left or ())
             notes += _columns_note(left or (), len(probed), pipeline)
-        events = [*_observations(asset_key, previous, cursor, state, below), *closed]
+        notes_of = partition_notes(
+            pipeline,
+            groups,
+            partition_of,
+            requested={r.partition_key for r in requests if r.partition_key},
+            busy=busy,
+            below=below,
+            rewritten=rewritten,
+        )
+        events = [
+            *_observations(asset_key, previous, cursor, state, below),
+            *closed,
+            *partition_observations(
+                context.instance, asset_key, pipeline, state, partition_of, notes_of
+            ),
+        ]
         if not requests:
             reason = (
                 f"Active: {pending} files above the watermark wait for the runs in flight "
