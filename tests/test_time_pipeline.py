@@ -421,14 +421,15 @@ class TimeScene:
 OWN_KEYS = ("partition/", "dagster/partition_row_count")
 
 
+def shared(materialization: AssetMaterialization) -> dict[str, Any]:
+    """A materialization's metadata but for the partition's own state (:data:`OWN_KEYS`)."""
+    return {k: v for k, v in materialization.metadata.items() if not k.startswith(OWN_KEYS)}
+
+
 def meta(result: ExecuteInProcessResult) -> dict[str, Any]:
     """The run's metadata (the same on every partition, but for each partition's own state)."""
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert all(checks.values()), checks
-
-    def shared(m: AssetMaterialization) -> dict[str, Any]:
-        return {k: v for k, v in m.metadata.items() if not k.startswith(OWN_KEYS)}
-
     (materialization, *others) = result.asset_materializations_for_node("orders")
     assert all(shared(m) == shared(materialization) for m in others)
     return {key: value.value for key, value in materialization.metadata.items()}
