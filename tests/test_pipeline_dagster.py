@@ -586,9 +586,23 @@ def test_a_partition_with_a_run_in_flight_is_not_requested_twice(world: World) -
         "partition. No file of this partition committed yet"
     )
     assert said.metadata["files/pending"].value == 1
-    assert not [e for e in waiting.asset_events if isinstance(e, AssetObservation)], (
-        "said once, not every tick"
-    )
+    assert said.metadata["bytes/pending"].value == (world.landing.root / f28).stat().st_size
+    # the pipeline's backlog as numbers, on the asset's observation
+    (backlog,) = [
+        e for e in first.asset_events if isinstance(e, AssetObservation) and not e.partition
+    ]
+    numbers = {k: v.value for k, v in backlog.metadata.items() if k.startswith("backlog/")}
+    assert numbers == {
+        "backlog/files_pending": 2,
+        "backlog/bytes_pending": sum((world.landing.root / f).stat().st_size for f in (f28, f29)),
+        "backlog/oldest_pending_age_seconds": (FROZEN_NOW - hour(28, 10)).total_seconds(),
+        "backlog/oldest_pending_time": "2024-01-28T10:00:00Z",
+        "backlog/oldest_pending_file": f28,
+        "backlog/listing_capped": False,
+    }
+    assert not [
+        e for e in waiting.asset_events if isinstance(e, AssetObservation) and e.partition
+    ], "said once, not every tick"
 
     loop.instance.report_run_failed(in_flight)
     after = loop.tick()

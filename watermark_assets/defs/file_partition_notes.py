@@ -27,6 +27,7 @@ class _Notes:
     waiting: list[str] = field(default_factory=list)
     not_ingested: list[str] = field(default_factory=list)
     pending: int = 0
+    pending_bytes: int = 0
 
 
 def partition_notes(
@@ -56,6 +57,7 @@ def partition_notes(
         )
         entry = notes.setdefault(key, _Notes())
         entry.pending += len(files)
+        entry.pending_bytes += sum(groups.sizes.get(path, 0) for path in files)
         entry.waiting.append(
             f"{len(files)} file(s) above the watermark ({files[0]} .. {files[-1]}) wait for {why}"
         )
@@ -126,7 +128,7 @@ def partition_observations(
         said[key] = truths[key].saying(
             "files not ingested" if entry.not_ingested else "waiting",
             f"{words}. {_sentence(truths[key].reason)}",
-            numbers={"files/pending": entry.pending},
+            numbers={"files/pending": entry.pending, "bytes/pending": entry.pending_bytes},
         )
     return changed_observations(instance, asset_key, said)
 
