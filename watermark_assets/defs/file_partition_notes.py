@@ -67,9 +67,9 @@ def partition_notes(
         else "set sweep.ingest: true to ingest them, or land them again named above the watermark"
     )
     for prefix, count in sorted(below.items()):
-        key = key_of(f"{prefix}/_")
-        if key is not None and count:
-            notes.setdefault(key, _Notes()).not_ingested.append(
+        below_key = key_of(f"{prefix}/_")
+        if below_key is not None and count:
+            notes.setdefault(below_key, _Notes()).not_ingested.append(
                 f"{count} file(s) landed in {prefix} at or below its watermark: {fix}"
             )
     held = {
