@@ -108,7 +108,14 @@ def changed_observations(
         truth = truths[key]
         if _latest_said(instance, asset_key, key) == (truth.state, truth.reason):
             continue
-        out.append(AssetObservation(asset_key=asset_key, partition=key, metadata=truth.metadata()))
+        out.append(
+            AssetObservation(
+                asset_key=asset_key,
+                partition=key,
+                description=f"{truth.state}: {truth.reason}",
+                metadata=truth.metadata(),
+            )
+        )
     return out
 
 
