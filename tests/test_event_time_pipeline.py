@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import project_config
-from dagster import DagsterInstance, build_sensor_context
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, build_sensor_context
 from deltalake import DeltaTable
 from test_event_window import T0, append, event
 
@@ -132,8 +132,10 @@ def test_the_sensor_materializes_a_partition_once_the_watermark_passes_its_end(
     upstream = tmp_path / "events"
     append(upstream, event(1, 0, 1), event(2, 3, 2), event(3, 21, 1))
     assert tick().skip_message == (
-        "no partition closes: the upstream's newest events give watermark "
-        "1970-01-01T00:00:00.000Z -> 2024-01-30T12:11:00.000Z (min of events "
+        "no partition closes yet: partition 2024-01-30-12:00 (2024-01-30T12:00:00Z to "
+        "2024-01-30T13:00:00Z) waits for the event-time watermark to reach 2024-01-30T13:00:00Z, "
+        "i.e. for events at or after 2024-01-30T13:10:00Z in events; the newest events so far: "
+        "watermark 1970-01-01T00:00:00.000Z -> 2024-01-30T12:11:00.000Z (min of events "
         "2024-01-30T12:11:00.000Z)"
     )
 
@@ -160,7 +162,12 @@ def test_the_sensor_materializes_a_partition_once_the_watermark_passes_its_end(
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {"late_records": True, "watermark_never_moves_backwards": True}
 
-    assert tick().skip_message.startswith("no partition closes")  # 13:00 ends at 14:00
+    assert tick().skip_message.startswith("no partition closes yet: partition 2024-01-30-13:00")
+    # each partition of the run states its own state: 12:00 closed (whatever the run's range)
+    assert metadata["partition/state"] == "closed"
+    assert metadata["partition/reason"].startswith(
+        "closed: the event-time watermark 2024-01-30T13:05:00Z passed its end 2024-01-30T13:00:00Z"
+    )
 
     # a late record: its window (12:00) was closed by the committed watermark 13:05
     append(upstream, event(7, 2, 9), event(8, 130, 1))  # and the newest event 14:10
@@ -171,6 +178,50 @@ def test_the_sensor_materializes_a_partition_once_the_watermark_passes_its_end(
     assert checks["late_records"] is False  # WARN: the late record is kept, not lost
     (materialization,) = result.asset_materializations_for_node("events_5min")
     assert materialization.metadata["event_time/late_records"].value == 1
+
+
+def partition_events(instance: DagsterInstance, key: str) -> list[dict[str, Any]]:
+    """The metadata of the observations of one partition of events_5min, oldest first."""
+    records = instance.fetch_observations(
+        AssetRecordsFilter(asset_key=AssetKey("events_5min"), asset_partitions=[key]), limit=50
+    ).records
+    return [
+        {k: v.value for k, v in r.asset_observation.metadata.items()}
+        for r in reversed(records)
+        if r.asset_observation is not None
+    ]
+
+
+def test_a_partition_the_watermark_has_not_closed_says_on_its_page_what_it_waits_for(
+    tmp_path: Path,
+) -> None:
+    clock = Clock(T0 + timedelta(hours=3))  # partitions 12:00, 13:00 and 14:00
+    defs = build_definitions(project_config(*pipelines(tmp_path)), clock=clock)
+    instance = DagsterInstance.ephemeral()
+    sensor = defs.resolve_sensor_def("events_5min_sensor")
+
+    def tick() -> Any:
+        data = sensor.evaluate_tick(build_sensor_context(instance=instance, definitions=defs))
+        for observation in data.asset_events:  # recorded on the instance, as the daemon does
+            instance.report_runless_asset_event(observation)
+        return data
+
+    append(tmp_path / "events", event(1, 0, 1), event(2, 21, 1))  # no partition closes
+    first = tick()
+    assert sorted(e.partition for e in first.asset_events) == [
+        "2024-01-30-12:00",
+        "2024-01-30-13:00",
+        "2024-01-30-14:00",
+    ]
+    (said,) = partition_events(instance, "2024-01-30-13:00")
+    assert said["partition/state"] == "waiting"
+    assert said["partition/reason"] == (
+        "no batch has run yet: its windows of 5 minutes are emitted once the event-time watermark "
+        "(the newest event time in `events` less 10 minutes) reaches 2024-01-30T14:00:00Z, i.e. "
+        "once `events` holds events at or after 2024-01-30T14:10:00Z"
+    )
+    assert tick().asset_events == [], "nothing changed: no observation floods the event log"
+    assert len(partition_events(instance, "2024-01-30-13:00")) == 1
 
 
 def still_open(first: str, end: str, windows: int) -> dict[str, Any]:

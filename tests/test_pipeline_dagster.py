@@ -37,7 +37,13 @@ from _landing import (
 )
 from _sensor_loop import SensorLoop, by_partition, requested_files
 from conftest import pipeline_yaml, project_config
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus, ExecuteInProcessResult
+from dagster import (
+    AssetKey,
+    AssetObservation,
+    DagsterInstance,
+    DagsterRunStatus,
+    ExecuteInProcessResult,
+)
 from deltalake import DeltaTable
 
 from watermark_assets.config import FilePipelineConfig
@@ -169,8 +175,13 @@ def test_ticks_request_files_above_the_watermarks_and_runs_commit_them_once(worl
     world.assert_each_row_once()
 
     late_meta = loop.metadata("2024-01-28")
-    assert late_meta["watermark/partitions_before"] == {prefix_of(late): name_of(day28[1])}
-    assert late_meta["watermark/partitions_after"] == {prefix_of(late): name_of(late)}
+    # the partition's whole watermark: every landing partition of the day, not only the run's
+    hour11 = {prefix_of(day28[2]): name_of(day28[2])}
+    assert late_meta["watermark/partitions_before"] == {
+        prefix_of(late): name_of(day28[1]),
+        **hour11,
+    }
+    assert late_meta["watermark/partitions_after"] == {prefix_of(late): name_of(late), **hour11}
     new_meta = loop.metadata("2024-01-30")
     assert (new_meta["rows/read"], new_meta["rows/quarantined"], new_meta["rows/committed"]) == (
         5,
@@ -312,11 +323,19 @@ def test_a_file_that_lands_below_its_partitions_watermark_is_counted_and_shown(
     reason = tick.skip_message or ""
     assert "1 files landed below their partition's watermark" in reason
     assert f"{prefix_of(late)}: 1" in reason
-    (observation,) = tick.asset_events  # the daemon records it on the asset
-    assert observation.asset_key == AssetKey("events")
+    observation, on_partition = tick.asset_events  # the daemon records them
+    assert (observation.asset_key, observation.partition) == (AssetKey("events"), None)
     metadata = observation.metadata
     assert metadata["files/below_watermark"].value == 1
     assert metadata["files/below_watermark_by_partition"].value == {prefix_of(late): 1}
+    # ... and on the partition's own page, with its whole watermark and the fix
+    assert on_partition.partition == "2024-01-28"
+    said = {k: v.value for k, v in on_partition.metadata.items()}
+    assert said["partition/state"] == "files not ingested"
+    assert said["partition/reason"].startswith(
+        f"1 file(s) landed in {prefix_of(late)} at or below its watermark: set sweep.ingest: true"
+    )
+    assert said["partition/watermarks"] == loop.metadata("2024-01-28")["partition/watermarks"]
     world.assert_each_row_once()
 
     again = loop.tick()
@@ -560,6 +579,30 @@ def test_a_partition_with_a_run_in_flight_is_not_requested_twice(world: World) -
     assert waiting.run_requests == []
     assert (waiting.skip_message or "").startswith("Active:")
     assert "2024-01-28" in (waiting.skip_message or "")
+    (said,) = [e for e in first.asset_events if e.partition == "2024-01-28"]
+    assert said.metadata["partition/state"].value == "waiting"
+    assert said.metadata["partition/reason"].value.startswith(
+        f"1 file(s) above the watermark ({f28} .. {f28}) wait for the run in flight over this "
+        "partition. No file of this partition committed yet"
+    )
+    assert said.metadata["files/pending"].value == 1
+    assert said.metadata["bytes/pending"].value == (world.landing.root / f28).stat().st_size
+    # the pipeline's backlog as numbers, on the asset's observation
+    (backlog,) = [
+        e for e in first.asset_events if isinstance(e, AssetObservation) and not e.partition
+    ]
+    numbers = {k: v.value for k, v in backlog.metadata.items() if k.startswith("backlog/")}
+    assert numbers == {
+        "backlog/files_pending": 2,
+        "backlog/bytes_pending": sum((world.landing.root / f).stat().st_size for f in (f28, f29)),
+        "backlog/oldest_pending_age_seconds": (FROZEN_NOW - hour(28, 10)).total_seconds(),
+        "backlog/oldest_pending_time": "2024-01-28T10:00:00Z",
+        "backlog/oldest_pending_file": f28,
+        "backlog/listing_capped": False,
+    }
+    assert not [
+        e for e in waiting.asset_events if isinstance(e, AssetObservation) and e.partition
+    ], "said once, not every tick"
 
     loop.instance.report_run_failed(in_flight)
     after = loop.tick()
@@ -780,3 +823,30 @@ def test_the_commit_pipeline_quarantines_a_truncated_parquet_file_and_commits_th
     assert record["error"].startswith("not a readable Parquet file"), record["error"]
     assert loop.metadata("2024-01-28")["files/quarantined"] == 1
     assert (loop.tick().skip_message or "").startswith("Idle:"), "the watermark passed it"
+
+
+# --- a partition's materialization states its whole watermark ------------------------------------
+
+
+def test_a_range_backfill_that_finds_nothing_new_keeps_each_partitions_whole_watermark(
+    world: World,
+) -> None:
+    loop, landing = world.loop, world.landing
+    day28 = [landing.add(hour(28, h)) for h in (10, 11, 12, 13)]  # four landing partitions
+    loop.run_all(loop.tick().run_requests)
+    marks = {prefix_of(f): name_of(f) for f in day28}
+
+    assert loop.run_range("2024-01-28", "2024-01-29").success  # nothing new anywhere
+
+    got = loop.metadata("2024-01-28")
+    assert got["partition/files"] == 0, "this run read nothing"
+    assert (got["watermark/partitions_before"], got["watermark/partitions_after"]) == (marks, marks)
+    assert got["partition/watermarks"] == marks, "the partition's whole watermark, not the run's"
+    assert (got["partition/state"], got["partition/watermark"]) == ("ingested", day28[-1])
+    assert got["partition/files_committed"] == 4
+    assert got["dagster/partition_row_count"] == 12
+    assert got["partition/first_file"] == "(none: no new file)"
+    assert "4 file(s) committed from 4 landing partition(s)" in got["partition/reason"]
+    empty = loop.metadata("2024-01-29")
+    assert (empty["partition/state"], empty["partition/watermarks"]) == ("no file yet", {})
+    assert empty["partition/first_file"] == NOTHING_YET

@@ -74,12 +74,14 @@ class Source:
     def partition_watermarks(self) -> dict[str, str]:
         return dict(load_state(self.pipeline, now=FROZEN_NOW).watermark.partition_watermarks)
 
-    def observation(self) -> dict[str, Any]:
+    def observation(self, partition: str | None = None) -> dict[str, Any]:
+        """The latest observation of the asset (``partition``: of that partition's page)."""
         records = self.loop.instance.fetch_observations(
-            AssetRecordsFilter(asset_key=AssetKey("events")), limit=1
+            AssetRecordsFilter(asset_key=AssetKey("events")), limit=50
         ).records
-        assert records, "the sensor recorded no observation"
-        observation = records[0].asset_observation
+        mine = [r.asset_observation for r in records if r.partition_key == partition]
+        assert mine, "the sensor recorded no observation"
+        observation = mine[0]
         assert observation is not None
         return {k: v.value for k, v in observation.metadata.items()}
 
@@ -212,6 +214,12 @@ def test_a_name_spark_cannot_read_is_held_back_named_and_never_passed(
     observed = source.observation()
     assert observed["files/unreadable"] == 1
     assert observed["files/unreadable_first"] == [f"{HOUR}/{UNREADABLE}"]
+    on_page = source.observation(PARTITION)  # and on the partition's own page, with the fix
+    assert on_page["partition/state"] == "files not ingested"
+    assert on_page["partition/reason"].startswith(
+        f"1 file(s) Spark cannot read by their exact path (':' with a glob character): rename "
+        f"them without ':' (first {HOUR}/{UNREADABLE})"
+    )
 
     assert source.loop.run_partition(PARTITION).success, "a run that discovers holds it back too"
     assert set(source.committed()) == {before, other_hour}

@@ -29,6 +29,7 @@ import pytest
 import yaml
 from conftest import TEST_SPARK_CONF, project_config
 from dagster import (
+    AssetMaterialization,
     DagsterInstance,
     DagsterRunStatus,
     ExecuteInProcessResult,
@@ -406,7 +407,7 @@ class TimeScene:
 
     def run(self, first: str, last: str | None = None) -> dict[str, Any]:
         """Materialize partitions ``first``..``last`` in ONE run (a UI backfill, single run);
-        the materialization's metadata (checks must pass)."""
+        the materialization's metadata (checks must pass); ``self.last`` is the run."""
         job = self.defs.resolve_job_def("orders_job")
         if last is None:
             result = job.execute_in_process(instance=self.instance, partition_key=first)
@@ -416,6 +417,7 @@ class TimeScene:
                 "dagster/asset_partition_range_end": last,
             }
             result = job.execute_in_process(instance=self.instance, tags=tags)
+        self.last = result
         return meta(result)
 
     def run_unpartitioned(self) -> dict[str, Any]:
@@ -435,12 +437,30 @@ class TimeScene:
         return DeltaCommitter(self.table).current_version()
 
 
+#: The keys each partition's materialization has of its own (its state, whatever the run read).
+OWN_KEYS = ("partition/", "dagster/partition_row_count")
+
+
+def shared(materialization: AssetMaterialization) -> dict[str, Any]:
+    """A materialization's metadata but for the partition's own state (:data:`OWN_KEYS`)."""
+    return {k: v for k, v in materialization.metadata.items() if not k.startswith(OWN_KEYS)}
+
+
 def meta(result: ExecuteInProcessResult) -> dict[str, Any]:
+    """The run's metadata (the same on every partition, but for each partition's own state)."""
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert all(checks.values()), checks
     (materialization, *others) = result.asset_materializations_for_node("orders")
-    assert all(m.metadata == materialization.metadata for m in others)
+    assert all(shared(m) == shared(materialization) for m in others)
     return {key: value.value for key, value in materialization.metadata.items()}
+
+
+def own(result: ExecuteInProcessResult) -> dict[str | None, tuple[str, str]]:
+    """Each partition's own ``partition/state`` and ``partition/reason``."""
+    return {
+        m.partition: (m.metadata["partition/state"].value, m.metadata["partition/reason"].value)  # type: ignore[misc]
+        for m in result.asset_materializations_for_node("orders")
+    }
 
 
 def keys(pipeline: TimePipelineConfig, now: str) -> list[str]:
@@ -476,6 +496,21 @@ def test_the_seeds_daily_example_first_run_then_grace_3(spark: Any, tmp_path: Pa
     assert first["time/windows"]["2020-01-14T00:00:00.000Z"]["high_watermark"] == (
         "2020-01-15T00:00:00.000Z"
     )
+    # each partition says where its own window stands (the grace period re-reads 01-12..01-14)
+    said = own(scene.last)
+    rule = "the cut-off 2020-01-12T00:00:00Z (the highest high watermark less grace_days 3)"
+    assert said["2020-01-01"] == (
+        "final",
+        "[2020-01-01T00:00:00Z, 2020-01-02T00:00:00Z) read up to its high watermark "
+        f"2020-01-02T00:00:00Z; final: it ends at or before {rule}, so ticks no longer read it "
+        "(a backfill does)",
+    )
+    assert said["2020-01-14"] == (
+        "read, due again",
+        "[2020-01-14T00:00:00Z, 2020-01-15T00:00:00Z) read up to its high watermark "
+        f"2020-01-15T00:00:00Z; the next tick reads it again: it ends after {rule}",
+    )
+    assert said["2020-01-15"][0] == "no window"
     assert scene.ids() == list(range(1, 15))
     watermark, _ = load_time_watermark(scene.pipeline)
     every = windows(scene.pipeline.watermark.spec, day("2020-01-15"))

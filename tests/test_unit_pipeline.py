@@ -462,6 +462,15 @@ def test_a_single_run_backfill_of_several_units_commits_once_per_unit(tmp_path: 
     meta = metadata_of_all(result)
     assert meta["unit/ids"] == ["id1", "id2", "id3"]
     assert meta["delta/versions"] == [0, 1, 2]
+    # each unit's materialization states its own done-at
+    states = {
+        m.partition: (m.metadata["partition/state"].value, m.metadata["partition/watermark"].value)
+        for m in result.asset_materializations_for_node("answers")
+    }
+    assert {key: state for key, (state, _) in states.items()} == dict.fromkeys(
+        ["id1", "id2", "id3"], "done"
+    )
+    assert all(done.endswith("Z") for _, done in states.values()), states
 
 
 def metadata_of_all(result: ExecuteInProcessResult) -> dict[str, Any]:

@@ -192,6 +192,9 @@ class ListingResult:
     #: the content signature (:func:`content_signature`) of each file seen at or below a
     #: partition's watermark: what the listing returned anyway, to notice files rewritten in place
     signatures_at_or_below: Mapping[str, str] = field(default_factory=dict)
+    #: the content signature of each file above the watermark (``files``): its size, for the
+    #: backlog in bytes (:func:`signature_size`)
+    signatures_above: Mapping[str, str] = field(default_factory=dict)
 
 
 def list_files_above(
@@ -246,6 +249,7 @@ def list_files_above(
     started: list[str] = []
     held_below: list[str] = []
     signatures: dict[str, str] = {}
+    above: dict[str, str] = {}
     entries_of = plan.watermark.partition_watermarks
     seen = listed = dirs = 0
     pending: list[str] = sorted(start_prefixes) if start_prefixes is not None else [""]
@@ -292,6 +296,8 @@ def list_files_above(
                                 unsortable.append(child)
                             else:
                                 found.append(child)
+                                if signature is not None:
+                                    above[child] = signature
                         elif relative in entries_of:
                             below[relative] += 1
                             if signature is not None:
@@ -314,6 +320,7 @@ def list_files_above(
         tuple(started),
         tuple(held_below),
         signatures,
+        {path: above[path] for path in kept if path in above},
     )
 
 
@@ -324,6 +331,12 @@ S3_PAGE_KEYS = 1000
 
 #: one page of a listing: (name, is a directory, content signature of a file) per entry
 _Page = list[tuple[str, bool, "str | None"]]
+
+
+def signature_size(signature: str) -> int | None:
+    """The size in bytes a :func:`content_signature` records (None: not a number)."""
+    size, _, _ = signature.partition(":")
+    return int(size) if size.isdigit() else None
 
 
 def content_signature(entry: Mapping[str, Any]) -> str | None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import TEST_SPARK_CONF
-from dagster import DagsterInstance
+from dagster import DagsterInstance, build_sensor_context
 from test_event_window import T0, append, event
 
 from watermark_assets.config import parse_config
@@ -83,6 +83,12 @@ def event_time_dev(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iter
         late_and_new = [event(100, 7, 9), *[event(101 + i, 75 + 4 * i, i) for i in range(15)]]
         append(root / "events", *late_and_new)  # 12:07 is late; the newest 14:11 closes 13:00
         job.execute_in_process(instance=instance, partition_key="2024-01-30-13:00")
+        # one tick of the sensor, recorded as the daemon records it: the partitions the
+        # watermark (14:01) has not closed say so on their own pages
+        sensor = defs.resolve_sensor_def("events_5min_sensor")
+        with build_sensor_context(instance=instance, definitions=defs) as context:
+            for observation in sensor.evaluate_tick(context).asset_events:
+                instance.report_runless_asset_event(observation)
 
     dev = DagsterDev(home, config_path, home / "dagster-dev.log")
     dev.start()
@@ -119,3 +125,36 @@ def test_the_aggregates_partitions_show_the_watermark_and_the_late_count(
         screenshot(page, "event-time-partitions.png")
     finally:
         context.close()
+
+
+def test_a_partition_the_watermark_has_not_closed_says_why_on_its_own_page(
+    event_time_dev: DagsterDev, browser: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport=TALL, base_url=dev_url(event_time_dev))
+    context.set_default_timeout(TIMEOUT_MS)
+    expect.set_options(timeout=TIMEOUT_MS)
+    page = context.new_page()
+    try:
+        page.goto("/assets/events_5min?view=partitions&partition=2024-01-30-14:00")
+        # Dagster's partition panel shows the latest materialization (none: the partition is
+        # missing), and the partition's observations in its history
+        expect(page.get_by_text("View all historical events (1)")).to_be_visible()
+        page.goto("/assets/events_5min?view=events&partition=2024-01-30-14:00")
+        expect(page.get_by_text("partition/reason").first).to_be_visible()
+        expect(
+            page.get_by_text(
+                "once the event-time watermark reaches 2024-01-30T15:00:00Z, i.e. once `events` "
+                "holds events at or after 2024-01-30T15:10:00Z",
+                exact=False,
+            ).first
+        ).to_be_visible()
+        screenshot(page, "event-time-open-partition.png")
+    finally:
+        context.close()
+
+
+def dev_url(dev: DagsterDev) -> str:
+    dev.graphql("mutation { setNuxSeen }")
+    return dev.url

@@ -31,6 +31,7 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
+    AssetObservation,
     AssetsDefinition,
     AssetSelection,
     BackfillPolicy,
@@ -55,6 +56,7 @@ from watermark_assets.config import EventTimePipelineConfig, ProjectConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.event_time import (
     EventTimeStats,
+    EventTimeWatermark,
     TumblingWindows,
     WatermarkPolicy,
     WatermarkTracker,
@@ -62,6 +64,13 @@ from watermark_assets.core.event_time import (
 )
 from watermark_assets.core.time.instant import format_millis, from_millis, to_millis
 from watermark_assets.defs.assets import PIPELINE_TAG
+from watermark_assets.defs.partition_truth import (
+    MAX_OBSERVED,
+    PartitionTruth,
+    add_partition_truth,
+    changed_observations,
+    iso_utc,
+)
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import partitions_in_flight
@@ -261,6 +270,65 @@ def open_message(pipeline: str, opened: Sequence[OpenPartition], watermark_ms: i
     )
 
 
+def _iso(millis: int) -> str:
+    return iso_utc(from_millis(millis))
+
+
+def event_time_truths(
+    spec: WindowAggregateSpec,
+    partitions_def: TimeWindowPartitionsDefinition,
+    keys: Sequence[str],
+    committed: EventTimeWatermark,
+    delay_ms: int,
+) -> dict[str, PartitionTruth]:
+    """Each partition of ``keys`` as the committed watermark leaves it: closed (its windows are
+    emitted), or open, with the watermark and the upstream event time that close it."""
+    upstream = " and ".join(f"`{name}`" for name in spec.upstreams)
+    size = format_duration_ms(spec.windows.size_ms)
+    delay = format_duration_ms(delay_ms)
+    if committed.is_empty:
+        truths = {}
+        for key in keys:
+            end = to_millis(partitions_def.time_window_for_partition_key(key).end)
+            closes = end + spec.lateness_ms
+            truths[key] = PartitionTruth(
+                state="waiting",
+                reason=f"no batch has run yet: its windows of {size} are emitted once the "
+                f"event-time watermark (the newest event time in {upstream} less {delay}) "
+                f"reaches {_iso(closes)}, i.e. once {upstream} holds events at or after "
+                f"{_iso(closes + delay_ms)}",
+            )
+        return truths
+    at = committed.watermark_ms
+    opened = {o.key: o for o in open_partitions(spec, partitions_def, keys, at, delay_ms)}
+    shown, shown_time = _iso(at), from_millis(at)
+    truths = {}
+    for key in keys:
+        still = opened.get(key)
+        if still is None:
+            end = to_millis(partitions_def.time_window_for_partition_key(key).end)
+            truths[key] = PartitionTruth(
+                state="closed",
+                reason=f"closed: the event-time watermark {_iso(at)} passed its end "
+                f"{_iso(end)}; its windows of {size} are emitted (records arriving for them later "
+                f"are kept in {spec.late_uri})",
+                watermark=shown,
+                watermark_time=shown_time,
+            )
+            continue
+        truths[key] = PartitionTruth(
+            state="open",
+            reason=f"open: its {still.windows} window(s) of {size} from {_iso(still.open_from_ms)} "
+            f"to {_iso(still.end_ms)} are emitted once the event-time watermark reaches "
+            f"{_iso(still.closes_at_ms)}, i.e. once {upstream} holds events at or after "
+            f"{_iso(still.events_at_ms)} (watermark delay {delay}); the watermark is {_iso(at)}",
+            watermark=shown,
+            watermark_time=shown_time,
+            numbers={"partition/windows_open": still.windows},
+        )
+    return truths
+
+
 def build_event_time_asset(
     pipeline: EventTimePipelineConfig,
     engine: WindowEngine,
@@ -343,6 +411,12 @@ def build_event_time_asset(
                 "after": format_millis(result.watermark_after.watermark_ms),
             },
         )
+        add_partition_truth(
+            context,
+            event_time_truths(
+                spec, partitions_def, keys, result.watermark_after, pipeline.watermark.delay_ms
+            ),
+        )
         return MaterializeResult(metadata=metadata, check_results=[late, monotone])
 
     return event_time_asset
@@ -403,24 +477,59 @@ def decide_closing(
     closed_before = closed_through(spec, committed) if committed else None
     closed_after = closed_through(spec, expected)
     keys = []
+    waiting: str | None = None
     with_now = partitions_def.get_partition_keys(current_time=now)
     for key in with_now:
         window = partitions_def.time_window_for_partition_key(key)
         end = to_millis(window.end)
         if end > closed_after:
+            closes = end + spec.lateness_ms
+            delay = max(spec.tracker.delays_ms.values(), default=0)
+            waiting = (
+                f"partition {key} ({iso_utc(window.start)} to {iso_utc(window.end)}) waits for "
+                f"the event-time watermark to reach {_iso(closes)}, i.e. for events at or after "
+                f"{_iso(closes + delay)} in {', '.join(spec.upstreams)}"
+            )
             break
         if closed_before is None or end > closed_before:
             keys.append(key)
+    so_far = f"the newest events so far: {formula}"
     if not keys:
         return CloseDecision(
             (),
-            f"no partition closes: the upstream's newest events give {formula}",
+            f"no partition closes yet: {waiting}; {so_far}"
+            if waiting
+            else f"every partition is closed; {so_far}",
         )
     return CloseDecision(
         tuple(keys),
         f"{len(keys)} partition(s) close: {keys[0]} .. {keys[-1]} end at or before the watermark "
-        f"{format_millis(expected)}; the upstream's newest events give {formula}",
+        f"{_iso(expected)}; {so_far}",
     )
+
+
+def open_partition_observations(
+    context: SensorEvaluationContext,
+    engine: WindowEngine,
+    asset_key: AssetKey,
+    partitions_def: TimeWindowPartitionsDefinition,
+    delay_ms: int,
+    now: datetime,
+) -> list[AssetObservation]:
+    """An observation on each partition the committed watermark has not closed (the oldest
+    :data:`MAX_OBSERVED`), saying what it waits for; only when that changed."""
+    spec = engine.spec
+    committed = engine.committed()
+    closed = None if committed.is_empty else closed_through(spec, committed.watermark_ms)
+    keys = []
+    for key in partitions_def.get_partition_keys(current_time=now):
+        end = to_millis(partitions_def.time_window_for_partition_key(key).end)
+        if closed is None or end > closed:
+            keys.append(key)
+        if len(keys) == MAX_OBSERVED:
+            break
+    truths = event_time_truths(spec, partitions_def, keys, committed, delay_ms)
+    return changed_observations(context.instance, asset_key, truths)
 
 
 def build_event_time_sensor(
@@ -442,9 +551,13 @@ def build_event_time_sensor(
         "watermark passes their end, and says which and why.",
     )
     def event_time_sensor(context: SensorEvaluationContext) -> SensorResult:
-        decision = decide_closing(engine, partitions_def, clock())
+        now = clock()
+        decision = decide_closing(engine, partitions_def, now)
         if not decision.keys:
-            return SensorResult(skip_reason=decision.reason)
+            observed = open_partition_observations(
+                context, engine, asset_key, partitions_def, pipeline.watermark.delay_ms, now
+            )
+            return SensorResult(skip_reason=decision.reason, asset_events=observed)
         busy = partitions_in_flight(context, asset_key, job.name, partitions_def)  # type: ignore[arg-type]
         if busy.intersection(decision.keys):
             return SensorResult(

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from dagster import ConfigurableIOManager, InputContext, OutputContext, RetryRequested
+from dagster import (
+    ConfigurableIOManager,
+    InputContext,
+    OutputContext,
+    PartitionsDefinition,
+    RetryRequested,
+    TimeWindowPartitionsDefinition,
+)
+from dagster._check import CheckError
 from deltalake import DeltaTable
 
 from watermark_assets import storage
@@ -29,6 +38,20 @@ def newest_file_lag(result: BatchResult) -> float | None:
         return None
     now = plan.request.clock()  # the definitions' clock, as for the commit
     return max(0.0, now.timestamp() - modified.timestamp())
+
+
+def _key_of(partitions_def: PartitionsDefinition[Any]) -> Callable[[datetime], str | None]:
+    """A landing partition's time -> the Dagster partition key holding it."""
+    if not isinstance(partitions_def, TimeWindowPartitionsDefinition):
+        return lambda _when: None
+
+    def key_of(when: datetime) -> str | None:
+        try:
+            return partitions_def.get_partition_key_for_timestamp(when.timestamp())
+        except (ValueError, CheckError):
+            return None
+
+    return key_of
 
 
 #: Re-plans of a run whose files other runs partly committed in the meantime (each one drops them).
@@ -58,8 +81,9 @@ class WatermarkDeltaIOManager(ConfigurableIOManager):
                 result, table_rows=table_row_count(uri), lag_seconds=newest_file_lag(result)
             )
         )
-        for key, metadata in partition_metadata(result).items():
-            if context.has_asset_partitions:
+        if context.has_asset_partitions:
+            key_of = _key_of(context.asset_partitions_def)
+            for key, metadata in partition_metadata(result, key_of).items():
                 context.step_context.add_asset_metadata(metadata, partition_key=key)
         context.log.info(
             f"{obj.plan.request.pipeline.name}: {len(obj.plan.files)} files, "

@@ -8,18 +8,21 @@ standard ``dagster/uri`` and ``dagster/row_count``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from dagster import MetadataValue
 
+from watermark_assets.config import Pipeline
 from watermark_assets.core.column.watermark import ColumnWatermark
-from watermark_assets.core.filepath.path import name_time, split_path
+from watermark_assets.core.filepath.path import name_time, prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark
+from watermark_assets.defs.partition_truth import PartitionTruth
 from watermark_assets.runs.column import ColumnResult, StagedColumnBatch
 from watermark_assets.runs.column_replay import ReplayResult
 from watermark_assets.runs.file_commit import BatchResult
+from watermark_assets.state.load import PipelineState
 
 
 def _text(value: str | None) -> MetadataValue:
@@ -32,8 +35,80 @@ def _time_entries(label: str, path: str | None) -> dict[str, Any]:
     return {} if when is None else {f"{label}_time": MetadataValue.timestamp(when)}
 
 
-def partition_watermarks_of(watermark: FileWatermark, prefixes: set[str]) -> dict[str, str]:
-    return {p: n for p, n in watermark.partition_watermarks.items() if p in prefixes}
+def landing_watermarks_by_key(
+    pipeline: Pipeline,
+    watermark: FileWatermark,
+    keys: Sequence[str],
+    key_of: Callable[[datetime], str | None],
+) -> dict[str, dict[str, str]]:
+    """Each Dagster partition of ``keys`` -> the watermarks of ALL its landing partitions in
+    ``watermark`` (landing prefix -> last file name), whatever a run planned."""
+    template = pipeline.watermark.template
+    out: dict[str, dict[str, str]] = {key: {} for key in keys}
+    for prefix, name in sorted(
+        watermark.partition_watermarks.items(), key=lambda item: prefix_components(item[0])
+    ):
+        when = template.try_parse(prefix)
+        key = None if when is None else key_of(when)
+        if key in out:
+            out[key][prefix] = name
+    return out
+
+
+def file_partition_truths(
+    pipeline: Pipeline,
+    state: PipelineState,
+    keys: Sequence[str],
+    key_of: Callable[[datetime], str | None],
+) -> dict[str, PartitionTruth]:
+    """The whole state of each Dagster partition of a file-path pipeline, from its state store
+    (checkpoint + commits): the watermarks of its landing partitions, files and rows committed."""
+    landing = landing_watermarks_by_key(pipeline, state.watermark, keys, key_of)
+    truths: dict[str, PartitionTruth] = {}
+    for key in keys:
+        marks = landing[key]
+        rows = state.partition_rows.get(key)
+        files = sum(state.partition_files.get(prefix, 0) for prefix in marks)
+        if marks:
+            prefixes = list(marks)
+            first, prefix = prefixes[0], prefixes[-1]
+            newest = f"{prefix}/{marks[prefix]}"
+            truths[key] = PartitionTruth(
+                state="ingested",
+                reason=f"{files} file(s) committed from {len(marks)} landing partition(s) "
+                f"({first} .. {prefix}); the next run reads only the files above each "
+                f"landing partition's watermark (the newest: {newest})",
+                watermark=newest,
+                watermark_time=name_time(marks[prefix]) or template_time(pipeline, prefix),
+                watermarks=marks,
+                rows=rows,
+                numbers={"partition/files_committed": files},
+            )
+        elif rows:
+            truths[key] = PartitionTruth(
+                state="ingested",
+                reason=f"{rows} row(s) committed; its landing partitions' watermarks are no "
+                "longer kept (older than the late-arrival window): a backfill restores them "
+                "from the table's commits",
+                watermarks={},
+                rows=rows,
+            )
+        else:
+            truths[key] = PartitionTruth(
+                state="no file yet",
+                reason="no file of this partition committed yet: none landed under "
+                f"{pipeline.source.uri} in its landing partitions "
+                f"({pipeline.watermark.partition_template!r})",
+                watermarks={},
+                rows=rows or 0,
+                numbers={"partition/files_committed": 0},
+            )
+    return truths
+
+
+def template_time(pipeline: Pipeline, prefix: str) -> datetime | None:
+    """The time a landing prefix encodes (its partition template's)."""
+    return pipeline.watermark.template.try_parse(prefix)
 
 
 def batch_metadata(
@@ -75,31 +150,40 @@ def batch_metadata(
     return metadata
 
 
-def partition_metadata(result: BatchResult) -> Mapping[str, dict[str, Any]]:
-    """Metadata of each Dagster partition of the run: its own files, rows and watermarks."""
+def partition_metadata(
+    result: BatchResult, key_of: Callable[[datetime], str | None]
+) -> Mapping[str, dict[str, Any]]:
+    """Metadata of each Dagster partition of the run: its whole state (all its landing
+    partitions' watermarks, from the state store, :func:`file_partition_truths`), and this
+    run's own files and rows. ``key_of``: a landing partition's time -> its Dagster key."""
     staged = result.staged
     plan = staged.plan
+    pipeline = plan.request.pipeline
+    keys = plan.request.partition_keys
+    state_after = result.state_after
+    before = landing_watermarks_by_key(pipeline, staged.watermark_before, keys, key_of)
+    after = landing_watermarks_by_key(pipeline, state_after.watermark, keys, key_of)
+    truths = file_partition_truths(pipeline, state_after, keys, key_of)
     out: dict[str, dict[str, Any]] = {}
-    for key in plan.request.partition_keys:
+    for key in keys:
         files = [p for p, k in plan.file_partitions.items() if k == key]
-        prefixes = {split_path(p)[0] for p in files}
         counts = staged.per_partition.get(key, {})
-        before = partition_watermarks_of(staged.watermark_before, prefixes)
-        after = partition_watermarks_of(result.state_after.watermark, prefixes)
+        none = "(none: no file processed yet)" if not after[key] else "(none: no new file)"
         out[key] = {
+            **truths[key].metadata(),
             "partition/files": MetadataValue.int(len(files)),
             "partition/rows_read": MetadataValue.int(int(counts.get("rows_read", 0))),
             "partition/rows_quarantined": MetadataValue.int(int(counts.get("rows_quarantined", 0))),
             "partition/files_quarantined": MetadataValue.int(
                 int(counts.get("files_quarantined", 0))
             ),
-            "partition/first_file": _text(files[0] if files else None),
-            "partition/last_file": _text(files[-1] if files else None),
-            "watermark/partitions_before": MetadataValue.json(before),
-            "watermark/partitions_after": MetadataValue.json(after),
+            "partition/first_file": MetadataValue.text(files[0] if files else none),
+            "partition/last_file": MetadataValue.text(files[-1] if files else none),
+            "watermark/partitions_before": MetadataValue.json(before[key]),
+            "watermark/partitions_after": MetadataValue.json(after[key]),
             # every commit of the partition is in the log; their sum is the partition's rows
             "dagster/partition_row_count": MetadataValue.int(
-                result.state_after.partition_rows.get(key, 0)
+                state_after.partition_rows.get(key, 0)
             ),
         }
     return out

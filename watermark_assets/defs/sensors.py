@@ -48,6 +48,8 @@ from watermark_assets.core.filepath.listing import ListingPlan
 from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
 from watermark_assets.defs.assets import BATCH_TAG, LATE_TAG, PIPELINE_TAG, files_run_config
+from watermark_assets.defs.backlog import file_backlog
+from watermark_assets.defs.file_partition_notes import partition_notes, partition_observations
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import LateFilesUnprovableError
@@ -230,6 +232,7 @@ def build_sensor(
             committed_signatures=state.file_signatures,
             own_files=state.own_files,
         )
+        backlog = file_backlog(pipeline, groups, limit=budget).metadata(now)
         swept = _sweep_if_due(pipeline, state, previous, now, groups.table_files)
         late = _name_late_files(pipeline, state, swept, groups, previous, partition_of)
         state = _record_first_sight(pipeline, state, late.first_sight, now)
@@ -291,9 +294,21 @@ def build_sensor(
                 tracked = len(state.watermark.partition_watermarks)
                 reason = f"Idle: {tracked} partitions, no files above their watermarks"
             cursor = replace(seen, state=state.watermark.state.value)
+            notes_of = partition_notes(
+                pipeline,
+                groups,
+                partition_of,
+                requested=(),
+                busy=busy,
+                below=below,
+                rewritten=rewritten,
+            )
             events: list[AssetObservation | AssetMaterialization] = [
-                *_observations(asset_key, previous, cursor, state, below),
+                *_observations(asset_key, previous, cursor, state, below, backlog),
                 *closed,
+                *partition_observations(
+                    context.instance, asset_key, pipeline, state, partition_of, notes_of
+                ),
             ]
             if late_requests:
                 context.log.info(f"{pipeline.name}: {reason}{notes}")
@@ -341,7 +356,22 @@ def build_sensor(
             left = pipeline.file_source.columns_left_out(probed)
             cursor = replace(cursor, columns_left_out=left or ())
             notes += _columns_note(left or (), len(probed), pipeline)
-        events = [*_observations(asset_key, previous, cursor, state, below), *closed]
+        notes_of = partition_notes(
+            pipeline,
+            groups,
+            partition_of,
+            requested={r.partition_key for r in requests if r.partition_key},
+            busy=busy,
+            below=below,
+            rewritten=rewritten,
+        )
+        events = [
+            *_observations(asset_key, previous, cursor, state, below, backlog),
+            *closed,
+            *partition_observations(
+                context.instance, asset_key, pipeline, state, partition_of, notes_of
+            ),
+        ]
         if not requests:
             reason = (
                 f"Active: {pending} files above the watermark wait for the runs in flight "
@@ -804,12 +834,15 @@ def _observations(
     cursor: SensorCursor,
     state: PipelineState,
     below: Mapping[str, int],
+    backlog: Mapping[str, MetadataValue],
 ) -> list[AssetObservation]:
-    """An observation on the asset when the watermark state or the files not ingested change."""
+    """An observation on the asset when the watermark state, the files pending or the files not
+    ingested change; with the backlog as numbers (``backlog/*``, :mod:`.backlog`)."""
 
     def noted(c: SensorCursor) -> tuple[object, ...]:
         return (
             c.state,
+            c.pending_files,
             c.below,
             c.late,
             c.late_first,
@@ -843,6 +876,7 @@ def _observations(
                 "files/rewritten": MetadataValue.int(cursor.rewritten),
                 "files/rewritten_first": MetadataValue.json(list(cursor.rewritten_first)),
                 "files/columns_left_out": MetadataValue.json(list(cursor.columns_left_out)),
+                **backlog,
             },
         )
     ]

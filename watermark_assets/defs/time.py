@@ -62,6 +62,7 @@ from watermark_assets.core.time.tick import DueWindows, instant_text
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
 from watermark_assets.defs.metadata import staged_reads_metadata
+from watermark_assets.defs.partition_truth import PartitionTruth, add_partition_truth, iso_utc
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import FAILED, partitions_in_flight
@@ -240,6 +241,47 @@ def time_metadata(
     return metadata
 
 
+def window_truth(window: TimeWindow, high: datetime | None, due: DueWindows) -> PartitionTruth:
+    """One window as the time watermark holds it after a run (``due``: what the next tick
+    would read): read up to its high watermark, and whether ticks read it again (its end is
+    after the cut-off) or it is final."""
+    cut = due.cut_off
+    span = f"[{iso_utc(window.start)}, {iso_utc(window.end)})"
+    rule = (
+        f"the cut-off {iso_utc(cut.at)} (the highest high watermark less grace_days "
+        f"{cut.grace_days})"
+    )
+    if high is None:
+        return PartitionTruth(
+            state="not read yet",
+            reason=f"{span} has no high watermark yet: the next tick reads it ({rule})",
+        )
+    read = f"{span} read up to its high watermark {iso_utc(high)}"
+    if window in due.windows:
+        return PartitionTruth(
+            state="read, due again",
+            reason=f"{read}; the next tick reads it again: it ends after {rule}",
+            watermark=iso_utc(high),
+            watermark_time=high,
+        )
+    return PartitionTruth(
+        state="final",
+        reason=f"{read}; final: it ends at or before {rule}, so ticks no longer read it "
+        "(a backfill does)",
+        watermark=iso_utc(high),
+        watermark_time=high,
+    )
+
+
+def no_window_truth(spec: TimeSpec, now: datetime) -> PartitionTruth:
+    """A key that is no window of the spec at ``now`` (after ``to``, or starting at it)."""
+    return PartitionTruth(
+        state="no window",
+        reason=f"no window of the time watermark at {iso_utc(now)}: it starts at or after "
+        f"`to` ({spec.to}); nothing to read",
+    )
+
+
 def time_asset_metadata(
     pipeline: TimePipelineConfig | UnitPipelineConfig, time: TimeWatermarkConfig
 ) -> dict[str, Any]:
@@ -310,6 +352,15 @@ def build_time_asset(
             record_as=record_as,
         )
         rows = table_row_count(pipeline.table.uri)
+        if partitions_def is not None:  # each partition's own state, whatever the run read
+            after = result.watermark_after
+            due_after = after.due_at(spec, now)
+            truths = {key: no_window_truth(spec, now) for key in skipped}
+            truths |= {
+                partition_key(spec, w): window_truth(w, after.high_watermark(w), due_after)
+                for w in chosen
+            }
+            add_partition_truth(context, truths)
         metadata = time_metadata(result, due, skipped, table_rows=rows)
         # rows whose time column is NULL fall in no window: counted, left in the source
         nulls = count_null_watermark(pipeline.column_pipeline(), spark.spark_session)

@@ -50,9 +50,11 @@ from watermark_assets.core.clock import Clock
 from watermark_assets.core.time import TimeSpec, format_instant
 from watermark_assets.core.time.tick import instant_text
 from watermark_assets.core.unit import Cell, CellRange, DueCells, due_cells
+from watermark_assets.core.unit.grid import unit_time_watermark
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
 from watermark_assets.defs.metadata import staged_reads_metadata
+from watermark_assets.defs.partition_truth import add_partition_truth
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import partitions_in_flight
@@ -60,9 +62,11 @@ from watermark_assets.defs.time import (
     TICK_TAG,
     cut_off_epoch,
     failed_attempts,
+    no_window_truth,
     partition_key,
     time_asset_metadata,
     time_partitions,
+    window_truth,
     windows_of_keys,
 )
 from watermark_assets.defs.unit import (
@@ -227,6 +231,15 @@ def build_grid_asset(
             log=context.log.info,
         )
         rows = table_row_count(pipeline.table.uri)
+        # each cell's own state, whatever the run read
+        after = result.watermark_after
+        due_after = due_cells(after, [c.unit for c in cells], spec, now).by_unit
+        truths = {key: no_window_truth(spec, now) for key in skipped}
+        for cell in cells:
+            inner = unit_time_watermark(after, cell.unit)
+            high = inner.high_watermark(cell.window)
+            truths[cell_key(spec, cell)] = window_truth(cell.window, high, due_after[cell.unit])
+        add_partition_truth(context, truths)
         return MaterializeResult(metadata=grid_metadata(result, due, skipped, table_rows=rows))
 
     return grid_asset

@@ -69,6 +69,7 @@ from watermark_assets.defs.checks import (
 )
 from watermark_assets.defs.column import reconcile_mismatch, run_versions
 from watermark_assets.defs.metadata import staged_reads_metadata
+from watermark_assets.defs.partition_truth import PartitionTruth, add_partition_truth, iso_utc
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.time import failed_attempts
@@ -131,6 +132,26 @@ def _done_text(run: UnitRun) -> tuple[str, str]:
     before = "(first run)" if run.done_before is None else run.done_before.when.isoformat()
     after = "(not recorded)" if run.done_after is None else run.done_after.when.isoformat()
     return before, after
+
+
+def unit_truth(pipeline: UnitPipelineConfig, run: UnitRun) -> PartitionTruth:
+    """One unit as its watermark (done-at) holds it after its run."""
+    column, staged = pipeline.watermark.column, run.result.staged
+    if run.done_after is None:
+        return PartitionTruth(
+            state="not recorded",
+            reason=f"the run read {staged.rows_read} row(s) where `{column}` = {run.unit!r} "
+            "but recorded no done-at: the next run of the unit reads it again",
+        )
+    done = run.done_after.when
+    return PartitionTruth(
+        state="done",
+        reason=f"the rows where `{column}` = {run.unit!r} were read ({staged.rows_read}) and "
+        f"replaced in one commit, done at {iso_utc(done)}; a unit is read again only when it "
+        "is run again (the units sensor runs a unit that never ran)",
+        watermark=iso_utc(done),
+        watermark_time=done,
+    )
 
 
 def unit_metadata(runs: list[UnitRun], *, table_rows: int | None, table_uri: str) -> dict[str, Any]:
@@ -210,6 +231,7 @@ def build_unit_asset(
             log=context.log.info,
         )
         uri = pipeline.table.uri
+        add_partition_truth(context, {run.unit: unit_truth(pipeline, run) for run in runs})
         return MaterializeResult(
             metadata=unit_metadata(runs, table_rows=table_row_count(uri), table_uri=uri)
         )

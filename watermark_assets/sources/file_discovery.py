@@ -56,6 +56,8 @@ class FileGroups:
     rewritten: tuple[str, ...] = ()
     #: each of ``rewritten`` with the content signature the listing returned now
     rewritten_as: Mapping[str, str] = field(default_factory=dict)
+    #: each file above the watermark with its size in bytes, where the listing gave one
+    sizes: Mapping[str, int] = field(default_factory=dict)
 
 
 def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -> str | None:
@@ -160,6 +162,11 @@ def discover_files(
         table_files,
         rewritten,
         {path: listing.signatures_at_or_below[path] for path in rewritten},
+        {
+            path: size
+            for path, signature in listing.signatures_above.items()
+            if (size := storage.signature_size(signature)) is not None
+        },
     )
 
 

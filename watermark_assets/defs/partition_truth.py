@@ -1,0 +1,138 @@
+"""What one partition holds and why, on its own page: read from the pipeline's state store,
+never from what a run planned (a run that found nothing new must not erase a partition's state).
+
+One shape for every kind of watermark (file path, time, unit, time x unit, event time):
+
+- ``partition/state``: a word or two (``ingested``, ``no file yet``, ``closed``, ``open``, ...);
+- ``partition/reason``: why, in plain words, naming the times it waits for (ISO-8601 UTC);
+- ``partition/watermark`` (readable) and ``partition/watermark_time`` (a timestamp);
+- ``partition/watermarks``: a kind's detail (each landing partition's watermark, ...);
+- ``dagster/partition_row_count`` when the state store counts the partition's rows.
+
+A run adds it to every partition it materializes (:func:`add_partition_truth`); a sensor's tick
+writes it as an observation of a partition that is missing or waiting, only when the state or
+the reason changed since the partition's last observation (:func:`changed_observations`), so
+the event log is not flooded by ticks that have nothing new to say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from dagster import AssetKey, AssetObservation, AssetRecordsFilter, DagsterInstance, MetadataValue
+
+STATE = "partition/state"
+REASON = "partition/reason"
+
+#: How many partitions' observations a tick reads back (and so writes, at most).
+MAX_OBSERVED = 50
+
+
+def iso_utc(moment: datetime) -> str:
+    """``2024-01-31T00:00:00Z``: ISO-8601 in UTC, fractions of a second only when not zero."""
+    if moment.tzinfo is None:
+        raise ValueError(f"a naive datetime {moment!r} has no time zone; pass an aware one (UTC)")
+    utc = moment.astimezone(timezone.utc)
+    text = utc.isoformat(timespec="milliseconds" if utc.microsecond else "seconds")
+    return text.replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PartitionTruth:
+    """One partition's whole state, as its state store holds it (module docstring)."""
+
+    state: str
+    reason: str
+    watermark: str | None = None
+    watermark_time: datetime | None = None
+    watermarks: Mapping[str, str] | None = None
+    rows: int | None = None
+    #: numbers a check can bound (e.g. ``files/pending``), per partition
+    numbers: Mapping[str, int | float] = field(default_factory=dict)
+
+    def metadata(self) -> dict[str, Any]:
+        entries: dict[str, Any] = {
+            STATE: MetadataValue.text(self.state),
+            REASON: MetadataValue.text(self.reason),
+            "partition/watermark": MetadataValue.text(self.watermark or "(none)"),
+        }
+        if self.watermark_time is not None:
+            entries["partition/watermark_time"] = MetadataValue.timestamp(self.watermark_time)
+        if self.watermarks is not None:
+            entries["partition/watermarks"] = MetadataValue.json(dict(self.watermarks))
+        if self.rows is not None:
+            entries["dagster/partition_row_count"] = MetadataValue.int(self.rows)
+        for name, number in self.numbers.items():
+            entries[name] = (
+                MetadataValue.int(number)
+                if isinstance(number, int)
+                else MetadataValue.float(number)
+            )
+        return entries
+
+    def saying(
+        self, state: str, reason: str, *, numbers: Mapping[str, int | float] | None = None
+    ) -> PartitionTruth:
+        """The same watermark, with another state and reason (a sensor's finding), and more
+        numbers."""
+        return replace(
+            self, state=state, reason=reason, numbers={**self.numbers, **(numbers or {})}
+        )
+
+
+class _AddsAssetMetadata(Protocol):
+    def add_asset_metadata(
+        self, metadata: Mapping[str, Any], asset_key: Any = None, partition_key: str | None = None
+    ) -> None: ...
+
+
+def add_partition_truth(context: _AddsAssetMetadata, truths: Mapping[str, PartitionTruth]) -> None:
+    """Each partition's truth on its own materialization (an asset's or a step's context)."""
+    for key, truth in truths.items():
+        context.add_asset_metadata(truth.metadata(), partition_key=key)
+
+
+def changed_observations(
+    instance: DagsterInstance, asset_key: AssetKey, truths: Mapping[str, PartitionTruth]
+) -> list[AssetObservation]:
+    """Observations of the partitions whose state or reason differs from their latest event
+    (an observation or a materialization, whichever is newer), at most :data:`MAX_OBSERVED`."""
+    keys = list(truths)[:MAX_OBSERVED]
+    if not keys:
+        return []
+    out = []
+    for key in keys:
+        truth = truths[key]
+        if _latest_said(instance, asset_key, key) == (truth.state, truth.reason):
+            continue
+        out.append(
+            AssetObservation(
+                asset_key=asset_key,
+                partition=key,
+                description=f"{truth.state}: {truth.reason}",
+                metadata=truth.metadata(),
+            )
+        )
+    return out
+
+
+def _latest_said(instance: DagsterInstance, asset_key: AssetKey, key: str) -> tuple[Any, Any]:
+    """The state and reason of the partition's latest observation or materialization."""
+    only = AssetRecordsFilter(asset_key=asset_key, asset_partitions=[key])
+    latest = [
+        record
+        for fetch in (instance.fetch_observations, instance.fetch_materializations)
+        for record in fetch(only, limit=1).records
+    ]
+    if not latest:
+        return None, None
+    newest = max(latest, key=lambda record: record.storage_id)
+    event = newest.asset_materialization or newest.asset_observation
+    metadata = {} if event is None else event.metadata
+    return (
+        getattr(metadata.get(STATE), "value", None),
+        getattr(metadata.get(REASON), "value", None),
+    )
