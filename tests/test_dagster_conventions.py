@@ -17,7 +17,15 @@ from typing import Any
 import pytest
 from _landing import hour
 from conftest import pipeline_yaml, project_config
-from dagster import AssetKey, DagsterInstance, FreshnessPolicy, build_schedule_context
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    AutomationCondition,
+    DagsterInstance,
+    FreshnessPolicy,
+    build_schedule_context,
+    evaluate_automation_conditions,
+)
 from deltalake import DeltaTable
 from test_pipeline_dagster import make_world
 
@@ -175,6 +183,94 @@ def test_a_freshness_that_dagster_would_refuse_fails_at_load(
     with pytest.raises(ConfigError, match="pipeline 'events'") as raised:
         project_config(pipeline_yaml(tmp_path, freshness=freshness))
     assert said in str(raised.value)
+
+
+# ----------------------------------------------------------------------- automation_condition
+# (the key as written, Dagster's condition on the asset)
+AUTOMATION = {
+    "absent: none": (None, None),
+    "none": ("none", None),
+    "eager": ("eager", AutomationCondition.eager()),
+    "on_missing": ("on_missing", AutomationCondition.on_missing()),
+    "on_cron": ({"on_cron": "0 6 * * *"}, AutomationCondition.on_cron("0 6 * * *")),
+    "on_cron in a timezone": (
+        {"on_cron": "0 6 * * 1", "cron_timezone": "Europe/Paris"},
+        AutomationCondition.on_cron("0 6 * * 1", "Europe/Paris"),
+    ),
+}
+#: every kind's pipeline (the asset's name), the key set on it
+KINDS = {
+    "file path": (lambda t: pipeline_yaml(t), "events"),
+    "time": (time_pipeline, "orders"),
+    "unit": (unit_pipeline, "answers"),
+    "time x unit": (lambda t: unit_pipeline(t, grace_days=1), "answers"),
+    "column": (column_pipeline, "customers"),
+    "event time": (event_time_pipeline, "events_5min"),
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize(("written", "condition"), list(AUTOMATION.values()), ids=list(AUTOMATION))
+def test_each_kinds_automation_condition_is_dagsters(
+    tmp_path: Path, kind: str, written: Any, condition: AutomationCondition | None
+) -> None:
+    make, name = KINDS[kind]
+    pipeline = make(tmp_path) | ({} if written is None else {"automation_condition": written})
+    others = [] if name != "events_5min" else [pipeline_yaml(tmp_path)]  # its upstream
+    assert asset_spec(*others, pipeline, name=name).automation_condition == condition
+
+
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [
+        ({"on_cron": "61 * * * *"}, "automation_condition.on_cron '61 * * * *' is not a cron"),
+        ("eagerly", "automation_condition"),
+        ({"on_cron": "0 6 * * *", "timezone": "UTC"}, "timezone"),
+    ],
+)
+def test_an_automation_condition_dagster_cannot_evaluate_fails_at_load(
+    tmp_path: Path, written: Any, said: str
+) -> None:
+    with pytest.raises(ConfigError, match="pipeline 'events'") as raised:
+        project_config(pipeline_yaml(tmp_path) | {"automation_condition": written})
+    assert said in str(raised.value)
+
+
+def test_an_eager_event_time_asset_is_requested_when_its_upstreams_newest_day_is_updated(
+    tmp_path: Path,
+) -> None:
+    """Dagster's own evaluation (the automation sensor's): an update of the upstream's newest
+    partition requests the aggregate's; an update of an older day requests nothing (eager keeps
+    to the latest time window; a backfill re-runs older days)."""
+    days = {"granularity": "daily", "start": "2024-01-28"}
+    aggregate = event_time_pipeline(tmp_path) | {"automation_condition": "eager"}
+    defs = build_definitions(
+        project_config(pipeline_yaml(tmp_path, partitions=days), aggregate | {"partitions": days})
+    )
+    instance = DagsterInstance.ephemeral()
+    at = datetime(2024, 1, 31, 1, tzinfo=UTC)  # the newest daily partition: 2024-01-30
+    key = AssetKey("events_5min")
+
+    def evaluate(cursor: Any = None) -> Any:
+        return evaluate_automation_conditions(
+            defs=defs, instance=instance, cursor=cursor, evaluation_time=at
+        )
+
+    steps = [  # (the upstream partition updated before the evaluation, what is requested)
+        (None, set()),
+        ("2024-01-30", {"2024-01-30"}),
+        ("2024-01-29", set()),
+        ("2024-01-30", {"2024-01-30"}),
+    ]
+    cursor = None
+    for updated, requested in steps:
+        if updated is not None:
+            instance.report_runless_asset_event(
+                AssetMaterialization(asset_key="events", partition=updated)
+            )
+        result = evaluate(cursor)
+        assert result.get_requested_partitions(key) == requested, updated
+        cursor = result.cursor
 
 
 def column_names(spec: Any) -> list[tuple[str, str]]:

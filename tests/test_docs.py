@@ -10,7 +10,8 @@ Conventions the docs follow, each enforced here:
   pipeline's keys (``source:``, ``watermark:``, ...) says which pipeline it belongs to in an HTML
   comment right before its fence, ``<!-- yaml: keys of PAGE#NAME -->``: its keys replace that
   pipeline's; a pipeline that reads another one (an event-time source) names it the same way,
-  ``<!-- yaml: with PAGE#NAME -->``. YAML with a key twice is refused (a reader would see one).
+  ``<!-- yaml: with PAGE#NAME -->`` (both: ``keys of PAGE#NAME with PAGE#NAME``). YAML with a
+  key twice is refused (a reader would see one).
 - Every ```json block parses.
 - Every fence without a language is a sample output, preceded by ``<!-- output: checked -->``
   (this file reproduces it) or ``<!-- output: illustrative -->`` (from one run; the header of a
@@ -169,8 +170,10 @@ def check_yaml(block: Block) -> ProjectConfig:
     assert raw is not None, "an empty block"
     if kind == "yaml" and argument.startswith("keys of "):
         assert isinstance(raw, dict), "a pipeline's keys are a mapping"
-        pipeline = pipeline_named(argument.removeprefix("keys of ").strip()) | raw
-        return validate({"pipelines": [pipeline]}, block.where)
+        named, _, upstream = argument.removeprefix("keys of ").partition(" with ")
+        others = [pipeline_named(r) for r in references(upstream)] if upstream else []
+        pipeline = pipeline_named(named.strip()) | raw
+        return validate({"pipelines": [*others, pipeline]}, block.where)
     assert block.marker is None or argument.startswith("with "), f"unknown marker {block.marker}"
     if isinstance(raw, dict) and raw.get("type") == TYPE_NAME:
         return validate(raw["attributes"], block.where)

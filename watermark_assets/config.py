@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from watermark_assets import storage
+from watermark_assets.config_automation import AutomationSetting
 from watermark_assets.config_base import Model as _Model
 from watermark_assets.config_base import iso_instant_text
 from watermark_assets.config_base import pipeline_name as _pipeline_name
@@ -368,6 +369,7 @@ class FilePipelineConfig(_Model):
         "(source.type files only: the rows' _source_file names the file).",
     )
     freshness: Freshness = None
+    automation_condition: AutomationSetting = None
 
     @field_validator("name")
     @classmethod
@@ -1250,6 +1252,7 @@ class ColumnPipelineConfig(_Model):
         "Without it the asset is unpartitioned and each run reads above the watermark.",
     )
     freshness: Freshness = None
+    automation_condition: AutomationSetting = None
     replay: ReplayConfig | None = Field(
         default=None,
         description="The range ``watermark-assets replay PIPELINE`` replays in chunks "
@@ -1522,6 +1525,7 @@ class UnitPipelineConfig(_Model):
         "per unit); null: one run for the whole backfill, units in order.",
     )
     freshness: Freshness = None
+    automation_condition: AutomationSetting = None
 
     @field_validator("name")
     @classmethod
@@ -1786,6 +1790,7 @@ class TimePipelineConfig(_Model):
     table: ColumnTableConfig
     schedule: TimeScheduleConfig = Field(default_factory=TimeScheduleConfig)
     freshness: Freshness = None
+    automation_condition: AutomationSetting = None
 
     @field_validator("name")
     @classmethod

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from watermark_assets.config_automation import AutomationSetting
 from watermark_assets.config_base import Model as _Model
 from watermark_assets.config_base import iso_instant_text
 from watermark_assets.config_base import pipeline_name as _pipeline_name
@@ -204,6 +205,7 @@ class EventTimePipelineConfig(_Model):
         "(availableNow; the rows Spark drops as late are kept in the late table too).",
     )
     freshness: Freshness = None
+    automation_condition: AutomationSetting = None
 
     @field_validator("name")
     @classmethod

@@ -42,6 +42,7 @@ from watermark_assets.defs.assets import (
     build_asset,
     pipeline_job,
 )
+from watermark_assets.defs.automation import automation_condition
 from watermark_assets.defs.checks import build_checks
 from watermark_assets.defs.column import (
     COLUMN_IO_MANAGER_KEY,
@@ -89,11 +90,12 @@ class PipelineDefs:
 
 def build_pipeline(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -> PipelineDefs:
     """The ONE place a pipeline's kind decides its Dagster objects (``config``: the whole file,
-    for a pipeline that reads another one's table), with the asset's freshness policy and
-    column schema (:func:`asset_attributes`)."""
+    for a pipeline that reads another one's table), with the asset's freshness policy, column
+    schema (:func:`asset_attributes`) and automation condition (``defs/automation.py``)."""
     built = _kind_defs(pipeline, clock, config)
     freshness, schema = asset_attributes(pipeline)
-    return replace(built, asset=with_asset_attributes(built.asset, freshness, schema))
+    automation = automation_condition(pipeline.automation_condition)
+    return replace(built, asset=with_asset_attributes(built.asset, freshness, schema, automation))
 
 
 def _kind_defs(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -> PipelineDefs:

@@ -13,6 +13,7 @@ from typing import Any
 
 from dagster import (
     AssetsDefinition,
+    AutomationCondition,
     FreshnessPolicy,
     TableColumn,
     TableColumnConstraints,
@@ -46,15 +47,21 @@ def column_schema(ddl: str | None, added: Sequence[TableColumn] = ()) -> TableSc
 
 
 def with_asset_attributes(
-    asset: AssetsDefinition, freshness: FreshnessPolicy | None, schema: TableSchema | None
+    asset: AssetsDefinition,
+    freshness: FreshnessPolicy | None,
+    schema: TableSchema | None,
+    automation: AutomationCondition[Any] | None = None,
 ) -> AssetsDefinition:
-    """``asset`` with its freshness policy and column schema (each only when there is one)."""
-    if freshness is None and schema is None:
+    """``asset`` with its freshness policy, column schema and automation condition (each only
+    when there is one)."""
+    if freshness is None and schema is None and automation is None:
         return asset
 
     def attributes(spec: Any) -> Any:
         if schema is not None:
             spec = spec.merge_attributes(metadata={COLUMN_SCHEMA_KEY: schema})
+        if automation is not None:
+            spec = spec.replace_attributes(automation_condition=automation)
         return spec if freshness is None else spec.replace_attributes(freshness_policy=freshness)
 
     return asset.map_asset_specs(attributes)
