@@ -23,10 +23,10 @@ from watermark_assets.core.column.predicate import (
 )
 from watermark_assets.core.column.watermark import ColumnValue, ColumnWatermark
 from watermark_assets.core.errors import ColumnMismatchError
+from watermark_assets.spark.dedupe import column_named, orderable
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation, SparkSession
-    from pyspark.sql.types import DataType
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,7 +118,7 @@ def any_null(columns: Sequence[str]) -> Column:
 
     test = F.lit(False)
     for column in columns:
-        test = test | F.col("`" + column.replace("`", "``") + "`").isNull()
+        test = test | column_named(column).isNull()
     return test
 
 
@@ -186,22 +186,10 @@ def row_hash(frame: DataFrame) -> Column:
 
     parts: list[Column] = []
     for field in sorted(frame.schema.fields, key=lambda f: f.name):
-        column = F.col("`" + field.name.replace("`", "``") + "`")
-        value = column if _hashable(field.dataType) else F.to_json(column)
+        column = column_named(field.name)
+        value = column if orderable(field.dataType) else F.to_json(column)
         parts.append(F.when(column.isNotNull(), F.struct(F.lit(field.name), value)))
     return F.xxhash64(*parts)
-
-
-def _hashable(data_type: DataType) -> bool:
-    from pyspark.sql.types import ArrayType, MapType, StructType
-
-    if isinstance(data_type, MapType):
-        return False
-    if isinstance(data_type, StructType):
-        return all(_hashable(f.dataType) for f in data_type.fields)
-    if isinstance(data_type, ArrayType):
-        return _hashable(data_type.elementType)
-    return data_type.typeName() != "variant"
 
 
 def boundary_hashes(

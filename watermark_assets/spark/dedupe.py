@@ -42,39 +42,39 @@ def latest_per_key(
 
     incomplete = F.lit(False)
     for key in keys:
-        incomplete = incomplete | _col(key).isNull()
+        incomplete = incomplete | column_named(key).isNull()
     ordered = [*watermark_columns]
     ordered += [
         f.name
         for f in frame.schema.fields
-        if f.name not in watermark_columns and f.name not in keys and _orderable(f.dataType)
+        if f.name not in watermark_columns and f.name not in keys and orderable(f.dataType)
     ]
-    window = Window.partitionBy(*(_col(k) for k in keys), _col(_NULL_KEY_ROW)).orderBy(
-        *(_col(c).desc_nulls_last() for c in ordered)
-    )
+    window = Window.partitionBy(
+        *(column_named(k) for k in keys), column_named(_NULL_KEY_ROW)
+    ).orderBy(*(column_named(c).desc_nulls_last() for c in ordered))
     return (
         frame.withColumn(_NULL_KEY_ROW, F.when(incomplete, F.monotonically_increasing_id()))
         .withColumn(_RANK, F.row_number().over(window))
-        .where(_col(_RANK) == 1)
+        .where(column_named(_RANK) == 1)
         .drop(_RANK, _NULL_KEY_ROW)
     )
 
 
-def _col(name: str) -> Column:
+def column_named(name: str) -> Column:
     """A top-level column by its name, whatever characters it holds (no nested-field parsing)."""
     from pyspark.sql import functions as F
 
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def _orderable(data_type: DataType) -> bool:
-    """Whether Spark can sort by a column of this type (maps and variants cannot)."""
+def orderable(data_type: DataType) -> bool:
+    """Whether Spark can sort (and hash) a column of this type (maps and variants cannot)."""
     from pyspark.sql.types import ArrayType, MapType, StructType
 
     if isinstance(data_type, MapType):
         return False
     if isinstance(data_type, StructType):
-        return all(_orderable(f.dataType) for f in data_type.fields)
+        return all(orderable(f.dataType) for f in data_type.fields)
     if isinstance(data_type, ArrayType):
-        return _orderable(data_type.elementType)
+        return orderable(data_type.elementType)
     return data_type.typeName() != "variant"
