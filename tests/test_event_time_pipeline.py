@@ -439,3 +439,29 @@ def test_a_dagster_run_killed_mid_batch_and_run_again_emits_every_window_and_lat
     everything = [*BATCH_1, event(99, 70, 9), *second]
     assert output_rows(spec) == oracle(everything, {21}, T0 + timedelta(minutes=120))
     assert late_ids(spec) == [21]  # every late record exactly once
+
+
+@pytest.mark.spark
+def test_backlog_limits_check_the_lag_each_run_leaves_behind(spark: Any, tmp_path: Path) -> None:
+    """``backlog_limits.event_time_lag``: the check ``backlog_within_limits`` on the run's
+    materialization, passed while the watermark lags the clock by less than the limit."""
+    clock = Clock(T0 + timedelta(hours=3))  # 15:00; the run leaves the watermark at 13:05
+    limits = {"event_time_lag": "1 hour", "severity": "error"}
+    defs = build_definitions(
+        project_config(*pipelines(tmp_path, backlog_limits=limits)), clock=clock
+    )
+    append(tmp_path / "events", event(1, 0, 1), event(2, 75, 1))  # newest 13:15
+    result = defs.resolve_job_def("events_5min_job").execute_in_process(
+        instance=DagsterInstance.ephemeral(),
+        tags={
+            "dagster/asset_partition_range_start": "2024-01-30-12:00",
+            "dagster/asset_partition_range_end": "2024-01-30-12:00",
+        },
+    )
+    (lag,) = [
+        e for e in result.get_asset_check_evaluations() if e.check_name == "backlog_within_limits"
+    ]
+    assert not lag.passed and lag.severity.value == "ERROR"
+    assert lag.description == (
+        "Backlog over its limits: event_time_lag 6,900 s > limit 3,600 s"  # 15:00 - 13:05
+    )

@@ -33,6 +33,7 @@ from pydantic import (
 
 from watermark_assets import storage
 from watermark_assets.config_automation import AutomationSetting
+from watermark_assets.config_backlog import FileBacklogLimits
 from watermark_assets.config_base import Model as _Model
 from watermark_assets.config_base import iso_instant_text
 from watermark_assets.config_base import pipeline_name as _pipeline_name
@@ -370,6 +371,11 @@ class FilePipelineConfig(_Model):
     )
     freshness: Freshness = None
     automation_condition: AutomationSetting = None
+    backlog_limits: FileBacklogLimits | None = Field(
+        default=None,
+        description="Limits on the backlog the sensor measures (files, bytes, age of the oldest "
+        "waiting file): the asset check backlog_within_limits.",
+    )
 
     @field_validator("name")
     @classmethod

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from watermark_assets.config_automation import AutomationSetting
+from watermark_assets.config_backlog import EventTimeBacklogLimits
 from watermark_assets.config_base import Model as _Model
 from watermark_assets.config_base import iso_instant_text
 from watermark_assets.config_base import pipeline_name as _pipeline_name
@@ -206,6 +207,11 @@ class EventTimePipelineConfig(_Model):
     )
     freshness: Freshness = None
     automation_condition: AutomationSetting = None
+    backlog_limits: EventTimeBacklogLimits | None = Field(
+        default=None,
+        description="A limit on how far the event-time watermark lags the clock after a run: "
+        "the asset check backlog_within_limits.",
+    )
 
     @field_validator("name")
     @classmethod

@@ -19,6 +19,14 @@ from watermark_assets.core.filepath.path import name_time, split_path
 from watermark_assets.defs.partition_truth import iso_utc
 from watermark_assets.sources.file_discovery import FileGroups
 
+#: the backlog's metadata keys (on the sensor's observation of the asset)
+FILES_PENDING = "backlog/files_pending"
+BYTES_PENDING = "backlog/bytes_pending"
+OLDEST_PENDING_AGE = "backlog/oldest_pending_age_seconds"
+OLDEST_PENDING_TIME = "backlog/oldest_pending_time"
+OLDEST_PENDING_FILE = "backlog/oldest_pending_file"
+LISTING_CAPPED = "backlog/listing_capped"
+
 
 @dataclass(frozen=True, kw_only=True)
 class Backlog:
@@ -36,16 +44,14 @@ class Backlog:
 
     def metadata(self, now: datetime) -> dict[str, Any]:
         entries: dict[str, Any] = {
-            "backlog/files_pending": MetadataValue.int(self.files),
-            "backlog/bytes_pending": MetadataValue.int(self.bytes),
-            "backlog/oldest_pending_age_seconds": MetadataValue.float(
-                round(self.age_seconds(now), 3)
-            ),
-            "backlog/listing_capped": MetadataValue.bool(self.capped),
+            FILES_PENDING: MetadataValue.int(self.files),
+            BYTES_PENDING: MetadataValue.int(self.bytes),
+            OLDEST_PENDING_AGE: MetadataValue.float(round(self.age_seconds(now), 3)),
+            LISTING_CAPPED: MetadataValue.bool(self.capped),
         }
         if self.oldest is not None:
-            entries["backlog/oldest_pending_time"] = MetadataValue.text(iso_utc(self.oldest))
-            entries["backlog/oldest_pending_file"] = MetadataValue.text(self.oldest_file or "")
+            entries[OLDEST_PENDING_TIME] = MetadataValue.text(iso_utc(self.oldest))
+            entries[OLDEST_PENDING_FILE] = MetadataValue.text(self.oldest_file or "")
         return entries
 
 

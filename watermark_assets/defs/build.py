@@ -43,6 +43,7 @@ from watermark_assets.defs.assets import (
     pipeline_job,
 )
 from watermark_assets.defs.automation import automation_condition
+from watermark_assets.defs.backlog_check import build_file_backlog_check
 from watermark_assets.defs.checks import build_checks
 from watermark_assets.defs.column import (
     COLUMN_IO_MANAGER_KEY,
@@ -86,6 +87,8 @@ class PipelineDefs:
     job: UnresolvedAssetJobDefinition
     sensor: SensorDefinition | None
     schedule: ScheduleDefinition | None = None
+    #: checks outside the job's runs (``backlog_within_limits``: the sensor evaluates it)
+    more_checks: tuple[AssetChecksDefinition, ...] = ()
 
 
 def build_pipeline(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -> PipelineDefs:
@@ -135,7 +138,10 @@ def _kind_defs(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -> Pi
         f"Ingests the files of {pipeline.name} above the watermark.",
     )
     sensor = build_sensor(pipeline, job, asset.key, partitions_def, partition_of, clock)
-    return PipelineDefs(asset, check, job, sensor)
+    backlog = build_file_backlog_check(pipeline, asset.key, clock)
+    return PipelineDefs(
+        asset, check, job, sensor, more_checks=() if backlog is None else (backlog,)
+    )
 
 
 #: The columns a file-path pipeline adds to every row (``spark/batch.py``), after the DDL's.
@@ -265,7 +271,10 @@ def build_definitions(
     prestart_spark(config.spark.prestart, spark_conf)  # only in a run worker
     return Definitions(
         assets=[b.asset for b in built],
-        asset_checks=[b.checks for b in built if b.checks is not None],
+        asset_checks=[
+            *(b.checks for b in built if b.checks is not None),
+            *(check for b in built for check in b.more_checks),
+        ],
         jobs=[b.job for b in built],
         sensors=[b.sensor for b in built if b.sensor is not None],
         schedules=[b.schedule for b in built if b.schedule is not None],

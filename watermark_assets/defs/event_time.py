@@ -64,6 +64,7 @@ from watermark_assets.core.event_time import (
 )
 from watermark_assets.core.time.instant import format_millis, from_millis, to_millis
 from watermark_assets.defs.assets import PIPELINE_TAG
+from watermark_assets.defs.backlog_check import backlog_check_spec, backlog_verdict
 from watermark_assets.defs.partition_truth import (
     MAX_OBSERVED,
     PartitionTruth,
@@ -362,6 +363,11 @@ def build_event_time_asset(
                 "late (late ones are kept in the late table).",
             ),
             AssetCheckSpec("watermark_never_moves_backwards", asset=key),
+            *(
+                []
+                if pipeline.backlog_limits is None
+                else [backlog_check_spec(key, pipeline.backlog_limits)]
+            ),
         ],
         metadata={"event_time/delay": delay, "late/table": spec.late_uri},
     )
@@ -417,7 +423,12 @@ def build_event_time_asset(
                 spec, partitions_def, keys, result.watermark_after, pipeline.watermark.delay_ms
             ),
         )
-        return MaterializeResult(metadata=metadata, check_results=[late, monotone])
+        checks = [late, monotone]
+        if pipeline.backlog_limits is not None:  # the lag the run leaves behind
+            lag_seconds = max(0.0, (to_millis(now) - after) / 1000)
+            verdict = backlog_verdict(pipeline.backlog_limits, {"event_time_lag": lag_seconds})
+            checks.append(verdict.result(key))
+        return MaterializeResult(metadata=metadata, check_results=checks)
 
     return event_time_asset
 

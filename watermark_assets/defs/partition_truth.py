@@ -40,6 +40,12 @@ def iso_utc(moment: datetime) -> str:
     return text.replace("+00:00", "Z")
 
 
+def parse_iso_utc(text: str) -> datetime:
+    """The instant :func:`iso_utc` wrote (``2024-01-31T00:00:00Z``)."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
 @dataclass(frozen=True, kw_only=True)
 class PartitionTruth:
     """One partition's whole state, as its state store holds it (module docstring)."""

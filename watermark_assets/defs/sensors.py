@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from dagster import (
+    AssetCheckEvaluation,
     AssetKey,
     AssetMaterialization,
     AssetObservation,
@@ -49,6 +50,7 @@ from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
 from watermark_assets.defs.assets import BATCH_TAG, LATE_TAG, PIPELINE_TAG, files_run_config
 from watermark_assets.defs.backlog import file_backlog
+from watermark_assets.defs.backlog_check import BacklogVerdict, file_backlog_verdict
 from watermark_assets.defs.file_partition_notes import partition_notes, partition_observations
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.delta.committer import DeltaCommitter
@@ -119,6 +121,8 @@ class SensorCursor:
     #: columns the newest files of the last batches requested hold that their runs leave out
     #: (:meth:`~watermark_assets.sources.files.FileSource.columns_left_out`)
     columns_left_out: tuple[str, ...] = ()
+    #: the last verdict of ``backlog_within_limits`` (None: no backlog_limits)
+    backlog_passed: bool | None = None
 
     def to_string(self) -> str:
         return json.dumps(
@@ -156,6 +160,7 @@ class SensorCursor:
                     if self.columns_left_out
                     else {}
                 ),
+                **({} if self.backlog_passed is None else {"backlog_passed": self.backlog_passed}),
             }
         )
 
@@ -184,6 +189,7 @@ class SensorCursor:
             rewritten_first=tuple(raw.get("rewritten_first", ())),
             rewritten_swept={str(k): str(v) for k, v in raw.get("rewritten_swept", {}).items()},
             columns_left_out=tuple(raw.get("columns_left_out", ())),
+            backlog_passed=raw.get("backlog_passed"),
         )
 
 
@@ -232,7 +238,13 @@ def build_sensor(
             committed_signatures=state.file_signatures,
             own_files=state.own_files,
         )
-        backlog = file_backlog(pipeline, groups, limit=budget).metadata(now)
+        measured = file_backlog(pipeline, groups, limit=budget)
+        backlog = measured.metadata(now)
+        verdict = (
+            None
+            if pipeline.backlog_limits is None
+            else file_backlog_verdict(pipeline.backlog_limits, measured, now)
+        )
         swept = _sweep_if_due(pipeline, state, previous, now, groups.table_files)
         late = _name_late_files(pipeline, state, swept, groups, previous, partition_of)
         state = _record_first_sight(pipeline, state, late.first_sight, now)
@@ -278,6 +290,7 @@ def build_sensor(
             rewritten_first=tuple(rewritten)[:UNREADABLE_NAMES],
             rewritten_swept=dict(list(late.rewritten_as.items())[:UNREADABLE_NAMES]),
             columns_left_out=previous.columns_left_out,  # until a tick requests runs again
+            backlog_passed=None if verdict is None else verdict.passed,
         )
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
@@ -303,8 +316,9 @@ def build_sensor(
                 below=below,
                 rewritten=rewritten,
             )
-            events: list[AssetObservation | AssetMaterialization] = [
+            events: list[AssetObservation | AssetMaterialization | AssetCheckEvaluation] = [
                 *_observations(asset_key, previous, cursor, state, below, backlog),
+                *_backlog_evaluations(asset_key, previous, cursor, verdict),
                 *closed,
                 *partition_observations(
                     context.instance, asset_key, pipeline, state, partition_of, notes_of
@@ -367,6 +381,7 @@ def build_sensor(
         )
         events = [
             *_observations(asset_key, previous, cursor, state, below, backlog),
+            *_backlog_evaluations(asset_key, previous, cursor, verdict),
             *closed,
             *partition_observations(
                 context.instance, asset_key, pipeline, state, partition_of, notes_of
@@ -828,6 +843,37 @@ def _notes(
     return text
 
 
+def _noted(c: SensorCursor) -> tuple[object, ...]:
+    """What an observation of the asset reports: a new one when any of it changed."""
+    return (
+        c.state,
+        c.pending_files,
+        c.below,
+        c.late,
+        c.late_first,
+        c.unreadable_first,
+        c.unsortable_first,
+        c.below_first,
+        c.rewritten_first,
+        c.columns_left_out,
+    )
+
+
+def _backlog_evaluations(
+    asset_key: AssetKey,
+    previous: SensorCursor,
+    cursor: SensorCursor,
+    verdict: BacklogVerdict | None,
+) -> list[AssetCheckEvaluation]:
+    """``backlog_within_limits``'s evaluation when the backlog's observation is written (its
+    numbers changed) or the verdict changed (the oldest file's age passed its limit)."""
+    if verdict is None:
+        return []
+    if _noted(previous) == _noted(cursor) and previous.backlog_passed == verdict.passed:
+        return []
+    return [verdict.evaluation(asset_key)]
+
+
 def _observations(
     asset_key: AssetKey,
     previous: SensorCursor,
@@ -839,21 +885,7 @@ def _observations(
     """An observation on the asset when the watermark state, the files pending or the files not
     ingested change; with the backlog as numbers (``backlog/*``, :mod:`.backlog`)."""
 
-    def noted(c: SensorCursor) -> tuple[object, ...]:
-        return (
-            c.state,
-            c.pending_files,
-            c.below,
-            c.late,
-            c.late_first,
-            c.unreadable_first,
-            c.unsortable_first,
-            c.below_first,
-            c.rewritten_first,
-            c.columns_left_out,
-        )
-
-    if noted(previous) == noted(cursor):
+    if _noted(previous) == _noted(cursor):
         return []
     watermark = state.watermark
     return [
