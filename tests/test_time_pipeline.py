@@ -1081,3 +1081,43 @@ def test_a_first_tick_over_many_windows_requests_at_most_max_runs_per_tick_oldes
     with build_sensor_context(instance=DagsterInstance.ephemeral(), definitions=defs) as context:
         runs = defs.resolve_sensor_def("orders_sensor").evaluate_tick(context).run_requests or []
     assert [r.partition_key for r in runs] == ["2020-01-01", "2020-01-02", "2020-01-03"]
+
+
+def test_a_window_the_sensor_does_not_request_says_on_its_page_what_it_waits_for(
+    tmp_path: Path,
+) -> None:
+    """A due window left out of a tick (a run in flight over it, or max_runs_per_tick) is
+    observed on its own partition, naming the window and what it waits for; once."""
+    raw = {**time_pipeline(tmp_path, to="P0D"), "schedule": {"max_runs_per_tick": 2}}
+    config = project_config(raw)
+    now = day("2020-01-05T06:00")  # due: 2020-01-01 .. 2020-01-05
+    defs = build_definitions(config, clock=lambda: now)
+    instance = DagsterInstance.ephemeral()
+    instance.create_run_for_job(
+        defs.resolve_job_def("orders_job"),
+        status=DagsterRunStatus.STARTED,
+        tags={"dagster/partition": "2020-01-02"},
+    )
+    sensor = defs.resolve_sensor_def("orders_sensor")
+
+    def tick() -> dict[str, str]:
+        with build_sensor_context(instance=instance, definitions=defs) as context:
+            data = sensor.evaluate_tick(context)
+        for event in data.asset_events:
+            instance.report_runless_asset_event(event)
+        return {e.partition: e.metadata["partition/reason"].value for e in data.asset_events}
+
+    said = tick()
+    new = "it has no history yet (never read, or its first run failed)"
+    assert said == {
+        "2020-01-02": f"[2020-01-02T00:00:00Z, 2020-01-03T00:00:00Z) is due: {new}; "
+        "it waits for the run in flight over this partition, and the first tick after that run "
+        "ends requests it",
+        "2020-01-05": f"[2020-01-05T00:00:00Z, 2020-01-05T06:00:00Z) is due: {new}; "
+        "it waits for a later tick: a tick requests at most schedule.max_runs_per_tick 2 runs, "
+        "oldest windows first",
+        "2020-01-04": f"[2020-01-04T00:00:00Z, 2020-01-05T00:00:00Z) is due: {new}; "
+        "it waits for a later tick: a tick requests at most schedule.max_runs_per_tick 2 runs, "
+        "oldest windows first",
+    }
+    assert tick() == {}, "the same words are not written twice"

@@ -62,7 +62,12 @@ from watermark_assets.core.time.tick import DueWindows, instant_text
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
 from watermark_assets.defs.metadata import staged_reads_metadata
-from watermark_assets.defs.partition_truth import PartitionTruth, add_partition_truth, iso_utc
+from watermark_assets.defs.partition_truth import (
+    PartitionTruth,
+    add_partition_truth,
+    changed_observations,
+    iso_utc,
+)
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import FAILED, partitions_in_flight
@@ -442,7 +447,12 @@ class TickRequests:
 
     runs: list[RunRequest]
     in_flight: list[str]
-    deferred: int = 0
+    #: the due keys left for later ticks, oldest first
+    deferred_keys: tuple[str, ...] = ()
+
+    @property
+    def deferred(self) -> int:
+        return len(self.deferred_keys)
 
 
 def tick_requests(
@@ -474,7 +484,7 @@ def tick_requests(
             continue
         if len(requests) == cap:
             later = tick.keys[index:]
-            return TickRequests(requests, waiting, sum(1 for k in later if k not in busy))
+            return TickRequests(requests, waiting, tuple(k for k in later if k not in busy))
         base = f"{key}|{cut}"
         requests.append(
             RunRequest(
@@ -504,6 +514,42 @@ def tick_message(tick: TimeTick, requested: TickRequests, cap: int) -> str:
             f"for later ticks (schedule.max_runs_per_tick {cap})"
         )
     return text
+
+
+def waiting_truths(tick: TimeTick, requested: TickRequests, cap: int) -> dict[str, PartitionTruth]:
+    """The due windows this tick does not request, each saying on its own page what it waits
+    for: the run in flight over it, or a later tick (``schedule.max_runs_per_tick``)."""
+    cut = tick.due.cut_off
+    spans = {key: window for key, window in zip(tick.keys, tick.due.windows, strict=False)}
+
+    def due(key: str) -> str:
+        window = spans[key]
+        why = (
+            "it has no history yet (never read, or its first run failed)"
+            if window in tick.due.new
+            else f"it ends after the cut-off {iso_utc(cut.at)} (grace_days {cut.grace_days})"
+        )
+        return f"[{iso_utc(window.start)}, {iso_utc(window.end)}) is due: {why}"
+
+    truths = {
+        key: PartitionTruth(
+            state="waiting",
+            reason=f"{due(key)}; it waits for the run in flight over this partition, and the "
+            "first tick after that run ends requests it",
+        )
+        for key in requested.in_flight
+        if key in spans
+    }
+    truths |= {
+        key: PartitionTruth(
+            state="waiting",
+            reason=f"{due(key)}; it waits for a later tick: a tick requests at most "
+            f"schedule.max_runs_per_tick {cap} runs, oldest windows first",
+        )
+        for key in requested.deferred_keys
+        if key in spans
+    }
+    return truths
 
 
 def _busy(
@@ -553,10 +599,15 @@ def build_time_sensor(
         attempts = failed_attempts(context, job.name)
         requested = tick_requests(pipeline, tick, busy, lambda base: f"a{attempts.get(base, 0)}")
         message = tick_message(tick, requested, settings.max_runs_per_tick)
+        said = changed_observations(
+            context.instance,
+            asset_key,
+            waiting_truths(tick, requested, settings.max_runs_per_tick),
+        )
         if not requested.runs:
-            return SensorResult(skip_reason=message)
+            return SensorResult(skip_reason=message, asset_events=said)
         context.log.info(f"{pipeline.name}: {message}")
-        return SensorResult(run_requests=requested.runs)
+        return SensorResult(run_requests=requested.runs, asset_events=said)
 
     return time_sensor
 
