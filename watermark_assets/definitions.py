@@ -59,6 +59,10 @@ else:
         # per problem), so the stack is cut to this one line.
         raise refused.with_traceback(None) from refused.__cause__  # the problems: above
     prestart_spark(config.spark.prestart, spark_settings(config))  # only in a run worker
+    if not os.environ.get(CONFIG_ENV_VAR):  # the demo: its HTTP API, served while loaded
+        from watermark_assets.demo.api import serve_for_code_location
+
+        DEMO_API = serve_for_code_location(os.environ)
 
     from watermark_assets.defs import build_definitions
 

@@ -3,10 +3,11 @@
 ``watermark-assets demo`` starts it on ``127.0.0.1`` (port :data:`DEFAULT_PORT` when free, else
 any free one) and points the ``payments_api_daily`` pipeline at it through
 ``$WATERMARK_ASSETS_DEMO_API`` (the configuration's ``${WATERMARK_ASSETS_DEMO_API:-...}``
-default is the default port). Under ``dagster dev`` no demo process runs: start it with
-``watermark-assets serve-demo-api`` (same default port), or a run of that asset fails saying
-that nothing answers at the URL and how to start it. Standard library only; the records come
-from :func:`~watermark_assets.demo.data.demo_payments` (no state).
+default is the default port). Under ``dagster dev`` (or ``dg dev``) the code location serves it
+while it is loaded with the demo's configuration (:func:`serve_for_code_location`), so a run or
+a UI backfill of that asset finds it; ``watermark-assets serve-demo-api`` serves it alone.
+When nothing answers at the URL, a run fails saying so and how to start it. Standard library
+only; the records come from :func:`~watermark_assets.demo.data.demo_payments` (no state).
 """
 
 from __future__ import annotations
@@ -90,6 +91,22 @@ def start_demo_api(env: MutableMapping[str, str]) -> DemoApi | None:
     api = DemoApi(DEFAULT_PORT if _port_is_free(DEFAULT_PORT) else 0)
     env[API_ENV_VAR] = api.url
     return api
+
+
+def serve_for_code_location(
+    env: MutableMapping[str, str], port: int = DEFAULT_PORT
+) -> DemoApi | None:
+    """The API on ``port`` for as long as this process lives, started by the code location
+    loaded with the demo's configuration (its code server, or a run worker outside of one);
+    None when ``env`` names an API of the user's own, or the port is taken: another process of
+    the location (the code server, for its run workers) serves it, or something else does (then
+    a run says that nothing answers as the demo API does)."""
+    if env.get(API_ENV_VAR) or not _port_is_free(port):
+        return None
+    try:
+        return DemoApi(port)
+    except OSError:  # taken since the probe: another process of the location won the race
+        return None
 
 
 def serve_demo_api(port: int = DEFAULT_PORT) -> None:

@@ -98,6 +98,7 @@ def _unreachable_fix(url: str) -> str:
     if urllib.parse.urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1"):
         fix += (
             " (a server on this machine: is it started? The demo's API is started by "
-            "`watermark-assets demo`, or by `watermark-assets serve-demo-api` for `dagster dev`)"
+            "`watermark-assets demo` and by the demo's code location under `dagster dev`; "
+            "`watermark-assets serve-demo-api` serves it alone)"
         )
     return fix

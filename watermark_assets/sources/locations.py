@@ -89,8 +89,8 @@ def unreachable_source(
     fix = f"Start the {kind}, or fix the host and port in source.url (a typo, or it moved)"
     if kind == "server" and host in ("localhost", "127.0.0.1", "::1"):
         fix += (
-            " (the demo's API: `watermark-assets demo` starts it, `watermark-assets "
-            "serve-demo-api` serves it for `dagster dev`)"
+            " (the demo's API: `watermark-assets demo` and the demo's code location under "
+            "`dagster dev` start it, `watermark-assets serve-demo-api` serves it alone)"
         )
     return SourceUnreachableError(pipeline.name, url, f"{host}:{port}", detail, fix)
 
