@@ -207,6 +207,8 @@ STREAM_CHECKPOINT_SUFFIX = "_checkpoint"
 QUARANTINE_TABLE_SUFFIX = "_quarantine"
 #: Suffix of an event-time output's default late table (next to it).
 LATE_TABLE_SUFFIX = "_late"
+#: Suffix of an event-time output's default state table (next to it).
+STATE_TABLE_SUFFIX = "_state"
 
 # --- table properties (Delta table configuration; read by the package) ---
 
