@@ -196,9 +196,13 @@ def name_literals(path: Path) -> Iterator[tuple[int, str]]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     docstrings = _docstrings(tree)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if id(node) not in docstrings and NAME_ON_DISK.match(node.value):
-                yield node.lineno, node.value
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and NAME_ON_DISK.match(node.value)
+        ):
+            yield node.lineno, node.value
 
 
 def test_only_names_py_spells_a_name_on_disk() -> None:
