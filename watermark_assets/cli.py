@@ -12,8 +12,9 @@ pipeline's sensor adds its ids and requests its due cells. The demo starts its H
 127.0.0.1 for ``payments_api_daily`` (``serve-demo-api`` serves it alone, for ``dagster dev``).
 
 ``summary`` prints one row per pipeline of every kind (``kinds.KINDS``): a table of the file
-pipelines, and one of the others (partitions done, high watermark or done-at, cut-off). ``explain PIPELINE [PATH]`` says whether a landing file was
-ingested (in which Delta version) or why not. ``replay PIPELINE [--start V] [--end V]`` replays a
+pipelines, and one of the others (partitions done, high watermark or done-at, cut-off).
+``explain PIPELINE [PATH]`` says whether a landing file was ingested (in which Delta version) or
+why not. ``replay PIPELINE [--start V] [--end V]`` replays a
 range of a column pipeline in chunks (its ``replay`` section; ``--start``/``--end`` override the
 range), one Delta commit per chunk, and prints one line per chunk (skipped chunks included).
 """
