@@ -6,6 +6,7 @@ Read from the source text (``ast``), so a rule holds for imports inside function
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,6 +64,11 @@ RULES = [
             "dagster",
         ),
         "storage is the bottom adapter: only the core below it",
+    ),
+    (
+        "names.py",
+        ("*", "watermark_assets."),
+        "the names on disk are pure: the standard library and watermark_assets.core only",
     ),
     (
         "staging.py",
@@ -142,3 +148,83 @@ def test_only_the_factory_asks_which_kind_of_pipeline_it_holds() -> None:
 )
 def test_the_rule_reader_itself(name: str, refused: tuple[str, ...], expected: bool) -> None:
     assert forbidden(name, refused) is expected
+
+
+#: A literal that looks like a name on disk: ``watermark_assets`` alone or followed by ``/``,
+#: ``.``, ``_`` or ``:`` (txn app ids, commitInfo keys, table properties, run tags, tables).
+NAME_ON_DISK = re.compile(r"^watermark_assets([/._:]|$)")
+
+#: Literals of that shape outside ``names.py`` that are not written to disk (nor read back).
+NOT_ON_DISK = {
+    ("component.py", "watermark_assets.WatermarkPipelines"): "the Component's type in defs.yaml",
+    ("config.py", "watermark_assets_watermarks"): (
+        "the Postgres provider's default table in its config model, equal to "
+        "names.POSTGRES_TABLE (tests/test_names.py); config.py is being split into a package"
+    ),
+    ("demo/postgres.py", "watermark_assets_demo"): "the demo's scratch database",
+    ("providers/postgres.py", "watermark_assets:"): "an advisory lock key, held during DDL only",
+    ("runs/column_quarantine.py", "watermark_assets_column_quarantine"): "a Spark Observation",
+    ("runs/event_stream.py", "watermark_assets_"): "a streaming query's name, in memory",
+    ("runs/event_window.py", "watermark_assets_"): "a Spark Observation",
+    ("sources/column.py", "watermark_assets_column_read"): "a Spark Observation",
+    ("sources/column.py", "watermark_assets_column_kept"): "a Spark Observation",
+    ("sources/column.py", "watermark_assets_column_reread"): "a Spark Observation",
+    ("sources/secondary_input.py", "watermark_assets_secondary_input"): "a Postgres cursor",
+    ("sources/table.py", "watermark_assets_malformed_"): "a Spark Observation",
+    ("spark/batch.py", "watermark_assets_batch"): "a Spark Observation",
+    ("spark/cds.py", "watermark_assets"): "the local cache folder of the JVM class archives",
+    ("spark/cds.py", "watermark_assets.spark.cds"): "a module run with python -m",
+    ("spark/cds.py", "watermark_assets_cds_"): "a temporary folder's prefix",
+    ("spark/fsspec_source.py", "watermark_assets_fsspec"): "a Spark data source's short name",
+    ("spark/session.py", "watermark_assets"): "spark.app.name",
+}
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def name_literals(path: Path) -> Iterator[tuple[int, str]]:
+    """The string literals (an f-string's leading text too) of ``path`` shaped like a name on
+    disk, docstrings left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = _docstrings(tree)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and NAME_ON_DISK.match(node.value)
+        ):
+            yield node.lineno, node.value
+
+
+def test_only_names_py_spells_a_name_on_disk() -> None:
+    """Every txn app id, commitInfo key, table property and run tag is built in ``names.py``
+    (pinned by ``tests/test_names.py``): a second spelling elsewhere could drift from it and
+    forget every existing table's state."""
+    spelled = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative == "names.py":
+            continue
+        for line, text in name_literals(path):
+            if (relative, text) not in NOT_ON_DISK:
+                spelled.append(f"{relative}:{line} {text!r}")
+    assert not spelled, f"names on disk spelled outside names.py: {spelled}"
+
+
+def test_every_allowed_spelling_is_still_there() -> None:
+    """An entry of NOT_ON_DISK whose literal is gone is removed, so the list stays true."""
+    found = {
+        (path.relative_to(PACKAGE).as_posix(), text)
+        for path in PACKAGE.rglob("*.py")
+        for _, text in name_literals(path)
+    }
+    assert not set(NOT_ON_DISK) - found, set(NOT_ON_DISK) - found

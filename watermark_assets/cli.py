@@ -11,9 +11,10 @@ period re-running the last windows; explicit units that never ran run once, and 
 pipeline's sensor adds its ids and requests its due cells. The demo starts its HTTP API on
 127.0.0.1 for ``payments_api_daily`` (``serve-demo-api`` serves it alone, for ``dagster dev``).
 
-``summary`` prints one row per file pipeline, and one per time or unit pipeline (partitions done,
-high watermark or done-at, cut-off). ``explain PIPELINE [PATH]`` says whether a landing file was
-ingested (in which Delta version) or why not. ``replay PIPELINE [--start V] [--end V]`` replays a
+``summary`` prints one row per pipeline of every kind (``kinds.KINDS``): a table of the file
+pipelines, and one of the others (partitions done, high watermark or done-at, cut-off).
+``explain PIPELINE [PATH]`` says whether a landing file was ingested (in which Delta version) or
+why not. ``replay PIPELINE [--start V] [--end V]`` replays a
 range of a column pipeline in chunks (its ``replay`` section; ``--start``/``--end`` override the
 range), one Delta commit per chunk, and prints one line per chunk (skipped chunks included).
 """
@@ -37,12 +38,21 @@ from watermark_assets.config import (
     EventTimePipelineConfig,
     Pipeline,
     ProjectConfig,
-    TimePipelineConfig,
-    UnitPipelineConfig,
     load_config,
 )
 from watermark_assets.core.clock import system_clock
 from watermark_assets.exceptions import WatermarkAssetsError
+from watermark_assets.kinds import kind_of, summary_rows
+from watermark_assets.kinds.report import PARTITIONED_HEADERS as PARTITIONED_HEADERS
+from watermark_assets.kinds.report import SUMMARY_HEADERS as SUMMARY_HEADERS
+from watermark_assets.kinds.report import PartitionedRow as PartitionedRow
+from watermark_assets.kinds.report import SummaryRow as SummaryRow
+from watermark_assets.kinds.report import summarize as summarize
+from watermark_assets.kinds.report import summarize_column as summarize_column
+from watermark_assets.kinds.report import summarize_event_time as summarize_event_time
+from watermark_assets.kinds.report import summarize_grid as summarize_grid
+from watermark_assets.kinds.report import summarize_time as summarize_time
+from watermark_assets.kinds.report import summarize_unit as summarize_unit
 
 #: The demo prints its own progress and one line per failed run; Dagster's per-event lines and
 #: the failures' tracebacks would drown them (they stay in the run's logs in the UI).
@@ -114,58 +124,6 @@ def _generate_survey_answers(config: ProjectConfig) -> None:
             continue
         rows = write_survey_answers(root, Path(listing.path))
         print(f"  {unit.name}: {rows} answers in {root}, survey ids in {listing.path}")
-
-
-@dataclass(frozen=True)
-class SummaryRow:
-    pipeline: str
-    partitions: int
-    files: int
-    rows: int
-    quarantined: int
-    watermark: str
-    state: str
-    delta_version: str
-    #: what is wrong with the pipeline (its landing folder does not exist), else None
-    problem: str | None = None
-
-
-def summarize(pipeline: Pipeline) -> SummaryRow:
-    """One summary row, read from the state (checkpoint + the commits after it: its running
-    totals survive Delta's log cleanup) and the tables' statistics (rows now); a pipeline whose
-    landing folder does not exist is in state ``ERROR``, its ``problem`` says why and how to fix
-    it."""
-    from watermark_assets.delta.log import table_row_count
-    from watermark_assets.sources.locations import missing_source
-    from watermark_assets.state.load import load_state
-
-    missing = missing_source(pipeline)
-    state = load_state(pipeline, now=system_clock())
-    quarantined = table_row_count(pipeline.table.quarantine) or 0
-    return SummaryRow(
-        pipeline=pipeline.name,
-        partitions=state.totals.partitions,
-        files=state.totals.files,
-        rows=table_row_count(pipeline.table.uri) or 0,
-        quarantined=quarantined,
-        watermark=state.watermark.value or "-",
-        state="ERROR: no landing folder" if missing else state.watermark.state.value,
-        delta_version="-" if state.delta_version is None else str(state.delta_version),
-        problem=None if missing is None else str(missing),
-    )
-
-
-#: The columns of the file pipelines' summary (the docs' sample outputs are checked against them).
-SUMMARY_HEADERS = (
-    "pipeline",
-    "partitions",
-    "files",
-    "rows",
-    "quarantined",
-    "watermark",
-    "state",
-    "delta version",
-)
 
 
 def print_table(rows: Sequence[SummaryRow]) -> None:
@@ -451,191 +409,10 @@ def run_column_pipelines(
     return steps, failures
 
 
-@dataclass(frozen=True)
-class PartitionedRow:
-    """One summary row of a time or unit pipeline, read from its table's Delta log."""
-
-    pipeline: str
-    kind: str
-    #: partitions with a committed run / all partitions (a dynamic unit list: the ones done)
-    partitions: str
-    rows: int
-    #: time: the highest high watermark; unit: the latest done-at
-    watermark: str
-    #: time: the effective cut-off and how it was computed; unit: "-"
-    cut_off: str
-    delta_version: str
-
-    def cells(self) -> list[str]:
-        return [
-            self.pipeline,
-            self.kind,
-            self.partitions,
-            str(self.rows),
-            self.watermark,
-            self.cut_off,
-            self.delta_version,
-        ]
-
-
-PARTITIONED_HEADERS = (
-    "pipeline",
-    "kind",
-    "partitions done",
-    "rows",
-    "high watermark / done at",
-    "cut-off",
-    "delta version",
-)
-
-
-def summarize_time(pipeline: TimePipelineConfig) -> PartitionedRow:
-    """Windows with a high watermark, the highest one and the cut-off it gives now."""
-    from watermark_assets.core.time import windows
-    from watermark_assets.core.time.tick import instant_text
-    from watermark_assets.delta.log import table_row_count
-    from watermark_assets.runs.time import load_time_watermark
-
-    now = system_clock()
-    spec = pipeline.watermark.spec
-    watermark, version = load_time_watermark(pipeline)
-    highest = watermark.highest
-    every = windows(spec, now)
-    return PartitionedRow(
-        pipeline=pipeline.name,
-        kind=f"time ({spec.partitioning.value})",
-        partitions=f"{watermark.count_with_history(every)}/{len(every)}",
-        rows=table_row_count(pipeline.table.uri) or 0,
-        watermark="-" if highest is None else instant_text(highest),
-        cut_off=str(watermark.cut_off(spec, now)),
-        delta_version="-" if version is None or version < 0 else str(version),
-    )
-
-
-def summarize_unit(pipeline: UnitPipelineConfig) -> PartitionedRow:
-    """Units with a committed run (of the explicit ones) and the latest done-at."""
-    from watermark_assets.core.time.tick import instant_text
-    from watermark_assets.delta.committer import DeltaCommitter
-    from watermark_assets.delta.log import table_row_count
-    from watermark_assets.runs.unit import load_unit_watermark
-
-    version = DeltaCommitter(pipeline.table.uri).current_version()
-    done: dict[str, Any] = {}
-    if version is not None:
-        units = load_unit_watermark(pipeline.table.uri, pipeline.name).units
-        done = {u: d for u, d in units.items() if d is not None}
-    explicit = pipeline.watermark.explicit_units
-    latest = max((d.when for d in done.values()), default=None)
-    return PartitionedRow(
-        pipeline=pipeline.name,
-        kind="unit (explicit)" if explicit is not None else "unit (secondary input)",
-        partitions=f"{len(done)}/{len(explicit)}" if explicit is not None else str(len(done)),
-        rows=table_row_count(pipeline.table.uri) or 0,
-        watermark="-" if latest is None else instant_text(latest),
-        cut_off="-",
-        delta_version="-" if version is None else str(version),
-    )
-
-
-def summarize_grid(pipeline: UnitPipelineConfig) -> PartitionedRow:
-    """Time x unit: cells with a high watermark out of the known units' cells, the highest high
-    watermark, and each unit's cut-off when they agree (else how many differ)."""
-    from watermark_assets.core.time import windows
-    from watermark_assets.core.time.tick import instant_text
-    from watermark_assets.delta.committer import DeltaCommitter
-    from watermark_assets.delta.log import table_row_count
-    from watermark_assets.runs.time_unit import load_grid_watermark
-
-    assert pipeline.watermark.time is not None, "a time x unit pipeline"
-    now = system_clock()
-    spec = pipeline.watermark.time.spec
-    version = DeltaCommitter(pipeline.table.uri).current_version()
-    grid = load_grid_watermark(pipeline)
-    known = pipeline.watermark.explicit_units or tuple(grid.units)
-    cut = windows(spec, now)
-    inner = {u: grid.units.get(u) for u in known}
-    done = sum(w.count_with_history(cut) for w in inner.values() if w is not None)
-    highest = max((h for w in inner.values() if w and (h := w.highest)), default=None)
-    cut_offs = {str(w.cut_off(spec, now)) for w in inner.values() if w is not None}
-    return PartitionedRow(
-        pipeline=pipeline.name,
-        kind=f"time ({spec.partitioning.value}) x unit",
-        partitions=f"{done}/{len(cut) * len(known)} cells",
-        rows=table_row_count(pipeline.table.uri) or 0,
-        watermark="-" if highest is None else instant_text(highest),
-        cut_off=cut_offs.pop() if len(cut_offs) == 1 else f"{len(cut_offs)} per unit",
-        delta_version="-" if version is None else str(version),
-    )
-
-
-def summarize_event_time(
-    config: ProjectConfig, pipeline: EventTimePipelineConfig
-) -> PartitionedRow:
-    """An event-time pipeline's row: the partitions its watermark closed, the windows emitted,
-    the watermark, and the late records kept."""
-    from watermark_assets.core.time.instant import format_millis, to_millis
-    from watermark_assets.defs.event_time import (
-        closed_through,
-        event_time_partitions,
-        window_engine,
-    )
-    from watermark_assets.delta.committer import DeltaCommitter
-    from watermark_assets.delta.log import table_row_count
-
-    engine = window_engine(pipeline, config)
-    spec = engine.spec
-    watermark = engine.committed()
-    partitions = event_time_partitions(pipeline)
-    keys = partitions.get_partition_keys(current_time=system_clock())
-    closed_by = closed_through(spec, watermark.watermark_ms)
-    closed = sum(
-        1 for k in keys if to_millis(partitions.time_window_for_partition_key(k).end) <= closed_by
-    )
-    late = f"{table_row_count(spec.late_uri) or 0} late records kept in {Path(spec.late_uri).name}"
-    version = DeltaCommitter(spec.output_uri).current_version()
-    return PartitionedRow(
-        pipeline=pipeline.name,
-        kind=f"event time ({pipeline.partitions.granularity}, {engine.name})",
-        partitions=f"{closed}/{len(keys)} closed",
-        rows=table_row_count(spec.output_uri) or 0,
-        watermark="-" if not watermark.watermark_ms else format_millis(watermark.watermark_ms),
-        cut_off=late,
-        delta_version="-" if version is None else str(version),
-    )
-
-
-def summarize_column(pipeline: ColumnPipelineConfig) -> PartitionedRow:
-    """A column pipeline's row: the watermark its provider keeps (``delta_metadata``: the state
-    store of its table)."""
-    from watermark_assets.delta.committer import DeltaCommitter
-    from watermark_assets.delta.log import table_row_count
-
-    provider = pipeline.watermark.provider
-    record = provider.build(pipeline.table.uri, pipeline.name).get_record(pipeline.dataflow_id)
-    version = DeltaCommitter(pipeline.table.uri).current_version()
-    return PartitionedRow(
-        pipeline=pipeline.name,
-        kind=f"column ({provider.type})",
-        partitions="-",
-        rows=table_row_count(pipeline.table.uri) or 0,
-        watermark="-" if record is None or not record.watermark else record.watermark,
-        cut_off="-",
-        delta_version="-" if version is None else str(version),
-    )
-
-
 def summarize_partitioned(config: ProjectConfig) -> list[PartitionedRow]:
-    """The time pipelines' rows, then the unit pipelines' (time x unit: one row per grid), the
-    event-time ones, then the column ones."""
-    return (
-        [summarize_time(p) for p in config.time_pipelines]
-        + [
-            summarize_grid(p) if p.is_time_by_unit else summarize_unit(p)
-            for p in config.unit_pipelines
-        ]
-        + [summarize_event_time(config, p) for p in config.event_time_pipelines]
-        + [summarize_column(p) for p in config.column_pipelines]
-    )
+    """The rows of every kind but file-path, kind by kind (``kinds.KINDS``: time, unit (time x
+    unit: one row per grid), event time, column)."""
+    return summary_rows(config)[1]
 
 
 def _run_partition(
@@ -873,16 +650,10 @@ def explain_state(config: ProjectConfig, name: str) -> list[str]:
     """``explain PIPELINE`` of a pipeline that is not a file-path one: its summary row, then
     where each of its states was read from (``StateStore.describe``: the file, the version it
     reflects, the commits after it, a gap passed over)."""
-    config.pipeline(name)  # an unknown name: ConfigError listing the known ones
     from watermark_assets.defs.event_time import window_engine
 
-    lines = []
-    for row in summarize_partitioned(config):
-        if row.pipeline == name:
-            lines.append(
-                f"{name} ({row.kind}): partitions {row.partitions}, {row.rows} rows, watermark "
-                f"{row.watermark}, cut-off {row.cut_off}, Delta version {row.delta_version}"
-            )
+    kind, pipeline = kind_of(config, name)
+    lines = [kind.explain(config, pipeline)]
     for what, log, _ in _state_logs(config, name):
         lines.append(f"  {what}: {log.provenance()}")
     for pipeline in (p for p in config.column_pipelines if p.name == name):
@@ -1212,11 +983,12 @@ def _run_demo_commands(args: argparse.Namespace) -> int:
             print("Event time: windows emitted once the watermark passes them, a late file")
             failures += run_event_time_demo(args.config)
     if args.command != "run-sensors":  # the demo's later steps land and ingest a late file
-        rows = [summarize(p) for p in load_config(args.config).file_pipelines]
+        rows, partitioned = summary_rows(load_config(args.config))
+    else:
+        partitioned = summarize_partitioned(load_config(args.config))
     if args.command != "generate-demo-data":
         print()
         print_table(rows)
-        partitioned = summarize_partitioned(load_config(args.config))
         if partitioned:
             print()
             print_grid(PARTITIONED_HEADERS, [r.cells() for r in partitioned])

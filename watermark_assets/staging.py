@@ -13,13 +13,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import unquote
 
-from watermark_assets import storage
+from watermark_assets import names, storage
 from watermark_assets.core.event_time.duration import parse_duration_ms
 from watermark_assets.delta.orphans import TableFiles, referenced_now, table_files
 from watermark_assets.exceptions import LeftoverRetentionError
 from watermark_assets.faults import crash_point
 
-STAGING_DIR = "_staging"
+STAGING_DIR = names.STAGING_DIR
 
 
 #: Staging folders older than this were left by a crashed run (never committed): removed. The
@@ -27,13 +27,13 @@ STAGING_DIR = "_staging"
 #: :data:`LEFTOVER_RETENTION_PROPERTY` overrides it per table.
 STAGING_RETENTION = timedelta(hours=6)
 #: The Delta table property that sets the window, as a Spark duration: ``'1 hour'``, ``'2 days'``.
-LEFTOVER_RETENTION_PROPERTY = "watermark_assets.leftoverRetention"
+LEFTOVER_RETENTION_PROPERTY = names.LEFTOVER_RETENTION_PROPERTY
 #: The folder of the project's own files under a table (checkpoints, state snapshots).
-WATERMARKS_DIR = "_watermarks"
+WATERMARKS_DIR = names.WATERMARKS_DIR
 #: The data-file and temporary-file sweep runs at most once per this interval per table (it
 #: lists the table's folder); a marker file under ``_watermarks`` records the last one.
 SWEEP_INTERVAL = timedelta(hours=1)
-SWEEP_MARKER = f"{WATERMARKS_DIR}/leftovers_swept"
+SWEEP_MARKER = names.SWEEP_MARKER
 #: ``storage.write_text_atomic``'s temporary file: ``{target}.{8 hex}.tmp``.
 _TEMPORARY = re.compile(r"\.[0-9a-f]{8}\.tmp$")
 #: The name :func:`move_into_table` gives a run's data file: ``part-{n}-{token}.parquet``

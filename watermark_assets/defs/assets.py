@@ -22,6 +22,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from dagster._utils.warnings import BetaWarning
 from pydantic import Field
 
+from watermark_assets import names
 from watermark_assets.config import Pipeline
 from watermark_assets.core.clock import Clock
 from watermark_assets.defs.partitions import partition_selection
@@ -34,10 +35,10 @@ warnings.filterwarnings("ignore", message=".*backfill_policy.*", category=BetaWa
 
 IO_MANAGER_KEY = "watermark_io_manager"
 SPARK_RESOURCE_KEY = "spark"
-PIPELINE_TAG = "watermark_assets/pipeline"
-BATCH_TAG = "watermark_assets/batch"
+PIPELINE_TAG = names.PIPELINE_TAG
+BATCH_TAG = names.BATCH_TAG
 #: on the runs of the late mode (files below their partition's watermark, sweep.ingest)
-LATE_TAG = "watermark_assets/late"
+LATE_TAG = names.LATE_TAG
 GROUP_NAME = "watermark_ingestion"
 
 

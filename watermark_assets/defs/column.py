@@ -34,6 +34,7 @@ from dagster import (
     multi_asset_check,
 )
 
+from watermark_assets import names
 from watermark_assets.config import ColumnPipelineConfig, ReplayChunkConfig, ReplayConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.column.replay import ReplayChunk
@@ -104,7 +105,7 @@ def _asset_decorator(
             "watermark_columns": list(pipeline.watermark.columns),
             "watermark_provider": pipeline.watermark.provider.type,
         },
-        op_tags={"watermark_assets/pipeline": pipeline.name},
+        op_tags={names.PIPELINE_TAG: pipeline.name},
         partitions_def=partitions_def,
         backfill_policy=None if partitions_def is None else BackfillPolicy.single_run(),
     )

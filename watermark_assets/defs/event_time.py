@@ -51,7 +51,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from watermark_assets import storage
+from watermark_assets import names, storage
 from watermark_assets.config import EventTimePipelineConfig, ProjectConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.event_time import (
@@ -82,7 +82,7 @@ from watermark_assets.runs.event_window import WindowAggregateSpec
 
 GROUP_NAME = "watermark_event_time"
 #: The tag of a sensor's run: the range it closes (a failed run's range is requested again).
-TICK_TAG = "watermark_assets/event_time_tick"
+TICK_TAG = names.EVENT_TIME_TICK_TAG
 
 
 def window_spec(

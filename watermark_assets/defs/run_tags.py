@@ -32,10 +32,11 @@ from collections.abc import Collection, Mapping
 from dagster import AssetKey, DagsterRun, QueuedRunCoordinator
 from dagster._core.run_coordinator import SubmitRunContext
 
+from watermark_assets import names
 from watermark_assets.defs.assets import PIPELINE_TAG
 
-PIPELINE_PARTITION_TAG = "watermark_assets/pipeline_partition"
-PIPELINE_RANGE_TAG = "watermark_assets/pipeline_range"
+PIPELINE_PARTITION_TAG = names.PIPELINE_PARTITION_TAG
+PIPELINE_RANGE_TAG = names.PIPELINE_RANGE_TAG
 #: The partition part of the tag of a run of an unpartitioned pipeline.
 UNPARTITIONED = "-"
 PARTITION_TAG = "dagster/partition"

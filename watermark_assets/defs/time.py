@@ -47,6 +47,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
+from watermark_assets import names
 from watermark_assets.config import TimePipelineConfig, TimeWatermarkConfig, UnitPipelineConfig
 from watermark_assets.core.clock import Clock, ensure_utc
 from watermark_assets.core.partition_selection import TimeWindow
@@ -77,7 +78,7 @@ from watermark_assets.runs.time import TimeRunResult, load_time_watermark, run_w
 from watermark_assets.sources.locations import check_source
 
 #: The tag of a time pipeline's requested runs: the window key and the cut-off it was due after.
-TICK_TAG = "watermark_assets/time_tick"
+TICK_TAG = names.TIME_TICK_TAG
 
 
 def _from(spec: TimeSpec) -> datetime:

@@ -57,6 +57,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
+from watermark_assets import names
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.unit import UnitWatermark, some_ids, unit_id_problems
@@ -91,7 +92,7 @@ UnitPartitions = StaticPartitionsDefinition | DynamicPartitionsDefinition
 
 #: The tag of a units sensor's run: ``{pipeline}|unit|{id}``, its run key without the attempt
 #: (the failed runs of a unit are counted by it, so a failed unit gets a new run key).
-UNIT_TICK_TAG = "watermark_assets/unit_tick"
+UNIT_TICK_TAG = names.UNIT_TICK_TAG
 
 
 def units_partitions_name(pipeline_name: str) -> str:
@@ -213,7 +214,7 @@ def build_unit_asset(
             if pipeline.watermark.secondary_input is None
             else f"secondary input ({pipeline.watermark.secondary_input.type})",
         },
-        op_tags={"watermark_assets/pipeline": pipeline.name},
+        op_tags={PIPELINE_TAG: pipeline.name},
         partitions_def=partitions_def,
         backfill_policy=policy,
     )

@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from watermark_assets import names
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.merge import KeyValues, merge_key_names
 from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
@@ -84,7 +85,7 @@ __all__ = [
     "read_key_columns",
 ]
 
-MERGE_METADATA_KEY = "watermark_assets.merge"
+MERGE_METADATA_KEY = names.MERGE_KEY
 """The ``commitInfo`` key of a merge commit: the keys, files removed and rewritten, rows."""
 
 _ROW = "__watermark_assets_row"

@@ -52,6 +52,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from watermark_assets import names
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.replace_window import Interval, ReplaceWindow, WindowValue, value_kind
 from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
@@ -99,7 +100,7 @@ __all__ = [
     "plan_replace_regions",
 ]
 
-REPLACE_METADATA_KEY = "watermark_assets.replace"
+REPLACE_METADATA_KEY = names.REPLACE_KEY
 """The ``commitInfo`` key of a replace commit: the window, files removed and rewritten, rows."""
 
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from watermark_assets import storage
+from watermark_assets import names, storage
 from watermark_assets.core.errors import WatermarkProviderError
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord
@@ -44,7 +44,7 @@ from watermark_assets.state.snapshot import StateLog, pipeline_txn_prefix
 if TYPE_CHECKING:
     from watermark_assets.config import ColumnPipelineConfig
 
-KEY_PREFIX = "watermark_assets.column_watermark/"
+KEY_PREFIX = names.COLUMN_WATERMARK_PREFIX
 """The custom metadata key of a dataflow's watermark is this prefix + the dataflow id."""
 
 
@@ -55,7 +55,7 @@ def metadata_key(dataflow_id: str) -> str:
             "a dataflow id is needed to key its watermark in the commit; got ''",
             provider=DeltaMetadataProvider.name,
         )
-    return KEY_PREFIX + dataflow_id
+    return names.column_watermark_key(dataflow_id)
 
 
 def commit_metadata_entry(
@@ -226,7 +226,7 @@ def column_state_log(
         table_uri,
         metadata_key(dataflow_id),
         RecordFold(dataflow_id),
-        txn_prefix="watermark_assets/" if pipeline is None else pipeline_txn_prefix(pipeline),
+        txn_prefix=names.TXN_ROOT if pipeline is None else pipeline_txn_prefix(pipeline),
         pipeline=pipeline or dataflow_id,
         legacy=lambda committer: _newest_record(committer, dataflow_id),
         txns_mark_commits=pipeline is not None,

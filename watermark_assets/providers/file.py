@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from urllib.parse import quote
 
-from watermark_assets import storage
+from watermark_assets import names, storage
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.errors import WatermarkProviderError
 from watermark_assets.providers.base import Keep, WatermarkRecord
@@ -42,7 +41,7 @@ class FileWatermarkProvider:
             raise WatermarkProviderError(
                 "a dataflow id is needed to name its watermark file; got ''", provider=self.name
             )
-        return storage.join(self.root_uri, quote(dataflow_id, safe="") + ".json")
+        return storage.join(self.root_uri, names.provider_file(dataflow_id))
 
     def get_watermark(self, dataflow_id: str) -> str | None:
         record = self.get_record(dataflow_id)

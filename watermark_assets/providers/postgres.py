@@ -31,11 +31,12 @@ from typing import Any
 import psycopg
 from psycopg import errors, sql
 
+from watermark_assets import names
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.errors import WatermarkProviderError
 from watermark_assets.providers.base import Keep, WatermarkRecord
 
-DEFAULT_TABLE = "watermark_assets_watermarks"
+DEFAULT_TABLE = names.POSTGRES_TABLE
 
 
 class PostgresWatermarkProvider:

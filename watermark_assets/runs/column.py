@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from watermark_assets import storage
+from watermark_assets import names, storage
 from watermark_assets.config import ColumnPipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.boundary import MAX_BOUNDARY_ROWS, Boundary
@@ -106,12 +106,11 @@ def region_text(region: Region) -> str:
 
 #: The commitInfo entry of every column-pipeline commit: what the run read and wrote (the checks
 #: and the UI read it back from the log).
-RUN_METADATA_KEY = "watermark_assets.column_run"
+RUN_METADATA_KEY = names.COLUMN_RUN_KEY
 
 
-def txn_app_id(pipeline_name: str) -> str:
-    """The txn app id of a column pipeline: one per pipeline (its watermark is the pipeline's)."""
-    return f"watermark_assets/{pipeline_name}/column"
+#: The txn app id of a column pipeline: one per pipeline (its watermark is the pipeline's).
+txn_app_id = names.column_app_id
 
 
 def watermark_manager(pipeline: ColumnPipelineConfig) -> WatermarkManager:

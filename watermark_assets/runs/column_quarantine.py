@@ -24,7 +24,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from watermark_assets import storage
+from watermark_assets import names, storage
 from watermark_assets.config import ColumnPipelineConfig
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.delta.stats import describe_data_files
@@ -47,9 +47,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 
-def quarantine_app_id(pipeline_name: str) -> str:
-    """The txn app id of a column pipeline's quarantine commits (its optimistic lock)."""
-    return f"watermark_assets/{pipeline_name}/column_quarantine"
+#: The txn app id of a column pipeline's quarantine commits (its optimistic lock).
+quarantine_app_id = names.column_quarantine_app_id
 
 
 def quarantine_malformed(

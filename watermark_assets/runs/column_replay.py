@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING
 
+from watermark_assets import names
 from watermark_assets.config import ColumnPipelineConfig, ColumnTableConfig, ReplayConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.lookback import ReadBound
@@ -82,18 +83,17 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 #: The commitInfo entry of every replay chunk commit (JSON text).
-REPLAY_METADATA_KEY = "watermark_assets.replay"
+REPLAY_METADATA_KEY = names.REPLAY_KEY
 
 
-def replay_app_id(pipeline_name: str, chunk: ReplayChunk) -> str:
-    """The txn app id of one chunk: its commit is in the log exactly when this txn is."""
-    return f"watermark_assets/{pipeline_name}/replay/{chunk.key}"
+#: The txn app id of one chunk: its commit is in the log exactly when this txn is.
+replay_app_id = names.replay_app_id
 
 
 def replay_dataflow_id(pipeline_name: str, replay: ReplayConfig) -> str:
     """The dataflow id under which ``save_watermark: true`` saves the chunks' upper bounds (one
     per range, so replaying another range never skips chunks because of this one)."""
-    return f"{pipeline_name}/replay/{_text(replay.start)}..{_text(replay.end)}"
+    return names.replay_dataflow_id(pipeline_name, replay.start, replay.end)
 
 
 def _text(value: object) -> str:

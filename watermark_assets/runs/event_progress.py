@@ -31,7 +31,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from watermark_assets import storage
+from watermark_assets import names, storage
 from watermark_assets.core.event_time import EventTimeWatermark
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord
@@ -45,7 +45,7 @@ KEPT_BATCHES = 3
 
 def legacy_progress_uri(state_uri: str) -> str:
     """The progress file of earlier versions (read, never written)."""
-    return f"{state_uri.rstrip('/')}/_watermarks/event_window.json"
+    return f"{state_uri.rstrip('/')}/{names.LEGACY_EVENT_PROGRESS}"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from watermark_assets import storage
+from watermark_assets import names, storage
 from watermark_assets.core.clock import ensure_utc
 from watermark_assets.core.event_time import format_duration_ms
 from watermark_assets.core.time.instant import format_millis, parse_millis
@@ -66,7 +66,7 @@ class StreamSpec:
 
     @property
     def late_uri(self) -> str:
-        return self.late_table_uri or self.output_uri.rstrip("/") + "_late"
+        return self.late_table_uri or self.output_uri.rstrip("/") + names.LATE_TABLE_SUFFIX
 
     def __post_init__(self) -> None:
         distinct = [a.name for a in self.aggregates if a.function == "count_distinct"]
@@ -78,15 +78,15 @@ class StreamSpec:
 
     @property
     def app_id(self) -> str:
-        return f"watermark_assets/{self.pipeline}/stream"
+        return names.stream_app_id(self.pipeline)
 
     @property
     def checkpoint_uri(self) -> str:
-        return self.output_uri.rstrip("/") + "_checkpoint"
+        return self.output_uri.rstrip("/") + names.STREAM_CHECKPOINT_SUFFIX
 
     @property
     def metadata_key(self) -> str:
-        return f"watermark_assets.event_stream/{self.pipeline}"
+        return names.event_stream_key(self.pipeline)
 
 
 @dataclass(kw_only=True)

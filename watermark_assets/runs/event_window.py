@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from watermark_assets import storage
+from watermark_assets import names, storage
 from watermark_assets.core.clock import ensure_utc
 from watermark_assets.core.event_time import (
     EventTimeStats,
@@ -141,15 +141,15 @@ class WindowAggregateSpec:
 
     @property
     def app_id(self) -> str:
-        return f"watermark_assets/{self.pipeline}/event_window"
+        return names.event_window_app_id(self.pipeline)
 
     @property
     def state_key(self) -> str:
-        return f"watermark_assets.event_time/{self.pipeline}"
+        return names.event_time_key(self.pipeline)
 
     @property
     def plan_key(self) -> str:
-        return f"watermark_assets.event_window_plan/{self.pipeline}"
+        return names.event_window_plan_key(self.pipeline)
 
     def progress(self) -> StateStore[Progress]:
         """The progress in the state store of the state table (``runs/event_progress.py``)."""

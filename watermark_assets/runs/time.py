@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from watermark_assets import names
 from watermark_assets.config import TimePipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.lookback import ReadBound
@@ -64,18 +65,13 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 #: The commitInfo entry prefix of a time pipeline's watermark (+ the pipeline name).
-TIME_METADATA_PREFIX = "watermark_assets.time/"
+TIME_METADATA_PREFIX = names.TIME_WATERMARK_PREFIX
 
 
-def time_metadata_key(pipeline_name: str) -> str:
-    """The commitInfo key holding ``pipeline_name``'s time watermark."""
-    return TIME_METADATA_PREFIX + pipeline_name
-
-
-def window_app_id(pipeline_name: str, window: TimeWindow) -> str:
-    """The txn app id of one window: one per window start (a partial window keeps its id as it
-    grows)."""
-    return f"watermark_assets/{pipeline_name}/time/{format_instant(window.start)}"
+#: The commitInfo key holding a pipeline's time watermark.
+time_metadata_key = names.time_watermark_key
+#: The txn app id of one window: one per window start (a partial window keeps its id as it grows).
+window_app_id = names.window_app_id
 
 
 W = TypeVar("W", bound=Watermark[Any])

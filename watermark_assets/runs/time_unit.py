@@ -40,11 +40,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from watermark_assets import names
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.core.time import TimeWatermark, format_instant
-from watermark_assets.core.unit import Cell, UnitWatermark, check_unit_id, empty_grid
+from watermark_assets.core.unit import Cell, UnitWatermark, empty_grid
 from watermark_assets.core.unit.grid import unit_time_watermark
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.runs.column import (
@@ -66,18 +67,13 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 #: The commitInfo entry prefix of a time x unit pipeline's watermark (+ the pipeline name).
-TIME_UNIT_PREFIX = "watermark_assets.time_unit/"
+TIME_UNIT_PREFIX = names.TIME_UNIT_WATERMARK_PREFIX
 
 
-def time_unit_metadata_key(pipeline_name: str) -> str:
-    """The commitInfo key holding ``pipeline_name``'s grid watermark."""
-    return TIME_UNIT_PREFIX + pipeline_name
-
-
-def cell_app_id(pipeline_name: str, cell: Cell) -> str:
-    """The txn app id of one cell (a partial window keeps its id as it grows)."""
-    unit = check_unit_id(cell.unit)
-    return f"watermark_assets/{pipeline_name}/{unit}/time/{format_instant(cell.window.start)}"
+#: The commitInfo key holding a pipeline's grid watermark.
+time_unit_metadata_key = names.time_unit_watermark_key
+#: The txn app id of one cell (a partial window keeps its id as it grows).
+cell_app_id = names.cell_app_id
 
 
 class GridLog(WatermarkEntryLog[UnitWatermark[Any]]):

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from watermark_assets import names
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.lookback import ReadBound
@@ -60,21 +61,17 @@ if TYPE_CHECKING:
 
 #: The commitInfo entry (prefix; + ``/{pipeline}``) carrying the unit watermark of the units a
 #: commit wrote: ``{"watermark": <UnitWatermark JSON>, "job_id", "dataflow_run_id"}``.
-UNIT_WATERMARK_KEY = "watermark_assets.unit_watermark"
+UNIT_WATERMARK_KEY = names.UNIT_WATERMARK_KEY
 #: The commitInfo entry of a unit's commit: the unit, its done-at before and after.
-UNIT_RUN_KEY = "watermark_assets.unit_run"
+UNIT_RUN_KEY = names.UNIT_RUN_KEY
 #: The inner kind of a unit-only pipeline's watermark.
 INNER_KIND = DoneAt.kind
 
 
-def unit_app_id(pipeline_name: str, unit: str) -> str:
-    """The txn app id of one unit (ids never hold ``/``: checked)."""
-    return f"watermark_assets/{pipeline_name}/{check_unit_id(unit)}"
-
-
-def unit_watermark_key(pipeline_name: str) -> str:
-    """The commitInfo key of the pipeline's unit watermark."""
-    return f"{UNIT_WATERMARK_KEY}/{pipeline_name}"
+#: The txn app id of one unit (ids never hold ``/``: checked).
+unit_app_id = names.unit_app_id
+#: The commitInfo key of the pipeline's unit watermark.
+unit_watermark_key = names.unit_watermark_key
 
 
 def commit_unit_watermark(pipeline_name: str, commit: CommitRecord) -> UnitWatermark[Any] | None:

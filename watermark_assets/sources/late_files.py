@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
-from watermark_assets import storage
+from watermark_assets import names, storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.delta.committer import DeltaCommitter
@@ -32,12 +32,10 @@ from watermark_assets.spark.paths import unreadable_character
 from watermark_assets.state.commit_metadata import pipeline_commits
 from watermark_assets.state.load import table_lineage
 
-
-def late_txn_app_id(pipeline: str, partition_key: str) -> str:
-    """The Delta txn appId of the late-file commits of one Dagster partition of one pipeline
-    (apart from the regular batches' :func:`~watermark_assets.state.commit_metadata.txn_app_id`,
-    so a late commit never makes a regular one stale, nor the other way round)."""
-    return f"watermark_assets/{pipeline}/late/{partition_key}"
+#: The Delta txn appId of the late-file commits of one Dagster partition of one pipeline (apart
+#: from the regular batches' :func:`~watermark_assets.state.commit_metadata.txn_app_id`, so a
+#: late commit never makes a regular one stale, nor the other way round).
+late_txn_app_id = names.late_app_id
 
 
 def committed_among(

@@ -13,18 +13,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from watermark_assets import names
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord
-from watermark_assets.state.store import pipeline_txn_prefix
 
 #: The commitInfo key under which each commit records the progress it made.
-COMMIT_METADATA_KEY = "watermark_assets"
+COMMIT_METADATA_KEY = names.FILE_COMMIT_KEY
 
 
 #: The commitInfo key of a quarantine table's commits: the data commit they complete.
-QUARANTINE_METADATA_KEY = "watermark_assets_quarantine"
+QUARANTINE_METADATA_KEY = names.QUARANTINE_COMMIT_KEY
 
 
 @dataclass(frozen=True)
@@ -200,18 +200,11 @@ def pipeline_commits(
     return found
 
 
-def quarantine_app_id(pipeline: str) -> str:
-    """The txn appId under which a pipeline's quarantine table records the data version whose
-    quarantined records it holds last (data commits complete into it in version order)."""
-    return f"watermark_assets/{pipeline}/quarantine"
-
-
-def rewrite_app_id(pipeline: str, path: str) -> str:
-    """The txn appId of the rewrite commits of one landing file (each replace of its rows is
-    the next version: a retry of a replace that committed finds the file's signature recorded)."""
-    return f"{pipeline_txn_prefix(pipeline)}rewrite/{path}"
-
-
-def txn_app_id(pipeline: str, partition_key: str) -> str:
-    """The Delta txn appId of one Dagster partition of one pipeline."""
-    return f"{pipeline_txn_prefix(pipeline)}{partition_key}"
+#: The txn appId under which a pipeline's quarantine table records the data version whose
+#: quarantined records it holds last (data commits complete into it in version order).
+quarantine_app_id = names.quarantine_app_id
+#: The txn appId of the rewrite commits of one landing file (each replace of its rows is the next
+#: version: a retry of a replace that committed finds the file's signature recorded).
+rewrite_app_id = names.rewrite_app_id
+#: The Delta txn appId of one Dagster partition of one pipeline.
+txn_app_id = names.partition_app_id

@@ -38,9 +38,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
-from urllib.parse import quote
 
-from watermark_assets import storage
+from watermark_assets import names, storage
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord
 from watermark_assets.exceptions import (
@@ -52,22 +51,21 @@ from watermark_assets.exceptions import (
 
 S = TypeVar("S")
 
-STATE_FOLDER = "_watermarks/state"
+STATE_FOLDER = names.STATE_FOLDER
 ENVELOPE_SCHEMA_VERSION = 1
 #: attempts of :meth:`StateStore.write_merged` when other writers keep winning
 MERGE_ATTEMPTS = 8
 
 
-def pipeline_txn_prefix(pipeline: str) -> str:
-    """The prefix of every txn app id the pipeline's commits carry (``watermark_assets/{name}/``:
-    partitions, windows, units, cells, replay chunks, event-time batches)."""
-    return f"watermark_assets/{pipeline}/"
+#: The prefix of every txn app id the pipeline's commits carry (``watermark_assets/{name}/``:
+#: partitions, windows, units, cells, replay chunks, event-time batches).
+pipeline_txn_prefix = names.pipeline_txn_prefix
 
 
 def state_file_uri(table_uri: str, key: str) -> str:
     """Where the state ``key`` of the table at ``table_uri`` lives; the key quoted, so a ``/``,
     a space or a ``*`` in a pipeline name is one file name."""
-    return storage.join(table_uri, f"{STATE_FOLDER}/{quote(key, safe='')}.json")
+    return storage.join(table_uri, names.state_file(key))
 
 
 def txn_weight(versions: Mapping[str, int]) -> int:
