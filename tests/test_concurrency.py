@@ -169,7 +169,7 @@ def test_processes_creating_the_table_at_the_same_instant_commit_once(tmp_path: 
     of the winner's table (its rows twice) unless the create is never rebased. A race, so several
     rounds (before the fix about one round in four committed twice): the same two processes
     race once per round, a barrier starting both commits of a round at once."""
-    from _create_race import create_at_once
+    from _racers import create_at_once
 
     spawn = multiprocessing.get_context("spawn")  # deltalake's runtime does not survive fork
     rounds = [str(tmp_path / f"round{round_number}") for round_number in range(8)]
@@ -192,19 +192,6 @@ def test_processes_creating_the_table_at_the_same_instant_commit_once(tmp_path: 
         assert len(list(Path(uri, "_delta_log").glob("*.json"))) == 1, f"round {round_number}"
 
 
-def _replace_slowly(uri: str, version: int, started: Any, pause: float) -> None:
-    """Replace the file with ``version`` unless it holds a newer one, pausing ``pause`` seconds
-    between reading the current content and writing (a slow writer)."""
-    from watermark_assets import storage
-
-    def keep(current: str) -> bool:
-        started.set()
-        time.sleep(pause)
-        return int(current) > version
-
-    storage.replace_text_unless(uri, str(version), keep=keep)
-
-
 def test_racing_writers_never_replace_a_newer_checkpoint_with_an_older_one(
     tmp_path: Path,
 ) -> None:
@@ -214,13 +201,15 @@ def test_racing_writers_never_replace_a_newer_checkpoint_with_an_older_one(
     target = tmp_path / "_watermarks" / "events_main_checkpoint.json"
     target.parent.mkdir()
     target.write_text("0")
+    from _racers import replace_slowly
+
     context = multiprocessing.get_context("spawn")
     started = context.Event()
-    slow = context.Process(target=_replace_slowly, args=(str(target), 1, started, 4.0))
+    slow = context.Process(target=replace_slowly, args=(str(target), 1, started, 4.0))
     slow.start()
     assert started.wait(60)
     unused = context.Event()  # kept referenced until the child has started
-    fast = context.Process(target=_replace_slowly, args=(str(target), 2, unused, 0))
+    fast = context.Process(target=replace_slowly, args=(str(target), 2, unused, 0))
     fast.start()
     for worker in (slow, fast):
         worker.join(60)

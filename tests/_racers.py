@@ -1,10 +1,11 @@
-"""The child process of tests/test_concurrency.py's create race, in a module of its own: a
-``spawn`` child imports the module of its target, and this one imports only pyarrow and the
-committer (test_concurrency.py imports Dagster and the whole project: ~2 s of CPU per child)."""
+"""The child processes of tests/test_concurrency.py's races, in a module of their own: a
+``spawn`` child imports the module of its target, and this one imports only what the children
+use (test_concurrency.py imports Dagster and the whole project: ~2 s of CPU per child)."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,3 +33,16 @@ def create_at_once(uris: Sequence[str], name: str, start: Any, outcomes: Any) ->
             custom_metadata={},
         )
         outcomes.put((round_number, outcome.stale))
+
+
+def replace_slowly(uri: str, version: int, started: Any, pause: float) -> None:
+    """Replace the file with ``version`` unless it holds a newer one, pausing ``pause`` seconds
+    between reading the current content and writing (a slow writer)."""
+    from watermark_assets import storage
+
+    def keep(current: str) -> bool:
+        started.set()
+        time.sleep(pause)
+        return int(current) > version
+
+    storage.replace_text_unless(uri, str(version), keep=keep)
