@@ -87,6 +87,12 @@ XDIST_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     # a real dagster-daemon on a PostgreSQL instance, its runs' JVMs and module-scoped stages
     "dagster_postgres": (("tests/test_dagster_postgres.py", ""),),
+    # the aggregates' first batches, run once per module and copied per test (its Scenes): in
+    # several workers each would run them again
+    "event_time_maintenance": (("tests/test_event_time_maintenance.py", ""),),
+    # two tests on one module-scoped `dagster dev`, its two Spark runs and a Chromium: in two
+    # workers each would start its own
+    "event_time_ui": (("tests/ui/test_event_time_ui.py", ""),),
     "killed_column_runs": (
         ("tests/test_column_exactly_once_sources.py", "test_a_run_killed_"),
         ("tests/test_column_pipeline.py", "test_a_run_killed_"),
