@@ -122,7 +122,8 @@ def xdist_group(nodeid: str) -> str | None:
 
 
 class TableGroups:
-    """The scheduler hook, registered only when pytest-xdist is active (``pytest_configure``):
+    """The scheduler hook and the workers' test order, registered only when pytest-xdist is
+    active (``pytest_configure``):
     a conftest defining an xdist hook fails to load under ``-p no:xdist`` (unknown hook)."""
 
     @staticmethod
@@ -139,6 +140,23 @@ class TableGroups:
                 return xdist_group(nodeid) or super()._split_scope(nodeid)
 
         return TableGroupScheduling(config, log)
+
+    @staticmethod
+    @pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture scope
+    def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+        """In a worker (whose collection the scheduler hands out in that order, groups first):
+        the tests marked ``slow`` in no group come before the other lone tests, so that the
+        minute-long ones (browser, benchmark smoke tests, runs in subprocesses) start early
+        instead of being the last ones a worker picks up while the others are idle. Grouped
+        tests keep their order (a scene's steps run in order); a serial run keeps pytest's."""
+        if "PYTEST_XDIST_WORKER" not in os.environ:
+            return
+        items[:] = sorted(
+            items,
+            key=lambda item: (
+                0 if item.get_closest_marker("slow") and xdist_group(item.nodeid) is None else 1
+            ),
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
