@@ -198,7 +198,13 @@ def child_warm(spec: dict[str, Any]) -> None:
 
 
 def bench_one_file(
-    work: Path, rows: int, reps: int, remote: str | None, *, local: bool = True
+    work: Path,
+    rows: int,
+    reps: int,
+    remote: str | None,
+    *,
+    local: bool = True,
+    warm_ups: int | None = None,
 ) -> tuple[list[list[str]], list[str]]:
     results: dict[str, list[float]] = {"local": [], "connect": []}
     kinds = [("local", None)] if local else []
@@ -206,8 +212,12 @@ def bench_one_file(
     # A long-running server has served runs before (its JIT is warm): as many runs as the
     # repetitions warm a new one up, not counted, so the processes and the warm runs both meet
     # a warm server (one run left the first processes to meet a colder one than the warm runs).
-    for number in range(reps if remote else 0):
-        print(f"[A] warming the Spark Connect server up: run {number + 1}/{reps} ...", flush=True)
+    # ``warm_ups`` 0 (the smoke test) leaves them out: they are the counted runs' code again.
+    warm_ups = reps if warm_ups is None else warm_ups
+    for number in range(warm_ups if remote else 0):
+        print(
+            f"[A] warming the Spark Connect server up: run {number + 1}/{warm_ups} ...", flush=True
+        )
         seconds = cli_run(work, f"a_connect_warm_up_{number}", rows, remote)
         print(f"[A]   {seconds:.2f}s (not counted)", flush=True)
     for rep in range(reps):
@@ -408,6 +418,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-local", action="store_true", help="A: Spark Connect only (B still starts JVMs)"
     )
+    parser.add_argument(
+        "--warm-ups",
+        type=int,
+        default=None,
+        help="A: one-file runs that warm the Spark Connect server up, not counted (default: reps)",
+    )
     parser.add_argument("--child-warm", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child_warm:
@@ -428,13 +444,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error("--no-connect and --no-local leave part A nothing to measure")
             local = not args.no_local
             if args.no_connect or args.remote:
-                rows, notes = bench_one_file(work, args.rows, reps, args.remote, local=local)
+                rows, notes = bench_one_file(
+                    work, args.rows, reps, args.remote, local=local, warm_ups=args.warm_ups
+                )
             else:
                 print("[A] starting a Spark Connect server ...", flush=True)
                 server_started = time.perf_counter()
                 with start_connect_server(work) as server:
                     print(f"[A]   up in {time.perf_counter() - server_started:.1f}s", flush=True)
-                    rows, notes = bench_one_file(work, args.rows, reps, server.url, local=local)
+                    rows, notes = bench_one_file(
+                        work, args.rows, reps, server.url, local=local, warm_ups=args.warm_ups
+                    )
             outputs.append(
                 (
                     f"A. One file of {args.rows} rows: run-sensors as a whole process (seconds, "

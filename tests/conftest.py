@@ -87,6 +87,12 @@ XDIST_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     # a real dagster-daemon on a PostgreSQL instance, its runs' JVMs and module-scoped stages
     "dagster_postgres": (("tests/test_dagster_postgres.py", ""),),
+    # the aggregates' first batches, run once per module and copied per test (its Scenes): in
+    # several workers each would run them again
+    "event_time_maintenance": (("tests/test_event_time_maintenance.py", ""),),
+    # two tests on one module-scoped `dagster dev`, its two Spark runs and a Chromium: in two
+    # workers each would start its own
+    "event_time_ui": (("tests/ui/test_event_time_ui.py", ""),),
     "killed_column_runs": (
         ("tests/test_column_exactly_once_sources.py", "test_a_run_killed_"),
         ("tests/test_column_pipeline.py", "test_a_run_killed_"),
@@ -116,7 +122,8 @@ def xdist_group(nodeid: str) -> str | None:
 
 
 class TableGroups:
-    """The scheduler hook, registered only when pytest-xdist is active (``pytest_configure``):
+    """The scheduler hook and the workers' test order, registered only when pytest-xdist is
+    active (``pytest_configure``):
     a conftest defining an xdist hook fails to load under ``-p no:xdist`` (unknown hook)."""
 
     @staticmethod
@@ -133,6 +140,23 @@ class TableGroups:
                 return xdist_group(nodeid) or super()._split_scope(nodeid)
 
         return TableGroupScheduling(config, log)
+
+    @staticmethod
+    @pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture scope
+    def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+        """In a worker (whose collection the scheduler hands out in that order, groups first):
+        the tests marked ``slow`` in no group come before the other lone tests, so that the
+        minute-long ones (browser, benchmark smoke tests, runs in subprocesses) start early
+        instead of being the last ones a worker picks up while the others are idle. Grouped
+        tests keep their order (a scene's steps run in order); a serial run keeps pytest's."""
+        if "PYTEST_XDIST_WORKER" not in os.environ:
+            return
+        items[:] = sorted(
+            items,
+            key=lambda item: (
+                0 if item.get_closest_marker("slow") and xdist_group(item.nodeid) is None else 1
+            ),
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:

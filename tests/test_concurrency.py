@@ -164,61 +164,32 @@ def test_two_runs_creating_the_table_at_once_commit_each_file_once(
     assert len(commits) == expected_commits
 
 
-def _create_at_once(uri: str, name: str, start: Any, outcomes: Any) -> None:
-    """Write one Parquet file under ``uri`` and commit it with txn ``p`` = 0 once ``start``
-    releases every process (each finds no table: all race to create it)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
-    from watermark_assets.delta.stats import describe_data_files
-
-    os.makedirs(uri, exist_ok=True)
-    pq.write_table(pa.table({"id": [1, 2, 3]}), f"{uri}/{name}.parquet")
-    files = describe_data_files(uri, [f"{name}.parquet"], [])
-    start.wait()
-    outcome = DeltaCommitter(uri).commit(
-        files,
-        schema=pa.schema([("id", pa.int64())]),
-        partition_by=[],
-        txns=[TxnVersion("p", 0, None)],
-        custom_metadata={},
-    )
-    outcomes.put(outcome.stale)
-
-
 def test_processes_creating_the_table_at_the_same_instant_commit_once(tmp_path: Path) -> None:
     """Both find no table and write version 0 at once. delta-rs would retry the loser as version 1
     of the winner's table (its rows twice) unless the create is never rebased. A race, so several
-    rounds (before the fix about one round in four committed twice)."""
+    rounds (before the fix about one round in four committed twice): the same two processes
+    race once per round, a barrier starting both commits of a round at once."""
+    from _racers import create_at_once
+
     spawn = multiprocessing.get_context("spawn")  # deltalake's runtime does not survive fork
-    for round_number in range(8):
-        uri = str(tmp_path / f"round{round_number}")
-        start, outcomes = spawn.Barrier(2), spawn.Queue()
-        processes = [
-            spawn.Process(target=_create_at_once, args=(uri, name, start, outcomes))
-            for name in ("a", "b")
-        ]
-        for process in processes:
-            process.start()
-        for process in processes:
-            process.join(timeout=120)
-        assert [p.exitcode for p in processes] == [0, 0]
-        assert sorted(outcomes.get(timeout=5) for _ in processes) == [False, True]
+    rounds = [str(tmp_path / f"round{round_number}") for round_number in range(8)]
+    start, outcomes = spawn.Barrier(2), spawn.Queue()
+    processes = [
+        spawn.Process(target=create_at_once, args=(rounds, name, start, outcomes))
+        for name in ("a", "b")
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=300)
+    assert [p.exitcode for p in processes] == [0, 0]
+    stale: dict[int, list[bool]] = {}
+    for _ in range(2 * len(rounds)):
+        round_number, outcome = outcomes.get(timeout=5)
+        stale.setdefault(round_number, []).append(outcome)
+    for round_number, uri in enumerate(rounds):
+        assert sorted(stale[round_number]) == [False, True], f"round {round_number}"
         assert len(list(Path(uri, "_delta_log").glob("*.json"))) == 1, f"round {round_number}"
-
-
-def _replace_slowly(uri: str, version: int, started: Any, pause: float) -> None:
-    """Replace the file with ``version`` unless it holds a newer one, pausing ``pause`` seconds
-    between reading the current content and writing (a slow writer)."""
-    from watermark_assets import storage
-
-    def keep(current: str) -> bool:
-        started.set()
-        time.sleep(pause)
-        return int(current) > version
-
-    storage.replace_text_unless(uri, str(version), keep=keep)
 
 
 def test_racing_writers_never_replace_a_newer_checkpoint_with_an_older_one(
@@ -230,13 +201,15 @@ def test_racing_writers_never_replace_a_newer_checkpoint_with_an_older_one(
     target = tmp_path / "_watermarks" / "events_main_checkpoint.json"
     target.parent.mkdir()
     target.write_text("0")
+    from _racers import replace_slowly
+
     context = multiprocessing.get_context("spawn")
     started = context.Event()
-    slow = context.Process(target=_replace_slowly, args=(str(target), 1, started, 4.0))
+    slow = context.Process(target=replace_slowly, args=(str(target), 1, started, 4.0))
     slow.start()
     assert started.wait(60)
     unused = context.Event()  # kept referenced until the child has started
-    fast = context.Process(target=_replace_slowly, args=(str(target), 2, unused, 0))
+    fast = context.Process(target=replace_slowly, args=(str(target), 2, unused, 0))
     fast.start()
     for worker in (slow, fast):
         worker.join(60)

@@ -9,10 +9,15 @@ helpers of ``tests/maintenance.py`` (backdated log files), never by sleeping.
 Each case runs the same events through two aggregates, one whose tables saw the maintenance and
 one whose tables did not (the reference), and compares what they committed: the windows emitted,
 the late records, the windows still open with their partial aggregates, and the watermark.
+
+The aggregates' first batches are the same in many cases: :class:`Scenes` runs them once per
+module (one worker: tests/conftest.py XDIST_GROUPS) and each test maintains and runs on on its
+own copy of the tables.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -62,29 +67,89 @@ def run(spark: Any, spec: WindowAggregateSpec, hours: int) -> Any:
     return run_window_batch(spark, spec, now=T0 + timedelta(hours=hours), run_id=f"r{hours}")
 
 
-def feed_and_run(
-    spark: Any,
-    root: Path,
-    maintain_upstream: Callable[[str], object] | None,
-    paused: list[list[dict[str, Any]]] = PAUSED,
-) -> tuple[WindowAggregateSpec, list[Any]]:
-    """Two batches, a pause over the upstream commits ``paused``, the upstream's maintenance
-    (None: none), then a batch over the pause and one more after a later commit."""
+class Scenes:
+    """Folders (upstream and aggregate tables, as ``make_spec(folder)`` names them) brought to a
+    state once per module by Spark batches, then copied whole for each test that starts there:
+    a test maintains and runs on its own copy, never on the prepared folder. Delta tables hold
+    relative paths and the aggregate's progress names its upstreams, not their folders, so a
+    copy is the same aggregate in another folder (``copy2`` keeps the log files' times)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.built: set[str] = set()
+
+    def copy(self, name: str, build: Callable[[Path], object], to: Path) -> WindowAggregateSpec:
+        """Scene ``name`` (``build(folder)`` makes it, the first time) copied into ``to`` (which
+        may exist, e.g. tmp_path); the spec of the copy."""
+        source = self.root / name
+        if name not in self.built:
+            try:
+                build(source)
+            except BaseException:
+                shutil.rmtree(source, ignore_errors=True)
+                raise
+            self.built.add(name)
+        shutil.copytree(source, to, dirs_exist_ok=True)
+        return make_spec(to)
+
+
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory: pytest.TempPathFactory) -> Scenes:
+    return Scenes(tmp_path_factory.mktemp("scenes"))
+
+
+def first_batch(spark: Any, root: Path) -> None:
+    """Batch 1 over BATCH_1, appended in one commit."""
+    append(root / "events", *BATCH_1)
+    run(spark, make_spec(root), 1)
+
+
+def two_batches(spark: Any, scenes: Scenes, root: Path) -> None:
+    """:func:`first_batch`, then batch 2 over BATCH_2 (its 21, 12:03, is late)."""
+    spec = scenes.copy("first_batch", lambda folder: first_batch(spark, folder), root)
+    append(root / "events", *BATCH_2)
+    run(spark, spec, 2)
+
+
+def before_the_pause(spark: Any, root: Path) -> None:
+    """Batch 1 over BATCH_1 in two upstream commits, batch 2 over BATCH_2."""
     spec = make_spec(root)
     upstream = root / "events"
     append(upstream, *BATCH_1[:5])
     append(upstream, *BATCH_1[5:])
-    results = [run(spark, spec, 1)]
+    run(spark, spec, 1)
     append(upstream, *BATCH_2)  # 21 (12:03) is late: kept by batch 2, read by version
-    results.append(run(spark, spec, 2))
+    run(spark, spec, 2)
+
+
+def feed_and_run(
+    spark: Any,
+    scenes: Scenes,
+    root: Path,
+    maintain_upstream: Callable[[str], object] | None,
+    paused: list[list[dict[str, Any]]] = PAUSED,
+) -> tuple[WindowAggregateSpec, list[Any]]:
+    """Two batches (:func:`before_the_pause`), a pause over the upstream commits ``paused``,
+    the upstream's maintenance (None: none), then a batch over the pause and one more after a
+    later commit; the results of those two batches."""
+    spec = scenes.copy("before_the_pause", lambda folder: before_the_pause(spark, folder), root)
+    upstream = root / "events"
     for rows in paused:
         append(upstream, *rows)
     if maintain_upstream is not None:
         maintain_upstream(str(upstream))
-    results.append(run(spark, spec, 3))
+    results = [run(spark, spec, 3)]
     append(upstream, *LATER)
     results.append(run(spark, spec, 4))
     return spec, results
+
+
+def reference_run(
+    spark: Any, scenes: Scenes, root: Path, name: str, paused: list[list[dict[str, Any]]]
+) -> WindowAggregateSpec:
+    """:func:`feed_and_run` without maintenance (the same for every case of a test: run once
+    per module as the scene ``name``), copied into ``root``."""
+    return scenes.copy(name, lambda folder: feed_and_run(spark, scenes, folder, None, paused), root)
 
 
 def optimize_and_vacuum(uri: str) -> None:
@@ -109,20 +174,19 @@ UPSTREAM_MAINTENANCE = {
 @pytest.mark.spark
 @pytest.mark.parametrize("maintain", UPSTREAM_MAINTENANCE.values(), ids=list(UPSTREAM_MAINTENANCE))
 def test_upstream_maintenance_leaves_every_window_aggregated_exactly_once(
-    spark: Any, tmp_path: Path, maintain: Callable[[str], object]
+    spark: Any, scenes: Scenes, tmp_path: Path, maintain: Callable[[str], object]
 ) -> None:
-    reference, _ = feed_and_run(spark, tmp_path / "reference", None)
-    spec, results = feed_and_run(spark, tmp_path / "maintained", maintain)
+    reference = reference_run(spark, scenes, tmp_path / "reference", "reference", PAUSED)
+    spec, (over_the_pause, after) = feed_and_run(spark, scenes, tmp_path / "maintained", maintain)
 
     assert committed(spec) == committed(reference)
     everything_fed = BATCH_1 + BATCH_2 + [e for rows in PAUSED for e in rows] + LATER
     assert committed(spec)["output"] == oracle(everything_fed, {21}, T0 + timedelta(minutes=80))
-    over_the_pause = results[2]
     assert over_the_pause.read_by == "event_time"
     assert over_the_pause.late_unidentified == 0
     assert "read by event time" in over_the_pause.reason
     assert "every row appended since is accounted for" in over_the_pause.reason
-    assert results[3].read_by == "versions"  # back to reading by version
+    assert after.read_by == "versions"  # back to reading by version
 
 
 def no_event_time(id_: int, user: int) -> dict[str, Any]:
@@ -147,18 +211,18 @@ def late_reasons(spec: WindowAggregateSpec) -> dict[int, str]:
 @pytest.mark.spark
 @pytest.mark.parametrize("maintain", UPSTREAM_MAINTENANCE.values(), ids=list(UPSTREAM_MAINTENANCE))
 def test_late_rows_appended_while_the_upstream_versions_were_gone_go_to_the_late_table(
-    spark: Any, tmp_path: Path, maintain: Callable[[str], object]
+    spark: Any, scenes: Scenes, tmp_path: Path, maintain: Callable[[str], object]
 ) -> None:
     """Read by event time, the batch counts each closed window's upstream rows against its
     output row (``_rows``) and the late table: the rows appended since into closed windows (and
     without an event time) are found and kept as late records, as the batch reading by version
     keeps them, exactly once (a later batch finds the counts balanced)."""
-    reference, _ = feed_and_run(spark, tmp_path / "reference", None, PAUSED_LATE)
-    spec, results = feed_and_run(spark, tmp_path / "maintained", maintain, PAUSED_LATE)
+    reference = reference_run(spark, scenes, tmp_path / "reference", "reference_late", PAUSED_LATE)
+    maintained = tmp_path / "maintained"
+    spec, (over_the_pause, after) = feed_and_run(spark, scenes, maintained, maintain, PAUSED_LATE)
 
     assert committed(spec) == committed(reference)
     assert committed(spec)["late"] == [21, 47, 48]  # each once, after the batch over the pause
-    over_the_pause = results[2]
     assert over_the_pause.read_by == "event_time" and over_the_pause.late_rows == 2
     assert (over_the_pause.late_recovered, over_the_pause.late_inferred) == (2, 0)
     assert over_the_pause.late_unidentified == 0
@@ -167,7 +231,7 @@ def test_late_rows_appended_while_the_upstream_versions_were_gone_go_to_the_late
     for id_ in (47, 48):  # the usual reason, then where the row was appended
         assert reasons[id_].startswith(expected[id_] + "; appended to ")
         assert "found by event time" in reasons[id_]
-    assert results[3].read_by == "versions" and results[3].late_rows == 0
+    assert after.read_by == "versions" and after.late_rows == 0
     output = DeltaTable(spec.output_uri).to_pyarrow_table(columns=["events", "_rows"])
     assert output["_rows"].to_pylist() == output["events"].to_pylist()  # count(*) per window
 
@@ -181,7 +245,7 @@ LOSING_THE_LOG = {
 @pytest.mark.spark
 @pytest.mark.parametrize("maintain", LOSING_THE_LOG.values(), ids=list(LOSING_THE_LOG))
 def test_a_late_row_into_a_window_with_emitted_rows_is_kept_once_its_identity_inferred(
-    spark: Any, tmp_path: Path, maintain: Callable[[str], object]
+    spark: Any, scenes: Scenes, tmp_path: Path, maintain: Callable[[str], object]
 ) -> None:
     """12:02 is appended while the upstream's versions are gone, into the window 12:00, which
     emitted 3 rows and whose late row 21 is kept already. Counting finds one row more than the
@@ -189,12 +253,8 @@ def test_a_late_row_into_a_window_with_emitted_rows_is_kept_once_its_identity_in
     the aggregate): a row alike the kept 21 is never taken again, and of the others the most
     recently written one is kept, its reason saying so. After a log cleanup alone that is the
     appended file's row; after OPTIMIZE the rows share one file."""
-    spec = make_spec(tmp_path)
+    spec = scenes.copy("two_batches", lambda root: two_batches(spark, scenes, root), tmp_path)
     upstream = tmp_path / "events"
-    append(upstream, *BATCH_1)
-    run(spark, spec, 1)
-    append(upstream, *BATCH_2)
-    run(spark, spec, 2)
     append(upstream, event(60, 35, 1))
     append(upstream, event(61, 2, 9))  # 12:02: its window was closed at 12:11
     maintain(str(upstream))
@@ -278,13 +338,11 @@ def test_with_two_inputs_one_lost_upstream_log_still_aggregates_every_window_onc
 
 @pytest.mark.spark
 def test_a_state_from_before_the_progress_file_is_read_from_its_commit_once(
-    spark: Any, tmp_path: Path
+    spark: Any, scenes: Scenes, tmp_path: Path
 ) -> None:
     """An aggregate whose progress is only in its state commit's metadata (as before any
     progress file) goes on from there, and its next read writes the file."""
-    spec = make_spec(tmp_path)
-    append(tmp_path / "events", *BATCH_1)
-    run(spark, spec, 1)
+    spec = scenes.copy("first_batch", lambda root: first_batch(spark, root), tmp_path)
     Path(spec.progress_uri).unlink()
     assert load_progress(spec).batch == 1
     append(tmp_path / "events", *BATCH_2)
@@ -296,7 +354,7 @@ def test_a_state_from_before_the_progress_file_is_read_from_its_commit_once(
 
 @pytest.mark.spark
 def test_a_lost_progress_names_its_recovery_and_the_rebuilt_aggregate_reads_a_cleaned_upstream(
-    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: Any, scenes: Scenes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A state table whose batch neither the state file nor the log records (a table from
     before the file, whose log was cleaned) stops with the one error and its command,
@@ -309,10 +367,8 @@ def test_a_lost_progress_names_its_recovery_and_the_rebuilt_aggregate_reads_a_cl
     from watermark_assets.cli import main
     from watermark_assets.exceptions import StateHistoryLostError
 
-    spec = make_spec(tmp_path)
+    spec = scenes.copy("first_batch", lambda root: first_batch(spark, root), tmp_path)
     upstream = tmp_path / "events"
-    append(upstream, *BATCH_1)
-    run(spark, spec, 1)
     Path(spec.progress_uri).unlink()  # as before the state file
     z_order_by_time(spec.state_uri)
     maintenance.checkpoint_and_clean(spec.state_uri)
@@ -360,7 +416,7 @@ OWN_MAINTENANCE = {
 @pytest.mark.spark
 @pytest.mark.parametrize("steps", OWN_MAINTENANCE.values(), ids=list(OWN_MAINTENANCE))
 def test_maintenance_of_the_aggregates_own_tables_breaks_neither_the_tick_nor_the_run(
-    spark: Any, tmp_path: Path, steps: tuple[Callable[[str], object], ...]
+    spark: Any, scenes: Scenes, tmp_path: Path, steps: tuple[Callable[[str], object], ...]
 ) -> None:
     from conftest import project_config
     from test_event_time_pipeline import pipelines
@@ -370,12 +426,8 @@ def test_maintenance_of_the_aggregates_own_tables_breaks_neither_the_tick_nor_th
     from watermark_assets.defs.event_time import decide_closing, event_time_partitions
     from watermark_assets.runs.event_engines import BatchEngine
 
-    spec = make_spec(tmp_path)
+    spec = scenes.copy("two_batches", lambda root: two_batches(spark, scenes, root), tmp_path)
     upstream = tmp_path / "events"
-    append(upstream, *BATCH_1)
-    run(spark, spec, 1)
-    append(upstream, *BATCH_2)
-    run(spark, spec, 2)
     before = committed(spec)
     maintain_own_tables(spec, *steps)
     assert committed(spec) == before  # the progress is read back after the maintenance
@@ -399,7 +451,7 @@ def test_maintenance_of_the_aggregates_own_tables_breaks_neither_the_tick_nor_th
 
 @pytest.mark.spark
 def test_a_batch_killed_after_its_output_commit_is_finished_once_that_commit_left_the_log(
-    spark: Any, tmp_path: Path
+    spark: Any, scenes: Scenes, tmp_path: Path
 ) -> None:
     """The plan of a batch in flight is written to the progress file before its output commit:
     a run killed after that commit is finished with the killed run's plan even when a
@@ -413,9 +465,7 @@ def test_a_batch_killed_after_its_output_commit_is_finished_once_that_commit_lef
     from watermark_assets.core.time.instant import to_millis
     from watermark_assets.runs.faults import CRASH_ENV_VAR
 
-    spec = make_spec(tmp_path)
-    append(tmp_path / "events", *BATCH_1)
-    run(spark, spec, 1)
+    spec = scenes.copy("first_batch", lambda root: first_batch(spark, root), tmp_path)
     append(tmp_path / "events", *BATCH_2)
     script = CRASH_SCRIPT.format(tests=str(Path(__file__).parent), root=str(tmp_path))
     env = {
@@ -512,7 +562,7 @@ def test_a_failed_range_run_gets_a_new_run_key_and_the_sensor_requests_it_again(
     ids=["killed after the late commit", "killed after the state commit, before the progress file"],
 )
 def test_a_batch_read_by_event_time_killed_after_its_late_commit_keeps_its_late_rows_once(
-    spark: Any, tmp_path: Path, crash_at: str
+    spark: Any, scenes: Scenes, tmp_path: Path, crash_at: str
 ) -> None:
     """SIGKILL between the late records found by counting and the progress save: the next run
     finishes the batch (or finds it done) and the late table holds each row once; the rows it
@@ -526,10 +576,8 @@ def test_a_batch_read_by_event_time_killed_after_its_late_commit_keeps_its_late_
 
     from watermark_assets.runs.faults import CRASH_ENV_VAR
 
-    spec = make_spec(tmp_path)
+    spec = scenes.copy("first_batch", lambda root: first_batch(spark, root), tmp_path)
     upstream = tmp_path / "events"
-    append(upstream, *BATCH_1)
-    run(spark, spec, 1)
     append(upstream, event(60, 30, 1))
     append(upstream, event(61, -3, 9), no_event_time(62, 4))  # 11:57 and no event time: late
     maintenance.checkpoint_and_clean(str(upstream))
