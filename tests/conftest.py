@@ -165,16 +165,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 #: Fixtures that start (or need) the shared Spark session: a test using one, even through another
-#: fixture, carries the ``spark`` marker, so that ``pytest -m "not spark"`` never starts a JVM.
+#: fixture, carries the ``spark`` marker, so that ``pytest -m "not spark"`` never starts a JVM
+#: (a ``slow`` test is marked too: its processes start their own).
 SPARK_FIXTURES = frozenset({"spark"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that uses a fixture of GROUP_OF_FIXTURE outside its group fails collection; a
-    test that uses a Spark fixture is marked ``spark``."""
+    test that uses a Spark fixture is marked ``spark``, and so is every ``slow`` test: it runs
+    whole processes or servers (``dagster dev``, the daemon, the CLI, a benchmark) whose runs
+    start a JVM of their own, which the fixture cannot see."""
     for item in items:
-        if SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if SPARK_FIXTURES & fixtures or item.get_closest_marker("slow") is not None:
             item.add_marker(pytest.mark.spark)
         for fixture, group in GROUP_OF_FIXTURE.items():
             if fixture in getattr(item, "fixturenames", ()) and xdist_group(item.nodeid) != group:

@@ -51,6 +51,9 @@ from watermark_assets.defs.run_tags import (
     pipeline_partition_tags,
 )
 
+#: the daemon, the webserver and their runs: whole processes (Spark in each run)
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTED_YAML = REPO_ROOT / "docs" / "dagster-postgres.yaml"
 BIN = Path(sys.executable).parent

@@ -284,6 +284,7 @@ def test_the_streaming_engine_is_refused_under_spark_connect(tmp_path: Path) -> 
     assert "use engine: batch" in str(caught.value)
 
 
+@pytest.mark.spark  # a JVM in a subprocess
 def test_delta_spark_jars_that_cannot_be_fetched_fail_fast_with_the_fix(tmp_path: Path) -> None:
     """No Maven Central here: the package resolution fails (an Ivy repository on a closed
     port), and the error names the package, where it looked and the local-jar fix."""
