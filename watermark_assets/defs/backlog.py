@@ -14,9 +14,9 @@ from typing import Any
 
 from dagster import MetadataValue
 
+from watermark_assets import vocabulary as v
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.path import name_time, split_path
-from watermark_assets.defs.partition_truth import iso_utc
 from watermark_assets.sources.file_discovery import FileGroups
 
 
@@ -36,16 +36,14 @@ class Backlog:
 
     def metadata(self, now: datetime) -> dict[str, Any]:
         entries: dict[str, Any] = {
-            "backlog/files_pending": MetadataValue.int(self.files),
-            "backlog/bytes_pending": MetadataValue.int(self.bytes),
-            "backlog/oldest_pending_age_seconds": MetadataValue.float(
-                round(self.age_seconds(now), 3)
-            ),
-            "backlog/listing_capped": MetadataValue.bool(self.capped),
+            v.BACKLOG_FILES_PENDING: MetadataValue.int(self.files),
+            v.BACKLOG_BYTES_PENDING: MetadataValue.int(self.bytes),
+            **v.duration_entries(v.BACKLOG_OLDEST_PENDING_AGE, self.age_seconds(now)),
+            v.BACKLOG_LISTING_CAPPED: MetadataValue.bool(self.capped),
         }
         if self.oldest is not None:
-            entries["backlog/oldest_pending_time"] = MetadataValue.text(iso_utc(self.oldest))
-            entries["backlog/oldest_pending_file"] = MetadataValue.text(self.oldest_file or "")
+            entries[v.BACKLOG_OLDEST_PENDING_TIME] = MetadataValue.text(v.time_text(self.oldest))
+            entries[v.BACKLOG_OLDEST_PENDING_FILE] = MetadataValue.text(self.oldest_file or "")
         return entries
 
 
