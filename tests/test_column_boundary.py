@@ -31,6 +31,7 @@ from test_column_exactly_once_sources import orders_api  # noqa: F401 (a fixture
 from test_column_pipeline_sources import PG_SERVER, OrdersApi, http_source, run
 
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
+from watermark_assets.vocabulary import time_text
 
 BASE = datetime(2026, 4, 3, 9, 0, tzinfo=timezone.utc)
 T = BASE + timedelta(minutes=5)  # the boundary value of every case
@@ -241,13 +242,13 @@ def test_rows_inserted_later_at_the_committed_value_arrive_once(
     source.put(*(row(i, T) for i in range(3, 6)))
     first = scene.run()
     assert first["rows/read"] == 6
-    assert first["watermark/after"] == f"updated_at={T.isoformat()}"
+    assert first["watermark/after"] == f"updated_at={time_text(T)}"
 
     source.put(*(row(i, T) for i in range(6, 11)))  # 5 rows at exactly the watermark's value
     second = scene.run()
     assert second["rows/read"] == 5
     assert second["rows/boundary_reread"] == 3
-    assert second["watermark/after"] == f"updated_at={T.isoformat()}"
+    assert second["watermark/after"] == f"updated_at={time_text(T)}"
     assert scene.target() == ordered(source.history)
 
     third = scene.run()
@@ -273,14 +274,14 @@ def test_a_smaller_id_and_an_update_at_the_tuple_watermarks_time_arrive_once(
     scene = Scene(tmp_path, source, {"columns": ["updated_at", "id"]})
     source.put(*(row(i, BASE) for i in range(10, 15)), *(row(i, T) for i in range(15, 20)))
     first = scene.run()
-    assert first["watermark/after"] == f"updated_at={T.isoformat()}, id=19"
+    assert first["watermark/after"] == f"updated_at={time_text(T)}, id=19"
 
     # Committed later at the watermark's updated_at: a smaller id, and an update of id 17.
     source.put(row(3, T), row(17, T, -17.0))
     second = scene.run()
     assert second["rows/read"] == 2
     assert second["rows/boundary_reread"] == 4  # ids 15, 16, 18, 19 as committed
-    assert second["watermark/after"] == f"updated_at={T.isoformat()}, id=19"
+    assert second["watermark/after"] == f"updated_at={time_text(T)}, id=19"
     assert scene.target() == ordered(source.history)  # an append keeps both versions of 17
 
     third = scene.run()
@@ -316,7 +317,7 @@ def test_a_tuple_watermark_read_from_behind_runs_again_on_jdbc_and_http(
 
     source.put(row(2, T, -2.0), row(6, T))  # a change and a new row
     second = scene.run()
-    assert second["watermark/after"] == f"updated_at={T.isoformat()}, id=6"
+    assert second["watermark/after"] == f"updated_at={time_text(T)}, id=6"
     assert second["read/predicate"].startswith("`updated_at` >= ")
     current = sorted(source.current.values())
     replaced_only = "replace_by_watermark" in more.get("destination", {}) and not lookback

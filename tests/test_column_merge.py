@@ -162,7 +162,7 @@ def test_rows_of_one_key_read_together_keep_the_greatest_watermark(tmp_path: Pat
     first = metadata(result)
 
     assert (first["rows/read"], first["rows/deduplicated"], first["rows/committed"]) == (5, 2, 3)
-    assert first["watermark/after"] == "updated_at=2026-04-03T10:00:00+00:00, id=1"
+    assert first["watermark/after"] == "updated_at=2026-04-03T10:00:00Z, id=1"
     assert checks_passed(result) == CHECKS_PASS
     assert [(r["id"], r["amount"]) for r in scene.target_rows()] == [(1, 2.0), (2, 7.0), (3, 3.0)]
 

@@ -131,7 +131,7 @@ def test_a_jdbc_pipeline_reads_everything_then_only_the_rows_changed_in_postgres
         first = run(config, "orders_pg")
         assert first["rows/read"] == ROWS
         assert first["read/pushed_down"] == "TRUE"
-        assert first["watermark/after"] == "updated_at=2026-04-03T09:09:00+00:00, id=39"
+        assert first["watermark/after"] == "updated_at=2026-04-03T09:09:00Z, id=39"
 
         update_three_orders(database)
         second = run(config, "orders_pg")
@@ -139,7 +139,7 @@ def test_a_jdbc_pipeline_reads_everything_then_only_the_rows_changed_in_postgres
     assert second["rows/read"] == 3
     assert second["rows/committed"] == 3
     assert second["watermark/before"] == first["watermark/after"]
-    assert second["watermark/after"] == "updated_at=2026-04-03T10:00:00+00:00, id=25"
+    assert second["watermark/after"] == "updated_at=2026-04-03T10:00:00Z, id=25"
     # The predicate reached the database as a WHERE clause, from the boundary value on: its 4
     # rows committed by the first run (ids 36-39) were dropped by their hashes.
     assert second["read/pushed_down"] == "\"updated_at\" >= TIMESTAMPTZ '2026-04-03 09:09:00+00:00'"
@@ -387,7 +387,7 @@ def test_an_http_api_pipeline_reads_everything_then_only_the_changed_records(
     first = run(config, "orders_api")
     assert first["rows/read"] == 25
     assert first["read/pushed_down"] == "query: (no parameter)"
-    assert first["watermark/after"] == "updated_at=2026-04-03T09:04:00+00:00, id=24"
+    assert first["watermark/after"] == "updated_at=2026-04-03T09:04:00Z, id=24"
     assert [r.get("page") for r in api.requests] == ["1", "2", "3"]
 
     api.requests.clear()
@@ -397,12 +397,12 @@ def test_an_http_api_pipeline_reads_everything_then_only_the_changed_records(
     assert second["rows/read"] == 2
     assert second["rows/committed"] == 2
     assert second["watermark/before"] == first["watermark/after"]
-    assert second["watermark/after"] == "updated_at=2026-04-03T10:00:00+00:00, id=11"
+    assert second["watermark/after"] == "updated_at=2026-04-03T10:00:00Z, id=11"
     # The watermark went into the request; the API sent 7 records (>= is its filter), the exact
     # predicate kept the 2 above the watermark.
     assert second["read/pushed_down"] == "query: updated_since=2026-04-03T09:04:00+00:00"
     assert api.requests == [
         {"updated_since": "2026-04-03T09:04:00+00:00", "page": "1", "per_page": "10"}
     ]
-    assert second["read/details"]["records_received"] == "7"
+    assert second["read/details"]["records_received"] == 7
     assert target_ids(table_uri) == sorted([*range(25), 2, 11])

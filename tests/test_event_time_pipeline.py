@@ -150,14 +150,14 @@ def test_the_sensor_materializes_a_partition_once_the_watermark_passes_its_end(
     (materialization,) = result.asset_materializations_for_node("events_5min")
     metadata = {k: v.value for k, v in materialization.metadata.items()}
     assert (
-        metadata["event_time/watermark"]
+        metadata["watermark/after_time"]
         == datetime(2024, 1, 30, 13, 5, tzinfo=timezone.utc).timestamp()
     )
     # windows with rows only, as Spark: 12:00, 12:20, 12:40 and 13:00 (its end 13:05 is reached)
     assert metadata["event_time/windows_emitted"] == 4
     assert metadata["event_time/late_records"] == 0 and metadata["rows/read"] == 6
     assert metadata["event_time/local_watermarks"] == {  # the upstream is partitioned by day
-        "events": {"event_date=2024-01-30": "2024-01-30T13:05:00.000Z"}
+        "events": {"event_date=2024-01-30": "2024-01-30T13:05:00Z"}
     }
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {"late_records": True, "watermark_never_moves_backwards": True}
@@ -230,9 +230,9 @@ def still_open(first: str, end: str, windows: int) -> dict[str, Any]:
     upstream_at = datetime.fromisoformat(end) + timedelta(minutes=10)
     return {
         "windows_open": windows,
-        "open_windows": [f"2024-01-30T{first}:00.000Z", f"{end}:00.000Z"],
-        "closes_when_watermark_reaches": f"{end}:00.000Z",
-        "closes_with_upstream_events_at": f"{upstream_at:%Y-%m-%dT%H:%M}:00.000Z",
+        "open_windows": [f"2024-01-30T{first}:00Z", f"{end}:00Z"],
+        "closes_when_watermark_reaches": f"{end}:00Z",
+        "closes_with_upstream_events_at": f"{upstream_at:%Y-%m-%dT%H:%M}:00Z",
     }
 
 

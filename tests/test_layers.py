@@ -71,6 +71,20 @@ RULES = [
         "the names on disk are pure: the standard library and watermark_assets.core only",
     ),
     (
+        "vocabulary.py",
+        (
+            "watermark_assets.runs",
+            "watermark_assets.defs",
+            "watermark_assets.sources",
+            "watermark_assets.state",
+            "watermark_assets.delta",
+            "watermark_assets.spark",
+            "watermark_assets.config",
+            "watermark_assets.providers",
+        ),
+        "the vocabulary is pure: the standard library, Dagster's metadata values and the core",
+    ),
+    (
         "staging.py",
         ("watermark_assets.runs", "watermark_assets.defs", "watermark_assets.sources", "dagster"),
         "staging sits below runs and sources",

@@ -488,13 +488,13 @@ def test_the_seeds_daily_example_first_run_then_grace_3(spark: Any, tmp_path: Pa
     # Dagster's current partition 2020-01-15 starts exactly at to: an empty window, skipped.
     first = scene.run("2020-01-01", "2020-01-15")
 
-    assert first["time/skipped_keys"] == ["2020-01-15"]
+    assert first["partitions/skipped"] == ["2020-01-15"]
     assert first["delta/versions"] == [0], "one commit for the whole range"
     assert first["rows/read"] == 14 and first["rows/committed"] == 14
-    assert first["time/cut_off"] == "2020-01-01T00:00Z (first run: from)"
-    assert first["time/highest_watermark"] == "2020-01-15T00:00Z"
-    assert first["time/windows"]["2020-01-14T00:00:00.000Z"]["high_watermark"] == (
-        "2020-01-15T00:00:00.000Z"
+    assert first["cut_off"] == "2020-01-01T00:00:00Z (first run: from)"
+    assert first["watermark/after"] == "2020-01-15T00:00:00Z"
+    assert first["time/windows"]["2020-01-14T00:00:00Z"]["high_watermark"] == (
+        "2020-01-15T00:00:00Z"
     )
     # each partition says where its own window stands (the grace period re-reads 01-12..01-14)
     said = own(scene.last)
@@ -556,8 +556,8 @@ def test_the_seeds_daily_example_first_run_then_grace_3(spark: Any, tmp_path: Pa
     # Running them re-reads 01-12..01-14 and adds 01-15; the next tick waits for the next day.
     rerun = scene.run("2020-01-12", "2020-01-15")
     assert rerun["rows/read"] == 4 and rerun["rows/removed"] == 3
-    assert rerun["time/cut_off"] == (
-        "2020-01-12T00:00Z (highest watermark 2020-01-15 + abstinent 0d - grace 3d)"
+    assert rerun["cut_off"] == (
+        "2020-01-12T00:00:00Z (highest watermark 2020-01-15T00:00:00Z + abstinent 0d - grace 3d)"
     )
     assert scene.ids() == list(range(1, 16))
     # The cut-off moved to 2020-01-13: the grace windows are due again, under new run keys; a
@@ -597,8 +597,8 @@ def test_re_running_a_partition_any_number_of_times_leaves_the_table_unchanged(
         assert scene.ids() == before, "no duplicates"
         assert again["delta/versions"] == [version + attempt], "one commit per run"
         assert again["rows/read"] == 2 and again["rows/removed"] == 2
-        assert again["time/window"] == ["2020-01-05T00:00:00.000Z", "2020-01-06T00:00:00.000Z"]
-        assert again["time/high_watermark"] == "2020-01-06T00:00:00.000Z"
+        assert again["replace/window"] == "[2020-01-05T00:00:00Z, 2020-01-06T00:00:00Z)"
+        assert again["replace/high_watermark"] == "2020-01-06T00:00:00Z"
     window = TimeWindow(day("2020-01-05"), day("2020-01-06"))
     committer = DeltaCommitter(scene.table)
     assert committer.transaction_version(window_app_id("orders", window)) == 4
@@ -780,7 +780,7 @@ def test_an_empty_first_window_creates_the_table_and_is_not_run_again(
 
     assert first["rows/read"] == 0 and first["rows/committed"] == 0
     assert first["delta/versions"] == [0], "the window's one commit creates the table"
-    assert first["time/high_watermark"] == "2020-01-02T00:00:00.000Z"
+    assert first["replace/high_watermark"] == "2020-01-02T00:00:00Z"
     table = DeltaTable(scene.table)
     assert sorted(table.schema().to_arrow().names) == ["amount", "id", "updated_at"]
     assert table.metadata().partition_columns == partition_by
@@ -816,7 +816,7 @@ def test_rows_deleted_at_the_source_inside_a_re_run_window_leave_the_target(
     assert scene.ids() == [4]
     assert rerun["rows/read"] == 0 and rerun["rows/removed"] == 1
     assert len(rerun["delta/versions"]) == 1
-    assert rerun["time/high_watermark"] == "2020-01-04T00:00:00.000Z"
+    assert rerun["replace/high_watermark"] == "2020-01-04T00:00:00Z"
 
 
 @pytest.mark.spark
@@ -843,18 +843,18 @@ def test_the_seeds_monthly_partial_partition_grows_on_the_next_days_run(
 
     # The seed's [2019-01-01, 2019-01-31) names days: in instants the window is [2019-01-01,
     # 2019-02-01) and its high watermark, its end, is 2019-02-01T00:00 (closed-open windows).
-    assert january["time/window"] == ["2019-01-01T00:00:00.000Z", "2019-02-01T00:00:00.000Z"]
-    assert january["time/high_watermark"] == "2019-02-01T00:00:00.000Z"
+    assert january["replace/window"] == "[2019-01-01T00:00:00Z, 2019-02-01T00:00:00Z)"
+    assert january["replace/high_watermark"] == "2019-02-01T00:00:00Z"
     grace = decide_tick(scene.variant(grace_days=3), day("2020-02-21T10:00"))
     assert grace.due.cut_off.at == day("2020-02-18"), "the largest high watermark 02-21 - 3d"
-    assert first["time/window"] == ["2020-02-01T00:00:00.000Z", "2020-02-21T00:00:00.000Z"]
-    assert first["time/high_watermark"] == "2020-02-21T00:00:00.000Z"
+    assert first["replace/window"] == "[2020-02-01T00:00:00Z, 2020-02-21T00:00:00Z)"
+    assert first["replace/high_watermark"] == "2020-02-21T00:00:00Z"
     assert scene.ids() == [0, 2, 3]
 
     second = scene.at("2020-02-22T10:00").run("2020-02-01")
 
-    assert second["time/window"] == ["2020-02-01T00:00:00.000Z", "2020-02-22T00:00:00.000Z"]
-    assert second["time/high_watermark"] == "2020-02-22T00:00:00.000Z"
+    assert second["replace/window"] == "[2020-02-01T00:00:00Z, 2020-02-22T00:00:00Z)"
+    assert second["replace/high_watermark"] == "2020-02-22T00:00:00Z"
     assert second["rows/read"] == 3 and second["rows/removed"] == 2
     assert scene.ids() == [0, 2, 3, 4]
     later_windows = list(windows(spec, day("2020-02-22T10:00")))
@@ -870,7 +870,7 @@ def test_the_seeds_abstinent_example_unpartitioned(spark: Any, tmp_path: Path) -
     scene = TimeScene(tmp_path, "2020-01-15", to="P0D", partition="none")
     scene.orders.put(*DAILY_ORDERS)
     first = scene.run_unpartitioned()
-    assert first["time/window"] == ["2020-01-01T00:00:00.000Z", "2020-01-15T00:00:00.000Z"]
+    assert first["replace/window"] == "[2020-01-01T00:00:00Z, 2020-01-15T00:00:00Z)"
     assert scene.ids() == list(range(1, 15))
 
     cases = {
@@ -891,7 +891,7 @@ def test_the_seeds_abstinent_example_unpartitioned(spark: Any, tmp_path: Path) -
     )
 
     second = scene.at("2020-01-16").run_unpartitioned()  # abstinent 0: [01-15, 01-16)
-    assert second["time/window"] == ["2020-01-15T00:00:00.000Z", "2020-01-16T00:00:00.000Z"]
+    assert second["replace/window"] == "[2020-01-15T00:00:00Z, 2020-01-16T00:00:00Z)"
     assert scene.ids() == list(range(1, 16))
     # One entry: the one window [from, to), whose high watermark is the last run's to.
     watermark, _ = load_time_watermark(scene.pipeline)
@@ -908,7 +908,7 @@ def test_a_from_counted_back_from_now_moves_with_it_when_unpartitioned(
     scene = TimeScene(tmp_path, "2020-01-15", to="P0D", partition="none", **{"from": "P7D"})
     scene.orders.put(*DAILY_ORDERS)
     first = scene.run_unpartitioned()
-    assert first["time/window"] == ["2020-01-08T00:00:00.000Z", "2020-01-15T00:00:00.000Z"]
+    assert first["replace/window"] == "[2020-01-08T00:00:00Z, 2020-01-15T00:00:00Z)"
     assert scene.ids() == list(range(8, 15))
 
     tick = decide_tick(scene.pipeline, day("2020-01-17"))
@@ -916,7 +916,7 @@ def test_a_from_counted_back_from_now_moves_with_it_when_unpartitioned(
         day("2020-01-15"), day("2020-01-17")
     )
     second = scene.at("2020-01-17").run_unpartitioned()
-    assert second["time/window"] == ["2020-01-15T00:00:00.000Z", "2020-01-17T00:00:00.000Z"]
+    assert second["replace/window"] == "[2020-01-15T00:00:00Z, 2020-01-17T00:00:00Z)"
     assert scene.ids() == list(range(8, 17))
 
 
@@ -1002,7 +1002,7 @@ def test_the_seeds_abstinent_7_over_a_server_keeping_7_days_of_daily_files(
         server.fetched.clear()
         metadata = meta(job.execute_in_process(instance=instance, partition_key=key))
         downloads[today] = list(server.fetched)
-        assert metadata["time/windows"][f"{today}T00:00:00.000Z"]["pushed_down"] == (
+        assert metadata["time/windows"][f"{today}T00:00:00Z"]["pushed_down"] == (
             f"query: since={today}T00:00:00+00:00, until={today}T12:00:00+00:00"
         )
 

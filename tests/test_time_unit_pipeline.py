@@ -405,14 +405,14 @@ def test_cells_run_independently_and_a_grace_re_run_of_one_unit_never_touches_an
 
     assert first["delta/versions"] == [0], "one commit replaces the run's four cells"
     assert scene.target() == [("a", n) for n in (10, 11, 20, 21, 30, 31, 40, 41)]
-    assert list(first["time_unit/cells"]) == [f"2024-01-0{d}T00:00:00.000Z|a" for d in range(1, 5)]
-    cell = first["time_unit/cells"]["2024-01-02T00:00:00.000Z|a"]
-    assert cell["high_watermark"] == "2024-01-03T00:00:00.000Z"
+    assert list(first["time_unit/cells"]) == [f"2024-01-0{d}T00:00:00Z|a" for d in range(1, 5)]
+    cell = first["time_unit/cells"]["2024-01-02T00:00:00Z|a"]
+    assert cell["high_watermark"] == "2024-01-03T00:00:00Z"
     assert cell["pushed_down"] == (
         "`answered_at` >= TIMESTAMP '2024-01-02 00:00:00+00:00' AND `answered_at` < "
         "TIMESTAMP '2024-01-03 00:00:00+00:00' AND `survey_id` = 'a'"
     )
-    assert first["time_unit/cut_off"] == {"a": "2024-01-01T00:00Z (first run: from)"}
+    assert first["cut_off"] == {"a": "2024-01-01T00:00:00Z (first run: from)"}
     committer = DeltaCommitter(scene.table)
     commit = committer.read_commit(0)
     app_ids = [f"watermark_assets/answers/a/time/2024-01-0{d}T00:00:00.000Z" for d in range(1, 5)]
@@ -500,8 +500,8 @@ def test_an_empty_cell_still_commits_and_removes_rows_deleted_at_the_source(
     assert scene.target() == [("b", 20), ("b", 21)]
     assert emptied["rows/read"] == 0 and emptied["rows/removed"] == 2
     assert len(emptied["delta/versions"]) == 1
-    cell = emptied["time_unit/cells"]["2024-01-02T00:00:00.000Z|a"]
-    assert cell["high_watermark"] == "2024-01-03T00:00:00.000Z"
+    cell = emptied["time_unit/cells"]["2024-01-02T00:00:00Z|a"]
+    assert cell["high_watermark"] == "2024-01-03T00:00:00Z"
 
 
 NO_JDBC = "the PostgreSQL JDBC driver is missing: run `make jdbc`"
@@ -538,7 +538,7 @@ def test_a_cell_is_pushed_to_every_source_type(tmp_path: Path, source: Source) -
     source.put(*ANSWERS)
     metadata = scene.run("2024-01-02|a")
     assert scene.target() == [("a", 20), ("a", 21)]
-    cell = metadata["time_unit/cells"]["2024-01-02T00:00:00.000Z|a"]
+    cell = metadata["time_unit/cells"]["2024-01-02T00:00:00Z|a"]
     assert cell["pushed_down"] == PUSHED[source.kind]
     if source.api is not None:  # the unit reached the API: a parameter, or in the path
         (path,) = source.api.requests
@@ -586,7 +586,7 @@ def test_a_backfill_of_one_unit_over_thirty_days_is_one_run_of_one_commit(
     )
     assert metadata["delta/versions"] == [0]
     assert scene.target() == [("a", d) for d in range(1, 31)]
-    assert metadata["time_unit/highest_watermark"] == {"a": "2024-01-31T00:00Z"}
+    assert metadata["watermark/after"] == {"a": "2024-01-31T00:00:00Z"}
     # the first cell's materialization states its own window, not the run's last
     (record,) = scene.instance.fetch_materializations(
         AssetRecordsFilter(asset_key=AssetKey("answers"), asset_partitions=["2024-01-01|a"]),

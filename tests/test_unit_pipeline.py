@@ -55,6 +55,7 @@ from watermark_assets.runs.unit import (
     unit_watermark_key,
 )
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
+from watermark_assets.vocabulary import time_text
 
 NOW = datetime(2026, 4, 3, 12, 0, tzinfo=timezone.utc)
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
@@ -396,7 +397,7 @@ def test_a_units_run_replaces_only_that_units_rows_and_a_re_run_changes_nothing(
     assert scene.target() == source.of("id2")
     meta = metadata(first)
     assert (meta["unit/id"], meta["rows/read"], meta["rows/committed"]) == ("id2", 2, 2)
-    assert meta["unit/done_at_before"] == "(first run)"
+    assert meta["watermark/before"] == "(first run)"
     assert meta["read/predicate"] == "`survey_id` = 'id2'"
     assert meta["read/pushed_down"] == SOURCE_KINDS[source.kind]
     if source.api is not None:  # the unit reached the API: only id2's answers were sent
@@ -414,14 +415,14 @@ def test_a_units_run_replaces_only_that_units_rows_and_a_re_run_changes_nothing(
     assert scene.target("id3") == []
     meta = metadata(second)
     assert (meta["rows/read"], meta["rows/committed"], meta["rows/removed"]) == (2, 2, 2)
-    assert meta["unit/done_at_before"] == NOW.isoformat()
+    assert meta["watermark/before"] == time_text(NOW)
 
     table_before, version_before = scene.target(), scene.version()
     scene.now = NOW + timedelta(hours=1)
     again = scene.run("id2")
     assert scene.target() == table_before  # re-running leaves the table unchanged
     assert scene.version() == (version_before or 0) + 1  # in exactly one commit
-    assert metadata(again)["unit/done_at"] == scene.now.isoformat()
+    assert metadata(again)["watermark/after"] == time_text(scene.now)
     committer = DeltaCommitter(scene.table)
     assert committer.transaction_version(unit_app_id("answers", "id2")) == 3
     assert committer.transaction_version(unit_app_id("answers", "id1")) == 1

@@ -292,16 +292,18 @@ class ColumnStep:
 
 
 def _column_step(pipeline: str, number: int, result: Any) -> ColumnStep:
+    from watermark_assets import vocabulary as vocab
+
     (materialization,) = result.asset_materializations_for_node(pipeline)
     meta = {key: value.value for key, value in materialization.metadata.items()}
-    before = str(meta.get("watermark/before", "-"))
+    before = str(meta.get(vocab.WATERMARK_BEFORE, "-"))
     if number == 2:
         step = "step 2 (incremental: the changed rows)"
     elif before.startswith("(empty"):
         step = "step 1 (initial load)"
     else:
         step = "step 1 (what changed since the watermark)"
-    details = meta.get("read/details") or {}
+    details = meta.get(vocab.READ_DETAILS) or {}
     extra = ""
     if "files_skipped_by_statistics" in details:
         extra = (
@@ -313,10 +315,10 @@ def _column_step(pipeline: str, number: int, result: Any) -> ColumnStep:
     return ColumnStep(
         pipeline=pipeline,
         step=step,
-        rows_read=int(meta.get("rows/read", 0)),
+        rows_read=int(meta.get(vocab.ROWS_READ, 0)),
         before=before,
-        after=str(meta.get("watermark/after", "-")),
-        pushed_down=str(meta.get("read/pushed_down", "-")),
+        after=str(meta.get(vocab.WATERMARK_AFTER, "-")),
+        pushed_down=str(meta.get(vocab.READ_PUSHED_DOWN, "-")),
         details=extra,
     )
 
@@ -436,13 +438,15 @@ def _run_partition(
     )
     said = ""
     if result.success:
+        from watermark_assets import vocabulary as vocab
+
         (materialization, *_) = result.asset_materializations_for_node(pipeline)
         meta = {k: v.value for k, v in materialization.metadata.items()}
         said = f"{meta.get('rows/read', 0)} rows read, {meta.get('rows/committed', 0)} committed"
-        if "time/high_watermark" in meta:
-            said += f", high watermark {meta['time/high_watermark']}"
-        if "unit/done_at" in meta:
-            said += f", done at {meta['unit/done_at']}"
+        if vocab.REPLACE_HIGH_WATERMARK in meta:
+            said += f", high watermark {meta[vocab.REPLACE_HIGH_WATERMARK]}"
+        if vocab.UNIT_ID in meta or vocab.UNIT_IDS in meta:
+            said += f", done at {meta[vocab.WATERMARK_AFTER]}"
         if "event_time/windows_emitted" in meta:
             said = (
                 f"{meta['rows/read']} rows read, {meta['event_time/windows_emitted']} windows "

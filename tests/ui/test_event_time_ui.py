@@ -107,7 +107,7 @@ def test_the_aggregates_partitions_show_the_watermark_and_the_late_count(
     assert latest["partition"] == "2024-01-30-13:00"
     metadata = latest["metadata"]
     assert metadata["event_time/late_records"] == 1  # 12:07, after the watermark reached 13:00
-    assert {"event_time/watermark", "event_time/lag_seconds"} <= set(metadata)
+    assert {"watermark/after_time", "lag/seconds"} <= set(metadata)
 
     dev.graphql("mutation { setNuxSeen }")
     context = browser.new_context(viewport=TALL, base_url=dev.url)
@@ -121,7 +121,7 @@ def test_the_aggregates_partitions_show_the_watermark_and_the_late_count(
         expect(page.get_by_text("Materialized (2)").first).to_be_visible()
         page.get_by_text("2024-01-30-13:00").first.click()
         expect(page.get_by_text("event_time/late_records").first).to_be_visible()
-        expect(page.get_by_text("event_time/watermark").first).to_be_visible()
+        expect(page.get_by_text("watermark/after_time").first).to_be_visible()
         screenshot(page, "event-time-partitions.png")
     finally:
         context.close()

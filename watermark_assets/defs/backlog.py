@@ -14,18 +14,17 @@ from typing import Any
 
 from dagster import MetadataValue
 
+from watermark_assets import vocabulary as v
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.path import name_time, split_path
-from watermark_assets.defs.partition_truth import iso_utc
 from watermark_assets.sources.file_discovery import FileGroups
 
-#: the backlog's metadata keys (on the sensor's observation of the asset)
-FILES_PENDING = "backlog/files_pending"
-BYTES_PENDING = "backlog/bytes_pending"
-OLDEST_PENDING_AGE = "backlog/oldest_pending_age_seconds"
-OLDEST_PENDING_TIME = "backlog/oldest_pending_time"
-OLDEST_PENDING_FILE = "backlog/oldest_pending_file"
-LISTING_CAPPED = "backlog/listing_capped"
+#: the backlog's metadata keys (on the sensor's observation of the asset) that
+#: ``defs/backlog_check.py`` reads back
+FILES_PENDING = v.BACKLOG_FILES_PENDING
+BYTES_PENDING = v.BACKLOG_BYTES_PENDING
+OLDEST_PENDING_TIME = v.BACKLOG_OLDEST_PENDING_TIME
+LISTING_CAPPED = v.BACKLOG_LISTING_CAPPED
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,14 +43,14 @@ class Backlog:
 
     def metadata(self, now: datetime) -> dict[str, Any]:
         entries: dict[str, Any] = {
-            FILES_PENDING: MetadataValue.int(self.files),
-            BYTES_PENDING: MetadataValue.int(self.bytes),
-            OLDEST_PENDING_AGE: MetadataValue.float(round(self.age_seconds(now), 3)),
-            LISTING_CAPPED: MetadataValue.bool(self.capped),
+            v.BACKLOG_FILES_PENDING: MetadataValue.int(self.files),
+            v.BACKLOG_BYTES_PENDING: MetadataValue.int(self.bytes),
+            **v.duration_entries(v.BACKLOG_OLDEST_PENDING_AGE, self.age_seconds(now)),
+            v.BACKLOG_LISTING_CAPPED: MetadataValue.bool(self.capped),
         }
         if self.oldest is not None:
-            entries[OLDEST_PENDING_TIME] = MetadataValue.text(iso_utc(self.oldest))
-            entries[OLDEST_PENDING_FILE] = MetadataValue.text(self.oldest_file or "")
+            entries[v.BACKLOG_OLDEST_PENDING_TIME] = MetadataValue.text(v.time_text(self.oldest))
+            entries[v.BACKLOG_OLDEST_PENDING_FILE] = MetadataValue.text(self.oldest_file or "")
         return entries
 
 

@@ -52,6 +52,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from watermark_assets import names, storage
+from watermark_assets import vocabulary as v
 from watermark_assets.config import EventTimePipelineConfig, ProjectConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.event_time import (
@@ -62,7 +63,7 @@ from watermark_assets.core.event_time import (
     WatermarkTracker,
     format_duration_ms,
 )
-from watermark_assets.core.time.instant import format_millis, from_millis, to_millis
+from watermark_assets.core.time.instant import from_millis, to_millis
 from watermark_assets.defs.assets import PIPELINE_TAG
 from watermark_assets.defs.backlog_check import backlog_check_spec, backlog_verdict
 from watermark_assets.defs.partition_truth import (
@@ -79,6 +80,7 @@ from watermark_assets.defs.time import failed_attempts
 from watermark_assets.runs.event_engines import BatchEngine, StreamEngine, WindowEngine, WindowRun
 from watermark_assets.runs.event_stream import StreamSpec
 from watermark_assets.runs.event_window import WindowAggregateSpec
+from watermark_assets.vocabulary import millis_text
 
 GROUP_NAME = "watermark_event_time"
 #: The tag of a sensor's run: the range it closes (a failed run's range is requested again).
@@ -158,45 +160,50 @@ def closed_through(spec: WindowAggregateSpec, watermark_ms: int) -> int:
 def result_metadata(spec: WindowAggregateSpec, run: WindowRun, now: datetime) -> dict[str, Any]:
     after = run.watermark_after
     metadata: dict[str, Any] = {
-        "event_time/engine": run.engine,
-        "event_time/watermark": MetadataValue.timestamp(from_millis(after.watermark_ms)),
-        "event_time/watermark_before": format_millis(run.watermark_before.watermark_ms),
-        "event_time/lag_seconds": MetadataValue.float(
-            round((to_millis(now) - after.watermark_ms) / 1000, 3)
-        ),
-        "event_time/windows_emitted": run.windows_emitted,
-        "event_time/late_records": run.late_records,
-        "event_time/late_records_kept": run.late_kept,
-        "event_time/explain": run.reason,
-        "rows/read": run.rows_read,
-        "dagster/uri": spec.output_uri,
-        **run.details,
+        v.EVENT_TIME_ENGINE: run.engine,
+        v.WATERMARK_BEFORE: millis_text(run.watermark_before.watermark_ms),
+        **v.time_entries(v.WATERMARK_AFTER, from_millis(after.watermark_ms)),
+        **v.duration_entries(v.LAG, (to_millis(now) - after.watermark_ms) / 1000),
+        v.EVENT_TIME_WINDOWS_EMITTED: run.windows_emitted,
+        v.EVENT_TIME_LATE_RECORDS: run.late_records,
+        v.EVENT_TIME_LATE_RECORDS_KEPT: run.late_kept,
+        v.EVENT_TIME_EXPLAIN: run.reason,
+        v.ROWS_READ: run.rows_read,
+        v.DAGSTER_URI: spec.output_uri,
+        **{key: _plain_entry(value) for key, value in run.details.items()},
     }
     if run.windows_open is not None:
-        metadata["event_time/windows_open"] = run.windows_open
+        metadata[v.EVENT_TIME_WINDOWS_OPEN] = run.windows_open
     if run.late_kept:
-        metadata["late/table"] = spec.late_uri
-        metadata["state/table"] = spec.state_uri
+        metadata[v.LATE_TABLE] = spec.late_uri
+        metadata[v.STATE_TABLE] = spec.state_uri
     if len(spec.upstreams) > 1:
-        metadata["event_time/inputs"] = MetadataValue.json(
+        metadata[v.EVENT_TIME_INPUTS] = MetadataValue.json(
             {
                 name: {
-                    "watermark": None if m.watermark_ms is None else format_millis(m.watermark_ms),
+                    "watermark": None if m.watermark_ms is None else millis_text(m.watermark_ms),
                     "max_event_time": None
                     if m.max_event_ms is None
-                    else format_millis(m.max_event_ms),
+                    else millis_text(m.max_event_ms),
                 }
                 for name, m in ((n, after.mark(n)) for n in spec.upstreams)
             }
         )
     local = {
-        name: {key: format_millis(ms) for key, ms in list(mark.local.items())[-LOCAL_SHOWN:]}
+        name: {key: millis_text(ms) for key, ms in list(mark.local.items())[-LOCAL_SHOWN:]}
         for name, mark in ((n, after.mark(n)) for n in spec.upstreams)
         if mark.local and mark.partitioning
     }
     if local:  # each partitioned upstream's local watermark per partition (the newest ones)
-        metadata["event_time/local_watermarks"] = MetadataValue.json(local)
+        metadata[v.EVENT_TIME_LOCAL_WATERMARKS] = MetadataValue.json(local)
     return metadata
+
+
+def _plain_entry(value: Any) -> Any:
+    """An engine's detail: a list or a mapping as plain JSON, anything else as it is."""
+    if isinstance(value, (list, tuple, dict)):
+        return MetadataValue.json(v.plain(value))
+    return value
 
 
 #: How many partitions' local watermarks per input the materialization shows (the last ones).
@@ -220,9 +227,9 @@ class OpenPartition:
     def as_json(self) -> dict[str, Any]:
         return {
             "windows_open": self.windows,
-            "open_windows": [format_millis(self.open_from_ms), format_millis(self.end_ms)],
-            "closes_when_watermark_reaches": format_millis(self.closes_at_ms),
-            "closes_with_upstream_events_at": format_millis(self.events_at_ms),
+            "open_windows": [millis_text(self.open_from_ms), millis_text(self.end_ms)],
+            "closes_when_watermark_reaches": millis_text(self.closes_at_ms),
+            "closes_with_upstream_events_at": millis_text(self.events_at_ms),
         }
 
 
@@ -255,24 +262,24 @@ def open_message(pipeline: str, opened: Sequence[OpenPartition], watermark_ms: i
     first, last = opened[0], opened[-1]
     keys = first.key if len(opened) == 1 else f"{first.key} .. {last.key}"
     until = (
-        f"the watermark reaches {format_millis(first.closes_at_ms)}"
+        f"the watermark reaches {millis_text(first.closes_at_ms)}"
         if len(opened) == 1
-        else f"the watermark reaches {format_millis(first.closes_at_ms)} (the first) .. "
-        f"{format_millis(last.closes_at_ms)} (the last)"
+        else f"the watermark reaches {millis_text(first.closes_at_ms)} (the first) .. "
+        f"{millis_text(last.closes_at_ms)} (the last)"
     )
     return (
         f"{pipeline}: {len(opened)} requested partition(s) stay open: {keys}, their windows from "
-        f"{format_millis(first.open_from_ms)} to {format_millis(last.end_ms)} "
+        f"{millis_text(first.open_from_ms)} to {millis_text(last.end_ms)} "
         f"({sum(o.windows for o in opened)} window(s)), open until {until}, i.e. until the "
-        f"upstream's event times reach {format_millis(first.events_at_ms)} .. "
-        f"{format_millis(last.events_at_ms)}; the watermark is {format_millis(watermark_ms)}. "
+        f"upstream's event times reach {millis_text(first.events_at_ms)} .. "
+        f"{millis_text(last.events_at_ms)}; the watermark is {millis_text(watermark_ms)}. "
         "The windows this batch closed are committed; the sensor requests these partitions "
         "again once the watermark passes their end"
     )
 
 
 def _iso(millis: int) -> str:
-    return iso_utc(from_millis(millis))
+    return millis_text(millis)
 
 
 def event_time_truths(
@@ -325,7 +332,7 @@ def event_time_truths(
             f"{_iso(still.events_at_ms)} (watermark delay {delay}); the watermark is {_iso(at)}",
             watermark=shown,
             watermark_time=shown_time,
-            numbers={"partition/windows_open": still.windows},
+            numbers={v.PARTITION_WINDOWS_OPEN: still.windows},
         )
     return truths
 
@@ -369,7 +376,7 @@ def build_event_time_asset(
                 else [backlog_check_spec(key, pipeline.backlog_limits)]
             ),
         ],
-        metadata={"event_time/delay": delay, "late/table": spec.late_uri},
+        metadata={v.EVENT_TIME_DELAY: delay, v.LATE_TABLE: spec.late_uri},
     )
     def event_time_asset(
         context: AssetExecutionContext, spark: WatermarkSparkResource
@@ -384,10 +391,10 @@ def build_event_time_asset(
         if opened:  # the batch committed: say what stays open and until when, and succeed
             context.log.warning(open_message(pipeline.name, opened, after))
             still = {o.key for o in opened}
-            metadata["event_time/partitions_open"] = MetadataValue.json(
+            metadata[v.EVENT_TIME_PARTITIONS_OPEN] = MetadataValue.json(
                 {o.key: o.as_json() for o in opened}
             )
-            metadata["event_time/partitions_closed"] = MetadataValue.json(
+            metadata[v.EVENT_TIME_PARTITIONS_CLOSED] = MetadataValue.json(
                 [k for k in keys if k not in still]
             )
         where = (
@@ -413,8 +420,8 @@ def build_event_time_asset(
             check_name="watermark_never_moves_backwards",
             passed=result.watermark_after.watermark_ms >= result.watermark_before.watermark_ms,
             metadata={
-                "before": format_millis(result.watermark_before.watermark_ms),
-                "after": format_millis(result.watermark_after.watermark_ms),
+                "before": millis_text(result.watermark_before.watermark_ms),
+                "after": millis_text(result.watermark_after.watermark_ms),
             },
         )
         add_partition_truth(

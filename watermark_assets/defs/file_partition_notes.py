@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from dagster import AssetKey, AssetObservation, DagsterInstance
 
+from watermark_assets import vocabulary as vocab
 from watermark_assets.config import Pipeline
 from watermark_assets.defs.metadata import file_partition_truths
 from watermark_assets.defs.partition_truth import PartitionTruth, changed_observations
@@ -128,7 +129,7 @@ def partition_observations(
         said[key] = truths[key].saying(
             "files not ingested" if entry.not_ingested else "waiting",
             f"{words}. {_sentence(truths[key].reason)}",
-            numbers={"files/pending": entry.pending, "bytes/pending": entry.pending_bytes},
+            numbers={vocab.FILES_PENDING: entry.pending, vocab.BYTES_PENDING: entry.pending_bytes},
         )
     return changed_observations(instance, asset_key, said)
 

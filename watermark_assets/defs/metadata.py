@@ -14,6 +14,7 @@ from typing import Any
 
 from dagster import MetadataValue
 
+from watermark_assets import vocabulary as v
 from watermark_assets.config import Pipeline
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.core.filepath.path import name_time, prefix_components, split_path
@@ -32,7 +33,7 @@ def _text(value: str | None) -> MetadataValue:
 def _time_entries(label: str, path: str | None) -> dict[str, Any]:
     """``label_time``: the time the watermark's file name encodes, when it encodes one."""
     when = name_time(split_path(path)[1]) if path else None
-    return {} if when is None else {f"{label}_time": MetadataValue.timestamp(when)}
+    return {} if when is None else {f"{label}_time": v.timestamp(when)}
 
 
 def landing_watermarks_by_key(
@@ -82,7 +83,7 @@ def file_partition_truths(
                 watermark_time=name_time(marks[prefix]) or template_time(pipeline, prefix),
                 watermarks=marks,
                 rows=rows,
-                numbers={"partition/files_committed": files},
+                numbers={v.PARTITION_FILES_COMMITTED: files},
             )
         elif rows:
             truths[key] = PartitionTruth(
@@ -101,7 +102,7 @@ def file_partition_truths(
                 f"({pipeline.watermark.partition_template!r})",
                 watermarks={},
                 rows=rows or 0,
-                numbers={"partition/files_committed": 0},
+                numbers={v.PARTITION_FILES_COMMITTED: 0},
             )
     return truths
 
@@ -119,35 +120,40 @@ def batch_metadata(
     before, after = staged.watermark_before, result.state_after.watermark
     outcome = result.outcome
     metadata: dict[str, Any] = {
-        "watermark/state": MetadataValue.text(after.state.value),
-        "watermark/before": _text(before.value),
-        "watermark/after": _text(after.value),
-        **_time_entries("watermark/before", before.value),
-        **_time_entries("watermark/after", after.value),
-        "files": MetadataValue.int(len(staged.plan.files)),
-        "files/already_committed": MetadataValue.int(len(staged.plan.already_committed)),
-        "files/added": MetadataValue.int(len(staged.plan.added)),
-        "rows/read": MetadataValue.int(staged.rows_read),
-        "rows/quarantined": MetadataValue.int(staged.rows_quarantined),
-        "files/quarantined": MetadataValue.int(staged.files_quarantined),
-        "cleanup/orphans_removed": MetadataValue.int(len(staged.leftovers_removed)),
-        "rows/committed": MetadataValue.int(result.rows_committed),
-        "delta/version": MetadataValue.int(outcome.version)
-        if outcome.version is not None
-        else MetadataValue.text(f"no new commit: {outcome.reason}"),
-        "delta/table_version": MetadataValue.int(result.state_after.delta_version or 0),
-        "delta/txns": MetadataValue.json({t.app_id: t.version for t in result.txns}),
-        "checkpoint/written": MetadataValue.bool(result.checkpoint_written),
-        "dagster/uri": MetadataValue.path(staged.plan.request.pipeline.table.uri),
-        "quarantine/table": MetadataValue.path(staged.plan.request.pipeline.table.quarantine),
+        v.WATERMARK_STATE: MetadataValue.text(after.state.value),
+        v.WATERMARK_BEFORE: _text(before.value),
+        v.WATERMARK_AFTER: _text(after.value),
+        **_time_entries(v.WATERMARK_BEFORE, before.value),
+        **_time_entries(v.WATERMARK_AFTER, after.value),
+        v.FILES: MetadataValue.int(len(staged.plan.files)),
+        v.FILES_ALREADY_COMMITTED: MetadataValue.int(len(staged.plan.already_committed)),
+        v.FILES_ADDED: MetadataValue.int(len(staged.plan.added)),
+        v.ROWS_READ: MetadataValue.int(staged.rows_read),
+        v.ROWS_QUARANTINED: MetadataValue.int(staged.rows_quarantined),
+        v.FILES_QUARANTINED: MetadataValue.int(staged.files_quarantined),
+        v.CLEANUP_ORPHANS_REMOVED: MetadataValue.int(len(staged.leftovers_removed)),
+        v.ROWS_COMMITTED: MetadataValue.int(result.rows_committed),
+        v.DELTA_VERSION: _version(outcome.version, outcome.reason),
+        v.DELTA_TABLE_VERSION: MetadataValue.int(result.state_after.delta_version or 0),
+        v.DELTA_TXNS: MetadataValue.json({t.app_id: t.version for t in result.txns}),
+        v.CHECKPOINT_WRITTEN: MetadataValue.bool(result.checkpoint_written),
+        v.DAGSTER_URI: MetadataValue.path(staged.plan.request.pipeline.table.uri),
+        v.QUARANTINE_TABLE: MetadataValue.path(staged.plan.request.pipeline.table.quarantine),
     }
     if staged.columns_ignored is not None:  # a source that names its files' columns
-        metadata["source/columns_ignored"] = MetadataValue.json(list(staged.columns_ignored))
+        metadata[v.SOURCE_COLUMNS_IGNORED] = MetadataValue.json(list(staged.columns_ignored))
     if lag_seconds is not None:
-        metadata["lag_seconds"] = MetadataValue.float(round(lag_seconds, 3))
+        metadata |= v.duration_entries(v.LAG, lag_seconds)
     if table_rows is not None:
-        metadata["dagster/row_count"] = MetadataValue.int(table_rows)
+        metadata[v.DAGSTER_ROW_COUNT] = MetadataValue.int(table_rows)
     return metadata
+
+
+def _version(version: int | None, reason: str) -> MetadataValue:
+    """``delta/version``: the commit's version, or why there was none."""
+    if version is not None:
+        return MetadataValue.int(version)
+    return MetadataValue.text(f"no new commit: {reason}")
 
 
 def partition_metadata(
@@ -171,18 +177,18 @@ def partition_metadata(
         none = "(none: no file processed yet)" if not after[key] else "(none: no new file)"
         out[key] = {
             **truths[key].metadata(),
-            "partition/files": MetadataValue.int(len(files)),
-            "partition/rows_read": MetadataValue.int(int(counts.get("rows_read", 0))),
-            "partition/rows_quarantined": MetadataValue.int(int(counts.get("rows_quarantined", 0))),
-            "partition/files_quarantined": MetadataValue.int(
+            v.PARTITION_FILES: MetadataValue.int(len(files)),
+            v.PARTITION_ROWS_READ: MetadataValue.int(int(counts.get("rows_read", 0))),
+            v.PARTITION_ROWS_QUARANTINED: MetadataValue.int(int(counts.get("rows_quarantined", 0))),
+            v.PARTITION_FILES_QUARANTINED: MetadataValue.int(
                 int(counts.get("files_quarantined", 0))
             ),
-            "partition/first_file": MetadataValue.text(files[0] if files else none),
-            "partition/last_file": MetadataValue.text(files[-1] if files else none),
-            "watermark/partitions_before": MetadataValue.json(before[key]),
-            "watermark/partitions_after": MetadataValue.json(after[key]),
+            v.PARTITION_FIRST_FILE: MetadataValue.text(files[0] if files else none),
+            v.PARTITION_LAST_FILE: MetadataValue.text(files[-1] if files else none),
+            v.WATERMARK_PARTITIONS_BEFORE: MetadataValue.json(before[key]),
+            v.WATERMARK_PARTITIONS_AFTER: MetadataValue.json(after[key]),
             # every commit of the partition is in the log; their sum is the partition's rows
-            "dagster/partition_row_count": MetadataValue.int(
+            v.DAGSTER_PARTITION_ROW_COUNT: MetadataValue.int(
                 state_after.partition_rows.get(key, 0)
             ),
         }
@@ -204,15 +210,17 @@ def summary_line(result: BatchResult) -> str:
 
 
 def _column_watermark_entries(label: str, watermark: ColumnWatermark) -> dict[str, Any]:
-    """``label`` readable (``updated_at=2026-04-03T09:15:00+00:00, id=42``), ``label_json`` (the
-    stored JSON with its sentinels) and ``label_time`` when the leading column is a datetime."""
+    """``label`` readable (:func:`column_watermark_text`), ``label_values`` (column -> value,
+    plain JSON) and ``label_time`` when the leading column is an aware datetime."""
     entries: dict[str, Any] = {
-        label: MetadataValue.text(str(watermark)),
-        f"{label}_json": MetadataValue.json(json.loads(watermark.to_json()) or {}),
+        label: MetadataValue.text(v.column_watermark_text(watermark)),
+        f"{label}_values": MetadataValue.json(
+            {} if watermark.is_empty else v.plain(watermark.as_dict())
+        ),
     }
     leading = None if watermark.is_empty else watermark.values[0]
     if isinstance(leading, datetime) and leading.tzinfo is not None:
-        entries[f"{label}_time"] = MetadataValue.timestamp(leading)
+        entries[f"{label}_time"] = v.timestamp(leading)
     return entries
 
 
@@ -224,17 +232,17 @@ def staged_reads_metadata(staged: Sequence[StagedColumnBatch]) -> dict[str, Any]
     what they cleaned first: ``cleanup/orphans_removed`` (crash leftovers under the table and
     its quarantine, as the file pipelines count theirs)."""
     metadata: dict[str, Any] = {
-        "rows/quarantined": MetadataValue.int(sum(s.rows_quarantined for s in staged)),
-        "cleanup/orphans_removed": MetadataValue.int(sum(len(s.leftovers_removed) for s in staged)),
+        v.ROWS_QUARANTINED: MetadataValue.int(sum(s.rows_quarantined for s in staged)),
+        v.CLEANUP_ORPHANS_REMOVED: MetadataValue.int(sum(len(s.leftovers_removed) for s in staged)),
     }
     quarantines = [s for s in staged if s.quarantines]
     if quarantines:
         table = quarantines[0].plan.request.pipeline.table.quarantine
-        metadata["quarantine/table"] = MetadataValue.path(table)
+        metadata[v.QUARANTINE_TABLE] = MetadataValue.path(table)
     listed = [s.columns_ignored for s in staged if s.columns_ignored is not None]
     if listed:  # a source that can list its files' columns
         ignored = list(dict.fromkeys(c for columns in listed for c in columns))
-        metadata["source/columns_ignored"] = MetadataValue.json(ignored)
+        metadata[v.SOURCE_COLUMNS_IGNORED] = MetadataValue.json(ignored)
     return metadata
 
 
@@ -246,48 +254,45 @@ def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str
     outcome = result.outcome
     window = result.window
     metadata: dict[str, Any] = {
-        **_column_watermark_entries("watermark/before", plan.watermark_before),
-        **_column_watermark_entries("watermark/after", result.watermark_after),
-        "watermark/columns": MetadataValue.text(", ".join(pipeline.watermark.columns)),
-        "watermark/operator": MetadataValue.text(plan.operator.value),
-        "watermark/read_from": MetadataValue.text(str(plan.bound.watermark)),
-        "watermark/provider": MetadataValue.text(plan.provider),
-        "watermark/repaired_from_log": MetadataValue.bool(plan.repaired_from_log),
-        "read/source": MetadataValue.text(f"{pipeline.source.type} {pipeline.source.location}"),
-        "read/predicate": MetadataValue.text(plan.predicate_text),
-        "read/pushed_down": MetadataValue.text(staged.pushed_down),
-        "read/details": MetadataValue.json({k: str(v) for k, v in staged.details.items()}),
-        "rows/read": MetadataValue.int(staged.rows_read),
-        "rows/committed": MetadataValue.int(result.rows_committed),
-        "rows/removed": MetadataValue.int(result.rows_removed),
-        "rows/boundary_reread": MetadataValue.int(staged.rows.reread),
-        "rows/null_watermark": (
-            MetadataValue.int(staged.null_watermark_rows)
-            if staged.null_watermark_rows is not None
-            else MetadataValue.text("not counted")
-        ),
-        "watermark/null_watermark": MetadataValue.text(pipeline.watermark.null_watermark),
-        "replace/window": MetadataValue.text(
-            str(window) if window is not None else "(none: append)"
-        ),
-        "delta/version": MetadataValue.int(outcome.version)
-        if outcome.version is not None
-        else MetadataValue.text(f"no new commit: {outcome.reason}"),
-        "delta/txn": MetadataValue.json({plan.txn.app_id: plan.txn.version}),
-        "delta/commit_attempts": MetadataValue.int(result.attempts),
-        "dagster/uri": MetadataValue.path(pipeline.table.uri),
+        **_column_watermark_entries(v.WATERMARK_BEFORE, plan.watermark_before),
+        **_column_watermark_entries(v.WATERMARK_AFTER, result.watermark_after),
+        v.WATERMARK_COLUMNS: MetadataValue.text(", ".join(pipeline.watermark.columns)),
+        v.WATERMARK_OPERATOR: MetadataValue.text(plan.operator.value),
+        v.WATERMARK_READ_FROM: MetadataValue.text(v.column_watermark_text(plan.bound.watermark)),
+        v.WATERMARK_PROVIDER: MetadataValue.text(plan.provider),
+        v.WATERMARK_REPAIRED_FROM_LOG: MetadataValue.bool(plan.repaired_from_log),
+        v.READ_SOURCE: MetadataValue.text(f"{pipeline.source.type} {pipeline.source.location}"),
+        v.READ_PREDICATE: MetadataValue.text(plan.predicate_text),
+        v.READ_PUSHED_DOWN: MetadataValue.text(staged.pushed_down),
+        v.READ_DETAILS: MetadataValue.json(v.plain(dict(staged.details))),
+        v.ROWS_READ: MetadataValue.int(staged.rows_read),
+        v.ROWS_COMMITTED: MetadataValue.int(result.rows_committed),
+        v.ROWS_REMOVED: MetadataValue.int(result.rows_removed),
+        v.ROWS_BOUNDARY_REREAD: MetadataValue.int(staged.rows.reread),
+        v.ROWS_NULL_WATERMARK: null_watermark_rows(staged.null_watermark_rows),
+        v.WATERMARK_NULL_WATERMARK: MetadataValue.text(pipeline.watermark.null_watermark),
+        v.REPLACE_WINDOW: MetadataValue.text(v.region_text(window, none="(none: append)")),
+        v.DELTA_VERSION: _version(outcome.version, outcome.reason),
+        v.DELTA_TXNS: MetadataValue.json({plan.txn.app_id: plan.txn.version}),
+        v.DELTA_COMMIT_ATTEMPTS: MetadataValue.int(result.attempts),
+        v.DAGSTER_URI: MetadataValue.path(pipeline.table.uri),
     }
     metadata |= staged_reads_metadata([staged])
     if result.merge_keys:
         metadata |= {
-            "merge/keys": MetadataValue.text(", ".join(result.merge_keys)),
-            "rows/updated": MetadataValue.int(result.rows_updated),
-            "rows/inserted": MetadataValue.int(result.rows_inserted),
-            "rows/deduplicated": MetadataValue.int(staged.rows.duplicates),
+            v.MERGE_KEYS: MetadataValue.text(", ".join(result.merge_keys)),
+            v.ROWS_UPDATED: MetadataValue.int(result.rows_updated),
+            v.ROWS_INSERTED: MetadataValue.int(result.rows_inserted),
+            v.ROWS_DEDUPLICATED: MetadataValue.int(staged.rows.duplicates),
         }
     if table_rows is not None:
-        metadata["dagster/row_count"] = MetadataValue.int(table_rows)
+        metadata[v.DAGSTER_ROW_COUNT] = MetadataValue.int(table_rows)
     return metadata
+
+
+def null_watermark_rows(count: int | None) -> MetadataValue:
+    """``rows/null_watermark``: the rows whose watermark column is NULL, or ``not counted``."""
+    return MetadataValue.int(count) if count is not None else MetadataValue.text("not counted")
 
 
 def replay_metadata(result: ReplayResult, *, table_rows: int | None) -> dict[str, Any]:
@@ -295,19 +300,19 @@ def replay_metadata(result: ReplayResult, *, table_rows: int | None) -> dict[str
     the commits (the checks read ``delta/versions``) and the production watermark around it."""
     results = result.results
     metadata: dict[str, Any] = {
-        "replay/chunks": MetadataValue.md("\n".join(f"- {c.line()}" for c in result.chunks)),
-        "replay/skipped": MetadataValue.json(result.skipped),
-        **_column_watermark_entries("watermark/before", result.production_before),
-        **_column_watermark_entries("watermark/after", result.production_after),
-        "rows/read": MetadataValue.int(sum(r.staged.rows_read for r in results)),
-        "rows/committed": MetadataValue.int(sum(r.rows_committed for r in results)),
-        "rows/removed": MetadataValue.int(sum(r.rows_removed for r in results)),
-        "delta/versions": MetadataValue.json(result.versions),
-        "dagster/uri": MetadataValue.path(result.target_table),
+        v.REPLAY_CHUNKS: v.lines(c.line() for c in result.chunks),
+        v.REPLAY_SKIPPED: MetadataValue.json(v.plain(result.skipped)),
+        **_column_watermark_entries(v.WATERMARK_BEFORE, result.production_before),
+        **_column_watermark_entries(v.WATERMARK_AFTER, result.production_after),
+        v.ROWS_READ: MetadataValue.int(sum(r.staged.rows_read for r in results)),
+        v.ROWS_COMMITTED: MetadataValue.int(sum(r.rows_committed for r in results)),
+        v.ROWS_REMOVED: MetadataValue.int(sum(r.rows_removed for r in results)),
+        v.DELTA_VERSIONS: MetadataValue.json(result.versions),
+        v.DAGSTER_URI: MetadataValue.path(result.target_table),
     }
     metadata |= staged_reads_metadata([r.staged for r in results])
     if results:
-        metadata["read/predicate"] = MetadataValue.text(results[0].staged.plan.predicate_text)
+        metadata[v.READ_PREDICATE] = MetadataValue.text(results[0].staged.plan.predicate_text)
     if table_rows is not None:
-        metadata["dagster/row_count"] = MetadataValue.int(table_rows)
+        metadata[v.DAGSTER_ROW_COUNT] = MetadataValue.int(table_rows)
     return metadata

@@ -24,20 +24,18 @@ from typing import Any, Protocol
 
 from dagster import AssetKey, AssetObservation, AssetRecordsFilter, DagsterInstance, MetadataValue
 
-STATE = "partition/state"
-REASON = "partition/reason"
+from watermark_assets import vocabulary as v
+from watermark_assets.vocabulary import time_text
+
+STATE = v.PARTITION_STATE
+REASON = v.PARTITION_REASON
 
 #: How many partitions' observations a tick reads back (and so writes, at most).
 MAX_OBSERVED = 50
 
 
-def iso_utc(moment: datetime) -> str:
-    """``2024-01-31T00:00:00Z``: ISO-8601 in UTC, fractions of a second only when not zero."""
-    if moment.tzinfo is None:
-        raise ValueError(f"a naive datetime {moment!r} has no time zone; pass an aware one (UTC)")
-    utc = moment.astimezone(timezone.utc)
-    text = utc.isoformat(timespec="milliseconds" if utc.microsecond else "seconds")
-    return text.replace("+00:00", "Z")
+#: ``2024-01-31T00:00:00Z``: the one time format of the metadata (:func:`vocabulary.time_text`).
+iso_utc = time_text
 
 
 def parse_iso_utc(text: str) -> datetime:
@@ -63,20 +61,16 @@ class PartitionTruth:
         entries: dict[str, Any] = {
             STATE: MetadataValue.text(self.state),
             REASON: MetadataValue.text(self.reason),
-            "partition/watermark": MetadataValue.text(self.watermark or "(none)"),
+            v.PARTITION_WATERMARK: MetadataValue.text(self.watermark or "(none)"),
         }
         if self.watermark_time is not None:
-            entries["partition/watermark_time"] = MetadataValue.timestamp(self.watermark_time)
+            entries[v.PARTITION_WATERMARK_TIME] = v.timestamp(self.watermark_time)
         if self.watermarks is not None:
-            entries["partition/watermarks"] = MetadataValue.json(dict(self.watermarks))
+            entries[v.PARTITION_WATERMARKS] = MetadataValue.json(v.plain(dict(self.watermarks)))
         if self.rows is not None:
-            entries["dagster/partition_row_count"] = MetadataValue.int(self.rows)
+            entries[v.DAGSTER_PARTITION_ROW_COUNT] = MetadataValue.int(self.rows)
         for name, number in self.numbers.items():
-            entries[name] = (
-                MetadataValue.int(number)
-                if isinstance(number, int)
-                else MetadataValue.float(number)
-            )
+            entries[name] = v.number(number)
         return entries
 
     def saying(

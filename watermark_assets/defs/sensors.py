@@ -43,6 +43,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from watermark_assets import storage
+from watermark_assets import vocabulary as vocab
 from watermark_assets.config import Pipeline
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.filepath.listing import ListingPlan
@@ -721,7 +722,7 @@ def close_empty_partitions(
         if key in materialized or _has_landing_file(pipeline, start, end):
             continue
         text = (
-            f"no files landed in [{start.isoformat()}, {end.isoformat()}) before the listing "
+            f"no files landed in {vocab.window_text(start, end)} before the listing "
             f"moved past it (horizon {horizon}: late_arrival_days="
             f"{pipeline.watermark.late_arrival_days} before the newest partition processed)"
         )
@@ -731,9 +732,9 @@ def close_empty_partitions(
                 partition=key,
                 description=text,
                 metadata={
-                    "partition/closed": MetadataValue.text(text),
-                    "partition/files": MetadataValue.int(0),
-                    "dagster/partition_row_count": MetadataValue.int(0),
+                    vocab.PARTITION_CLOSED: MetadataValue.text(text),
+                    vocab.PARTITION_FILES: MetadataValue.int(0),
+                    vocab.DAGSTER_PARTITION_ROW_COUNT: MetadataValue.int(0),
                 },
             )
         )
@@ -892,22 +893,22 @@ def _observations(
         AssetObservation(
             asset_key=asset_key,
             metadata={
-                "watermark/state": MetadataValue.text(cursor.state),
-                "watermark/value": MetadataValue.text(watermark.value or "(none)"),
-                "watermark/partitions": MetadataValue.int(len(watermark.partition_watermarks)),
-                "files/pending": MetadataValue.int(cursor.pending_files),
-                "files/below_watermark": MetadataValue.int(cursor.below),
-                "files/below_watermark_by_partition": MetadataValue.json(dict(below)),
-                "files/below_watermark_first": MetadataValue.json(list(cursor.below_first)),
-                "files/late_after_window": MetadataValue.int(cursor.late),
-                "files/late_after_window_first": MetadataValue.json(list(cursor.late_first)),
-                "files/unreadable": MetadataValue.int(cursor.unreadable),
-                "files/unreadable_first": MetadataValue.json(list(cursor.unreadable_first)),
-                "files/unsortable": MetadataValue.int(cursor.unsortable),
-                "files/unsortable_first": MetadataValue.json(list(cursor.unsortable_first)),
-                "files/rewritten": MetadataValue.int(cursor.rewritten),
-                "files/rewritten_first": MetadataValue.json(list(cursor.rewritten_first)),
-                "files/columns_left_out": MetadataValue.json(list(cursor.columns_left_out)),
+                vocab.WATERMARK_STATE: MetadataValue.text(cursor.state),
+                vocab.WATERMARK_VALUE: MetadataValue.text(watermark.value or "(none)"),
+                vocab.WATERMARK_PARTITIONS: MetadataValue.int(len(watermark.partition_watermarks)),
+                vocab.FILES_PENDING: MetadataValue.int(cursor.pending_files),
+                vocab.FILES_BELOW_WATERMARK: MetadataValue.int(cursor.below),
+                vocab.FILES_BELOW_WATERMARK_BY_PARTITION: MetadataValue.json(dict(below)),
+                vocab.FILES_BELOW_WATERMARK_FIRST: MetadataValue.json(list(cursor.below_first)),
+                vocab.FILES_LATE_AFTER_WINDOW: MetadataValue.int(cursor.late),
+                vocab.FILES_LATE_AFTER_WINDOW_FIRST: MetadataValue.json(list(cursor.late_first)),
+                vocab.FILES_UNREADABLE: MetadataValue.int(cursor.unreadable),
+                vocab.FILES_UNREADABLE_FIRST: MetadataValue.json(list(cursor.unreadable_first)),
+                vocab.FILES_UNSORTABLE: MetadataValue.int(cursor.unsortable),
+                vocab.FILES_UNSORTABLE_FIRST: MetadataValue.json(list(cursor.unsortable_first)),
+                vocab.FILES_REWRITTEN: MetadataValue.int(cursor.rewritten),
+                vocab.FILES_REWRITTEN_FIRST: MetadataValue.json(list(cursor.rewritten_first)),
+                vocab.FILES_COLUMNS_LEFT_OUT: MetadataValue.json(list(cursor.columns_left_out)),
                 **backlog,
             },
         )

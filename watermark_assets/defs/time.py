@@ -48,6 +48,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from watermark_assets import names
+from watermark_assets import vocabulary as v
 from watermark_assets.config import TimePipelineConfig, TimeWatermarkConfig, UnitPipelineConfig
 from watermark_assets.core.clock import Clock, ensure_utc
 from watermark_assets.core.partition_selection import TimeWindow
@@ -62,7 +63,7 @@ from watermark_assets.core.time import (
 from watermark_assets.core.time.tick import DueWindows, instant_text
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
-from watermark_assets.defs.metadata import staged_reads_metadata
+from watermark_assets.defs.metadata import null_watermark_rows, staged_reads_metadata
 from watermark_assets.defs.partition_truth import (
     PartitionTruth,
     add_partition_truth,
@@ -74,7 +75,7 @@ from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import FAILED, partitions_in_flight
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.runs.column import count_null_watermark
-from watermark_assets.runs.time import TimeRunResult, load_time_watermark, run_windows
+from watermark_assets.runs.time import TimeRunResult, WindowRun, load_time_watermark, run_windows
 from watermark_assets.sources.locations import check_source
 
 #: The tag of a time pipeline's requested runs: the window key and the cut-off it was due after.
@@ -207,8 +208,9 @@ def describe(pipeline: TimePipelineConfig) -> str:
         f"{w.abstinent_days}d. Each window `[start, end)` is read from the "
         f"{pipeline.source.type} source `{pipeline.source.location}` with `{w.column} >= start "
         f"AND {w.column} < end` pushed down, and replaces that window of `{pipeline.table.uri}` "
-        "in ONE Delta commit that records its high watermark. Metadata: `time/cut_off`, "
-        "`time/windows` (each window, its high watermark, rows), `rows/*`, `delta/versions`."
+        "in ONE Delta commit that records its high watermark. Metadata: `cut_off`, "
+        "`time/windows` (each window, its high watermark, rows), `rows/*`, `delta/versions` "
+        "(every key: docs/metadata.md)."
     )
 
 
@@ -217,34 +219,42 @@ def time_metadata(
 ) -> dict[str, Any]:
     """A run's materialization metadata: the cut-off, each window with its high watermark and
     rows, the totals and the commits (the checks read ``delta/versions``)."""
-    per_window = {format_instant(w.window.start): w.summary() for w in result.windows}
+    per_window = {v.time_text(w.window.start): window_entry(w) for w in result.windows}
     metadata: dict[str, Any] = {
-        "time/cut_off": MetadataValue.text(str(due.cut_off)),
-        "time/windows": MetadataValue.json(per_window),
-        "time/runs": MetadataValue.md("\n".join(f"- {w.line()}" for w in result.windows) or "-"),
-        "time/skipped_keys": MetadataValue.json(list(skipped)),
-        "time/highest_watermark": MetadataValue.text(
-            instant_text(h) if (h := result.watermark_after.highest) is not None else "none"
-        ),
-        "rows/read": MetadataValue.int(result.rows_read),
-        "rows/committed": MetadataValue.int(result.rows_committed),
-        "rows/removed": MetadataValue.int(result.rows_removed),
-        "rows/moved": MetadataValue.int(result.rows_moved),
-        "delta/versions": MetadataValue.json(result.versions),
+        v.CUT_OFF: MetadataValue.text(v.cut_off_text(due.cut_off)),
+        v.WINDOWS: MetadataValue.json(per_window),
+        v.RUNS: v.lines(w.line() for w in result.windows),
+        v.PARTITIONS_SKIPPED: MetadataValue.json(list(skipped)),
+        **v.time_entries(v.WATERMARK_AFTER, result.watermark_after.highest, none="none"),
+        v.ROWS_READ: MetadataValue.int(result.rows_read),
+        v.ROWS_COMMITTED: MetadataValue.int(result.rows_committed),
+        v.ROWS_REMOVED: MetadataValue.int(result.rows_removed),
+        v.ROWS_MOVED: MetadataValue.int(result.rows_moved),
+        v.DELTA_VERSIONS: MetadataValue.json(result.versions),
     }
     metadata |= staged_reads_metadata([w.result.staged for w in result.windows])
     missing = [m for w in result.windows for m in w.result.staged.missing]
     if missing:  # a file-download source's files the server did not have: nothing committed
-        metadata["source/missing"] = MetadataValue.json(missing)
+        metadata[v.SOURCE_MISSING] = MetadataValue.json(missing)
     if len(result.windows) == 1:
         (only,) = result.windows
-        summary = only.summary()
-        window = [format_instant(only.window.start), format_instant(only.window.end)]
-        metadata["time/window"] = MetadataValue.json(window)
-        metadata["time/high_watermark"] = MetadataValue.text(str(summary["high_watermark"]))
+        high = window_entry(only)["high_watermark"]
+        metadata[v.REPLACE_WINDOW] = MetadataValue.text(
+            v.window_text(only.window.start, only.window.end)
+        )
+        metadata[v.REPLACE_HIGH_WATERMARK] = MetadataValue.text(str(high or "none"))
     if table_rows is not None:
-        metadata["dagster/row_count"] = MetadataValue.int(table_rows)
+        metadata[v.DAGSTER_ROW_COUNT] = MetadataValue.int(table_rows)
     return metadata
+
+
+def window_entry(run: WindowRun) -> dict[str, object]:
+    """One window (or cell) of a run, for ``time/windows`` (``time_unit/cells``): its
+    ``[start, end]``, high watermark (None: not committed), rows, commit and pushed filter."""
+    entry = run.summary()
+    entry["window"] = [v.time_text(run.window.start), v.time_text(run.window.end)]
+    entry["high_watermark"] = v.time_text(run.window.end) if run.committed else None
+    return entry
 
 
 def window_truth(window: TimeWindow, high: datetime | None, due: DueWindows) -> PartitionTruth:
@@ -370,9 +380,7 @@ def build_time_asset(
         metadata = time_metadata(result, due, skipped, table_rows=rows)
         # rows whose time column is NULL fall in no window: counted, left in the source
         nulls = count_null_watermark(pipeline.column_pipeline(), spark.spark_session)
-        metadata["rows/null_watermark"] = (
-            MetadataValue.int(nulls) if nulls is not None else MetadataValue.text("not counted")
-        )
+        metadata[v.ROWS_NULL_WATERMARK] = null_watermark_rows(nulls)
         return MaterializeResult(metadata=metadata)
 
     return time_asset

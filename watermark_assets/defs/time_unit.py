@@ -45,6 +45,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
+from watermark_assets import vocabulary as v
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.time import TimeSpec, format_instant
@@ -66,6 +67,7 @@ from watermark_assets.defs.time import (
     partition_key,
     time_asset_metadata,
     time_partitions,
+    window_entry,
     window_truth,
     windows_of_keys,
 )
@@ -152,7 +154,8 @@ def describe(pipeline: UnitPipelineConfig) -> str:
         f"`{pipeline.source.location}` and replaces exactly that cell of `{pipeline.table.uri}` "
         "in ONE Delta commit with its high watermark. Backfill one unit over a range of windows: "
         "Materialize, pick the unit and a range of dates (one run). Metadata: "
-        "`time_unit/cut_off` (per unit), `time_unit/cells`, `rows/*`, `delta/versions`."
+        "`cut_off` (per unit), `time_unit/cells`, `rows/*`, `delta/versions` (every key: "
+        "docs/metadata.md)."
     )
 
 
@@ -163,27 +166,27 @@ def grid_metadata(
     with its high watermark and rows, the totals and the commits (the checks read them)."""
     after = result.watermark_after.units
     highest = {
-        unit: instant_text(h) if (inner := after.get(unit)) and (h := inner.highest) else "none"
+        unit: v.time_text(h) if (inner := after.get(unit)) and (h := inner.highest) else "none"
         for unit in due.by_unit
     }
-    cells = {f"{format_instant(c.window.start)}|{c.unit}": c.summary() for c in result.cells}
+    cells = {f"{v.time_text(c.window.start)}|{c.unit}": window_entry(c) for c in result.cells}
     metadata: dict[str, Any] = {
-        "time_unit/cut_off": MetadataValue.json(
-            {unit: str(d.cut_off) for unit, d in due.by_unit.items()}
+        v.CUT_OFF: MetadataValue.json(
+            {unit: v.cut_off_text(d.cut_off) for unit, d in due.by_unit.items()}
         ),
-        "time_unit/highest_watermark": MetadataValue.json(highest),
-        "time_unit/cells": MetadataValue.json(cells),
-        "time_unit/runs": MetadataValue.md("\n".join(f"- {c.line()}" for c in result.cells) or "-"),
-        "time_unit/skipped_keys": MetadataValue.json(list(skipped)),
-        "rows/read": MetadataValue.int(result.rows_read),
-        "rows/committed": MetadataValue.int(result.rows_committed),
-        "rows/removed": MetadataValue.int(result.rows_removed),
-        "rows/moved": MetadataValue.int(result.rows_moved),
-        "delta/versions": MetadataValue.json(result.versions),
+        v.WATERMARK_AFTER: MetadataValue.json(highest),
+        v.CELLS: MetadataValue.json(cells),
+        v.RUNS: v.lines(c.line() for c in result.cells),
+        v.PARTITIONS_SKIPPED: MetadataValue.json(list(skipped)),
+        v.ROWS_READ: MetadataValue.int(result.rows_read),
+        v.ROWS_COMMITTED: MetadataValue.int(result.rows_committed),
+        v.ROWS_REMOVED: MetadataValue.int(result.rows_removed),
+        v.ROWS_MOVED: MetadataValue.int(result.rows_moved),
+        v.DELTA_VERSIONS: MetadataValue.json(result.versions),
     }
     metadata |= staged_reads_metadata([c.result.staged for c in result.cells])
     if table_rows is not None:
-        metadata["dagster/row_count"] = MetadataValue.int(table_rows)
+        metadata[v.DAGSTER_ROW_COUNT] = MetadataValue.int(table_rows)
     return metadata
 
 

@@ -58,6 +58,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from watermark_assets import names
+from watermark_assets import vocabulary as v
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.unit import UnitWatermark, some_ids, unit_id_problems
@@ -124,14 +125,14 @@ def describe(pipeline: UnitPipelineConfig) -> str:
         f"{pipeline.source.type} source `{pipeline.source.location}` whose `{column}` is the id "
         f"(pushed down to the source) and replaces exactly that unit's rows of "
         f"`{pipeline.table.uri}` in ONE Delta commit, with the unit's watermark (when it was "
-        "done). Metadata: `unit/id`, `unit/done_at_before`, `unit/done_at`, `rows/read`, "
-        "`rows/committed`, `rows/removed`."
+        "done). Metadata: `unit/id`, `watermark/before` and `watermark/after` (when the unit "
+        "was done), `rows/read`, `rows/committed`, `rows/removed` (every key: docs/metadata.md)."
     )
 
 
 def _done_text(run: UnitRun) -> tuple[str, str]:
-    before = "(first run)" if run.done_before is None else run.done_before.when.isoformat()
-    after = "(not recorded)" if run.done_after is None else run.done_after.when.isoformat()
+    before = "(first run)" if run.done_before is None else v.time_text(run.done_before.when)
+    after = "(not recorded)" if run.done_after is None else v.time_text(run.done_after.when)
     return before, after
 
 
@@ -160,30 +161,32 @@ def unit_metadata(runs: list[UnitRun], *, table_rows: int | None, table_uri: str
     results = [r.result for r in runs]
     versions = [r.outcome.version for r in results if r.outcome.version is not None]
     metadata: dict[str, Any] = {
-        "unit/runs": MetadataValue.md("\n".join(f"- {r.line()}" for r in runs)),
-        "rows/read": MetadataValue.int(sum(r.staged.rows_read for r in results)),
-        "rows/committed": MetadataValue.int(sum(r.rows_committed for r in results)),
-        "rows/removed": MetadataValue.int(sum(r.rows_removed for r in results)),
-        "delta/versions": MetadataValue.json(versions),
-        "dagster/uri": MetadataValue.path(table_uri),
+        v.RUNS: v.lines(r.line() for r in runs),
+        v.ROWS_READ: MetadataValue.int(sum(r.staged.rows_read for r in results)),
+        v.ROWS_COMMITTED: MetadataValue.int(sum(r.rows_committed for r in results)),
+        v.ROWS_REMOVED: MetadataValue.int(sum(r.rows_removed for r in results)),
+        v.DELTA_VERSIONS: MetadataValue.json(versions),
+        v.DAGSTER_URI: MetadataValue.path(table_uri),
     }
     metadata |= staged_reads_metadata([r.staged for r in results])
     if len(runs) == 1:
         (run,) = runs
         before, after = _done_text(run)
         metadata |= {
-            "unit/id": MetadataValue.text(run.unit),
-            "unit/done_at_before": MetadataValue.text(before),
-            "unit/done_at": MetadataValue.text(after),
-            "read/predicate": MetadataValue.text(run.result.staged.plan.predicate_text),
-            "read/pushed_down": MetadataValue.text(run.result.staged.pushed_down),
-            "replace/window": MetadataValue.text(str(run.result.window)),
+            v.UNIT_ID: MetadataValue.text(run.unit),
+            v.WATERMARK_BEFORE: MetadataValue.text(before),
+            v.WATERMARK_AFTER: MetadataValue.text(after),
+            v.READ_PREDICATE: MetadataValue.text(run.result.staged.plan.predicate_text),
+            v.READ_PUSHED_DOWN: MetadataValue.text(run.result.staged.pushed_down),
+            v.REPLACE_WINDOW: MetadataValue.text(v.region_text(run.result.window, none="(none)")),
         }
+        if run.done_after is not None:
+            metadata[v.WATERMARK_AFTER_TIME] = v.timestamp(run.done_after.when)
     else:
-        metadata["unit/ids"] = MetadataValue.json([r.unit for r in runs])
-        metadata["unit/done_at"] = MetadataValue.json({r.unit: _done_text(r)[1] for r in runs})
+        metadata[v.UNIT_IDS] = MetadataValue.json([r.unit for r in runs])
+        metadata[v.WATERMARK_AFTER] = MetadataValue.json({r.unit: _done_text(r)[1] for r in runs})
     if table_rows is not None:
-        metadata["dagster/row_count"] = MetadataValue.int(table_rows)
+        metadata[v.DAGSTER_ROW_COUNT] = MetadataValue.int(table_rows)
     return metadata
 
 
@@ -429,11 +432,11 @@ def read_units_tick(
             AssetObservation(
                 asset_key=asset_key,
                 metadata={
-                    "units/listing": MetadataValue.text(units.describe()),
-                    "units/input": MetadataValue.text(screened.describe()),
-                    "units/new": MetadataValue.json(list(units.new)),
-                    "units/no_longer_listed": MetadataValue.json(list(units.missing)),
-                    "units/refused": MetadataValue.json(
+                    v.UNITS_LISTING: MetadataValue.text(units.describe()),
+                    v.UNITS_INPUT: MetadataValue.text(screened.describe()),
+                    v.UNITS_NEW: MetadataValue.json(list(units.new)),
+                    v.UNITS_NO_LONGER_LISTED: MetadataValue.json(list(units.missing)),
+                    v.UNITS_REFUSED: MetadataValue.json(
                         [
                             {"row": r.row, "value": repr(r.value), "reason": r.reason}
                             for r in screened.refused
@@ -504,7 +507,7 @@ def build_units_sensor(
                 asset_key=event.asset_key,
                 metadata={
                     **event.metadata,
-                    "units/waiting": MetadataValue.int(len(queued.waiting)),
+                    v.UNITS_WAITING: MetadataValue.int(len(queued.waiting)),
                 },
             )
             for event in tick.events

@@ -159,6 +159,6 @@ class StreamEngine:
                 "event_time/micro_batches": result.batches,
                 "stream/checkpoint": self.stream.checkpoint_uri,
                 "event_time/late_rows_dropped_by_spark": result.late_dropped,
-                "delta/output_versions": result.versions,
+                "delta/versions": result.versions,
             },
         )

@@ -1,0 +1,414 @@
+"""One vocabulary for what a person reads in Dagster: the metadata keys and how values are said.
+
+Every kind of watermark (file path, column, time, unit, time x unit, event time) uses the SAME key
+for the same concept (``watermark/before``, ``watermark/after``, ``rows/read``, ``rows/committed``,
+``delta/version``, ``cut_off``, ``lag``, ...) and the same formatters:
+
+- a time in text is :func:`time_text`: ``2024-01-30T18:49:55Z``, ISO-8601 in UTC, whole seconds;
+  milliseconds (``2024-01-30T18:49:55.578Z``) only when the instant has a non-zero millisecond
+  (finer fractions are cut, never rounded). A naive datetime is refused (it names no instant);
+- a value that IS a time is also given as Dagster timestamp metadata (:func:`timestamp`), which the
+  UI shows in the viewer's own format, under the key plus ``_time`` (``watermark/after_time``);
+- a duration is said in words (:func:`duration_text`: ``45 s``, ``3 h 5 min``, ``1,030 days``), with
+  the number of seconds under the key plus ``/seconds`` for plots and checks (``lag/seconds``);
+- several values are a markdown table (:func:`markdown_table`) or a JSON object of plain values
+  (:func:`plain`): numbers stay numbers, times are :func:`time_text`; never a Python repr, never
+  the sentinels the state files use.
+
+Every key is documented in ``docs/metadata.md`` (a test keeps the table and :data:`KEYS` equal).
+Names written to disk (Delta transaction app ids, commitInfo keys, state files) are NOT here: they
+never change with how the UI says things.
+
+Pure: the standard library, Dagster's metadata value types and ``watermark_assets.core``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import date, datetime, time, timedelta, timezone
+from typing import Any
+
+from dagster import MetadataValue
+
+from watermark_assets.core.column.watermark import ColumnWatermark
+from watermark_assets.core.replace_window import Interval, ReplaceWindow
+from watermark_assets.core.time.tick import CutOff
+
+# --- keys -------------------------------------------------------------------------------------
+# The watermark: where it stood before the run, where it stands after it, and why.
+WATERMARK_STATE = "watermark/state"
+WATERMARK_BEFORE = "watermark/before"
+WATERMARK_AFTER = "watermark/after"
+WATERMARK_BEFORE_TIME = "watermark/before_time"
+WATERMARK_AFTER_TIME = "watermark/after_time"
+WATERMARK_BEFORE_VALUES = "watermark/before_values"
+WATERMARK_AFTER_VALUES = "watermark/after_values"
+WATERMARK_COLUMNS = "watermark/columns"
+WATERMARK_OPERATOR = "watermark/operator"
+WATERMARK_READ_FROM = "watermark/read_from"
+WATERMARK_PROVIDER = "watermark/provider"
+WATERMARK_REPAIRED_FROM_LOG = "watermark/repaired_from_log"
+WATERMARK_NULL_WATERMARK = "watermark/null_watermark"
+WATERMARK_PARTITIONS_BEFORE = "watermark/partitions_before"
+WATERMARK_PARTITIONS_AFTER = "watermark/partitions_after"
+WATERMARK_VALUE = "watermark/value"
+WATERMARK_PARTITIONS = "watermark/partitions"
+
+# The time kinds: the cut-off below which windows are final, the run's windows (or cells).
+CUT_OFF = "cut_off"
+WINDOWS = "time/windows"
+CELLS = "time_unit/cells"
+RUNS = "runs"
+PARTITIONS_SKIPPED = "partitions/skipped"
+
+# What the run read.
+READ_SOURCE = "read/source"
+READ_PREDICATE = "read/predicate"
+READ_PUSHED_DOWN = "read/pushed_down"
+READ_DETAILS = "read/details"
+SOURCE_COLUMNS_IGNORED = "source/columns_ignored"
+SOURCE_MISSING = "source/missing"
+
+# Volumes.
+ROWS_READ = "rows/read"
+ROWS_COMMITTED = "rows/committed"
+ROWS_REMOVED = "rows/removed"
+ROWS_MOVED = "rows/moved"
+ROWS_QUARANTINED = "rows/quarantined"
+ROWS_BOUNDARY_REREAD = "rows/boundary_reread"
+ROWS_NULL_WATERMARK = "rows/null_watermark"
+ROWS_UPDATED = "rows/updated"
+ROWS_INSERTED = "rows/inserted"
+ROWS_DEDUPLICATED = "rows/deduplicated"
+FILES = "files"
+FILES_ALREADY_COMMITTED = "files/already_committed"
+FILES_ADDED = "files/added"
+FILES_QUARANTINED = "files/quarantined"
+
+# What the run replaced or merged.
+REPLACE_WINDOW = "replace/window"
+REPLACE_HIGH_WATERMARK = "replace/high_watermark"
+MERGE_KEYS = "merge/keys"
+
+# The commit.
+DELTA_VERSION = "delta/version"
+DELTA_VERSIONS = "delta/versions"
+DELTA_TABLE_VERSION = "delta/table_version"
+DELTA_TXNS = "delta/txns"
+DELTA_COMMIT_ATTEMPTS = "delta/commit_attempts"
+CHECKPOINT_WRITTEN = "checkpoint/written"
+CLEANUP_ORPHANS_REMOVED = "cleanup/orphans_removed"
+QUARANTINE_TABLE = "quarantine/table"
+LATE_TABLE = "late/table"
+STATE_TABLE = "state/table"
+STREAM_CHECKPOINT = "stream/checkpoint"
+
+# Freshness: how far behind the watermark is.
+LAG = "lag"
+LAG_SECONDS = "lag/seconds"
+
+# Replays (column pipelines' partitions).
+REPLAY_CHUNKS = "replay/chunks"
+REPLAY_SKIPPED = "replay/skipped"
+
+# Units.
+UNIT_ID = "unit/id"
+UNIT_IDS = "unit/ids"
+UNITS_LISTING = "units/listing"
+UNITS_INPUT = "units/input"
+UNITS_NEW = "units/new"
+UNITS_NO_LONGER_LISTED = "units/no_longer_listed"
+UNITS_REFUSED = "units/refused"
+UNITS_WAITING = "units/waiting"
+
+# Event time.
+EVENT_TIME_ENGINE = "event_time/engine"
+EVENT_TIME_WINDOWS_EMITTED = "event_time/windows_emitted"
+EVENT_TIME_WINDOWS_OPEN = "event_time/windows_open"
+EVENT_TIME_LATE_RECORDS = "event_time/late_records"
+EVENT_TIME_LATE_RECORDS_KEPT = "event_time/late_records_kept"
+EVENT_TIME_EXPLAIN = "event_time/explain"
+EVENT_TIME_INPUTS = "event_time/inputs"
+EVENT_TIME_LOCAL_WATERMARKS = "event_time/local_watermarks"
+EVENT_TIME_PARTITIONS_OPEN = "event_time/partitions_open"
+EVENT_TIME_PARTITIONS_CLOSED = "event_time/partitions_closed"
+EVENT_TIME_BATCH = "event_time/batch"
+EVENT_TIME_READ_BY = "event_time/read_by"
+EVENT_TIME_MICRO_BATCHES = "event_time/micro_batches"
+EVENT_TIME_LATE_ROWS_DROPPED_BY_SPARK = "event_time/late_rows_dropped_by_spark"
+EVENT_TIME_DELAY = "event_time/delay"
+#: ``event_time/upstream_versions/<input>``: the versions of an input a batch read (first..last)
+EVENT_TIME_UPSTREAM_VERSIONS = "event_time/upstream_versions/<input>"
+#: ``delta/<table>_version``: the version of each table an event-time batch wrote (-1: none)
+DELTA_TABLE_VERSION_OF = "delta/<table>_version"
+
+# One partition's whole state (a run's materialization, a sensor's observation).
+PARTITION_STATE = "partition/state"
+PARTITION_REASON = "partition/reason"
+PARTITION_WATERMARK = "partition/watermark"
+PARTITION_WATERMARK_TIME = "partition/watermark_time"
+PARTITION_WATERMARKS = "partition/watermarks"
+PARTITION_FILES = "partition/files"
+PARTITION_FILES_COMMITTED = "partition/files_committed"
+PARTITION_ROWS_READ = "partition/rows_read"
+PARTITION_ROWS_QUARANTINED = "partition/rows_quarantined"
+PARTITION_FILES_QUARANTINED = "partition/files_quarantined"
+PARTITION_FIRST_FILE = "partition/first_file"
+PARTITION_LAST_FILE = "partition/last_file"
+PARTITION_WINDOWS_OPEN = "partition/windows_open"
+PARTITION_CLOSED = "partition/closed"
+
+# A file-path pipeline's sensor: what its listing found.
+FILES_PENDING = "files/pending"
+BYTES_PENDING = "bytes/pending"
+FILES_BELOW_WATERMARK = "files/below_watermark"
+FILES_BELOW_WATERMARK_BY_PARTITION = "files/below_watermark_by_partition"
+FILES_BELOW_WATERMARK_FIRST = "files/below_watermark_first"
+FILES_LATE_AFTER_WINDOW = "files/late_after_window"
+FILES_LATE_AFTER_WINDOW_FIRST = "files/late_after_window_first"
+FILES_UNREADABLE = "files/unreadable"
+FILES_UNREADABLE_FIRST = "files/unreadable_first"
+FILES_UNSORTABLE = "files/unsortable"
+FILES_UNSORTABLE_FIRST = "files/unsortable_first"
+FILES_REWRITTEN = "files/rewritten"
+FILES_REWRITTEN_FIRST = "files/rewritten_first"
+FILES_COLUMNS_LEFT_OUT = "files/columns_left_out"
+BACKLOG_FILES_PENDING = "backlog/files_pending"
+BACKLOG_BYTES_PENDING = "backlog/bytes_pending"
+BACKLOG_OLDEST_PENDING_AGE = "backlog/oldest_pending_age"
+BACKLOG_OLDEST_PENDING_AGE_SECONDS = "backlog/oldest_pending_age/seconds"
+BACKLOG_OLDEST_PENDING_TIME = "backlog/oldest_pending_time"
+BACKLOG_OLDEST_PENDING_FILE = "backlog/oldest_pending_file"
+BACKLOG_LISTING_CAPPED = "backlog/listing_capped"
+
+# Dagster's own keys (the UI treats them specially).
+DAGSTER_URI = "dagster/uri"
+DAGSTER_ROW_COUNT = "dagster/row_count"
+DAGSTER_PARTITION_ROW_COUNT = "dagster/partition_row_count"
+
+#: Every key above (documented in docs/metadata.md, one row each).
+KEYS: tuple[str, ...] = tuple(
+    value for name, value in sorted(globals().items()) if name.isupper() and isinstance(value, str)
+)
+
+#: Keys runs wrote before this vocabulary, and the key that replaced each (docs/metadata.md lists
+#: them). No code reads any of them back: the checks read ``delta/version`` and ``delta/versions``,
+#: which kept their names.
+RENAMED: Mapping[str, str] = {
+    "watermark/before_json": WATERMARK_BEFORE_VALUES,
+    "watermark/after_json": WATERMARK_AFTER_VALUES,
+    "time/cut_off": CUT_OFF,
+    "time_unit/cut_off": CUT_OFF,
+    "time/highest_watermark": WATERMARK_AFTER,
+    "time_unit/highest_watermark": WATERMARK_AFTER,
+    "time/window": REPLACE_WINDOW,
+    "time/high_watermark": REPLACE_HIGH_WATERMARK,
+    "time/runs": RUNS,
+    "time_unit/runs": RUNS,
+    "unit/runs": RUNS,
+    "time/skipped_keys": PARTITIONS_SKIPPED,
+    "time_unit/skipped_keys": PARTITIONS_SKIPPED,
+    "unit/done_at_before": WATERMARK_BEFORE,
+    "unit/done_at": WATERMARK_AFTER,
+    "event_time/watermark": WATERMARK_AFTER_TIME,
+    "event_time/watermark_before": WATERMARK_BEFORE,
+    "event_time/lag_seconds": LAG_SECONDS,
+    "lag_seconds": LAG_SECONDS,
+    "delta/txn": DELTA_TXNS,
+    "delta/output_versions": DELTA_VERSIONS,
+    "backlog/oldest_pending_age_seconds": BACKLOG_OLDEST_PENDING_AGE_SECONDS,
+}
+
+
+# --- times ------------------------------------------------------------------------------------
+
+
+def time_text(moment: datetime) -> str:
+    """``2024-01-30T18:49:55Z``: ISO-8601 in UTC, whole seconds; ``.578Z`` milliseconds only when
+    the millisecond is not zero (microseconds below it are cut). A naive datetime is refused."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"a naive datetime {moment!r} has no time zone; pass an aware one (UTC)")
+    utc = moment.astimezone(timezone.utc)
+    millis = utc.microsecond // 1000
+    text = utc.replace(microsecond=millis * 1000, tzinfo=None).isoformat(
+        timespec="milliseconds" if millis else "seconds"
+    )
+    return text + "Z"
+
+
+def millis_text(millis: int) -> str:
+    """:func:`time_text` of an instant in epoch milliseconds."""
+    return time_text(datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=millis))
+
+
+def cut_off_text(cut: CutOff) -> str:
+    """The cut-off of a time watermark and what it comes from, e.g. ``2020-01-18T00:00:00Z
+    (highest watermark 2020-01-21T00:00:00Z + abstinent 0d - grace 3d)``."""
+    at = time_text(cut.at)
+    if cut.highest is None:
+        return f"{at} (first run: from)"
+    formula = (
+        f"highest watermark {time_text(cut.highest)} + abstinent {cut.abstinent_days}d - "
+        f"grace {cut.grace_days}d"
+    )
+    if cut.highest + timedelta(days=cut.abstinent_days - cut.grace_days) < cut.at:
+        return f"{at} (from, since {formula} is before it)"
+    return f"{at} ({formula})"
+
+
+def timestamp(moment: datetime) -> MetadataValue:
+    """Dagster timestamp metadata of an aware instant (naive refused, as :func:`time_text`)."""
+    time_text(moment)  # refuses a naive datetime with the fix
+    return MetadataValue.timestamp(moment)
+
+
+def time_entries(key: str, moment: datetime | None, *, none: str = "(none)") -> dict[str, Any]:
+    """``key`` as :func:`time_text` and ``key_time`` as a Dagster timestamp (``none``: no time)."""
+    if moment is None:
+        return {key: MetadataValue.text(none)}
+    return {key: MetadataValue.text(time_text(moment)), f"{key}_time": timestamp(moment)}
+
+
+def window_text(start: datetime, end: datetime) -> str:
+    """``[2024-01-30T00:00:00Z, 2024-01-31T00:00:00Z)``: a window, start in, end out."""
+    return f"[{time_text(start)}, {time_text(end)})"
+
+
+# --- values -----------------------------------------------------------------------------------
+
+
+def value_text(value: object) -> str:
+    """One value of a watermark column, as a person reads it: an aware datetime as
+    :func:`time_text`; a naive one (a wall-clock time, TIMESTAMP_NTZ) in ISO-8601 WITHOUT ``Z``;
+    dates and times in ISO-8601; everything else as ``str`` (never a Python repr)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            return value.isoformat()
+        return time_text(value)
+    if isinstance(value, (date, time)):
+        return value.isoformat()
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def plain(value: object) -> Any:
+    """``value`` as plain JSON: numbers, booleans, strings and None as they are; datetimes, dates
+    and times as :func:`value_text`; mappings and sequences element by element; anything else as
+    ``str``. Never a repr, never a state file's sentinel."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (datetime, date, time)):
+        return value_text(value)
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(v) for v in value]
+    return str(value)
+
+
+def number(value: int | float) -> MetadataValue:
+    """An int as int metadata, a float as float metadata (never a string)."""
+    if isinstance(value, bool):
+        return MetadataValue.bool(value)
+    return MetadataValue.int(value) if isinstance(value, int) else MetadataValue.float(value)
+
+
+def column_watermark_text(watermark: ColumnWatermark) -> str:
+    """``updated_at=2026-04-03T09:15:00Z, id=42``; ``(empty: read everything)`` when empty."""
+    if watermark.is_empty:
+        return "(empty: read everything)"
+    return ", ".join(f"{c}={value_text(x)}" for c, x in zip(watermark.columns, watermark.values))
+
+
+def region_text(region: ReplaceWindow | Sequence[ReplaceWindow] | None, *, none: str) -> str:
+    """The rows a run replaced: ``status = shipped`` (one value),
+    ``updated_at in [2026-04-02T15:00:00Z, 2026-04-03T16:00:00Z]`` (the window's interval; ``-inf``:
+    no lower bound), several windows joined by `` and ``; ``none`` when the run replaced nothing."""
+    if region is None:
+        return none
+    windows = (region,) if isinstance(region, ReplaceWindow) else tuple(region)
+    return " and ".join(_window_text(w) for w in windows) or none
+
+
+def _window_text(window: ReplaceWindow) -> str:
+    closed = window.interval is Interval.CLOSED_CLOSED
+    if closed and window.lower is not None and window.lower == window.upper:
+        return f"{window.column} = {value_text(window.upper)}"
+    low = "-inf" if window.lower is None else value_text(window.lower)
+    shown = window.interval.value.replace("lower", low).replace("upper", value_text(window.upper))
+    return f"{window.column} in {shown}"
+
+
+# --- durations --------------------------------------------------------------------------------
+
+
+def duration_text(seconds: float | timedelta) -> str:
+    """A duration in words, whole seconds (cut): ``0 s``, ``45 s``, ``2 min 5 s``, ``3 h 5 min``,
+    ``1 day 2 h``, ``1,030 days`` (from 10 days on, whole days); negative ones with a ``-``."""
+    total = seconds.total_seconds() if isinstance(seconds, timedelta) else float(seconds)
+    if not math.isfinite(total):
+        raise ValueError(f"a duration must be finite, not {total!r}")
+    sign, whole = ("-" if total < 0 else ""), int(abs(total))
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days >= 10:
+        return f"{sign}{days:,} days"
+    if days:
+        parts = [f"{days} day{'' if days == 1 else 's'}", f"{hours} h" if hours else ""]
+    elif hours:
+        parts = [f"{hours} h", f"{minutes} min" if minutes else ""]
+    elif minutes:
+        parts = [f"{minutes} min", f"{secs} s" if secs else ""]
+    else:
+        parts = [f"{secs} s"]
+    return sign + " ".join(p for p in parts if p)
+
+
+def duration_entries(key: str, seconds: float) -> dict[str, Any]:
+    """``key`` in words (:func:`duration_text`) and ``key/seconds`` as a number (plotted)."""
+    return {
+        key: MetadataValue.text(duration_text(seconds)),
+        f"{key}/seconds": MetadataValue.float(round(seconds, 3)),
+    }
+
+
+# --- several values ---------------------------------------------------------------------------
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, bool):
+        text = "yes" if value else "no"
+    elif isinstance(value, int):
+        text = f"{value:,}"
+    else:
+        text = value_text(value)
+    # a cell is one line; a | would end it
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A markdown table (``|`` and line breaks in a cell escaped); ``(none)`` without rows."""
+    lines = [list(r) for r in rows]
+    if not lines:
+        return "(none)"
+    out = [
+        "| " + " | ".join(_cell(h) for h in header) + " |",
+        "|" + "|".join(" --- " for _ in header) + "|",
+    ]
+    out += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in lines]
+    return "\n".join(out)
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> MetadataValue:
+    """:func:`markdown_table` as Dagster markdown metadata."""
+    return MetadataValue.md(markdown_table(header, rows))
+
+
+def lines(items: Iterable[str]) -> MetadataValue:
+    """One markdown list item per line (``-`` when none)."""
+    return MetadataValue.md("\n".join(f"- {item}" for item in items) or "-")
