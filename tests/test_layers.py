@@ -79,7 +79,7 @@ PIPELINE_CLASSES = {
     "TimePipelineConfig",
 }
 #: Where asking is allowed: the factory, and the configuration that defines the union.
-MAY_ASK_THE_KIND = {"defs/build.py", "config.py"}
+MAY_ASK_THE_KIND = {"defs/build.py", "config/project.py"}
 
 
 def imports(path: Path) -> Iterator[str]:

@@ -1,8 +1,7 @@
 """The configuration of an event-time pipeline (``watermark.kind: event_time``, issue 9).
 
-One of ``config.PipelineConfig``'s members; ``config.py`` re-exports
-:class:`EventTimePipelineConfig`. The checks that need the whole file (the upstream pipelines
-exist; what a stream cannot do) are in ``config.ProjectConfig``.
+One of ``config.PipelineConfig``'s members. The checks that need the whole file (the upstream
+pipelines exist; what a stream cannot do) are in ``config.project.ProjectConfig``.
 """
 
 from __future__ import annotations
@@ -12,11 +11,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from watermark_assets.config_automation import AutomationSetting
-from watermark_assets.config_base import Model as _Model
-from watermark_assets.config_base import iso_instant_text
-from watermark_assets.config_base import pipeline_name as _pipeline_name
-from watermark_assets.config_freshness import Freshness
+from watermark_assets.config.base import Model as _Model
+from watermark_assets.config.base import pipeline_name as _pipeline_name
+from watermark_assets.config.shared import AutomationSetting, Freshness, iso_instant_text
 
 #: The accepted ``source.type`` values of an event-time pipeline.
 EVENT_TIME_SOURCE_TYPES: Mapping[str, str] = {
