@@ -21,6 +21,7 @@ from watermark_assets.config.shared import (
 )
 from watermark_assets.config.sources import ColumnSourceConfig
 from watermark_assets.core.column.lookback import Backward
+from watermark_assets.core.column.replay import split_range
 from watermark_assets.core.errors import LookbackError
 from watermark_assets.exceptions import ConfigError
 
@@ -199,8 +200,6 @@ class ReplayConfig(_Model):
 
     @model_validator(mode="after")
     def _valid_range(self) -> ReplayConfig:
-        from watermark_assets.core.column.replay import split_range
-
         try:
             split_range("replay", self.start, self.end, self.chunk.step)
         except ValueError as error:
@@ -302,10 +301,10 @@ class ColumnPipelineConfig(_Model):
 
     @model_validator(mode="after")
     def _source_takes_the_watermark(self) -> ColumnPipelineConfig:
-        # A source checks its settings against the watermark columns when it is built (e.g. an
-        # HTTP API's watermark_param_mapping names only watermark columns); building does no I/O.
+        # A source checks its settings against the watermark columns (e.g. an HTTP API's
+        # watermark_param_mapping names only watermark columns), as its builder does.
         try:
-            self.source.build(self.name, self.watermark.columns)
+            self.source.check_watermark(self.name, self.watermark.columns)
         except ConfigError as error:
             raise ValueError(str(error)) from error
         return self

@@ -14,6 +14,8 @@ from pydantic import Field, field_validator, model_validator
 from watermark_assets.config.base import Model as _Model
 from watermark_assets.config.base import pipeline_name as _pipeline_name
 from watermark_assets.config.shared import AutomationSetting, Freshness, iso_instant_text
+from watermark_assets.core.event_time import parse_duration_ms
+from watermark_assets.spark.window_agg import Aggregate, distinct_column
 
 #: The accepted ``source.type`` values of an event-time pipeline.
 EVENT_TIME_SOURCE_TYPES: Mapping[str, str] = {
@@ -54,8 +56,6 @@ class PipelineSourceConfig(_Model):
 
 
 def _duration(value: Any, key: str) -> int:
-    from watermark_assets.core.event_time import parse_duration_ms
-
     try:
         return parse_duration_ms(str(value))
     except ValueError as error:
@@ -211,8 +211,6 @@ class EventTimePipelineConfig(_Model):
 
     @model_validator(mode="after")
     def _valid_aggregates(self) -> EventTimePipelineConfig:
-        from watermark_assets.spark.window_agg import distinct_column
-
         if not self.aggregates:
             raise ValueError("aggregates is empty; name at least one, e.g. {events: count}")
         distinct_column(self.parsed_aggregates)
@@ -220,8 +218,6 @@ class EventTimePipelineConfig(_Model):
 
     @property
     def parsed_aggregates(self) -> tuple[Any, ...]:
-        from watermark_assets.spark.window_agg import Aggregate
-
         return tuple(Aggregate.parse(name, text) for name, text in self.aggregates.items())
 
     @property

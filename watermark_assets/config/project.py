@@ -23,6 +23,7 @@ from watermark_assets.config.storage import StorageConfig
 from watermark_assets.config.time import TimePipelineConfig
 from watermark_assets.config.unit import UnitPipelineConfig
 from watermark_assets.exceptions import ConfigError
+from watermark_assets.spark.paths import NATIVE_S3_CONF, native_s3
 
 
 def _watermark_kind(value: Any) -> str | None:
@@ -152,8 +153,6 @@ class ProjectConfig(_Model):
                 f"pipeline {pipeline.name!r}: engine streaming reads ONE upstream file pipeline's "
                 f"landing folder (source.type files), not {names}; use engine: batch"
             )
-        from watermark_assets.spark.paths import NATIVE_S3_CONF, native_s3
-
         native = native_s3(self.spark.conf.get(NATIVE_S3_CONF, "false"))
         if upstream.source.uri.startswith(("s3://", "s3a://")) and not native:
             raise ValueError(

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
+from watermark_assets.config import registry
 from watermark_assets.config.base import Model as _Model
 
 if TYPE_CHECKING:
@@ -21,9 +22,7 @@ class DeltaMetadataProviderConfig(_Model):
         self, table_uri: str, pipeline: str | None = None
     ) -> WatermarkProvider | CommitCarriedProvider:
         """The provider over the pipeline's target table."""
-        from watermark_assets.providers.delta_metadata import DeltaMetadataProvider
-
-        return DeltaMetadataProvider(table_uri, pipeline=pipeline)
+        return registry.build("provider", self, table_uri, pipeline)  # type: ignore[no-any-return]
 
 
 class FileProviderConfig(_Model):
@@ -36,9 +35,7 @@ class FileProviderConfig(_Model):
         self, table_uri: str, pipeline: str | None = None
     ) -> WatermarkProvider | CommitCarriedProvider:
         """The provider (``table_uri`` unused: the file is its own store)."""
-        from watermark_assets.providers.file import FileWatermarkProvider
-
-        return FileWatermarkProvider(self.uri)
+        return registry.build("provider", self, table_uri, pipeline)  # type: ignore[no-any-return]
 
 
 class PostgresProviderConfig(_Model):
@@ -62,9 +59,7 @@ class PostgresProviderConfig(_Model):
         self, table_uri: str, pipeline: str | None = None
     ) -> WatermarkProvider | CommitCarriedProvider:
         """The provider (``table_uri`` unused: the database is its own store)."""
-        from watermark_assets.providers.postgres import PostgresWatermarkProvider
-
-        return PostgresWatermarkProvider(self.conninfo, table=self.table, schema=self.db_schema)
+        return registry.build("provider", self, table_uri, pipeline)  # type: ignore[no-any-return]
 
 
 ProviderConfig = Annotated[

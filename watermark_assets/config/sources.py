@@ -13,8 +13,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from watermark_assets.config import registry
 from watermark_assets.config.base import Model as _Model
-from watermark_assets.exceptions import ConfigError
+from watermark_assets.core.time.file_dates import DateTemplate
+from watermark_assets.core.urls import redact_url
+from watermark_assets.exceptions import ConfigError, SecondaryInputError
 from watermark_assets.spark.ddl import parse_read_schema
 
 if TYPE_CHECKING:
@@ -97,9 +100,7 @@ class LandingFilesSourceConfig(_FileSourceBase):
 
     def build(self, pipeline: FilePipelineConfig) -> FileSource:
         """The source strategy of ``pipeline`` (whose source this is)."""
-        from watermark_assets.sources.landing_files import LandingFilesSource
-
-        return LandingFilesSource(pipeline, self)
+        return registry.build("file_source", self, pipeline)  # type: ignore[no-any-return]
 
 
 class ParquetCommitSourceConfig(_FileSourceBase):
@@ -134,9 +135,7 @@ class ParquetCommitSourceConfig(_FileSourceBase):
 
     def build(self, pipeline: FilePipelineConfig) -> FileSource:
         """The source strategy of ``pipeline`` (whose source this is)."""
-        from watermark_assets.sources.parquet_commit import ParquetCommitSource
-
-        return ParquetCommitSource(pipeline)
+        return registry.build("file_source", self, pipeline)  # type: ignore[no-any-return]
 
 
 FileSourceConfig = Annotated[
@@ -150,7 +149,14 @@ FILE_SOURCE_TYPES: Mapping[str, str] = {
 }
 
 
-class DeltaTableSourceConfig(_Model):
+class _ColumnSourceBase(_Model):
+    def check_watermark(self, name: str, watermark_columns: Sequence[str]) -> None:
+        """ConfigError when this source cannot read a pipeline ``name`` over
+        ``watermark_columns`` (any by default): the pipeline's model asks when it is validated,
+        the source's builder before it builds."""
+
+
+class DeltaTableSourceConfig(_ColumnSourceBase):
     """A Delta table read through its log (``deltalake``): files skipped by statistics, then the
     predicate pushed into Spark's Parquet scan."""
 
@@ -163,9 +169,9 @@ class DeltaTableSourceConfig(_Model):
     def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
         """The source strategy this configuration describes (the watermark columns unused:
         the frame has them)."""
-        from watermark_assets.sources.table import DeltaTableSource
-
-        return DeltaTableSource(name, self.uri, self.storage_options)
+        return registry.build(  # type: ignore[no-any-return]
+            "column_source", self, name, tuple(watermark_columns)
+        )
 
     @property
     def location(self) -> str:
@@ -173,7 +179,7 @@ class DeltaTableSourceConfig(_Model):
         return self.uri
 
 
-class ParquetSourceConfig(_Model):
+class ParquetSourceConfig(_ColumnSourceBase):
     """A folder of Parquet files (Hive-style partition folders allowed); Spark's own push-down."""
 
     type: Literal["parquet"] = "parquet"
@@ -182,9 +188,9 @@ class ParquetSourceConfig(_Model):
     def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
         """The source strategy this configuration describes (the watermark columns unused:
         the frame has them)."""
-        from watermark_assets.sources.table import ParquetFilesSource
-
-        return ParquetFilesSource(name, self.uri)
+        return registry.build(  # type: ignore[no-any-return]
+            "column_source", self, name, tuple(watermark_columns)
+        )
 
     @property
     def location(self) -> str:
@@ -192,7 +198,7 @@ class ParquetSourceConfig(_Model):
         return self.uri
 
 
-class _TextSourceConfig(_Model):
+class _TextSourceConfig(_ColumnSourceBase):
     uri: str = Field(description="Folder of the files: a local path or file:// URI.")
     schema_ddl: str = Field(
         alias="schema",
@@ -229,9 +235,9 @@ class CsvSourceConfig(_TextSourceConfig):
     def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
         """The source strategy this configuration describes (the watermark columns unused:
         the frame has them)."""
-        from watermark_assets.sources.table import CsvJsonSource
-
-        return CsvJsonSource(name, self.uri, "csv", self.schema_ddl, self.options)
+        return registry.build(  # type: ignore[no-any-return]
+            "column_source", self, name, tuple(watermark_columns)
+        )
 
 
 class JsonSourceConfig(_TextSourceConfig):
@@ -242,12 +248,12 @@ class JsonSourceConfig(_TextSourceConfig):
     def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
         """The source strategy this configuration describes (the watermark columns unused:
         the frame has them)."""
-        from watermark_assets.sources.table import CsvJsonSource
+        return registry.build(  # type: ignore[no-any-return]
+            "column_source", self, name, tuple(watermark_columns)
+        )
 
-        return CsvJsonSource(name, self.uri, "json", self.schema_ddl, self.options)
 
-
-class JdbcSourceConfig(_Model):
+class JdbcSourceConfig(_ColumnSourceBase):
     """A PostgreSQL table (or query) read through Spark JDBC: the watermark's WHERE clause runs
     in the database; ``num_partitions > 1`` reads in parallel on the leading watermark column.
 
@@ -322,19 +328,8 @@ class JdbcSourceConfig(_Model):
 
     def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
         """The source strategy this configuration describes, over ``watermark_columns``."""
-        from watermark_assets.sources.jdbc import JdbcSource
-
-        return JdbcSource(
-            name=name,
-            url=self.url,
-            table=self.table,
-            schema=self.db_schema,
-            query=self.query,
-            watermark_columns=tuple(watermark_columns),
-            user_env=self.user_env,
-            password_env=self.password_env,
-            num_partitions=self.num_partitions,
-            fetchsize=self.fetchsize,
+        return registry.build(  # type: ignore[no-any-return]
+            "column_source", self, name, tuple(watermark_columns)
         )
 
     @property
@@ -381,7 +376,7 @@ PaginationConfig = Annotated[
 ]
 
 
-class HttpApiSourceConfig(_Model):
+class HttpApiSourceConfig(_ColumnSourceBase):
     """A paged JSON API: the watermark goes into the requests (``watermark_param_*``), the exact
     predicate is applied again in Spark to the records received."""
 
@@ -460,8 +455,6 @@ class HttpApiSourceConfig(_Model):
     @field_validator("watermark_param_format")
     @classmethod
     def _known_format(cls, value: str) -> str:
-        from watermark_assets.sources.http_api import NAMED_FORMATS
-
         if value not in NAMED_FORMATS and "%" not in value:
             raise ValueError(
                 f"{value!r} is not a watermark format; use one of {list(NAMED_FORMATS)} or a "
@@ -480,42 +473,14 @@ class HttpApiSourceConfig(_Model):
 
     def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
         """The source strategy this configuration describes, over ``watermark_columns``."""
-        from watermark_assets.sources.http_api import (
-            HttpApiSource,
-            NextLink,
-            PageNumber,
-            Pagination,
-            ParamLocation,
+        return registry.build(  # type: ignore[no-any-return]
+            "column_source", self, name, tuple(watermark_columns)
         )
 
-        pagination: Pagination = None
-        if isinstance(self.pagination, NextLinkPaginationConfig):
-            pagination = NextLink(path=self.pagination.path)
-        elif isinstance(self.pagination, PageNumberPaginationConfig):
-            pagination = PageNumber(
-                param=self.pagination.param,
-                start=self.pagination.start,
-                size_param=self.pagination.size_param,
-                page_size=self.pagination.page_size,
-            )
-        return HttpApiSource(
-            name=name,
-            url=self.url,
-            schema_ddl=self.schema_ddl,
-            watermark_columns=tuple(watermark_columns),
-            method=self.method,
-            watermark_param_mapping=dict(self.watermark_param_mapping),
-            watermark_to_param=self.watermark_to_param,
-            watermark_param_location=ParamLocation.parse(self.watermark_param_location),
-            watermark_param_format=self.watermark_param_format,
-            params=dict(self.params),
-            body=dict(self.body),
-            pagination=pagination,
-            records_path=self.records_path,
-            headers=dict(self.headers),
-            headers_env=dict(self.headers_env),
-            timeout_seconds=self.timeout_seconds,
-            max_pages=self.max_pages,
+    def check_watermark(self, name: str, watermark_columns: Sequence[str]) -> None:
+        """ConfigError unless ``watermark_param_mapping`` names only watermark columns."""
+        check_watermark_params(
+            name, self.watermark_param_mapping, watermark_columns, self.watermark_param_format
         )
 
     @property
@@ -524,7 +489,7 @@ class HttpApiSourceConfig(_Model):
         return f"{self.method} {self.url}"
 
 
-class FileDownloadSourceConfig(_Model):
+class FileDownloadSourceConfig(_ColumnSourceBase):
     """Files named by date, downloaded over HTTP(S) (time pipelines only): a window downloads the
     files whose date is in it, e.g. ``url: https://host/files/file{date:%Y%m%d}.csv``."""
 
@@ -580,8 +545,6 @@ class FileDownloadSourceConfig(_Model):
     @field_validator("url")
     @classmethod
     def _dated_http_url(cls, value: str) -> str:
-        from watermark_assets.core.time.file_dates import DateTemplate
-
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an http:// or https:// URL template")
         DateTemplate.parse(value)  # FileTemplateError names the problem and the fix
@@ -606,8 +569,13 @@ class FileDownloadSourceConfig(_Model):
     def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
         """The source strategy this configuration describes (``staging_uri`` set by the time
         pipeline)."""
-        from watermark_assets.sources.file_download import FileDownloadSource
+        return registry.build(  # type: ignore[no-any-return]
+            "column_source", self, name, tuple(watermark_columns)
+        )
 
+    def check_watermark(self, name: str, watermark_columns: Sequence[str]) -> None:
+        """ConfigError unless a time pipeline builds this source: one time column, and the
+        staging folder it set."""
         if self.staging_uri is None or len(watermark_columns) != 1:
             raise ConfigError(
                 f"file_download source of {name!r} is built by a time pipeline (one time column "
@@ -616,26 +584,10 @@ class FileDownloadSourceConfig(_Model):
                 key="source.type",
                 value=self.type,
             )
-        return FileDownloadSource(
-            name=name,
-            url=self.url,
-            format=self.format,
-            schema_ddl=self.schema_ddl,
-            time_column=watermark_columns[0],
-            date_column=self.date_column,
-            options=dict(self.options),
-            missing=self.missing,
-            headers=dict(self.headers),
-            headers_env=dict(self.headers_env),
-            timeout_seconds=self.timeout_seconds,
-            staging_uri=self.staging_uri,
-        )
 
     @property
     def location(self) -> str:
         """The URL template (secrets redacted)."""
-        from watermark_assets.sources.http_fetch import redact_url
-
         return f"GET {redact_url(self.url)}"
 
 
@@ -684,9 +636,7 @@ class FileSecondaryInputConfig(_Model):
 
     def build(self) -> SecondaryInput:
         """The input :func:`~watermark_assets.sources.secondary_input.read_units` reads."""
-        from watermark_assets.sources.secondary_input import FileInput
-
-        return FileInput(path=self.path, fields=tuple(self.fields), format=self.format)
+        return registry.build("secondary_input", self)  # type: ignore[no-any-return]
 
 
 class DeltaTableSecondaryInputConfig(_Model):
@@ -698,9 +648,7 @@ class DeltaTableSecondaryInputConfig(_Model):
 
     def build(self) -> SecondaryInput:
         """The input :func:`~watermark_assets.sources.secondary_input.read_units` reads."""
-        from watermark_assets.sources.secondary_input import DeltaTableInput
-
-        return DeltaTableInput(uri=self.uri, fields=tuple(self.fields))
+        return registry.build("secondary_input", self)  # type: ignore[no-any-return]
 
 
 class PostgresSecondaryInputConfig(_Model):
@@ -717,24 +665,16 @@ class PostgresSecondaryInputConfig(_Model):
 
     @model_validator(mode="after")
     def _table_or_query(self) -> PostgresSecondaryInputConfig:
-        self.build()  # exactly one of table and query (ValueError naming the fix)
+        # exactly one of table and query, and fields (ValueError naming the fix)
+        try:
+            check_postgres_listing(self.table, self.db_schema, self.query, self.fields)
+        except SecondaryInputError as error:
+            raise ValueError(str(error)) from None
         return self
 
     def build(self) -> SecondaryInput:
         """The input :func:`~watermark_assets.sources.secondary_input.read_units` reads."""
-        from watermark_assets.exceptions import SecondaryInputError
-        from watermark_assets.sources.secondary_input import PostgresInput
-
-        try:
-            return PostgresInput(
-                conninfo=self.conninfo,
-                fields=tuple(self.fields),
-                table=self.table,
-                schema=self.db_schema,
-                query=self.query,
-            )
-        except SecondaryInputError as error:
-            raise ValueError(str(error)) from None
+        return registry.build("secondary_input", self)  # type: ignore[no-any-return]
 
 
 SecondaryInputConfig = Annotated[
@@ -742,7 +682,84 @@ SecondaryInputConfig = Annotated[
     Field(discriminator="type"),
 ]
 
-#: The placeholder of an ``http_api`` source's URL that a unit run replaces with the unit's id.
-
 #: column sources that read a folder (or a Delta table's folder)
 FOLDER_SOURCES = (DeltaTableSourceConfig, ParquetSourceConfig, CsvSourceConfig, JsonSourceConfig)
+
+
+# --- checks a source's strategy makes too (sources/ calls these: one copy of each rule) -------
+
+#: How a datetime watermark can be sent by name (``watermark_param_format``), besides a strftime
+#: pattern.
+NAMED_FORMATS = ("iso", "date", "timestamp", "timestamp_ms")
+
+
+def check_watermark_params(
+    name: str, mapping: Mapping[str, str], watermark_columns: Sequence[str], value_format: str
+) -> None:
+    """ConfigError unless an HTTP source's ``mapping`` names only watermark columns and its
+    ``value_format`` is a named format or a strftime pattern."""
+    unknown = sorted(set(mapping) - set(watermark_columns))
+    if unknown or not (value_format in NAMED_FORMATS or "%" in value_format):
+        raise ConfigError(
+            f"HTTP source {name!r}: watermark_param_mapping may name only watermark "
+            f"columns {list(watermark_columns)} (not {unknown}), and "
+            f"watermark_param_format must be one of {list(NAMED_FORMATS)} or a strftime "
+            f"pattern (got {value_format!r})",
+            pipeline=name,
+            key="watermark_param_mapping" if unknown else "watermark_param_format",
+            value=unknown or value_format,
+        )
+
+
+#: The longest excerpt of a query (or of an unreadable line) kept in a message.
+EXCERPT = 200
+
+
+def excerpt(text: str) -> str:
+    """``text`` without its line end, cut to :data:`EXCERPT` characters."""
+    text = text.rstrip("\r\n")
+    return text if len(text) <= EXCERPT else text[:EXCERPT] + "..."
+
+
+def listing_fields(fields: Sequence[str], source: str) -> tuple[str, ...]:
+    """The id columns of a secondary input (``source`` in words), checked: distinct names."""
+    checked = (fields,) if isinstance(fields, str) else tuple(fields)
+    if (
+        not checked
+        or not all(isinstance(f, str) and f for f in checked)
+        or len(set(checked)) != len(checked)
+    ):
+        raise SecondaryInputError(
+            source,
+            f"fields {list(checked)!r} are not a list of distinct column names",
+            'Give the column(s) holding the id, e.g. fields: ["id"]',
+        )
+    return checked
+
+
+def postgres_listing(table: str | None, schema: str | None, query: str | None) -> str:
+    """A PostgreSQL secondary input in words, for messages (never its conninfo)."""
+    if table is not None:
+        name = f"{schema}.{table}" if schema else table
+        return f"PostgreSQL table {name!r}"
+    return f"PostgreSQL query {excerpt(' '.join(str(query).split()))!r}"
+
+
+def check_postgres_listing(
+    table: str | None, schema: str | None, query: str | None, fields: Sequence[str]
+) -> tuple[str, ...]:
+    """SecondaryInputError unless exactly one of ``table`` and ``query`` is given (``schema``
+    with a table only) and ``fields`` are distinct names; the fields, checked."""
+    if (table is None) == (query is None):
+        raise SecondaryInputError(
+            "on PostgreSQL",
+            "it names " + ("both a table and a query" if table else "no table or query"),
+            "Give exactly one of table and query",
+        )
+    if query is not None and schema is not None:
+        raise SecondaryInputError(
+            postgres_listing(table, schema, query),
+            "schema applies to a table, not to a query",
+            "Qualify the tables in the query instead",
+        )
+    return listing_fields(fields, postgres_listing(table, schema, query))

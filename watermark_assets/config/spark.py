@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from watermark_assets.config.base import Model as _Model
+from watermark_assets.spark.cds import ENABLED_KEY
+from watermark_assets.spark.session import connect_address, with_delta_spark
 
 
 class SparkConfig(_Model):
@@ -42,8 +44,6 @@ class SparkConfig(_Model):
 
     @model_validator(mode="after")
     def _one_kind(self) -> SparkConfig:
-        from watermark_assets.spark.session import connect_address
-
         for key in self.conf:
             if not key.startswith("spark."):
                 raise ValueError(
@@ -78,9 +78,6 @@ class SparkConfig(_Model):
     def settings(self) -> dict[str, str]:
         """Every setting as flat ``spark.*`` keys, for ``spark.session.spark_from_settings``:
         ``spark.master`` or ``spark.remote``, ``conf``, and delta-spark's when asked."""
-        from watermark_assets.spark.cds import ENABLED_KEY
-        from watermark_assets.spark.session import with_delta_spark
-
         where = {"spark.remote": self.remote} if self.remote else {"spark.master": self.master}
         merged = {**where, **self.conf}
         if not self.class_data_sharing:

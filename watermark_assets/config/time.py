@@ -3,7 +3,7 @@ partitions, each replaced in ONE commit."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -23,11 +23,10 @@ from watermark_assets.config.shared import (
     yaml_instant_text,
 )
 from watermark_assets.config.sources import ColumnSourceConfig, FileDownloadSourceConfig
+from watermark_assets.core.errors import FileTemplateError, TimeRangeError, TimeSpecError
+from watermark_assets.core.time import FixedTime, Partitioning, TimeSpec
+from watermark_assets.core.time.file_dates import DateTemplate
 from watermark_assets.spark.ddl import parse_read_schema
-
-if TYPE_CHECKING:
-    from watermark_assets.core.time import TimeSpec
-
 
 # --- time pipelines (seed 003): windows of [from, to) as Dagster partitions, each replaced ---
 
@@ -84,9 +83,6 @@ class TimeWatermarkConfig(_Model):
 
     @model_validator(mode="after")
     def _valid_spec(self) -> TimeWatermarkConfig:
-        from watermark_assets.core.errors import TimeRangeError, TimeSpecError
-        from watermark_assets.core.time import FixedTime, Partitioning
-
         try:
             spec = self.spec  # TimeBoundError quotes the value and the accepted forms
         except TimeSpecError as error:
@@ -125,8 +121,6 @@ class TimeWatermarkConfig(_Model):
     @property
     def spec(self) -> TimeSpec:
         """The core's :class:`~watermark_assets.core.time.TimeSpec` of this watermark."""
-        from watermark_assets.core.time import TimeSpec
-
         return TimeSpec(
             self.from_,
             self.to,
@@ -192,10 +186,6 @@ class TimePipelineConfig(_Model):
         return self
 
     def _check_file_download(self, source: FileDownloadSourceConfig) -> None:
-        from watermark_assets.core.errors import FileTemplateError
-        from watermark_assets.core.time import FixedTime
-        from watermark_assets.core.time.file_dates import DateTemplate
-
         column = self.watermark.column
         names = [f.name for f in parse_read_schema(source.schema_ddl)]
         if source.date_column is not None and column != source.date_column:

@@ -29,7 +29,9 @@ from watermark_assets.config.sources import (
     SecondaryInputConfig,
 )
 from watermark_assets.config.time import TimeWatermarkConfig
+from watermark_assets.core.unit import parse_units
 
+#: The placeholder of an ``http_api`` source's URL that a unit run replaces with the unit's id.
 UNIT_PLACEHOLDER = "{unit}"
 
 
@@ -74,8 +76,6 @@ class UnitWatermarkConfig(_Model):
     @classmethod
     def _valid_units(cls, value: str | None) -> str | None:
         if value is not None:
-            from watermark_assets.core.unit import parse_units
-
             parse_units(value, source="watermark.units")  # UnitIdError names the id and its row
         return value
 
@@ -109,8 +109,6 @@ class UnitWatermarkConfig(_Model):
     @property
     def explicit_units(self) -> tuple[str, ...] | None:
         """The explicit ids, in order, each once; None with a secondary input."""
-        from watermark_assets.core.unit import parse_units
-
         return None if self.units is None else parse_units(self.units, source="watermark.units")
 
 
