@@ -7,13 +7,17 @@ pipelines exist; what a stream cannot do) are in ``config.project.ProjectConfig`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from watermark_assets.config.base import Model as _Model
 from watermark_assets.config.base import pipeline_name as _pipeline_name
-from watermark_assets.config.shared import AutomationSetting, Freshness, iso_instant_text
+from watermark_assets.config.shared import (
+    AutomationSetting,
+    Freshness,
+    PartitionsConfig,
+)
 from watermark_assets.core.event_time import parse_duration_ms
 from watermark_assets.spark.window_agg import Aggregate, distinct_column
 
@@ -152,21 +156,20 @@ class EventTimeTableConfig(_Model):
         return self.state_uri or self.uri.rstrip("/") + "_state"
 
 
-class EventTimePartitionsConfig(_Model):
-    """The asset's event-time partitions: one closes when the watermark passes its end."""
+class EventTimePartitionsConfig(PartitionsConfig):
+    """The asset's event-time partitions: one closes when the watermark passes its end. The
+    shared partitions model with the event-time defaults: hourly or daily (hourly by default),
+    ``start`` required."""
 
-    granularity: Literal["hourly", "daily"] = Field(default="hourly")
+    names_key_in_errors: ClassVar[bool] = True
+
+    granularity: Literal["hourly", "daily"] = Field(default="hourly")  # type: ignore[assignment]
     start: str = Field(description="First partition, ISO date or datetime (UTC).")
     end: str | None = Field(
         default=None,
         description="End of the last partition (exclusive), for a closed period. Default: "
         "partitions run up to now.",
     )
-
-    @field_validator("start", "end", mode="before")
-    @classmethod
-    def _instant_text(cls, value: Any, info: Any) -> Any:
-        return iso_instant_text(value, f"partitions.{info.field_name} ")
 
 
 class EventTimeSensorConfig(_Model):

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from datetime import date, datetime, timezone
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from watermark_assets.config.base import Model
 from watermark_assets.config.base import Model as _Model
@@ -80,13 +80,24 @@ class Granularity(str, Enum):
     MONTHLY = "monthly"
 
 
-class TableConfig(_Model):
-    """The Delta table a pipeline commits to."""
+class DeltaTableConfig(_Model):
+    """The Delta table a pipeline commits to, as every kind writes it (``table:``): its root,
+    its partition columns, its quarantine beside it. A kind's table adds its own keys."""
 
     uri: str = Field(description="Delta table root: a local path or file:// URI.")
     partition_by: list[str] = Field(
         default_factory=list, description="Columns the Delta table is partitioned by."
     )
+
+    @property
+    def quarantine(self) -> str:
+        """The Delta table of the malformed records: the table URI + ``_quarantine``."""
+        return self.uri.rstrip("/") + "_quarantine"
+
+
+class TableConfig(DeltaTableConfig):
+    """The Delta table a file-path pipeline commits to."""
+
     derived_columns: dict[str, str] = Field(
         default_factory=dict,
         description="Columns computed with Spark SQL expressions, "
@@ -99,11 +110,16 @@ class TableConfig(_Model):
 
     @property
     def quarantine(self) -> str:
-        return self.quarantine_uri or self.uri.rstrip("/") + "_quarantine"
+        return self.quarantine_uri or super().quarantine
 
 
 class PartitionsConfig(_Model):
-    """The Dagster time partitions of the pipeline's asset."""
+    """The Dagster time partitions of the pipeline's asset: ``granularity`` from ``start`` up to
+    ``end`` (exclusive) or the current period. Every kind's ``partitions:`` block is this model;
+    a kind with other defaults subclasses it and states them (``EventTimePartitionsConfig``)."""
+
+    #: whether a refused ``start``/``end`` names its key in the message itself (event time)
+    names_key_in_errors: ClassVar[bool] = False
 
     granularity: Granularity = Field(default=Granularity.DAILY)
     start: str = Field(
@@ -120,10 +136,21 @@ class PartitionsConfig(_Model):
 
     @field_validator("start", "end", mode="before")
     @classmethod
-    def _instant_text(cls, value: Any) -> Any:
+    def _instant_text(cls, value: Any, info: ValidationInfo) -> Any:
         """An unquoted YAML date or datetime as its ISO text; text that is no instant (e.g.
         ``2020-02-30``) is refused with the accepted forms."""
-        return iso_instant_text(value)
+        named = f"partitions.{info.field_name} " if cls.names_key_in_errors else ""
+        return iso_instant_text(value, named)
+
+    @property
+    def start_at(self) -> datetime:
+        """``start`` as an aware instant (UTC when written without a zone)."""
+        return utc_instant(self.start)
+
+    @property
+    def end_at(self) -> datetime | None:
+        """``end`` as an aware instant (UTC when written without a zone), None without one."""
+        return None if self.end is None else utc_instant(self.end)
 
 
 class CheckpointConfig(_Model):
@@ -155,13 +182,10 @@ class BackfillConfig(_Model):
     )
 
 
-class ColumnTableConfig(_Model):
-    """The Delta table a column pipeline commits to."""
+class ColumnTableConfig(DeltaTableConfig):
+    """The Delta table a column, time or unit pipeline commits to (malformed CSV/JSON records of
+    its source go to its quarantine, as for a file pipeline)."""
 
-    uri: str = Field(description="Delta table root: a local path or file:// URI.")
-    partition_by: list[str] = Field(
-        default_factory=list, description="Columns the Delta table is partitioned by."
-    )
     merge_keys: list[str] = Field(
         default_factory=list,
         description="Columns that identify a row, e.g. [id] or [region, id]: each run's rows are "
@@ -175,14 +199,7 @@ class ColumnTableConfig(_Model):
     @field_validator("merge_keys")
     @classmethod
     def _valid_merge_keys(cls, value: list[str]) -> list[str]:
-
         return list(merge_key_names(value)) if value else value
-
-    @property
-    def quarantine(self) -> str:
-        """The Delta table of the source's malformed records (CSV/JSON): the table URI +
-        ``_quarantine``, as for a file pipeline."""
-        return self.uri.rstrip("/") + "_quarantine"
 
 
 # --- automation_condition: -----------------------------------------------------------------
