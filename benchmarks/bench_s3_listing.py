@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from s3_server import S3Server, load_keys
 
 from watermark_assets import storage
-from watermark_assets.config_storage import StorageConfig
+from watermark_assets.config.storage import StorageConfig
 from watermark_assets.core.filepath.listing import plan_listing
 from watermark_assets.core.filepath.path import NameOrdering
 from watermark_assets.core.filepath.watermark import FileWatermark

@@ -257,7 +257,7 @@ def s3_storage(s3_server: Any) -> Iterator[Any]:
     """The storage settings of ``s3_server`` installed (``storage.configure``) for one test, the
     previous ones back after it; yields the server."""
     from watermark_assets import storage
-    from watermark_assets.config_storage import StorageConfig
+    from watermark_assets.config.storage import StorageConfig
 
     previous = storage.installed()
     storage.configure(StorageConfig.model_validate(s3_server.storage_block()))

@@ -23,7 +23,7 @@ from dagster import (
 )
 from pydantic import ValidationError
 
-from watermark_assets.config_backlog import EventTimeBacklogLimits, FileBacklogLimits
+from watermark_assets.config.backlog import EventTimeBacklogLimits, FileBacklogLimits
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.backlog_check import BACKLOG_CHECK, backlog_verdict
 

@@ -482,3 +482,28 @@ def test_the_documented_refused_file_is_what_loading_it_says() -> None:
     with pytest.raises(ConfigError) as raised:
         parse_config(text, env={}, base=Path("/base"), origin="pipelines.yaml")
     assert str(raised.value) == shown
+
+
+def test_every_kind_s_partitions_are_one_model_with_its_own_defaults() -> None:
+    """One partitions model (issue 23): event time's block is the shared one with its defaults
+    (hourly, a start to write) and its messages; a naive start or end is UTC, read in one place."""
+    from datetime import datetime, timezone
+
+    from watermark_assets.config import EventTimePartitionsConfig, PartitionsConfig
+
+    shared, event = PartitionsConfig(), EventTimePartitionsConfig(start="2024-01-01 10:00")
+    assert isinstance(event, PartitionsConfig)
+    assert (shared.granularity.value, shared.start, event.granularity) == (
+        "daily",
+        "2024-01-01",
+        "hourly",
+    )
+    assert event.start_at == datetime(2024, 1, 1, 10, tzinfo=timezone.utc)
+    assert PartitionsConfig(end="2024-02-01T00:00:00+02:00").end_at == datetime(
+        2024, 1, 31, 22, tzinfo=timezone.utc
+    )
+    assert shared.end_at is None
+    with pytest.raises(ValueError, match=r"partitions\.start '2020-02-30' is not an ISO"):
+        EventTimePartitionsConfig(start="2020-02-30")
+    with pytest.raises(ValueError, match=r"Value error, '2020-02-30' is not an ISO"):
+        PartitionsConfig(start="2020-02-30")

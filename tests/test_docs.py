@@ -53,7 +53,7 @@ from watermark_assets.config import (
     TableConfig,
     parse_config,
 )
-from watermark_assets.config_storage import StorageConfig
+from watermark_assets.config.storage import StorageConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

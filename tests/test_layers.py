@@ -99,7 +99,7 @@ PIPELINE_CLASSES = {
     "TimePipelineConfig",
 }
 #: Where asking is allowed: the factory, and the configuration that defines the union.
-MAY_ASK_THE_KIND = {"defs/build.py", "config.py"}
+MAY_ASK_THE_KIND = {"defs/build.py", "config/project.py"}
 
 
 def imports(path: Path) -> Iterator[str]:
@@ -108,6 +108,46 @@ def imports(path: Path) -> Iterator[str]:
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             yield node.module
+
+
+def runtime_imports(path: Path) -> Iterator[str]:
+    """:func:`imports`, except those under ``if TYPE_CHECKING:`` (annotations only)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
+        for inner in ast.walk(node)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module
+
+
+def test_the_configuration_is_declarative() -> None:
+    """config/ imports no adapter that builds what it describes: sources/ and providers/
+    register their builders in config/registry.py (they import config/, never the reverse),
+    inside a function or not; annotations may name their types."""
+    refused = (
+        "watermark_assets.sources",
+        "watermark_assets.providers",
+        "watermark_assets.runs",
+        "watermark_assets.defs",
+        "dagster._core",
+    )
+    modules = sorted((PACKAGE / "config").glob("*.py"))
+    assert modules, "config/ holds no module"
+    wrong = [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in modules
+        for name in runtime_imports(path)
+        if forbidden(name, refused)
+    ]
+    assert not wrong, wrong
 
 
 def forbidden(name: str, refused: tuple[str, ...]) -> bool:

@@ -27,7 +27,7 @@ from s3_server import S3Server, load_keys
 
 from watermark_assets import storage
 from watermark_assets.config import parse_config
-from watermark_assets.config_storage import MASK, StorageConfig
+from watermark_assets.config.storage import MASK, StorageConfig
 from watermark_assets.core.filepath.listing import plan_listing
 from watermark_assets.core.filepath.path import NameOrdering
 from watermark_assets.core.filepath.watermark import FileWatermark

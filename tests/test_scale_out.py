@@ -660,7 +660,7 @@ class TestSparkConnect:
         """The fsspec path under Connect: the Python data source runs in the server's Python
         workers (the settings reach them in its redacted option); rows as in local mode."""
         from watermark_assets import storage
-        from watermark_assets.config_storage import StorageConfig
+        from watermark_assets.config.storage import StorageConfig
 
         bucket = s3_server.new_bucket()
         landing_uri, table_uri = f"s3://{bucket}/landing", f"s3://{bucket}/lake/events"

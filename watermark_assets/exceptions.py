@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from watermark_assets.config_problems import Problem
+    from watermark_assets.config.problems import Problem
 
 # The ONE base class lives in the pure core (core must not import this module's Java/Delta errors).
 from watermark_assets.core.errors import (

@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from watermark_assets.config_storage import StorageConfig, portable_dump
+from watermark_assets.config.storage import StorageConfig, portable_dump
 from watermark_assets.core.filepath.listing import ListingPlan
 from watermark_assets.core.filepath.path import NameOrdering, is_sortable
 from watermark_assets.exceptions import ConcurrentWriteError

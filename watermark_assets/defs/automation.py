@@ -7,7 +7,7 @@ from typing import Any
 
 from dagster import AutomationCondition
 
-from watermark_assets.config_automation import OnCronConfig
+from watermark_assets.config.shared import OnCronConfig
 
 
 def automation_condition(setting: str | OnCronConfig | None) -> AutomationCondition[Any] | None:

@@ -1,5 +1,5 @@
 """The asset check ``backlog_within_limits``: a pipeline's backlog numbers against the limits of
-its ``backlog_limits:`` key (``config_backlog.py``).
+its ``backlog_limits:`` key (``config/backlog.py``).
 
 Dagster's ``build_metadata_bounds_checks`` reads the numbers of the asset's latest
 materialization; a backlog is measured where no run happens (a file-path pipeline's sensor tick,
@@ -24,7 +24,7 @@ from dagster import (
 )
 
 from watermark_assets.config import Pipeline
-from watermark_assets.config_backlog import FileBacklogLimits, _Limits
+from watermark_assets.config.backlog import FileBacklogLimits, _Limits
 from watermark_assets.core.clock import Clock
 from watermark_assets.defs.backlog import (
     BYTES_PENDING,

@@ -136,13 +136,8 @@ def window_engine(pipeline: EventTimePipelineConfig, config: ProjectConfig) -> W
 
 
 def event_time_partitions(pipeline: EventTimePipelineConfig) -> TimeWindowPartitionsDefinition:
-    start = datetime.fromisoformat(pipeline.partitions.start.strip())
-    start = start.replace(tzinfo=timezone.utc) if start.tzinfo is None else start
+    start, end = pipeline.partitions.start_at, pipeline.partitions.end_at  # naive: UTC
     hourly = pipeline.partitions.granularity == "hourly"
-    end = None
-    if pipeline.partitions.end is not None:
-        end = datetime.fromisoformat(pipeline.partitions.end.strip())
-        end = end.replace(tzinfo=timezone.utc) if end.tzinfo is None else end
     return TimeWindowPartitionsDefinition(
         start=start,
         end=end,

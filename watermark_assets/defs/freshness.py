@@ -23,7 +23,7 @@ from itertools import islice, pairwise
 from dagster import FreshnessPolicy
 from dagster._utils.schedules import cron_string_iterator
 
-from watermark_assets.config_freshness import FreshnessConfig
+from watermark_assets.config.shared import FreshnessConfig
 
 #: The cadence of a partition granularity (a month: its longest, 31 days).
 GRANULARITY_CADENCE = {

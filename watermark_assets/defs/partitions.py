@@ -4,7 +4,7 @@ partitions turned into a :class:`~watermark_assets.core.partition_selection.Part
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from dagster import (
@@ -22,6 +22,7 @@ from watermark_assets.config import (
     ColumnPipelineConfig,
     Granularity,
     Pipeline,
+    utc_instant,
 )
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.partition_selection import (
@@ -34,7 +35,7 @@ from watermark_assets.exceptions import ConfigError
 
 def _moment(pipeline: Pipeline | ColumnPipelineConfig, key: str, value: str) -> datetime:
     try:
-        moment = datetime.fromisoformat(value)
+        return utc_instant(value)  # a naive instant is UTC
     except ValueError as error:
         raise ConfigError(
             f"pipeline {pipeline.name!r}: partitions.{key} {value!r} is not an ISO date or "
@@ -43,7 +44,6 @@ def _moment(pipeline: Pipeline | ColumnPipelineConfig, key: str, value: str) -> 
             key=f"partitions.{key}",
             value=value,
         ) from error
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
 
 
 def partitions_definition(

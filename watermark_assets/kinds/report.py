@@ -230,6 +230,7 @@ def summarize_event_time(
 def summarize_column(pipeline: ColumnPipelineConfig) -> PartitionedRow:
     """A column pipeline's row: the watermark its provider keeps (``delta_metadata``: the state
     store of its table)."""
+    import watermark_assets.providers  # noqa: F401  (registers the providers' builders)
     from watermark_assets.delta.committer import DeltaCommitter
     from watermark_assets.delta.log import table_row_count
 

@@ -41,13 +41,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from watermark_assets import storage
+from watermark_assets.config.sources import FileDownloadSourceConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.predicate import Predicate, SqlDialect, to_sql
 from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time.file_dates import DateTemplate
+from watermark_assets.core.urls import redact_url
 from watermark_assets.exceptions import ConfigError, HttpApiError
 from watermark_assets.sources.column import ColumnRead
-from watermark_assets.sources.http_fetch import open_url, redact_url, request_headers
+from watermark_assets.sources.http_fetch import open_url, request_headers
 from watermark_assets.spark import io
 from watermark_assets.staging import remove_tree
 
@@ -219,3 +221,26 @@ def _window_of(name: str, predicate: Predicate) -> TimeWindow:
             value="file_download",
         )
     return TimeWindow(bound.values[0], upper.value)
+
+
+def file_download_source(
+    config: FileDownloadSourceConfig, name: str, watermark_columns: tuple[str, ...]
+) -> FileDownloadSource:
+    """The source ``config`` describes (``type: file_download``; ``staging_uri`` set by the time
+    pipeline, whose one column is ``watermark_columns``)."""
+    config.check_watermark(name, watermark_columns)  # ConfigError: a time pipeline's only
+    assert config.staging_uri is not None
+    return FileDownloadSource(
+        name=name,
+        url=config.url,
+        format=config.format,
+        schema_ddl=config.schema_ddl,
+        time_column=watermark_columns[0],
+        date_column=config.date_column,
+        options=dict(config.options),
+        missing=config.missing,
+        headers=dict(config.headers),
+        headers_env=dict(config.headers_env),
+        timeout_seconds=config.timeout_seconds,
+        staging_uri=config.staging_uri,
+    )

@@ -45,6 +45,13 @@ from datetime import date, datetime, time, timezone
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from watermark_assets.config.sources import (
+    NAMED_FORMATS,
+    HttpApiSourceConfig,
+    NextLinkPaginationConfig,
+    PageNumberPaginationConfig,
+    check_watermark_params,
+)
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.predicate import Predicate, SqlDialect, to_sql
 from watermark_assets.core.column.watermark import ColumnWatermark
@@ -54,8 +61,6 @@ from watermark_assets.sources.http_fetch import open_url, request_headers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-NAMED_FORMATS = ("iso", "date", "timestamp", "timestamp_ms")
 
 
 class ParamLocation(str, Enum):
@@ -211,18 +216,12 @@ class HttpApiSource:
                 key="method",
                 value=self.method,
             )
-        unknown = sorted(set(self.watermark_param_mapping) - set(self.watermark_columns))
-        fmt = self.watermark_param_format
-        if unknown or not (fmt in NAMED_FORMATS or "%" in fmt):
-            raise ConfigError(
-                f"HTTP source {self.name!r}: watermark_param_mapping may name only watermark "
-                f"columns {list(self.watermark_columns)} (not {unknown}), and "
-                f"watermark_param_format must be one of {list(NAMED_FORMATS)} or a strftime "
-                f"pattern (got {fmt!r})",
-                pipeline=self.name,
-                key="watermark_param_mapping" if unknown else "watermark_param_format",
-                value=unknown or fmt,
-            )
+        check_watermark_params(
+            self.name,
+            self.watermark_param_mapping,
+            self.watermark_columns,
+            self.watermark_param_format,
+        )
 
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
         """Fetch every page for ``predicate``'s watermark, then a frame of the records with the
@@ -379,3 +378,39 @@ def _records(page: Any, path: str, url: str) -> list[dict[str, Any]]:
             "Set records_path to the dotted path of the records list ('' for a top-level list)",
         )
     return [dict(r) for r in records]
+
+
+def http_api_source(
+    config: HttpApiSourceConfig, name: str, watermark_columns: tuple[str, ...]
+) -> HttpApiSource:
+    """The source ``config`` describes, over ``watermark_columns`` (registered for
+    ``type: http_api``)."""
+    pagination: Pagination = None
+    if isinstance(config.pagination, NextLinkPaginationConfig):
+        pagination = NextLink(path=config.pagination.path)
+    elif isinstance(config.pagination, PageNumberPaginationConfig):
+        pagination = PageNumber(
+            param=config.pagination.param,
+            start=config.pagination.start,
+            size_param=config.pagination.size_param,
+            page_size=config.pagination.page_size,
+        )
+    return HttpApiSource(
+        name=name,
+        url=config.url,
+        schema_ddl=config.schema_ddl,
+        watermark_columns=watermark_columns,
+        method=config.method,
+        watermark_param_mapping=dict(config.watermark_param_mapping),
+        watermark_to_param=config.watermark_to_param,
+        watermark_param_location=ParamLocation.parse(config.watermark_param_location),
+        watermark_param_format=config.watermark_param_format,
+        params=dict(config.params),
+        body=dict(config.body),
+        pagination=pagination,
+        records_path=config.records_path,
+        headers=dict(config.headers),
+        headers_env=dict(config.headers_env),
+        timeout_seconds=config.timeout_seconds,
+        max_pages=config.max_pages,
+    )

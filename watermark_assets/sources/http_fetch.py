@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -19,32 +18,8 @@ from contextlib import contextmanager
 from http.client import HTTPResponse
 from typing import cast
 
+from watermark_assets.core.urls import redact_url as redact_url
 from watermark_assets.exceptions import ConfigError, HttpApiError
-
-#: Query parameters whose values are secrets in URLs (matched case-insensitively, as substrings).
-_SECRET_PARAMS = re.compile(r"(?i)(password|passwd|secret|token|key|signature|sig|auth)")
-
-
-def redact_url(url: str) -> str:
-    """``url`` without the secrets it may carry: the password of ``user:password@`` and the
-    values of query parameters named like secrets (``token``, ``api_key``, ``sig``...)."""
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, host = netloc.rpartition("@")
-        user = userinfo.partition(":")[0]
-        netloc = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
-    pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    if any(_SECRET_PARAMS.search(name) for name, _ in pairs):
-        query = "&".join(
-            f"{urllib.parse.quote(k)}=***"
-            if _SECRET_PARAMS.search(k)
-            else urllib.parse.urlencode({k: v})
-            for k, v in pairs
-        )
-    else:
-        query = parts.query
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def request_headers(

@@ -48,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from watermark_assets.config.sources import JdbcSourceConfig
 from watermark_assets.core.column.predicate import (
     Predicate,
     SqlDialect,
@@ -299,3 +300,21 @@ _PLANNED_PARTITIONS = re.compile(r"JDBCRelation\(.*?\) \[numPartitions=(\d+)\]",
 def redacted_url(url: str) -> str:
     """``url`` without a ``password=`` parameter's value (it ends up in metadata and errors)."""
     return re.sub(r"(?i)(password=)[^&;]*", r"\1***", url)
+
+
+def jdbc_source(
+    config: JdbcSourceConfig, name: str, watermark_columns: tuple[str, ...]
+) -> JdbcSource:
+    """The source ``config`` describes, over ``watermark_columns`` (``type: jdbc``)."""
+    return JdbcSource(
+        name=name,
+        url=config.url,
+        table=config.table,
+        schema=config.db_schema,
+        query=config.query,
+        watermark_columns=watermark_columns,
+        user_env=config.user_env,
+        password_env=config.password_env,
+        num_partitions=config.num_partitions,
+        fetchsize=config.fetchsize,
+    )

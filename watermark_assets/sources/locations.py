@@ -49,7 +49,7 @@ def check_source_folder(pipeline: AnyPipeline) -> None:
 def server_address(pipeline: AnyPipeline) -> tuple[str, str, int] | None:
     """(``source.url`` as shown, host, port) of a pipeline reading PostgreSQL through JDBC or an
     HTTP API; None for any other source, or a URL naming several hosts (PostgreSQL fail-over)."""
-    from watermark_assets.sources.http_fetch import redact_url
+    from watermark_assets.core.urls import redact_url
     from watermark_assets.sources.jdbc import redacted_url
 
     source = getattr(pipeline, "source", None)

@@ -51,6 +51,12 @@ from pathlib import PurePosixPath
 from typing import Any, Literal, Protocol, TypeAlias
 
 from watermark_assets import storage
+from watermark_assets.config.sources import (
+    check_postgres_listing,
+    excerpt,
+    listing_fields,
+    postgres_listing,
+)
 from watermark_assets.core.unit.units import ScreenedUnits, UnreadableRow, screen_units
 from watermark_assets.exceptions import SecondaryInputError
 
@@ -75,8 +81,6 @@ _SUFFIXES: dict[str, FileFormat] = {
     ".parquet": "parquet",
     ".pq": "parquet",
 }
-#: The longest excerpt of an unreadable line kept in a refusal (messages stay readable).
-_EXCERPT = 200
 
 
 class _Input(Protocol):
@@ -102,7 +106,7 @@ class FileInput:
     storage_options: Mapping[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "fields", _checked_fields(self.fields, self.describe()))
+        object.__setattr__(self, "fields", listing_fields(self.fields, self.describe()))
 
     def describe(self) -> str:
         """The input in words, for messages."""
@@ -180,7 +184,7 @@ class FileInput:
                 if not record:
                     continue  # a blank line
                 if len(record) <= max(positions):
-                    text = _excerpt(",".join(record))
+                    text = excerpt(",".join(record))
                     yield (
                         start,
                         UnreadableRow(
@@ -201,16 +205,16 @@ class FileInput:
                 try:
                     value = json.loads(text)
                 except ValueError as exc:
-                    yield number, UnreadableRow(_excerpt(text), f"it is not JSON ({exc})")
+                    yield number, UnreadableRow(excerpt(text), f"it is not JSON ({exc})")
                     continue
                 if not isinstance(value, dict):
                     reason = f"it is a JSON {type(value).__name__}, not an object"
-                    yield number, UnreadableRow(_excerpt(text), reason)
+                    yield number, UnreadableRow(excerpt(text), reason)
                     continue
                 absent = [f for f in self.fields if f not in value]
                 if absent:
                     reason = f"the object has no field {', '.join(map(repr, absent))}"
-                    yield number, UnreadableRow(_excerpt(text), reason)
+                    yield number, UnreadableRow(excerpt(text), reason)
                     continue
                 yield number, tuple(value[f] for f in self.fields)
 
@@ -242,7 +246,7 @@ class DeltaTableInput:
     storage_options: Mapping[str, str] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "fields", _checked_fields(self.fields, self.describe()))
+        object.__setattr__(self, "fields", listing_fields(self.fields, self.describe()))
 
     def describe(self) -> str:
         """The input in words, for messages."""
@@ -291,26 +295,12 @@ class PostgresInput:
     connect_timeout: int = 10
 
     def __post_init__(self) -> None:
-        if (self.table is None) == (self.query is None):
-            raise SecondaryInputError(
-                "on PostgreSQL",
-                "it names " + ("both a table and a query" if self.table else "no table or query"),
-                "Give exactly one of table and query",
-            )
-        if self.query is not None and self.schema is not None:
-            raise SecondaryInputError(
-                self.describe(),
-                "schema applies to a table, not to a query",
-                "Qualify the tables in the query instead",
-            )
-        object.__setattr__(self, "fields", _checked_fields(self.fields, self.describe()))
+        fields = check_postgres_listing(self.table, self.schema, self.query, self.fields)
+        object.__setattr__(self, "fields", fields)
 
     def describe(self) -> str:
         """The input in words, for messages (never the conninfo: it may hold credentials)."""
-        if self.table is not None:
-            name = f"{self.schema}.{self.table}" if self.schema else self.table
-            return f"PostgreSQL table {name!r}"
-        return f"PostgreSQL query {_excerpt(' '.join(str(self.query).split()))!r}"
+        return postgres_listing(self.table, self.schema, self.query)
 
     def rows(self) -> Iterator[Row]:
         """Each row's ``fields`` values with its position in the read (server-side cursor)."""
@@ -374,21 +364,6 @@ _REACH_FIX = "Check the URL, the network and the storage options (credentials, e
 _HEADER_FIX = "Give the CSV file a header row naming its columns"
 
 
-def _checked_fields(fields: Sequence[str], source: str) -> tuple[str, ...]:
-    checked = (fields,) if isinstance(fields, str) else tuple(fields)
-    if (
-        not checked
-        or not all(isinstance(f, str) and f for f in checked)
-        or len(set(checked)) != len(checked)
-    ):
-        raise SecondaryInputError(
-            source,
-            f"fields {list(checked)!r} are not a list of distinct column names",
-            'Give the column(s) holding the id, e.g. fields: ["id"]',
-        )
-    return checked
-
-
 def _positions(fields: Sequence[str], names: Sequence[str], source: str) -> list[int]:
     missing = [f for f in fields if f not in names]
     if missing:
@@ -408,8 +383,3 @@ def _arrow_rows(batches: Any, fields: Sequence[str]) -> Iterator[Row]:
         for values in zip(*columns):
             number += 1
             yield number, values
-
-
-def _excerpt(text: str) -> str:
-    text = text.rstrip("\r\n")
-    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from watermark_assets import sources as _sources  # noqa: F401  (registers file_source)
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.checkpoint import Checkpoint, Totals

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from watermark_assets.config_base import Model
+from watermark_assets.config.base import Model
 from watermark_assets.exceptions import ConfigError
 
 #: What every secret is shown as.

@@ -1,23 +1,26 @@
 """The configuration of an event-time pipeline (``watermark.kind: event_time``, issue 9).
 
-One of ``config.PipelineConfig``'s members; ``config.py`` re-exports
-:class:`EventTimePipelineConfig`. The checks that need the whole file (the upstream pipelines
-exist; what a stream cannot do) are in ``config.ProjectConfig``.
+One of ``config.PipelineConfig``'s members. The checks that need the whole file (the upstream
+pipelines exist; what a stream cannot do) are in ``config.project.ProjectConfig``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from watermark_assets.config_automation import AutomationSetting
-from watermark_assets.config_backlog import EventTimeBacklogLimits
-from watermark_assets.config_base import Model as _Model
-from watermark_assets.config_base import iso_instant_text
-from watermark_assets.config_base import pipeline_name as _pipeline_name
-from watermark_assets.config_freshness import Freshness
+from watermark_assets.config.backlog import EventTimeBacklogLimits
+from watermark_assets.config.base import Model as _Model
+from watermark_assets.config.base import pipeline_name as _pipeline_name
+from watermark_assets.config.shared import (
+    AutomationSetting,
+    Freshness,
+    PartitionsConfig,
+)
+from watermark_assets.core.event_time import parse_duration_ms
+from watermark_assets.spark.window_agg import Aggregate, distinct_column
 
 #: The accepted ``source.type`` values of an event-time pipeline.
 EVENT_TIME_SOURCE_TYPES: Mapping[str, str] = {
@@ -58,8 +61,6 @@ class PipelineSourceConfig(_Model):
 
 
 def _duration(value: Any, key: str) -> int:
-    from watermark_assets.core.event_time import parse_duration_ms
-
     try:
         return parse_duration_ms(str(value))
     except ValueError as error:
@@ -156,21 +157,20 @@ class EventTimeTableConfig(_Model):
         return self.state_uri or self.uri.rstrip("/") + "_state"
 
 
-class EventTimePartitionsConfig(_Model):
-    """The asset's event-time partitions: one closes when the watermark passes its end."""
+class EventTimePartitionsConfig(PartitionsConfig):
+    """The asset's event-time partitions: one closes when the watermark passes its end. The
+    shared partitions model with the event-time defaults: hourly or daily (hourly by default),
+    ``start`` required."""
 
-    granularity: Literal["hourly", "daily"] = Field(default="hourly")
+    names_key_in_errors: ClassVar[bool] = True
+
+    granularity: Literal["hourly", "daily"] = Field(default="hourly")  # type: ignore[assignment]
     start: str = Field(description="First partition, ISO date or datetime (UTC).")
     end: str | None = Field(
         default=None,
         description="End of the last partition (exclusive), for a closed period. Default: "
         "partitions run up to now.",
     )
-
-    @field_validator("start", "end", mode="before")
-    @classmethod
-    def _instant_text(cls, value: Any, info: Any) -> Any:
-        return iso_instant_text(value, f"partitions.{info.field_name} ")
 
 
 class EventTimeSensorConfig(_Model):
@@ -220,8 +220,6 @@ class EventTimePipelineConfig(_Model):
 
     @model_validator(mode="after")
     def _valid_aggregates(self) -> EventTimePipelineConfig:
-        from watermark_assets.spark.window_agg import distinct_column
-
         if not self.aggregates:
             raise ValueError("aggregates is empty; name at least one, e.g. {events: count}")
         distinct_column(self.parsed_aggregates)
@@ -229,8 +227,6 @@ class EventTimePipelineConfig(_Model):
 
     @property
     def parsed_aggregates(self) -> tuple[Any, ...]:
-        from watermark_assets.spark.window_agg import Aggregate
-
         return tuple(Aggregate.parse(name, text) for name, text in self.aggregates.items())
 
     @property

@@ -6,7 +6,7 @@ partitons``), pydantic's own words ("Extra inputs are not permitted") and the in
 turns each item into a :class:`Problem` that speaks the file's language: the union tags are
 dropped from the key path, an unknown key is compared (``difflib``) with the keys the model
 accepts at that place (field names and aliases, e.g. ``from``), and pydantic's "Input should be"
-becomes the fix. ``config.parse_config`` raises one :class:`~watermark_assets.exceptions.
+becomes the fix. ``config.loader.parse_config`` raises one :class:`~watermark_assets.exceptions.
 ConfigError` carrying every block; no traceback is needed to read it.
 """
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from watermark_assets.config_base import Model
+from watermark_assets.config.base import Model
 
 
 def duration_seconds(value: str, key: str) -> float:
