@@ -211,10 +211,8 @@ NAME_ON_DISK = re.compile(r"^watermark_assets([/._:]|$)")
 #: Literals of that shape outside ``names.py`` that are not written to disk (nor read back).
 NOT_ON_DISK = {
     ("component.py", "watermark_assets.WatermarkPipelines"): "the Component's type in defs.yaml",
-    ("config.py", "watermark_assets_watermarks"): (
-        "the Postgres provider's default table in its config model, equal to "
-        "names.POSTGRES_TABLE (tests/test_names.py); config.py is being split into a package"
-    ),
+    ("config/registry.py", "watermark_assets.sources"): "a module whose import registers",
+    ("config/registry.py", "watermark_assets.providers"): "a module whose import registers",
     ("demo/postgres.py", "watermark_assets_demo"): "the demo's scratch database",
     ("providers/postgres.py", "watermark_assets:"): "an advisory lock key, held during DDL only",
     ("runs/column_quarantine.py", "watermark_assets_column_quarantine"): "a Spark Observation",

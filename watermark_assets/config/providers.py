@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
+from watermark_assets import names
 from watermark_assets.config import registry
 from watermark_assets.config.base import Model as _Model
 
@@ -46,9 +47,7 @@ class PostgresProviderConfig(_Model):
         description="libpq connection string or URI, e.g. "
         "'postgresql://postgres@127.0.0.1:5432/test' (use ${ENV} for secrets)."
     )
-    table: str = Field(
-        default="watermark_assets_watermarks", description="Table of the watermarks."
-    )
+    table: str = Field(default=names.POSTGRES_TABLE, description="Table of the watermarks.")
     db_schema: str | None = Field(
         default=None, alias="schema", description="Schema of that table (default: search_path)."
     )
