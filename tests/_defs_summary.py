@@ -15,7 +15,8 @@ COMPONENT_METADATA = ("dagster/component_origin", "dagster/code_references")
 
 
 def summary(defs: Definitions) -> dict[str, Any]:
-    """Every asset (key, description, partitions, freshness policy, metadata, kinds, tags),
+    """Every pipeline's asset (key, description, partitions, freshness policy, metadata, kinds,
+    tags), the source locations' external assets,
     check, job, sensor, schedule and resource key of ``defs``."""
     repository = defs.get_repository_def()
     assets = {
@@ -32,9 +33,16 @@ def summary(defs: Definitions) -> dict[str, Any]:
             "tags": dict(sorted(spec.tags.items())),
         }
         for spec in defs.resolve_all_asset_specs()
+        if spec.key.path[0] != "source"
     }
     return {
         "assets": dict(sorted(assets.items())),
+        # the external assets of the source locations the pipelines read (defs/upstreams.py)
+        "sources": sorted(
+            spec.key.to_user_string()
+            for spec in defs.resolve_all_asset_specs()
+            if spec.key.path[0] == "source"
+        ),
         "checks": sorted(
             f"{key.asset_key.to_user_string()}:{key.name}"
             for key in repository.asset_graph.asset_check_keys

@@ -363,7 +363,7 @@ def test_dg_dev_serves_the_component_from_the_repository_root(tmp_path: Path) ->
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    query = "{ assetNodes { assetKey { path } } }"
+    query = "{ assetNodes { assetKey { path } isMaterializable } }"  # not the sources
 
     def assets() -> list[str] | None:
         if process.poll() is not None:
@@ -375,7 +375,7 @@ def test_dg_dev_serves_the_component_from_the_repository_root(tmp_path: Path) ->
         except (requests.RequestException, ValueError):
             return None
         nodes = (answer.get("data") or {}).get("assetNodes") or []
-        return [node["assetKey"]["path"][-1] for node in nodes] or None
+        return [n["assetKey"]["path"][-1] for n in nodes if n["isMaterializable"]] or None
 
     try:
         served = wait_for(

@@ -68,6 +68,7 @@ from watermark_assets.defs.unit import (
     build_units_sensor,
     unit_partitions,
 )
+from watermark_assets.defs.upstreams import source_specs, upstream_key, with_upstream
 from watermark_assets.exceptions import LandingFolderMissingWarning
 from watermark_assets.spark.batch import (
     INGESTED_AT_COLUMN,
@@ -98,7 +99,8 @@ def build_pipeline(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -
     built = _kind_defs(pipeline, clock, config)
     freshness, schema = asset_attributes(pipeline)
     automation = automation_condition(pipeline.automation_condition)
-    return replace(built, asset=with_asset_attributes(built.asset, freshness, schema, automation))
+    asset = with_asset_attributes(built.asset, freshness, schema, automation)
+    return replace(built, asset=with_upstream(asset, upstream_key(pipeline, config.pipelines)))
 
 
 def _kind_defs(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -> PipelineDefs:
@@ -270,7 +272,7 @@ def build_definitions(
     spark_conf = spark_settings(config)
     prestart_spark(config.spark.prestart, spark_conf)  # only in a run worker
     return Definitions(
-        assets=[b.asset for b in built],
+        assets=[*(b.asset for b in built), *source_specs(config.pipelines)],
         asset_checks=[
             *(b.checks for b in built if b.checks is not None),
             *(check for b in built for check in b.more_checks),
