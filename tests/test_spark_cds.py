@@ -247,6 +247,7 @@ def project_archive(timeout: float = 900) -> Path:
     return path
 
 
+@pytest.mark.spark  # a driver JVM in a subprocess
 def test_a_real_driver_jvm_loads_sparks_classes_from_the_archive(tmp_path: Path) -> None:
     archive = project_archive()
     loaded = tmp_path / "classes.log"
@@ -267,6 +268,7 @@ def test_a_real_driver_jvm_loads_sparks_classes_from_the_archive(tmp_path: Path)
     assert context and "spark-core_" in context[0] and "shared objects" not in context[0], context
 
 
+@pytest.mark.spark  # a driver JVM in a subprocess
 def test_an_archive_in_a_folder_with_a_space_a_quote_and_a_star_is_mapped(
     tmp_path: Path,
 ) -> None:
@@ -288,6 +290,7 @@ def test_an_archive_in_a_folder_with_a_space_a_quote_and_a_star_is_mapped(
     assert context and "source: shared objects file (top)" in context[0], context
 
 
+@pytest.mark.spark  # a driver JVM in a subprocess
 def test_a_damaged_archive_never_stops_a_session_and_prints_nothing(tmp_path: Path) -> None:
     env = {"WATERMARK_ASSETS_CACHE": str(tmp_path / "cache")}
     archive = cds.archive_path({**os.environ, **env})
