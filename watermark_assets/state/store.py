@@ -41,7 +41,7 @@ from typing import Generic, Protocol, TypeVar
 from urllib.parse import quote
 
 from watermark_assets import storage
-from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.committer import DeltaCommitter, committer_for
 from watermark_assets.delta.log import CommitRecord
 from watermark_assets.exceptions import (
     CheckpointError,
@@ -214,7 +214,7 @@ class StateStore(Generic[S]):
         self._fold = fold
         self._legacy = legacy
         self._recovery = recovery
-        self.committer = DeltaCommitter(table_uri)
+        self.committer = committer_for(table_uri)
 
     def empty(self) -> Stored[S]:
         """The state before the first commit (Σ of no txn: 0)."""
