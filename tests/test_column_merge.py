@@ -229,7 +229,9 @@ def test_a_commit_landing_after_the_merge_plan_makes_it_stale_and_the_run_plans_
     staged = column_run.stage_column_batch(
         column_run.plan_column_batch(request, now=NOW), spark, now=NOW
     )
-    real_plan_merge = column_run.plan_merge
+    from watermark_assets.engine import write as engine_write  # plans and makes the commit
+
+    real_plan_merge = engine_write.plan_merge
     plans = []
 
     def plan_then_race(*args: Any, **kwargs: Any) -> Any:
@@ -250,7 +252,7 @@ def test_a_commit_landing_after_the_merge_plan_makes_it_stale_and_the_run_plans_
             )
         return plan
 
-    monkeypatch.setattr(column_run, "plan_merge", plan_then_race)
+    monkeypatch.setattr(engine_write, "plan_merge", plan_then_race)
 
     result = column_run.commit_column_batch(staged, now=NOW)
 

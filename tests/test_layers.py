@@ -48,6 +48,11 @@ RULES = [
         "state is read and written by runs and sensors, not the reverse",
     ),
     (
+        "engine/*.py",
+        ("watermark_assets.runs", "watermark_assets.defs", "dagster"),
+        "the engine executes any kind's plan: it knows no run, kind or Dagster",
+    ),
+    (
         "runs/*.py",
         ("watermark_assets.defs", "dagster"),
         "runs work without Dagster (the CLI and the tests call them directly)",

@@ -653,7 +653,7 @@ def test_overlapping_range_runs_never_both_commit_what_they_read_before_the_othe
     """Run A (01-01..01-03) has staged and planned when run B (01-02..01-04) commits, after
     the source changed: A's commit is stale (pinned to the snapshot it planned on), A reads
     again and commits the source's rows once; every window's txn says two runs."""
-    from watermark_assets.runs import window_commit
+    from watermark_assets.engine import write as window_commit  # makes the windows' commit
     from watermark_assets.runs.time import run_windows
 
     scene = TimeScene(tmp_path, "2020-01-15", merge_keys=["id"], to="P0D", partition="daily")

@@ -24,7 +24,7 @@ from typing import Any
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.listing import plan_listing
-from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.committer import committer_for
 from watermark_assets.exceptions import ExplainPathError
 from watermark_assets.sources.file_discovery import PartitionOf
 from watermark_assets.sources.locations import check_source_folder
@@ -54,7 +54,7 @@ def gather_evidence(pipeline: Pipeline, partition_of: PartitionOf, *, now: datet
     file would be "missing": the folder is what is wrong)."""
     check_source_folder(pipeline)
     state = load_state(pipeline, now=now)
-    committer = DeltaCommitter(pipeline.table.uri)
+    committer = committer_for(pipeline.table)
     commits: dict[str, list[Commit]] = {}
     # the state's signatures survive log cleanup; a commit the log still holds is as new or newer
     signatures: dict[str, str] = dict(state.file_signatures)

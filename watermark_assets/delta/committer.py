@@ -33,7 +33,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 import fsspec
 import pyarrow as pa
@@ -65,6 +65,7 @@ __all__ = [
     "DataFile",
     "DeltaCommitter",
     "TxnVersion",
+    "committer_for",
     "describe_data_files",
 ]
 
@@ -344,6 +345,23 @@ class DeltaCommitter:
             f"txn {txn.app_id!r}={txn.version}; check the table's history",
             table_uri=self.table_uri,
         )
+
+
+class HasUri(Protocol):
+    """A table's configuration (any with its ``uri``)."""
+
+    @property
+    def uri(self) -> str: ...
+
+
+def committer_for(table: HasUri | str, *, now: Clock = system_clock) -> DeltaCommitter:
+    """The committer of a table, from its configuration (or its URI): the ONE place a run,
+    sensor or command gets one. The storage options are worked out here, once per committer
+    (``storage.delta_options`` and the fsspec filesystem of the configured storage, credentials
+    from environment variables read now), never cached across committers: credentials may
+    rotate between runs. Pass the committer on rather than building another for the same
+    table."""
+    return DeltaCommitter(table if isinstance(table, str) else table.uri, now=now)
 
 
 def _moved_txns(table: DeltaTable | None, txns: Sequence[TxnVersion]) -> str | None:

@@ -138,11 +138,11 @@ def summarize_time(pipeline: TimePipelineConfig) -> PartitionedRow:
 def summarize_unit(pipeline: UnitPipelineConfig) -> PartitionedRow:
     """Units with a committed run (of the explicit ones) and the latest done-at."""
     from watermark_assets.core.time.tick import instant_text
-    from watermark_assets.delta.committer import DeltaCommitter
+    from watermark_assets.delta.committer import committer_for
     from watermark_assets.delta.log import table_row_count
     from watermark_assets.runs.unit import load_unit_watermark
 
-    version = DeltaCommitter(pipeline.table.uri).current_version()
+    version = committer_for(pipeline.table).current_version()
     done: dict[str, Any] = {}
     if version is not None:
         units = load_unit_watermark(pipeline.table.uri, pipeline.name).units
@@ -165,14 +165,14 @@ def summarize_grid(pipeline: UnitPipelineConfig) -> PartitionedRow:
     watermark, and each unit's cut-off when they agree (else how many differ)."""
     from watermark_assets.core.time import windows
     from watermark_assets.core.time.tick import instant_text
-    from watermark_assets.delta.committer import DeltaCommitter
+    from watermark_assets.delta.committer import committer_for
     from watermark_assets.delta.log import table_row_count
     from watermark_assets.runs.time_unit import load_grid_watermark
 
     assert pipeline.watermark.time is not None, "a time x unit pipeline"
     now = system_clock()
     spec = pipeline.watermark.time.spec
-    version = DeltaCommitter(pipeline.table.uri).current_version()
+    version = committer_for(pipeline.table).current_version()
     grid = load_grid_watermark(pipeline)
     known = pipeline.watermark.explicit_units or tuple(grid.units)
     cut = windows(spec, now)
@@ -202,7 +202,7 @@ def summarize_event_time(
         event_time_partitions,
         window_engine,
     )
-    from watermark_assets.delta.committer import DeltaCommitter
+    from watermark_assets.delta.committer import committer_for
     from watermark_assets.delta.log import table_row_count
 
     engine = window_engine(pipeline, config)
@@ -215,7 +215,7 @@ def summarize_event_time(
         1 for k in keys if to_millis(partitions.time_window_for_partition_key(k).end) <= closed_by
     )
     late = f"{table_row_count(spec.late_uri) or 0} late records kept in {Path(spec.late_uri).name}"
-    version = DeltaCommitter(spec.output_uri).current_version()
+    version = committer_for(spec.output_uri).current_version()
     return PartitionedRow(
         pipeline=pipeline.name,
         kind=f"event time ({pipeline.partitions.granularity}, {engine.name})",
@@ -231,12 +231,12 @@ def summarize_column(pipeline: ColumnPipelineConfig) -> PartitionedRow:
     """A column pipeline's row: the watermark its provider keeps (``delta_metadata``: the state
     store of its table)."""
     import watermark_assets.providers  # noqa: F401  (registers the providers' builders)
-    from watermark_assets.delta.committer import DeltaCommitter
+    from watermark_assets.delta.committer import committer_for
     from watermark_assets.delta.log import table_row_count
 
     provider = pipeline.watermark.provider
     record = provider.build(pipeline.table.uri, pipeline.name).get_record(pipeline.dataflow_id)
-    version = DeltaCommitter(pipeline.table.uri).current_version()
+    version = committer_for(pipeline.table).current_version()
     return PartitionedRow(
         pipeline=pipeline.name,
         kind=f"column ({provider.type})",

@@ -53,10 +53,21 @@ from watermark_assets.core.column.predicate import (
 )
 from watermark_assets.core.column.watermark import ColumnValue, ColumnWatermark, WatermarkOperator
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
-from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
-from watermark_assets.delta.merge import MergePlan, commit_merge, plan_merge
-from watermark_assets.delta.replace import commit_replace, plan_replace
-from watermark_assets.delta.stats import describe_data_files
+from watermark_assets.delta.committer import CommitOutcome, TxnVersion, committer_for
+from watermark_assets.delta.merge import MergePlan
+from watermark_assets.delta.rewrite import RewritePlan
+from watermark_assets.engine.write import (
+    Append,
+    Merge,
+    Region,
+    Replace,
+    RunRecord,
+    StagedFiles,
+    WriteMode,
+    Written,
+    region_json,
+    write,
+)
 from watermark_assets.exceptions import DeltaCommitError, MergeKeyError
 from watermark_assets.providers.base import WatermarkRecord
 from watermark_assets.providers.delta_metadata import (
@@ -82,27 +93,12 @@ from watermark_assets.sources.column import (
 from watermark_assets.staging import (
     STAGING_DIR,
     list_parquet,
-    move_into_table,
     remove_stale_staging,
     remove_tree,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-#: What a replace commit replaces: a window, or a region (one window per column, the rows in all).
-Region = ReplaceWindow | tuple[ReplaceWindow, ...]
-
-
-def region_json(region: Region) -> Any:
-    """A window's JSON, or a region's list of them."""
-    return region.to_json() if isinstance(region, ReplaceWindow) else [w.to_json() for w in region]
-
-
-def region_text(region: Region) -> str:
-    """``[a, b)`` or ``[a, b) x [u, u]``."""
-    return str(region) if isinstance(region, ReplaceWindow) else " x ".join(map(str, region))
-
 
 #: The commitInfo entry of every column-pipeline commit: what the run read and wrote (the checks
 #: and the UI read it back from the log).
@@ -152,10 +148,12 @@ class ColumnPlan:
     #: True: a read of no row still commits its txns and metadata (a ``save_watermark: true``
     #: replay chunk records its completion in the log; see :func:`commit_column_batch`)
     records_completion: bool = False
-    #: the window the commit replaces, fixed when planning (a unit's ``[u, u]``: the read is
-    #: ``column = u``), or a region, one window per column (a time x unit cell: ``[start,
-    #: end)`` x ``[u, u]``); None: the window follows from the bound, ``upper`` and the rows read
-    window: Region | None = None
+    #: how the commit writes the rows, chosen by the planner (:mod:`watermark_assets.engine.
+    #: write`): an append, a merge on ``table.merge_keys``, or a replace of the region fixed
+    #: when planning (a unit's ``[u, u]``: the read is ``column = u``; a window ``[start, end)``;
+    #: a time x unit cell ``[start, end) x [u, u]``; a replay chunk ``[lower, upper)``) or of the
+    #: range read (``Replace.read_range()``: a run above its watermark, known once staged)
+    write_mode: WriteMode
     #: equalities on other columns every row read meets (a time x unit cell's unit), added to
     #: the predicate (:func:`~watermark_assets.core.column.predicate.within`)
     within: tuple[tuple[str, ColumnValue], ...] = ()
@@ -168,10 +166,11 @@ class ColumnPlan:
     def records_boundary(self) -> bool:
         """Whether the commit records the rows at its watermark's leading value: a run above
         the watermark that saves it (not a replay chunk, a unit or a time window)."""
+        mode = self.write_mode
         return (
             self.saves_watermark
             and self.upper is None
-            and self.window is None
+            and not (isinstance(mode, Replace) and mode.regions)
             and not self.within
             and not self.extra_txns
         )
@@ -297,7 +296,7 @@ def plan_column_batch(request: ColumnRunRequest, *, now: datetime) -> ColumnPlan
     """Read the txn version first, then the watermark (a commit landing in between makes the
     commit stale, never silently stacked on an old watermark)."""
     pipeline = request.pipeline
-    committer = DeltaCommitter(pipeline.table.uri)
+    committer = committer_for(pipeline.table)
     app_id = txn_app_id(pipeline.name)
     committed = committer.transaction_version(app_id)
     manager = watermark_manager(pipeline)
@@ -312,7 +311,19 @@ def plan_column_batch(request: ColumnRunRequest, *, now: datetime) -> ColumnPlan
         provider=manager.provider.name,
         repaired_from_log=loaded.repaired,
         boundary=boundary,
+        write_mode=write_mode_of(pipeline),
     )
+
+
+def write_mode_of(pipeline: ColumnPipelineConfig) -> WriteMode:
+    """How a column pipeline's commit writes: a merge on ``table.merge_keys``, with
+    ``destination.replace_by_watermark`` a replace of the range read, else an append (the
+    configuration refuses merge keys with a replace)."""
+    if pipeline.table.merge_keys:
+        return Merge(tuple(pipeline.table.merge_keys))
+    if pipeline.destination.replace_by_watermark:
+        return Replace.read_range()
+    return Append()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -369,27 +380,21 @@ class StagedColumnBatch:
         """The window (or region) a ``replace_by_watermark`` commit replaces; None for an
         append, or for a run above the watermark that read no row (it has no upper bound).
 
-        A chunk (``plan.upper``) replaces its whole closed-open range ``[lower, upper)``, also
-        when it read no row: its rows in the table were deleted (or corrected away) at the
-        source, and the replace removes them. Otherwise ``lower`` is where the read started (the
-        watermark before, or the look-back's start), ``upper`` the leading column of the
-        watermark after; ``(lower, upper]`` for a read with ``>``, ``[lower, upper]`` for one
-        with ``>=``; from the beginning without a watermark.
+        A region fixed when planning (:attr:`ColumnPlan.write_mode`) is replaced also when the
+        read found no row: a chunk's whole closed-open range ``[lower, upper)``, a unit's
+        ``[u, u]``, a window; their rows in the table were deleted (or corrected away) at the
+        source, and the replace removes them. The range read (a run above its watermark) has
+        ``lower`` where the read started (the watermark before, or the look-back's start),
+        ``upper`` the leading column of the watermark after; ``(lower, upper]`` for a read with
+        ``>``, ``[lower, upper]`` for one with ``>=``; from the beginning without a watermark.
         """
-        pipeline = self.plan.request.pipeline
-        if not pipeline.destination.replace_by_watermark:
+        mode = self.plan.write_mode
+        if not isinstance(mode, Replace):
             return None
-        if self.plan.window is not None:  # fixed when planning (a unit), also for no row read
-            return self.plan.window
+        if mode.regions:  # fixed when planning (a unit, a window, a chunk), also for no row read
+            return mode.regions[0]
         bound = self.plan.bound.watermark
-        column = pipeline.watermark.columns[0]
-        if self.plan.upper is not None:  # a chunk: its whole closed-open range, read with >=
-            return ReplaceWindow(
-                column,
-                bound.values[0],  # type: ignore[arg-type]
-                self.plan.upper.values[0],  # type: ignore[arg-type]
-                Interval.CLOSED_OPEN,
-            )
+        column = self.plan.request.pipeline.watermark.columns[0]
         if not self.rows.rows:
             return None
         upper = self.watermark_after.values[0]
@@ -437,7 +442,7 @@ def stage_column_batch(
         )
     data_dir = storage.join(table_uri, f"{STAGING_DIR}/{token}")
     boundary_after = None
-    drops = not pipeline.destination.replace_by_watermark  # a replace re-writes its window
+    drops = not isinstance(plan.write_mode, Replace)  # a replace re-writes its window
     boundary = None if plan.boundary is None else BoundaryRead(boundary=plan.boundary, drops=drops)
     try:
         if read.missing:  # an incomplete read commits nothing: no need to stage it
@@ -705,7 +710,7 @@ def commit_column_batch(
                     f"{', ...' if len(staged.missing) > 1 else ''}): nothing committed; the "
                     "window keeps its rows and high watermark"
                 )
-                return _nothing_committed(staged, reason, attempt)
+                return nothing_committed(staged, reason, attempt)
             if not staged.rows.rows_new and not _commits_when_empty(staged):
                 reason = "no row above the watermark: nothing to commit"
                 if staged.rows.reread:
@@ -713,7 +718,7 @@ def commit_column_batch(
                         f"no new row: the {staged.rows.reread} row(s) read at the watermark's "
                         "boundary value were committed already; nothing to commit"
                     )
-                return _nothing_committed(staged, reason, attempt)
+                return nothing_committed(staged, reason, attempt)
             return _commit_once(staged, attempt)
         except _Stale:
             if staged.spark is None:
@@ -744,7 +749,8 @@ def _commits_when_empty(staged: StagedColumnBatch) -> bool:
     return plan.records_completion or (staged.window is not None and not plan.records_boundary)
 
 
-def _nothing_committed(staged: StagedColumnBatch, reason: str, attempt: int) -> ColumnResult:
+def nothing_committed(staged: StagedColumnBatch, reason: str, attempt: int) -> ColumnResult:
+    """The result of a read that committed nothing (``reason``)."""
     return ColumnResult(
         staged=staged,
         outcome=CommitOutcome(None, True, reason),
@@ -756,33 +762,33 @@ def _nothing_committed(staged: StagedColumnBatch, reason: str, attempt: int) -> 
 
 
 def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
+    """The staged rows and the watermark in ONE commit (:func:`~watermark_assets.engine.write.
+    write`, in the plan's write mode); the provider saves after it, unless the commit carried the
+    watermark (the Delta provider)."""
     plan = staged.plan
     request = plan.request
     pipeline = request.pipeline
-    uri, partition_by = pipeline.table.uri, pipeline.table.partition_by
-    committer = DeltaCommitter(uri, now=request.clock)
+    uri = pipeline.table.uri
+    committer = committer_for(pipeline.table, now=request.clock)
     empty = not staged.rows_read
-    creates = empty and committer.current_version() is None
-    if creates and (not plan.records_completion or staged.data_schema is None):
-        reason = "no row read and no table yet: nothing to remove or record, nothing to commit"
-        return _nothing_committed(staged, reason, attempt)
     saves = plan.saves_watermark and not empty  # an empty read moves no watermark
-    data_dir = storage.join(uri, f"{STAGING_DIR}/{staged.token}")
-    moved = move_into_table(staged.data_files, data_dir, uri, staged.token)
-    files = describe_data_files(uri, moved, partition_by)
-    schema = staged.data_schema if staged.data_schema is not None else pa.schema([])
-    if empty and not creates:
-        schema = pa.schema([])  # no file into an existing table: the table's schema
     window = staged.window
+    mode = plan.write_mode
+    if isinstance(mode, Replace) and mode.is_read_range:  # known now that the rows are staged
+        mode = Append() if window is None else mode.of((window,))
     manager = watermark_manager(pipeline)
     after = staged.watermark_after
-    counts: dict[str, int] = {"rows_removed": 0, "rows_kept_by_rewrite": 0}
-    counts |= {"rows_updated": 0, "rows_inserted": 0}
-    keys = tuple(pipeline.table.merge_keys)
+    files = StagedFiles(
+        staged.token, storage.join(uri, f"{STAGING_DIR}/{staged.token}"), staged.data_files
+    )
 
-    txns = [plan.txn, *plan.extra_txns]
+    def lineage(rewrite: RewritePlan | None) -> dict[str, str]:
+        removed = 0 if rewrite is None else rewrite.rows_removed
+        kept = 0 if rewrite is None else rewrite.rows_kept_by_rewrite
+        merge = rewrite if isinstance(rewrite, MergePlan) else None
+        return {RUN_METADATA_KEY: _run_record(staged, window, removed, kept, merge=merge)}
 
-    def commit(entries: Mapping[str, str]) -> CommitOutcome:
+    def commit(entries: Mapping[str, str]) -> Written:
         custom = dict(plan.extra_metadata)
         if saves:
             entry = dict(entries) or commit_metadata_entry(
@@ -792,97 +798,46 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
                 dataflow_run_id=request.run_id,
             )
             custom |= with_boundary(entry, pipeline.dataflow_id, staged.boundary_text)
-        if creates:  # records completion: the table is created by this commit, with no file
-            custom[RUN_METADATA_KEY] = _run_record(staged, window, 0, 0)
-            outcome = committer.commit(
-                (),
-                schema=schema,
-                partition_by=partition_by,
-                txns=txns,
-                custom_metadata=custom,
-                read_version=-1,  # another writer creating it first makes this stale
-            )
-        elif keys:
-            merge = plan_merge(uri, keys, files)
-            counts.update(
-                rows_removed=merge.rows_removed,
-                rows_kept_by_rewrite=merge.rows_kept_by_rewrite,
-                rows_updated=merge.rows_updated,
-                rows_inserted=merge.rows_inserted,
-            )
-            custom[RUN_METADATA_KEY] = _run_record(
-                staged, None, merge.rows_removed, merge.rows_kept_by_rewrite, merge=merge
-            )
-            outcome = commit_merge(
-                committer,
-                merge,
-                schema=schema,
-                partition_by=partition_by,
-                txns=txns,
-                custom_metadata=custom,
-                now=request.clock,
-            )
-        elif window is None:
-            custom[RUN_METADATA_KEY] = _run_record(staged, None, 0, 0)
-            outcome = committer.commit(
-                files,
-                schema=schema,
-                partition_by=partition_by,
-                txns=txns,
-                custom_metadata=custom,
-            )
-        else:
-            replace = plan_replace(uri, window, files)
-            touches = files or replace.removed or replace.rewritten
-            if not touches and not plan.records_completion:  # no empty commits in the log
-                reason = (
-                    f"no row read and no row of the table in {region_text(window)}: nothing "
-                    "to commit"
-                )
-                return CommitOutcome(None, True, reason)
-            kept = sum(r.remainder.num_records for r in replace.rewritten if r.remainder)
-            counts.update(rows_removed=replace.rows_removed, rows_kept_by_rewrite=kept)
-            custom[RUN_METADATA_KEY] = _run_record(staged, window, replace.rows_removed, kept)
-            outcome = commit_replace(
-                committer,
-                replace,
-                schema=schema,
-                partition_by=partition_by,
-                txns=txns,
-                custom_metadata=custom,
-                now=request.clock,
-            )
-        if outcome.stale:
-            raise _Stale(outcome)
-        crash_point("after_commit")  # committed; a provider with its own store is not saved yet
-        return outcome
+        written = write(
+            committer,
+            [files],
+            mode,
+            RunRecord(
+                (plan.txn, *plan.extra_txns),
+                custom,
+                lineage,
+                records_completion=plan.records_completion,
+            ),
+            schema=staged.data_schema,
+            partition_by=pipeline.table.partition_by,
+            now=request.clock,
+        )
+        if written.outcome.stale:
+            raise _Stale(written.outcome)
+        return written
 
-    try:
-        if not saves:
-            outcome = commit({})
-        else:
-            outcome = manager.commit_then_save(
-                pipeline.dataflow_id,
-                after,
-                commit,
-                job_id=request.job_name,
-                dataflow_run_id=request.run_id,
-            )
-    except BaseException:
-        fs, root = storage.filesystem(uri)
-        for path in moved:  # moved in, never committed: not part of the table
-            fs.rm(f"{root}/{path}")
-        raise
+    if not saves:
+        written = commit({})
+    else:
+        written = manager.commit_then_save(
+            pipeline.dataflow_id,
+            after,
+            commit,
+            job_id=request.job_name,
+            dataflow_run_id=request.run_id,
+        )
+    if written.outcome.version is None:  # nothing to commit (a stale one raised _Stale)
+        return nothing_committed(staged, written.outcome.reason, attempt)
     if saves and not manager.saves_with_commit:
         # the log's copy (load_watermark's crash repair) read past this commit: its state
         # snapshot then holds it, so no later read needs this commit from the log
         DeltaMetadataProvider(uri, pipeline=pipeline.name).get_record(pipeline.dataflow_id)
     return ColumnResult(
         staged=staged,
-        outcome=outcome,
-        rows_committed=sum(f.num_records for f in files),
-        rows_removed=counts["rows_removed"],
-        rows_kept_by_rewrite=counts["rows_kept_by_rewrite"],
+        outcome=written.outcome,
+        rows_committed=written.rows_added(0),
+        rows_removed=written.rows_removed,
+        rows_kept_by_rewrite=written.rows_kept_by_rewrite,
         window=window,
         # A run that saves no column watermark (unit and time runs, replay chunks without
         # save_watermark) leaves it where it planned: no walk back through the log per commit.
@@ -892,9 +847,9 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
             else plan.watermark_before
         ),
         attempts=attempt,
-        merge_keys=keys,
-        rows_updated=counts["rows_updated"],
-        rows_inserted=counts["rows_inserted"],
+        merge_keys=mode.keys if isinstance(mode, Merge) else (),
+        rows_updated=written.rows_updated,
+        rows_inserted=written.rows_inserted,
     )
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from watermark_assets import names, storage
 from watermark_assets.config import ColumnPipelineConfig
-from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.delta.committer import TxnVersion, committer_for
 from watermark_assets.delta.stats import describe_data_files
 from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.runs.file_commit import MAX_COMMIT_ATTEMPTS
@@ -117,7 +117,7 @@ def quarantine_records(
     from watermark_assets.spark import io
 
     uri = pipeline.table.quarantine  # swept of crash leftovers by stage_column_batch
-    committer = DeltaCommitter(uri)
+    committer = committer_for(uri)
     app_id = quarantine_app_id(pipeline.name)
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         current = committer.transaction_version(app_id)  # before the table is read

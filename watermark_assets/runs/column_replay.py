@@ -65,7 +65,9 @@ from watermark_assets.core.column.replay import (
     watermark_to_save,
 )
 from watermark_assets.core.column.watermark import ColumnWatermark, GreaterOrEqual
-from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.core.replace_window import Interval, ReplaceWindow
+from watermark_assets.delta.committer import TxnVersion, committer_for
+from watermark_assets.engine.write import Replace, WriteMode
 from watermark_assets.providers.delta_metadata import DeltaMetadataProvider, commit_metadata_entry
 from watermark_assets.runs.column import (
     ColumnPlan,
@@ -76,6 +78,7 @@ from watermark_assets.runs.column import (
     stage_column_batch,
     txn_app_id,
     watermark_manager,
+    write_mode_of,
 )
 from watermark_assets.runs.faults import crash_point
 
@@ -129,7 +132,7 @@ def committed_upper_bound(
     gone from the log."""
     chunks = replay_chunks(pipeline, replay)
     table = target_pipeline(pipeline, replay).table.uri
-    versions = DeltaCommitter(table).transaction_versions(
+    versions = committer_for(table).transaction_versions(
         [replay_app_id(pipeline.name, c) for c in chunks]
     )
     done = [c.upper for c in chunks if versions[replay_app_id(pipeline.name, c)]]
@@ -214,7 +217,7 @@ def run_replay(
     if replay.save_watermark:
         stored = stored_replay_watermark(table, dataflow, pipeline.name)
         to_run = set(chunks_to_run(chunks, stored, save_watermark=True))
-        versions = DeltaCommitter(table).transaction_versions(
+        versions = committer_for(table).transaction_versions(
             [replay_app_id(pipeline.name, c) for c in chunks]
         )
         completed_txns = {c for c in chunks if versions[replay_app_id(pipeline.name, c)]}
@@ -260,7 +263,7 @@ def plan_chunk(
     watermark only when :func:`advances_production` says so.
     """
     pipeline = request.pipeline
-    committer = DeltaCommitter(pipeline.table.uri)
+    committer = committer_for(pipeline.table)
     chunk_app = replay_app_id(pipeline.name, chunk)
     app_ids = [chunk_app, txn_app_id(pipeline.name)] if own else [chunk_app]
     versions = committer.transaction_versions(app_ids)
@@ -297,7 +300,20 @@ def plan_chunk(
         saves_watermark=saves,
         extra_metadata=metadata,
         records_completion=replay.save_watermark,
+        write_mode=chunk_write_mode(pipeline, chunk),
     )
+
+
+def chunk_write_mode(pipeline: ColumnPipelineConfig, chunk: ReplayChunk) -> WriteMode:
+    """The pipeline's write mode (:func:`~watermark_assets.runs.column.write_mode_of`); a
+    replace replaces the chunk's whole closed-open range ``[lower, upper)``, also when it reads
+    no row (its rows in the table were deleted or corrected away at the source)."""
+    mode = write_mode_of(pipeline)
+    if not isinstance(mode, Replace):
+        return mode
+    column = pipeline.watermark.columns[0]
+    lower, upper = chunk.lower.values[0], chunk.upper.values[0]
+    return mode.of((ReplaceWindow(column, lower, upper, Interval.CLOSED_OPEN),))  # type: ignore[arg-type]
 
 
 def advances_production(production: ColumnWatermark, replay: ReplayConfig) -> bool:

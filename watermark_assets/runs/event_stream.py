@@ -37,7 +37,7 @@ from watermark_assets import names, storage
 from watermark_assets.core.clock import ensure_utc
 from watermark_assets.core.event_time import format_duration_ms
 from watermark_assets.core.time.instant import format_millis, parse_millis
-from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.delta.committer import TxnVersion, committer_for
 from watermark_assets.delta.stats import describe_data_files
 from watermark_assets.exceptions import DeltaCommitError, EventWindowConflictError
 from watermark_assets.runs.event_window import stage_frame
@@ -199,7 +199,7 @@ def _commit_frame(
 ) -> tuple[int | None, int]:
     """ONE commit of ``frame`` to ``table_uri`` with the txn ``(query, batch id + 1)``; nothing
     when the table holds it already (a replayed micro-batch). The version and the rows."""
-    committer = DeltaCommitter(table_uri)
+    committer = committer_for(table_uri)
     version = batch_id + 1  # txn versions start at 1
     committed = committer.transaction_version(spec.app_id)
     if (committed or 0) >= version:
@@ -320,7 +320,7 @@ def committed_watermark_ms(spec: StreamSpec) -> int | None:
     depends on the output's log, whose commits (and their ``commitInfo``) a maintenance job may
     clean up. A streaming checkpoint without that offsets file: the newest commit still in the
     log that recorded one."""
-    committer = DeltaCommitter(spec.output_uri)
+    committer = committer_for(spec.output_uri)
     committed = committer.transaction_version(spec.app_id)
     if committed is None:
         return None

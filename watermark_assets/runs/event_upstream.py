@@ -43,7 +43,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from watermark_assets import storage
-from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.committer import committer_for
 from watermark_assets.exceptions import (
     LogHistoryLostError,
     UpstreamHistoryLostError,
@@ -322,7 +322,7 @@ def _appended(
 
     A commit that removed rows (a delete, a replace, a merge) is refused: rows already
     aggregated and emitted cannot be taken back."""
-    upstream = DeltaCommitter(uri)
+    upstream = committer_for(uri)
     try:
         records = upstream.read_commits_after(after)
     except LogHistoryLostError as exc:

@@ -60,7 +60,7 @@ from watermark_assets.core.event_time import (
     WatermarkTracker,
 )
 from watermark_assets.core.time.instant import format_millis, from_millis, to_millis
-from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.delta.committer import DeltaCommitter, TxnVersion, committer_for
 from watermark_assets.delta.log import CommitRecord
 from watermark_assets.delta.stats import describe_data_files
 from watermark_assets.exceptions import (
@@ -251,7 +251,7 @@ def recorded_plan(
     from that commit (atomic with the output), or, once its log was cleaned up, from the
     progress file (written before the commit); a plan ``repair-state`` replanned, from the
     file."""
-    output = DeltaCommitter(spec.output_uri)
+    output = committer_for(spec.output_uri)
     if (output.transaction_version(spec.app_id) or 0) < batch:
         return None
     file = file or read_progress(spec.progress())
@@ -618,12 +618,12 @@ def _commit_batch(
         batch=plan.batch,
     )
     current = window_agg.partials(framed.where(~late), aggregates)
-    state_committer = DeltaCommitter(spec.state_uri)
+    state_committer = committer_for(spec.state_uri)
     # a state table from before the row counts gets their column (nullable: the rows of its
     # windows are not counted until they close)
     state_committer.add_missing_columns(pa.schema([(ROWS_PARTIAL, pa.int64())]))
     # and an output from before them gets ``_rows`` (null in the windows it emitted before)
-    DeltaCommitter(spec.output_uri).add_missing_columns(pa.schema([(ROWS_OUTPUT, pa.int64())]))
+    committer_for(spec.output_uri).add_missing_columns(pa.schema([(ROWS_OUTPUT, pa.int64())]))
     try:
         state_table: DeltaTable | None = DeltaTable(
             spec.state_uri, storage_options=storage.delta_options(spec.state_uri)
@@ -672,7 +672,7 @@ def _commit_batch(
         emitted = 0
         output_meta = {spec.plan_key: plan.to_json()}
         state_meta = {spec.state_key: json.dumps(progress.to_dict())}
-        output_committer = DeltaCommitter(spec.output_uri)
+        output_committer = committer_for(spec.output_uri)
         unplanned = (output_committer.transaction_version(spec.app_id) or 0) < plan.batch
         if unplanned or plan.replanned_from is not None:
             # before the first commit: a crash after it finds the plan here too (a replanned
@@ -689,7 +689,7 @@ def _commit_batch(
             ("state", spec.state_uri, new_state, state_meta, (state_table, state_version)),
         )
         for name, uri, frame, metadata, replaces in stages:
-            committer = DeltaCommitter(uri)
+            committer = committer_for(uri)
             if (committer.transaction_version(spec.app_id) or 0) >= plan.batch:
                 record = _commit_of_batch(committer, spec.app_id, plan.batch)
                 versions[name] = None if record is None else record.version  # None: cleaned up

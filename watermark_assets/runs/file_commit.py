@@ -19,7 +19,12 @@ from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.path import (
     split_path,
 )
-from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
+from watermark_assets.delta.committer import (
+    CommitOutcome,
+    DeltaCommitter,
+    TxnVersion,
+    committer_for,
+)
 from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.exceptions import (
     BatchOverlapError,
@@ -142,7 +147,7 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
         written = save_checkpoint(pipeline, state, now=now)
         nothing = CommitOutcome(None, True, "no files above the watermark: nothing to commit")
         return BatchResult(staged, nothing, (), 0, state, written)
-    committer = DeltaCommitter(pipeline.table.uri)
+    committer = committer_for(pipeline.table)
     pause_point("before_commit")
 
     def attempt(placement: Placement) -> Attempt | BatchResult:

@@ -19,7 +19,7 @@ from datetime import datetime
 import pyarrow as pa
 
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
-from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
+from watermark_assets.delta.committer import CommitOutcome, TxnVersion, committer_for
 from watermark_assets.delta.replace import commit_replace, plan_replace
 from watermark_assets.runs.file_commit import (
     Attempt,
@@ -45,7 +45,7 @@ def commit_rewrite_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
         return BatchResult(staged, CommitOutcome(None, True, reason), (), 0, state, False)
     [path] = plan.files
     app_id = rewrite_app_id(pipeline.name, path)
-    committer = DeltaCommitter(pipeline.table.uri)
+    committer = committer_for(pipeline.table)
     window = ReplaceWindow(SOURCE_FILE_COLUMN, path, path, Interval.CLOSED_CLOSED)
 
     def attempt(placement: Placement) -> Attempt | BatchResult:

@@ -45,16 +45,17 @@ from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.lookback import ReadBound
 from watermark_assets.core.column.watermark import ColumnValue, ColumnWatermark, GreaterOrEqual
 from watermark_assets.core.partition_selection import TimeWindow
+from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.core.time import TimeWatermark, format_instant
 from watermark_assets.core.time.tick import short_instant
 from watermark_assets.core.watermark import Watermark
-from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.delta.committer import DeltaCommitter, TxnVersion, committer_for
 from watermark_assets.delta.replace import KeyMoves
+from watermark_assets.engine.write import Region, Replace
 from watermark_assets.runs.column import (
     ColumnPlan,
     ColumnResult,
     ColumnRunRequest,
-    Region,
     StagedColumnBatch,
     stage_column_batch,
 )
@@ -161,7 +162,7 @@ def plan_window(
     run)."""
     column = pipeline.watermark.column
     record = window if recorded_as is None else recorded_as
-    committer = DeltaCommitter(pipeline.table.uri)
+    committer = committer_for(pipeline.table)
     app_id = window_app_id(pipeline.name, record)
     txn = TxnVersion.next_of(app_id, committer.transaction_version(app_id))
     log = log or TimeWatermarkLog(pipeline)
@@ -177,7 +178,12 @@ def plan_window(
         "job_id": request.job_name,
     }
     return window_chunk_plan(
-        request, column, window, txn, {time_metadata_key(pipeline.name): json.dumps(entry)}
+        request,
+        column,
+        window,
+        txn,
+        {time_metadata_key(pipeline.name): json.dumps(entry)},
+        moves=key_moves(pipeline.table.merge_keys, column),
     )
 
 
@@ -190,11 +196,15 @@ def window_chunk_plan(
     *,
     region: Region | None = None,
     within: tuple[tuple[str, ColumnValue], ...] = (),
+    moves: KeyMoves | None = None,
 ) -> ColumnPlan:
     """A window ``[start, end)`` of ``column`` as a chunk of the column machinery: read with
     ``>= start`` and ``< end``, no column watermark saved (the time watermark travels in
-    ``metadata``), committed even when empty (``records_completion``). A time x unit cell also
-    gives its ``region`` (window x unit) and ``within`` (the unit's equality)."""
+    ``metadata``), committed even when empty (``records_completion``), replacing the window
+    (with ``moves``: a key's rows in other windows too). A time x unit cell also gives its
+    ``region`` (window x unit) and ``within`` (the unit's equality)."""
+    if region is None:
+        region = ReplaceWindow(column, window.start, window.end, Interval.CLOSED_OPEN)
     return ColumnPlan(
         request=request,
         watermark_before=ColumnWatermark.empty((column,)),
@@ -205,7 +215,7 @@ def window_chunk_plan(
         saves_watermark=False,  # no column watermark: the time watermark is in extra_metadata
         extra_metadata=metadata,
         records_completion=True,
-        window=region,
+        write_mode=Replace((region,), moves),
         within=within,
     )
 
@@ -338,8 +348,6 @@ def run_windows(
     committed = commit_windows(
         stage_all,
         state_entry=state_entry,
-        moves=key_moves(pipeline.table.merge_keys, pipeline.watermark.column),
-        now=now,
     )
     runs = [WindowRun(w, r) for w, r in zip(ordered, committed.results, strict=True)]
     for run in runs:

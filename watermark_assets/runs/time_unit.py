@@ -47,7 +47,7 @@ from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.core.time import TimeWatermark, format_instant
 from watermark_assets.core.unit import Cell, UnitWatermark, empty_grid
 from watermark_assets.core.unit.grid import unit_time_watermark
-from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.delta.committer import TxnVersion, committer_for
 from watermark_assets.runs.column import (
     ColumnPlan,
     ColumnRunRequest,
@@ -103,7 +103,7 @@ def plan_cell(
     assert time is not None, "a time x unit pipeline has watermark.time"
     unit_column, window = pipeline.watermark.column, cell.window
     app_id = cell_app_id(pipeline.name, cell)
-    committed = DeltaCommitter(pipeline.table.uri).transaction_version(app_id)
+    committed = committer_for(pipeline.table).transaction_version(app_id)
     log = log or GridLog(pipeline)
     stored = log.read()
     before = unit_time_watermark(stored, cell.unit)
@@ -131,6 +131,7 @@ def plan_cell(
         {time_unit_metadata_key(pipeline.name): json.dumps(entry)},
         region=region,
         within=((unit_column, cell.unit),),
+        moves=key_moves(pipeline.table.merge_keys, time.column),
     )
 
 
@@ -217,8 +218,6 @@ def run_cells(
     committed = commit_windows(
         stage_all,
         state_entry=state_entry,
-        moves=key_moves(pipeline.table.merge_keys, time.column),
-        now=now,
     )
     runs = [CellRun(c.window, r, c.unit) for c, r in zip(ordered, committed.results, strict=True)]
     for run in runs:

@@ -45,8 +45,9 @@ from watermark_assets.core.column.lookback import ReadBound
 from watermark_assets.core.column.watermark import ColumnWatermark, Equal
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.core.unit import DoneAt, UnitWatermark, check_unit_id
-from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.delta.committer import TxnVersion, committer_for
 from watermark_assets.delta.log import CommitRecord
+from watermark_assets.engine.write import Replace
 from watermark_assets.runs.column import (
     ColumnPlan,
     ColumnResult,
@@ -110,7 +111,7 @@ def plan_unit(request: ColumnRunRequest, unit: str, *, now: datetime) -> ColumnP
     pipeline = request.pipeline
     column = pipeline.watermark.columns[0]
     app_id = unit_app_id(pipeline.name, unit)
-    committed = DeltaCommitter(pipeline.table.uri).transaction_version(app_id)
+    committed = committer_for(pipeline.table).transaction_version(app_id)
     before = load_unit_watermark(pipeline.table.uri, pipeline.name).units.get(unit)
     done = DoneAt.at(now) if before is None else before.advance(DoneAt.at(now))
     watermark = UnitWatermark(INNER_KIND, {unit: done})
@@ -136,7 +137,7 @@ def plan_unit(request: ColumnRunRequest, unit: str, *, now: datetime) -> ColumnP
             UNIT_RUN_KEY: json.dumps(record),
         },
         records_completion=True,
-        window=ReplaceWindow(column, unit, unit, Interval.CLOSED_CLOSED),
+        write_mode=Replace((ReplaceWindow(column, unit, unit, Interval.CLOSED_CLOSED),)),
     )
 
 

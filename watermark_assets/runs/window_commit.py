@@ -30,26 +30,22 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
-
-import pyarrow as pa
 
 from watermark_assets import storage
 from watermark_assets.core.column.watermark import WatermarkOperator
-from watermark_assets.delta.committer import DeltaCommitter
-from watermark_assets.delta.replace import KeyMoves, commit_replace, plan_replace_regions
-from watermark_assets.delta.stats import DataFile, describe_data_files
+from watermark_assets.delta.committer import committer_for
+from watermark_assets.delta.replace import ReplacePlan
+from watermark_assets.delta.rewrite import RewritePlan
+from watermark_assets.engine.write import Replace, RunRecord, StagedFiles, region_json, write
 from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.runs.column import (
     RUN_METADATA_KEY,
     ColumnResult,
     StagedColumnBatch,
-    _nothing_committed,
-    region_json,
+    nothing_committed,
 )
-from watermark_assets.runs.faults import crash_point
 from watermark_assets.runs.file_commit import MAX_COMMIT_ATTEMPTS
-from watermark_assets.staging import STAGING_DIR, move_into_table, remove_tree
+from watermark_assets.staging import STAGING_DIR, remove_tree
 
 
 @dataclass(frozen=True)
@@ -65,11 +61,10 @@ def commit_windows(
     stage: Callable[[], Sequence[StagedColumnBatch]],
     *,
     state_entry: Callable[[Sequence[int]], Mapping[str, str]],
-    moves: KeyMoves | None,
-    now: datetime,
 ) -> WindowsCommit:
     """Stage every window (``stage()``: each planned and staged, in the run's order) and replace
-    them in ONE commit (module docstring); after a stale commit ``stage()`` runs again.
+    them in ONE commit (module docstring); after a stale commit ``stage()`` runs again. Each
+    plan's write mode is the replace of its window (with the run's key moves).
 
     ``state_entry(indexes)``: the commitInfo entry recording the windows at ``indexes`` (those
     that commit), read from the log when called."""
@@ -78,7 +73,7 @@ def commit_windows(
         return WindowsCommit(())
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         try:
-            done = _commit_once(staged, state_entry, moves, attempt)
+            done = _commit_once(staged, state_entry, attempt)
         finally:
             for each in staged:
                 uri = each.plan.request.pipeline.table.uri
@@ -110,125 +105,92 @@ def _with_earlier(new: StagedColumnBatch, old: StagedColumnBatch) -> StagedColum
 def _commit_once(
     staged: Sequence[StagedColumnBatch],
     state_entry: Callable[[Sequence[int]], Mapping[str, str]],
-    moves: KeyMoves | None,
     attempt: int,
 ) -> WindowsCommit | None:
     """One attempt: the commit's results, or None when it was stale (plan again)."""
     committing = [i for i, s in enumerate(staged) if not s.missing]
     if not committing:
         return WindowsCommit(
-            tuple(_nothing_committed(s, _missing_reason(s), attempt) for s in staged)
+            tuple(nothing_committed(s, _missing_reason(s), attempt) for s in staged)
         )
     first = staged[committing[0]]
     request = first.plan.request
     pipeline = request.pipeline
-    uri, partition_by = pipeline.table.uri, pipeline.table.partition_by
-    committer = DeltaCommitter(uri, now=request.clock)
-    exists = committer.current_version() is not None
+    uri = pipeline.table.uri
+    regions = []
+    for i in committing:
+        region = staged[i].window
+        assert region is not None, "a window's chunk replaces its window"
+        regions.append(region)
+    mode = first.plan.write_mode
+    assert isinstance(mode, Replace), "a window's chunk replaces its window"
     with_rows = [i for i in committing if staged[i].rows_read]
-    empty_schema = next(
-        (staged[i].data_schema for i in committing if staged[i].data_schema is not None), None
+    schema = next(
+        (
+            staged[i].data_schema
+            for i in (*with_rows, *committing)
+            if staged[i].data_schema is not None
+        ),
+        None,
     )
-    if not exists and not with_rows and empty_schema is None:
-        reason = "no row read and no table yet: nothing to remove or record, nothing to commit"
-        return WindowsCommit(tuple(_nothing_committed(s, reason, attempt) for s in staged))
-    moved: dict[int, list[DataFile]] = {}
-    try:
-        for i in committing:
-            each = staged[i]
-            data_dir = storage.join(uri, f"{STAGING_DIR}/{each.token}")
-            paths = move_into_table(each.data_files, data_dir, uri, each.token)
-            moved[i] = describe_data_files(uri, paths, partition_by)
-        schema = (
-            staged[with_rows[0]].data_schema
-            if with_rows
-            else (pa.schema([]) if exists else empty_schema)
+    moves = mode.moves
+
+    def lineage(plan: RewritePlan | None) -> dict[str, str]:
+        if not isinstance(plan, ReplacePlan):  # only empty windows: their commit creates the table
+            return {RUN_METADATA_KEY: _run_record(staged, committing, 0, 0, 0)}
+        record = _run_record(
+            staged,
+            committing,
+            plan.rows_removed,
+            plan.rows_kept_by_rewrite,
+            plan.rows_superseded,
+            rows_moved=plan.rows_moved if moves else None,
         )
-        assert schema is not None
-        custom = dict(state_entry(committing))
-        txns = [t for i in committing for t in (staged[i].plan.txn, *staged[i].plan.extra_txns)]
-        crash_point("before_windows_commit")
-        if not exists and not with_rows:  # only empty windows: their commit creates the table
-            custom[RUN_METADATA_KEY] = _run_record(staged, committing, 0, 0, 0)
-            outcome = committer.commit(
-                (),
-                schema=schema,
-                partition_by=partition_by,
-                txns=txns,
-                custom_metadata=custom,
-                read_version=-1,
+        return {RUN_METADATA_KEY: record}
+
+    written = write(
+        committer_for(pipeline.table, now=request.clock),
+        [
+            StagedFiles(
+                staged[i].token,
+                storage.join(uri, f"{STAGING_DIR}/{staged[i].token}"),
+                staged[i].data_files,
             )
-            by_region: tuple[int, ...] = (0,) * len(committing)
-            added = {i: 0 for i in committing}
-            rows_moved = 0
-        else:
-            parts = []
-            for i in committing:
-                region = staged[i].window
-                assert region is not None, "a window's chunk replaces its window"
-                parts.append((region, moved[i]))
-            plan = plan_replace_regions(uri, parts, moves=moves)
-            custom[RUN_METADATA_KEY] = _run_record(
-                staged,
-                committing,
-                plan.rows_removed,
-                plan.rows_kept_by_rewrite,
-                plan.rows_superseded,
-                rows_moved=plan.rows_moved if moves else None,
-            )
-            outcome = commit_replace(
-                committer,
-                plan,
-                schema=schema,
-                partition_by=partition_by,
-                txns=txns,
-                custom_metadata=custom,
-                now=request.clock,
-            )
-            by_region = plan.rows_removed_by_region
-            remainders = {d.removed.path: d.remainder for d in plan.superseded_files}
-            added = {i: sum(_rows_added(f, remainders) for f in moved[i]) for i in committing}
-            rows_moved = plan.rows_moved
-    except BaseException:
-        _remove_moved(uri, moved)
-        raise
+            for i in committing
+        ],
+        mode.of(regions),
+        RunRecord(
+            tuple(t for i in committing for t in (staged[i].plan.txn, *staged[i].plan.extra_txns)),
+            state_entry(committing),
+            lineage,
+            records_completion=True,
+        ),
+        schema=schema,
+        partition_by=pipeline.table.partition_by,
+        now=request.clock,
+    )
+    outcome = written.outcome
     if outcome.stale:
-        _remove_moved(uri, moved)
         return None
-    crash_point("after_commit")
-    removed = dict(zip(committing, by_region, strict=True))
+    if outcome.version is None:  # no row read and no table yet
+        return WindowsCommit(tuple(nothing_committed(s, outcome.reason, attempt) for s in staged))
+    index = {i: n for n, i in enumerate(committing)}
+    removed = written.rows_removed_by_region
     results = tuple(
-        _nothing_committed(s, _missing_reason(s), attempt)
-        if i not in moved
+        nothing_committed(s, _missing_reason(s), attempt)
+        if i not in index
         else ColumnResult(
             staged=s,
             outcome=outcome,
-            rows_committed=added[i],
-            rows_removed=removed[i],
+            rows_committed=written.rows_added(index[i]),
+            rows_removed=removed[index[i]],
             window=s.window,
             watermark_after=s.plan.watermark_before,
             attempts=attempt,
         )
         for i, s in enumerate(staged)
     )
-    return WindowsCommit(results, rows_moved)
-
-
-def _rows_added(file: DataFile, remainders: Mapping[str, DataFile | None]) -> int:
-    """The rows a new file adds: all, or its remainder's once superseded rows left it."""
-    if file.path not in remainders:
-        return file.num_records
-    remainder = remainders[file.path]
-    return 0 if remainder is None else remainder.num_records
-
-
-def _remove_moved(uri: str, moved: Mapping[int, Sequence[DataFile]]) -> None:
-    """Files moved into the table and never committed: no part of it."""
-    fs, root = storage.filesystem(uri)
-    for files in moved.values():
-        for file in files:
-            if fs.exists(f"{root}/{file.path}"):
-                fs.rm(f"{root}/{file.path}")
+    return WindowsCommit(results, written.rows_moved)
 
 
 def _missing_reason(staged: StagedColumnBatch) -> str:

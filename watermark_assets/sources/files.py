@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 import pyarrow as pa
 
 from watermark_assets.core.filepath.watermark import FileWatermark
-from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.committer import committer_for
 from watermark_assets.delta.stats import DataFile
 from watermark_assets.exceptions import UnreadableFilesError
 
@@ -181,7 +181,7 @@ def known_table_schema(
 ) -> pa.Schema:
     """An empty schema ("the table's") for a batch with no readable file; none to take from a
     table that does not exist yet."""
-    if DeltaCommitter(pipeline.table.uri).current_version() is None:
+    if committer_for(pipeline.table).current_version() is None:
         raise UnreadableFilesError(
             pipeline.name,
             tuple(u.path for u in unreadable),

@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from watermark_assets import names, storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
-from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.committer import committer_for
 from watermark_assets.exceptions import LateFilesUnprovableError
 from watermark_assets.sources.files import TableFiles
 from watermark_assets.spark.paths import unreadable_character
@@ -57,7 +57,7 @@ def committed_among(
     logged = {
         path
         for _, metadata in pipeline_commits(
-            DeltaCommitter(pipeline.table.uri), pipeline, None, lost="skip"
+            committer_for(pipeline.table), pipeline, None, lost="skip"
         )
         for path in metadata.source_files
         if path in wanted

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from watermark_assets import storage
 from watermark_assets.config import Pipeline
-from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
+from watermark_assets.delta.committer import TxnVersion, committer_for
 from watermark_assets.delta.stats import describe_data_files
 from watermark_assets.state.commit_metadata import QUARANTINE_METADATA_KEY, quarantine_app_id
 from watermark_assets.state.load import PipelineState
@@ -25,7 +25,7 @@ def complete_quarantine(pipeline: Pipeline, state: PipelineState) -> list[int]:
     a crash, or by another one), and a concurrent completion is a stale outcome, re-checked.
     """
     uri = pipeline.table.quarantine
-    committer = DeltaCommitter(uri)
+    committer = committer_for(uri)
     app_id = quarantine_app_id(pipeline.name)
     done: list[int] = []
     for version, relative in state.quarantine_pending:

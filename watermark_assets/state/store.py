@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from watermark_assets import names, storage
-from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.committer import DeltaCommitter, committer_for
 from watermark_assets.delta.log import CommitRecord
 from watermark_assets.exceptions import (
     CheckpointError,
@@ -212,7 +212,7 @@ class StateStore(Generic[S]):
         self._fold = fold
         self._legacy = legacy
         self._recovery = recovery
-        self.committer = DeltaCommitter(table_uri)
+        self.committer = committer_for(table_uri)
 
     def empty(self) -> Stored[S]:
         """The state before the first commit (Σ of no txn: 0)."""

@@ -1,0 +1,340 @@
+"""The run's ONE Delta commit, whatever the kind: staged files, a write mode and the run's record.
+
+Every kind plans, stages its rows as Parquet under ``{table}/_staging/{token}`` (one folder per
+read: a window, a cell, a chunk) and then calls :func:`write`, which
+
+1. decides whether there is anything to commit at all: a read of no row into no table commits
+   nothing, unless its record must be kept (``RunRecord.records_completion``) and the schema of
+   its zero-row read is known: then its commit creates the table with no file;
+2. moves the staged files into the table (:func:`~watermark_assets.staging.move_into_table`)
+   and describes them (add actions from the Parquet footers);
+3. plans and makes ONE commit in the write mode the planner chose:
+
+   - :class:`Append`: the files are added
+     (:meth:`~watermark_assets.delta.committer.DeltaCommitter.commit`; delta-rs may rebase it
+     over commits that do not touch the run's txns);
+   - :class:`Replace`: the table's rows in each region are replaced by that region's files,
+     with :class:`~watermark_assets.delta.replace.KeyMoves` a key's rows in other regions too
+     (:func:`~watermark_assets.delta.replace.plan_replace_regions`, pinned to the planned
+     snapshot); a replace that would add and remove nothing commits nothing, unless the record
+     must be kept;
+   - :class:`Merge`: an upsert on key columns (:func:`~watermark_assets.delta.merge.plan_merge`,
+     pinned to the planned snapshot);
+
+   carrying the run's txns (its optimistic locks: the versions its planner read) and commitInfo
+   entries: the watermark or state entries first, then the lineage (``RunRecord.lineage``, built
+   once the plan says what the commit removes), then the plan's own entry
+   (``watermark_assets.replace`` or ``watermark_assets.merge``);
+4. on a *stale* outcome (another writer committed one of the txns, or the snapshot moved) or an
+   error, removes the files it moved in (they never became part of the table); the caller plans
+   and stages again.
+
+Crash points (:func:`~watermark_assets.faults.crash_point`): ``before_windows_commit`` once the
+files are in the table, ``after_commit`` right after the commit.
+
+A run whose provider saves its watermark elsewhere (a file, Postgres) calls :func:`write` inside
+``WatermarkManager.commit_then_save``: the save follows the commit, never the other way round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from watermark_assets import storage
+from watermark_assets.core.clock import Clock, system_clock
+from watermark_assets.core.replace_window import ReplaceWindow
+from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
+from watermark_assets.delta.merge import MergePlan, commit_merge, plan_merge
+from watermark_assets.delta.replace import (
+    KeyMoves,
+    ReplacePlan,
+    commit_replace,
+    plan_replace_regions,
+)
+from watermark_assets.delta.rewrite import RewritePlan
+from watermark_assets.delta.stats import DataFile, describe_data_files
+from watermark_assets.faults import crash_point
+from watermark_assets.staging import move_into_table
+
+__all__ = [
+    "Append",
+    "Merge",
+    "Region",
+    "Replace",
+    "RunRecord",
+    "StagedFiles",
+    "WriteMode",
+    "Written",
+    "region_json",
+    "region_text",
+    "write",
+]
+
+#: What a replace commit replaces: a window, or a region (one window per column, the rows in all).
+Region = ReplaceWindow | tuple[ReplaceWindow, ...]
+
+
+def region_json(region: Region) -> object:
+    """A window's JSON, or a region's list of them."""
+    return region.to_json() if isinstance(region, ReplaceWindow) else [w.to_json() for w in region]
+
+
+def region_text(region: Region) -> str:
+    """``[a, b)`` or ``[a, b) x [u, u]``."""
+    return str(region) if isinstance(region, ReplaceWindow) else " x ".join(map(str, region))
+
+
+@dataclass(frozen=True)
+class Append:
+    """Add the run's rows; the table's rows stay (a column run above its watermark)."""
+
+
+@dataclass(frozen=True)
+class Replace:
+    """Replace the table's rows in each of ``regions`` by the rows read for it (one region per
+    read: a unit's ``[u, u]``, a window ``[start, end)``, a cell ``[start, end) x [u, u]``).
+
+    ``regions`` empty: the range the run reads, known only once its rows are staged (a column
+    run with ``replace_by_watermark``: from its watermark to the greatest row read); the run
+    gives it (:meth:`of`) before :func:`write`. ``moves``: a key's rows outside the regions are
+    removed too (``table.merge_keys`` of a time pipeline), the newest row of a key wins."""
+
+    regions: tuple[Region, ...] = ()
+    moves: KeyMoves | None = None
+
+    @classmethod
+    def read_range(cls) -> Replace:
+        """The range the run reads (``regions`` empty until it is known)."""
+        return cls(())
+
+    @property
+    def is_read_range(self) -> bool:
+        return not self.regions
+
+    def of(self, regions: Sequence[Region]) -> Replace:
+        """This replace of ``regions``, the same moves."""
+        return Replace(tuple(regions), self.moves)
+
+
+@dataclass(frozen=True)
+class Merge:
+    """Upsert the run's rows on ``keys`` (``table.merge_keys``): a row whose key the table holds
+    replaces it, the others are added."""
+
+    keys: tuple[str, ...]
+
+
+#: How the run's ONE commit writes its rows (chosen by the kind's planner).
+WriteMode = Append | Replace | Merge
+
+
+@dataclass(frozen=True)
+class StagedFiles:
+    """One read's Parquet files under ``{table}/_staging/{token}`` (``data_dir``), not in the
+    table yet."""
+
+    token: str
+    data_dir: str
+    files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What the run's commit records beside its rows.
+
+    ``txns``: one per app id, each the version its planner read (the optimistic locks).
+    ``entries``: commitInfo entries (the watermark or state entry, a replay's or unit's record).
+    ``lineage(plan)``: the entries known once the write is planned, e.g. the run record with
+    the rows the commit removes (``plan``: the replace or merge plan; None for an append or a
+    commit that creates the table with no file). ``records_completion``: commit the txns and
+    entries even when no file is added or removed (a window, a unit, a completed chunk)."""
+
+    txns: tuple[TxnVersion, ...]
+    entries: Mapping[str, str]
+    lineage: Callable[[RewritePlan | None], Mapping[str, str]] = field(
+        default=lambda plan: {}, compare=False
+    )
+    records_completion: bool = False
+
+
+@dataclass(frozen=True)
+class Written:
+    """What :func:`write` did: the outcome, the files each read added (in the table once
+    committed), and the replace or merge plan the commit was made of (None: an append, a commit
+    creating the table with no file, or nothing committed)."""
+
+    outcome: CommitOutcome
+    files: tuple[tuple[DataFile, ...], ...] = ()
+    plan: RewritePlan | None = None
+
+    @property
+    def rows_removed(self) -> int:
+        return 0 if self.plan is None else self.plan.rows_removed
+
+    @property
+    def rows_kept_by_rewrite(self) -> int:
+        return 0 if self.plan is None else self.plan.rows_kept_by_rewrite
+
+    @property
+    def rows_updated(self) -> int:
+        return self.plan.rows_updated if isinstance(self.plan, MergePlan) else 0
+
+    @property
+    def rows_inserted(self) -> int:
+        return self.plan.rows_inserted if isinstance(self.plan, MergePlan) else 0
+
+    @property
+    def rows_moved(self) -> int:
+        return self.plan.rows_moved if isinstance(self.plan, ReplacePlan) else 0
+
+    @property
+    def rows_removed_by_region(self) -> tuple[int, ...]:
+        """The table's rows removed from each region (zeros: nothing replaced)."""
+        if isinstance(self.plan, ReplacePlan):
+            return self.plan.rows_removed_by_region
+        return (0,) * len(self.files)
+
+    def rows_added(self, index: int) -> int:
+        """The rows read ``index``'s files add: all, or their remainders' once rows superseded
+        by a newer row of their key were left out (:class:`~watermark_assets.delta.replace.
+        KeyMoves`)."""
+        superseded = (
+            {d.removed.path: d.remainder for d in self.plan.superseded_files}
+            if isinstance(self.plan, ReplacePlan)
+            else {}
+        )
+        total = 0
+        for file in self.files[index]:
+            if file.path not in superseded:
+                total += file.num_records
+            else:
+                remainder = superseded[file.path]
+                total += 0 if remainder is None else remainder.num_records
+        return total
+
+
+NO_TABLE_NO_ROW = "no row read and no table yet: nothing to remove or record, nothing to commit"
+
+
+def write(
+    committer: DeltaCommitter,
+    staged: Sequence[StagedFiles],
+    mode: WriteMode,
+    record: RunRecord,
+    *,
+    schema: pa.Schema | None,
+    partition_by: Sequence[str],
+    now: Clock = system_clock,
+) -> Written:
+    """Make the run's ONE commit (module docstring), or nothing: a stale outcome (plan again)
+    or a skipped one with its reason.
+
+    ``staged``: each read's files (a :class:`Replace` has one region per read). ``schema``:
+    the staged files' schema; for a read of no row, the zero-row Parquet file's (None: none
+    written, the table cannot be created by this run)."""
+    if isinstance(mode, Replace) and len(mode.regions) != len(staged):
+        raise ValueError(
+            f"a replace needs one region per read: {len(mode.regions)} region(s), "
+            f"{len(staged)} read(s)"
+            + (" (the range read was not given: Replace.of)" if mode.is_read_range else "")
+        )
+    uri = committer.table_uri
+    has_files = any(s.files for s in staged)
+    creates = not has_files and committer.current_version() is None
+    if creates and (schema is None or not record.records_completion):
+        return Written(CommitOutcome(None, True, NO_TABLE_NO_ROW))
+    moved: list[list[str]] = []
+    try:
+        for each in staged:
+            moved.append(move_into_table(each.files, each.data_dir, uri, each.token))
+        files = tuple(tuple(describe_data_files(uri, paths, partition_by)) for paths in moved)
+        if has_files or creates:
+            assert schema is not None, "staged files have a schema"
+            table_schema = schema
+        else:
+            table_schema = pa.schema([])  # no file into an existing table: the table's schema
+        crash_point("before_windows_commit")
+        written = _commit(committer, files, mode, record, table_schema, partition_by, now, creates)
+    except BaseException:
+        _remove(uri, moved)
+        raise
+    if written.outcome.stale:
+        _remove(uri, moved)
+        return written
+    crash_point("after_commit")  # committed; a provider with its own store is not saved yet
+    return written
+
+
+def _commit(
+    committer: DeltaCommitter,
+    files: tuple[tuple[DataFile, ...], ...],
+    mode: WriteMode,
+    record: RunRecord,
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    now: Clock,
+    creates: bool,
+) -> Written:
+    """The commit of ``files`` in ``mode`` (the files are in the table)."""
+    uri = committer.table_uri
+    txns = list(record.txns)
+    added = [f for group in files for f in group]
+    if creates:  # records completion: the table is created by this commit, with no file
+        custom = {**record.entries, **record.lineage(None)}
+        outcome = committer.commit(
+            (),
+            schema=schema,
+            partition_by=partition_by,
+            txns=txns,
+            custom_metadata=custom,
+            read_version=-1,  # another writer creating it first makes this stale
+        )
+        return Written(outcome, files)
+    if isinstance(mode, Append):
+        custom = {**record.entries, **record.lineage(None)}
+        outcome = committer.commit(
+            added, schema=schema, partition_by=partition_by, txns=txns, custom_metadata=custom
+        )
+        return Written(outcome, files)
+    if isinstance(mode, Merge):
+        merge = plan_merge(uri, mode.keys, added)
+        custom = {**record.entries, **record.lineage(merge)}
+        outcome = commit_merge(
+            committer,
+            merge,
+            schema=schema,
+            partition_by=partition_by,
+            txns=txns,
+            custom_metadata=custom,
+            now=now,
+        )
+        return Written(outcome, files, merge)
+    replace = plan_replace_regions(uri, list(zip(mode.regions, files)), moves=mode.moves)
+    touches = added or replace.removed or replace.rewritten
+    if not touches and not record.records_completion:  # no empty commits in the log
+        regions = " and ".join(region_text(r) for r in mode.regions)
+        reason = f"no row read and no row of the table in {regions}: nothing to commit"
+        return Written(CommitOutcome(None, True, reason), files)
+    custom = {**record.entries, **record.lineage(replace)}
+    outcome = commit_replace(
+        committer,
+        replace,
+        schema=schema,
+        partition_by=partition_by,
+        txns=txns,
+        custom_metadata=custom,
+        now=now,
+    )
+    return Written(outcome, files, replace)
+
+
+def _remove(uri: str, moved: Sequence[Sequence[str]]) -> None:
+    """Files moved into the table and never committed: no part of it."""
+    fs, root = storage.filesystem(uri)
+    for paths in moved:
+        for path in paths:
+            if fs.exists(f"{root}/{path}"):
+                fs.rm(f"{root}/{path}")
