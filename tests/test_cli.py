@@ -219,6 +219,23 @@ def test_the_demo_runs_the_time_and_unit_pipelines_due_partitions_and_says_why(
     units = next(line for line in summary.splitlines() if line.startswith("orders_by_status"))
     assert "unit (explicit)" in units and "3/3" in units
 
+    # Switched on now, the time sensor asks for the grace windows again at this cut-off: the
+    # daemon launches none of them, for the demo's pass ran each under its run key and name.
+    from dagster import DagsterInstance, RunsFilter, build_sensor_context
+    from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
+
+    from watermark_assets.defs import build_definitions
+
+    defs = build_definitions(load_config(config))
+    instance = DagsterInstance.get()
+    name = "payments_api_daily_sensor"
+    with build_sensor_context(instance=instance, definitions=defs) as context:
+        requests = defs.resolve_sensor_def(name).evaluate_tick(context).run_requests or []
+    assert [r.partition_key for r in requests] == ["2024-01-29", "2024-01-30"]
+    for request in requests:
+        tags = {RUN_KEY_TAG: str(request.run_key), SENSOR_NAME_TAG: name}
+        assert instance.get_runs(filters=RunsFilter(tags=tags)), f"{request.run_key}: run again"
+
 
 def test_a_run_of_the_api_pipeline_without_its_server_says_how_to_start_it(
     spark: Any, tmp_path: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch

@@ -200,6 +200,20 @@ def quiet_definitions(config: ProjectConfig) -> Any:
     return build_definitions(config.model_copy(update={"spark": quiet_spark}))
 
 
+def as_sensor_run(sensor_name: str, request: Any) -> dict[str, str]:
+    """The tags the daemon gives a run it launches for ``request``: its run key and the sensor's
+    name. A headless pass (``run-sensors``, ``demo``) tags its runs so: the sensor's page lists
+    them, and switching the sensor on later does not launch a request the pass already ran (the
+    daemon skips a run key its sensor launched before; a time sensor's keys carry the cut-off,
+    so the grace windows a pass ran are not run again until the cut-off moves)."""
+    from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
+
+    tags = {**request.tags, SENSOR_NAME_TAG: sensor_name}
+    if request.run_key:
+        tags[RUN_KEY_TAG] = request.run_key
+    return tags
+
+
 def run_sensors(
     config_path: str | None = None, *, max_ticks: int = 50
 ) -> tuple[list[SummaryRow], list[FailedRun]]:
@@ -250,7 +264,7 @@ def run_sensors(
                     instance=instance,
                     partition_key=request.partition_key,
                     run_config={**request.run_config, **QUIET_LOGS},
-                    tags=request.tags,
+                    tags=as_sensor_run(sensor_def.name, request),
                     raise_on_error=False,
                 )
                 files = len(requested_files(request.run_config, pipeline.name) or ())
@@ -495,7 +509,7 @@ def run_event_time_pipelines(config_path: str | None = None) -> list[FailedRun]:
                 pipeline.name,
                 None,
                 failures,
-                tags=request.tags,
+                tags=as_sensor_run(f"{pipeline.name}_sensor", request),
                 label=f"{first} .. {last}",
             )
     return failures
@@ -540,7 +554,7 @@ def _tick_grid(defs: Any, instance: Any, name: str, job: Any, failures: list[Fai
     requests = list(data.run_requests or ())
     print(f"  {name}: {data.skip_message or f'the sensor requests {len(requests)} run(s)'}")
     for request in requests:
-        tags = dict(request.tags)
+        tags = as_sensor_run(f"{name}_sensor", request)
         key = request.partition_key
         label = key or f"cells {tags.get(RANGE_START)} .. {tags.get(RANGE_END)}"
         _run_partition(job, instance, name, key, failures, tags=tags, label=label)
@@ -558,7 +572,7 @@ def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2)
     from dagster import DagsterInstance, build_sensor_context
 
     from watermark_assets.defs.assets import job_name
-    from watermark_assets.defs.time import decide_tick
+    from watermark_assets.defs.time import decide_tick, tick_requests
     from watermark_assets.runs.unit import load_unit_watermark
 
     config = load_config(config_path)
@@ -581,7 +595,17 @@ def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2)
             keys: Sequence[str | None] = decision.keys or ([None] if decision.runs else [])
             if not keys:
                 break
-            if not all([_run_partition(job, instance, pipeline.name, k, failures) for k in keys]):
+            # what NAME_sensor requests at this tick, under its run keys (as_sensor_run)
+            requests = tick_requests(pipeline, decision, set(), lambda base: "a0").runs
+            tagged = [
+                (r.partition_key, as_sensor_run(f"{pipeline.name}_sensor", r)) for r in requests
+            ]
+            if not all(
+                [
+                    _run_partition(job, instance, pipeline.name, k, failures, tags=t)
+                    for k, t in tagged
+                ]
+            ):
                 break  # a failed run: the next tick would only ask for it again
     for unit_pipeline in config.unit_pipelines:
         job = defs.resolve_job_def(job_name(unit_pipeline.name))
@@ -600,7 +624,11 @@ def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2)
                     request.partitions_def_name,
                     list(request.partition_keys),
                 )
-            units = [str(r.partition_key) for r in data.run_requests or ()]
+            requested = {
+                str(r.partition_key): as_sensor_run(sensor_def.name, r)
+                for r in data.run_requests or ()
+            }
+            units = list(requested)
             why = data.skip_message or f"the units sensor requests {len(units)} run(s)"
         else:
             done = load_unit_watermark(unit_pipeline.table.uri, unit_pipeline.name).units
@@ -613,7 +641,8 @@ def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2)
             )
         print(f"  {unit_pipeline.name}: {why}")
         for unit in units:
-            _run_partition(job, instance, unit_pipeline.name, unit, failures)
+            tags = requested.get(unit) if explicit is None else None
+            _run_partition(job, instance, unit_pipeline.name, unit, failures, tags=tags)
     return failures
 
 
