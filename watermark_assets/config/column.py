@@ -14,6 +14,9 @@ from watermark_assets.config.base import Model as _Model
 from watermark_assets.config.base import pipeline_name as _pipeline_name
 from watermark_assets.config.providers import DeltaMetadataProviderConfig, ProviderConfig
 from watermark_assets.config.shared import (
+    AssetGroup,
+    AssetOwners,
+    AssetTags,
     AutomationSetting,
     ColumnTableConfig,
     Freshness,
@@ -237,6 +240,9 @@ class ColumnPipelineConfig(_Model):
     )
     freshness: Freshness = None
     automation_condition: AutomationSetting = None
+    group: AssetGroup = None
+    owners: AssetOwners = ()
+    tags: AssetTags = Field(default_factory=dict)
     replay: ReplayConfig | None = Field(
         default=None,
         description="The range ``watermark-assets replay PIPELINE`` replays in chunks "

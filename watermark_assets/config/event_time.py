@@ -15,6 +15,9 @@ from watermark_assets.config.backlog import EventTimeBacklogLimits
 from watermark_assets.config.base import Model as _Model
 from watermark_assets.config.base import pipeline_name as _pipeline_name
 from watermark_assets.config.shared import (
+    AssetGroup,
+    AssetOwners,
+    AssetTags,
     AutomationSetting,
     Freshness,
     PartitionsConfig,
@@ -207,6 +210,9 @@ class EventTimePipelineConfig(_Model):
     )
     freshness: Freshness = None
     automation_condition: AutomationSetting = None
+    group: AssetGroup = None
+    owners: AssetOwners = ()
+    tags: AssetTags = Field(default_factory=dict)
     backlog_limits: EventTimeBacklogLimits | None = Field(
         default=None,
         description="A limit on how far the event-time watermark lags the clock after a run: "

@@ -11,6 +11,9 @@ from watermark_assets.config.backlog import FileBacklogLimits
 from watermark_assets.config.base import Model as _Model
 from watermark_assets.config.base import pipeline_name as _pipeline_name
 from watermark_assets.config.shared import (
+    AssetGroup,
+    AssetOwners,
+    AssetTags,
     AutomationSetting,
     BackfillConfig,
     CheckpointConfig,
@@ -124,6 +127,9 @@ class FilePipelineConfig(_Model):
     )
     freshness: Freshness = None
     automation_condition: AutomationSetting = None
+    group: AssetGroup = None
+    owners: AssetOwners = ()
+    tags: AssetTags = Field(default_factory=dict)
     backlog_limits: FileBacklogLimits | None = Field(
         default=None,
         description="Limits on the backlog the sensor measures (files, bytes, age of the oldest "

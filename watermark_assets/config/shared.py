@@ -22,11 +22,19 @@ warn_after}`` sets it; ``freshness: false`` gives the asset none.
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime, timezone
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from watermark_assets.config.base import Model
 from watermark_assets.config.base import Model as _Model
@@ -327,4 +335,58 @@ Freshness = Annotated[
         "{fail_after, warn_after}: as written; false: no policy.",
         json_schema_extra=_accepts_false,
     ),
+]
+
+
+def _group(value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(r"[A-Za-z0-9_]+", value):
+        raise ValueError(
+            f"group {value!r} is refused: Dagster's group names hold letters, digits and _ only, "
+            "e.g. 'sales_ingestion'"
+        )
+    return value
+
+
+def _owners(value: tuple[str, ...]) -> tuple[str, ...]:
+    from dagster._core.definitions.utils import is_valid_owner
+
+    bad = [owner for owner in value if not is_valid_owner(owner)]
+    if bad:
+        raise ValueError(
+            f"owners {bad} are refused: an owner is an email address or a team name prefixed "
+            "with 'team:', e.g. 'team:data-eng' or 'ana@example.com'"
+        )
+    return value
+
+
+def _tags(value: dict[str, str]) -> dict[str, str]:
+    from dagster._utils.tags import normalize_tags
+
+    try:
+        normalize_tags(value, strict=True)
+    except Exception as error:  # Dagster's own rule, said in its words
+        raise ValueError(f"tags {value!r} are refused: {error}") from None
+    return value
+
+
+#: ``group:`` the asset's group in the UI (default: its kind's group, as the docs list).
+AssetGroup = Annotated[
+    str | None,
+    AfterValidator(_group),
+    Field(
+        description="The asset's group in the UI (letters, digits, _); default: its kind's "
+        "group (watermark_ingestion, watermark_column_ingestion, watermark_time_ingestion, ...).",
+    ),
+]
+#: ``owners:`` Dagster's asset owners.
+AssetOwners = Annotated[
+    tuple[str, ...],
+    AfterValidator(_owners),
+    Field(description="The asset's owners: emails or 'team:NAME' (default: none)."),
+]
+#: ``tags:`` Dagster's asset tags, added to the kinds' own.
+AssetTags = Annotated[
+    dict[str, str],
+    AfterValidator(_tags),
+    Field(description="Tags on the asset, e.g. {domain: sales} (default: none)."),
 ]

@@ -17,6 +17,9 @@ from watermark_assets.config.column import (
     _without_merge_keys,
 )
 from watermark_assets.config.shared import (
+    AssetGroup,
+    AssetOwners,
+    AssetTags,
     AutomationSetting,
     ColumnTableConfig,
     Freshness,
@@ -171,6 +174,9 @@ class TimePipelineConfig(_Model):
     schedule: TimeScheduleConfig = Field(default_factory=TimeScheduleConfig)
     freshness: Freshness = None
     automation_condition: AutomationSetting = None
+    group: AssetGroup = None
+    owners: AssetOwners = ()
+    tags: AssetTags = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod

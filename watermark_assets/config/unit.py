@@ -17,6 +17,9 @@ from watermark_assets.config.column import (
     _without_merge_keys,
 )
 from watermark_assets.config.shared import (
+    AssetGroup,
+    AssetOwners,
+    AssetTags,
     AutomationSetting,
     BackfillConfig,
     ColumnTableConfig,
@@ -146,6 +149,9 @@ class UnitPipelineConfig(_Model):
     )
     freshness: Freshness = None
     automation_condition: AutomationSetting = None
+    group: AssetGroup = None
+    owners: AssetOwners = ()
+    tags: AssetTags = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod

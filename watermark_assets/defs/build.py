@@ -52,7 +52,7 @@ from watermark_assets.defs.column import (
     build_column_checks,
     column_partitions,
 )
-from watermark_assets.defs.columns import column_schema, with_asset_attributes
+from watermark_assets.defs.columns import column_schema, with_asset_attributes, with_identity
 from watermark_assets.defs.event_time import build_event_time_pipeline
 from watermark_assets.defs.freshness import GRANULARITY_CADENCE, cron_cadence, freshness_policy
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
@@ -100,6 +100,7 @@ def build_pipeline(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -
     freshness, schema = asset_attributes(pipeline)
     automation = automation_condition(pipeline.automation_condition)
     asset = with_asset_attributes(built.asset, freshness, schema, automation)
+    asset = with_identity(asset, pipeline.group, pipeline.owners, pipeline.tags)
     return replace(built, asset=with_upstream(asset, upstream_key(pipeline, config.pipelines)))
 
 

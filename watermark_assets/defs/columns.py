@@ -8,7 +8,7 @@ when Spark reads it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dagster import (
@@ -65,3 +65,22 @@ def with_asset_attributes(
         return spec if freshness is None else spec.replace_attributes(freshness_policy=freshness)
 
     return asset.map_asset_specs(attributes)
+
+
+def with_identity(
+    asset: AssetsDefinition,
+    group: str | None,
+    owners: Sequence[str],
+    tags: Mapping[str, str],
+) -> AssetsDefinition:
+    """``asset`` in the pipeline's ``group:`` (None: its kind's), with its ``owners:`` and its
+    ``tags:`` added to the kind's own."""
+    if group is None and not owners and not tags:
+        return asset
+
+    def identity(spec: Any) -> Any:
+        if group is not None:
+            spec = spec.replace_attributes(group_name=group)
+        return spec.merge_attributes(owners=list(owners), tags=dict(tags))
+
+    return asset.map_asset_specs(identity)
