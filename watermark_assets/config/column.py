@@ -11,16 +11,11 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from watermark_assets.config.base import Model as _Model
-from watermark_assets.config.base import pipeline_name as _pipeline_name
 from watermark_assets.config.providers import DeltaMetadataProviderConfig, ProviderConfig
 from watermark_assets.config.shared import (
-    AssetGroup,
-    AssetOwners,
-    AssetTags,
-    AutomationSetting,
     ColumnTableConfig,
-    Freshness,
     PartitionsConfig,
+    PipelineModel,
 )
 from watermark_assets.config.sources import ColumnSourceConfig
 from watermark_assets.core.column.lookback import Backward
@@ -217,7 +212,7 @@ _NOT_MERGE_FOR_WINDOWS = (
 )
 
 
-class ColumnPipelineConfig(_Model):
+class ColumnPipelineConfig(PipelineModel):
     """Rows above a column watermark are read from a table or files and committed to Delta:
     the watermark is saved only with, or after, the commit."""
 
@@ -238,21 +233,11 @@ class ColumnPipelineConfig(_Model):
         "destination.replace_by_watermark); a UI backfill of a range runs once over the range. "
         "Without it the asset is unpartitioned and each run reads above the watermark.",
     )
-    freshness: Freshness = None
-    automation_condition: AutomationSetting = None
-    group: AssetGroup = None
-    owners: AssetOwners = ()
-    tags: AssetTags = Field(default_factory=dict)
     replay: ReplayConfig | None = Field(
         default=None,
         description="The range ``watermark-assets replay PIPELINE`` replays in chunks "
         "({start, end, chunk, save_watermark, target_table}); --start/--end override it.",
     )
-
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, value: str) -> str:
-        return _pipeline_name(value)
 
     @model_validator(mode="after")
     def _no_duplicates_on_re_read(self) -> ColumnPipelineConfig:

@@ -13,14 +13,9 @@ from pydantic import Field, field_validator, model_validator
 
 from watermark_assets.config.backlog import EventTimeBacklogLimits
 from watermark_assets.config.base import Model as _Model
-from watermark_assets.config.base import pipeline_name as _pipeline_name
 from watermark_assets.config.shared import (
-    AssetGroup,
-    AssetOwners,
-    AssetTags,
-    AutomationSetting,
-    Freshness,
     PartitionsConfig,
+    PipelineModel,
 )
 from watermark_assets.core.event_time import parse_duration_ms
 from watermark_assets.spark.window_agg import Aggregate, distinct_column
@@ -183,7 +178,7 @@ class EventTimeSensorConfig(_Model):
     running_by_default: bool = Field(default=False)
 
 
-class EventTimePipelineConfig(_Model):
+class EventTimePipelineConfig(PipelineModel):
     """Event-time window aggregates of another pipeline's table: windows
     emitted once the watermark passes their end, late records kept, progress committed with the
     data."""
@@ -208,21 +203,11 @@ class EventTimePipelineConfig(_Model):
         "Spark Structured Streaming query over the upstream file pipeline's landing folder "
         "(availableNow; the rows Spark drops as late are kept in the late table too).",
     )
-    freshness: Freshness = None
-    automation_condition: AutomationSetting = None
-    group: AssetGroup = None
-    owners: AssetOwners = ()
-    tags: AssetTags = Field(default_factory=dict)
     backlog_limits: EventTimeBacklogLimits | None = Field(
         default=None,
         description="A limit on how far the event-time watermark lags the clock after a run: "
         "the asset check backlog_within_limits.",
     )
-
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, value: str) -> str:
-        return _pipeline_name(value)
 
     @model_validator(mode="after")
     def _valid_aggregates(self) -> EventTimePipelineConfig:

@@ -5,21 +5,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from watermark_assets.config.backlog import FileBacklogLimits
 from watermark_assets.config.base import Model as _Model
-from watermark_assets.config.base import pipeline_name as _pipeline_name
 from watermark_assets.config.shared import (
-    AssetGroup,
-    AssetOwners,
-    AssetTags,
-    AutomationSetting,
     BackfillConfig,
     CheckpointConfig,
-    Freshness,
     Granularity,
     PartitionsConfig,
+    PipelineModel,
     SensorConfig,
     TableConfig,
 )
@@ -103,7 +98,7 @@ class FilePathWatermarkConfig(_Model):
         return PartitionTemplate(self.partition_template)
 
 
-class FilePipelineConfig(_Model):
+class FilePipelineConfig(PipelineModel):
     """A file-path pipeline: files above the watermark of their landing partition are committed
     to Delta, by Spark (``source.type: files``) or in place (``parquet_commit``)."""
 
@@ -125,21 +120,11 @@ class FilePipelineConfig(_Model):
         "also starts a run that removes its rows and adds its new ones in ONE commit "
         "(source.type files only: the rows' _source_file names the file).",
     )
-    freshness: Freshness = None
-    automation_condition: AutomationSetting = None
-    group: AssetGroup = None
-    owners: AssetOwners = ()
-    tags: AssetTags = Field(default_factory=dict)
     backlog_limits: FileBacklogLimits | None = Field(
         default=None,
         description="Limits on the backlog the sensor measures (files, bytes, age of the oldest "
         "waiting file): the asset check backlog_within_limits.",
     )
-
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, value: str) -> str:
-        return _pipeline_name(value)
 
     @model_validator(mode="after")
     def _replace_needs_lineage(self) -> FilePipelineConfig:

@@ -36,7 +36,7 @@ from pydantic import (
     model_validator,
 )
 
-from watermark_assets.config.base import Model
+from watermark_assets.config.base import Model, pipeline_name
 from watermark_assets.config.base import Model as _Model
 from watermark_assets.core.column.merge import merge_key_names
 from watermark_assets.core.event_time.duration import parse_duration_ms
@@ -393,3 +393,19 @@ AssetTags = Annotated[
     AfterValidator(_tags),
     Field(description="Tags on the asset, e.g. {domain: sales} (default: none)."),
 ]
+
+
+class PipelineModel(Model):
+    """What every pipeline kind shares, written once: its name's rule and its asset's Dagster
+    attributes (``freshness``, ``automation_condition``, ``group``, ``owners``, ``tags``)."""
+
+    freshness: Freshness = None
+    automation_condition: AutomationSetting = None
+    group: AssetGroup = None
+    owners: AssetOwners = ()
+    tags: AssetTags = Field(default_factory=dict)
+
+    @field_validator("name", check_fields=False)
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return pipeline_name(value)

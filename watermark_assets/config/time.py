@@ -8,7 +8,6 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from watermark_assets.config.base import Model as _Model
-from watermark_assets.config.base import pipeline_name as _pipeline_name
 from watermark_assets.config.column import (
     ColumnPipelineConfig,
     ColumnWatermarkConfig,
@@ -17,12 +16,8 @@ from watermark_assets.config.column import (
     _without_merge_keys,
 )
 from watermark_assets.config.shared import (
-    AssetGroup,
-    AssetOwners,
-    AssetTags,
-    AutomationSetting,
     ColumnTableConfig,
-    Freshness,
+    PipelineModel,
     yaml_instant_text,
 )
 from watermark_assets.config.sources import ColumnSourceConfig, FileDownloadSourceConfig
@@ -162,7 +157,7 @@ class TimeScheduleConfig(_Model):
     )
 
 
-class TimePipelineConfig(_Model):
+class TimePipelineConfig(PipelineModel):
     """Windows of a time watermark read from a column source, each replaced in ONE commit with
     its high watermark; the windows are the asset's Dagster partitions."""
 
@@ -172,16 +167,6 @@ class TimePipelineConfig(_Model):
     watermark: TimeWatermarkConfig
     table: ColumnTableConfig
     schedule: TimeScheduleConfig = Field(default_factory=TimeScheduleConfig)
-    freshness: Freshness = None
-    automation_condition: AutomationSetting = None
-    group: AssetGroup = None
-    owners: AssetOwners = ()
-    tags: AssetTags = Field(default_factory=dict)
-
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, value: str) -> str:
-        return _pipeline_name(value)
 
     @model_validator(mode="after")
     def _replace_only(self) -> TimePipelineConfig:

@@ -8,7 +8,6 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from watermark_assets.config.base import Model as _Model
-from watermark_assets.config.base import pipeline_name as _pipeline_name
 from watermark_assets.config.column import (
     ColumnPipelineConfig,
     ColumnWatermarkConfig,
@@ -17,13 +16,9 @@ from watermark_assets.config.column import (
     _without_merge_keys,
 )
 from watermark_assets.config.shared import (
-    AssetGroup,
-    AssetOwners,
-    AssetTags,
-    AutomationSetting,
     BackfillConfig,
     ColumnTableConfig,
-    Freshness,
+    PipelineModel,
 )
 from watermark_assets.config.sources import (
     ColumnSourceConfig,
@@ -131,7 +126,7 @@ class UnitSensorConfig(_Model):
     )
 
 
-class UnitPipelineConfig(_Model):
+class UnitPipelineConfig(PipelineModel):
     """A unit pipeline: one Dagster partition per unit id; a unit's run reads the
     source's rows of that unit (``column = id``, pushed down) and replaces exactly those rows
     in the table in ONE Delta commit, with the unit's watermark (when it was done)."""
@@ -147,16 +142,6 @@ class UnitPipelineConfig(_Model):
         description="max_partitions_per_run: units per run of a backfill (default 1: one run "
         "per unit); null: one run for the whole backfill, units in order.",
     )
-    freshness: Freshness = None
-    automation_condition: AutomationSetting = None
-    group: AssetGroup = None
-    owners: AssetOwners = ()
-    tags: AssetTags = Field(default_factory=dict)
-
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, value: str) -> str:
-        return _pipeline_name(value)
 
     @model_validator(mode="after")
     def _fits_the_source(self) -> UnitPipelineConfig:
