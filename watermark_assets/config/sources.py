@@ -150,6 +150,13 @@ FILE_SOURCE_TYPES: Mapping[str, str] = {
 
 
 class _ColumnSourceBase(_Model):
+    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
+        """The source strategy this configuration describes, from the builder its ``type``
+        registered (``config/registry.py``) for pipeline ``name`` over ``watermark_columns``."""
+        return registry.build(  # type: ignore[no-any-return]
+            "column_source", self, name, tuple(watermark_columns)
+        )
+
     def check_watermark(self, name: str, watermark_columns: Sequence[str]) -> None:
         """ConfigError when this source cannot read a pipeline ``name`` over
         ``watermark_columns`` (any by default): the pipeline's model asks when it is validated,
@@ -166,13 +173,6 @@ class DeltaTableSourceConfig(_ColumnSourceBase):
         default=None, description="delta-rs storage options (S3 endpoint, credentials...)."
     )
 
-    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
-        """The source strategy this configuration describes (the watermark columns unused:
-        the frame has them)."""
-        return registry.build(  # type: ignore[no-any-return]
-            "column_source", self, name, tuple(watermark_columns)
-        )
-
     @property
     def location(self) -> str:
         """Where the rows come from, as the UI shows it (each source type says it its way)."""
@@ -184,13 +184,6 @@ class ParquetSourceConfig(_ColumnSourceBase):
 
     type: Literal["parquet"] = "parquet"
     uri: str = Field(description="Folder of the Parquet files: a local path or file:// URI.")
-
-    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
-        """The source strategy this configuration describes (the watermark columns unused:
-        the frame has them)."""
-        return registry.build(  # type: ignore[no-any-return]
-            "column_source", self, name, tuple(watermark_columns)
-        )
 
     @property
     def location(self) -> str:
@@ -232,25 +225,11 @@ class CsvSourceConfig(_TextSourceConfig):
         description="Spark CSV reader options; default {header: 'true'}.",
     )
 
-    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
-        """The source strategy this configuration describes (the watermark columns unused:
-        the frame has them)."""
-        return registry.build(  # type: ignore[no-any-return]
-            "column_source", self, name, tuple(watermark_columns)
-        )
-
 
 class JsonSourceConfig(_TextSourceConfig):
     """JSON files (one object a line): a full scan, then the predicate applied in Spark."""
 
     type: Literal["json"] = "json"
-
-    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
-        """The source strategy this configuration describes (the watermark columns unused:
-        the frame has them)."""
-        return registry.build(  # type: ignore[no-any-return]
-            "column_source", self, name, tuple(watermark_columns)
-        )
 
 
 class JdbcSourceConfig(_ColumnSourceBase):
@@ -325,12 +304,6 @@ class JdbcSourceConfig(_ColumnSourceBase):
                 "'table: orders' or 'query: SELECT * FROM orders WHERE NOT deleted'"
             )
         return self
-
-    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
-        """The source strategy this configuration describes, over ``watermark_columns``."""
-        return registry.build(  # type: ignore[no-any-return]
-            "column_source", self, name, tuple(watermark_columns)
-        )
 
     @property
     def location(self) -> str:
@@ -471,12 +444,6 @@ class HttpApiSourceConfig(_ColumnSourceBase):
             )
         return self
 
-    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
-        """The source strategy this configuration describes, over ``watermark_columns``."""
-        return registry.build(  # type: ignore[no-any-return]
-            "column_source", self, name, tuple(watermark_columns)
-        )
-
     def check_watermark(self, name: str, watermark_columns: Sequence[str]) -> None:
         """ConfigError unless ``watermark_param_mapping`` names only watermark columns."""
         check_watermark_params(
@@ -565,13 +532,6 @@ class FileDownloadSourceConfig(_ColumnSourceBase):
                 "name a new column, or leave date_column out to use the rows' own"
             )
         return self
-
-    def build(self, name: str, watermark_columns: Sequence[str] = ()) -> ColumnSource:
-        """The source strategy this configuration describes (``staging_uri`` set by the time
-        pipeline)."""
-        return registry.build(  # type: ignore[no-any-return]
-            "column_source", self, name, tuple(watermark_columns)
-        )
 
     def check_watermark(self, name: str, watermark_columns: Sequence[str]) -> None:
         """ConfigError unless a time pipeline builds this source: one time column, and the
