@@ -23,6 +23,7 @@ from watermark_assets.defs.partition_truth import PartitionTruth
 from watermark_assets.runs.column import ColumnResult, StagedColumnBatch
 from watermark_assets.runs.column_replay import ReplayResult
 from watermark_assets.runs.file_commit import BatchResult
+from watermark_assets.runs.time import WindowRunTotals
 from watermark_assets.state.load import PipelineState
 
 
@@ -316,3 +317,14 @@ def replay_metadata(result: ReplayResult, *, table_rows: int | None) -> dict[str
     if table_rows is not None:
         metadata[v.DAGSTER_ROW_COUNT] = MetadataValue.int(table_rows)
     return metadata
+
+
+def window_run_totals(result: WindowRunTotals) -> dict[str, Any]:
+    """A time or time x unit run's totals over its windows or cells, and its commits."""
+    return {
+        v.ROWS_READ: MetadataValue.int(result.rows_read),
+        v.ROWS_COMMITTED: MetadataValue.int(result.rows_committed),
+        v.ROWS_REMOVED: MetadataValue.int(result.rows_removed),
+        v.ROWS_MOVED: MetadataValue.int(result.rows_moved),
+        v.DELTA_VERSIONS: MetadataValue.json(result.versions),
+    }

@@ -63,7 +63,11 @@ from watermark_assets.core.time import (
 from watermark_assets.core.time.tick import DueWindows, instant_text
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
-from watermark_assets.defs.metadata import null_watermark_rows, staged_reads_metadata
+from watermark_assets.defs.metadata import (
+    null_watermark_rows,
+    staged_reads_metadata,
+    window_run_totals,
+)
 from watermark_assets.defs.partition_truth import (
     PartitionTruth,
     add_partition_truth,
@@ -226,11 +230,7 @@ def time_metadata(
         v.RUNS: v.lines(w.line() for w in result.windows),
         v.PARTITIONS_SKIPPED: MetadataValue.json(list(skipped)),
         **v.time_entries(v.WATERMARK_AFTER, result.watermark_after.highest, none="none"),
-        v.ROWS_READ: MetadataValue.int(result.rows_read),
-        v.ROWS_COMMITTED: MetadataValue.int(result.rows_committed),
-        v.ROWS_REMOVED: MetadataValue.int(result.rows_removed),
-        v.ROWS_MOVED: MetadataValue.int(result.rows_moved),
-        v.DELTA_VERSIONS: MetadataValue.json(result.versions),
+        **window_run_totals(result),
     }
     metadata |= staged_reads_metadata([w.result.staged for w in result.windows])
     missing = [m for w in result.windows for m in w.result.staged.missing]

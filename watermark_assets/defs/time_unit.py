@@ -54,7 +54,7 @@ from watermark_assets.core.unit import Cell, CellRange, DueCells, due_cells
 from watermark_assets.core.unit.grid import unit_time_watermark
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
-from watermark_assets.defs.metadata import staged_reads_metadata
+from watermark_assets.defs.metadata import staged_reads_metadata, window_run_totals
 from watermark_assets.defs.partition_truth import add_partition_truth
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
@@ -178,11 +178,7 @@ def grid_metadata(
         v.CELLS: MetadataValue.json(cells),
         v.RUNS: v.lines(c.line() for c in result.cells),
         v.PARTITIONS_SKIPPED: MetadataValue.json(list(skipped)),
-        v.ROWS_READ: MetadataValue.int(result.rows_read),
-        v.ROWS_COMMITTED: MetadataValue.int(result.rows_committed),
-        v.ROWS_REMOVED: MetadataValue.int(result.rows_removed),
-        v.ROWS_MOVED: MetadataValue.int(result.rows_moved),
-        v.DELTA_VERSIONS: MetadataValue.json(result.versions),
+        **window_run_totals(result),
     }
     metadata |= staged_reads_metadata([c.result.staged for c in result.cells])
     if table_rows is not None:
