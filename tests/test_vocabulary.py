@@ -44,6 +44,12 @@ def test_a_time_has_one_text(moment: datetime, text: str) -> None:
     assert v.time_text(moment) == text
 
 
+@pytest.mark.parametrize("text", sorted({text for _, text in TIMES.values()}))
+def test_a_time_text_reads_back_as_its_instant(text: str) -> None:
+    assert v.time_text(v.parse_time_text(text)) == text
+    assert v.parse_time_text(text).tzinfo is not None
+
+
 def test_epoch_milliseconds_read_as_the_same_text() -> None:
     millis = int(datetime(2024, 1, 30, 13, 5, tzinfo=UTC).timestamp() * 1000)
     assert v.millis_text(millis) == "2024-01-30T13:05:00Z"

@@ -237,6 +237,12 @@ def time_text(moment: datetime) -> str:
     return text + "Z"
 
 
+def parse_time_text(text: str) -> datetime:
+    """The instant :func:`time_text` wrote (``2024-01-31T00:00:00Z``); without a zone, UTC."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
 def millis_text(millis: int) -> str:
     """:func:`time_text` of an instant in epoch milliseconds."""
     return time_text(datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=millis))

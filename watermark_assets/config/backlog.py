@@ -27,7 +27,10 @@ def duration_seconds(value: str, key: str) -> float:
         raise ValueError(f"backlog_limits.{key}: {error}") from None
 
 
-class _Limits(Model):
+class BacklogLimits(Model):
+    """What a file-path and an event-time pipeline's limits share: the severity, and the
+    limits as numbers (:meth:`maxima`)."""
+
     severity: Literal["warn", "error"] = Field(
         default="warn",
         description="The check's severity when a limit is passed: warn (the default) or error.",
@@ -41,7 +44,7 @@ class _Limits(Model):
         return value
 
     @model_validator(mode="after")
-    def _one_limit(self) -> _Limits:
+    def _one_limit(self) -> BacklogLimits:
         if all(getattr(self, name) is None for name in self.limit_names()):
             raise ValueError(
                 f"backlog_limits sets no limit; set at least one of {list(self.limit_names())}, "
@@ -65,7 +68,7 @@ class _Limits(Model):
         return found
 
 
-class FileBacklogLimits(_Limits):
+class FileBacklogLimits(BacklogLimits):
     """A file-path pipeline's limits, checked on every sensor tick that observes the backlog."""
 
     files_pending: int | None = Field(
@@ -81,7 +84,7 @@ class FileBacklogLimits(_Limits):
     )
 
 
-class EventTimeBacklogLimits(_Limits):
+class EventTimeBacklogLimits(BacklogLimits):
     """An event-time pipeline's limit, checked on every run."""
 
     event_time_lag: str | None = Field(

@@ -9,6 +9,7 @@ and an event-time run reports it beside its materialization. One verdict functio
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from dagster import (
@@ -23,8 +24,9 @@ from dagster import (
     asset_check,
 )
 
+from watermark_assets import vocabulary as v
 from watermark_assets.config import Pipeline
-from watermark_assets.config.backlog import FileBacklogLimits, _Limits
+from watermark_assets.config.backlog import BacklogLimits, FileBacklogLimits
 from watermark_assets.core.clock import Clock
 from watermark_assets.defs.backlog import (
     BYTES_PENDING,
@@ -33,7 +35,6 @@ from watermark_assets.defs.backlog import (
     OLDEST_PENDING_TIME,
     Backlog,
 )
-from watermark_assets.defs.partition_truth import parse_iso_utc
 
 BACKLOG_CHECK = "backlog_within_limits"
 
@@ -56,27 +57,23 @@ class BacklogVerdict:
             return "The backlog is within its limits."
         return "Backlog over its limits: " + "; ".join(self.breaches)
 
+    def _said(self, asset_key: AssetKey) -> dict[str, Any]:
+        return {
+            "asset_key": asset_key,
+            "check_name": BACKLOG_CHECK,
+            "passed": self.passed,
+            "metadata": dict(self.metadata),
+            "severity": self.severity,
+            "description": self.description,
+        }
+
     def evaluation(self, asset_key: AssetKey) -> AssetCheckEvaluation:
         """For a sensor's ``SensorResult(asset_events=...)``."""
-        return AssetCheckEvaluation(
-            asset_key=asset_key,
-            check_name=BACKLOG_CHECK,
-            passed=self.passed,
-            metadata=dict(self.metadata),
-            severity=self.severity,
-            description=self.description,
-        )
+        return AssetCheckEvaluation(**self._said(asset_key))
 
     def result(self, asset_key: AssetKey) -> AssetCheckResult:
         """For a run's asset body that declares :func:`backlog_check_spec`."""
-        return AssetCheckResult(
-            asset_key=asset_key,
-            check_name=BACKLOG_CHECK,
-            passed=self.passed,
-            metadata=dict(self.metadata),
-            severity=self.severity,
-            description=self.description,
-        )
+        return AssetCheckResult(**self._said(asset_key))
 
 
 def _shown(name: str, value: float) -> str:
@@ -85,7 +82,7 @@ def _shown(name: str, value: float) -> str:
     return f"{value:,.0f}"
 
 
-def backlog_verdict(limits: _Limits, measured: Mapping[str, float]) -> BacklogVerdict:
+def backlog_verdict(limits: BacklogLimits, measured: Mapping[str, float]) -> BacklogVerdict:
     """``measured``: the backlog's numbers by limit name (durations in seconds). A limit whose
     number was not measured (no file pending has a landing time) is not passed."""
     breaches = []
@@ -102,7 +99,9 @@ def backlog_verdict(limits: _Limits, measured: Mapping[str, float]) -> BacklogVe
     return BacklogVerdict(not breaches, tuple(breaches), metadata, severity)
 
 
-def file_backlog_verdict(limits: FileBacklogLimits, backlog: Backlog, now: Any) -> BacklogVerdict:
+def file_backlog_verdict(
+    limits: FileBacklogLimits, backlog: Backlog, now: datetime
+) -> BacklogVerdict:
     """A file-path pipeline's backlog (one sensor tick's listing) against its limits."""
     measured: dict[str, float] = {
         "files_pending": backlog.files,
@@ -113,7 +112,7 @@ def file_backlog_verdict(limits: FileBacklogLimits, backlog: Backlog, now: Any) 
     return backlog_verdict(limits, measured)
 
 
-def backlog_check_spec(asset_key: AssetKey, limits: _Limits) -> AssetCheckSpec:
+def backlog_check_spec(asset_key: AssetKey, limits: BacklogLimits) -> AssetCheckSpec:
     """The check's spec on a pipeline's asset (its description names the limits)."""
     named = ", ".join(f"{name} <= {value}" for name, value in _limit_texts(limits).items())
     return AssetCheckSpec(
@@ -124,7 +123,7 @@ def backlog_check_spec(asset_key: AssetKey, limits: _Limits) -> AssetCheckSpec:
     )
 
 
-def _limit_texts(limits: _Limits) -> dict[str, str]:
+def _limit_texts(limits: BacklogLimits) -> dict[str, str]:
     return {
         name: str(getattr(limits, name))
         for name in limits.limit_names()
@@ -144,7 +143,7 @@ def latest_backlog(instance: Any, asset_key: AssetKey, *, scan: int = 50) -> Bac
         return Backlog(
             files=int(entries[FILES_PENDING].value),
             bytes=int(entries[BYTES_PENDING].value),
-            oldest=None if oldest is None else parse_iso_utc(str(oldest.value)),
+            oldest=None if oldest is None else v.parse_time_text(str(oldest.value)),
             oldest_file=None,
             capped=bool(getattr(entries.get(LISTING_CAPPED), "value", False)),
         )

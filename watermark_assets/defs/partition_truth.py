@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Protocol
 
 from dagster import AssetKey, AssetObservation, AssetRecordsFilter, DagsterInstance, MetadataValue
@@ -36,12 +36,6 @@ MAX_OBSERVED = 50
 
 #: ``2024-01-31T00:00:00Z``: the one time format of the metadata (:func:`vocabulary.time_text`).
 iso_utc = time_text
-
-
-def parse_iso_utc(text: str) -> datetime:
-    """The instant :func:`iso_utc` wrote (``2024-01-31T00:00:00Z``)."""
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from dagster import AssetKey, AssetSpec
@@ -77,16 +77,21 @@ def source_specs(pipelines: Sequence[AnyPipeline]) -> list[AssetSpec]:
             description=f"A {found[0].source.type} source read by "
             f"{', '.join(p.name for p in found)}: {source_location(found[0])}",
             group_name=SOURCES_GROUP,
-            kinds=_kinds(found[0].source.type),
+            kinds=_kinds(found[0].source),
             metadata={"source/location": source_location(found[0]) or ""},
         )
         for key, found in readers.items()
     ]
 
 
-def _kinds(source_type: str) -> set[str]:
-    shown: Mapping[str, str] = {"delta_table": "delta", "jdbc": "postgres", "files": "files"}
-    return {shown.get(source_type, source_type)}
+def _kinds(source: Any) -> set[str]:
+    """The UI's icon: Dagster's kind for a Delta table, a JDBC URL's database (``postgresql``),
+    else the source's type."""
+    if source.type == "delta_table":
+        return {"delta"}
+    if source.type == "jdbc":
+        return {str(source.url).split(":")[1] if str(source.url).count(":") > 1 else "jdbc"}
+    return {source.type}
 
 
 def with_upstream(asset: Any, key: AssetKey | None) -> Any:
