@@ -9,7 +9,7 @@ LOCK_VENV := build/lock-venv
 # or newer (pyarrow, polars, duckdb, ... dropped 3.10).
 PINNED_PYTHON := $(shell sed -n '1s/.*(Python \([0-9.]*\)).*/\1/p' constraints.txt)
 
-.PHONY: demo test ui lint typecheck pytest setup browser jdbc bench bench-column bench-time bench-event-time bench-s3 bench-latency clean lock
+.PHONY: demo test ui lint typecheck pytest setup browser jdbc bench bench-column bench-time bench-event-time bench-s3 bench-latency bench-tick clean lock
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; v = tuple(map(int, "$(PINNED_PYTHON)".split("."))); sys.exit(0 if sys.version_info[:2] >= v else f"{sys.executable} is Python {sys.version.split()[0]}; constraints.txt pins versions for Python >= $(PINNED_PYTHON). Run make with PYTHON=python$(PINNED_PYTHON) (or newer), or re-pin for your Python with make lock")'
@@ -137,6 +137,10 @@ bench-s3: setup
 ## server started from pyspark's jars) and the asset vs a plain PySpark script, start-up included.
 bench-latency: setup
 	$(BIN)/python benchmarks/bench_run_latency.py
+
+## One tick of every sensor of a code location with 100 pipelines of mixed kinds (issue 23 §7).
+bench-tick: setup
+	$(BIN)/python benchmarks/bench_tick_many.py
 
 ## Removes the data and the instance's storage (not its dagster.yaml).
 clean:
