@@ -372,3 +372,61 @@ def test_every_allowed_spelling_is_still_there() -> None:
         for _, text in name_literals(path)
     }
     assert not set(NOT_ON_DISK) - found, set(NOT_ON_DISK) - found
+
+
+#: Where an ``AssetKey`` may be built (module -> why): a pipeline's key is made by
+#: ``defs/keys.asset_key`` (its ``key_prefix``, then its name) and nowhere else.
+MAY_BUILD_ASSET_KEYS = {
+    "defs/keys.py": "the one function making a pipeline's key: key_prefix, then its name",
+    "defs/upstreams.py": "a source location's external asset (source/...), never a pipeline's",
+}
+
+
+def asset_key_builds(source: str) -> Iterator[int]:
+    """The lines of ``source`` that build an ``AssetKey``: ``AssetKey(...)``,
+    ``dagster.AssetKey(...)``, ``AssetKey.from_user_string(...)`` and the like."""
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and getattr(func.value, "id", None) == "AssetKey":
+            yield node.lineno  # AssetKey.from_user_string(...), AssetKey.from_coercible(...)
+        elif getattr(func, "id", None) == "AssetKey" or getattr(func, "attr", None) == "AssetKey":
+            yield node.lineno
+
+
+def test_a_pipelines_asset_key_is_made_in_one_place() -> None:
+    """``AssetKey([pipeline.name])`` built again elsewhere would drop the pipeline's
+    ``key_prefix``: its checks, sensors or upstream edges would point at another asset."""
+    building = [
+        f"{relative}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (relative := path.relative_to(PACKAGE).as_posix()) not in MAY_BUILD_ASSET_KEYS
+        for line in asset_key_builds(path.read_text(encoding="utf-8"))
+    ]
+    assert not building, f"an AssetKey built outside defs/keys.asset_key: {building}"
+    for relative in MAY_BUILD_ASSET_KEYS:  # the list stays true
+        assert list(asset_key_builds((PACKAGE / relative).read_text(encoding="utf-8"))), relative
+
+
+@pytest.mark.parametrize(
+    ("source", "builds"),
+    [
+        ("key = AssetKey([pipeline.name])", True),
+        ("deps = [AssetKey(name) for name in upstreams]", True),
+        ("key = dagster.AssetKey(['a', pipeline.name])", True),
+        ("key = AssetKey.from_user_string(pipeline.name)", True),
+        ("key = asset_key(pipeline)", False),
+        ("def f(key: AssetKey) -> AssetKey: return key", False),
+    ],
+    ids=[
+        "from a pipeline's name",
+        "from upstream names",
+        "through the dagster module",
+        "from a user string",
+        "through defs/keys",
+        "the type in annotations",
+    ],
+)
+def test_the_asset_key_reader_itself(source: str, builds: bool) -> None:
+    assert bool(list(asset_key_builds(source))) is builds

@@ -45,10 +45,11 @@ class ColumnStep:
         ]
 
 
-def column_step(pipeline: str, number: int, result: Any) -> ColumnStep:
+def column_step(pipeline: ColumnPipelineConfig, number: int, result: Any) -> ColumnStep:
     from watermark_assets import vocabulary as vocab
+    from watermark_assets.defs.keys import node_name
 
-    (materialization,) = result.asset_materializations_for_node(pipeline)
+    (materialization,) = result.asset_materializations_for_node(node_name(pipeline))
     meta = {key: value.value for key, value in materialization.metadata.items()}
     before = str(meta.get(vocab.WATERMARK_BEFORE, "-"))
     if number == 2:
@@ -67,7 +68,7 @@ def column_step(pipeline: str, number: int, result: Any) -> ColumnStep:
     elif "num_partitions" in details:
         extra = f" (JDBC partitions: {details['num_partitions']})"
     return ColumnStep(
-        pipeline=pipeline,
+        pipeline=pipeline.name,
         step=step,
         rows_read=int(meta.get(vocab.ROWS_READ, 0)),
         before=before,
@@ -170,7 +171,7 @@ def run_twice(headless: Headless, pipelines: Sequence[ColumnPipelineConfig]) -> 
                 )
                 runnable.remove(pipeline)
                 continue
-            steps.append(column_step(pipeline.name, number, result))
+            steps.append(column_step(pipeline, number, result))
     return DemoOutcome(failures, [line for step in steps for line in step.lines()])
 
 

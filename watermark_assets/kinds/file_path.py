@@ -66,6 +66,7 @@ def sensor_pass(headless: Headless, pipelines: Sequence[FilePipelineConfig]) -> 
     there, a failed run does not stop the others (its partition is not run again in this
     pass)."""
     from watermark_assets.defs.assets import requested_files
+    from watermark_assets.defs.keys import node_name
 
     failures: list[FailedRun] = []
     if not pipelines:
@@ -73,6 +74,7 @@ def sensor_pass(headless: Headless, pipelines: Sequence[FilePipelineConfig]) -> 
     defs, instance = headless.defs, headless.instance
     for pipeline in pipelines:
         sensor_def = defs.resolve_sensor_def(f"{pipeline.name}_sensor")
+        node = node_name(pipeline)
         job = headless.job(pipeline.name)
         cursor = None
         failed_partitions: set[str] = set()
@@ -103,7 +105,7 @@ def sensor_pass(headless: Headless, pipelines: Sequence[FilePipelineConfig]) -> 
                     tags=as_sensor_run(sensor_def.name, request),
                     raise_on_error=False,
                 )
-                files = len(requested_files(request.run_config, pipeline.name) or ())
+                files = len(requested_files(request.run_config, node) or ())
                 print(
                     f"    [{number}/{len(requests)}] partition {request.partition_key}: "
                     f"{files} files, run {result.run_id[:8]} "

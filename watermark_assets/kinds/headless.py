@@ -167,7 +167,10 @@ class Headless:
         )
         said = ""
         if result.success:
-            (materialization, *_) = result.asset_materializations_for_node(pipeline)
+            from watermark_assets.defs.keys import node_name
+
+            node = node_name(self.config.pipeline(pipeline))
+            (materialization, *_) = result.asset_materializations_for_node(node)
             meta = {k: v.value for k, v in materialization.metadata.items()}
             said = (
                 f"{meta.get('rows/read', 0)} rows read, {meta.get('rows/committed', 0)} committed"
