@@ -69,3 +69,43 @@ def test_explain_of_a_column_pipeline_starts_with_its_row(
         "orders (column (delta_metadata)): partitions -, 0 rows, watermark -, cut-off -, "
         "Delta version -"
     )
+
+
+#: command -> the hook it needs of a kind, and the kinds of the demo that have it
+HOOKS = {
+    "replay": ("replay", {"column"}),
+    "explain PIPELINE PATH": ("explain_files", {"file_path"}),
+    "run-sensors": ("sensor_pass", {"file_path"}),
+    "repair-state (its own way)": ("repair", {"file_path", "event_time"}),
+    "generate-demo-data": ("demo_data", {"file_path", "unit", "column"}),
+    "demo": ("demo_runs", {"time", "unit", "event_time", "column"}),
+}
+
+
+@pytest.mark.parametrize(("hook", "kinds"), HOOKS.values(), ids=list(HOOKS))
+def test_each_command_finds_its_hook_in_the_kinds_that_have_it(hook: str, kinds: set[str]) -> None:
+    assert {k.name for k in KINDS.values() if getattr(k, hook) is not None} == kinds
+
+
+def test_a_command_a_kind_lacks_names_the_kinds_and_pipelines_that_have_it() -> None:
+    from watermark_assets.exceptions import ConfigError
+    from watermark_assets.kinds import kind_for
+
+    config = load_config(DEFAULT_CONFIG_PATH)
+    kind, pipeline = kind_for(config, "orders", "replay")
+    assert (kind.name, pipeline.name) == ("column", "orders")
+    columns = [p.name for p in config.pipelines if p.watermark.kind == "column"]
+    with pytest.raises(ConfigError) as refused:
+        kind_for(config, "orders_daily", "replay")
+    assert str(refused.value).startswith(
+        "pipeline 'orders_daily' has a 'time' watermark; this command works on pipelines whose "
+        f"watermark.kind is 'column': {columns}"
+    )
+
+
+def test_every_pipeline_of_the_demo_has_a_row_and_its_state_logs_or_repair() -> None:
+    """repair-state works for every kind: its own repair, or the state logs it rebuilds."""
+    config = load_config(DEFAULT_CONFIG_PATH)
+    for kind in KINDS.values():
+        for pipeline in kind.pipelines(config):
+            assert kind.repair is not None or kind.state_logs(config, pipeline), pipeline.name

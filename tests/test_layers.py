@@ -96,15 +96,33 @@ RULES = [
     ),
 ]
 
-#: The classes of a pipeline's configuration whose type only the Dagster factory may ask.
+#: The classes of a pipeline's configuration (and their aliases): asking which one a pipeline is
+#: asks its kind.
 PIPELINE_CLASSES = {
     "FilePipelineConfig",
+    "Pipeline",
     "ColumnPipelineConfig",
     "UnitPipelineConfig",
     "TimePipelineConfig",
+    "EventTimePipelineConfig",
 }
-#: Where asking is allowed: the factory, and the configuration that defines the union.
-MAY_ASK_THE_KIND = {"defs/build.py", "config/project.py"}
+#: Attributes that ask the configuration for one kind's pipelines, or a unit pipeline whether
+#: it is a time x unit one.
+KIND_ATTRIBUTES = {
+    "file_pipelines",
+    "column_pipelines",
+    "time_pipelines",
+    "unit_pipelines",
+    "event_time_pipelines",
+    "is_time_by_unit",
+}
+#: Where asking which kind a pipeline is may happen: the configuration that defines the kinds,
+#: the kinds themselves (``kinds/``: the registry and one module per kind), and the Dagster
+#: factory (``defs/build.py``: it picks each kind's builder).
+MAY_ASK_THE_KIND = ("config/", "kinds/", "defs/build.py")
+#: Sites elsewhere that still ask, each with its reason (module -> why). Keep it tiny: a new
+#: command or builder goes through ``kinds.KINDS`` instead.
+STILL_ASKS: dict[str, str] = {}
 
 
 def imports(path: Path) -> Iterator[str]:
@@ -177,20 +195,89 @@ def test_modules_import_only_downwards(pattern: str, refused: tuple[str, ...], w
     assert not wrong, f"{why}: {wrong}"
 
 
-def test_only_the_factory_asks_which_kind_of_pipeline_it_holds() -> None:
-    asking = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        relative = path.relative_to(PACKAGE).as_posix()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance"):
-                continue
+def kind_questions(source: str) -> Iterator[tuple[int, str]]:
+    """Where ``source`` asks which kind a pipeline is: ``isinstance(x, <Kind>PipelineConfig)``
+    (a tuple or union of them too) and ``.file_pipelines``, ``.is_time_by_unit``, ... ."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
             classes = node.args[1] if len(node.args) == 2 else None
-            named = (
-                {n.id for n in ast.walk(classes) if isinstance(n, ast.Name)} if classes else set()
-            )
-            if named & PIPELINE_CLASSES and relative not in MAY_ASK_THE_KIND:
-                asking.append(f"{relative}:{node.lineno}")
-    assert not asking, f"isinstance on a pipeline's kind outside {MAY_ASK_THE_KIND}: {asking}"
+            named = {
+                n.id if isinstance(n, ast.Name) else n.attr
+                for n in (ast.walk(classes) if classes is not None else ())
+                if isinstance(n, ast.Name | ast.Attribute)
+            }
+            for name in sorted(named & PIPELINE_CLASSES):
+                yield node.lineno, f"isinstance(..., {name})"
+        elif isinstance(node, ast.Attribute) and node.attr in KIND_ATTRIBUTES:
+            yield node.lineno, f".{node.attr}"
+
+
+def may_ask_the_kind(relative: str) -> bool:
+    return relative.startswith(MAY_ASK_THE_KIND) or relative in STILL_ASKS
+
+
+def test_only_the_kinds_ask_which_kind_of_pipeline_they_hold() -> None:
+    """The CLI, the run worker and every other module go through ``kinds.KINDS`` (docs/design.md,
+    "One pipeline model"): asking the configuration for one kind's pipelines, or a pipeline for
+    its class, happens in ``config/``, ``kinds/`` and the Dagster factory only."""
+    asking = [
+        f"{relative}:{line} {what}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not may_ask_the_kind(relative := path.relative_to(PACKAGE).as_posix())
+        for line, what in kind_questions(path.read_text(encoding="utf-8"))
+    ]
+    assert not asking, f"asks which kind outside {MAY_ASK_THE_KIND} (use kinds.KINDS): {asking}"
+
+
+def test_every_site_still_asking_is_still_there() -> None:
+    """An entry of STILL_ASKS that no longer asks is removed, so the list stays true."""
+    gone = [
+        relative
+        for relative in STILL_ASKS
+        if not list(kind_questions((PACKAGE / relative).read_text(encoding="utf-8")))
+    ]
+    assert not gone, gone
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ("for p in config.file_pipelines: pass", [".file_pipelines"]),
+        ("names = [p.name for p in cfg.event_time_pipelines]", [".event_time_pipelines"]),
+        ("if pipeline.is_time_by_unit: pass", [".is_time_by_unit"]),
+        ("isinstance(p, TimePipelineConfig)", ["isinstance(..., TimePipelineConfig)"]),
+        (
+            "isinstance(p, config.ColumnPipelineConfig | UnitPipelineConfig)",
+            ["isinstance(..., ColumnPipelineConfig)", "isinstance(..., UnitPipelineConfig)"],
+        ),
+        ("isinstance(p, (Pipeline, str))", ["isinstance(..., Pipeline)"]),
+        ("isinstance(p, dict)", []),
+        ("config.pipeline(name).watermark.kind", []),
+        ("for kind, p in pipelines(config): kind.summarize(config, p)", []),
+    ],
+    ids=[
+        "a kind's list of pipelines",
+        "the event-time pipelines in a comprehension",
+        "a unit pipeline asked whether it is time x unit",
+        "isinstance on one kind",
+        "isinstance on a union, one module's class qualified",
+        "isinstance on the file kind's alias in a tuple",
+        "isinstance on something else",
+        "the registry key read from the configuration",
+        "iterating the registry",
+    ],
+)
+def test_the_kind_question_reader_itself(source: str, found: list[str]) -> None:
+    assert [what for _, what in kind_questions(source)] == found
+
+
+def test_a_planted_kind_question_outside_the_kinds_fails_the_rule() -> None:
+    """The rule fails on the CLI's source with one old dispatch put back."""
+    cli = (PACKAGE / "cli.py").read_text(encoding="utf-8")
+    planted = cli + "\n\ndef _old(config):\n    return [p.name for p in config.time_pipelines]\n"
+    assert not may_ask_the_kind("cli.py")
+    assert list(kind_questions(cli)) == []
+    assert [what for _, what in kind_questions(planted)] == [".time_pipelines"]
 
 
 @pytest.mark.parametrize(
@@ -285,3 +372,61 @@ def test_every_allowed_spelling_is_still_there() -> None:
         for _, text in name_literals(path)
     }
     assert not set(NOT_ON_DISK) - found, set(NOT_ON_DISK) - found
+
+
+#: Where an ``AssetKey`` may be built (module -> why): a pipeline's key is made by
+#: ``defs/keys.asset_key`` (its ``key_prefix``, then its name) and nowhere else.
+MAY_BUILD_ASSET_KEYS = {
+    "defs/keys.py": "the one function making a pipeline's key: key_prefix, then its name",
+    "defs/upstreams.py": "a source location's external asset (source/...), never a pipeline's",
+}
+
+
+def asset_key_builds(source: str) -> Iterator[int]:
+    """The lines of ``source`` that build an ``AssetKey``: ``AssetKey(...)``,
+    ``dagster.AssetKey(...)``, ``AssetKey.from_user_string(...)`` and the like."""
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and getattr(func.value, "id", None) == "AssetKey":
+            yield node.lineno  # AssetKey.from_user_string(...), AssetKey.from_coercible(...)
+        elif getattr(func, "id", None) == "AssetKey" or getattr(func, "attr", None) == "AssetKey":
+            yield node.lineno
+
+
+def test_a_pipelines_asset_key_is_made_in_one_place() -> None:
+    """``AssetKey([pipeline.name])`` built again elsewhere would drop the pipeline's
+    ``key_prefix``: its checks, sensors or upstream edges would point at another asset."""
+    building = [
+        f"{relative}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (relative := path.relative_to(PACKAGE).as_posix()) not in MAY_BUILD_ASSET_KEYS
+        for line in asset_key_builds(path.read_text(encoding="utf-8"))
+    ]
+    assert not building, f"an AssetKey built outside defs/keys.asset_key: {building}"
+    for relative in MAY_BUILD_ASSET_KEYS:  # the list stays true
+        assert list(asset_key_builds((PACKAGE / relative).read_text(encoding="utf-8"))), relative
+
+
+@pytest.mark.parametrize(
+    ("source", "builds"),
+    [
+        ("key = AssetKey([pipeline.name])", True),
+        ("deps = [AssetKey(name) for name in upstreams]", True),
+        ("key = dagster.AssetKey(['a', pipeline.name])", True),
+        ("key = AssetKey.from_user_string(pipeline.name)", True),
+        ("key = asset_key(pipeline)", False),
+        ("def f(key: AssetKey) -> AssetKey: return key", False),
+    ],
+    ids=[
+        "from a pipeline's name",
+        "from upstream names",
+        "through the dagster module",
+        "from a user string",
+        "through defs/keys",
+        "the type in annotations",
+    ],
+)
+def test_the_asset_key_reader_itself(source: str, builds: bool) -> None:
+    assert bool(list(asset_key_builds(source))) is builds

@@ -22,27 +22,18 @@ range), one Delta commit per chunk, and prints one line per chunk (skipped chunk
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import os
 import sys
-import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-from watermark_assets.config import (
-    ColumnPipelineConfig,
-    EventTimePipelineConfig,
-    Pipeline,
-    ProjectConfig,
-    load_config,
-)
-from watermark_assets.core.clock import system_clock
+from watermark_assets.config import load_config
 from watermark_assets.exceptions import WatermarkAssetsError
-from watermark_assets.kinds import kind_of, summary_rows
+from watermark_assets.kinds import KINDS, kind_for, kind_of, summary_rows
+from watermark_assets.kinds.contract import DemoStep
+from watermark_assets.kinds.headless import FailedRun, Headless
+from watermark_assets.kinds.headless import startup_done as startup_done
 from watermark_assets.kinds.report import PARTITIONED_HEADERS as PARTITIONED_HEADERS
 from watermark_assets.kinds.report import SUMMARY_HEADERS as SUMMARY_HEADERS
 from watermark_assets.kinds.report import PartitionedRow as PartitionedRow
@@ -54,76 +45,56 @@ from watermark_assets.kinds.report import summarize_grid as summarize_grid
 from watermark_assets.kinds.report import summarize_time as summarize_time
 from watermark_assets.kinds.report import summarize_unit as summarize_unit
 
-#: The demo prints its own progress and one line per failed run; Dagster's per-event lines and
-#: the failures' tracebacks would drown them (they stay in the run's logs in the UI).
-QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
-
-def _progress(label: str) -> object:
-    def report(done: int, total: int) -> None:
-        width = 30
-        filled = int(width * done / max(total, 1))
-        end = "\n" if done >= total else ""
-        print(
-            f"\r  {label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}",
-            end=end,
-            flush=True,
-        )
-
-    return report
+def _demo_phase(config_path: str | None, hook: str) -> tuple[list[FailedRun], list[str]]:
+    """Every kind's ``hook`` step (``demo_data`` or ``demo_runs``), in their ``order``: the
+    heading once before the steps sharing it, one :class:`Headless` per heading. The failed
+    runs and the lines to print after the summary."""
+    config = load_config(config_path)
+    steps: list[tuple[DemoStep[Any], list[Any]]] = sorted(
+        (
+            (step, list(kind.pipelines(config)))
+            for kind in KINDS.values()
+            if (step := getattr(kind, hook)) is not None
+        ),
+        key=lambda item: item[0].order,
+    )
+    failures: list[FailedRun] = []
+    closing: list[str] = []
+    passes: dict[str | None, Headless] = {}
+    for step, of_kind in steps:
+        if step.heading not in passes:
+            passes[step.heading] = Headless(config_path, lambda: run_sensors(config_path))
+            shown = [s for s, p in steps if s.heading == step.heading and (p or s.always)]
+            if step.heading is not None and shown:
+                print(step.heading)
+        if not of_kind and not step.always:
+            continue
+        outcome = step.run(passes[step.heading], of_kind)
+        failures += outcome.failures
+        closing += outcome.closing_lines
+    return failures, closing
 
 
 def generate(config_path: str | None = None) -> None:
-    """Write the demo landing files for the demo pipelines, and the Delta source tables of its
-    column pipelines (skipped when already there)."""
-    from watermark_assets.demo.data import write_clicks, write_events, write_orders
-
-    config = load_config(config_path)
-    for column in config.column_pipelines:
-        if column.source.type != "delta_table":
-            continue
-        root = Path(column.source.location)
-        if (root / "_delta_log").is_dir():
-            print(f"  {column.name}: source table already in {root}")
-            continue
-        print(f"  {column.name}: source Delta table with {write_orders(root)} rows in {root}")
-    _generate_survey_answers(config)
-    for pipeline in config.file_pipelines:
-        root = Path(pipeline.source.uri)
-        if root.exists() and any(
-            p
-            for p in root.rglob("*")
-            if p.is_file() and not any(part.startswith("_") for part in p.parts)
-        ):
-            print(f"  {pipeline.name}: landing data already in {root}")
-            continue
-        if pipeline.source.type == "parquet_commit":  # the other writer's Parquet files
-            count = write_clicks(root)
-        else:
-            count = write_events(root, progress=_progress(f"{pipeline.name}: writing files"))  # type: ignore[arg-type]
-        print(f"  {pipeline.name}: {count} landing files in {root}")
+    """Write the demo's source data: each kind's ``demo_data`` (landing files, the Delta
+    source tables of column pipelines, a time x unit pipeline's answers and ids; skipped when
+    already there)."""
+    _demo_phase(config_path, "demo_data")
 
 
-def _generate_survey_answers(config: ProjectConfig) -> None:
-    """The source table and the ids file of the time x unit demo pipelines (a Delta source, ids
-    from a file)."""
-    from watermark_assets.config import FileSecondaryInputConfig
-    from watermark_assets.demo.data import write_survey_answers
-
-    for unit in config.unit_pipelines:
-        listing = unit.watermark.secondary_input
-        if not (
-            unit.is_time_by_unit
-            and unit.source.type == "delta_table"
-            and isinstance(listing, FileSecondaryInputConfig)
-        ):
-            continue
-        root = Path(unit.source.location)
-        if (root / "_delta_log").is_dir():
-            print(f"  {unit.name}: source table already in {root}")
-            continue
-        rows = write_survey_answers(root, Path(listing.path))
-        print(f"  {unit.name}: {rows} answers in {root}, survey ids in {listing.path}")
+def run_sensors(config_path: str | None = None) -> list[FailedRun]:
+    """Every kind's ``sensor_pass``: its sensors evaluated and the runs they request executed
+    until they skip. What the daemon does, headless: the runs are launched on the instance in
+    $DAGSTER_HOME, the sensors' asset events (observations) are recorded there, a failed run
+    does not stop the others (its partition is not run again in this pass), and every failure
+    is returned."""
+    headless = Headless(config_path)
+    failures: list[FailedRun] = []
+    for kind in KINDS.values():
+        if kind.sensor_pass is not None:
+            failures += kind.sensor_pass(headless, kind.pipelines(headless.config))
+    return failures
 
 
 def print_table(rows: Sequence[SummaryRow]) -> None:
@@ -153,741 +124,62 @@ def print_grid(headers: Sequence[str], cells: Sequence[Sequence[str]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-@dataclass(frozen=True)
-class FailedRun:
-    """A run that failed during ``run-sensors``, said in one line."""
-
-    pipeline: str
-    partition: str
-    run_id: str
-    reason: str
-
-    def line(self) -> str:
-        return f"{self.pipeline} {self.partition}: run {self.run_id[:8]} failed: {self.reason}"
-
-
-def _innermost(error: BaseException) -> str:
-    """The message of the innermost cause of ``error`` (Dagster wraps a sensor's errors)."""
-    while error.__cause__ is not None:
-        error = error.__cause__
-    return str(error)
-
-
-def failure_reason(result: Any) -> str:
-    """The innermost error of a failed run's first step failure, in one line."""
-    for event in result.all_events:
-        data = event.step_failure_data if event.is_step_failure else None
-        if data is None or data.error is None:
-            continue
-        error = data.error
-        while error.cause is not None:
-            error = error.cause
-        first = (error.message or "").strip().splitlines()
-        # py4j-captured errors repeat their own class path before the message
-        text = (first[0] if first else "").split(f"{error.cls_name}: ", 1)[-1]
-        return f"{error.cls_name}: {text}"[:400]
-    return "the run failed (see its logs in the Dagster UI)"
-
-
-def quiet_definitions(config: ProjectConfig) -> Any:
-    """The code location's Definitions with Spark's own logging at FATAL: failed runs are
-    summarized at the end, and Spark's error logs would repeat them mid-way."""
-    from watermark_assets.defs import build_definitions
-
-    quiet_spark = config.spark.model_copy(
-        update={"conf": {"spark.log.level": "FATAL", **config.spark.conf}}
-    )
-    return build_definitions(config.model_copy(update={"spark": quiet_spark}))
-
-
-def as_sensor_run(sensor_name: str, request: Any) -> dict[str, str]:
-    """The tags the daemon gives a run it launches for ``request``: its run key and the sensor's
-    name. A headless pass (``run-sensors``, ``demo``) tags its runs so: the sensor's page lists
-    them, and switching the sensor on later does not launch a request the pass already ran (the
-    daemon skips a run key its sensor launched before; a time sensor's keys carry the cut-off,
-    so the grace windows a pass ran are not run again until the cut-off moves)."""
-    from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
-
-    tags = {**request.tags, SENSOR_NAME_TAG: sensor_name}
-    if request.run_key:
-        tags[RUN_KEY_TAG] = request.run_key
-    return tags
-
-
-def run_sensors(
-    config_path: str | None = None, *, max_ticks: int = 50
-) -> tuple[list[SummaryRow], list[FailedRun]]:
-    """Evaluate each pipeline's sensor and execute the runs it requests until it skips.
-
-    What the daemon does, headless: the runs are launched on the instance in $DAGSTER_HOME, the
-    sensor's asset events (observations) are recorded there, a failed run does not stop the
-    others (its partition is not run again in this pass), and every failure is returned.
-    """
-    from dagster import DagsterInstance, build_sensor_context
-
-    from watermark_assets.defs.assets import job_name, requested_files
-
-    config = load_config(config_path)
-    # No prestart here: most passes are idle, and an idle pass must not start a JVM (it would
-    # burn seconds of CPU in the background for nothing); a run's session starts on first use.
-    defs = quiet_definitions(config)
-    instance = DagsterInstance.get()
-    startup_done()
-    rows: list[SummaryRow] = []
-    failures: list[FailedRun] = []
-    for pipeline in config.file_pipelines:  # column pipelines have no sensor (manual runs)
-        sensor_def = defs.resolve_sensor_def(f"{pipeline.name}_sensor")
-        job = defs.resolve_job_def(job_name(pipeline.name))
-        cursor = None
-        failed_partitions: set[str] = set()
-        for tick in range(1, max_ticks + 1):
-            context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
-            try:
-                data = sensor_def.evaluate_tick(context)
-            except Exception as error:  # the daemon records a failed tick and goes on
-                print(f"  {pipeline.name} tick {tick}: FAILED: {_innermost(error)}")
-                break
-            cursor = data.cursor
-            for event in data.asset_events:
-                instance.report_runless_asset_event(event)
-            requests = [
-                r for r in data.run_requests or () if r.partition_key not in failed_partitions
-            ]
-            if not requests:
-                why = data.skip_message or "only partitions that failed in this pass are left"
-                print(f"  {pipeline.name} tick {tick}: {why}")
-                break
-            print(f"  {pipeline.name} tick {tick}: {len(requests)} runs requested")
-            for number, request in enumerate(requests, 1):
-                started = time.monotonic()
-                result = job.execute_in_process(
-                    instance=instance,
-                    partition_key=request.partition_key,
-                    run_config={**request.run_config, **QUIET_LOGS},
-                    tags=as_sensor_run(sensor_def.name, request),
-                    raise_on_error=False,
-                )
-                files = len(requested_files(request.run_config, pipeline.name) or ())
-                print(
-                    f"    [{number}/{len(requests)}] partition {request.partition_key}: "
-                    f"{files} files, run {result.run_id[:8]} "
-                    f"{'succeeded' if result.success else 'FAILED'} "
-                    f"in {time.monotonic() - started:.1f}s"
-                )
-                if not result.success:
-                    key = str(request.partition_key)
-                    failed_partitions.add(key)
-                    failures.append(
-                        FailedRun(pipeline.name, key, result.run_id, failure_reason(result))
-                    )
-        rows.append(summarize(pipeline))
-    return rows, failures
-
-
-@dataclass(frozen=True)
-class ColumnStep:
-    """One run of a column pipeline in the demo, read from its materialization."""
-
-    pipeline: str
-    step: str
-    rows_read: int
-    before: str
-    after: str
-    pushed_down: str
-    details: str
-
-    def lines(self) -> list[str]:
-        return [
-            f"{self.pipeline}, {self.step}: {self.rows_read} rows read{self.details}",
-            f"    watermark before: {self.before}",
-            f"    watermark after:  {self.after}",
-            f"    pushed predicate: {self.pushed_down}",
-        ]
-
-
-def _column_step(pipeline: str, number: int, result: Any) -> ColumnStep:
-    from watermark_assets import vocabulary as vocab
-
-    (materialization,) = result.asset_materializations_for_node(pipeline)
-    meta = {key: value.value for key, value in materialization.metadata.items()}
-    before = str(meta.get(vocab.WATERMARK_BEFORE, "-"))
-    if number == 2:
-        step = "step 2 (incremental: the changed rows)"
-    elif before.startswith("(empty"):
-        step = "step 1 (initial load)"
-    else:
-        step = "step 1 (what changed since the watermark)"
-    details = meta.get(vocab.READ_DETAILS) or {}
-    extra = ""
-    if "files_skipped_by_statistics" in details:
-        extra = (
-            f" (files read {details.get('files_read')}, skipped by statistics "
-            f"{details['files_skipped_by_statistics']})"
-        )
-    elif "num_partitions" in details:
-        extra = f" (JDBC partitions: {details['num_partitions']})"
-    return ColumnStep(
-        pipeline=pipeline,
-        step=step,
-        rows_read=int(meta.get(vocab.ROWS_READ, 0)),
-        before=before,
-        after=str(meta.get(vocab.WATERMARK_AFTER, "-")),
-        pushed_down=str(meta.get(vocab.READ_PUSHED_DOWN, "-")),
-        details=extra,
-    )
-
-
-def _prepare_column_sources(config: ProjectConfig) -> list[ColumnPipelineConfig]:
-    """The column pipelines the demo can run; a JDBC one is skipped, in one line, without a
-    reachable PostgreSQL or the driver jar."""
-    from watermark_assets.demo.postgres import admin_conninfo, prepare_customers
-    from watermark_assets.sources.jdbc import has_postgres_driver, with_postgres_driver
-
-    runnable = []
-    for pipeline in config.column_pipelines:
-        if pipeline.source.type == "jdbc":
-            if not has_postgres_driver(with_postgres_driver(config.spark.conf)):
-                print(
-                    f"  {pipeline.name}: skipped: Spark has no PostgreSQL JDBC driver (Debian: "
-                    "apt-get install libpostgresql-jdbc-java, or `make jdbc`; elsewhere "
-                    "spark.jars.packages: org.postgresql:postgresql:42.7.4)"
-                )
-                continue
-            conninfo = admin_conninfo(os.environ)
-            try:
-                print(f"  {pipeline.name}: {prepare_customers(conninfo)}")
-            except Exception as error:  # psycopg.OperationalError: no server, no such role...
-                reason = str(error).strip().splitlines()[0] if str(error).strip() else error
-                print(
-                    f"  {pipeline.name}: skipped: no PostgreSQL reachable at {conninfo} "
-                    f"({reason}); set WATERMARK_ASSETS_DEMO_POSTGRES to a server's URI to run it"
-                )
-                continue
-        runnable.append(pipeline)
-    return runnable
-
-
-def _change_sources(pipelines: Sequence[ColumnPipelineConfig]) -> None:
-    """About 1% of each source's rows change between the two steps."""
-    from watermark_assets.demo.data import update_orders
-    from watermark_assets.demo.postgres import admin_conninfo, update_customers
-
-    for pipeline in pipelines:
-        if pipeline.source.type == "delta_table":
-            count, stamp = update_orders(Path(pipeline.source.location))
-            print(
-                f"  {pipeline.name}: {count} orders shipped (updated_at {stamp.isoformat()}) in "
-                "a new commit of the source table"
-            )
-        elif pipeline.source.type == "jdbc":
-            count = update_customers(admin_conninfo(os.environ))
-            print(f"  {pipeline.name}: {count} customers updated in PostgreSQL")
-
-
-def run_column_pipelines(
-    config_path: str | None = None,
-) -> tuple[list[ColumnStep], list[FailedRun]]:
-    """The column pipelines, twice: step 1 reads what is above their watermarks (everything the
-    first time), about 1% of the source rows change, step 2 reads only those."""
-    from dagster import DagsterInstance
-
-    from watermark_assets.defs.assets import job_name
-
-    config = load_config(config_path)
-    pipelines = _prepare_column_sources(config)
-    if not pipelines:
-        return [], []
-    defs = quiet_definitions(config)
-    instance = DagsterInstance.get()
-    startup_done()
-    steps: list[ColumnStep] = []
-    failures: list[FailedRun] = []
-    for number in (1, 2):
-        if number == 2:
-            _change_sources(pipelines)
-        for pipeline in list(pipelines):
-            started = time.monotonic()
-            result = defs.resolve_job_def(job_name(pipeline.name)).execute_in_process(
-                instance=instance, run_config=QUIET_LOGS, raise_on_error=False
-            )
-            print(
-                f"  {pipeline.name} step {number}: run {result.run_id[:8]} "
-                f"{'succeeded' if result.success else 'FAILED'} "
-                f"in {time.monotonic() - started:.1f}s"
-            )
-            if not result.success:
-                failures.append(
-                    FailedRun(pipeline.name, "-", result.run_id, failure_reason(result))
-                )
-                pipelines.remove(pipeline)
-                continue
-            steps.append(_column_step(pipeline.name, number, result))
-    return steps, failures
-
-
-def summarize_partitioned(config: ProjectConfig) -> list[PartitionedRow]:
-    """The rows of every kind but file-path, kind by kind (``kinds.KINDS``: time, unit (time x
-    unit: one row per grid), event time, column)."""
-    return summary_rows(config)[1]
-
-
-def _run_partition(
-    job: Any,
-    instance: Any,
-    pipeline: str,
-    key: str | None,
-    failures: list[FailedRun],
-    tags: Mapping[str, str] | None = None,
-    label: str | None = None,
-) -> bool:
-    """One run of ``key`` (None: unpartitioned, or the range its ``tags`` name), said in one
-    line; False when it failed."""
-    started = time.monotonic()
-    result = job.execute_in_process(
-        instance=instance,
-        partition_key=key,
-        run_config=QUIET_LOGS,
-        raise_on_error=False,
-        tags=dict(tags or {}),
-    )
-    said = ""
-    if result.success:
-        from watermark_assets import vocabulary as vocab
-
-        (materialization, *_) = result.asset_materializations_for_node(pipeline)
-        meta = {k: v.value for k, v in materialization.metadata.items()}
-        said = f"{meta.get('rows/read', 0)} rows read, {meta.get('rows/committed', 0)} committed"
-        if vocab.REPLACE_HIGH_WATERMARK in meta:
-            said += f", high watermark {meta[vocab.REPLACE_HIGH_WATERMARK]}"
-        if vocab.UNIT_ID in meta or vocab.UNIT_IDS in meta:
-            said += f", done at {meta[vocab.WATERMARK_AFTER]}"
-        if "event_time/windows_emitted" in meta:
-            said = (
-                f"{meta['rows/read']} rows read, {meta['event_time/windows_emitted']} windows "
-                f"emitted, {meta['event_time/windows_open']} open, "
-                f"{meta['event_time/late_records']} late records kept, watermark "
-                f"{meta['event_time/explain'].rsplit('watermark ', 1)[-1]}"
-            )
-        said += "; "
-    print(
-        f"    {label or key or '(unpartitioned)'}: {said}run {result.run_id[:8]} "
-        f"{'succeeded' if result.success else 'FAILED'} in {time.monotonic() - started:.1f}s"
-    )
-    if not result.success:
-        failures.append(FailedRun(pipeline, key or "-", result.run_id, failure_reason(result)))
-    return bool(result.success)
-
-
-def run_event_time_pipelines(config_path: str | None = None) -> list[FailedRun]:
-    """One tick of each event-time pipeline's sensor (the partitions the watermark closes, and
-    why), then the run it requests."""
-    from dagster import DagsterInstance, build_sensor_context
-
-    from watermark_assets.defs.assets import job_name
-
-    config = load_config(config_path)
-    defs = quiet_definitions(config)
-    instance = DagsterInstance.get()
-    startup_done()
-    failures: list[FailedRun] = []
-    for pipeline in config.event_time_pipelines:
-        context = build_sensor_context(
-            instance=instance, instance_ref=instance.get_ref(), definitions=defs
-        )
-        data = defs.resolve_sensor_def(f"{pipeline.name}_sensor").evaluate_tick(context)
-        if not data.run_requests:
-            print(f"  {pipeline.name}: {data.skip_message}")
-            continue
-        for request in data.run_requests:
-            first = request.tags["dagster/asset_partition_range_start"]
-            last = request.tags["dagster/asset_partition_range_end"]
-            print(f"  {pipeline.name}: the sensor requests {first} .. {last}")
-            job = defs.resolve_job_def(job_name(pipeline.name))
-            _run_partition(
-                job,
-                instance,
-                pipeline.name,
-                None,
-                failures,
-                tags=as_sensor_run(f"{pipeline.name}_sensor", request),
-                label=f"{first} .. {last}",
-            )
-    return failures
-
-
-def run_event_time_demo(config_path: str | None = None) -> list[FailedRun]:
-    """The event-time pipelines, then a late landing file (``demo/data.write_late_events``):
-    ingested by the file sensor, it holds old events (kept as late records) and new ones (the
-    watermark passes the last day)."""
-    from watermark_assets.demo.data import write_late_events
-
-    failures = run_event_time_pipelines(config_path)
-    config = load_config(config_path)
-    upstreams = {name for p in config.event_time_pipelines for name in p.source.names}
-    landed = []
-    for pipeline in config.file_pipelines:
-        if pipeline.name in upstreams and pipeline.source.type == "files":
-            path = write_late_events(Path(pipeline.source.uri))
-            if path is not None:
-                landed.append(path)
-                print(f"  a late file lands in {pipeline.name}: {path.name}")
-    if landed:
-        _, file_failures = run_sensors(config_path)
-        failures += file_failures
-        failures += run_event_time_pipelines(config_path)
-    return failures
-
-
-def _tick_grid(defs: Any, instance: Any, name: str, job: Any, failures: list[FailedRun]) -> None:
-    """One tick of a time x unit pipeline's sensor, applied as the daemon does (new ids become
-    partitions), then its runs: one per unit and range of due windows."""
-    from dagster import build_sensor_context
-
-    from watermark_assets.defs.time_unit import RANGE_END, RANGE_START
-
-    context = build_sensor_context(
-        instance=instance, instance_ref=instance.get_ref(), definitions=defs
-    )
-    data = defs.resolve_sensor_def(f"{name}_sensor").evaluate_tick(context)
-    for request in data.dynamic_partitions_requests or ():
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    requests = list(data.run_requests or ())
-    print(f"  {name}: {data.skip_message or f'the sensor requests {len(requests)} run(s)'}")
-    for request in requests:
-        tags = as_sensor_run(f"{name}_sensor", request)
-        key = request.partition_key
-        label = key or f"cells {tags.get(RANGE_START)} .. {tags.get(RANGE_END)}"
-        _run_partition(job, instance, name, key, failures, tags=tags, label=label)
-
-
-def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2) -> list[FailedRun]:
-    """The time and unit pipelines, headless, with the decisions their ticks make.
-
-    Time: ``ticks`` ticks of :func:`~watermark_assets.defs.time.decide_tick` (what the schedule
-    and the sensor request), each printing why, then a run per partition due; the second tick
-    shows the grace period (the windows before the highest high watermark run again). Units:
-    explicit ids that never ran; with a secondary input, one tick of the units sensor (the
-    partitions it adds and the runs it requests).
-    """
-    from dagster import DagsterInstance, build_sensor_context
-
-    from watermark_assets.defs.assets import job_name
-    from watermark_assets.defs.time import decide_tick, tick_requests
-    from watermark_assets.runs.unit import load_unit_watermark
-
-    config = load_config(config_path)
-    if not config.time_pipelines and not config.unit_pipelines:
-        return []
-    defs = quiet_definitions(config)
-    instance = DagsterInstance.get()
-    startup_done()
-    failures: list[FailedRun] = []
-    for pipeline in config.time_pipelines:
-        job = defs.resolve_job_def(job_name(pipeline.name))
-        previous = None
-        for tick in range(1, ticks + 1):
-            decision = decide_tick(pipeline, system_clock())
-            if (decision.keys, decision.due.cut_off.at) == previous:
-                print(f"  {pipeline.name} tick {tick}: the cut-off did not move, nothing new")
-                break
-            previous = (decision.keys, decision.due.cut_off.at)
-            print(f"  {pipeline.name} tick {tick}: {decision.due.explain()}")
-            keys: Sequence[str | None] = decision.keys or ([None] if decision.runs else [])
-            if not keys:
-                break
-            # what NAME_sensor requests at this tick, under its run keys (as_sensor_run)
-            requests = tick_requests(pipeline, decision, set(), lambda base: "a0").runs
-            tagged = [
-                (r.partition_key, as_sensor_run(f"{pipeline.name}_sensor", r)) for r in requests
-            ]
-            if not all(
-                [
-                    _run_partition(job, instance, pipeline.name, k, failures, tags=t)
-                    for k, t in tagged
-                ]
-            ):
-                break  # a failed run: the next tick would only ask for it again
-    for unit_pipeline in config.unit_pipelines:
-        job = defs.resolve_job_def(job_name(unit_pipeline.name))
-        explicit = unit_pipeline.watermark.explicit_units
-        if unit_pipeline.is_time_by_unit:  # its sensor adds the ids and requests the due cells
-            _tick_grid(defs, instance, unit_pipeline.name, job, failures)
-            continue
-        if explicit is None:
-            sensor_def = defs.resolve_sensor_def(f"{unit_pipeline.name}_units_sensor")
-            context = build_sensor_context(
-                instance=instance, instance_ref=instance.get_ref(), definitions=defs
-            )
-            data = sensor_def.evaluate_tick(context)
-            for request in data.dynamic_partitions_requests or ():  # as the daemon does
-                instance.add_dynamic_partitions(
-                    request.partitions_def_name,
-                    list(request.partition_keys),
-                )
-            requested = {
-                str(r.partition_key): as_sensor_run(sensor_def.name, r)
-                for r in data.run_requests or ()
-            }
-            units = list(requested)
-            why = data.skip_message or f"the units sensor requests {len(units)} run(s)"
-        else:
-            done = load_unit_watermark(unit_pipeline.table.uri, unit_pipeline.name).units
-            units = [u for u in explicit if done.get(u) is None]
-            why = (
-                f"{len(units)} of {len(explicit)} explicit unit(s) never ran: {', '.join(units)}"
-                if units
-                else f"all {len(explicit)} explicit units ran (materialize or backfill them "
-                "from the UI to run them again)"
-            )
-        print(f"  {unit_pipeline.name}: {why}")
-        for unit in units:
-            tags = requested.get(unit) if explicit is None else None
-            _run_partition(job, instance, unit_pipeline.name, unit, failures, tags=tags)
-    return failures
-
-
 def explain_command(
     config_path: str | None, name: str, path: str | None, as_json: bool, limit: int
 ) -> int:
-    """``explain PIPELINE [PATH]``: one verdict for PATH, else every file not ingested; a
-    pipeline of another kind: :func:`explain_state`."""
-    import json
-
-    from watermark_assets import explain
-    from watermark_assets.defs.partitions import partition_mapper, partitions_definition
-
+    """``explain PIPELINE [PATH]``: a kind reading landing files explains them (one verdict for
+    PATH, else every file not ingested); any other: :func:`explain_state`."""
     config = load_config(config_path)
-    if name not in {p.name for p in config.file_pipelines}:
-        if path is not None:
-            config.file_pipeline(name)  # a PATH is a landing file: ConfigError for this kind
-        print("\n".join(explain_state(config, name)))
-        return 0
-    pipeline = config.file_pipeline(name)
-    now = system_clock()
-    partition_of = partition_mapper(partitions_definition(pipeline), system_clock)
-    evidence = explain.gather_evidence(pipeline, partition_of, now=now)
-    if path is not None:
-        answer = explain.explain_file(evidence, path)
-        print(json.dumps(explain.file_json(name, answer)) if as_json else answer.line())
-        return 0
-    listing = explain.explain_all(evidence)
-    cap = None if limit <= 0 else limit
-    if as_json:
-        print(json.dumps(explain.listing_json(listing, limit=cap)))
+    if path is not None:  # a PATH is a landing file: ConfigError for a kind without them
+        kind_for(config, name, "explain_files")
+    kind, pipeline = kind_of(config, name)
+    if kind.explain_files is not None:
+        print(kind.explain_files(config, pipeline, path, as_json, limit))
     else:
-        print("\n".join(explain.listing_lines(listing, limit=cap)))
+        print("\n".join(kind.explain_state(config, pipeline)))
     return 0
 
 
-def explain_state(config: ProjectConfig, name: str) -> list[str]:
-    """``explain PIPELINE`` of a pipeline that is not a file-path one: its summary row, then
-    where each of its states was read from (``StateStore.describe``: the file, the version it
-    reflects, the commits after it, a gap passed over)."""
-    from watermark_assets.defs.event_time import window_engine
-
+def explain_state(config: Any, name: str) -> list[str]:
+    """``explain PIPELINE`` of a pipeline without landing files: its summary row, then where
+    each of its states was read from (``PipelineKind.explain_state``)."""
     kind, pipeline = kind_of(config, name)
-    lines = [kind.explain(config, pipeline)]
-    for what, log, _ in _state_logs(config, name):
-        lines.append(f"  {what}: {log.provenance()}")
-    for pipeline in (p for p in config.column_pipelines if p.name == name):
-        if pipeline.watermark.provider.type != "delta_metadata":
-            lines.append(
-                f"  column watermark: also saved by the {pipeline.watermark.provider.type} "
-                "provider after each commit (the table's copy wins over an older saved one)"
-            )
-    for event in (p for p in config.event_time_pipelines if p.name == name):
-        engine = window_engine(event, config)
-        if engine.name == "batch":
-            store = engine.spec.progress()
-            lines.append(f"  event-time progress: {store.describe(store.read())}")
-        else:
-            lines.append("  event-time progress: in the streaming query's own checkpoint")
-    return lines
-
-
-def _state_logs(config: ProjectConfig, name: str) -> list[tuple[str, Any, Any]]:
-    """The pipeline's states kept as commitInfo entries (``state.snapshot.StateLog``): what each
-    is, its log, and what ``repair-state`` puts in from the table itself (None: nothing)."""
-    logs: list[tuple[str, Any, Any]] = []
-    for time_pipeline in (p for p in config.time_pipelines if p.name == name):
-        from watermark_assets.runs.time import TimeWatermarkLog
-
-        logs.append(("time watermark", TimeWatermarkLog(time_pipeline), None))
-    for unit_pipeline in (p for p in config.unit_pipelines if p.name == name):
-        from watermark_assets.runs.time_unit import GridLog
-        from watermark_assets.runs.unit import UnitDoneAtLog
-
-        table = unit_pipeline.table.uri
-        logs.append(
-            ("time x unit watermark", GridLog(unit_pipeline), None)
-            if unit_pipeline.is_time_by_unit
-            else ("units' done-at", UnitDoneAtLog(table, name), None)
-        )
-    for pipeline in (p for p in config.column_pipelines if p.name == name):
-        from watermark_assets.providers.delta_metadata import column_state_log, table_watermark
-
-        logs.append(  # every commit carries it, whatever the provider (``runs/column.py``)
-            (
-                "column watermark",
-                column_state_log(pipeline.table.uri, pipeline.dataflow_id, pipeline.name),
-                lambda record, pipeline=pipeline: table_watermark(pipeline, record),
-            )
-        )
-        replay = pipeline.replay
-        if replay is not None and replay.save_watermark:
-            from watermark_assets.runs.column_replay import (
-                committed_upper_bound,
-                replay_dataflow_id,
-                target_pipeline,
-            )
-
-            dataflow = replay_dataflow_id(pipeline.name, replay)
-            target = target_pipeline(pipeline, replay).table.uri
-
-            def chunks_done(
-                record: Any,
-                pipeline: Any = pipeline,
-                replay: Any = replay,
-                dataflow: str = dataflow,
-            ) -> Any:
-                bound = committed_upper_bound(pipeline, replay)
-                if bound is None:
-                    return None
-                return dataclasses.replace(
-                    record or _record(dataflow), watermark=bound.to_json(), delta_version=None
-                )
-
-            logs.append(
-                (
-                    f"replay watermark {dataflow}",
-                    column_state_log(target, dataflow, pipeline.name),
-                    chunks_done,
-                )
-            )
-    return logs
+    return kind.explain_state(config, pipeline)
 
 
 def repair_state_command(config_path: str | None, name: str) -> int:
-    """``repair-state PIPELINE``: rebuild the pipeline's state files from what the table still
-    holds, after StateHistoryLostError (commits of the pipeline cleaned from the Delta log
-    before any run or tick read them). Time, time x unit and unit pipelines: the file and the
-    commits left, folded; a window, cell or unit recorded only in a lost commit runs again on
-    the next tick (a run replaces it: no duplicate). Column pipelines (``delta_metadata``): the
-    watermark becomes the greatest watermark-column value of the table's rows. File-path
-    pipelines: the checkpoint rebuilt from the table's rows and their lineage. Event-time
-    aggregates (batch engine): after UpstreamHistoryLostError the batch in flight is moved to
-    the upstreams' current versions (``runs/event_window.replan_batch``); when their own progress
-    is gone, their tables are removed and the next run aggregates the upstream again."""
+    """``repair-state PIPELINE``: rebuild the pipeline's state from what the table still holds,
+    after StateHistoryLostError (commits of the pipeline cleaned from the Delta log before any
+    run or tick read them): the kind's own ``repair`` (file-path: the checkpoint from the
+    tables' rows and lineage; event time: the batch in flight moved, or the aggregate rebuilt
+    from its upstream), else each of its state logs rebuilt (``PipelineKind.state_logs``: time,
+    time x unit and unit: the file and the commits left, folded, a window, cell or unit
+    recorded only in a lost commit runs again on the next tick; column: the watermark becomes
+    the greatest watermark-column value of the table's rows)."""
     config = load_config(config_path)
-    config.pipeline(name)  # an unknown name: ConfigError listing the known ones
-    for file_pipeline in (p for p in config.file_pipelines if p.name == name):
-        return _repair_file_state(file_pipeline)
-    for event in (p for p in config.event_time_pipelines if p.name == name):
-        return _repair_event_time(config, event)
-    logs = _state_logs(config, name)
+    kind, pipeline = kind_of(config, name)  # an unknown name: ConfigError listing the known ones
+    if kind.repair is not None:
+        return kind.repair(config, pipeline)
+    logs = kind.state_logs(config, pipeline)
     if not logs:
         print(
             f"repair-state {name}: this pipeline keeps no state in its table; nothing to repair",
             file=sys.stderr,
         )
         return 2
-    for what, log, replace in logs:
-        lost = log.repair(replace)
-        print(f"{name}: {what} rebuilt at Delta version {log.version} ({lost})")
+    for entry in logs:
+        lost = entry.log.repair(entry.replace)
+        print(f"{name}: {entry.what} rebuilt at Delta version {entry.log.version} ({lost})")
     return 0
-
-
-def _repair_event_time(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> int:
-    """The engine's repair (a batch in flight whose upstream versions are gone is moved to the
-    upstreams' current ones: ``runs/event_window.replan_batch``); when the aggregate's own
-    progress is gone (its state file lost and its log cleaned), it cannot be pieced together
-    from its tables (the upstream versions read, each input's watermark): the tables are
-    removed and the next run aggregates the upstream again."""
-    from watermark_assets.defs.event_time import window_engine
-    from watermark_assets.exceptions import (
-        EVENT_TIME_RECOVERY,
-        EventProgressLostError,
-        StateHistoryLostError,
-    )
-    from watermark_assets.staging import remove_tree
-
-    engine = window_engine(pipeline, config)
-    try:
-        print(engine.repair())
-        return 0
-    except (StateHistoryLostError, EventProgressLostError):
-        if engine.name != "batch":
-            raise
-    spec = engine.spec
-    for uri in (spec.output_uri, spec.late_uri, spec.state_uri):
-        remove_tree(uri)
-    print(f"{pipeline.name}: event-time aggregate rebuilt from its upstream: {EVENT_TIME_RECOVERY}")
-    return 0
-
-
-def _repair_file_state(pipeline: Pipeline) -> int:
-    """A file-path pipeline's checkpoint rebuilt from its tables' rows and lineage
-    (``state/rebuild.py``)."""
-    from watermark_assets.defs.partitions import partition_mapper, partitions_definition
-    from watermark_assets.sources.file_discovery import partition_key_of
-    from watermark_assets.state.rebuild import rebuild_state
-
-    partition_of = partition_mapper(partitions_definition(pipeline), system_clock)
-    rebuilt = rebuild_state(
-        pipeline, lambda path: partition_key_of(pipeline, path, partition_of), now=system_clock()
-    )
-    print(rebuilt.line(pipeline.name))
-    return 0
-
-
-def _record(dataflow_id: str) -> Any:
-    from watermark_assets.providers.base import WatermarkRecord
-
-    return WatermarkRecord(
-        dataflow_id=dataflow_id,
-        watermark="",
-        job_id="replay",
-        dataflow_run_id="repair-state",
-        updated_at=datetime.now(tz=timezone.utc),
-    )
 
 
 def replay_command(config_path: str | None, name: str, start: str | None, end: str | None) -> int:
-    """``replay PIPELINE``: run the pipeline's ``replay`` section, the range overridden."""
-    import uuid
-
-    from pydantic import ValidationError
-
-    from watermark_assets.config import ReplayConfig
-    from watermark_assets.exceptions import ConfigError
-    from watermark_assets.runs.column_replay import run_replay
-    from watermark_assets.spark.session import spark_from_settings
-
+    """``replay PIPELINE``: the kind's replay (a column pipeline's ``replay`` section, the range
+    overridden); ConfigError for a kind without one."""
     config = load_config(config_path)
-    pipeline = config.column_pipeline(name)  # ConfigError: only column pipelines are replayed
-    if pipeline.replay is None:
-        raise ConfigError(
-            f"replay {name}: the pipeline has no replay section; add "
-            "replay: {start: ..., end: ..., chunk: {days: 1}} to it"
-        )
-    overrides = {k: v for k, v in (("start", start), ("end", end)) if v is not None}
-    try:
-        replay = ReplayConfig.model_validate({**pipeline.replay.model_dump(), **overrides})
-        pipeline.replay_problem(replay)
-    except (ValidationError, ValueError) as error:
-        raise ConfigError(f"replay {name}: {error}") from None
-    from watermark_assets.defs.run_worker import spark_settings
-
-    # the project's session settings, the JDBC driver jar included when a pipeline reads JDBC
-    spark = spark_from_settings(spark_settings(config))
-    startup_done()
-    result = run_replay(pipeline, replay, spark, run_id=f"replay-{uuid.uuid4().hex[:12]}")
-    print(
-        f"{name}: {len(result.chunks) - len(result.skipped)} chunks run, skipped "
-        f"{result.skipped or 'none'}; production watermark {result.production_before} -> "
-        f"{result.production_after}"
-    )
-    return 0
+    kind, pipeline = kind_for(config, name, "replay")
+    assert kind.replay is not None
+    return kind.replay(config, pipeline, start, end)
 
 
 def console() -> int:
@@ -904,14 +196,6 @@ def console() -> int:
         return main()
     finally:
         startup_done()
-
-
-def startup_done() -> None:
-    """Collect as usual from here on, leaving what start-up created out of future collections
-    (``gc.freeze``). Does nothing when the collector is on already (``main`` called directly)."""
-    if not gc.isenabled():
-        gc.freeze()
-        gc.enable()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -999,36 +283,26 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_demo_commands(args: argparse.Namespace) -> int:
     failures: list[FailedRun] = []
-    steps: list[ColumnStep] = []
+    closing: list[str] = []
     if args.command in ("generate-demo-data", "demo"):
         print("Generating demo landing data")
         generate(args.config)
     if args.command in ("run-sensors", "demo"):
         print("Evaluating sensors and launching the runs they request")
-        rows, failures = run_sensors(args.config)
+        failures = run_sensors(args.config)
     if args.command == "demo":
-        print("Column watermarks: step 1, a change of ~1% of the source rows, step 2")
-        steps, column_failures = run_column_pipelines(args.config)
-        failures += column_failures
-        print("Time and unit watermarks: the partitions their ticks say are due")
-        failures += run_partitioned_pipelines(args.config)
-        if load_config(args.config).event_time_pipelines:
-            print("Event time: windows emitted once the watermark passes them, a late file")
-            failures += run_event_time_demo(args.config)
-    if args.command != "run-sensors":  # the demo's later steps land and ingest a late file
-        rows, partitioned = summary_rows(load_config(args.config))
-    else:
-        partitioned = summarize_partitioned(load_config(args.config))
+        step_failures, closing = _demo_phase(args.config, "demo_runs")
+        failures += step_failures
+    rows, partitioned = summary_rows(load_config(args.config))
     if args.command != "generate-demo-data":
         print()
         print_table(rows)
         if partitioned:
             print()
             print_grid(PARTITIONED_HEADERS, [r.cells() for r in partitioned])
-    if steps:
+    if closing:
         print()
-        for step in steps:
-            print("\n".join(step.lines()))
+        print("\n".join(closing))
     problems = [row.problem for row in rows if row.problem]
     if problems:
         print(f"\n{len(problems)} pipelines cannot run:", file=sys.stderr)

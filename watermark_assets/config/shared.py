@@ -372,6 +372,35 @@ def _tags(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
+def _key_prefix(value: object) -> object:
+    """``key_prefix: a/b`` is ``[a, b]``; a list stays a list."""
+    if isinstance(value, str):
+        return tuple(value.split("/"))
+    return value
+
+
+def _key_parts(value: tuple[str, ...]) -> tuple[str, ...]:
+    bad = [part for part in value if not re.fullmatch(r"[A-Za-z0-9_]+", part)]
+    if bad:
+        raise ValueError(
+            f"key_prefix {'/'.join(value)!r} is refused: {bad} are not key parts; a part holds "
+            "letters, digits and _ only (Dagster's rule for the op the key names), e.g. "
+            "'sales/raw' or [sales, raw]"
+        )
+    return value
+
+
+#: ``key_prefix:`` the path put before the pipeline's name in its asset key.
+AssetKeyPrefix = Annotated[
+    tuple[str, ...],
+    BeforeValidator(_key_prefix),
+    AfterValidator(_key_parts),
+    Field(
+        description="Put before the pipeline's name in its asset key: a list of parts or "
+        "'a/b' (letters, digits, _ each), e.g. sales/raw gives sales/raw/NAME (default: none, "
+        "the key is the pipeline's name).",
+    ),
+]
 #: ``group:`` the asset's group in the UI (default: its kind's group, as the docs list).
 AssetGroup = Annotated[
     str | None,
@@ -397,13 +426,21 @@ AssetTags = Annotated[
 
 class PipelineModel(Model):
     """What every pipeline kind shares, written once: its name's rule and its asset's Dagster
-    attributes (``freshness``, ``automation_condition``, ``group``, ``owners``, ``tags``)."""
+    attributes (``freshness``, ``automation_condition``, ``group``, ``key_prefix``, ``owners``,
+    ``tags``)."""
 
     freshness: Freshness = None
     automation_condition: AutomationSetting = None
     group: AssetGroup = None
     owners: AssetOwners = ()
     tags: AssetTags = Field(default_factory=dict)
+    key_prefix: AssetKeyPrefix = ()
+
+    @property
+    def asset_key_path(self) -> tuple[str, ...]:
+        """The path of the pipeline's asset key: ``key_prefix``, then its name (the one place
+        it is made: ``defs/keys.asset_key`` turns it into Dagster's ``AssetKey``)."""
+        return (*self.key_prefix, self.name)  # type: ignore[attr-defined]
 
     @field_validator("name", check_fields=False)
     @classmethod

@@ -8,7 +8,6 @@ from typing import Any
 from dagster import (
     AssetChecksDefinition,
     AssetExecutionContext,
-    AssetKey,
     AssetsDefinition,
     AssetSelection,
     BackfillPolicy,
@@ -25,6 +24,7 @@ from pydantic import Field
 from watermark_assets import names
 from watermark_assets.config import Pipeline
 from watermark_assets.core.clock import Clock
+from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.runs.file_plan import BatchRequest, plan_batch
@@ -63,24 +63,25 @@ def pipeline_job(
 
 
 def files_run_config(
-    pipeline_name: str, files: Sequence[str] | None, *, late: bool = False, rewrite: bool = False
+    node: str, files: Sequence[str] | None, *, late: bool = False, rewrite: bool = False
 ) -> dict[str, Any]:
     """The run config of a file-path pipeline's run: ingest ``files`` (None: every file above
     the watermark in the run's partitions, what a backfill does); ``late``: files that landed at
     or below their partition's watermark (the sweep's runs); ``rewrite``: a committed file
     rewritten in place, whose rows are replaced (``on_rewrite: replace``). The one place its
-    shape is written; :func:`requested_files` reads it back."""
+    shape is written; :func:`requested_files` reads it back. ``node``: the op of the pipeline's
+    asset (``defs/keys.node_name``: its name when it has no ``key_prefix``)."""
     config: dict[str, Any] = {} if files is None else {"files": list(files)}
     if late:
         config["late"] = True
     if rewrite:
         config["rewrite"] = True
-    return {"ops": {pipeline_name: {"config": config}}}
+    return {"ops": {node: {"config": config}}}
 
 
-def requested_files(run_config: Mapping[str, Any], pipeline_name: str) -> list[str] | None:
+def requested_files(run_config: Mapping[str, Any], node: str) -> list[str] | None:
     """The files a run config of :func:`files_run_config` requests (None: every file above)."""
-    files = run_config.get("ops", {}).get(pipeline_name, {}).get("config", {}).get("files")
+    files = run_config.get("ops", {}).get(node, {}).get("config", {}).get("files")
     return None if files is None else list(files)
 
 
@@ -135,7 +136,7 @@ def build_asset(
     source = pipeline.file_source
 
     @asset(
-        key=AssetKey([pipeline.name]),
+        key=asset_key(pipeline),
         description=describe(pipeline),
         partitions_def=partitions_def,
         backfill_policy=policy,

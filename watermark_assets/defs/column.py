@@ -46,6 +46,7 @@ from watermark_assets.defs.checks import (
     readable_commits,
 )
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
+from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import column_metadata, replay_metadata
 from watermark_assets.defs.partitions import partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
@@ -93,7 +94,7 @@ def _asset_decorator(
     pipeline: ColumnPipelineConfig, partitions_def: TimeWindowPartitionsDefinition | None
 ) -> Callable[[Callable[..., Any]], AssetsDefinition]:
     return asset(
-        key=AssetKey([pipeline.name]),
+        key=asset_key(pipeline),
         description=describe(pipeline),
         io_manager_key=COLUMN_IO_MANAGER_KEY,
         group_name="watermark_column_ingestion",

@@ -66,6 +66,7 @@ from watermark_assets.core.event_time import (
 from watermark_assets.core.time.instant import from_millis, to_millis
 from watermark_assets.defs.assets import PIPELINE_TAG
 from watermark_assets.defs.backlog_check import backlog_check_spec, backlog_verdict
+from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.partition_truth import (
     MAX_OBSERVED,
     PartitionTruth,
@@ -337,15 +338,16 @@ def build_event_time_asset(
     engine: WindowEngine,
     partitions_def: TimeWindowPartitionsDefinition,
     clock: Clock,
+    upstream_keys: Sequence[AssetKey],
 ) -> AssetsDefinition:
     spec = engine.spec
-    key = AssetKey([pipeline.name])
+    key = asset_key(pipeline)
     delay = format_duration_ms(pipeline.watermark.delay_ms)
     upstream_names = ", ".join(spec.upstreams)
 
     @asset(
         key=key,
-        deps=[AssetKey([name]) for name in spec.upstreams],
+        deps=list(upstream_keys),
         description=pipeline.description
         or (
             f"{format_duration_ms(spec.windows.size_ms)} windows of {upstream_names} by "
@@ -607,7 +609,8 @@ def build_event_time_pipeline(
     engine = window_engine(pipeline, config)
     spec = engine.spec
     partitions_def = event_time_partitions(pipeline)
-    asset_def = build_event_time_asset(pipeline, engine, partitions_def, clock)
+    upstream_keys = [asset_key(config.pipeline(name)) for name in engine.spec.upstreams]
+    asset_def = build_event_time_asset(pipeline, engine, partitions_def, clock, upstream_keys)
     job = define_asset_job(
         f"{pipeline.name}_job",
         selection=AssetSelection.assets(asset_def),

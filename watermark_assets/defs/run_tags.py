@@ -34,6 +34,7 @@ from dagster._core.run_coordinator import SubmitRunContext
 
 from watermark_assets import names
 from watermark_assets.defs.assets import PIPELINE_TAG
+from watermark_assets.defs.keys import pipeline_name_of
 
 PIPELINE_PARTITION_TAG = names.PIPELINE_PARTITION_TAG
 PIPELINE_RANGE_TAG = names.PIPELINE_RANGE_TAG
@@ -83,13 +84,14 @@ def ingesting_pipelines(
     tags: Mapping[str, str], job_name: str, asset_keys: Collection[AssetKey] | None
 ) -> list[str]:
     """The pipelines a run ingests: its ``watermark_assets/pipeline`` tag (the sensors' runs),
-    else its selected assets (each pipeline's asset is ``AssetKey([NAME])``), else its job
+    else its selected assets (each pipeline's asset key ends with its name:
+    ``defs/keys.pipeline_name_of``), else its job
     ``NAME_job`` (the launchpad runs a whole job). Empty: the run ingests nothing (a run of
     asset checks only, or of another code location's job)."""
     if tags.get(PIPELINE_TAG):
         return [tags[PIPELINE_TAG]]
     if asset_keys:
-        return sorted({key.path[0] for key in asset_keys if len(key.path) == 1})
+        return sorted({pipeline_name_of(key) for key in asset_keys})
     if job_name.endswith(JOB_SUFFIX) and not job_name.startswith("__"):
         return [job_name.removesuffix(JOB_SUFFIX)]
     return []

@@ -53,9 +53,9 @@ def spark_settings(config: ProjectConfig) -> dict[str, str]:
     """The flat ``spark.*`` settings of the runs' session: ``spark.master`` or ``spark.remote``,
     ``spark.conf``, delta-spark's, and the PostgreSQL driver jar when a pipeline reads JDBC."""
     settings = config.spark.settings()
-    source_types = [p.source.type for p in config.column_pipelines]
-    source_types += [p.source.type for p in config.time_pipelines]
-    source_types += [p.source.type for p in config.unit_pipelines]
+    from watermark_assets.kinds import pipelines
+
+    source_types = {t for kind, p in pipelines(config) for t in kind.source_types(p)}
     if "jdbc" in source_types:
         # The session must start with the driver jar; a later JDBC read cannot add it.
         settings = with_postgres_driver(settings)

@@ -53,6 +53,7 @@ from watermark_assets.defs.assets import BATCH_TAG, LATE_TAG, PIPELINE_TAG, file
 from watermark_assets.defs.backlog import file_backlog
 from watermark_assets.defs.backlog_check import BacklogVerdict, file_backlog_verdict
 from watermark_assets.defs.file_partition_notes import partition_notes, partition_observations
+from watermark_assets.defs.keys import node_name
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import LateFilesUnprovableError
@@ -355,7 +356,7 @@ def build_sensor(
                 RunRequest(
                     run_key=f"{base}|a{attempt}",
                     partition_key=key,
-                    run_config=files_run_config(pipeline.name, batch),
+                    run_config=files_run_config(node_name(pipeline), batch),
                     tags={
                         PIPELINE_TAG: pipeline.name,
                         BATCH_TAG: base,
@@ -600,7 +601,7 @@ def _late_run_requests(
             RunRequest(
                 run_key=f"{base}|a{attempt}",
                 partition_key=key,
-                run_config=files_run_config(pipeline.name, files, late=True),
+                run_config=files_run_config(node_name(pipeline), files, late=True),
                 tags={
                     PIPELINE_TAG: pipeline.name,
                     BATCH_TAG: base,
@@ -638,7 +639,7 @@ def _rewrite_run_requests(
             RunRequest(
                 run_key=f"{base}|a{attempt}",
                 partition_key=key,
-                run_config=files_run_config(pipeline.name, [path], rewrite=True),
+                run_config=files_run_config(node_name(pipeline), [path], rewrite=True),
                 tags={
                     PIPELINE_TAG: pipeline.name,
                     BATCH_TAG: base,

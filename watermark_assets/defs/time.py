@@ -63,6 +63,7 @@ from watermark_assets.core.time import (
 from watermark_assets.core.time.tick import DueWindows, instant_text
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
+from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import (
     null_watermark_rows,
     staged_reads_metadata,
@@ -325,7 +326,7 @@ def build_time_asset(
     spec = pipeline.watermark.spec
 
     @asset(
-        key=AssetKey([pipeline.name]),
+        key=asset_key(pipeline),
         description=describe(pipeline),
         group_name="watermark_time_ingestion",
         kinds={"spark", "delta"},

@@ -54,6 +54,7 @@ from watermark_assets.core.unit import Cell, CellRange, DueCells, due_cells
 from watermark_assets.core.unit.grid import unit_time_watermark
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
+from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata, window_run_totals
 from watermark_assets.defs.partition_truth import add_partition_truth
 from watermark_assets.defs.resources import WatermarkSparkResource
@@ -196,7 +197,7 @@ def build_grid_asset(
     assert time is not None
 
     @asset(
-        key=AssetKey([pipeline.name]),
+        key=asset_key(pipeline),
         description=describe(pipeline),
         group_name="watermark_time_unit_ingestion",
         kinds={"spark", "delta"},

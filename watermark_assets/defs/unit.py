@@ -70,6 +70,7 @@ from watermark_assets.defs.checks import (
     readable_commits,
 )
 from watermark_assets.defs.column import reconcile_mismatch, run_versions
+from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.partition_truth import PartitionTruth, add_partition_truth, iso_utc
 from watermark_assets.defs.resources import WatermarkSparkResource
@@ -204,7 +205,7 @@ def build_unit_asset(
     policy = backfill_policy(pipeline.backfill.max_partitions_per_run)
 
     @asset(
-        key=AssetKey([pipeline.name]),
+        key=asset_key(pipeline),
         description=describe(pipeline),
         group_name="watermark_unit_ingestion",
         kinds={"spark", "delta"},

@@ -18,6 +18,7 @@ from typing import Any
 from dagster import AssetKey, AssetSpec
 
 from watermark_assets.config import AnyPipeline
+from watermark_assets.defs.keys import asset_key
 
 #: the group of the external source assets in the UI
 SOURCES_GROUP = "sources"
@@ -60,7 +61,7 @@ def upstream_key(pipeline: AnyPipeline, pipelines: Sequence[AnyPipeline]) -> Ass
         return None
     for other in pipelines:
         if other is not pipeline and _normal(other.table.uri) == _normal(location):
-            return AssetKey([other.name])
+            return asset_key(other)
     return source_key(location)
 
 

@@ -1,0 +1,127 @@
+"""What a command needs of one kind of pipeline: :class:`PipelineKind` (docs/design.md, "One
+pipeline model").
+
+Every command of the CLI (``summary``, ``explain``, ``run-sensors``, ``demo``, ``replay``,
+``repair-state``) and ``defs/run_worker.py`` go through this contract and the registry
+(``kinds/__init__.py``); each kind fills it in its own module (``kinds/file_path.py``,
+``kinds/column.py``, ...), and only there is the kind's configuration read for what it is.
+A hook a kind does not have is ``None``: the command says so, naming the kinds that have it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from watermark_assets.kinds.report import PartitionedRow, SummaryRow
+
+if TYPE_CHECKING:
+    from watermark_assets.config import ProjectConfig
+    from watermark_assets.kinds.headless import FailedRun, Headless
+
+P = TypeVar("P")
+
+#: A summary row: file-path pipelines have their own table, every other kind shares one.
+Row = SummaryRow | PartitionedRow
+
+
+@dataclass(frozen=True)
+class StateLogEntry:
+    """One state a pipeline keeps as commitInfo entries (``state.snapshot.StateLog``)."""
+
+    #: what it is, in words ("time watermark", "column watermark", ...)
+    what: str
+    #: the log: ``provenance()`` for ``explain``, ``repair(replace)`` and ``version``
+    log: Any
+    #: what ``repair-state`` puts in from the table itself (None: nothing)
+    replace: Callable[[Any], Any] | None = None
+
+
+@dataclass(frozen=True)
+class DemoOutcome:
+    """What one kind's step of ``demo`` leaves: failed runs, and lines printed after the
+    summary tables (the column pipelines' two steps)."""
+
+    failures: list[FailedRun]
+    closing_lines: list[str]
+
+
+@dataclass(frozen=True)
+class DemoStep(Generic[P]):
+    """One kind's part of a phase of ``demo`` (``generate-demo-data`` or the runs after
+    ``run-sensors``' pass). Steps run by ``order`` (the demo's output order, which is not the
+    registry's); ``heading`` is printed once before the steps sharing it, when one of them has
+    pipelines or is ``always`` shown; steps sharing a heading share one :class:`Headless` (one
+    build of the definitions)."""
+
+    order: int
+    run: Callable[[Headless, Sequence[P]], DemoOutcome]
+    heading: str | None = None
+    always: bool = False
+
+
+def _no_lines(config: ProjectConfig, pipeline: Any) -> list[Any]:
+    return []
+
+
+def _no_sources(pipeline: Any) -> Sequence[str]:
+    return ()
+
+
+@dataclass(frozen=True)
+class PipelineKind(Generic[P]):
+    """What the commands need of one kind of pipeline."""
+
+    #: the value of ``watermark.kind``, the registry key
+    name: str
+    #: the pipeline's configuration model
+    config_model: type[P]
+    #: the project's pipelines of this kind, in the configuration's order
+    pipelines: Callable[[ProjectConfig], Sequence[P]]
+    #: its row of ``summary`` (and the first line of ``explain`` for a kind without files)
+    summarize: Callable[[ProjectConfig, P], Row]
+    #: the states its table keeps as commitInfo entries: ``explain``'s state lines and what
+    #: ``repair-state`` rebuilds (unless the kind has its own :attr:`repair`)
+    state_logs: Callable[[ProjectConfig, P], list[StateLogEntry]] = _no_lines
+    #: ``explain``'s lines after the state logs (where else its state lives)
+    explain_notes: Callable[[ProjectConfig, P], list[str]] = _no_lines
+    #: ``explain PIPELINE [PATH] [--json] [--limit N]`` of a kind reading landing files: the
+    #: printed text (None: the summary row and the states' provenance; a PATH is refused)
+    explain_files: Callable[[ProjectConfig, P, str | None, bool, int], str] | None = None
+    #: ``repair-state``'s own way for this kind, its exit status (None: repair its state logs)
+    repair: Callable[[ProjectConfig, P], int] | None = None
+    #: ``replay PIPELINE [--start V] [--end V]``, its exit status (None: no replay)
+    replay: Callable[[ProjectConfig, P, str | None, str | None], int] | None = None
+    #: the source types a pipeline reads through Spark (``run_worker``: the JDBC driver jar)
+    source_types: Callable[[P], Sequence[str]] = _no_sources
+    #: ``run-sensors`` (and the demo's first pass): its sensors evaluated until they skip and
+    #: the runs they request executed (None: the kind has no such pass)
+    sensor_pass: Callable[[Headless, Sequence[P]], list[FailedRun]] | None = None
+    #: ``generate-demo-data``: the demo's source data of its pipelines
+    demo_data: DemoStep[P] | None = None
+    #: ``demo`` after the sensor pass: its pipelines' runs, said line by line
+    demo_runs: DemoStep[P] | None = None
+
+    def explain(self, config: ProjectConfig, pipeline: P) -> str:
+        """The line ``explain PIPELINE`` starts with: the pipeline's summary row in words."""
+        row = self.summarize(config, pipeline)
+        if isinstance(row, SummaryRow):
+            return (
+                f"{row.pipeline} ({self.name}): {row.partitions} partitions, {row.files} files, "
+                f"{row.rows} rows, watermark {row.watermark}, state {row.state}, "
+                f"Delta version {row.delta_version}"
+            )
+        return (
+            f"{row.pipeline} ({row.kind}): partitions {row.partitions}, {row.rows} rows, watermark "
+            f"{row.watermark}, cut-off {row.cut_off}, Delta version {row.delta_version}"
+        )
+
+    def explain_state(self, config: ProjectConfig, pipeline: P) -> list[str]:
+        """``explain PIPELINE`` without landing files: the summary row, then where each of its
+        states was read from (``StateStore.describe``: the file, the version it reflects, the
+        commits after it, a gap passed over), then :attr:`explain_notes`."""
+        lines = [self.explain(config, pipeline)]
+        for entry in self.state_logs(config, pipeline):
+            lines.append(f"  {entry.what}: {entry.log.provenance()}")
+        return lines + self.explain_notes(config, pipeline)

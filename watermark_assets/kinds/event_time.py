@@ -1,0 +1,119 @@
+"""The event-time kind (``watermark.kind: event_time``): windows of its upstream pipelines'
+rows, emitted once the watermark passes them; late records kept."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from watermark_assets.config import EventTimePipelineConfig, ProjectConfig
+from watermark_assets.kinds import report
+from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind
+from watermark_assets.kinds.headless import FailedRun, Headless, as_sensor_run
+
+
+def run_sensors_once(
+    headless: Headless, pipelines: Sequence[EventTimePipelineConfig]
+) -> list[FailedRun]:
+    """One tick of each pipeline's sensor (the partitions the watermark closes, and why), then
+    the run it requests."""
+    failures: list[FailedRun] = []
+    for pipeline in pipelines:
+        instance = headless.instance
+        defs = headless.defs
+        context = headless.sensor_context(instance_ref=instance.get_ref())
+        data = defs.resolve_sensor_def(f"{pipeline.name}_sensor").evaluate_tick(context)
+        if not data.run_requests:
+            print(f"  {pipeline.name}: {data.skip_message}")
+            continue
+        for request in data.run_requests:
+            first = request.tags["dagster/asset_partition_range_start"]
+            last = request.tags["dagster/asset_partition_range_end"]
+            print(f"  {pipeline.name}: the sensor requests {first} .. {last}")
+            headless.run_partition(
+                pipeline.name,
+                None,
+                failures,
+                tags=as_sensor_run(f"{pipeline.name}_sensor", request),
+                label=f"{first} .. {last}",
+            )
+    return failures
+
+
+def run_with_a_late_file(
+    headless: Headless, pipelines: Sequence[EventTimePipelineConfig]
+) -> DemoOutcome:
+    """The event-time pipelines, then a late landing file (``demo/data.write_late_events``) in
+    their upstream landing folders: ingested by the sensor pass, it holds old events (kept as
+    late records) and new ones (the watermark passes the last day)."""
+    from watermark_assets.demo.data import write_late_events
+
+    failures = run_sensors_once(headless, pipelines)
+    config = headless.config
+    upstreams = {name for p in pipelines for name in p.source.names}
+    landed = []
+    for pipeline in config.pipelines:  # the upstreams reading landing files (source.type files)
+        if pipeline.name in upstreams and pipeline.source.type == "files":
+            path = write_late_events(Path(pipeline.source.uri))  # type: ignore[union-attr]
+            if path is not None:
+                landed.append(path)
+                print(f"  a late file lands in {pipeline.name}: {path.name}")
+    if landed:
+        failures += headless.sensor_pass()
+        failures += run_sensors_once(headless.renewed(), pipelines)
+    return DemoOutcome(failures, [])
+
+
+def explain_notes(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> list[str]:
+    """Where its progress lives: a state file (batch engine) or the streaming query's
+    checkpoint."""
+    from watermark_assets.defs.event_time import window_engine
+
+    engine = window_engine(pipeline, config)
+    if engine.name == "batch":
+        store = engine.spec.progress()
+        return [f"  event-time progress: {store.describe(store.read())}"]
+    return ["  event-time progress: in the streaming query's own checkpoint"]
+
+
+def repair(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> int:
+    """The engine's repair (a batch in flight whose upstream versions are gone is moved to the
+    upstreams' current ones: ``runs/event_window.replan_batch``); when the aggregate's own
+    progress is gone (its state file lost and its log cleaned), it cannot be pieced together
+    from its tables (the upstream versions read, each input's watermark): the tables are
+    removed and the next run aggregates the upstream again."""
+    from watermark_assets.defs.event_time import window_engine
+    from watermark_assets.exceptions import (
+        EVENT_TIME_RECOVERY,
+        EventProgressLostError,
+        StateHistoryLostError,
+    )
+    from watermark_assets.staging import remove_tree
+
+    engine = window_engine(pipeline, config)
+    try:
+        print(engine.repair())
+        return 0
+    except (StateHistoryLostError, EventProgressLostError):
+        if engine.name != "batch":
+            raise
+    spec = engine.spec
+    for uri in (spec.output_uri, spec.late_uri, spec.state_uri):
+        remove_tree(uri)
+    print(f"{pipeline.name}: event-time aggregate rebuilt from its upstream: {EVENT_TIME_RECOVERY}")
+    return 0
+
+
+KIND = PipelineKind[EventTimePipelineConfig](
+    "event_time",
+    EventTimePipelineConfig,
+    lambda config: config.event_time_pipelines,
+    report.summarize_event_time,
+    explain_notes=explain_notes,
+    repair=repair,
+    demo_runs=DemoStep(
+        order=4,
+        run=run_with_a_late_file,
+        heading="Event time: windows emitted once the watermark passes them, a late file",
+    ),
+)

@@ -1,0 +1,172 @@
+"""The file-path kind (``watermark.kind: file_path``): landing files ingested partition by
+partition, found by their sensor."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from watermark_assets.config import FilePipelineConfig, ProjectConfig
+from watermark_assets.core.clock import system_clock
+from watermark_assets.kinds import report
+from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind
+from watermark_assets.kinds.headless import (
+    QUIET_LOGS,
+    FailedRun,
+    Headless,
+    as_sensor_run,
+    failure_reason,
+    innermost,
+)
+
+#: Ticks of one pipeline's sensor in a pass, at most.
+MAX_TICKS = 50
+
+
+def _progress(label: str) -> object:
+    def progress(done: int, total: int) -> None:
+        width = 30
+        filled = int(width * done / max(total, 1))
+        end = "\n" if done >= total else ""
+        print(
+            f"\r  {label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}",
+            end=end,
+            flush=True,
+        )
+
+    return progress
+
+
+def demo_data(headless: Headless, pipelines: Sequence[FilePipelineConfig]) -> DemoOutcome:
+    """The demo's landing files (another writer's Parquet files for ``parquet_commit``)."""
+    from watermark_assets.demo.data import write_clicks, write_events
+
+    for pipeline in pipelines:
+        root = Path(pipeline.source.uri)
+        if root.exists() and any(
+            p
+            for p in root.rglob("*")
+            if p.is_file() and not any(part.startswith("_") for part in p.parts)
+        ):
+            print(f"  {pipeline.name}: landing data already in {root}")
+            continue
+        if pipeline.source.type == "parquet_commit":  # the other writer's Parquet files
+            count = write_clicks(root)
+        else:
+            count = write_events(root, progress=_progress(f"{pipeline.name}: writing files"))  # type: ignore[arg-type]
+        print(f"  {pipeline.name}: {count} landing files in {root}")
+    return DemoOutcome([], [])
+
+
+def sensor_pass(headless: Headless, pipelines: Sequence[FilePipelineConfig]) -> list[FailedRun]:
+    """Each pipeline's sensor evaluated and the runs it requests executed until it skips: the
+    runs are launched on the instance, the sensor's asset events (observations) are recorded
+    there, a failed run does not stop the others (its partition is not run again in this
+    pass)."""
+    from watermark_assets.defs.assets import requested_files
+    from watermark_assets.defs.keys import node_name
+
+    failures: list[FailedRun] = []
+    if not pipelines:
+        return failures
+    defs, instance = headless.defs, headless.instance
+    for pipeline in pipelines:
+        sensor_def = defs.resolve_sensor_def(f"{pipeline.name}_sensor")
+        node = node_name(pipeline)
+        job = headless.job(pipeline.name)
+        cursor = None
+        failed_partitions: set[str] = set()
+        for tick in range(1, MAX_TICKS + 1):
+            context = headless.sensor_context(cursor=cursor)
+            try:
+                data = sensor_def.evaluate_tick(context)
+            except Exception as error:  # the daemon records a failed tick and goes on
+                print(f"  {pipeline.name} tick {tick}: FAILED: {innermost(error)}")
+                break
+            cursor = data.cursor
+            for event in data.asset_events:
+                instance.report_runless_asset_event(event)
+            requests = [
+                r for r in data.run_requests or () if r.partition_key not in failed_partitions
+            ]
+            if not requests:
+                why = data.skip_message or "only partitions that failed in this pass are left"
+                print(f"  {pipeline.name} tick {tick}: {why}")
+                break
+            print(f"  {pipeline.name} tick {tick}: {len(requests)} runs requested")
+            for number, request in enumerate(requests, 1):
+                started = time.monotonic()
+                result = job.execute_in_process(
+                    instance=instance,
+                    partition_key=request.partition_key,
+                    run_config={**request.run_config, **QUIET_LOGS},
+                    tags=as_sensor_run(sensor_def.name, request),
+                    raise_on_error=False,
+                )
+                files = len(requested_files(request.run_config, node) or ())
+                print(
+                    f"    [{number}/{len(requests)}] partition {request.partition_key}: "
+                    f"{files} files, run {result.run_id[:8]} "
+                    f"{'succeeded' if result.success else 'FAILED'} "
+                    f"in {time.monotonic() - started:.1f}s"
+                )
+                if not result.success:
+                    key = str(request.partition_key)
+                    failed_partitions.add(key)
+                    failures.append(
+                        FailedRun(pipeline.name, key, result.run_id, failure_reason(result))
+                    )
+    return failures
+
+
+def explain_files(
+    config: ProjectConfig,
+    pipeline: FilePipelineConfig,
+    path: str | None,
+    as_json: bool,
+    limit: int,
+) -> str:
+    """One verdict for PATH, else every file not ingested (``watermark_assets/explain.py``)."""
+    from watermark_assets import explain
+    from watermark_assets.defs.partitions import partition_mapper, partitions_definition
+
+    now = system_clock()
+    partition_of = partition_mapper(partitions_definition(pipeline), system_clock)
+    evidence = explain.gather_evidence(pipeline, partition_of, now=now)
+    if path is not None:
+        answer = explain.explain_file(evidence, path)
+        return json.dumps(explain.file_json(pipeline.name, answer)) if as_json else answer.line()
+    listing = explain.explain_all(evidence)
+    cap = None if limit <= 0 else limit
+    if as_json:
+        return json.dumps(explain.listing_json(listing, limit=cap))
+    return "\n".join(explain.listing_lines(listing, limit=cap))
+
+
+def repair(config: ProjectConfig, pipeline: FilePipelineConfig) -> int:
+    """The checkpoint rebuilt from the pipeline's tables' rows and lineage
+    (``state/rebuild.py``)."""
+    from watermark_assets.defs.partitions import partition_mapper, partitions_definition
+    from watermark_assets.sources.file_discovery import partition_key_of
+    from watermark_assets.state.rebuild import rebuild_state
+
+    partition_of = partition_mapper(partitions_definition(pipeline), system_clock)
+    rebuilt = rebuild_state(
+        pipeline, lambda path: partition_key_of(pipeline, path, partition_of), now=system_clock()
+    )
+    print(rebuilt.line(pipeline.name))
+    return 0
+
+
+KIND = PipelineKind[FilePipelineConfig](
+    "file_path",
+    FilePipelineConfig,
+    lambda config: config.file_pipelines,
+    lambda config, pipeline: report.summarize(pipeline),
+    explain_files=explain_files,
+    repair=repair,
+    sensor_pass=sensor_pass,
+    demo_data=DemoStep(order=3, run=demo_data),
+)

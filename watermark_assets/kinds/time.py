@@ -1,0 +1,72 @@
+"""The time kind (``watermark.kind: time``): one partition per window, re-run while the grace
+period holds, due by the cut-off its tick computes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from watermark_assets.config import ProjectConfig, TimePipelineConfig
+from watermark_assets.core.clock import system_clock
+from watermark_assets.kinds import report
+from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind, StateLogEntry
+from watermark_assets.kinds.headless import (
+    PARTITIONED_HEADING,
+    FailedRun,
+    Headless,
+    as_sensor_run,
+)
+
+#: Ticks of each time pipeline in the demo: the second shows the grace period.
+DEMO_TICKS = 2
+
+
+def run_ticks(headless: Headless, pipelines: Sequence[TimePipelineConfig]) -> DemoOutcome:
+    """``DEMO_TICKS`` ticks of :func:`~watermark_assets.defs.time.decide_tick` (what the
+    schedule and the sensor request), each printing why, then a run per partition due; the
+    second tick shows the grace period (the windows before the highest high watermark run
+    again)."""
+    from watermark_assets.defs.time import decide_tick, tick_requests
+
+    failures: list[FailedRun] = []
+    for pipeline in pipelines:
+        headless.defs  # noqa: B018  (built before the first tick; start-up ends there)
+        previous = None
+        for tick in range(1, DEMO_TICKS + 1):
+            decision = decide_tick(pipeline, system_clock())
+            if (decision.keys, decision.due.cut_off.at) == previous:
+                print(f"  {pipeline.name} tick {tick}: the cut-off did not move, nothing new")
+                break
+            previous = (decision.keys, decision.due.cut_off.at)
+            print(f"  {pipeline.name} tick {tick}: {decision.due.explain()}")
+            keys: Sequence[str | None] = decision.keys or ([None] if decision.runs else [])
+            if not keys:
+                break
+            # what NAME_sensor requests at this tick, under its run keys (as_sensor_run)
+            requests = tick_requests(pipeline, decision, set(), lambda base: "a0").runs
+            tagged = [
+                (r.partition_key, as_sensor_run(f"{pipeline.name}_sensor", r)) for r in requests
+            ]
+            if not all(
+                [headless.run_partition(pipeline.name, k, failures, tags=t) for k, t in tagged]
+            ):
+                break  # a failed run: the next tick would only ask for it again
+    return DemoOutcome(failures, [])
+
+
+def state_logs(config: ProjectConfig, pipeline: TimePipelineConfig) -> list[StateLogEntry]:
+    """The windows' high watermarks; ``repair-state``: the state file and the commits left,
+    folded (a window recorded only in a lost commit runs again on the next tick)."""
+    from watermark_assets.runs.time import TimeWatermarkLog
+
+    return [StateLogEntry("time watermark", TimeWatermarkLog(pipeline))]
+
+
+KIND = PipelineKind[TimePipelineConfig](
+    "time",
+    TimePipelineConfig,
+    lambda config: config.time_pipelines,
+    lambda config, pipeline: report.summarize_time(pipeline),
+    state_logs=state_logs,
+    source_types=lambda pipeline: (pipeline.source.type,),
+    demo_runs=DemoStep(order=2, run=run_ticks, heading=PARTITIONED_HEADING, always=True),
+)

@@ -1,0 +1,139 @@
+"""The unit kind (``watermark.kind: unit``): one partition per unit (explicit ids, or ids a
+secondary input lists); with ``watermark.time``, a time x unit grid of cells."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from watermark_assets.config import ProjectConfig, UnitPipelineConfig
+from watermark_assets.kinds import report
+from watermark_assets.kinds.contract import (
+    DemoOutcome,
+    DemoStep,
+    PipelineKind,
+    Row,
+    StateLogEntry,
+)
+from watermark_assets.kinds.headless import (
+    PARTITIONED_HEADING,
+    FailedRun,
+    Headless,
+    as_sensor_run,
+)
+
+
+def summarize(config: ProjectConfig, pipeline: UnitPipelineConfig) -> Row:
+    """A unit pipeline's row; a time x unit one (a unit kind with a time) shows its grid."""
+    if pipeline.is_time_by_unit:
+        return report.summarize_grid(pipeline)
+    return report.summarize_unit(pipeline)
+
+
+def demo_data(headless: Headless, pipelines: Sequence[UnitPipelineConfig]) -> DemoOutcome:
+    """The source table and the ids file of the time x unit demo pipelines (a Delta source, ids
+    from a file)."""
+    from watermark_assets.config import FileSecondaryInputConfig
+    from watermark_assets.demo.data import write_survey_answers
+
+    for unit in pipelines:
+        listing = unit.watermark.secondary_input
+        if not (
+            unit.is_time_by_unit
+            and unit.source.type == "delta_table"
+            and isinstance(listing, FileSecondaryInputConfig)
+        ):
+            continue
+        root = Path(unit.source.location)
+        if (root / "_delta_log").is_dir():
+            print(f"  {unit.name}: source table already in {root}")
+            continue
+        rows = write_survey_answers(root, Path(listing.path))
+        print(f"  {unit.name}: {rows} answers in {root}, survey ids in {listing.path}")
+    return DemoOutcome([], [])
+
+
+def _tick_grid(headless: Headless, name: str, failures: list[FailedRun]) -> None:
+    """One tick of a time x unit pipeline's sensor, applied as the daemon does (new ids become
+    partitions), then its runs: one per unit and range of due windows."""
+    from watermark_assets.defs.time_unit import RANGE_END, RANGE_START
+
+    instance = headless.instance
+    context = headless.sensor_context(instance_ref=instance.get_ref())
+    data = headless.defs.resolve_sensor_def(f"{name}_sensor").evaluate_tick(context)
+    for request in data.dynamic_partitions_requests or ():
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    requests = list(data.run_requests or ())
+    print(f"  {name}: {data.skip_message or f'the sensor requests {len(requests)} run(s)'}")
+    for request in requests:
+        tags = as_sensor_run(f"{name}_sensor", request)
+        key = request.partition_key
+        label = key or f"cells {tags.get(RANGE_START)} .. {tags.get(RANGE_END)}"
+        headless.run_partition(name, key, failures, tags=tags, label=label)
+
+
+def run_due_units(headless: Headless, pipelines: Sequence[UnitPipelineConfig]) -> DemoOutcome:
+    """Explicit ids that never ran; with a secondary input, one tick of the units sensor (the
+    partitions it adds and the runs it requests); time x unit: one tick of its sensor."""
+    from watermark_assets.runs.unit import load_unit_watermark
+
+    failures: list[FailedRun] = []
+    for unit_pipeline in pipelines:
+        defs, instance = headless.defs, headless.instance
+        explicit = unit_pipeline.watermark.explicit_units
+        if unit_pipeline.is_time_by_unit:  # its sensor adds the ids and requests the due cells
+            _tick_grid(headless, unit_pipeline.name, failures)
+            continue
+        if explicit is None:
+            sensor_def = defs.resolve_sensor_def(f"{unit_pipeline.name}_units_sensor")
+            context = headless.sensor_context(instance_ref=instance.get_ref())
+            data = sensor_def.evaluate_tick(context)
+            for request in data.dynamic_partitions_requests or ():  # as the daemon does
+                instance.add_dynamic_partitions(
+                    request.partitions_def_name,
+                    list(request.partition_keys),
+                )
+            requested = {
+                str(r.partition_key): as_sensor_run(sensor_def.name, r)
+                for r in data.run_requests or ()
+            }
+            units = list(requested)
+            why = data.skip_message or f"the units sensor requests {len(units)} run(s)"
+        else:
+            done = load_unit_watermark(unit_pipeline.table.uri, unit_pipeline.name).units
+            units = [u for u in explicit if done.get(u) is None]
+            why = (
+                f"{len(units)} of {len(explicit)} explicit unit(s) never ran: {', '.join(units)}"
+                if units
+                else f"all {len(explicit)} explicit units ran (materialize or backfill them "
+                "from the UI to run them again)"
+            )
+        print(f"  {unit_pipeline.name}: {why}")
+        for unit in units:
+            tags = requested.get(unit) if explicit is None else None
+            headless.run_partition(unit_pipeline.name, unit, failures, tags=tags)
+    return DemoOutcome(failures, [])
+
+
+def state_logs(config: ProjectConfig, pipeline: UnitPipelineConfig) -> list[StateLogEntry]:
+    """The units' done-at, or a time x unit grid's high watermarks; ``repair-state``: the state
+    file and the commits left, folded (a unit or cell recorded only in a lost commit runs again
+    on the next tick)."""
+    from watermark_assets.runs.time_unit import GridLog
+    from watermark_assets.runs.unit import UnitDoneAtLog
+
+    if pipeline.is_time_by_unit:
+        return [StateLogEntry("time x unit watermark", GridLog(pipeline))]
+    return [StateLogEntry("units' done-at", UnitDoneAtLog(pipeline.table.uri, pipeline.name))]
+
+
+KIND = PipelineKind[UnitPipelineConfig](
+    "unit",
+    UnitPipelineConfig,
+    lambda config: config.unit_pipelines,
+    summarize,
+    state_logs=state_logs,
+    source_types=lambda pipeline: (pipeline.source.type,),
+    demo_data=DemoStep(order=2, run=demo_data),
+    demo_runs=DemoStep(order=3, run=run_due_units, heading=PARTITIONED_HEADING, always=True),
+)
