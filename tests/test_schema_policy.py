@@ -340,8 +340,6 @@ def test_a_landing_file_that_changed_its_columns(spark: Any, tmp_path: Path, cas
     folder = landing / "date=2024-01-28" / "hour=10"
     folder.mkdir(parents=True)
     source = {"uri": str(landing), "format": case.format, "schema": SCHEMA}
-    if case.format == "csv":
-        source["csv_options"] = {"header": "true"}
     config = project_config(pipeline_yaml(tmp_path, source=source, schema={"mode": case.mode}))
     loop = SensorLoop(
         build_definitions(config, clock=lambda: FROZEN_NOW), DagsterInstance.ephemeral()
@@ -404,8 +402,6 @@ def test_add_columns_stages_the_new_column(
     folder = landing / "date=2024-01-28" / "hour=10"
     folder.mkdir(parents=True)
     source = {"uri": str(landing), "format": fmt, "schema": SCHEMA}
-    if fmt == "csv":
-        source["csv_options"] = {"header": "true"}
     schema = {"mode": "add_columns", "hints": hints}
     (pipeline,) = project_config(pipeline_yaml(tmp_path, source=source, schema=schema)).pipelines
     old = (csv_old if fmt == "csv" else parquet_old)(folder, "1706436000-000001", 1)

@@ -187,22 +187,27 @@ class LandingFilesSource:
     def _declared_columns(
         self, layouts: Mapping[str, Layout | None]
     ) -> list[tuple[str, str]] | None:
-        """``source.schema``'s columns; without one (Parquet), the table's data columns (not
-        the lineage nor derived ones), else the first file's footer; None when neither exists."""
+        """``source.schema``'s columns, then the table's data columns it lacks (added by an
+        earlier ``add_columns`` run; not the lineage, rescued nor derived ones); without a
+        schema (Parquet), the table's, else the first file's footer; None when none is known."""
         from watermark_assets.spark.ddl import parse_read_schema
 
+        declared: list[tuple[str, str]] = []
         if self.config.schema_ddl:
-            return [(c.name, c.type) for c in parse_read_schema(self.config.schema_ddl)]
+            declared = [(c.name, c.type) for c in parse_read_schema(self.config.schema_ddl)]
         table = open_delta_table(self.pipeline.table.uri)
         if table is not None:
             from pyspark.sql.pandas.types import from_arrow_type
 
             own = {*LINEAGE_COLUMNS, RESCUED_DATA_COLUMN, *self.pipeline.table.derived_columns}
-            return [
+            own_lowered = {name.lower() for name in own} | {n.lower() for n, _ in declared}
+            declared += [
                 (f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True).simpleString())
                 for f in pa.schema(table.schema().to_arrow())
-                if f.name not in own
+                if f.name.lower() not in own_lowered
             ]
+        if declared:
+            return declared
         first = next((layout for layout in layouts.values() if layout), None)
         if first is None or any(kind is None for _, kind in first):
             return None
