@@ -215,21 +215,12 @@ class LandingFilesSource:
 
     def columns_left_out(self, paths: Sequence[str]) -> tuple[str, ...] | None:
         """The columns of ``paths`` (Parquet footers, CSV header lines, the keys of the first
-        JSON records: :mod:`~watermark_assets.sources.file_columns`) that ``source.schema`` does
-        not declare; without one (Parquet), those the table lacks (a run leaves them out, or
-        fails naming them when its first file holds them). None: cannot tell (headerless CSV,
-        Parquet without a schema and no table yet)."""
-        if self.config.schema_ddl:
-            from watermark_assets.spark.ddl import parse_read_schema
-
-            declared = [c.name for c in parse_read_schema(self.config.schema_ddl)]
-            return self._left_out(paths, declared)
-        table = open_delta_table(self.pipeline.table.uri)
-        return (
-            None
-            if table is None
-            else self._left_out(paths, [f.name for f in table.schema().fields])
-        )
+        JSON records: :mod:`~watermark_assets.sources.file_columns`) that the declared columns
+        lack (``source.schema`` and the table's data columns; Parquet without a schema: the
+        table's). None: cannot tell (headerless CSV, Parquet without a schema and no table
+        yet)."""
+        declared = self._declared_columns({})
+        return None if declared is None else self._left_out(paths, [n for n, _ in declared])
 
     def _left_out(self, paths: Sequence[str], read: Iterable[str]) -> tuple[str, ...] | None:
         """The columns of the landing files ``paths`` that are not among ``read``."""

@@ -60,10 +60,12 @@ def read_by_layout(
     corrupt_column: str | None,
     file_column: str,
     reported_file_column: str | None = None,
+    base_path: str | None = None,
 ) -> LayoutRead:
     """The rows of ``uris`` (each with its layout, in the same order) as the module docstring
-    says: the ``declared`` columns, then the ``added`` ones, then (``rescue``) the rescued data,
-    then the corrupt-record, file and reported-file columns, then the misfit flags."""
+    says: the ``declared`` columns, then the ``added`` ones, then the partition columns of
+    ``name=value`` folders below ``base_path``, then (``rescue``) the rescued data, then the
+    corrupt-record, file and reported-file columns, then the misfit flags."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     fmt = "json" if format == "ndjson" else format
@@ -107,14 +109,18 @@ def read_by_layout(
             corrupt_column=corrupt_column,
             file_column=file_column,
             reported_file_column=reported_file_column,
+            base_path=base_path,
         )
         projected, flags = _project(frame, read_fields, declared, added_types, mode, file_column)
         misfits |= flags
         frames.append(projected)
     tail = [c for c in (corrupt_column, file_column, reported_file_column) if c is not None]
+    targets = {f.name for f in declared.fields} | set(added_types) | set(tail)
+    folders = [c for c in frames[0].columns if c not in targets and c not in misfits.values()]
     ordered = [
         *[f.name for f in declared.fields],
         *added_types,
+        *[c for c in folders if c != RESCUED_DATA_COLUMN],
         *([RESCUED_DATA_COLUMN] if mode == "rescue" else []),
         *tail,
         *sorted(set(misfits.values())),
