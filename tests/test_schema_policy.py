@@ -420,3 +420,61 @@ def test_add_columns_stages_the_new_column(
     assert field.nullable and field.dataType.simpleString() == region_type
     got = sorted((r["id"], r["region"]) for r in frame.select("id", "region").collect())
     assert got == [(1, None), (2, None), (3, None), (4, "eu"), (5, "eu"), (6, "eu")]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("fmt", "old", "new"),
+    [
+        pytest.param("csv", csv_old, csv_middle, id="CSV: a column in the middle"),
+        pytest.param("ndjson", json_old, json_id_text, id="JSON: int to string"),
+        pytest.param("parquet", parquet_old, parquet_id_text, id="Parquet: int to string"),
+    ],
+)
+def test_rescue_reads_alike_on_s3_and_on_local_disk(
+    spark: Any, s3_storage: Any, tmp_path: Path, fmt: str, old: Writer, new: Writer
+) -> None:
+    """Spark's own reader (local files) and the fsspec reader (S3 without s3a) rescue the same
+    values: the layouts, the cast and the rescued JSON are the same code on both paths."""
+    from watermark_assets import storage
+    from watermark_assets.sources.file_columns import file_layouts
+    from watermark_assets.spark import io
+    from watermark_assets.spark.layouts import read_by_layout
+
+    names = [old(tmp_path, "a", 1), new(tmp_path, "b", 4)]
+    bucket = f"s3://{s3_storage.new_bucket()}/landing"
+    fs, root = storage.filesystem(bucket)
+    for name in names:
+        fs.pipe(f"{root}/{name}", (tmp_path / name).read_bytes())
+    declared = io.struct_of(spark, SCHEMA)
+
+    options = {"header": "true"} if fmt == "csv" else None
+
+    def rows(root: str) -> list[tuple[Any, ...]]:
+        uris = [f"{root}/{name}" for name in names]
+        read = read_by_layout(
+            spark,
+            uris,
+            file_layouts(uris, fmt, options),
+            format=fmt,
+            declared=declared,
+            mode="rescue",
+            added={},
+            options=options,
+            corrupt_column=None if fmt == "parquet" else "_corrupt",
+            file_column="_file_path",
+        )
+        found = []
+        for row in read.frame.collect():
+            rescued = json.loads(row["_rescued_data"]) if row["_rescued_data"] else None
+            if rescued is not None:
+                assert rescued.pop("_file").rsplit("/", 1)[1] == row["_file_path"].rsplit("/")[-1]
+            found.append((row["id"], row["name"], row["event_time"] is not None, rescued))
+        return sorted(found, key=lambda r: r[1])
+
+    local = rows(str(tmp_path))
+    assert local == rows(bucket)
+    assert len(local) == 6 and all(r[2] for r in local)
+    assert [r[3] for r in local if r[1] in ("e4", "e5", "e6")] == (
+        [{"region": "eu"}] * 3 if fmt == "csv" else [{"id": "x4"}, {"id": "x5"}, {"id": "x6"}]
+    )
