@@ -411,6 +411,7 @@ def test_add_columns_stages_the_new_column(
     assert isinstance(landing_source, LandingFilesSource)
     policy = landing_source._policy(files)
     assert policy is not None and dict(policy.added) == {"region": region_type}
+    assert policy.columns_added == (("region", region_type),)  # what the commit adds
     from watermark_assets.sources.files import FileBatch
 
     batch = FileBatch(tuple(files), dict.fromkeys(files, "2024-01-28"), "t", str(tmp_path / "q"))
@@ -478,3 +479,21 @@ def test_rescue_reads_alike_on_s3_and_on_local_disk(
     assert [r[3] for r in local if r[1] in ("e4", "e5", "e6")] == (
         [{"region": "eu"}] * 3 if fmt == "csv" else [{"id": "x4"}, {"id": "x5"}, {"id": "x6"}]
     )
+
+
+def test_a_hint_pins_a_type_a_parquet_source_without_a_schema_infers(tmp_path: Path) -> None:
+    """Without source.schema nor a table, the first footer gives the columns; a hint pins one
+    (read from the footer, no Spark)."""
+    from watermark_assets.sources.landing_files import LandingFilesSource
+
+    folder = tmp_path / "landing" / "date=2024-01-28" / "hour=10"
+    folder.mkdir(parents=True)
+    name = _parquet(folder, "1706436000-000001", 1, pa.int32(), False)
+    source = {"uri": str(tmp_path / "landing"), "format": "parquet", "schema": None}
+    schema = {"hints": {"ID": "BIGINT"}}
+    (pipeline,) = project_config(pipeline_yaml(tmp_path, source=source, schema=schema)).pipelines
+    landing = pipeline.file_source
+    assert isinstance(landing, LandingFilesSource)
+    policy = landing._policy([f"date=2024-01-28/hour=10/{name}"])
+    assert policy is not None
+    assert policy.declared == (("id", "bigint"), ("event_time", "timestamp"), ("name", "string"))

@@ -57,6 +57,14 @@ class SchemaRead:
     #: columns the files bring that are left out (``ignore``)
     ignored: tuple[str, ...]
 
+    @property
+    def columns_added(self) -> tuple[tuple[str, str], ...]:
+        """The columns the staged files hold beyond the declared ones, which the table may lack:
+        the new ones (``add_columns``), or the rescued-data column (``rescue``)."""
+        if self.mode == "rescue":
+            return ((RESCUED_DATA_COLUMN, "string"),)
+        return tuple(self.added.items())
+
 
 #: The columns a run adds to every row (they are not the source's).
 LINEAGE_COLUMNS = (SOURCE_FILE_COLUMN, INGESTED_AT_COLUMN, PARTITION_KEY_COLUMN)
@@ -148,7 +156,7 @@ class LandingFilesSource:
                 if policy is None
                 else policy.ignored
             ),
-            columns_added=tuple(policy.added.items()) if policy else (),
+            columns_added=policy.columns_added if policy else (),
             values_nulled=_counted(output.misfits) if policy and policy.mode == "ignore" else {},
             values_rescued=_counted(output.misfits) if policy and policy.mode == "rescue" else {},
             rows_rescued=output.rows_rescued,
@@ -189,7 +197,8 @@ class LandingFilesSource:
     ) -> list[tuple[str, str]] | None:
         """``source.schema``'s columns, then the table's data columns it lacks (added by an
         earlier ``add_columns`` run; not the lineage, rescued nor derived ones); without a
-        schema (Parquet), the table's, else the first file's footer; None when none is known."""
+        schema (Parquet), the table's, else the first file's footer (its types, or the
+        ``schema.hints``); None when none is known."""
         from watermark_assets.spark.ddl import parse_read_schema
 
         declared: list[tuple[str, str]] = []
@@ -211,7 +220,8 @@ class LandingFilesSource:
         first = next((layout for layout in layouts.values() if layout), None)
         if first is None or any(kind is None for _, kind in first):
             return None
-        return [(name, str(kind)) for name, kind in first]
+        hint = self.pipeline.schema_policy.hint_of  # a hint pins an inferred type
+        return [(name, hint(name) or str(kind)) for name, kind in first]
 
     def columns_left_out(self, paths: Sequence[str]) -> tuple[str, ...] | None:
         """The columns of ``paths`` (Parquet footers, CSV header lines, the keys of the first
