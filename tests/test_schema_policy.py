@@ -293,6 +293,21 @@ CASES = [
         ),
         id="JSON int to string, rescue",
     ),
+    pytest.param(
+        Case(
+            "csv",
+            csv_old,
+            csv_id_text,
+            "fail",
+            rows=(),
+            metadata=(("rows/quarantined", 3),),
+        ),
+        id="CSV int to string, fail: each record quarantined whole and counted (no NULL)",
+    ),
+    pytest.param(
+        Case("ndjson", json_old, json_id_text, "add_columns", metadata=(("rows/quarantined", 3),)),
+        id="JSON int to string, add_columns: quarantined and counted",
+    ),
     # 3. A Parquet column turns from int to string.
     pytest.param(
         Case("parquet", parquet_old, parquet_id_text, "fail", fails_on="id"),
