@@ -1,12 +1,13 @@
 """A column added to a file pipeline's landing files is named, never dropped without a word.
 
-Until schema evolution exists, a run keeps the rows' columns (``source.schema``, or Parquet
-without one: the table's, as Spark reads the batch's first file), and a landing file that gained
-one (``region``) says so: in the run's ``source/columns_ignored`` (from every file of the batch:
-Parquet footers, CSV header lines, the keys of the first JSON records) and in the sensor's tick,
-which reads the newest file of each batch it requests (no Spark in a tick): its text and the
-observation ``files/columns_left_out``. One table of formats; a real Spark run, a real Delta
-table, the real sensor on a Dagster instance.
+With ``schema.mode: ignore`` a run keeps the rows' columns (``source.schema``, or Parquet
+without one: the table's), and a landing file that gained one (``region``) says so: in the run's
+``source/columns_ignored`` and ``schema/ignored_columns`` (from every file of the batch: Parquet
+footers, CSV header lines, the keys of the first JSON records) and in the sensor's tick, which
+reads the newest file of each batch it requests (no Spark in a tick): its text and the
+observation ``files/columns_left_out``. (The default mode, fail, stops such a run:
+tests/test_schema_policy.py.) One table of formats; a real Spark run, a real Delta table, the
+real sensor on a Dagster instance.
 """
 
 from __future__ import annotations
@@ -52,8 +53,7 @@ def write_ndjson(folder: Path, name: str, first: int, region: bool) -> str:
 
 
 def write_csv(folder: Path, name: str, first: int, region: bool) -> str:
-    """``region`` at the end (a file pipeline reads CSV by position: a record with a value more
-    than the schema's columns is malformed, and quarantined)."""
+    """``region`` at the end (read by the header's names: left out, nothing quarantined)."""
     header = "id,event_time,name" + (",region" if region else "")
     lines = [
         f"{r['id']},{r['event_time']},{r['name']}" + (",eu" if region else "")
@@ -84,9 +84,7 @@ class Format:
 
 FORMATS = [
     pytest.param(Format("ndjson", write_ndjson), id="JSON lines: a key the schema lacks"),
-    pytest.param(
-        Format("csv", write_csv, quarantined=3), id="CSV: a header column the schema lacks"
-    ),
+    pytest.param(Format("csv", write_csv), id="CSV: a header column the schema lacks"),
     pytest.param(Format("parquet", write_parquet), id="Parquet with source.schema"),
     pytest.param(
         Format("parquet", write_parquet, schema=None),
@@ -104,7 +102,7 @@ def test_a_column_a_landing_file_gained_is_named_by_the_tick_and_the_run(
     folder = landing / "date=2024-01-28" / "hour=10"
     folder.mkdir(parents=True)
     source = {"uri": str(landing), "format": fmt.format, "schema": fmt.schema}
-    config = project_config(pipeline_yaml(tmp_path, source=source))
+    config = project_config(pipeline_yaml(tmp_path, source=source, schema={"mode": "ignore"}))
     loop = SensorLoop(
         build_definitions(config, clock=lambda: FROZEN_NOW), DagsterInstance.ephemeral()
     )
@@ -125,8 +123,8 @@ def test_a_column_a_landing_file_gained_is_named_by_the_tick_and_the_run(
     second = loop.tick()
     said = capfd.readouterr().err  # the tick's log line (Dagster's console logger)
     assert (
-        "columns the runs leave out (no schema evolution yet): ['region'], in the newest file "
-        "of 1 batch(es) requested; to take them in, add them to source.schema"
+        "columns the schema lacks: ['region'], in the newest file of 1 batch(es) requested: "
+        "the runs leave them out (schema.mode ignore)"
     ) in said
     (request,) = second.run_requests or []
     (observation,) = [e for e in second.asset_events if e.partition is None]
@@ -135,6 +133,7 @@ def test_a_column_a_landing_file_gained_is_named_by_the_tick_and_the_run(
     assert loop.run(request).success
     metadata = loop.metadata("2024-01-28")
     assert metadata["source/columns_ignored"] == ["region"]
+    assert metadata["schema/ignored_columns"] == ["region"]
     assert metadata["rows/quarantined"] == fmt.quarantined
     table = str(tmp_path / "delta" / "events")
     assert delta_ids(table) == list(range(1, 10 - fmt.quarantined))

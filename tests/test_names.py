@@ -182,6 +182,8 @@ PINNED: list[tuple[str, Callable[[], object], str]] = [
     ("STREAM_CHECKPOINT_SUFFIX", lambda: names.STREAM_CHECKPOINT_SUFFIX, "_checkpoint"),
     ("QUARANTINE_TABLE_SUFFIX", lambda: names.QUARANTINE_TABLE_SUFFIX, "_quarantine"),
     ("LATE_TABLE_SUFFIX", lambda: names.LATE_TABLE_SUFFIX, "_late"),
+    ("RESCUED_DATA_COLUMN", lambda: names.RESCUED_DATA_COLUMN, "_rescued_data"),
+    ("RESCUED_FILE_KEY", lambda: names.RESCUED_FILE_KEY, "_file"),
     ("STATE_TABLE_SUFFIX", lambda: names.STATE_TABLE_SUFFIX, "_state"),
     # table property, Postgres table
     (

@@ -313,6 +313,32 @@ class UnreadableFilesError(WatermarkAssetsError):
         self.files = files
 
 
+class SchemaChangeError(WatermarkAssetsError):
+    """A batch's files no longer match the declared schema and ``schema.mode`` says to stop:
+    names each file, column and both types (``changes``: :class:`~watermark_assets.sources.\
+schema_drift.ColumnChange`), before anything was written or committed."""
+
+    def __init__(self, pipeline: str, mode: str, changes: Sequence[object]) -> None:
+        shown = "; ".join(str(c) for c in changes[:5]) + (
+            f"; and {len(changes) - 5} more" if len(changes) > 5 else ""
+        )
+        new_columns = any(getattr(c, "declared", "") is None for c in changes)
+        fix = (
+            "set schema.mode: add_columns (new columns join the table) or rescue (kept in "
+            "_rescued_data), or add them to source.schema"
+            if new_columns
+            else "widen the column's type in source.schema, or set schema.mode: rescue (values "
+            "that do not fit are kept in _rescued_data) or ignore (NULL, counted)"
+        )
+        super().__init__(
+            f"pipeline {pipeline!r} (schema.mode {mode}): the source's files no longer match "
+            f"its schema: {shown}. Nothing was written or committed; {fix}"
+        )
+        self.pipeline = pipeline
+        self.mode = mode
+        self.changes = tuple(changes)
+
+
 class ExplainPathError(WatermarkAssetsError):
     """``watermark-assets explain`` was given a path that cannot be a landing file's."""
 

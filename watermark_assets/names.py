@@ -210,6 +210,14 @@ LATE_TABLE_SUFFIX = "_late"
 #: Suffix of an event-time output's default state table (next to it).
 STATE_TABLE_SUFFIX = "_state"
 
+# --- columns of a table ---
+
+#: The column a pipeline with ``schema.mode: rescue`` keeps what its schema could not hold in: a
+#: JSON object per row, ``{"column": "raw value", ..., "_file": "<source file>"}`` (NULL: nothing).
+RESCUED_DATA_COLUMN = "_rescued_data"
+#: The key of :data:`RESCUED_DATA_COLUMN`'s object that names the row's source file.
+RESCUED_FILE_KEY = "_file"
+
 # --- table properties (Delta table configuration; read by the package) ---
 
 #: Table property overriding how long a crashed run's leftovers are kept; read by ``staging.py``.

@@ -69,6 +69,10 @@ READ_PUSHED_DOWN = "read/pushed_down"
 READ_DETAILS = "read/details"
 SOURCE_COLUMNS_IGNORED = "source/columns_ignored"
 SOURCE_MISSING = "source/missing"
+SCHEMA_IGNORED_COLUMNS = "schema/ignored_columns"
+SCHEMA_VALUES_NULLED = "schema/values_nulled"
+SCHEMA_VALUES_RESCUED = "schema/values_rescued"
+SCHEMA_ROWS_RESCUED = "schema/rows_rescued"
 
 # Volumes.
 ROWS_READ = "rows/read"

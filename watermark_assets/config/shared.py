@@ -30,6 +30,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import (
     AfterValidator,
     BeforeValidator,
+    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
@@ -38,6 +39,7 @@ from pydantic import (
 
 from watermark_assets.config.base import Model, pipeline_name
 from watermark_assets.config.base import Model as _Model
+from watermark_assets.config.schema import SchemaPolicy
 from watermark_assets.core.column.merge import merge_key_names
 from watermark_assets.core.event_time.duration import parse_duration_ms
 
@@ -427,8 +429,17 @@ AssetTags = Annotated[
 class PipelineModel(Model):
     """What every pipeline kind shares, written once: its name's rule and its asset's Dagster
     attributes (``freshness``, ``automation_condition``, ``group``, ``key_prefix``, ``owners``,
-    ``tags``)."""
+    ``tags``), and its schema policy (``schema``: what a run does when its source's columns
+    change)."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    schema_policy: SchemaPolicy = Field(
+        default_factory=SchemaPolicy,
+        alias="schema",
+        description="What a run does when its source's files stop matching the declared schema: "
+        "{mode: fail|add_columns|rescue|ignore, hints: {column: TYPE}} (default: fail).",
+    )
     freshness: Freshness = None
     automation_condition: AutomationSetting = None
     group: AssetGroup = None

@@ -66,11 +66,13 @@ class LandingFilesSourceConfig(_FileSourceBase):
         default=None,
         alias="schema",
         description="Spark DDL schema of the records, e.g. 'id BIGINT, ts TIMESTAMP'. Required for "
-        "ndjson and csv (records that do not match it are quarantined); parquet uses its own.",
+        "ndjson and csv (malformed records are quarantined); parquet uses the table's, else its "
+        "own. Files whose columns or types change: the pipeline's schema: section.",
     )
     csv_options: dict[str, str] = Field(
         default_factory=lambda: {"header": "true"},
-        description="Options passed to Spark's CSV reader.",
+        description="Options passed to Spark's CSV reader. With a header (the default), "
+        "columns are matched by the header's names, not their position.",
     )
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)

@@ -16,6 +16,7 @@ from dagster import MetadataValue
 
 from watermark_assets import vocabulary as v
 from watermark_assets.config import Pipeline
+from watermark_assets.config.schema import SchemaMode
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.core.filepath.path import name_time, prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark
@@ -24,6 +25,7 @@ from watermark_assets.runs.column import ColumnResult, StagedColumnBatch
 from watermark_assets.runs.column_replay import ReplayResult
 from watermark_assets.runs.file_commit import BatchResult
 from watermark_assets.runs.time import WindowRunTotals
+from watermark_assets.sources.files import StagedFiles
 from watermark_assets.state.load import PipelineState
 
 
@@ -143,6 +145,7 @@ def batch_metadata(
     }
     if staged.columns_ignored is not None:  # a source that names its files' columns
         metadata[v.SOURCE_COLUMNS_IGNORED] = MetadataValue.json(list(staged.columns_ignored))
+    metadata |= _schema_policy_entries(staged, staged.plan.request.pipeline.schema_policy.mode)
     if lag_seconds is not None:
         metadata |= v.duration_entries(v.LAG, lag_seconds)
     if table_rows is not None:
@@ -223,6 +226,21 @@ def _column_watermark_entries(label: str, watermark: ColumnWatermark) -> dict[st
     if isinstance(leading, datetime) and leading.tzinfo is not None:
         entries[f"{label}_time"] = v.timestamp(leading)
     return entries
+
+
+def _schema_policy_entries(staged: StagedFiles, mode: SchemaMode) -> dict[str, Any]:
+    """What ``schema.mode`` ignore or rescue did to a file batch (docs/metadata.md)."""
+    if mode is SchemaMode.IGNORE:
+        return {
+            v.SCHEMA_IGNORED_COLUMNS: MetadataValue.json(list(staged.columns_ignored or ())),
+            v.SCHEMA_VALUES_NULLED: MetadataValue.json(dict(staged.values_nulled)),
+        }
+    if mode is SchemaMode.RESCUE:
+        return {
+            v.SCHEMA_VALUES_RESCUED: MetadataValue.json(dict(staged.values_rescued)),
+            v.SCHEMA_ROWS_RESCUED: MetadataValue.int(staged.rows_rescued),
+        }
+    return {}
 
 
 def staged_reads_metadata(staged: Sequence[StagedColumnBatch]) -> dict[str, Any]:

@@ -659,14 +659,20 @@ COLUMN_PROBES = 10
 
 
 def _columns_note(left: tuple[str, ...], probed: int, pipeline: Pipeline) -> str:
-    """The tick's words for the columns the requested runs leave out (none: nothing said)."""
+    """The tick's words for the columns the requested runs' files bring that the schema lacks,
+    and what their ``schema.mode`` does with them (none: nothing said)."""
     if not left:
         return ""
+    what = {
+        "fail": "the runs stop on them (schema.mode fail); to take them in, set schema.mode "
+        "add_columns or rescue, or add them to source.schema",
+        "add_columns": "the runs add them to the table (schema.mode add_columns)",
+        "rescue": "the runs keep them in _rescued_data (schema.mode rescue)",
+        "ignore": "the runs leave them out (schema.mode ignore)",
+    }[pipeline.schema_policy.mode.value]
     return (
-        f" | columns the runs leave out (no schema evolution yet): {list(left)}, in the newest "
-        f"file of {probed} batch(es) requested; to take them in, add them to source.schema "
-        f"(the table {pipeline.table.uri!r}, once created, needs them too: "
-        "DeltaTable(uri).alter.add_columns)"
+        f" | columns the schema lacks: {list(left)}, in the newest file of {probed} batch(es) "
+        f"requested: {what}"
     )
 
 

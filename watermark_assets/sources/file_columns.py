@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from watermark_assets import storage
+from watermark_assets.sources.schema_drift import Layout
 
 #: How much of a JSON-lines file is probed for keys (decompressed text): a few records, at
 #: least the first (the keys of 4 KiB of records in each of 240 files: about 0.3 s here; of 64 KiB:
@@ -65,6 +66,34 @@ def file_columns(
                 return _csv_header(uri, lowered)
             return _json_keys(uri, lowered)
         except Exception:  # unreadable (no footer, not gzip, gone...): the run's read says why
+            return None
+
+    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
+        return list(pool.map(probe, uris))
+
+
+def file_layouts(
+    uris: Sequence[str], format: str, options: Mapping[str, str] | None = None
+) -> list[Layout | None]:
+    """Per file of ``uris``, its :data:`~watermark_assets.sources.schema_drift.Layout`: the names
+    of :func:`file_columns`, with their Spark types where the file states them (a Parquet footer;
+    None for a CSV header or JSON keys). None: the file names no column (:func:`file_columns`),
+    or its footer holds a type Spark does not read."""
+    if format != "parquet":
+        return [
+            None if names is None else tuple((name, None) for name in names)
+            for names in file_columns(uris, format, options)
+        ]
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    def probe(uri: str) -> Layout | None:
+        try:
+            schema = storage.parquet_schema(uri)
+            return tuple(
+                (f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True).simpleString())
+                for f in schema
+            )
+        except Exception:  # unreadable, or a type Spark does not read: the run's read says why
             return None
 
     with ThreadPoolExecutor(max_workers=_THREADS) as pool:

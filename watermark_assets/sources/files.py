@@ -67,6 +67,16 @@ class StagedFiles:
     #: columns the batch's files hold that its rows leave out (no schema evolution yet); None:
     #: the source cannot tell (:meth:`FileSource.columns_left_out`)
     columns_ignored: tuple[str, ...] | None = None
+    #: columns the staged data files hold beyond the declared ones, (name, Spark type), for the
+    #: commit to add to the table as nullable columns where it lacks them: the columns the files
+    #: brought (``schema.mode: add_columns``), or ``_rescued_data`` (``rescue``)
+    columns_added: tuple[tuple[str, str], ...] = ()
+    #: per declared column, values that did not fit its type and were left NULL (``ignore``)
+    values_nulled: Mapping[str, int] = field(default_factory=dict)
+    #: per declared column, values that did not fit and went to ``_rescued_data`` (``rescue``)
+    values_rescued: Mapping[str, int] = field(default_factory=dict)
+    #: rows with something in ``_rescued_data`` (``rescue``)
+    rows_rescued: int = 0
 
 
 @dataclass(frozen=True)

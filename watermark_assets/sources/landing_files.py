@@ -4,18 +4,31 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from watermark_assets import storage
+from watermark_assets.config.schema import SchemaMode
 from watermark_assets.delta.orphans import open_delta_table
-from watermark_assets.exceptions import UnreadableFilesError
-from watermark_assets.sources.file_columns import file_columns, left_out, names_columns
+from watermark_assets.exceptions import SchemaChangeError, UnreadableFilesError
+from watermark_assets.names import RESCUED_DATA_COLUMN
+from watermark_assets.sources.file_columns import (
+    file_columns,
+    file_layouts,
+    left_out,
+    names_columns,
+)
 from watermark_assets.sources.files import FileBatch, StagedFiles, known_table_schema
-from watermark_assets.spark.batch import SOURCE_FILE_COLUMN
+from watermark_assets.sources.schema_drift import Layout, changes, new_columns, type_changes
+from watermark_assets.spark.batch import (
+    INGESTED_AT_COLUMN,
+    PARTITION_KEY_COLUMN,
+    SOURCE_FILE_COLUMN,
+)
 from watermark_assets.staging import STAGING_DIR, list_parquet, remove_tree
 
 if TYPE_CHECKING:
@@ -25,6 +38,36 @@ if TYPE_CHECKING:
     from watermark_assets.config import FilePipelineConfig, LandingFilesSourceConfig
     from watermark_assets.delta.log import CommitRecord
     from watermark_assets.spark.batch import ReadSpec, UnreadableFile
+
+
+def _counted(counts: Mapping[str, int]) -> dict[str, int]:
+    """The columns with a count above 0."""
+    return {name: count for name, count in counts.items() if count}
+
+
+@dataclass(frozen=True)
+class SchemaRead:
+    """How a batch is read under ``schema:`` (:meth:`LandingFilesSource._policy`)."""
+
+    mode: str
+    layouts: Mapping[str, Layout | None]
+    declared: tuple[tuple[str, str], ...]
+    #: columns the files bring that are read too (``add_columns``): name -> Spark type
+    added: Mapping[str, str]
+    #: columns the files bring that are left out (``ignore``)
+    ignored: tuple[str, ...]
+
+    @property
+    def columns_added(self) -> tuple[tuple[str, str], ...]:
+        """The columns the staged files hold beyond the declared ones, which the table may lack:
+        the new ones (``add_columns``), or the rescued-data column (``rescue``)."""
+        if self.mode == "rescue":
+            return ((RESCUED_DATA_COLUMN, "string"),)
+        return tuple(self.added.items())
+
+
+#: The columns a run adds to every row (they are not the source's).
+LINEAGE_COLUMNS = (SOURCE_FILE_COLUMN, INGESTED_AT_COLUMN, PARTITION_KEY_COLUMN)
 
 #: Unreadable files one batch may set aside (each costs one more Spark pass); more fail the run.
 MAX_UNREADABLE_FILES = 10
@@ -58,6 +101,7 @@ class LandingFilesSource:
         pipeline = self.pipeline
         if spark is None:
             raise ValueError(f"pipeline {pipeline.name!r} has files to ingest but no Spark session")
+        policy = self._policy(batch.files)
         unreadable: list[UnreadableFile] = []
         while True:
             # A file Spark cannot read at all fails the whole job: set it aside and read the
@@ -68,7 +112,7 @@ class LandingFilesSource:
             attempt = f"-{len(unreadable)}" if unreadable else ""
             data_dir = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{batch.token}{attempt}")
             aside = {u.path for u in unreadable}
-            spec = self._read_spec(batch, [p for p in batch.files if p not in aside], now)
+            spec = self._read_spec(batch, [p for p in batch.files if p not in aside], now, policy)
             try:
                 if spec.files or spec.schema_ddl is not None:  # no files: the schema's empty batch
                     output = spark_adapter.write_batch(
@@ -107,26 +151,86 @@ class LandingFilesSource:
                 k: {"files": batch.files_of(k), **v} for k, v in output.per_partition.items()
             },
             unreadable=tuple(unreadable),
-            columns_ignored=self._left_out(spec.files, output.data_schema.names),
+            columns_ignored=(
+                self._left_out(spec.files, output.data_schema.names)
+                if policy is None
+                else policy.ignored
+            ),
+            columns_added=policy.columns_added if policy else (),
+            values_nulled=_counted(output.misfits) if policy and policy.mode == "ignore" else {},
+            values_rescued=_counted(output.misfits) if policy and policy.mode == "rescue" else {},
+            rows_rescued=output.rows_rescued,
         )
+
+    def _policy(self, files: Sequence[str]) -> SchemaRead | None:
+        """The batch's files' layouts against the declared schema, under ``schema.mode``
+        (:mod:`~watermark_assets.sources.schema_drift`): SchemaChangeError before anything is
+        read when the mode says to stop. None: the files cannot name their columns (headerless
+        CSV, whole-file JSON) or no schema is known yet: read as before."""
+        fmt, options = self.config.format.value, self.config.csv_options
+        csv_options = options if fmt == "csv" else None
+        if not files or not names_columns(fmt, csv_options):
+            return None
+        uris = [f"{self.config.uri.rstrip('/')}/{path}" for path in files]
+        layouts = dict(zip(files, file_layouts(uris, fmt, csv_options), strict=True))
+        declared = self._declared_columns(layouts)
+        if declared is None:
+            return None
+        policy = self.pipeline.schema_policy
+        found = changes(declared, layouts)
+        mode = policy.mode
+        stopping = found if mode is SchemaMode.FAIL else type_changes(found)
+        if stopping and mode in (SchemaMode.FAIL, SchemaMode.ADD_COLUMNS):
+            raise SchemaChangeError(self.pipeline.name, mode.value, stopping)
+        added = new_columns(found, policy.hint_of) if mode is SchemaMode.ADD_COLUMNS else {}
+        new = tuple(dict.fromkeys(c.column for c in found if c.is_new))
+        return SchemaRead(
+            mode=mode.value,
+            layouts=layouts,
+            declared=tuple(declared),
+            added=added,
+            ignored=new if mode is SchemaMode.IGNORE else (),
+        )
+
+    def _declared_columns(
+        self, layouts: Mapping[str, Layout | None]
+    ) -> list[tuple[str, str]] | None:
+        """``source.schema``'s columns, then the table's data columns it lacks (added by an
+        earlier ``add_columns`` run; not the lineage, rescued nor derived ones); without a
+        schema (Parquet), the table's, else the first file's footer (its types, or the
+        ``schema.hints``); None when none is known."""
+        from watermark_assets.spark.ddl import parse_read_schema
+
+        declared: list[tuple[str, str]] = []
+        if self.config.schema_ddl:
+            declared = [(c.name, c.type) for c in parse_read_schema(self.config.schema_ddl)]
+        table = open_delta_table(self.pipeline.table.uri)
+        if table is not None:
+            from pyspark.sql.pandas.types import from_arrow_type
+
+            own = {*LINEAGE_COLUMNS, RESCUED_DATA_COLUMN, *self.pipeline.table.derived_columns}
+            own_lowered = {name.lower() for name in own} | {n.lower() for n, _ in declared}
+            declared += [
+                (f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True).simpleString())
+                for f in pa.schema(table.schema().to_arrow())
+                if f.name.lower() not in own_lowered
+            ]
+        if declared:
+            return declared
+        first = next((layout for layout in layouts.values() if layout), None)
+        if first is None or any(kind is None for _, kind in first):
+            return None
+        hint = self.pipeline.schema_policy.hint_of  # a hint pins an inferred type
+        return [(name, hint(name) or str(kind)) for name, kind in first]
 
     def columns_left_out(self, paths: Sequence[str]) -> tuple[str, ...] | None:
         """The columns of ``paths`` (Parquet footers, CSV header lines, the keys of the first
-        JSON records: :mod:`~watermark_assets.sources.file_columns`) that ``source.schema`` does
-        not declare; without one (Parquet), those the table lacks (a run leaves them out, or
-        fails naming them when its first file holds them). None: cannot tell (headerless CSV,
-        Parquet without a schema and no table yet)."""
-        if self.config.schema_ddl:
-            from watermark_assets.spark.ddl import parse_read_schema
-
-            declared = [c.name for c in parse_read_schema(self.config.schema_ddl)]
-            return self._left_out(paths, declared)
-        table = open_delta_table(self.pipeline.table.uri)
-        return (
-            None
-            if table is None
-            else self._left_out(paths, [f.name for f in table.schema().fields])
-        )
+        JSON records: :mod:`~watermark_assets.sources.file_columns`) that the declared columns
+        lack (``source.schema`` and the table's data columns; Parquet without a schema: the
+        table's). None: cannot tell (headerless CSV, Parquet without a schema and no table
+        yet)."""
+        declared = self._declared_columns({})
+        return None if declared is None else self._left_out(paths, [n for n, _ in declared])
 
     def _left_out(self, paths: Sequence[str], read: Iterable[str]) -> tuple[str, ...] | None:
         """The columns of the landing files ``paths`` that are not among ``read``."""
@@ -136,10 +240,16 @@ class LandingFilesSource:
         uris = [f"{self.config.uri.rstrip('/')}/{path}" for path in paths]
         return left_out(file_columns(uris, fmt, options if fmt == "csv" else None), read)
 
-    def _read_spec(self, batch: FileBatch, files: Sequence[str], now: datetime) -> ReadSpec:
+    def _read_spec(
+        self, batch: FileBatch, files: Sequence[str], now: datetime, policy: SchemaRead | None
+    ) -> ReadSpec:
         from watermark_assets.spark.batch import ReadSpec
 
         return ReadSpec(
+            layouts=None if policy is None else policy.layouts,
+            declared=None if policy is None else policy.declared,
+            schema_mode="fail" if policy is None else policy.mode,
+            added={} if policy is None else policy.added,
             source_uri=self.config.uri,
             files=tuple(files),
             file_partitions={p: batch.file_partitions[p] for p in files},

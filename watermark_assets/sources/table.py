@@ -59,7 +59,12 @@ from watermark_assets.sources.column import (
     MalformedRecords,
     any_null,
 )
-from watermark_assets.sources.file_columns import file_columns, left_out, names_columns
+from watermark_assets.sources.file_columns import (
+    file_columns,
+    file_layouts,
+    left_out,
+    names_columns,
+)
 from watermark_assets.spark import io
 
 if TYPE_CHECKING:
@@ -283,55 +288,30 @@ class CsvJsonSource:
     def _csv_by_header(
         self, spark: SparkSession, files: list[str]
     ) -> tuple[DataFrame, tuple[str, ...]]:
-        """The records of CSV files read by header name: the files grouped by header, each group
-        read in its header's order (a declared column in its declared type, another as STRING),
-        then the declared columns selected by name; and the header columns not declared."""
-        from functools import reduce
+        """The records of CSV files read by header name (:func:`~watermark_assets.spark.\
+layouts.read_by_layout`: each header's files in its order, the declared columns taken by name);
+        and the header columns not declared."""
+        from watermark_assets.spark.layouts import read_by_layout
 
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import StringType, StructField, StructType
-
-        declared = io.struct_of(spark, self.schema_ddl)
-        types = {f.name.lower(): f.dataType for f in declared.fields}
-        groups: dict[tuple[str, ...], list[str]] = {}
-        for uri, header in zip(files, file_columns(files, "csv", self.options), strict=True):
-            if header is not None:  # an empty file holds no record
-                groups.setdefault(header, []).append(uri)
-        if not groups:
+        layouts = file_layouts(files, "csv", self.options)
+        if all(layout is None for layout in layouts):
             return self._records(spark, files, self.schema_ddl), ()
-        ignored: dict[str, str] = {}
-        frames = []
-        internal = {CORRUPT_RECORD_COLUMN, RECORD_FILE_COLUMN}
-        for header, uris in groups.items():
-            schema = StructType(
-                [StructField(n, types.get(n.lower(), StringType())) for n in header]
-            )
-            for name in header:
-                if name.lower() not in types:
-                    ignored.setdefault(name.lower(), name)
-            frame = self._records(spark, uris, schema)
-            present = {c.lower(): c for c in frame.columns}
-            in_header = {n.lower() for n in header}
-            extra = [  # partition columns of name=value folders
-                c for c in frame.columns if c.lower() not in in_header | types.keys() | internal
-            ]
-            frames.append(
-                frame.select(
-                    *[
-                        (
-                            F.col(f"`{present[f.name.lower()]}`")
-                            if f.name.lower() in present
-                            else F.lit(None).cast(f.dataType)
-                        ).alias(f.name)
-                        for f in declared.fields
-                    ],
-                    *[F.col(f"`{c}`") for c in extra],
-                    F.col(CORRUPT_RECORD_COLUMN),
-                    F.col(RECORD_FILE_COLUMN),
-                )
-            )
-        union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
-        return union, tuple(ignored.values())
+        declared = io.struct_of(spark, self.schema_ddl)
+        read = read_by_layout(
+            spark,
+            files,
+            layouts,
+            format="csv",
+            declared=declared,
+            mode="fail",  # declared types as declared: a value that does not parse is malformed
+            added={},
+            options=self.options,
+            corrupt_column=CORRUPT_RECORD_COLUMN,
+            file_column=RECORD_FILE_COLUMN,
+            base_path=self.uri,
+        )
+        headers = [[name for name, _ in layout or ()] for layout in layouts]
+        return read.frame, left_out(headers, [f.name for f in declared.fields])
 
 
 def file_may_hold_rows(

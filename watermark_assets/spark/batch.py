@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow as pa
 
 from watermark_assets.exceptions import UntracedRowsError
+from watermark_assets.names import RESCUED_DATA_COLUMN
+from watermark_assets.sources.schema_drift import Layout
 from watermark_assets.spark import io
 from watermark_assets.spark.fsspec_source import UNREADABLE_MARKER
 from watermark_assets.spark.paths import relative_to_root, spark_path
@@ -51,6 +53,15 @@ class ReadSpec:
     derived_columns: Mapping[str, str]
     partition_by: Sequence[str]
     ingested_at_iso: str
+    #: per file (relative path) its layout (:func:`~watermark_assets.sources.file_columns.\
+    #: file_layouts`); None: read as before, by position, in ``schema_ddl``
+    layouts: Mapping[str, Layout | None] | None = None
+    #: the declared columns (name, Spark type) when ``schema_ddl`` is None (Parquet: the table's)
+    declared: tuple[tuple[str, str], ...] | None = None
+    #: ``schema.mode`` (:mod:`watermark_assets.spark.layouts`)
+    schema_mode: str = "fail"
+    #: columns the files bring that are read too (``add_columns``): name -> Spark type
+    added: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,10 @@ class StagedOutput:
     quarantine_dir: str | None
     data_schema: pa.Schema
     quarantine_schema: pa.Schema
+    #: per declared column, the values that did not fit its type (``rescue``/``ignore``)
+    misfits: Mapping[str, int] = field(default_factory=dict)
+    #: rows with something in the rescued-data column (``rescue``)
+    rows_rescued: int = 0
 
 
 def _file_lineage(spec: ReadSpec) -> Column:
@@ -116,22 +131,49 @@ _LINEAGE_COLUMN = "_watermark_assets_lineage"
 
 def read_batch(spark: SparkSession, spec: ReadSpec) -> tuple[DataFrame, bool]:
     """The batch with lineage and derived columns; True if it can hold malformed records."""
+    frame, has_corrupt, _ = _read_batch(spark, spec)
+    return frame, has_corrupt
+
+
+def _read_batch(spark: SparkSession, spec: ReadSpec) -> tuple[DataFrame, bool, Mapping[str, str]]:
+    """:func:`read_batch`, and the misfit flag column of each declared column
+    (:class:`~watermark_assets.spark.layouts.LayoutRead`)."""
     from pyspark.sql import functions as F
 
     # Each path literally (no glob expansion); see spark.io for which reader runs where.
     uris = [f"{spec.source_uri.rstrip('/')}/{path}" for path in spec.files]
     has_corrupt = spec.format in ("ndjson", "csv")
-    frame = io.read_files(
-        spark,
-        uris,
-        format=spec.format,
-        schema=spec.schema_ddl,
-        options=spec.csv_options if spec.format == "csv" else None,
-        corrupt_column=CORRUPT_RECORD_COLUMN if has_corrupt else None,
-        file_column=_FILE_COLUMN,
-        reported_file_column=_RAW_SOURCE_COLUMN,
-        base_path=None if uris else spec.source_uri,
-    )
+    misfits: Mapping[str, str] = {}
+    declared = _declared(spark, spec)
+    if spec.layouts is not None and uris and declared is not None:
+        from watermark_assets.spark.layouts import read_by_layout
+
+        read = read_by_layout(
+            spark,
+            uris,
+            [spec.layouts.get(path) for path in spec.files],
+            format=spec.format,
+            declared=declared,
+            mode=spec.schema_mode,
+            added=spec.added,
+            options=spec.csv_options if spec.format == "csv" else None,
+            corrupt_column=CORRUPT_RECORD_COLUMN if has_corrupt else None,
+            file_column=_FILE_COLUMN,
+            reported_file_column=_RAW_SOURCE_COLUMN,
+        )
+        frame, misfits = read.frame, read.misfits
+    else:
+        frame = io.read_files(
+            spark,
+            uris,
+            format=spec.format,
+            schema=spec.schema_ddl,
+            options=spec.csv_options if spec.format == "csv" else None,
+            corrupt_column=CORRUPT_RECORD_COLUMN if has_corrupt else None,
+            file_column=_FILE_COLUMN,
+            reported_file_column=_RAW_SOURCE_COLUMN,
+            base_path=None if uris else spec.source_uri,
+        )
     # Lineage replaces same-named columns of the source (e.g. re-ingesting an exported table).
     lineage = (
         SOURCE_FILE_COLUMN,
@@ -145,7 +187,17 @@ def read_batch(spark: SparkSession, spec: ReadSpec) -> tuple[DataFrame, bool]:
     frame = frame.select(*[c for c in frame.columns if c not in lineage], *_lineage(spec))
     for name, expression in spec.derived_columns.items():
         frame = frame.withColumn(name, F.expr(expression))
-    return frame, has_corrupt
+    return frame, has_corrupt, misfits
+
+
+def _declared(spark: SparkSession, spec: ReadSpec) -> Any:
+    """The declared columns as a StructType (``schema_ddl``, else ``declared``), or None."""
+    if spec.schema_ddl is not None:
+        return io.struct_of(spark, spec.schema_ddl)
+    if spec.declared:
+        ddl = ", ".join(f"`{name.replace('`', '``')}` {kind}" for name, kind in spec.declared)
+        return io.struct_of(spark, ddl)
+    return None
 
 
 def write_batch(
@@ -162,7 +214,7 @@ def write_batch(
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    frame, has_corrupt = read_batch(spark, spec)
+    frame, has_corrupt, misfits = _read_batch(spark, spec)
     keys = sorted(set(spec.file_partitions.values()))
     corrupt = F.col(CORRUPT_RECORD_COLUMN).isNotNull() if has_corrupt else F.lit(False)
     metrics = []
@@ -173,9 +225,17 @@ def write_batch(
     untraced = F.col(SOURCE_FILE_COLUMN).isNull()
     metrics.append(F.count_if(untraced).alias("untraced"))
     metrics.append(F.min(F.when(untraced, F.col(_RAW_SOURCE_COLUMN))).alias("eg"))
+    flags = sorted(misfits.items())
+    for number, (_, flag) in enumerate(flags):
+        metrics.append(F.count_if(F.col(flag) & ~corrupt).alias(f"misfit_{number}"))
+    rescuing = RESCUED_DATA_COLUMN in frame.columns and spec.schema_mode == "rescue"
+    if rescuing:
+        metrics.append(
+            F.count_if(F.col(RESCUED_DATA_COLUMN).isNotNull() & ~corrupt).alias("rescued")
+        )
     observation = Observation("watermark_assets_batch")
     observed = frame.observe(observation, *metrics)
-    good_frame = observed.drop(_RAW_SOURCE_COLUMN)
+    good_frame = observed.drop(_RAW_SOURCE_COLUMN, *[flag for _, flag in flags])
     if has_corrupt:
         good_frame = good_frame.where(~corrupt).drop(CORRUPT_RECORD_COLUMN)
     io.write_parquet(good_frame, data_dir, partition_by=spec.partition_by)
@@ -207,6 +267,11 @@ def write_batch(
         quarantine_dir=quarantine_dir if bad else None,
         data_schema=_arrow_schema(to_arrow_schema, good_frame),
         quarantine_schema=QUARANTINE_SCHEMA,
+        misfits={
+            name: int(values.get(f"misfit_{number}", 0) or 0)
+            for number, (name, _) in enumerate(flags)
+        },
+        rows_rescued=int(values.get("rescued", 0) or 0) if rescuing else 0,
     )
 
 

@@ -1,0 +1,104 @@
+"""How a batch's files differ from the declared schema, told from their layouts alone (pure: no
+Spark, no I/O).
+
+A file's *layout* is what it says about its columns before a row is read
+(:func:`~watermark_assets.sources.file_columns.file_layouts`): the names in file order, each with
+its Spark type where the file states one (a Parquet footer) or None (a CSV header, JSON keys).
+Types are Spark's canonical spelling (``int``, ``bigint``, ``decimal(10,2)``...), names are
+matched case-insensitively, as Spark matches columns.
+
+A :class:`ColumnChange` is either a column the schema lacks (``declared`` None) or a column whose
+stated type the declared one cannot hold without loss (:func:`holds`). Values of a CSV or JSON
+column that do not fit its type are found by Spark while it reads (``spark/layouts.py``), not here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+#: A file's columns in file order: (name, Spark type, or None when the file does not state one).
+Layout = tuple[tuple[str, str | None], ...]
+
+_INTEGERS = ("tinyint", "smallint", "int", "bigint")
+_TIMESTAMPS = ("timestamp", "timestamp_ntz")
+_DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
+
+
+@dataclass(frozen=True)
+class ColumnChange:
+    """One way a file differs from the schema: a column it brings (``declared`` None), or a
+    column whose type ``found`` the ``declared`` one cannot hold."""
+
+    file: str
+    column: str
+    declared: str | None
+    found: str | None
+
+    @property
+    def is_new(self) -> bool:
+        return self.declared is None
+
+    def __str__(self) -> str:
+        if self.is_new:
+            typed = f" ({self.found})" if self.found else ""
+            return f"file {self.file!r} has a column {self.column!r}{typed} the schema lacks"
+        return (
+            f"file {self.file!r} column {self.column!r} is {self.found}, the schema says "
+            f"{self.declared}"
+        )
+
+
+def holds(declared: str, found: str) -> bool:
+    """Whether every value of type ``found`` is a value of type ``declared`` (a lossless widening:
+    tinyint < smallint < int < bigint, an integer below bigint or a float into double, a date
+    into a timestamp, a decimal into a wider one). TIMESTAMP and TIMESTAMP_NTZ hold each other
+    (Spark reads either into either)."""
+    if declared == found:
+        return True
+    if declared in _INTEGERS and found in _INTEGERS:
+        return _INTEGERS.index(found) <= _INTEGERS.index(declared)
+    if declared == "double":
+        return found in ("float", *_INTEGERS[:3])
+    if declared in _TIMESTAMPS:
+        return found in (*_TIMESTAMPS, "date")
+    wide, narrow = _DECIMAL.match(declared), _DECIMAL.match(found)
+    if wide and narrow:
+        (p2, s2), (p1, s1) = (int(x) for x in wide.groups()), (int(x) for x in narrow.groups())
+        return s2 >= s1 and p2 - s2 >= p1 - s1
+    return False
+
+
+def changes(
+    declared: Sequence[tuple[str, str]], layouts: Mapping[str, Layout | None]
+) -> list[ColumnChange]:
+    """Every way the files of ``layouts`` (file -> its layout; None: it says nothing) differ from
+    the ``declared`` columns (name, type), file by file in the given order."""
+    types = {name.lower(): kind for name, kind in declared}
+    found: list[ColumnChange] = []
+    for file, layout in layouts.items():
+        for name, kind in layout or ():
+            want = types.get(name.lower())
+            if want is None:
+                found.append(ColumnChange(file, name, None, kind))
+            elif kind is not None and not holds(want, kind):
+                found.append(ColumnChange(file, name, want, kind))
+    return found
+
+
+def new_columns(found: Sequence[ColumnChange], hint: Callable[[str], str | None]) -> dict[str, str]:
+    """The columns the files bring (``add_columns``), each once (first seen first, the first
+    spelling) with its type: the ``hint`` for it, else the type its first file states, else
+    STRING."""
+    added: dict[str, tuple[str, str]] = {}
+    for change in found:
+        if change.is_new and change.column.lower() not in added:
+            kind = hint(change.column) or change.found or "string"
+            added[change.column.lower()] = (change.column, kind)
+    return dict(added.values())
+
+
+def type_changes(found: Sequence[ColumnChange]) -> list[ColumnChange]:
+    """The changes that are a column's type, not a new column."""
+    return [c for c in found if not c.is_new]
