@@ -276,6 +276,7 @@ class DeltaCommitter:
             version=current + 1,
             origin=evolving.origin,
             at_ms=evolving.now_ms,
+            data_version=current + 2 if removes else None,
         )
         no_file = _matching_no_file(table, partition_by)
         if not removes:

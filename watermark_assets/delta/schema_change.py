@@ -131,7 +131,9 @@ NO_CHANGE = SchemaChange()
 @dataclass(frozen=True)
 class SchemaEvent:
     """One entry of a table's schema history: ``column`` was ``added`` (``to_type``) or
-    ``widened`` (``from_type`` -> ``to_type``) by the commit ``version``, from ``origin``."""
+    ``widened`` (``from_type`` -> ``to_type``) by the commit ``version``, from ``origin``.
+    ``data_version``: the data commit it was made for when that is a later one (a replace or
+    merge: the schema commit, then the data commit; None: the same commit)."""
 
     column: str
     version: int
@@ -140,6 +142,7 @@ class SchemaEvent:
     from_type: str | None = None
     origin: str | None = None
     at_ms: int | None = None
+    data_version: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -149,6 +152,7 @@ class SchemaEvent:
             "to": self.to_type,
             "origin": self.origin,
             "at_ms": self.at_ms,
+            "data_version": self.data_version,
         }
 
     @classmethod
@@ -161,6 +165,7 @@ class SchemaEvent:
             from_type=data.get("from"),
             origin=data.get("origin"),
             at_ms=data.get("at_ms"),
+            data_version=data.get("data_version"),
         )
 
 
@@ -236,21 +241,32 @@ def evolved_schema(
     version: int,
     origin: str | None,
     at_ms: int,
+    data_version: int | None = None,
 ) -> DeltaSchema:
     """``table_schema`` with ``change`` applied (widened types, added nullable columns at the
-    end) and each changed column's history entry (commit ``version``) appended."""
+    end) and each changed column's history entry (commit ``version``; ``data_version``: the
+    later data commit it is made for) appended."""
     document = json.loads(table_schema.to_json())
     by_name = {f["name"]: f for f in document["fields"]}
     for widened in change.widened:
         field = by_name[widened.name]
         field["type"] = widened.to_type
         event = SchemaEvent(
-            widened.name, version, "widened", widened.to_type, widened.from_type, origin, at_ms
+            widened.name,
+            version,
+            "widened",
+            widened.to_type,
+            widened.from_type,
+            origin,
+            at_ms,
+            data_version,
         )
         _append_event(field, event)
     for added in change.added:
         field = {"name": added.name, "type": added.delta_type, "nullable": True, "metadata": {}}
-        event = SchemaEvent(added.name, version, "added", added.type_text, None, origin, at_ms)
+        event = SchemaEvent(
+            added.name, version, "added", added.type_text, None, origin, at_ms, data_version
+        )
         _append_event(field, event)
         document["fields"].append(field)
     return DeltaSchema.from_json(json.dumps(document))
@@ -267,9 +283,12 @@ def schema_history(schema: DeltaSchema | pa.Schema) -> tuple[SchemaEvent, ...]:
 
 
 def events_of_versions(schema: DeltaSchema, versions: Iterable[int]) -> tuple[SchemaEvent, ...]:
-    """The history entries of the commits ``versions`` (a run's commits)."""
+    """The history entries of the commits ``versions`` (a run's data commits: an entry made in
+    a replace's or merge's schema commit for one of them counts)."""
     wanted = set(versions)
-    return tuple(e for e in schema_history(schema) if e.version in wanted)
+    return tuple(
+        e for e in schema_history(schema) if e.version in wanted or e.data_version in wanted
+    )
 
 
 def _events(field: Mapping[str, Any]) -> list[SchemaEvent]:
