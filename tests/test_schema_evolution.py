@@ -20,7 +20,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -89,14 +89,14 @@ EVOLVES = {
         schema(("id", pa.float64()), ("value", pa.string())),
         SchemaChange(widened=(ColumnWidened("id", "integer", "double"),)),
     ),
-    "short -> long, float -> double, date -> timestamp: widened": (
-        schema(("s", pa.int16()), ("f", pa.float32()), ("d", pa.date32())),
-        schema(("s", pa.int64()), ("f", pa.float64()), ("d", pa.timestamp("us", tz="UTC"))),
+    "byte -> short, short -> long, float -> double: widened": (
+        schema(("b", pa.int8()), ("s", pa.int16()), ("f", pa.float32())),
+        schema(("b", pa.int16()), ("s", pa.int64()), ("f", pa.float64())),
         SchemaChange(
             widened=(
+                ColumnWidened("b", "byte", "short"),
                 ColumnWidened("s", "short", "long"),
                 ColumnWidened("f", "float", "double"),
-                ColumnWidened("d", "date", "timestamp"),
             )
         ),
     ),
@@ -199,6 +199,12 @@ def test_reconcile_refuses_naming_the_column_both_types_and_the_fix(
     [
         pytest.param(pa.int64(), pa.float64(), "2\\*\\*53", id="long -> double loses precision"),
         pytest.param(pa.date32(), pa.timestamp("us"), "timestamp_ntz", id="date -> timestamp_ntz"),
+        pytest.param(
+            pa.date32(),
+            pa.timestamp("us", tz="UTC"),
+            "Spark cannot read",
+            id="date -> timestamp: Spark refuses the older files",
+        ),
         pytest.param(
             pa.decimal128(10, 2),
             pa.decimal128(12, 2),
@@ -326,15 +332,13 @@ def test_a_new_column_is_added_in_the_same_commit_as_its_data(
 
 def test_widened_types_read_the_older_files_widened(tmp_path: Path) -> None:
     table = tmp_path / "t"
-    old = schema(("id", pa.int32()), ("n", pa.int32()), ("d", pa.date32()))
-    commit_file(
-        table, "a.parquet", [{"id": 1, "n": 7, "d": date(2024, 1, 1)}], old, TxnVersion("t", 1)
-    )
-    new = schema(("id", pa.int64()), ("n", pa.float64()), ("d", pa.timestamp("us", tz="UTC")))
+    old = schema(("id", pa.int32()), ("n", pa.int32()), ("f", pa.float32()))
+    commit_file(table, "a.parquet", [{"id": 1, "n": 7, "f": 0.5}], old, TxnVersion("t", 1))
+    new = schema(("id", pa.int64()), ("n", pa.float64()), ("f", pa.float64()))
     outcome = commit_file(
         table,
         "b.parquet",
-        [{"id": 2, "n": 1.5, "d": datetime(2024, 1, 2, 6, tzinfo=timezone.utc)}],
+        [{"id": 2, "n": 1.5, "f": 2.25}],
         new,
         TxnVersion("t", 2),
         evolution=SchemaEvolution(widen=True),
@@ -344,17 +348,17 @@ def test_widened_types_read_the_older_files_widened(tmp_path: Path) -> None:
     assert [(w.name, w.from_type, w.to_type) for w in outcome.schema_change.widened] == [
         ("id", "integer", "long"),
         ("n", "integer", "double"),
-        ("d", "date", "timestamp"),
+        ("f", "float", "double"),
     ]
     read = DeltaTable(str(table)).to_pyarrow_table()
     assert read.schema.field("id").type == pa.int64()
     assert read.sort_by("id").to_pylist() == [
-        {"id": 1, "n": 7.0, "d": datetime(2024, 1, 1, tzinfo=timezone.utc)},
-        {"id": 2, "n": 1.5, "d": datetime(2024, 1, 2, 6, tzinfo=timezone.utc)},
+        {"id": 1, "n": 7.0, "f": 0.5},
+        {"id": 2, "n": 1.5, "f": 2.25},
     ]
     history = schema_history(DeltaTable(str(table)).schema())
     assert [(e.column, e.version, e.from_type, e.to_type) for e in history] == [
-        ("d", 1, "date", "timestamp"),
+        ("f", 1, "float", "double"),
         ("id", 1, "integer", "long"),
         ("n", 1, "integer", "double"),
     ]
@@ -627,3 +631,35 @@ def test_a_backfill_of_a_partition_written_under_the_old_schema(tmp_path: Path) 
         (4, "new", "n"),
     ]
     assert DeltaTable(str(uri)).schema().to_arrow().field("id").type == pa.int64()
+
+
+# --- Spark reads the evolved table's older files (the way sources/table.py reads a table) ---
+
+
+@pytest.mark.spark
+def test_spark_reads_the_older_files_with_null_and_widened_values(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The table's files by their paths, with the Delta schema (as ``DeltaTableSource`` reads
+    them): a file from before the evolution lacks ``note`` (NULL) and has int ``id`` / ``n``,
+    read as long and double."""
+    from pyspark.sql.types import StructType
+
+    table = tmp_path / "t"
+    old = schema(("id", pa.int32()), ("n", pa.int32()))
+    commit_file(table, "a.parquet", [{"id": 1, "n": 7}], old, TxnVersion("t", 1))
+    new = schema(
+        ("id", pa.int64()),
+        ("n", pa.float64()),
+        ("note", pa.string()),
+    )
+    row = {"id": 2, "n": 1.5, "note": "x"}
+    assert (
+        commit_file(table, "b.parquet", [row], new, TxnVersion("t", 2), evolution=ADD).version == 1
+    )
+
+    dt = DeltaTable(str(table))
+    struct = StructType.fromJson(json.loads(dt.schema().to_json()))
+    paths = dt.file_uris()
+    read = spark.read.schema(struct).parquet(*paths).orderBy("id").collect()
+    assert [(r["id"], r["n"], r["note"]) for r in read] == [(1, 7.0, None), (2, 1.5, "x")]

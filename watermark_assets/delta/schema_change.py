@@ -15,14 +15,17 @@ history of those changes, kept in the schema itself.
   gone), and reading it is reading the snapshot's schema, the same at 5,000 commits as at 5.
 
 Widening follows Delta's type widening rules (``docs.delta.io/delta-type-widening``) limited
-to what delta-rs 1.6.6 reads back from the older files: byte -> short -> integer -> long,
-byte/short/integer -> double, float -> double, date -> timestamp. Not allowed: long -> double
-(loses precision above 2**53, Delta refuses it too), date -> timestamp_ntz (delta-rs refuses a
-timestamp_ntz column without the ``timestampNtz`` table feature), decimals, narrowing, any
-change to or from a string or a nested type. delta-rs cannot set ``delta.enableTypeWidening``
-("Error parsing property"), so a widening is written as a plain schema change without the
-``typeWidening`` feature's ``delta.typeChanges`` metadata: deltalake and Spark's Parquet reader
-(Spark 4) read the older files widened; a delta-spark reader older than 4.0 may refuse them.
+to what both deltalake (delta-rs 1.6.6) and Spark 4's Parquet reader read back from the older
+files: byte -> short -> integer -> long, byte/short/integer -> double, float -> double. Not
+allowed: long -> double (loses precision above 2**53, Delta refuses it too), date -> timestamp
+(deltalake reads it, Spark refuses an older file's date column read as a timestamp:
+``PARQUET_COLUMN_DATA_TYPE_MISMATCH``), date -> timestamp_ntz (what Delta and Spark allow, but
+delta-rs refuses a timestamp_ntz column without the ``timestampNtz`` table feature), decimals,
+narrowing, any change to or from a string or a nested type. delta-rs cannot set
+``delta.enableTypeWidening`` ("Error parsing property"), so a widening is written as a plain
+schema change without the ``typeWidening`` feature's ``delta.typeChanges`` metadata: deltalake
+and Spark 4's Parquet reader read the older files widened (tests/test_schema_evolution.py); a
+delta-spark reader that checks the feature may refuse the table.
 """
 
 from __future__ import annotations
@@ -56,13 +59,13 @@ WIDENINGS: Mapping[str, frozenset[str]] = {
     "short": frozenset({"integer", "long", "double"}),
     "integer": frozenset({"long", "double"}),
     "float": frozenset({"double"}),
-    "date": frozenset({"timestamp"}),
 }
 
 #: Why a change Delta users might expect is refused (the rest: "Delta cannot widen it").
 _NOT_WIDENED: Mapping[tuple[str, str], str] = {
     ("long", "double"): "a double loses a long's precision above 2**53 (Delta refuses it too)",
     ("date", "timestamp_ntz"): "delta-rs writes no timestamp_ntz column without its table feature",
+    ("date", "timestamp"): "Spark cannot read an older file's date column as a timestamp",
 }
 
 #: The fix for a column the run may evolve but was not allowed to.
