@@ -457,27 +457,15 @@ def test_two_runs_evolving_at_once_one_wins_the_other_is_stale(tmp_path: Path) -
                 )
             return snapshot
 
-    a = Racing(str(table), now=lambda: NOW)
-    first = commit_file(
-        table,
-        "c.parquet",
-        [{"id": 3, "value": "c", "note": "A"}],
-        new,
-        TxnVersion("a", 2),
-        evolution=ADD,
-        c=a,
-    )
+    def commit_a(c: DeltaCommitter | None = None) -> CommitOutcome:
+        row = {"id": 3, "value": "c", "note": "A"}
+        return commit_file(table, "c.parquet", [row], new, TxnVersion("a", 2), evolution=ADD, c=c)
+
+    first = commit_a(Racing(str(table), now=lambda: NOW))
     assert first.stale and first.version is None, first.reason
     assert committer(table).transaction_version("a") == 1, "nothing of A's committed"
 
-    again = commit_file(
-        table,
-        "c.parquet",
-        [{"id": 3, "value": "c", "note": "A"}],
-        new,
-        TxnVersion("a", 2),
-        evolution=ADD,
-    )
+    again = commit_a()  # decided again: the column is there, a plain append
     assert again.version == 2 and again.schema_change == SchemaChange(), again.reason
     assert [(r["id"], r["note"]) for r in rows(table)] == [(1, None), (2, "B"), (3, "A")]
     assert [e.version for e in schema_history(DeltaTable(str(table)).schema())] == [1]
