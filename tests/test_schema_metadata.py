@@ -15,6 +15,7 @@ from dagster import AssetCheckKey, AssetKey, MetadataValue, TableSchema
 
 from watermark_assets import vocabulary as v
 from watermark_assets.defs import build_definitions
+from watermark_assets.defs.checks import SCHEMA_CHANGE_CHECK
 from watermark_assets.defs.table_schema import metadata_versions, with_table_schema
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.delta.schema_change import SchemaEvolution
@@ -98,4 +99,4 @@ def test_every_pipeline_has_a_column_schema_change_check(tmp_path: Path) -> None
     defs = build_definitions(project_config(pipeline_yaml(tmp_path), column))
     keys = {key for checks in defs.asset_checks or [] for key in checks.check_keys}
     for asset in ("events", "orders"):
-        assert AssetCheckKey(AssetKey(asset), "column_schema_change") in keys, asset
+        assert AssetCheckKey(AssetKey(asset), SCHEMA_CHANGE_CHECK) in keys, asset
