@@ -37,6 +37,7 @@ from watermark_assets.delta.schema_change import (
     ColumnWidened,
     SchemaChange,
     SchemaEvolution,
+    events_of_versions,
     reconcile,
     schema_history,
 )
@@ -533,9 +534,14 @@ def test_a_replace_that_evolves_is_the_schema_commit_then_the_data_commit(tmp_pa
         (3, "old", None),
     ]
     history = schema_history(DeltaTable(str(uri)).schema())
-    assert [(e.column, e.version, e.origin) for e in history] == [
-        ("id", 1, "landing/new.csv"),
-        ("note", 1, "landing/new.csv"),
+    assert [(e.column, e.version, e.origin, e.data_version) for e in history] == [
+        ("id", 1, "landing/new.csv", 2),
+        ("note", 1, "landing/new.csv", 2),
+    ]
+    # the run's metadata names its data commit (2): the entries made for it count as its own
+    assert [e.column for e in events_of_versions(DeltaTable(str(uri)).schema(), [2])] == [
+        "id",
+        "note",
     ]
 
 

@@ -42,12 +42,15 @@ from watermark_assets import names
 from watermark_assets.exceptions import SchemaEvolutionError
 
 __all__ = [
+    "FIXED",
+    "NO_CHANGE",
     "WIDENINGS",
     "ColumnAdded",
     "ColumnWidened",
     "SchemaChange",
     "SchemaEvent",
     "SchemaEvolution",
+    "events_of_versions",
     "evolved_schema",
     "reconcile",
     "schema_history",
