@@ -222,6 +222,31 @@ def test_reconcile_refuses_what_delta_or_delta_rs_cannot_widen(
         reconcile(schema(("c", table)), schema(("c", files)), add_columns=True, widen=True)
 
 
+@pytest.mark.parametrize(
+    ("mode", "add_columns", "widen"),
+    [
+        ("fail", False, False),
+        ("add_columns", True, True),
+        ("rescue", True, False),
+        ("ignore", False, False),
+    ],
+)
+def test_each_schema_mode_gives_the_commit_its_permissions(
+    mode: str, add_columns: bool, widen: bool
+) -> None:
+    evolution = SchemaEvolution.for_mode(mode, origin="f.csv")
+    assert (evolution.add_columns, evolution.widen, evolution.origin) == (
+        add_columns,
+        widen,
+        "f.csv",
+    )
+
+
+def test_an_unknown_schema_mode_is_refused_naming_the_modes() -> None:
+    with pytest.raises(ValueError, match="'evolve' is none of"):
+        SchemaEvolution.for_mode("evolve")
+
+
 def test_reconcile_names_every_refused_column_in_one_error() -> None:
     files = schema(("id", pa.string()), ("value", pa.int32()), ("note", pa.string()))
     with pytest.raises(SchemaEvolutionError) as caught:

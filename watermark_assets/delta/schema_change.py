@@ -85,6 +85,26 @@ class SchemaEvolution:
     widen: bool = False
     origin: str | None = None
 
+    @classmethod
+    def for_mode(cls, mode: str, *, origin: str | None = None) -> SchemaEvolution:
+        """The commit's permissions for a pipeline's ``schema.mode``: ``add_columns`` adds and
+        widens; ``rescue`` adds (its ``_rescued_data`` column, the first time a value is
+        rescued; every other column keeps the table's type); ``fail`` and ``ignore`` change
+        nothing (their staged files hold the table's columns)."""
+        if mode not in _MODES:
+            raise ValueError(f"schema.mode {mode!r} is none of {sorted(_MODES)}")
+        add_columns, widen = _MODES[mode]
+        return cls(add_columns=add_columns, widen=widen, origin=origin)
+
+
+#: ``schema.mode`` -> (add_columns, widen) (:meth:`SchemaEvolution.for_mode`).
+_MODES: Mapping[str, tuple[bool, bool]] = {
+    "fail": (False, False),
+    "add_columns": (True, True),
+    "rescue": (True, False),
+    "ignore": (False, False),
+}
+
 
 #: No evolution: the files must fit the table's schema (the behaviour before schema modes).
 FIXED = SchemaEvolution()
