@@ -17,6 +17,7 @@ from watermark_assets.defs import build_definitions
 from watermark_assets.defs.checks import (
     MONOTONE_CHECK,
     RECONCILE_CHECK,
+    SCHEMA_CHANGE_CHECK,
     row_mismatch,
     watermark_regressions,
 )
@@ -86,7 +87,7 @@ def test_a_real_run_passes_both_checks(spark: Any, tmp_path: Path) -> None:
     (request,) = loop.tick().run_requests
     result = loop.run(request)
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
-    assert set(evaluations) == {MONOTONE_CHECK, RECONCILE_CHECK}
+    assert set(evaluations) == {MONOTONE_CHECK, RECONCILE_CHECK, SCHEMA_CHANGE_CHECK}
     assert all(e.passed for e in evaluations.values())
     assert evaluations[RECONCILE_CHECK].description == "rows reconcile in commits [0]"
 

@@ -36,7 +36,11 @@ from watermark_assets.runs import column as column_run
 from watermark_assets.runs.column import RUN_METADATA_KEY
 
 BY_ID = {"merge_keys": ["id"]}
-CHECKS_PASS = {"watermark_never_moves_backwards": True, "rows_reconcile": True}
+CHECKS_PASS = {
+    "watermark_never_moves_backwards": True,
+    "rows_reconcile": True,
+    "column_schema_change": True,
+}
 
 
 def log_versions(table: str) -> list[int]:

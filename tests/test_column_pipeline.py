@@ -169,6 +169,7 @@ def test_the_second_run_reads_only_the_rows_whose_updated_at_changed(tmp_path: P
     assert checks_passed(result) == {
         "watermark_never_moves_backwards": True,
         "rows_reconcile": True,
+        "column_schema_change": True,
     }
     # The second commit holds exactly the changed and the new rows (an append keeps versions).
     commit = DeltaCommitter(scene.table).read_commit(second["delta/version"])
@@ -260,6 +261,7 @@ def test_replace_by_watermark_with_a_look_back_keeps_every_source_row_exactly_on
     assert checks_passed(result) == {
         "watermark_never_moves_backwards": True,
         "rows_reconcile": True,
+        "column_schema_change": True,
     }
     scene.assert_each_source_row_once()
     log = DeltaCommitter(scene.table).read_commit(second["delta/version"])

@@ -46,7 +46,11 @@ def run(config: Any, name: str) -> dict[str, Any]:
     )
     (materialization,) = result.asset_materializations_for_node(name)
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert checks == {"watermark_never_moves_backwards": True, "rows_reconcile": True}
+    assert checks == {
+        "watermark_never_moves_backwards": True,
+        "rows_reconcile": True,
+        "column_schema_change": True,
+    }
     return {key: value.value for key, value in materialization.metadata.items()}
 
 

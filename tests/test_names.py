@@ -102,6 +102,7 @@ PINNED: list[tuple[str, Callable[[], object], str]] = [
     ),
     # commitInfo keys
     ("FILE_COMMIT_KEY", lambda: names.FILE_COMMIT_KEY, "watermark_assets"),
+    ("SCHEMA_HISTORY_KEY", lambda: names.SCHEMA_HISTORY_KEY, "watermark_assets.schemaHistory"),
     ("QUARANTINE_COMMIT_KEY", lambda: names.QUARANTINE_COMMIT_KEY, "watermark_assets_quarantine"),
     ("COLUMN_RUN_KEY", lambda: names.COLUMN_RUN_KEY, "watermark_assets.column_run"),
     ("REPLAY_KEY", lambda: names.REPLAY_KEY, "watermark_assets.replay"),

@@ -402,7 +402,11 @@ def test_a_units_run_replaces_only_that_units_rows_and_a_re_run_changes_nothing(
     assert meta["read/pushed_down"] == SOURCE_KINDS[source.kind]
     if source.api is not None:  # the unit reached the API: only id2's answers were sent
         assert source.api.requests[0] in ("/answers?survey=id2", "/surveys/id2/answers")
-    assert checks_passed(first) == {"watermark_never_moves_backwards": True, "rows_reconcile": True}
+    assert checks_passed(first) == {
+        "watermark_never_moves_backwards": True,
+        "rows_reconcile": True,
+        "column_schema_change": True,
+    }
 
     scene.run("id1")
     # At the source: id2 loses answer 1, changes answer 2, gains answer 3; id1 changes too.

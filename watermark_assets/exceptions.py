@@ -255,10 +255,23 @@ class DeltaSchemaMismatchError(DeltaCommitError):
         super().__init__(
             f"the files to commit do not match the schema of table {table_uri!r}: {listed}. "
             "Nothing was committed. Cast the columns to the table's types in the pipeline, or "
-            "evolve the table first (for a new column: DeltaTable(uri).alter.add_columns(...))",
+            "let the run evolve the table in the same commit as its data (`schema.mode: "
+            "add_columns`: new nullable columns, types widened where Delta allows)",
             table_uri=table_uri,
         )
         self.differences = differences
+
+
+class SchemaEvolutionError(DeltaSchemaMismatchError):
+    """The staged files' schema differs from the table's in a way the run may not (or Delta
+    cannot) evolve the table to. ``refused``: (column, the table's type or None for a column
+    the table lacks, the files' type, why and the fix) per column; ``column``, ``table_type``
+    and ``file_type`` are the first's."""
+
+    def __init__(self, table_uri: str, refused: Sequence[tuple[str, str | None, str, str]]) -> None:
+        super().__init__(table_uri, {column: why for column, _, _, why in refused})
+        self.refused = tuple(refused)
+        self.column, self.table_type, self.file_type, _ = self.refused[0]
 
 
 class RequestedFileError(WatermarkAssetsError):

@@ -223,6 +223,12 @@ RESCUED_FILE_KEY = "_file"
 #: Table property overriding how long a crashed run's leftovers are kept; read by ``staging.py``.
 LEFTOVER_RETENTION_PROPERTY = "watermark_assets.leftoverRetention"
 
+# --- Delta column metadata (in the table's schema: kept by every checkpoint, never cleaned) ---
+
+#: Column metadata key of a column's schema history (JSON list: added or widened, in which
+#: version, from which file); written by ``delta/schema_change.py`` in the evolving commit.
+SCHEMA_HISTORY_KEY = "watermark_assets.schemaHistory"
+
 # --- Postgres provider ---
 
 #: Default table of the Postgres provider's watermarks; read by ``providers/postgres.py``.

@@ -186,7 +186,12 @@ BACKLOG_OLDEST_PENDING_TIME = "backlog/oldest_pending_time"
 BACKLOG_OLDEST_PENDING_FILE = "backlog/oldest_pending_file"
 BACKLOG_LISTING_CAPPED = "backlog/listing_capped"
 
+# The table's schema: what the run's commits changed in it (issue 25).
+SCHEMA_ADDED_COLUMNS = "schema/added_columns"
+SCHEMA_WIDENED = "schema/widened"
+
 # Dagster's own keys (the UI treats them specially).
+DAGSTER_COLUMN_SCHEMA = "dagster/column_schema"
 DAGSTER_URI = "dagster/uri"
 DAGSTER_ROW_COUNT = "dagster/row_count"
 DAGSTER_PARTITION_ROW_COUNT = "dagster/partition_row_count"

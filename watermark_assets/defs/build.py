@@ -11,6 +11,7 @@ from typing import Any
 from dagster import (
     AssetChecksDefinition,
     AssetsDefinition,
+    BetaWarning,
     Definitions,
     DynamicPartitionsDefinition,
     FreshnessPolicy,
@@ -18,6 +19,7 @@ from dagster import (
     SensorDefinition,
     TableColumn,
     TableSchema,
+    build_column_schema_change_checks,
     in_process_executor,
 )
 from dagster._core.definitions.unresolved_asset_job_definition import (
@@ -88,7 +90,8 @@ class PipelineDefs:
     job: UnresolvedAssetJobDefinition
     sensor: SensorDefinition | None
     schedule: ScheduleDefinition | None = None
-    #: checks outside the job's runs (``backlog_within_limits``: the sensor evaluates it)
+    #: more checks: ``backlog_within_limits`` (the sensor evaluates it) and Dagster's
+    #: ``column_schema_change`` (:func:`schema_change_checks`)
     more_checks: tuple[AssetChecksDefinition, ...] = ()
 
 
@@ -101,7 +104,22 @@ def build_pipeline(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -
     automation = automation_condition(pipeline.automation_condition)
     asset = with_asset_attributes(built.asset, freshness, schema, automation)
     asset = with_identity(asset, pipeline.group, pipeline.owners, pipeline.tags)
-    return replace(built, asset=with_upstream(asset, upstream_key(pipeline, config.pipelines)))
+    return replace(
+        built,
+        asset=with_upstream(asset, upstream_key(pipeline, config.pipelines)),
+        more_checks=(*built.more_checks, *schema_change_checks(asset)),
+    )
+
+
+def schema_change_checks(asset: AssetsDefinition) -> tuple[AssetChecksDefinition, ...]:
+    """Dagster's ``column_schema_change`` check of the asset: it warns when the table's
+    ``dagster/column_schema`` (every materialization's, ``defs/table_schema.py``) differs from
+    the one before, naming the columns added and the types changed. It runs in the pipeline's
+    job after the asset (an asset selection holds its checks). A warning, not a failure: an
+    evolution the pipeline's ``schema.mode`` allowed is still worth seeing."""
+    with warnings.catch_warnings():  # beta in Dagster 1.13; the API is what we need
+        warnings.simplefilter("ignore", BetaWarning)
+        return tuple(build_column_schema_change_checks(assets=[asset.key]))
 
 
 def _kind_defs(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -> PipelineDefs:
@@ -260,10 +278,11 @@ def build_definitions(
     """Everything the code location shows, named after each pipeline ``NAME``.
 
     asset ``NAME``; job ``NAME_job``; checks ``NAME_checks`` (``watermark_never_moves_backwards``
-    and ``rows_reconcile``); file-path pipelines also a sensor ``NAME_sensor`` (column pipelines
-    are materialized by hand or by a backfill for now); time pipelines a sensor ``NAME_sensor``
-    and a schedule ``NAME_schedule`` (``defs/time.py``); time x unit pipelines (a unit watermark
-    with ``time``) a sensor ``NAME_sensor`` (``defs/time_unit.py``). Runs execute in one
+    and ``rows_reconcile``) and Dagster's ``column_schema_change``; file-path pipelines also a
+    sensor ``NAME_sensor`` (column pipelines are materialized by hand or by a backfill for now);
+    time pipelines a sensor ``NAME_sensor`` and a schedule ``NAME_schedule`` (``defs/time.py``);
+    time x unit pipelines (a unit watermark with ``time``) a sensor ``NAME_sensor``
+    (``defs/time_unit.py``). Runs execute in one
     process (the in-process executor); in a run worker Spark starts as the definitions are built
     (``defs/run_worker.py``).
     """

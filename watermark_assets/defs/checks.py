@@ -27,6 +27,8 @@ from watermark_assets.state.commit_metadata import COMMIT_METADATA_KEY, CommitMe
 
 MONOTONE_CHECK = "watermark_never_moves_backwards"
 RECONCILE_CHECK = "rows_reconcile"
+#: Dagster's check on every pipeline's asset (``defs/build.schema_change_checks``): its name.
+SCHEMA_CHANGE_CHECK = "column_schema_change"
 
 
 def watermark_regressions(version: int, before: FileWatermark, after: FileWatermark) -> list[str]:

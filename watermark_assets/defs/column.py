@@ -50,6 +50,7 @@ from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import column_metadata, replay_metadata
 from watermark_assets.defs.partitions import partitions_definition
 from watermark_assets.defs.resources import WatermarkSparkResource
+from watermark_assets.defs.table_schema import metadata_versions, with_table_schema
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord, table_row_count
 from watermark_assets.exceptions import DeltaCommitError
@@ -188,7 +189,8 @@ def build_partitioned_column_asset(
             chunks=chunks,
         )
         uri = pipeline.table.uri
-        return MaterializeResult(metadata=replay_metadata(result, table_rows=table_row_count(uri)))
+        metadata = replay_metadata(result, table_rows=table_row_count(uri))
+        return MaterializeResult(metadata=with_table_schema(metadata, uri))
 
     return column_partitions_asset
 
@@ -200,7 +202,8 @@ class ColumnWatermarkIOManager(WatermarkDeltaIOManager):
     def handle_output(self, context: OutputContext, obj: StagedColumnBatch) -> None:  # type: ignore[override]
         result = commit_column_batch(obj, now=obj.plan.request.clock())
         uri = obj.plan.request.pipeline.table.uri
-        context.add_output_metadata(column_metadata(result, table_rows=table_row_count(uri)))
+        metadata = column_metadata(result, table_rows=table_row_count(uri))
+        context.add_output_metadata(with_table_schema(metadata, uri))
         context.log.info(
             f"{obj.plan.request.pipeline.name}: {result.staged.rows_read} rows read, "
             f"{result.rows_committed} committed, {obj.rows_quarantined} quarantined, "
@@ -218,12 +221,7 @@ def run_versions(context: AssetCheckExecutionContext, asset_key: AssetKey) -> li
         materialization = record.event_log_entry.asset_materialization
         if materialization is None or materialization.asset_key != asset_key:
             continue
-        value = materialization.metadata.get("delta/version")
-        if value is not None and isinstance(value.value, int):
-            versions.add(value.value)
-        several = materialization.metadata.get("delta/versions")  # a replay: one per chunk
-        if several is not None and isinstance(several.value, list):
-            versions.update(v for v in several.value if isinstance(v, int))
+        versions |= metadata_versions(materialization.metadata)
     return sorted(versions)
 
 

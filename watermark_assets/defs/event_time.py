@@ -77,6 +77,7 @@ from watermark_assets.defs.partition_truth import (
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import partitions_in_flight
+from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.defs.time import failed_attempts
 from watermark_assets.runs.event_engines import BatchEngine, StreamEngine, WindowEngine, WindowRun
 from watermark_assets.runs.event_stream import StreamSpec
@@ -381,7 +382,7 @@ def build_event_time_asset(
         now = clock()
         result = engine.run(spark.spark_session, now=now, run_id=context.run.run_id)
         context.log.info(f"{pipeline.name} ({engine.name}): {result.reason}")
-        metadata = result_metadata(spec, result, now)
+        metadata = with_table_schema(result_metadata(spec, result, now), spec.output_uri)
         after = result.watermark_after.watermark_ms
         keys = context.partition_keys
         opened = open_partitions(spec, partitions_def, keys, after, pipeline.watermark.delay_ms)

@@ -19,6 +19,7 @@ from deltalake import DeltaTable
 
 from watermark_assets import storage
 from watermark_assets.defs.metadata import batch_metadata, partition_metadata
+from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.exceptions import BatchOverlapError
 from watermark_assets.runs.file_commit import BatchResult, commit_batch
@@ -76,11 +77,10 @@ class WatermarkDeltaIOManager(ConfigurableIOManager):
             context.log.warning(str(overlap))
             raise RetryRequested(max_retries=OVERLAP_RETRIES) from overlap
         uri = obj.plan.request.pipeline.table.uri
-        context.add_output_metadata(
-            batch_metadata(
-                result, table_rows=table_row_count(uri), lag_seconds=newest_file_lag(result)
-            )
+        metadata = batch_metadata(
+            result, table_rows=table_row_count(uri), lag_seconds=newest_file_lag(result)
         )
+        context.add_output_metadata(with_table_schema(metadata, uri))
         if context.has_asset_partitions:
             key_of = _key_of(context.asset_partitions_def)
             for key, metadata in partition_metadata(result, key_of).items():

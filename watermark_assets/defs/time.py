@@ -78,6 +78,7 @@ from watermark_assets.defs.partition_truth import (
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import FAILED, partitions_in_flight
+from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.runs.column import count_null_watermark
 from watermark_assets.runs.time import TimeRunResult, WindowRun, load_time_watermark, run_windows
@@ -382,7 +383,7 @@ def build_time_asset(
         # rows whose time column is NULL fall in no window: counted, left in the source
         nulls = count_null_watermark(pipeline.column_pipeline(), spark.spark_session)
         metadata[v.ROWS_NULL_WATERMARK] = null_watermark_rows(nulls)
-        return MaterializeResult(metadata=metadata)
+        return MaterializeResult(metadata=with_table_schema(metadata, pipeline.table.uri))
 
     return time_asset
 

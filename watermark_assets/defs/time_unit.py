@@ -60,6 +60,7 @@ from watermark_assets.defs.partition_truth import add_partition_truth
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import partitions_in_flight
+from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.defs.time import (
     TICK_TAG,
     cut_off_epoch,
@@ -240,7 +241,8 @@ def build_grid_asset(
             high = inner.high_watermark(cell.window)
             truths[cell_key(spec, cell)] = window_truth(cell.window, high, due_after[cell.unit])
         add_partition_truth(context, truths)
-        return MaterializeResult(metadata=grid_metadata(result, due, skipped, table_rows=rows))
+        metadata = grid_metadata(result, due, skipped, table_rows=rows)
+        return MaterializeResult(metadata=with_table_schema(metadata, pipeline.table.uri))
 
     return grid_asset
 

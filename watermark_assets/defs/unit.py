@@ -75,6 +75,7 @@ from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.partition_truth import PartitionTruth, add_partition_truth, iso_utc
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
+from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.defs.time import failed_attempts
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import table_row_count
@@ -237,9 +238,8 @@ def build_unit_asset(
         )
         uri = pipeline.table.uri
         add_partition_truth(context, {run.unit: unit_truth(pipeline, run) for run in runs})
-        return MaterializeResult(
-            metadata=unit_metadata(runs, table_rows=table_row_count(uri), table_uri=uri)
-        )
+        metadata = unit_metadata(runs, table_rows=table_row_count(uri), table_uri=uri)
+        return MaterializeResult(metadata=with_table_schema(metadata, uri))
 
     return unit_asset
 

@@ -17,9 +17,21 @@ Contract:
 - Races: delta-rs rebases an append over concurrent commits, and refuses with "Concurrent
   transaction failed" when a concurrent commit carries one of our app ids; the loser of a race to
   create the table gets "already exists". Both are *stale* outcomes too, never a blind retry.
-- delta-rs ignores the schema given to a write transaction (it neither checks nor evolves the
-  table's), so the committer compares it with the table's and raises
-  :class:`DeltaSchemaMismatchError` naming the columns.
+- delta-rs ignores the schema given to an append (it neither checks nor evolves the table's), so
+  the committer compares it with the table's (:func:`~watermark_assets.delta.schema_change.
+  reconcile`) and raises :class:`DeltaSchemaMismatchError` naming the columns, unless the
+  caller's :class:`~watermark_assets.delta.schema_change.SchemaEvolution` allows the change.
+- Schema evolution (new nullable columns, widened types) goes in the SAME commit as the data:
+  delta-rs writes a ``metaData`` action with the given schema only for a write in "overwrite"
+  mode, which removes the files its partition filters match; the committer gives a filter no
+  file matches (``col in ()``), so the commit holds the new ``metaData`` (with the schema
+  history in the changed columns' metadata), the add actions and the txns, and removes nothing.
+  Such a commit is pinned (no rebase: a rebased schema would drop a concurrent writer's
+  change): a commit landing first makes it stale. delta-rs refuses remove actions in overwrite
+  mode, so a replace or merge that evolves the schema is two pinned commits: the schema alone,
+  then the data on exactly that version (crash point ``between_schema_and_data_commit``). The
+  schema commit carries no txn: a crash after it leaves a table whose schema is a superset of
+  its data's, and the re-run finds nothing to evolve and commits its data once.
 - :meth:`DeltaCommitter.read_commits_after` reads the log back (:mod:`watermark_assets.delta.log`).
 
 On S3 the delta-rs ``storage_options`` default to the project's (``storage.delta_options``:
@@ -52,11 +64,20 @@ from deltalake.transaction import (
 from watermark_assets import storage
 from watermark_assets.core.clock import Clock, ensure_utc, system_clock
 from watermark_assets.delta.log import COMMIT_INFO_KEYS, AddedFile, CommitRecord, DeltaLog
+from watermark_assets.delta.schema_change import (
+    FIXED,
+    NO_CHANGE,
+    SchemaChange,
+    SchemaEvolution,
+    evolved_schema,
+    reconcile,
+)
 from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.exceptions import (
     DeltaCommitError,
     DeltaSchemaMismatchError,
 )
+from watermark_assets.faults import crash_point
 
 __all__ = [
     "AddedFile",
@@ -64,6 +85,7 @@ __all__ = [
     "CommitRecord",
     "DataFile",
     "DeltaCommitter",
+    "SchemaEvolution",
     "TxnVersion",
     "committer_for",
     "describe_data_files",
@@ -102,12 +124,16 @@ class CommitOutcome:
 
     ``stale``: another writer committed one of the app ids since the caller read it (or won the
     race to create the table); nothing was committed and the caller must decide again.
+    ``schema_change``: what the commit changed in the table's schema (its history records it
+    under the version that changed it: ``version``, or the one before for a replace or merge,
+    whose schema commit comes first).
     """
 
     version: int | None
     skipped: bool
     reason: str
     stale: bool = False
+    schema_change: SchemaChange = NO_CHANGE
 
 
 class DeltaCommitter:
@@ -162,6 +188,7 @@ class DeltaCommitter:
         custom_metadata: Mapping[str, str],
         removes: Sequence[RemoveAction] = (),
         read_version: int | None = None,
+        evolution: SchemaEvolution = FIXED,
     ) -> CommitOutcome:
         """Commit ``files``, ``txns`` and ``custom_metadata`` atomically, or nothing when stale.
 
@@ -174,6 +201,9 @@ class DeltaCommitter:
         no table yet). With ``read_version`` the commit is made on exactly that version or not at
         all: a table that moved, or a commit landing while this one is written (delta-rs is told
         not to rebase it), makes the outcome stale.
+
+        ``evolution``: what the commit may change in the table's schema when ``schema`` differs
+        from it (module docstring); the change is in the outcome's ``schema_change``.
         """
         self._validate(files, partition_by, txns, custom_metadata, removes, read_version)
         actions = [
@@ -204,7 +234,12 @@ class DeltaCommitter:
             if table is None:
                 self._create(schema, partition_by, actions, properties)
                 return CommitOutcome(0, False, f"created the table with {what} as version 0")
-            write_schema = _checked_schema(self.table_uri, table, schema, partition_by, files)
+            write_schema, change = _checked_schema(
+                self.table_uri, table, schema, partition_by, files, evolution
+            )
+            if change.changed:
+                evolving = _Evolving(change, evolution.origin, now_ms, txns, custom_metadata)
+                return self._commit_evolving(table, evolving, actions, removes, partition_by, what)
             appended: list[AddAction | RemoveAction] = [*actions, *removes]
             table.create_write_transaction(
                 appended, "append", write_schema, list(partition_by), commit_properties=properties
@@ -221,6 +256,74 @@ class DeltaCommitter:
             ) from exc
         version = self._version_holding(current, txns[0])
         return CommitOutcome(version, False, f"committed {what} as version {version}")
+
+    def _commit_evolving(
+        self,
+        table: DeltaTable,
+        evolving: _Evolving,
+        actions: list[AddAction],
+        removes: Sequence[RemoveAction],
+        partition_by: Sequence[str],
+        what: str,
+    ) -> CommitOutcome:
+        """The commit that changes the schema (module docstring): ONE commit for an append, the
+        schema then the data for a replace or merge; each pinned on the version it builds on."""
+        current = table.version()
+        change = evolving.change
+        evolved = evolved_schema(
+            table.schema(),
+            change,
+            version=current + 1,
+            origin=evolving.origin,
+            at_ms=evolving.now_ms,
+            data_version=current + 2 if removes else None,
+        )
+        no_file = _matching_no_file(table, partition_by)
+        if not removes:
+            table.create_write_transaction(
+                list(actions),
+                "overwrite",
+                evolved,
+                list(partition_by),
+                partition_filters=no_file,
+                commit_properties=evolving.properties(with_txns=True),
+            )
+            version = current + 1  # pinned: no rebase, so exactly the next version
+            reason = (
+                f"committed {what} and evolved the schema ({change.describe()}) as version "
+                f"{version}"
+            )
+            return CommitOutcome(version, False, reason, schema_change=change)
+        table.create_write_transaction(
+            [],
+            "overwrite",
+            evolved,
+            list(partition_by),
+            partition_filters=no_file,
+            commit_properties=evolving.properties(with_txns=False),
+        )
+        crash_point("between_schema_and_data_commit")
+        evolved_table = self._load_table()
+        assert evolved_table is not None, "a table whose schema was just committed exists"
+        if evolved_table.version() != current + 1:
+            moved_on = (
+                f"the schema was evolved as version {current + 1} ({change.describe()}), then "
+                f"the table moved to {evolved_table.version()} before the data commit"
+            )
+            return CommitOutcome(None, True, moved_on, stale=True, schema_change=change)
+        evolved_table.create_write_transaction(
+            [*actions, *removes],
+            "append",
+            evolved_table.schema(),
+            list(partition_by),
+            commit_properties=evolving.properties(with_txns=True),
+        )
+        version = current + 2
+        reason = (
+            f"evolved the schema ({change.describe()}) as version {current + 1}, then committed "
+            f"{what} as version {version}"
+        )
+        return CommitOutcome(version, False, reason, schema_change=change)
 
     def add_missing_columns(self, schema: pa.Schema) -> list[str]:
         """Add to the table, as nullable columns, the fields of ``schema`` it lacks; their names.
@@ -377,35 +480,63 @@ def _moved_txns(table: DeltaTable | None, txns: Sequence[TxnVersion]) -> str | N
     return f"another writer committed since this run decided: txn versions moved ({listed})"
 
 
+@dataclass(frozen=True)
+class _Evolving:
+    """A commit that changes the schema: the change and what its commit(s) carry."""
+
+    change: SchemaChange
+    origin: str | None
+    now_ms: int
+    txns: Sequence[TxnVersion]
+    custom_metadata: Mapping[str, str]
+
+    def properties(self, *, with_txns: bool) -> CommitProperties:
+        """Never rebased (``max_commit_retries=0``): the schema was evolved from this snapshot's."""
+        if not with_txns:  # the schema commit of a replace or merge: no txn, no run record
+            return CommitProperties(max_commit_retries=0)
+        return CommitProperties(
+            custom_metadata=dict(self.custom_metadata),
+            app_transactions=[Transaction(t.app_id, t.version, self.now_ms) for t in self.txns],
+            max_commit_retries=0,
+        )
+
+
+def _matching_no_file(table: DeltaTable, partition_by: Sequence[str]) -> list[tuple[str, str, Any]]:
+    """A partition filter no file matches: an overwrite given it removes nothing (tested for a
+    partitioned and an unpartitioned table in tests/test_schema_evolution.py)."""
+    column = partition_by[0] if partition_by else table.schema().fields[0].name
+    return [(column, "in", [])]
+
+
 def _checked_schema(
     table_uri: str,
     table: DeltaTable,
     schema: pa.Schema,
     partition_by: Sequence[str],
     files: Sequence[DataFile],
-) -> DeltaSchema:
-    """The table's schema, once ``schema`` (the files') and ``partition_by`` are found to fit it."""
+    evolution: SchemaEvolution = FIXED,
+) -> tuple[DeltaSchema, SchemaChange]:
+    """The table's schema and what ``schema`` (the files') changes in it, once the files and
+    ``partition_by`` are found to fit it (:func:`~watermark_assets.delta.schema_change.
+    reconcile` for the columns' names and types, with ``evolution``'s permissions)."""
     table_schema = table.schema()
-    differences: dict[str, str] = {}
     table_partitions = list(table.metadata().partition_columns)
     if table_partitions != list(partition_by):
-        differences["partition columns"] = (
-            f"the table has {table_partitions}, the commit {list(partition_by)}"
-        )
+        differ = f"the table has {table_partitions}, the commit {list(partition_by)}"
+        raise DeltaSchemaMismatchError(table_uri, {"partition columns": differ})
     if not files and not schema.names:
-        if differences:
-            raise DeltaSchemaMismatchError(table_uri, differences)
-        return table_schema
+        return table_schema, NO_CHANGE
+    files_schema = _delta_schema(table_uri, schema)
+    change = reconcile(
+        table_schema,
+        files_schema,
+        add_columns=evolution.add_columns,
+        widen=evolution.widen,
+        table_uri=table_uri,
+    )
     theirs = {f["name"]: f for f in json.loads(table_schema.to_json())["fields"]}
-    ours = {f["name"]: f for f in json.loads(_delta_schema(table_uri, schema).to_json())["fields"]}
-    for name, field in ours.items():
-        if name not in theirs:
-            differences[name] = f"in the files ({json.dumps(field['type'])}) but not in the table"
-        elif field["type"] != theirs[name]["type"]:
-            differences[name] = (
-                f"the table has {json.dumps(theirs[name]['type'])}, the files "
-                f"{json.dumps(field['type'])}"
-            )
+    ours = {f["name"] for f in json.loads(files_schema.to_json())["fields"]}
+    differences: dict[str, str] = {}
     for name, field in theirs.items():
         if field["nullable"]:
             continue
@@ -415,7 +546,7 @@ def _checked_schema(
             differences[name] = "NOT NULL in the table but the files hold nulls"
     if differences:
         raise DeltaSchemaMismatchError(table_uri, differences)
-    return table_schema
+    return table_schema, change
 
 
 def _delta_schema(table_uri: str, schema: pa.Schema) -> DeltaSchema:

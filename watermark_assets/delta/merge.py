@@ -63,6 +63,7 @@ from watermark_assets.delta.rewrite import (
     rewrite_without,
     snapshot_files,
 )
+from watermark_assets.delta.schema_change import FIXED, SchemaEvolution
 from watermark_assets.delta.stats import (
     DataFile,
     stats_kind,
@@ -221,6 +222,7 @@ def commit_merge(
     txns: Sequence[TxnVersion],
     custom_metadata: Mapping[str, str],
     now: Clock = system_clock,
+    evolution: SchemaEvolution = FIXED,
 ) -> CommitOutcome:
     """Commit ``plan`` as ONE Delta commit, or nothing: stale when the table moved since the plan.
 
@@ -236,6 +238,7 @@ def commit_merge(
         txns=txns,
         custom_metadata=custom_metadata,
         now=now,
+        evolution=evolution,
     )
 
 

@@ -74,6 +74,7 @@ from watermark_assets.delta.rewrite import (
     rewrite_without,
     snapshot_files,
 )
+from watermark_assets.delta.schema_change import FIXED, SchemaEvolution
 from watermark_assets.delta.stats import (
     DataFile,
     stats_kind,
@@ -305,6 +306,7 @@ def commit_replace(
     txns: Sequence[TxnVersion],
     custom_metadata: Mapping[str, str],
     now: Clock = system_clock,
+    evolution: SchemaEvolution = FIXED,
 ) -> CommitOutcome:
     """Commit ``plan`` as ONE Delta commit, or nothing: stale when the table moved since the plan.
 
@@ -320,6 +322,7 @@ def commit_replace(
         txns=txns,
         custom_metadata=custom_metadata,
         now=now,
+        evolution=evolution,
     )
     if outcome.version is not None:
         plan.delete_superseded()

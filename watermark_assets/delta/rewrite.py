@@ -37,6 +37,7 @@ from deltalake.transaction import RemoveAction
 from watermark_assets import storage
 from watermark_assets.core.clock import Clock, ensure_utc, system_clock
 from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
+from watermark_assets.delta.schema_change import FIXED, SchemaEvolution
 from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.exceptions import DeltaCommitError
 
@@ -224,6 +225,7 @@ def commit_rewrite(
     txns: Sequence[TxnVersion],
     custom_metadata: Mapping[str, str],
     now: Clock = system_clock,
+    evolution: SchemaEvolution = FIXED,
 ) -> CommitOutcome:
     """Commit ``plan`` as ONE Delta commit pinned to its snapshot (``plan.metadata()`` under
     ``entry_key``), or nothing: stale when the table moved since the plan. On a stale outcome or
@@ -245,6 +247,7 @@ def commit_rewrite(
             custom_metadata=metadata,
             removes=plan.remove_actions(now_ms),
             read_version=plan.read_version,
+            evolution=evolution,
         )
     except BaseException:
         plan.discard()

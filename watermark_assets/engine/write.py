@@ -29,6 +29,14 @@ read: a window, a cell, a chunk) and then calls :func:`write`, which
    error, removes the files it moved in (they never became part of the table); the caller plans
    and stages again.
 
+Schema evolution: ``add_columns`` / ``widen`` (False: the staged files must fit the table's
+schema, else :class:`~watermark_assets.exceptions.SchemaEvolutionError` and nothing is
+committed) let the commit add the staged files' new columns as nullable columns and widen
+types (:func:`~watermark_assets.delta.schema_change.reconcile`), in the same commit as the
+data (a replace or merge that removes rows: the schema commit, then the data commit, see
+``delta/committer.py``). The pipeline's ``schema.mode: add_columns`` sets both;
+``schema_origin`` (the source file, when known) goes into the table's schema history.
+
 Crash points (:func:`~watermark_assets.faults.crash_point`): ``before_windows_commit`` once the
 files are in the table, ``after_commit`` right after the commit.
 
@@ -55,6 +63,7 @@ from watermark_assets.delta.replace import (
     plan_replace_regions,
 )
 from watermark_assets.delta.rewrite import RewritePlan
+from watermark_assets.delta.schema_change import SchemaEvolution
 from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.faults import crash_point
 from watermark_assets.staging import move_into_table
@@ -228,13 +237,19 @@ def write(
     schema: pa.Schema | None,
     partition_by: Sequence[str],
     now: Clock = system_clock,
+    add_columns: bool = False,
+    widen: bool = False,
+    schema_origin: str | None = None,
 ) -> Written:
     """Make the run's ONE commit (module docstring), or nothing: a stale outcome (plan again)
     or a skipped one with its reason.
 
     ``staged``: each read's files (a :class:`Replace` has one region per read). ``schema``:
     the staged files' schema; for a read of no row, the zero-row Parquet file's (None: none
-    written, the table cannot be created by this run)."""
+    written, the table cannot be created by this run). ``add_columns``, ``widen``,
+    ``schema_origin``: what the commit may change in the table's schema, and where the change
+    comes from (module docstring); the change made is ``written.outcome.schema_change``."""
+    evolution = SchemaEvolution(add_columns=add_columns, widen=widen, origin=schema_origin)
     if isinstance(mode, Replace) and len(mode.regions) != len(staged):
         raise ValueError(
             f"a replace needs one region per read: {len(mode.regions)} region(s), "
@@ -257,7 +272,9 @@ def write(
         else:
             table_schema = pa.schema([])  # no file into an existing table: the table's schema
         crash_point("before_windows_commit")
-        written = _commit(committer, files, mode, record, table_schema, partition_by, now, creates)
+        written = _commit(
+            committer, files, mode, record, table_schema, partition_by, now, creates, evolution
+        )
     except BaseException:
         _remove(uri, moved)
         raise
@@ -277,6 +294,7 @@ def _commit(
     partition_by: Sequence[str],
     now: Clock,
     creates: bool,
+    evolution: SchemaEvolution,
 ) -> Written:
     """The commit of ``files`` in ``mode`` (the files are in the table)."""
     uri = committer.table_uri
@@ -296,7 +314,12 @@ def _commit(
     if isinstance(mode, Append):
         custom = {**record.entries, **record.lineage(None)}
         outcome = committer.commit(
-            added, schema=schema, partition_by=partition_by, txns=txns, custom_metadata=custom
+            added,
+            schema=schema,
+            partition_by=partition_by,
+            txns=txns,
+            custom_metadata=custom,
+            evolution=evolution,
         )
         return Written(outcome, files)
     if isinstance(mode, Merge):
@@ -310,6 +333,7 @@ def _commit(
             txns=txns,
             custom_metadata=custom,
             now=now,
+            evolution=evolution,
         )
         return Written(outcome, files, merge)
     replace = plan_replace_regions(uri, list(zip(mode.regions, files)), moves=mode.moves)
@@ -327,6 +351,7 @@ def _commit(
         txns=txns,
         custom_metadata=custom,
         now=now,
+        evolution=evolution,
     )
     return Written(outcome, files, replace)
 

@@ -8,7 +8,7 @@ when it is planned, and a commit never holds a file that a commit after the plan
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -25,6 +25,7 @@ from watermark_assets.delta.committer import (
     TxnVersion,
     committer_for,
 )
+from watermark_assets.delta.schema_change import SchemaEvolution
 from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.exceptions import (
     BatchOverlapError,
@@ -128,8 +129,16 @@ class _Placed:
     quarantine: tuple[str, ...]
 
 
-def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
+def commit_batch(
+    staged: StagedBatch, *, now: datetime, add_columns: bool = False, widen: bool = False
+) -> BatchResult:
     """Commit the staged files and the watermark advance in ONE Delta commit, then checkpoint.
+
+    ``add_columns`` / ``widen`` (the pipeline's ``schema.mode: add_columns`` sets both; False:
+    the staged files must fit the table's schema): the commit may add the staged files' new
+    columns (nullable) and widen column types, in that same commit
+    (:func:`~watermark_assets.delta.schema_change.reconcile`); the schema history names the
+    batch's source files. A concurrent commit makes an evolving commit stale: decided again.
 
     The decision is exact per file (:func:`decide_commit`): if runs that committed after this
     one planned hold ALL its files, nothing is committed; some of them:
@@ -148,6 +157,9 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
         nothing = CommitOutcome(None, True, "no files above the watermark: nothing to commit")
         return BatchResult(staged, nothing, (), 0, state, written)
     committer = committer_for(pipeline.table)
+    evolution = SchemaEvolution(
+        add_columns=add_columns, widen=widen, origin=files_origin(plan.files)
+    )
     pause_point("before_commit")
 
     def attempt(placement: Placement) -> Attempt | BatchResult:
@@ -172,6 +184,7 @@ def commit_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
             partition_by=pipeline.table.partition_by,
             txns=decision.txns,
             custom_metadata={COMMIT_METADATA_KEY: metadata.to_json()},
+            evolution=evolution,
         )
         return Attempt(outcome, metadata, decision.txns)
 
@@ -265,6 +278,16 @@ def commit_attempts(
         written,
         tried.txns,
     )
+
+
+def files_origin(files: Sequence[str]) -> str | None:
+    """The schema history's origin of a batch: its file, or its first and last and how many
+    (a batch may hold thousands; the first file holding a new column is the read side's)."""
+    if not files:
+        return None
+    if len(files) == 1:
+        return files[0]
+    return f"{len(files)} files: {files[0]} .. {files[-1]}"
 
 
 def _with_run_partitions(

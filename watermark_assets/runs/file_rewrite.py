@@ -21,6 +21,7 @@ import pyarrow as pa
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.delta.committer import CommitOutcome, TxnVersion, committer_for
 from watermark_assets.delta.replace import commit_replace, plan_replace
+from watermark_assets.delta.schema_change import SchemaEvolution
 from watermark_assets.runs.file_commit import (
     Attempt,
     BatchResult,
@@ -35,8 +36,12 @@ from watermark_assets.state.commit_metadata import COMMIT_METADATA_KEY, rewrite_
 from watermark_assets.state.load import load_state
 
 
-def commit_rewrite_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
-    """Replace the rows of the plan's one rewritten file (module docstring), then checkpoint."""
+def commit_rewrite_batch(
+    staged: StagedBatch, *, now: datetime, add_columns: bool = False, widen: bool = False
+) -> BatchResult:
+    """Replace the rows of the plan's one rewritten file (module docstring), then checkpoint.
+    ``add_columns`` / ``widen``: as for :func:`~watermark_assets.runs.file_commit.commit_batch`
+    (a replace that evolves: the schema commit, then the data commit)."""
     plan = staged.plan
     pipeline = plan.request.pipeline
     if not plan.files:
@@ -47,6 +52,7 @@ def commit_rewrite_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
     app_id = rewrite_app_id(pipeline.name, path)
     committer = committer_for(pipeline.table)
     window = ReplaceWindow(SOURCE_FILE_COLUMN, path, path, Interval.CLOSED_CLOSED)
+    evolution = SchemaEvolution(add_columns=add_columns, widen=widen, origin=path)
 
     def attempt(placement: Placement) -> Attempt | BatchResult:
         # the txn version first: a replace committed after this read makes ours stale
@@ -73,6 +79,7 @@ def commit_rewrite_batch(staged: StagedBatch, *, now: datetime) -> BatchResult:
             txns=(txn,),
             custom_metadata={COMMIT_METADATA_KEY: metadata.to_json()},
             now=plan.request.clock,
+            evolution=evolution,
         )
         return Attempt(outcome, metadata, (txn,))
 
