@@ -512,3 +512,77 @@ def test_a_hint_pins_a_type_a_parquet_source_without_a_schema_infers(tmp_path: P
     policy = landing._policy([f"date=2024-01-28/hour=10/{name}"])
     assert policy is not None
     assert policy.declared == (("id", "bigint"), ("event_time", "timestamp"), ("name", "string"))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("fmt", "old", "new", "first_mode", "mode", "added"),
+    [
+        pytest.param(
+            "csv", csv_old, csv_end, "add_columns", "add_columns", "region", id="CSV end"
+        ),
+        pytest.param(
+            "parquet", parquet_old, parquet_end, "add_columns", "add_columns", "region",
+            id="Parquet end",
+        ),
+        pytest.param(
+            "csv", csv_old, csv_middle, "add_columns", "add_columns", "region",
+            id="CSV middle",
+        ),
+        pytest.param(
+            "csv", csv_old, csv_middle, "fail", "rescue", "_rescued_data",
+            id="a table made under fail, then rescue: _rescued_data added",
+        ),
+    ],
+)  # fmt: skip
+def test_a_new_column_lands_in_the_commit_of_its_data(
+    spark: Any,
+    tmp_path: Path,
+    fmt: str,
+    old: Writer,
+    new: Writer,
+    first_mode: str,
+    mode: str,
+    added: str,
+) -> None:
+    """End to end, sensor -> run -> commit: the column a file brings (add_columns) or the
+    rescue column becomes a nullable table column in the SAME Delta commit as the rows that
+    brought it; the rows committed before read NULL in it."""
+    landing = tmp_path / "landing"
+    folder = landing / "date=2024-01-28" / "hour=10"
+    folder.mkdir(parents=True)
+    source = {"uri": str(landing), "format": fmt, "schema": SCHEMA}
+
+    def loop_in(mode: str) -> SensorLoop:
+        yaml = pipeline_yaml(tmp_path, source=source, schema={"mode": mode})
+        defs = build_definitions(project_config(yaml), clock=lambda: FROZEN_NOW)
+        return SensorLoop(defs, instance)
+
+    instance = DagsterInstance.ephemeral()
+    loop = loop_in(first_mode)
+    old(folder, "1706436000-000001", 1)
+    (request,) = loop.tick().run_requests or []
+    assert loop.run(request).success
+    table = str(tmp_path / "delta" / "events")
+    before = DeltaTable(table)
+    assert added not in before.schema().to_arrow().names
+
+    later = loop_in(mode)
+    later.cursor = loop.cursor
+    new_file = new(folder, "1706436060-000004", 4)
+    (request,) = later.tick().run_requests or []
+    assert later.run(request).success
+    after = DeltaTable(table)
+    assert after.version() == before.version() + 1  # the column and its rows: ONE commit
+    field = after.schema().to_arrow().field(added)
+    assert field.nullable
+    rows = after.to_pyarrow_table().to_pylist()
+    assert {r["id"] for r in rows if r["_source_file"].endswith(new_file)} == {4, 5, 6}
+    for row in rows:
+        brought = row["_source_file"].endswith(new_file)
+        if added == "region":
+            assert row["region"] == ("eu" if brought else None)
+        else:
+            assert (row["_rescued_data"] is not None) == brought
+            if brought:
+                assert json.loads(row["_rescued_data"])["region"] == "eu"

@@ -21,6 +21,7 @@ from watermark_assets import storage
 from watermark_assets.defs.metadata import batch_metadata, partition_metadata
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
+from watermark_assets.delta.schema_change import SchemaEvolution
 from watermark_assets.exceptions import BatchOverlapError
 from watermark_assets.runs.file_commit import BatchResult, commit_batch
 from watermark_assets.runs.file_rewrite import commit_rewrite_batch
@@ -71,7 +72,15 @@ class WatermarkDeltaIOManager(ConfigurableIOManager):
     def handle_output(self, context: OutputContext, obj: StagedBatch) -> None:
         try:
             commit = commit_rewrite_batch if obj.plan.request.rewrite else commit_batch
-            result = commit(obj, now=obj.plan.request.clock())
+            # schema.mode: may the commit add the files' new columns / widen types (one commit)
+            mode = obj.plan.request.pipeline.schema_policy.mode.value
+            evolution = SchemaEvolution.for_mode(mode)
+            result = commit(
+                obj,
+                now=obj.plan.request.clock(),
+                add_columns=evolution.add_columns,
+                widen=evolution.widen,
+            )
         except BatchOverlapError as overlap:
             # Plan again: the new plan drops the files another run committed meanwhile.
             context.log.warning(str(overlap))
