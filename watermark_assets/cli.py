@@ -214,6 +214,11 @@ def as_sensor_run(sensor_name: str, request: Any) -> dict[str, str]:
     return tags
 
 
+def _run_keys(requests: Sequence[Any]) -> list[str]:
+    """The run keys of a tick's requests (its recorded tick names their runs)."""
+    return [str(request.run_key) for request in requests if request.run_key]
+
+
 def run_sensors(
     config_path: str | None = None, *, max_ticks: int = 50
 ) -> tuple[list[SummaryRow], list[FailedRun]]:
@@ -226,6 +231,7 @@ def run_sensors(
     from dagster import DagsterInstance, build_sensor_context
 
     from watermark_assets.defs.assets import job_name, requested_files
+    from watermark_assets.defs.headless_ticks import record_tick
 
     config = load_config(config_path)
     # No prestart here: most passes are idle, and an idle pass must not start a JVM (it would
@@ -242,6 +248,7 @@ def run_sensors(
         failed_partitions: set[str] = set()
         for tick in range(1, max_ticks + 1):
             context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
+            started = time.time()
             try:
                 data = sensor_def.evaluate_tick(context)
             except Exception as error:  # the daemon records a failed tick and goes on
@@ -255,6 +262,9 @@ def run_sensors(
             ]
             if not requests:
                 why = data.skip_message or "only partitions that failed in this pass are left"
+                record_tick(
+                    instance, sensor_def.name, started=started, skip_reason=why, cursor=cursor
+                )
                 print(f"  {pipeline.name} tick {tick}: {why}")
                 break
             print(f"  {pipeline.name} tick {tick}: {len(requests)} runs requested")
@@ -280,6 +290,13 @@ def run_sensors(
                     failures.append(
                         FailedRun(pipeline.name, key, result.run_id, failure_reason(result))
                     )
+            record_tick(
+                instance,
+                sensor_def.name,
+                started=started,
+                run_keys=_run_keys(requests),
+                cursor=cursor,
+            )
         rows.append(summarize(pipeline))
     return rows, failures
 
@@ -484,6 +501,7 @@ def run_event_time_pipelines(config_path: str | None = None) -> list[FailedRun]:
     from dagster import DagsterInstance, build_sensor_context
 
     from watermark_assets.defs.assets import job_name
+    from watermark_assets.defs.headless_ticks import record_tick
 
     config = load_config(config_path)
     defs = quiet_definitions(config)
@@ -494,8 +512,11 @@ def run_event_time_pipelines(config_path: str | None = None) -> list[FailedRun]:
         context = build_sensor_context(
             instance=instance, instance_ref=instance.get_ref(), definitions=defs
         )
-        data = defs.resolve_sensor_def(f"{pipeline.name}_sensor").evaluate_tick(context)
+        started = time.time()
+        name = f"{pipeline.name}_sensor"
+        data = defs.resolve_sensor_def(name).evaluate_tick(context)
         if not data.run_requests:
+            record_tick(instance, name, started=started, skip_reason=data.skip_message)
             print(f"  {pipeline.name}: {data.skip_message}")
             continue
         for request in data.run_requests:
@@ -509,9 +530,10 @@ def run_event_time_pipelines(config_path: str | None = None) -> list[FailedRun]:
                 pipeline.name,
                 None,
                 failures,
-                tags=as_sensor_run(f"{pipeline.name}_sensor", request),
+                tags=as_sensor_run(name, request),
                 label=f"{first} .. {last}",
             )
+        record_tick(instance, name, started=started, run_keys=_run_keys(data.run_requests))
     return failures
 
 
@@ -543,11 +565,13 @@ def _tick_grid(defs: Any, instance: Any, name: str, job: Any, failures: list[Fai
     partitions), then its runs: one per unit and range of due windows."""
     from dagster import build_sensor_context
 
+    from watermark_assets.defs.headless_ticks import record_tick
     from watermark_assets.defs.time_unit import RANGE_END, RANGE_START
 
     context = build_sensor_context(
         instance=instance, instance_ref=instance.get_ref(), definitions=defs
     )
+    started = time.time()
     data = defs.resolve_sensor_def(f"{name}_sensor").evaluate_tick(context)
     for request in data.dynamic_partitions_requests or ():
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
@@ -558,6 +582,14 @@ def _tick_grid(defs: Any, instance: Any, name: str, job: Any, failures: list[Fai
         key = request.partition_key
         label = key or f"cells {tags.get(RANGE_START)} .. {tags.get(RANGE_END)}"
         _run_partition(job, instance, name, key, failures, tags=tags, label=label)
+    record_tick(
+        instance,
+        f"{name}_sensor",
+        started=started,
+        run_keys=_run_keys(requests),
+        skip_reason=data.skip_message,
+        cursor=data.cursor,
+    )
 
 
 def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2) -> list[FailedRun]:
@@ -572,6 +604,7 @@ def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2)
     from dagster import DagsterInstance, build_sensor_context
 
     from watermark_assets.defs.assets import job_name
+    from watermark_assets.defs.headless_ticks import record_tick
     from watermark_assets.defs.time import decide_tick, tick_requests
     from watermark_assets.runs.unit import load_unit_watermark
 
@@ -586,6 +619,7 @@ def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2)
         job = defs.resolve_job_def(job_name(pipeline.name))
         previous = None
         for tick in range(1, ticks + 1):
+            started = time.time()
             decision = decide_tick(pipeline, system_clock())
             if (decision.keys, decision.due.cut_off.at) == previous:
                 print(f"  {pipeline.name} tick {tick}: the cut-off did not move, nothing new")
@@ -593,19 +627,20 @@ def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2)
             previous = (decision.keys, decision.due.cut_off.at)
             print(f"  {pipeline.name} tick {tick}: {decision.due.explain()}")
             keys: Sequence[str | None] = decision.keys or ([None] if decision.runs else [])
+            sensor_name = f"{pipeline.name}_sensor"
             if not keys:
+                record_tick(
+                    instance, sensor_name, started=started, skip_reason=decision.due.explain()
+                )
                 break
             # what NAME_sensor requests at this tick, under its run keys (as_sensor_run)
             requests = tick_requests(pipeline, decision, set(), lambda base: "a0").runs
-            tagged = [
-                (r.partition_key, as_sensor_run(f"{pipeline.name}_sensor", r)) for r in requests
+            tagged = [(r.partition_key, as_sensor_run(sensor_name, r)) for r in requests]
+            ran = [
+                _run_partition(job, instance, pipeline.name, k, failures, tags=t) for k, t in tagged
             ]
-            if not all(
-                [
-                    _run_partition(job, instance, pipeline.name, k, failures, tags=t)
-                    for k, t in tagged
-                ]
-            ):
+            record_tick(instance, sensor_name, started=started, run_keys=_run_keys(requests))
+            if not all(ran):
                 break  # a failed run: the next tick would only ask for it again
     for unit_pipeline in config.unit_pipelines:
         job = defs.resolve_job_def(job_name(unit_pipeline.name))
@@ -618,6 +653,7 @@ def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2)
             context = build_sensor_context(
                 instance=instance, instance_ref=instance.get_ref(), definitions=defs
             )
+            started = time.time()
             data = sensor_def.evaluate_tick(context)
             for request in data.dynamic_partitions_requests or ():  # as the daemon does
                 instance.add_dynamic_partitions(
@@ -643,6 +679,15 @@ def run_partitioned_pipelines(config_path: str | None = None, *, ticks: int = 2)
         for unit in units:
             tags = requested.get(unit) if explicit is None else None
             _run_partition(job, instance, unit_pipeline.name, unit, failures, tags=tags)
+        if explicit is None:
+            record_tick(
+                instance,
+                sensor_def.name,
+                started=started,
+                run_keys=_run_keys(data.run_requests or ()),
+                skip_reason=data.skip_message,
+                cursor=data.cursor,
+            )
     return failures
 
 
