@@ -73,7 +73,7 @@ def test_the_sensors_observations_are_recorded_on_the_instance(
 
     with DagsterInstance.get() as instance:
         records = instance.fetch_observations(
-            AssetRecordsFilter(asset_key=AssetKey("events")), limit=10
+            AssetRecordsFilter(asset_key=AssetKey("events")), limit=100
         ).records
     states = [
         r.asset_observation.metadata["watermark/state"].value  # type: ignore[union-attr]
