@@ -299,6 +299,15 @@ def build_sensor(
             columns_left_out=previous.columns_left_out,  # until a tick requests runs again
             backlog_passed=None if verdict is None else verdict.passed,
         )
+
+        def quiet_pages(*left: Iterable[str]) -> tuple[list[AssetObservation], str]:
+            """The pages of the partitions with nothing waiting, but for ``left``, the busy and
+            the closed ones (:func:`_quiet_partitions`)."""
+            leave_out = {*busy, *_keys(closed)}.union(*left)
+            return _quiet_partitions(
+                context, pipeline, asset_key, partitions_def, state, now, previous, leave_out
+            )
+
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
                 horizon = listing_horizon(pipeline, state.watermark, now)
@@ -322,16 +331,7 @@ def build_sensor(
                 below=below,
                 rewritten=rewritten,
             )
-            quiet, said = _quiet_partitions(
-                context,
-                pipeline,
-                asset_key,
-                partitions_def,
-                state,
-                now,
-                previous,
-                leave_out={*notes_of, *busy, *_keys(closed), *_keys(late_requests)},
-            )
+            quiet, said = quiet_pages(notes_of, _keys(late_requests))
             cursor = replace(seen, state=state.watermark.state.value, quiet=said)
             events: list[AssetObservation | AssetMaterialization | AssetCheckEvaluation] = [
                 *_observations(asset_key, previous, cursor, state, below, backlog),
@@ -397,16 +397,7 @@ def build_sensor(
             below=below,
             rewritten=rewritten,
         )
-        quiet, said = _quiet_partitions(
-            context,
-            pipeline,
-            asset_key,
-            partitions_def,
-            state,
-            now,
-            previous,
-            leave_out={*notes_of, *busy, *_keys(closed), *_keys(requests), *groups.by_partition},
-        )
+        quiet, said = quiet_pages(notes_of, _keys(requests), groups.by_partition)
         cursor = replace(cursor, quiet=said)
         events = [
             *_observations(asset_key, previous, cursor, state, below, backlog),
@@ -450,7 +441,6 @@ def _quiet_partitions(
     state: PipelineState,
     now: datetime,
     previous: SensorCursor,
-    *,
     leave_out: set[str],
 ) -> tuple[list[AssetObservation], str]:
     """The observations of the partitions never materialized with nothing waiting, and the
