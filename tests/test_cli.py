@@ -73,9 +73,13 @@ def test_the_sensors_observations_are_recorded_on_the_instance(
 
     with DagsterInstance.get() as instance:
         records = instance.fetch_observations(
-            AssetRecordsFilter(asset_key=AssetKey("events")), limit=10
+            AssetRecordsFilter(asset_key=AssetKey("events")), limit=100
         ).records
-    states = [r.asset_observation.metadata["watermark/state"].value for r in records]  # type: ignore[union-attr]
+    states = [
+        r.asset_observation.metadata["watermark/state"].value  # type: ignore[union-attr]
+        for r in records
+        if r.partition_key is None  # the asset's own; its partitions' pages say their own
+    ]
     assert "Idle" in states
 
 
@@ -225,6 +229,7 @@ def test_the_demo_runs_the_time_and_unit_pipelines_due_partitions_and_says_why(
     from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 
     from watermark_assets.defs import build_definitions
+    from watermark_assets.defs.headless_ticks import sensor_origin
 
     defs = build_definitions(load_config(config))
     instance = DagsterInstance.get()
@@ -235,6 +240,12 @@ def test_the_demo_runs_the_time_and_unit_pipelines_due_partitions_and_says_why(
     for request in requests:
         tags = {RUN_KEY_TAG: str(request.run_key), SENSOR_NAME_TAG: name}
         assert instance.get_runs(filters=RunsFilter(tags=tags)), f"{request.run_key}: run again"
+    # ... and the sensor's page lists the pass's two ticks, the newest naming those runs
+    origin = sensor_origin(name)
+    recorded = instance.get_ticks(origin.get_id(), origin.get_selector().get_id())
+    assert [tick.status.value for tick in recorded] == ["SUCCESS", "SUCCESS"]
+    assert set(recorded[0].run_keys) == {str(r.run_key) for r in requests}
+    assert len(recorded[0].run_ids) == 2 and len(recorded[1].run_ids) == 3
 
 
 def test_a_run_of_the_api_pipeline_without_its_server_says_how_to_start_it(

@@ -206,6 +206,9 @@ PINNED: list[tuple[str, Callable[[], object], str]] = [
         "watermark_assets/pipeline_partition",
     ),
     ("PIPELINE_RANGE_TAG", lambda: names.PIPELINE_RANGE_TAG, "watermark_assets/pipeline_range"),
+    # the code location
+    ("CODE_LOCATION", lambda: names.CODE_LOCATION, "watermark_assets"),
+    ("DEFINITIONS_MODULE", lambda: names.DEFINITIONS_MODULE, "watermark_assets.definitions"),
 ]
 
 

@@ -39,6 +39,7 @@ from _sensor_loop import SensorLoop, by_partition, requested_files
 from conftest import pipeline_yaml, project_config
 from dagster import (
     AssetKey,
+    AssetMaterialization,
     AssetObservation,
     DagsterInstance,
     DagsterRunStatus,
@@ -406,8 +407,12 @@ def test_a_cold_start_whose_files_all_lie_before_the_lookback_names_them(
         f"2 files landed before the cold start's lookback (watermark.cold_start.lookback_days) "
         f"(first {old})" in reason
     )
-    [observation] = tick.asset_events
+    [observation] = [e for e in tick.asset_events if e.partition is None]
     assert observation.metadata["files/late_after_window"].value == 2
+    said = {
+        e.partition: e.metadata["partition/state"].value for e in tick.asset_events if e.partition
+    }
+    assert said["2024-01-28"] == "not listed", "its own page says why it was not read"
 
 
 def test_partitions_into_which_no_file_landed_are_closed_once_their_window_passed(
@@ -420,7 +425,7 @@ def test_partitions_into_which_no_file_landed_are_closed_once_their_window_passe
     stray = landing.add(hour(10, 10))  # lands in a closed window: the partition is not empty
 
     tick = loop.tick()
-    closed = sorted(e.partition for e in tick.asset_events if e.partition is not None)
+    closed = sorted(e.partition for e in tick.asset_events if isinstance(e, AssetMaterialization))
     expected = [f"2024-01-{day:02d}" for day in range(1, 25) if day not in (10, 20)]
     assert closed == expected, "up to the 24th: the horizon is 3 days below Jan 28th, 10:00"
     assert "22 partitions closed with no files landed (2024-01-01..2024-01-24)" in (
@@ -435,7 +440,9 @@ def test_partitions_into_which_no_file_landed_are_closed_once_their_window_passe
     assert "2024-01-10" not in closed, f"{stray} landed there"
 
     again = loop.tick()
-    assert [e for e in again.asset_events if e.partition is not None] == [], "closed once"
+    assert [e for e in again.asset_events if isinstance(e, AssetMaterialization)] == [], (
+        "closed once"
+    )
 
 
 HOUR_28 = "date=2024-01-28/hour=10"
@@ -603,7 +610,9 @@ def test_a_partition_with_a_run_in_flight_is_not_requested_twice(world: World) -
         "backlog/listing_capped": False,
     }
     assert not [
-        e for e in waiting.asset_events if isinstance(e, AssetObservation) and e.partition
+        e
+        for e in waiting.asset_events
+        if isinstance(e, AssetObservation) and e.partition == "2024-01-28"
     ], "said once, not every tick"
 
     loop.instance.report_run_failed(in_flight)

@@ -252,3 +252,11 @@ EVENT_TIME_TICK_TAG = "watermark_assets/event_time_tick"
 PIPELINE_PARTITION_TAG = "watermark_assets/pipeline_partition"
 #: Run tag of a pipeline's ranged run; read by ``defs/run_tags.py``.
 PIPELINE_RANGE_TAG = "watermark_assets/pipeline_range"
+
+# --- the code location (Dagster's instance keeps a sensor's ticks under its selector) ---
+
+#: The code location's name (workspace.yaml, [tool.dg.project] code_location_name): a headless
+#: pass records its sensors' ticks under it (``defs/headless_ticks.py``), where the UI reads them.
+CODE_LOCATION = "watermark_assets"
+#: The module the code location loads (workspace.yaml): in a recorded tick's origin.
+DEFINITIONS_MODULE = "watermark_assets.definitions"

@@ -132,6 +132,12 @@ class DagsterDev:
     cwd: Path | None = None  # default: dagster_home, else the repository
     #: the environment to start from (default: this process's, the checkout first on PYTHONPATH)
     base_env: dict[str, str] | None = None
+    #: ``-m MODULE`` instead of a workspace (the code location is then named after the module)
+    module: str | None = None
+
+    @property
+    def location(self) -> str:
+        return self.module or LOCATION
 
     @property
     def url(self) -> str:
@@ -161,7 +167,9 @@ class DagsterDev:
         env["PWD"] = str(cwd)  # as a shell that cd'ed there would say (.env reads it)
         dagster = Path(sys.executable).with_name("dagster")
         command = [str(dagster), "dev"]
-        if self.workspace is not None:
+        if self.module is not None:
+            command += ["-m", self.module]
+        elif self.workspace is not None:
             command += ["-w", str(self.workspace)]
         command += ["-h", "127.0.0.1", "-p", str(self.port)]
         with self.log_path.open("wb") as log:
@@ -205,14 +213,14 @@ class DagsterDev:
             except (requests.RequestException, GraphQLError):
                 return False
             entries = {e["name"]: e for e in data["workspaceOrError"].get("locationEntries", [])}
-            entry = entries.get(LOCATION)
+            entry = entries.get(self.location)
             if entry is None or entry["loadStatus"] != "LOADED":
                 return False
             loaded = entry["locationOrLoadError"]
             if loaded and loaded["__typename"] == "PythonError":
                 causes = "".join(f"caused by: {c['message']}" for c in loaded.get("causes") or [])
                 raise AssertionError(
-                    f"code location {LOCATION} failed to load: {loaded['message']}{causes}\n"
+                    f"code location {self.location} failed to load: {loaded['message']}{causes}\n"
                     f"{self.log_tail()}"
                 )
             return True

@@ -14,7 +14,7 @@ tick, without waiting for newer files. A partition with a run in flight is not r
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -53,6 +53,7 @@ from watermark_assets.defs.assets import BATCH_TAG, LATE_TAG, PIPELINE_TAG, file
 from watermark_assets.defs.backlog import file_backlog
 from watermark_assets.defs.backlog_check import BacklogVerdict, file_backlog_verdict
 from watermark_assets.defs.file_partition_notes import partition_notes, partition_observations
+from watermark_assets.defs.file_quiet_partitions import digest, quiet_observations, quiet_truths
 from watermark_assets.defs.keys import node_name
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.delta.committer import DeltaCommitter
@@ -125,6 +126,9 @@ class SensorCursor:
     columns_left_out: tuple[str, ...] = ()
     #: the last verdict of ``backlog_within_limits`` (None: no backlog_limits)
     backlog_passed: bool | None = None
+    #: the digest of what the partitions with nothing waiting said on their pages
+    #: (:mod:`~watermark_assets.defs.file_quiet_partitions`): unchanged, the tick says nothing
+    quiet: str | None = None
 
     def to_string(self) -> str:
         return json.dumps(
@@ -163,6 +167,7 @@ class SensorCursor:
                     else {}
                 ),
                 **({} if self.backlog_passed is None else {"backlog_passed": self.backlog_passed}),
+                **({} if self.quiet is None else {"quiet": self.quiet}),
             }
         )
 
@@ -192,6 +197,7 @@ class SensorCursor:
             rewritten_swept={str(k): str(v) for k, v in raw.get("rewritten_swept", {}).items()},
             columns_left_out=tuple(raw.get("columns_left_out", ())),
             backlog_passed=raw.get("backlog_passed"),
+            quiet=raw.get("quiet"),
         )
 
 
@@ -294,6 +300,15 @@ def build_sensor(
             columns_left_out=previous.columns_left_out,  # until a tick requests runs again
             backlog_passed=None if verdict is None else verdict.passed,
         )
+
+        def quiet_pages(*left: Iterable[str]) -> tuple[list[AssetObservation], str]:
+            """The pages of the partitions with nothing waiting, but for ``left``, the busy and
+            the closed ones (:func:`_quiet_partitions`)."""
+            leave_out = {*busy, *_keys(closed)}.union(*left)
+            return _quiet_partitions(
+                context, pipeline, asset_key, partitions_def, state, now, previous, leave_out
+            )
+
         if not groups.by_partition:
             if state.watermark.state is WatermarkState.INITIAL:
                 horizon = listing_horizon(pipeline, state.watermark, now)
@@ -308,7 +323,6 @@ def build_sensor(
                 state = mark_idle(pipeline, state, now=now)
                 tracked = len(state.watermark.partition_watermarks)
                 reason = f"Idle: {tracked} partitions, no files above their watermarks"
-            cursor = replace(seen, state=state.watermark.state.value)
             notes_of = partition_notes(
                 pipeline,
                 groups,
@@ -318,6 +332,8 @@ def build_sensor(
                 below=below,
                 rewritten=rewritten,
             )
+            quiet, said = quiet_pages(notes_of, _keys(late_requests))
+            cursor = replace(seen, state=state.watermark.state.value, quiet=said)
             events: list[AssetObservation | AssetMaterialization | AssetCheckEvaluation] = [
                 *_observations(asset_key, previous, cursor, state, below, backlog),
                 *_backlog_evaluations(asset_key, previous, cursor, verdict),
@@ -325,6 +341,7 @@ def build_sensor(
                 *partition_observations(
                     context.instance, asset_key, pipeline, state, partition_of, notes_of
                 ),
+                *quiet,
             ]
             if late_requests:
                 context.log.info(f"{pipeline.name}: {reason}{notes}")
@@ -381,6 +398,8 @@ def build_sensor(
             below=below,
             rewritten=rewritten,
         )
+        quiet, said = quiet_pages(notes_of, _keys(requests), groups.by_partition)
+        cursor = replace(cursor, quiet=said)
         events = [
             *_observations(asset_key, previous, cursor, state, below, backlog),
             *_backlog_evaluations(asset_key, previous, cursor, verdict),
@@ -388,6 +407,7 @@ def build_sensor(
             *partition_observations(
                 context.instance, asset_key, pipeline, state, partition_of, notes_of
             ),
+            *quiet,
         ]
         if not requests:
             reason = (
@@ -405,6 +425,32 @@ def build_sensor(
         return SensorResult(run_requests=requests, cursor=cursor.to_string(), asset_events=events)
 
     return watermark_sensor
+
+
+def _keys(events: Iterable[RunRequest | AssetMaterialization]) -> set[str]:
+    return {
+        str(event.partition_key if isinstance(event, RunRequest) else event.partition)
+        for event in events
+    }
+
+
+def _quiet_partitions(
+    context: SensorEvaluationContext,
+    pipeline: Pipeline,
+    asset_key: AssetKey,
+    partitions_def: TimeWindowPartitionsDefinition,
+    state: PipelineState,
+    now: datetime,
+    previous: SensorCursor,
+    leave_out: set[str],
+) -> tuple[list[AssetObservation], str]:
+    """The observations of the partitions never materialized with nothing waiting, and the
+    digest of what they say: none, and no read of the instance, while it is unchanged."""
+    truths = quiet_truths(pipeline, partitions_def, state, now, leave_out=leave_out)
+    said = digest(truths)
+    if said == previous.quiet:
+        return [], said
+    return quiet_observations(context.instance, asset_key, truths), said
 
 
 def partitions_in_flight(

@@ -3,13 +3,14 @@ rows, emitted once the watermark passes them; late records kept."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from watermark_assets.config import EventTimePipelineConfig, ProjectConfig
 from watermark_assets.kinds import report
 from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind
-from watermark_assets.kinds.headless import FailedRun, Headless, as_sensor_run
+from watermark_assets.kinds.headless import FailedRun, Headless, as_sensor_run, run_keys
 
 
 def run_sensors_once(
@@ -17,13 +18,18 @@ def run_sensors_once(
 ) -> list[FailedRun]:
     """One tick of each pipeline's sensor (the partitions the watermark closes, and why), then
     the run it requests."""
+    from watermark_assets.defs.headless_ticks import record_tick
+
     failures: list[FailedRun] = []
     for pipeline in pipelines:
         instance = headless.instance
         defs = headless.defs
         context = headless.sensor_context(instance_ref=instance.get_ref())
-        data = defs.resolve_sensor_def(f"{pipeline.name}_sensor").evaluate_tick(context)
+        started = time.time()
+        name = f"{pipeline.name}_sensor"
+        data = defs.resolve_sensor_def(name).evaluate_tick(context)
         if not data.run_requests:
+            record_tick(instance, name, started=started, skip_reason=data.skip_message)
             print(f"  {pipeline.name}: {data.skip_message}")
             continue
         for request in data.run_requests:
@@ -34,9 +40,10 @@ def run_sensors_once(
                 pipeline.name,
                 None,
                 failures,
-                tags=as_sensor_run(f"{pipeline.name}_sensor", request),
+                tags=as_sensor_run(name, request),
                 label=f"{first} .. {last}",
             )
+        record_tick(instance, name, started=started, run_keys=run_keys(data.run_requests))
     return failures
 
 

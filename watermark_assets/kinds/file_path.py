@@ -19,6 +19,7 @@ from watermark_assets.kinds.headless import (
     as_sensor_run,
     failure_reason,
     innermost,
+    run_keys,
 )
 
 #: Ticks of one pipeline's sensor in a pass, at most.
@@ -66,6 +67,7 @@ def sensor_pass(headless: Headless, pipelines: Sequence[FilePipelineConfig]) -> 
     there, a failed run does not stop the others (its partition is not run again in this
     pass)."""
     from watermark_assets.defs.assets import requested_files
+    from watermark_assets.defs.headless_ticks import record_tick
     from watermark_assets.defs.keys import node_name
 
     failures: list[FailedRun] = []
@@ -80,6 +82,7 @@ def sensor_pass(headless: Headless, pipelines: Sequence[FilePipelineConfig]) -> 
         failed_partitions: set[str] = set()
         for tick in range(1, MAX_TICKS + 1):
             context = headless.sensor_context(cursor=cursor)
+            tick_started = time.time()
             try:
                 data = sensor_def.evaluate_tick(context)
             except Exception as error:  # the daemon records a failed tick and goes on
@@ -93,6 +96,9 @@ def sensor_pass(headless: Headless, pipelines: Sequence[FilePipelineConfig]) -> 
             ]
             if not requests:
                 why = data.skip_message or "only partitions that failed in this pass are left"
+                record_tick(
+                    instance, sensor_def.name, started=tick_started, skip_reason=why, cursor=cursor
+                )
                 print(f"  {pipeline.name} tick {tick}: {why}")
                 break
             print(f"  {pipeline.name} tick {tick}: {len(requests)} runs requested")
@@ -118,6 +124,13 @@ def sensor_pass(headless: Headless, pipelines: Sequence[FilePipelineConfig]) -> 
                     failures.append(
                         FailedRun(pipeline.name, key, result.run_id, failure_reason(result))
                     )
+            record_tick(
+                instance,
+                sensor_def.name,
+                started=tick_started,
+                run_keys=run_keys(requests),
+                cursor=cursor,
+            )
     return failures
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -76,6 +76,11 @@ def quiet_definitions(config: ProjectConfig) -> Any:
         update={"conf": {"spark.log.level": "FATAL", **config.spark.conf}}
     )
     return build_definitions(config.model_copy(update={"spark": quiet_spark}))
+
+
+def run_keys(requests: Sequence[Any]) -> list[str]:
+    """The run keys of a tick's requests (its recorded tick names their runs)."""
+    return [str(request.run_key) for request in requests if request.run_key]
 
 
 def as_sensor_run(sensor_name: str, request: Any) -> dict[str, str]:

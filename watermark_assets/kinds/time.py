@@ -3,6 +3,7 @@ period holds, due by the cut-off its tick computes."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from watermark_assets.config import ProjectConfig, TimePipelineConfig
@@ -14,6 +15,7 @@ from watermark_assets.kinds.headless import (
     FailedRun,
     Headless,
     as_sensor_run,
+    run_keys,
 )
 
 #: Ticks of each time pipeline in the demo: the second shows the grace period.
@@ -25,6 +27,7 @@ def run_ticks(headless: Headless, pipelines: Sequence[TimePipelineConfig]) -> De
     schedule and the sensor request), each printing why, then a run per partition due; the
     second tick shows the grace period (the windows before the highest high watermark run
     again)."""
+    from watermark_assets.defs.headless_ticks import record_tick
     from watermark_assets.defs.time import decide_tick, tick_requests
 
     failures: list[FailedRun] = []
@@ -32,6 +35,7 @@ def run_ticks(headless: Headless, pipelines: Sequence[TimePipelineConfig]) -> De
         headless.defs  # noqa: B018  (built before the first tick; start-up ends there)
         previous = None
         for tick in range(1, DEMO_TICKS + 1):
+            started = time.time()
             decision = decide_tick(pipeline, system_clock())
             if (decision.keys, decision.due.cut_off.at) == previous:
                 print(f"  {pipeline.name} tick {tick}: the cut-off did not move, nothing new")
@@ -39,16 +43,23 @@ def run_ticks(headless: Headless, pipelines: Sequence[TimePipelineConfig]) -> De
             previous = (decision.keys, decision.due.cut_off.at)
             print(f"  {pipeline.name} tick {tick}: {decision.due.explain()}")
             keys: Sequence[str | None] = decision.keys or ([None] if decision.runs else [])
+            sensor_name = f"{pipeline.name}_sensor"
             if not keys:
+                record_tick(
+                    headless.instance,
+                    sensor_name,
+                    started=started,
+                    skip_reason=decision.due.explain(),
+                )
                 break
             # what NAME_sensor requests at this tick, under its run keys (as_sensor_run)
             requests = tick_requests(pipeline, decision, set(), lambda base: "a0").runs
-            tagged = [
-                (r.partition_key, as_sensor_run(f"{pipeline.name}_sensor", r)) for r in requests
-            ]
-            if not all(
-                [headless.run_partition(pipeline.name, k, failures, tags=t) for k, t in tagged]
-            ):
+            tagged = [(r.partition_key, as_sensor_run(sensor_name, r)) for r in requests]
+            ran = [headless.run_partition(pipeline.name, k, failures, tags=t) for k, t in tagged]
+            record_tick(
+                headless.instance, sensor_name, started=started, run_keys=run_keys(requests)
+            )
+            if not all(ran):
                 break  # a failed run: the next tick would only ask for it again
     return DemoOutcome(failures, [])
 

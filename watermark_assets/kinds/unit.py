@@ -3,6 +3,7 @@ secondary input lists); with ``watermark.time``, a time x unit grid of cells."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from watermark_assets.kinds.headless import (
     FailedRun,
     Headless,
     as_sensor_run,
+    run_keys,
 )
 
 
@@ -56,10 +58,12 @@ def demo_data(headless: Headless, pipelines: Sequence[UnitPipelineConfig]) -> De
 def _tick_grid(headless: Headless, name: str, failures: list[FailedRun]) -> None:
     """One tick of a time x unit pipeline's sensor, applied as the daemon does (new ids become
     partitions), then its runs: one per unit and range of due windows."""
+    from watermark_assets.defs.headless_ticks import record_tick
     from watermark_assets.defs.time_unit import RANGE_END, RANGE_START
 
     instance = headless.instance
     context = headless.sensor_context(instance_ref=instance.get_ref())
+    started = time.time()
     data = headless.defs.resolve_sensor_def(f"{name}_sensor").evaluate_tick(context)
     for request in data.dynamic_partitions_requests or ():
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
@@ -70,11 +74,20 @@ def _tick_grid(headless: Headless, name: str, failures: list[FailedRun]) -> None
         key = request.partition_key
         label = key or f"cells {tags.get(RANGE_START)} .. {tags.get(RANGE_END)}"
         headless.run_partition(name, key, failures, tags=tags, label=label)
+    record_tick(
+        instance,
+        f"{name}_sensor",
+        started=started,
+        run_keys=run_keys(requests),
+        skip_reason=data.skip_message,
+        cursor=data.cursor,
+    )
 
 
 def run_due_units(headless: Headless, pipelines: Sequence[UnitPipelineConfig]) -> DemoOutcome:
     """Explicit ids that never ran; with a secondary input, one tick of the units sensor (the
     partitions it adds and the runs it requests); time x unit: one tick of its sensor."""
+    from watermark_assets.defs.headless_ticks import record_tick
     from watermark_assets.runs.unit import load_unit_watermark
 
     failures: list[FailedRun] = []
@@ -87,6 +100,7 @@ def run_due_units(headless: Headless, pipelines: Sequence[UnitPipelineConfig]) -
         if explicit is None:
             sensor_def = defs.resolve_sensor_def(f"{unit_pipeline.name}_units_sensor")
             context = headless.sensor_context(instance_ref=instance.get_ref())
+            started = time.time()
             data = sensor_def.evaluate_tick(context)
             for request in data.dynamic_partitions_requests or ():  # as the daemon does
                 instance.add_dynamic_partitions(
@@ -112,6 +126,15 @@ def run_due_units(headless: Headless, pipelines: Sequence[UnitPipelineConfig]) -
         for unit in units:
             tags = requested.get(unit) if explicit is None else None
             headless.run_partition(unit_pipeline.name, unit, failures, tags=tags)
+        if explicit is None:
+            record_tick(
+                instance,
+                sensor_def.name,
+                started=started,
+                run_keys=run_keys(data.run_requests or ()),
+                skip_reason=data.skip_message,
+                cursor=data.cursor,
+            )
     return DemoOutcome(failures, [])
 
 
