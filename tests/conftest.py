@@ -107,6 +107,35 @@ XDIST_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
 SCENE_CLASSES = (("tests/test_state_maintenance.py", "TestMaintenanceOfEveryKind::"),)
 #: Every test that uses one of these fixtures must be in its group (checked at collection).
 GROUP_OF_FIXTURE = {"dagster_dev": "dagster_dev"}
+#: What the groups cost, in seconds of one worker: their tests' setup + call + teardown in one
+#: ``pytest -m spark -n 2`` on the shared 2-core machine at a load of 11-16 (2026-11-27), slower
+#: than CI; the order is what counts. The scheduler hands out the costliest unit of work first
+#: (longest processing time first), not the one with the most tests: by test count the 20 quick
+#: tests of dagster_postgres went first and killed_column_runs' 13 runs in subprocesses fourth,
+#: the 7-test groups of SIGKILLed runs after the 8-test ones. A unit not listed costs
+#: UNLISTED_TEST_SECONDS a test (the 7-test scenes of TestMaintenanceOfEveryKind took 26-121 s);
+#: a group a few seconds off changes nothing, a new long group belongs here.
+GROUP_SECONDS = {
+    "spark_services": 820,
+    "killed_column_runs": 565,
+    "event_time_maintenance": 410,
+    "killed_file_runs": 290,
+    "concurrent_runs": 230,
+    "dagster_dev": 220,
+    "checkout_dagster_home": 210,
+    "dagster_postgres": 150,
+    "event_time_ui": 50,
+}
+UNLISTED_TEST_SECONDS = 3
+if not set(GROUP_SECONDS) <= set(XDIST_GROUPS):  # a renamed group would silently cost 3 s a test
+    raise ValueError(
+        f"GROUP_SECONDS names no group of XDIST_GROUPS: {set(GROUP_SECONDS) - set(XDIST_GROUPS)}"
+    )
+
+
+def unit_seconds(scope: str, tests: int) -> float:
+    """The cost of one unit of work of the scheduler: a group (GROUP_SECONDS) or a lone test."""
+    return GROUP_SECONDS.get(scope, UNLISTED_TEST_SECONDS * tests)
 
 
 def xdist_group(nodeid: str) -> str | None:
@@ -129,15 +158,30 @@ class TableGroups:
     @staticmethod
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         """``--dist loadgroup``: the tests of an XDIST_GROUPS group are one unit of work (one
-        worker, the biggest unit first); every other test is a unit of its own, handed to
-        whichever worker is free. Other ``--dist`` modes are xdist's own."""
+        worker; the costliest unit first, GROUP_SECONDS); every other test is a unit of its
+        own, handed to whichever worker is free. Other ``--dist`` modes are xdist's own."""
         if config.getvalue("dist") != "loadgroup":
             return None
         from xdist.scheduler import LoadGroupScheduling
 
         class TableGroupScheduling(LoadGroupScheduling):
+            ordered = False
+
             def _split_scope(self, nodeid: str) -> str:
                 return xdist_group(nodeid) or super()._split_scope(nodeid)
+
+            def _assign_work_unit(self, node: Any) -> None:
+                # At the first assignment, the queue (by test count) is sorted by cost, stably:
+                # units of one cost keep their order (the lone slow tests before the others).
+                if not self.ordered:
+                    self.ordered = True
+                    units = sorted(
+                        self.workqueue.items(),
+                        key=lambda unit: -unit_seconds(unit[0], len(unit[1])),
+                    )
+                    self.workqueue.clear()
+                    self.workqueue.update(units)
+                super()._assign_work_unit(node)
 
         return TableGroupScheduling(config, log)
 
