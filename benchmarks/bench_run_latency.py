@@ -333,7 +333,7 @@ def plain_confs() -> dict[str, dict[str, str]]:
 def bench_ingestion(work: Path, sizes: Sizes) -> tuple[list[list[str]], list[str]]:
     from watermark_assets.spark.session import LISTING_THRESHOLD_KEY
 
-    master = work / "b_landing"
+    master = work / f"b_landing_{sizes.ingest_files}"  # one per size: the sizes differ
     print(f"[B] writing {sizes.ingest_files} files ({sizes.ingest_rows} rows) ...", flush=True)
     relative = write_ingest_landing(master, sizes, random.Random(2))
     days = [
