@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,19 @@ def test_infer_lets_a_csv_or_json_source_go_without_a_schema(tmp_path: Path) -> 
         ).pipelines
         assert pipeline.source.schema_ddl is None
         assert pipeline.schema_policy.infer and pipeline.schema_policy.sample_files == 3
+        assert (
+            "schema is inferred (schema.infer) from the first run's first 3 files (pinned by "
+            "schema.hints: code)" in pipeline.file_source.describe()
+        )
+
+
+def test_infer_on_another_source_type_is_refused(tmp_path: Path) -> None:
+    pipeline = pipeline_yaml(tmp_path, schema={"infer": True})
+    pipeline["source"] = {"type": "parquet_commit", "uri": str(tmp_path / "delta" / "events")}
+    with pytest.raises(
+        ConfigError, match=r"schema\.infer is true but this pipeline's source is 'parquet_commit'"
+    ):
+        project_config(pipeline)
 
 
 @pytest.mark.parametrize(
@@ -192,12 +206,6 @@ def test_infer_lets_a_csv_or_json_source_go_without_a_schema(tmp_path: Path) -> 
             id="headerless CSV",
         ),
         pytest.param(
-            {},
-            {"sample_files": 5},
-            "schema.sample_files 5 is set but schema.infer is not",
-            id="sample_files without infer",
-        ),
-        pytest.param(
             {"schema": None}, {"infer": True, "sample_files": 0}, "sample_files", id="no file"
         ),
     ],
@@ -208,7 +216,7 @@ def test_a_bad_inference_setting_is_refused_naming_the_fix(
     extra = {} if schema is None else {"schema": schema}
     with pytest.raises(ConfigError, match="pipeline 'events'") as info:
         project_config(pipeline_yaml(tmp_path, source=source, **extra))
-    assert __import__("re").search(said, str(info.value)), str(info.value)
+    assert re.search(said, str(info.value)), str(info.value)
 
 
 # --- end to end (Spark) ---------------------------------------------------------------------

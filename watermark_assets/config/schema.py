@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from watermark_assets.config.base import Model
 from watermark_assets.exceptions import SparkSchemaError
@@ -74,17 +74,8 @@ class SchemaPolicy(Model):
         ge=1,
         le=1000,
         description="infer: how many of the first run's files are sampled (their first "
-        "records, in path order; default 10).",
+        "records, in path order; default 10; without infer it is not used).",
     )
-
-    @model_validator(mode="after")
-    def _sample_needs_infer(self) -> SchemaPolicy:
-        if "sample_files" in self.model_fields_set and not self.infer:
-            raise ValueError(
-                f"schema.sample_files {self.sample_files} is set but schema.infer is not; add "
-                "infer: true, or remove sample_files"
-            )
-        return self
 
     @field_validator("mode", mode="before")
     @classmethod

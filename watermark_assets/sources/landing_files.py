@@ -92,7 +92,20 @@ class LandingFilesSource:
             f"`{self.config.uri}`, adds lineage columns (`_source_file`, `_ingested_at`, "
             "`_dagster_partition`) and writes Parquet into the Delta table "
             f"`{pipeline.table.uri}`; records that do not match the schema go to "
-            f"`{pipeline.table.quarantine}`."
+            f"`{pipeline.table.quarantine}`.{self._inferred_text()}"
+        )
+
+    def _inferred_text(self) -> str:
+        """The description's words for ``schema.infer`` (none without it)."""
+        policy = self.pipeline.schema_policy
+        if not policy.infer:
+            return ""
+        pinned = f" (pinned by schema.hints: {', '.join(policy.hints)})" if policy.hints else ""
+        return (
+            f" The schema is inferred (schema.infer) from the first run's first "
+            f"{policy.sample_files} files{pinned} and stored as the table's: later runs read "
+            "with the table's columns; each column's description says which files it was "
+            "inferred from."
         )
 
     def stage(self, batch: FileBatch, spark: SparkSession | None, *, now: datetime) -> StagedFiles:
