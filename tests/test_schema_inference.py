@@ -25,7 +25,7 @@ from dagster import DagsterInstance
 from deltalake import DeltaTable
 
 from watermark_assets.defs import build_definitions
-from watermark_assets.exceptions import ConfigError
+from watermark_assets.exceptions import ConfigError, SchemaInferenceError
 from watermark_assets.names import SCHEMA_INFERRED_KEY
 from watermark_assets.sources.schema_inference import (
     InferredSchema,
@@ -129,8 +129,9 @@ def test_the_sample_is_read_from_csv_and_gzip_json_lines(tmp_path: Path) -> None
 
 def test_a_sample_without_records_is_refused_naming_the_fix(tmp_path: Path) -> None:
     (tmp_path / "empty.ndjson").write_text("\n")
-    with pytest.raises(ValueError, match=r"found no column .* give source.schema"):
-        infer_schema(str(tmp_path), ["empty.ndjson"], "ndjson", None, no_hint)
+    (tmp_path / "broken.ndjson.gz").write_text('{"id": 1}\n')  # not gzip: passed over
+    with pytest.raises(SchemaInferenceError, match=r"found no column .* give source.schema"):
+        infer_schema(str(tmp_path), ["empty.ndjson", "broken.ndjson.gz"], "ndjson", None, no_hint)
 
 
 def test_the_table_column_says_it_was_inferred_and_from_which_files() -> None:

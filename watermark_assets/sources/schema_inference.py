@@ -39,6 +39,7 @@ from typing import Any
 import pyarrow as pa
 
 from watermark_assets import storage
+from watermark_assets.exceptions import SchemaInferenceError
 from watermark_assets.names import SCHEMA_INFERRED_KEY
 from watermark_assets.spark.ddl import columns_ddl
 
@@ -189,20 +190,25 @@ def infer_schema(
     hint: Callable[[str], str | None],
 ) -> InferredSchema:
     """The schema of the landing files ``files`` (paths relative to ``root``), read in that
-    order (module docstring). ValueError when the sample names no column (empty files)."""
+    order (module docstring); a file that cannot be read is passed over.
+    SchemaInferenceError when the sample names no column (empty or unreadable files)."""
     lowered = {k.lower(): str(v) for k, v in (options or {}).items()}
     uris = [f"{root.rstrip('/')}/{path}" for path in files]
     reader = _csv_records if format == "csv" else _json_records
+
+    def sample(uri: str) -> list[list[tuple[str, Any]]]:
+        try:
+            return list(reader(uri, lowered))
+        except Exception:  # unreadable (not gzip, gone...): says nothing; the run's read says why
+            return []
+
     with ThreadPoolExecutor(max_workers=_THREADS) as pool:
-        per_file = list(pool.map(lambda uri: list(reader(uri, lowered)), uris))
+        per_file = list(pool.map(sample, uris))
     samples = [record for records in per_file for record in records]
     columns = infer_columns(samples, hint)
     hinted = tuple(name for name, _ in columns if hint(name))
     if not columns:
-        raise ValueError(
-            f"schema.infer found no column in the first {len(files)} file(s) under {root!r} "
-            f"({', '.join(files[:3])}): they hold no record; give source.schema"
-        )
+        raise SchemaInferenceError(root, tuple(files))
     return InferredSchema(columns, tuple(files), hinted)
 
 
