@@ -55,6 +55,19 @@ class _FileSourceBase(_Model):
         """ValueError when this source cannot write into ``table`` (any table by default)."""
 
 
+def names_columns(format: str, options: Mapping[str, str] | None = None) -> bool:
+    """Whether files of ``format`` read with ``options`` name their columns: Parquet, CSV with
+    a header, JSON lines (not whole-file JSON). Here, not in ``sources/file_columns.py`` (which
+    reads those names), so that the configuration can refuse ``schema.infer`` where it cannot
+    work."""
+    lowered = {k.lower(): str(v) for k, v in (options or {}).items()}
+    if format == "csv":
+        return lowered.get("header", "false").strip().lower() == "true"
+    if format in ("json", "ndjson"):
+        return lowered.get("multiline", "false").strip().lower() != "true"
+    return format == "parquet"
+
+
 class LandingFilesSourceConfig(_FileSourceBase):
     """Landing files that Spark reads and writes into the table as Parquet."""
 
@@ -91,8 +104,6 @@ class LandingFilesSourceConfig(_FileSourceBase):
         """ValueError unless this source knows its records' schema: ``source.schema``, Parquet
         (its footer), or ``infer`` (the pipeline's ``schema.infer``) on files that name their
         columns (CSV with a header, JSON lines)."""
-        from watermark_assets.sources.file_columns import names_columns
-
         fmt = self.format.value
         if infer:
             if self.schema_ddl:
