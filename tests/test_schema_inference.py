@@ -262,12 +262,15 @@ def _metadata(loop: SensorLoop) -> dict[str, Any]:
 @pytest.mark.spark
 @pytest.mark.parametrize("fmt", ["csv", "ndjson"])
 def test_the_first_run_infers_and_later_runs_read_with_the_stored_schema(
-    spark: Any, tmp_path: Path, fmt: str
+    spark: Any, tmp_path: Path, fmt: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
     loop = _loop(tmp_path, fmt, mode="rescue")
     folder = tmp_path / "landing" / HOUR
     first = write_rows(folder, fmt, "1706436000-000001", _rows(1))
+    capfd.readouterr()
     (request,) = loop.tick().run_requests or []
+    said = capfd.readouterr().err  # the tick's log line (Dagster's console logger)
+    assert "schema: none stored yet; the first run infers it from its first 10 files" in said
     assert loop.run(request).success
 
     types = _types(tmp_path)
