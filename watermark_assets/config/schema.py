@@ -59,7 +59,8 @@ class SchemaPolicy(Model):
     hints: dict[str, str] = Field(
         default_factory=dict,
         description="Types of columns a file brings, pinned: {column: Spark type}, e.g. "
-        "{region: STRING, amount: 'DECIMAL(10,2)'} (add_columns reads them so).",
+        "{region: STRING, amount: 'DECIMAL(10,2)'} (add_columns reads them so; infer types "
+        "them so whatever their values look like).",
     )
 
     infer: bool = Field(
