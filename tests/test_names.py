@@ -103,6 +103,7 @@ PINNED: list[tuple[str, Callable[[], object], str]] = [
     # commitInfo keys
     ("FILE_COMMIT_KEY", lambda: names.FILE_COMMIT_KEY, "watermark_assets"),
     ("SCHEMA_HISTORY_KEY", lambda: names.SCHEMA_HISTORY_KEY, "watermark_assets.schemaHistory"),
+    ("SCHEMA_INFERRED_KEY", lambda: names.SCHEMA_INFERRED_KEY, "watermark_assets.schemaInferred"),
     ("QUARANTINE_COMMIT_KEY", lambda: names.QUARANTINE_COMMIT_KEY, "watermark_assets_quarantine"),
     ("COLUMN_RUN_KEY", lambda: names.COLUMN_RUN_KEY, "watermark_assets.column_run"),
     ("REPLAY_KEY", lambda: names.REPLAY_KEY, "watermark_assets.replay"),

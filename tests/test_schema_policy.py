@@ -424,13 +424,13 @@ def test_add_columns_stages_the_new_column(
     files = [f"date=2024-01-28/hour=10/{old}", f"date=2024-01-28/hour=10/{new}"]
     landing_source = pipeline.file_source
     assert isinstance(landing_source, LandingFilesSource)
-    policy = landing_source._policy(files)
+    policy = landing_source._policy(files, SCHEMA)
     assert policy is not None and dict(policy.added) == {"region": region_type}
     assert policy.columns_added == (("region", region_type),)  # what the commit adds
     from watermark_assets.sources.files import FileBatch
 
     batch = FileBatch(tuple(files), dict.fromkeys(files, "2024-01-28"), "t", str(tmp_path / "q"))
-    spec = landing_source._read_spec(batch, files, FROZEN_NOW, policy)
+    spec = landing_source._read_spec(batch, files, FROZEN_NOW, policy, SCHEMA)
     frame, _ = read_batch(spark, spec)
     field = frame.schema["region"]
     assert field.nullable and field.dataType.simpleString() == region_type
@@ -509,7 +509,7 @@ def test_a_hint_pins_a_type_a_parquet_source_without_a_schema_infers(tmp_path: P
     (pipeline,) = project_config(pipeline_yaml(tmp_path, source=source, schema=schema)).pipelines
     landing = pipeline.file_source
     assert isinstance(landing, LandingFilesSource)
-    policy = landing._policy([f"date=2024-01-28/hour=10/{name}"])
+    policy = landing._policy([f"date=2024-01-28/hour=10/{name}"], None)
     assert policy is not None
     assert policy.declared == (("id", "bigint"), ("event_time", "timestamp"), ("name", "string"))
 

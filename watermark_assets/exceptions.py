@@ -313,6 +313,33 @@ class BatchOverlapError(WatermarkAssetsError):
         self.by = by
 
 
+class SchemaInferenceError(WatermarkAssetsError, ValueError):
+    """``schema.infer`` found no column in the files it sampled."""
+
+    def __init__(self, root: str, files: tuple[str, ...]) -> None:
+        super().__init__(
+            f"schema.infer found no column in the first {len(files)} file(s) under {root!r} "
+            f"({', '.join(files[:3])}): they hold no readable record. Nothing was committed; "
+            "give source.schema, or let files with records land first"
+        )
+        self.root = root
+        self.files = files
+
+
+class SchemaInferredMeanwhileError(WatermarkAssetsError):
+    """A run read its batch with a schema it inferred, but another run created the table (with
+    the schema it inferred) before this run committed: read again with the table's."""
+
+    def __init__(self, pipeline: str, table_uri: str) -> None:
+        super().__init__(
+            f"pipeline {pipeline!r}: this run inferred its schema (schema.infer) but another run "
+            f"created the table {table_uri!r} meanwhile. Nothing was committed by this run; "
+            "planning again reads with the table's schema (the step is retried automatically)"
+        )
+        self.pipeline = pipeline
+        self.table_uri = table_uri
+
+
 class UnreadableFilesError(WatermarkAssetsError):
     """A batch's unreadable files cannot be quarantined as files (too many, or no schema known)."""
 

@@ -229,6 +229,11 @@ LEFTOVER_RETENTION_PROPERTY = "watermark_assets.leftoverRetention"
 #: version, from which file); written by ``delta/schema_change.py`` in the evolving commit.
 SCHEMA_HISTORY_KEY = "watermark_assets.schemaHistory"
 
+#: Column metadata key of a column whose type the first run inferred (``schema.infer``): JSON
+#: ``{"type", "hinted", "origin"}`` (``origin``: the sampled files); written by the commit that
+#: creates the table (``runs/file_commit.py``), so it lives as long as the table's schema.
+SCHEMA_INFERRED_KEY = "watermark_assets.schemaInferred"
+
 # --- Postgres provider ---
 
 #: Default table of the Postgres provider's watermarks; read by ``providers/postgres.py``.

@@ -73,6 +73,7 @@ SCHEMA_IGNORED_COLUMNS = "schema/ignored_columns"
 SCHEMA_VALUES_NULLED = "schema/values_nulled"
 SCHEMA_VALUES_RESCUED = "schema/values_rescued"
 SCHEMA_ROWS_RESCUED = "schema/rows_rescued"
+SCHEMA_INFERRED = "schema/inferred"
 
 # Volumes.
 ROWS_READ = "rows/read"

@@ -161,6 +161,12 @@ class FilePipelineConfig(PipelineModel):
         self.source.check_table(self.table)  # raises ValueError
         return self
 
+    @model_validator(mode="after")
+    def _schema_known(self) -> FilePipelineConfig:
+        if self.source.type == "files":  # infer on another source: PipelineModel refuses it
+            self.source.schema_needed(self.schema_policy.infer)  # raises ValueError
+        return self
+
     @property
     def checkpoint_uri(self) -> str:
         """{table_uri}/_watermarks/{pipeline}_{source}_checkpoint.json, as in the seed."""

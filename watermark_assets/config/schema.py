@@ -15,7 +15,14 @@ matching the declared schema (``source.schema``, Spark DDL; or, Parquet without 
   counted and named in the run's metadata.
 
 ``hints``: ``{column: TYPE}`` (Spark types, e.g. ``{region: STRING, amount: DECIMAL(10,2)}``), the
-type a column brought by a file is read as (``add_columns``).
+type a column brought by a file is read as (``add_columns``), and the type an inferred column
+takes whatever its values look like.
+
+``infer`` (file pipelines reading CSV with a header or JSON lines, without ``source.schema``): the
+first run infers the schema from the first ``sample_files`` files of its batch
+(:mod:`~watermark_assets.sources.schema_inference`) and creates the table with it; every later
+run reads with the table's columns, as if they were declared (a later file that looks different
+goes through ``mode``).
 """
 
 from __future__ import annotations
@@ -52,7 +59,23 @@ class SchemaPolicy(Model):
     hints: dict[str, str] = Field(
         default_factory=dict,
         description="Types of columns a file brings, pinned: {column: Spark type}, e.g. "
-        "{region: STRING, amount: 'DECIMAL(10,2)'} (add_columns reads them so).",
+        "{region: STRING, amount: 'DECIMAL(10,2)'} (add_columns reads them so; infer types "
+        "them so whatever their values look like).",
+    )
+
+    infer: bool = Field(
+        default=False,
+        description="Without source.schema (CSV with a header, JSON lines): the first run infers "
+        "the schema from a sample of its files (hints pin chosen columns) and creates the table "
+        "with it; later runs read with the table's columns (default: false, source.schema "
+        "required).",
+    )
+    sample_files: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="infer: how many of the first run's files are sampled (their first "
+        "records, in path order; default 10; without infer it is not used).",
     )
 
     @field_validator("mode", mode="before")

@@ -457,3 +457,15 @@ class PipelineModel(Model):
     @classmethod
     def _valid_name(cls, value: str) -> str:
         return pipeline_name(value)
+
+    @model_validator(mode="after")
+    def _infer_of_file_pipelines(self) -> PipelineModel:
+        source = getattr(self, "source", None)
+        if self.schema_policy.infer and getattr(source, "type", None) != "files":
+            kind = getattr(source, "type", None) or type(self).__name__
+            raise ValueError(
+                f"schema.infer is true but this pipeline's source is {kind!r}: only a file "
+                "pipeline's 'files' source (CSV with a header, JSON lines) infers its schema; "
+                "give the source's schema and remove infer"
+            )
+        return self

@@ -55,6 +55,19 @@ class _FileSourceBase(_Model):
         """ValueError when this source cannot write into ``table`` (any table by default)."""
 
 
+def names_columns(format: str, options: Mapping[str, str] | None = None) -> bool:
+    """Whether files of ``format`` read with ``options`` name their columns: Parquet, CSV with
+    a header, JSON lines (not whole-file JSON). Here, not in ``sources/file_columns.py`` (which
+    reads those names), so that the configuration can refuse ``schema.infer`` where it cannot
+    work."""
+    lowered = {k.lower(): str(v) for k, v in (options or {}).items()}
+    if format == "csv":
+        return lowered.get("header", "false").strip().lower() == "true"
+    if format in ("json", "ndjson"):
+        return lowered.get("multiline", "false").strip().lower() != "true"
+    return format == "parquet"
+
+
 class LandingFilesSourceConfig(_FileSourceBase):
     """Landing files that Spark reads and writes into the table as Parquet."""
 
@@ -66,8 +79,9 @@ class LandingFilesSourceConfig(_FileSourceBase):
         default=None,
         alias="schema",
         description="Spark DDL schema of the records, e.g. 'id BIGINT, ts TIMESTAMP'. Required for "
-        "ndjson and csv (malformed records are quarantined); parquet uses the table's, else its "
-        "own. Files whose columns or types change: the pipeline's schema: section.",
+        "ndjson and csv (malformed records are quarantined) unless the pipeline's schema.infer "
+        "is true; parquet uses the table's, else its own. Files whose columns or types change: "
+        "the pipeline's schema: section.",
     )
     csv_options: dict[str, str] = Field(
         default_factory=lambda: {"header": "true"},
@@ -86,14 +100,30 @@ class LandingFilesSourceConfig(_FileSourceBase):
             parse_read_schema(value)
         return value
 
-    @model_validator(mode="after")
-    def _schema_required(self) -> LandingFilesSourceConfig:
-        if self.format is not SourceFormat.PARQUET and not self.schema_ddl:
+    def schema_needed(self, infer: bool) -> None:
+        """ValueError unless this source knows its records' schema: ``source.schema``, Parquet
+        (its footer), or ``infer`` (the pipeline's ``schema.infer``) on files that name their
+        columns (CSV with a header, JSON lines)."""
+        fmt = self.format.value
+        if infer:
+            if self.schema_ddl:
+                raise ValueError(
+                    "schema.infer is true but source.schema is given: the declared schema is "
+                    "used as it is; remove one of them"
+                )
+            options = self.csv_options if self.format is SourceFormat.CSV else None
+            if self.format is SourceFormat.PARQUET or not names_columns(fmt, options):
+                raise ValueError(
+                    f"schema.infer needs files that name their columns (CSV with header: "
+                    f"'true', JSON lines), not format {fmt!r} with {dict(options or {})}; "
+                    "give source.schema instead"
+                )
+        elif self.format is not SourceFormat.PARQUET and not self.schema_ddl:
             raise ValueError(
-                f"source.schema is required for format {self.format.value!r} so that malformed "
-                "records can be quarantined; add e.g. schema: 'id BIGINT, ts TIMESTAMP'"
+                f"source.schema is required for format {fmt!r} so that malformed records can "
+                "be quarantined; add e.g. schema: 'id BIGINT, ts TIMESTAMP', or let the first "
+                "run infer it: schema: {infer: true}"
             )
-        return self
 
     @property
     def suffixes(self) -> tuple[str, ...]:

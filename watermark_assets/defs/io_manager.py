@@ -22,7 +22,7 @@ from watermark_assets.defs.metadata import batch_metadata, partition_metadata
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.delta.schema_change import SchemaEvolution
-from watermark_assets.exceptions import BatchOverlapError
+from watermark_assets.exceptions import BatchOverlapError, SchemaInferredMeanwhileError
 from watermark_assets.runs.file_commit import BatchResult, commit_batch
 from watermark_assets.runs.file_rewrite import commit_rewrite_batch
 from watermark_assets.runs.file_stage import StagedBatch
@@ -81,8 +81,9 @@ class WatermarkDeltaIOManager(ConfigurableIOManager):
                 add_columns=evolution.add_columns,
                 widen=evolution.widen,
             )
-        except BatchOverlapError as overlap:
-            # Plan again: the new plan drops the files another run committed meanwhile.
+        except (BatchOverlapError, SchemaInferredMeanwhileError) as overlap:
+            # Plan again: the new plan drops the files another run committed meanwhile, and
+            # reads with the schema another run's first commit stored.
             context.log.warning(str(overlap))
             raise RetryRequested(max_retries=OVERLAP_RETRIES) from overlap
         uri = obj.plan.request.pipeline.table.uri

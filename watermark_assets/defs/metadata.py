@@ -146,6 +146,8 @@ def batch_metadata(
     if staged.columns_ignored is not None:  # a source that names its files' columns
         metadata[v.SOURCE_COLUMNS_IGNORED] = MetadataValue.json(list(staged.columns_ignored))
     metadata |= _schema_policy_entries(staged, staged.plan.request.pipeline.schema_policy.mode)
+    if staged.inferred is not None:
+        metadata[v.SCHEMA_INFERRED] = MetadataValue.json(staged.inferred.to_json())
     if lag_seconds is not None:
         metadata |= v.duration_entries(v.LAG, lag_seconds)
     if table_rows is not None:

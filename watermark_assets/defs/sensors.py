@@ -388,7 +388,7 @@ def build_sensor(
             probed = newest[:COLUMN_PROBES]
             left = pipeline.file_source.columns_left_out(probed)
             cursor = replace(cursor, columns_left_out=left or ())
-            notes += _columns_note(left or (), len(probed), pipeline)
+            notes += _columns_note(left, len(probed), pipeline)
         notes_of = partition_notes(
             pipeline,
             groups,
@@ -704,9 +704,16 @@ UNREADABLE_NAMES = 5
 COLUMN_PROBES = 10
 
 
-def _columns_note(left: tuple[str, ...], probed: int, pipeline: Pipeline) -> str:
+def _columns_note(left: tuple[str, ...] | None, probed: int, pipeline: Pipeline) -> str:
     """The tick's words for the columns the requested runs' files bring that the schema lacks,
-    and what their ``schema.mode`` does with them (none: nothing said)."""
+    and what their ``schema.mode`` does with them (none: nothing said); None under
+    ``schema.infer``: no schema is stored yet, the first run infers it."""
+    policy = pipeline.schema_policy
+    if left is None and policy.infer:
+        return (
+            " | schema: none stored yet; the first run infers it from its first "
+            f"{policy.sample_files} files (schema.infer) and creates the table with it"
+        )
     if not left:
         return ""
     what = {

@@ -25,6 +25,7 @@ from deltalake.exceptions import TableNotFoundError
 from watermark_assets import storage
 from watermark_assets import vocabulary as v
 from watermark_assets.delta.schema_change import SchemaEvent, events_of_versions, schema_history
+from watermark_assets.sources.schema_inference import inferred_note
 
 
 def with_table_schema(metadata: Mapping[str, Any], table_uri: str) -> dict[str, Any]:
@@ -42,7 +43,7 @@ def with_table_schema(metadata: Mapping[str, Any], table_uri: str) -> dict[str, 
         TableColumn(
             name=field["name"],
             type=field["type"] if isinstance(field["type"], str) else json.dumps(field["type"]),
-            description=_described(history.get(field["name"], [])),
+            description=_described(history.get(field["name"], []), field.get("metadata")),
             constraints=TableColumnConstraints(nullable=bool(field["nullable"])),
         )
         for field in json.loads(delta_schema.to_json())["fields"]
@@ -88,16 +89,21 @@ def _entry(event: SchemaEvent) -> dict[str, Any]:
     return entry
 
 
-def _described(events: list[SchemaEvent]) -> str | None:
-    """``added in version 3 (from landing/b.csv); widened integer -> long in version 9``."""
+def _described(events: list[SchemaEvent], metadata: Mapping[str, Any] | None) -> str | None:
+    """``inferred as bigint when the table was created from 3 files: a .. c`` (``schema.infer``),
+    ``added in version 3 (from landing/b.csv); widened integer -> long in version 9``."""
+    inferred = inferred_note(metadata)
     if not events:
-        return None
+        return inferred
     return "; ".join(
-        (
-            f"added in version {e.version}"
-            if e.change == "added"
-            else f"widened {e.from_type} -> {e.to_type} in version {e.version}"
-        )
-        + (f" (from {e.origin})" if e.origin else "")
-        for e in events
+        ([inferred] if inferred else [])
+        + [
+            (
+                f"added in version {e.version}"
+                if e.change == "added"
+                else f"widened {e.from_type} -> {e.to_type} in version {e.version}"
+            )
+            + (f" (from {e.origin})" if e.origin else "")
+            for e in events
+        ]
     )

@@ -25,12 +25,14 @@ from watermark_assets.delta.committer import (
     TxnVersion,
     committer_for,
 )
+from watermark_assets.delta.orphans import open_delta_table
 from watermark_assets.delta.schema_change import SchemaEvolution
 from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.exceptions import (
     BatchOverlapError,
     DeltaCommitError,
     LogHistoryLostError,
+    SchemaInferredMeanwhileError,
 )
 from watermark_assets.runs.faults import crash_point, pause_point
 from watermark_assets.runs.file_plan import BatchPlan
@@ -143,7 +145,9 @@ def commit_batch(
     The decision is exact per file (:func:`decide_commit`): if runs that committed after this
     one planned hold ALL its files, nothing is committed; some of them:
     :class:`BatchOverlapError` (plan again: the new plan drops the committed files); none: the
-    commit. A stale outcome (a concurrent commit of the same partitions) decides again. The batch's
+    commit. A stale outcome (a concurrent commit of the same partitions) decides again. A batch
+    read with an inferred schema (``schema.infer``) only creates the table: once another run
+    created it, :class:`SchemaInferredMeanwhileError` (plan again, with the table's). The batch's
     quarantined records are moved into the quarantine table's folder and named by the data
     commit, then added to the quarantine table (:func:`complete_quarantine`).
     """
@@ -163,6 +167,11 @@ def commit_batch(
     pause_point("before_commit")
 
     def attempt(placement: Placement) -> Attempt | BatchResult:
+        if staged.inferred is not None and open_delta_table(pipeline.table.uri) is not None:
+            # the schema is stored by the commit that creates the table: another run's first
+            # commit won, and its schema is the one every run reads with (this one re-plans)
+            placement.remove()
+            raise SchemaInferredMeanwhileError(pipeline.name, pipeline.table.uri)
         decision = decide_commit(plan, committer)
         if decision.taken:
             placement.remove()
@@ -178,9 +187,12 @@ def commit_batch(
             return BatchResult(staged, skipped, (), 0, state, False, decision.txns)
         placed = placement.placed()
         metadata = _commit_metadata(staged, placed, decision)
+        schema = staged.data_schema if staged.data_schema is not None else pa.schema([])
+        if staged.inferred is not None:  # the table is created with it: stored for every run
+            schema = staged.inferred.stamped(schema)
         outcome = committer.commit(
             placed.data,
-            schema=staged.data_schema if staged.data_schema is not None else pa.schema([]),
+            schema=schema,
             partition_by=pipeline.table.partition_by,
             txns=decision.txns,
             custom_metadata={COMMIT_METADATA_KEY: metadata.to_json()},

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from watermark_assets import storage
+from watermark_assets.config.sources import names_columns as names_columns
 from watermark_assets.sources.schema_drift import Layout
 
 #: How much of a JSON-lines file is probed for keys (decompressed text): a few records, at
@@ -35,17 +36,6 @@ PROBE_BYTES = 4 * 1024
 _BLOCK_BYTES = 64 * 1024
 #: Files probed at once.
 _THREADS = 8
-
-
-def names_columns(format: str, options: Mapping[str, str] | None = None) -> bool:
-    """Whether files of ``format`` read with ``options`` name their columns: Parquet, CSV with
-    a header, JSON lines (not whole-file JSON)."""
-    lowered = _lowered(options)
-    if format == "csv":
-        return lowered.get("header", "false").strip().lower() == "true"
-    if format in ("json", "ndjson"):
-        return lowered.get("multiline", "false").strip().lower() != "true"
-    return format == "parquet"
 
 
 def file_columns(

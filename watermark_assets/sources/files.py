@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from watermark_assets.config import FilePipelineConfig
     from watermark_assets.delta.log import CommitRecord
+    from watermark_assets.sources.schema_inference import InferredSchema
     from watermark_assets.spark.batch import UnreadableFile
 
 
@@ -77,6 +78,9 @@ class StagedFiles:
     values_rescued: Mapping[str, int] = field(default_factory=dict)
     #: rows with something in ``_rescued_data`` (``rescue``)
     rows_rescued: int = 0
+    #: the schema this batch inferred (``schema.infer``, no table yet): its commit creates the
+    #: table with it; None: read with ``source.schema`` or the table's columns
+    inferred: InferredSchema | None = None
 
 
 @dataclass(frozen=True)

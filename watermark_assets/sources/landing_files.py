@@ -24,11 +24,13 @@ from watermark_assets.sources.file_columns import (
 )
 from watermark_assets.sources.files import FileBatch, StagedFiles, known_table_schema
 from watermark_assets.sources.schema_drift import Layout, changes, new_columns, type_changes
+from watermark_assets.sources.schema_inference import InferredSchema, infer_schema
 from watermark_assets.spark.batch import (
     INGESTED_AT_COLUMN,
     PARTITION_KEY_COLUMN,
     SOURCE_FILE_COLUMN,
 )
+from watermark_assets.spark.ddl import columns_ddl
 from watermark_assets.staging import STAGING_DIR, list_parquet, remove_tree
 
 if TYPE_CHECKING:
@@ -90,7 +92,20 @@ class LandingFilesSource:
             f"`{self.config.uri}`, adds lineage columns (`_source_file`, `_ingested_at`, "
             "`_dagster_partition`) and writes Parquet into the Delta table "
             f"`{pipeline.table.uri}`; records that do not match the schema go to "
-            f"`{pipeline.table.quarantine}`."
+            f"`{pipeline.table.quarantine}`.{self._inferred_text()}"
+        )
+
+    def _inferred_text(self) -> str:
+        """The description's words for ``schema.infer`` (none without it)."""
+        policy = self.pipeline.schema_policy
+        if not policy.infer:
+            return ""
+        pinned = f" (pinned by schema.hints: {', '.join(policy.hints)})" if policy.hints else ""
+        return (
+            f" The schema is inferred (schema.infer) from the first run's first "
+            f"{policy.sample_files} files{pinned} and stored as the table's: later runs read "
+            "with the table's columns; each column's description says which files it was "
+            "inferred from."
         )
 
     def stage(self, batch: FileBatch, spark: SparkSession | None, *, now: datetime) -> StagedFiles:
@@ -101,7 +116,8 @@ class LandingFilesSource:
         pipeline = self.pipeline
         if spark is None:
             raise ValueError(f"pipeline {pipeline.name!r} has files to ingest but no Spark session")
-        policy = self._policy(batch.files)
+        ddl, inferred = self._schema(batch.files)
+        policy = self._policy(batch.files, ddl)
         unreadable: list[UnreadableFile] = []
         while True:
             # A file Spark cannot read at all fails the whole job: set it aside and read the
@@ -112,7 +128,8 @@ class LandingFilesSource:
             attempt = f"-{len(unreadable)}" if unreadable else ""
             data_dir = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{batch.token}{attempt}")
             aside = {u.path for u in unreadable}
-            spec = self._read_spec(batch, [p for p in batch.files if p not in aside], now, policy)
+            files = [p for p in batch.files if p not in aside]
+            spec = self._read_spec(batch, files, now, policy, ddl)
             try:
                 if spec.files or spec.schema_ddl is not None:  # no files: the schema's empty batch
                     output = spark_adapter.write_batch(
@@ -160,9 +177,34 @@ class LandingFilesSource:
             values_nulled=_counted(output.misfits) if policy and policy.mode == "ignore" else {},
             values_rescued=_counted(output.misfits) if policy and policy.mode == "rescue" else {},
             rows_rescued=output.rows_rescued,
+            inferred=inferred,
         )
 
-    def _policy(self, files: Sequence[str]) -> SchemaRead | None:
+    def _schema(self, files: Sequence[str]) -> tuple[str | None, InferredSchema | None]:
+        """The DDL the batch is read with: ``source.schema``; under ``schema.infer`` the table's
+        data columns (stored by the first commit, :meth:`_table_columns`), else, before the
+        table exists, the one inferred from the batch's first ``sample_files`` files (returned
+        too: the commit must create the table with it or go stale,
+        :func:`~watermark_assets.runs.file_commit.commit_batch`)."""
+        policy = self.pipeline.schema_policy
+        if self.config.schema_ddl or not policy.infer:
+            return self.config.schema_ddl, None
+        stored = self._table_columns([])
+        if stored:
+            return columns_ddl(stored), None
+        if not files:
+            return None, None
+        fmt, options = self.config.format.value, self.config.csv_options
+        inferred = infer_schema(
+            self.config.uri,
+            files[: policy.sample_files],
+            fmt,
+            options if fmt == "csv" else None,
+            policy.hint_of,
+        )
+        return inferred.ddl, inferred
+
+    def _policy(self, files: Sequence[str], ddl: str | None) -> SchemaRead | None:
         """The batch's files' layouts against the declared schema, under ``schema.mode``
         (:mod:`~watermark_assets.sources.schema_drift`): SchemaChangeError before anything is
         read when the mode says to stop. None: the files cannot name their columns (headerless
@@ -173,7 +215,7 @@ class LandingFilesSource:
             return None
         uris = [f"{self.config.uri.rstrip('/')}/{path}" for path in files]
         layouts = dict(zip(files, file_layouts(uris, fmt, csv_options), strict=True))
-        declared = self._declared_columns(layouts)
+        declared = self._declared_columns(layouts, ddl)
         if declared is None:
             return None
         policy = self.pipeline.schema_policy
@@ -193,28 +235,17 @@ class LandingFilesSource:
         )
 
     def _declared_columns(
-        self, layouts: Mapping[str, Layout | None]
+        self, layouts: Mapping[str, Layout | None], ddl: str | None
     ) -> list[tuple[str, str]] | None:
-        """``source.schema``'s columns, then the table's data columns it lacks (added by an
-        earlier ``add_columns`` run; not the lineage, rescued nor derived ones); without a
-        schema (Parquet), the table's, else the first file's footer (its types, or the
-        ``schema.hints``); None when none is known."""
+        """``ddl``'s columns (:meth:`_schema`), then the table's data columns it lacks (added by
+        an earlier ``add_columns`` run); without a schema (Parquet), the table's, else the first
+        file's footer (its types, or the ``schema.hints``); None when none is known."""
         from watermark_assets.spark.ddl import parse_read_schema
 
         declared: list[tuple[str, str]] = []
-        if self.config.schema_ddl:
-            declared = [(c.name, c.type) for c in parse_read_schema(self.config.schema_ddl)]
-        table = open_delta_table(self.pipeline.table.uri)
-        if table is not None:
-            from pyspark.sql.pandas.types import from_arrow_type
-
-            own = {*LINEAGE_COLUMNS, RESCUED_DATA_COLUMN, *self.pipeline.table.derived_columns}
-            own_lowered = {name.lower() for name in own} | {n.lower() for n, _ in declared}
-            declared += [
-                (f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True).simpleString())
-                for f in pa.schema(table.schema().to_arrow())
-                if f.name.lower() not in own_lowered
-            ]
+        if ddl:
+            declared = [(c.name, c.type) for c in parse_read_schema(ddl)]
+        declared += self._table_columns([name for name, _ in declared])
         if declared:
             return declared
         first = next((layout for layout in layouts.values() if layout), None)
@@ -223,13 +254,29 @@ class LandingFilesSource:
         hint = self.pipeline.schema_policy.hint_of  # a hint pins an inferred type
         return [(name, hint(name) or str(kind)) for name, kind in first]
 
+    def _table_columns(self, known: Sequence[str]) -> list[tuple[str, str]]:
+        """The table's data columns (name, Spark type) not among ``known`` (case-insensitive):
+        not the lineage, rescued nor derived ones; none when there is no table yet."""
+        table = open_delta_table(self.pipeline.table.uri)
+        if table is None:
+            return []
+        from pyspark.sql.pandas.types import from_arrow_type
+
+        own = {*LINEAGE_COLUMNS, RESCUED_DATA_COLUMN, *self.pipeline.table.derived_columns}
+        own_lowered = {name.lower() for name in (*own, *known)}
+        return [
+            (f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True).simpleString())
+            for f in pa.schema(table.schema().to_arrow())
+            if f.name.lower() not in own_lowered
+        ]
+
     def columns_left_out(self, paths: Sequence[str]) -> tuple[str, ...] | None:
         """The columns of ``paths`` (Parquet footers, CSV header lines, the keys of the first
         JSON records: :mod:`~watermark_assets.sources.file_columns`) that the declared columns
         lack (``source.schema`` and the table's data columns; Parquet without a schema: the
         table's). None: cannot tell (headerless CSV, Parquet without a schema and no table
         yet)."""
-        declared = self._declared_columns({})
+        declared = self._declared_columns({}, self._schema(())[0])
         return None if declared is None else self._left_out(paths, [n for n, _ in declared])
 
     def _left_out(self, paths: Sequence[str], read: Iterable[str]) -> tuple[str, ...] | None:
@@ -241,7 +288,12 @@ class LandingFilesSource:
         return left_out(file_columns(uris, fmt, options if fmt == "csv" else None), read)
 
     def _read_spec(
-        self, batch: FileBatch, files: Sequence[str], now: datetime, policy: SchemaRead | None
+        self,
+        batch: FileBatch,
+        files: Sequence[str],
+        now: datetime,
+        policy: SchemaRead | None,
+        ddl: str | None,
     ) -> ReadSpec:
         from watermark_assets.spark.batch import ReadSpec
 
@@ -254,7 +306,7 @@ class LandingFilesSource:
             files=tuple(files),
             file_partitions={p: batch.file_partitions[p] for p in files},
             format=self.config.format.value,
-            schema_ddl=self.config.schema_ddl,
+            schema_ddl=ddl,
             csv_options=self.config.csv_options,
             derived_columns=self.pipeline.table.derived_columns,
             partition_by=self.pipeline.table.partition_by,

@@ -20,6 +20,7 @@ from watermark_assets.exceptions import UntracedRowsError
 from watermark_assets.names import RESCUED_DATA_COLUMN
 from watermark_assets.sources.schema_drift import Layout
 from watermark_assets.spark import io
+from watermark_assets.spark.ddl import columns_ddl
 from watermark_assets.spark.fsspec_source import UNREADABLE_MARKER
 from watermark_assets.spark.paths import relative_to_root, spark_path
 
@@ -195,8 +196,7 @@ def _declared(spark: SparkSession, spec: ReadSpec) -> Any:
     if spec.schema_ddl is not None:
         return io.struct_of(spark, spec.schema_ddl)
     if spec.declared:
-        ddl = ", ".join(f"`{name.replace('`', '``')}` {kind}" for name, kind in spec.declared)
-        return io.struct_of(spark, ddl)
+        return io.struct_of(spark, columns_ddl(spec.declared))
     return None
 
 

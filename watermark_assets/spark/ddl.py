@@ -22,12 +22,12 @@ and duplicate column names.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from watermark_assets.exceptions import SparkSchemaError
 
-__all__ = ["Column", "parse_column_list", "parse_read_schema"]
+__all__ = ["Column", "columns_ddl", "parse_column_list", "parse_read_schema"]
 
 #: Spark's primitive type keywords -> (the canonical name, how many parameters it takes).
 _PRIMITIVES: Mapping[str, tuple[str, tuple[int, ...]]] = {
@@ -389,3 +389,9 @@ def parse_read_schema(ddl: str) -> list[Column]:
             parser.char_tokens[0],
         )
     return columns
+
+
+def columns_ddl(columns: Iterable[tuple[str, str]]) -> str:
+    """The DDL column list of ``(name, Spark type)`` pairs, every name backquoted (a name with a
+    space, a ``*`` or a backquote stays one name)."""
+    return ", ".join(f"`{name.replace('`', '``')}` {kind}" for name, kind in columns)
