@@ -6,7 +6,9 @@ for the same concept (``watermark/before``, ``watermark/after``, ``rows/read``, 
 
 - a time in text is :func:`time_text`: ``2024-01-30T18:49:55Z``, ISO-8601 in UTC, whole seconds;
   milliseconds (``2024-01-30T18:49:55.578Z``) only when the instant has a non-zero millisecond
-  (finer fractions are cut, never rounded). A naive datetime is refused (it names no instant);
+  (finer fractions are cut, never rounded). A naive datetime is refused (it names no instant).
+  It lives in :mod:`watermark_assets.core.text` (re-exported here), so the core's own reasons (a
+  tick's cut-off and windows) say times the same way;
 - a value that IS a time is also given as Dagster timestamp metadata (:func:`timestamp`), which the
   UI shows in the viewer's own format, under the key plus ``_time`` (``watermark/after_time``);
 - a duration is said in words (:func:`duration_text`: ``45 s``, ``3 h 5 min``, ``1,030 days``), with
@@ -33,6 +35,8 @@ from dagster import MetadataValue
 
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
+from watermark_assets.core.text import millis_text as millis_text  # re-exported: one format
+from watermark_assets.core.text import time_text as time_text
 from watermark_assets.core.time.tick import CutOff
 
 # --- keys -------------------------------------------------------------------------------------
@@ -233,43 +237,17 @@ RENAMED: Mapping[str, str] = {
 # --- times ------------------------------------------------------------------------------------
 
 
-def time_text(moment: datetime) -> str:
-    """``2024-01-30T18:49:55Z``: ISO-8601 in UTC, whole seconds; ``.578Z`` milliseconds only when
-    the millisecond is not zero (microseconds below it are cut). A naive datetime is refused."""
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError(f"a naive datetime {moment!r} has no time zone; pass an aware one (UTC)")
-    utc = moment.astimezone(timezone.utc)
-    millis = utc.microsecond // 1000
-    text = utc.replace(microsecond=millis * 1000, tzinfo=None).isoformat(
-        timespec="milliseconds" if millis else "seconds"
-    )
-    return text + "Z"
-
-
 def parse_time_text(text: str) -> datetime:
     """The instant :func:`time_text` wrote (``2024-01-31T00:00:00Z``); without a zone, UTC."""
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-def millis_text(millis: int) -> str:
-    """:func:`time_text` of an instant in epoch milliseconds."""
-    return time_text(datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=millis))
-
-
 def cut_off_text(cut: CutOff) -> str:
     """The cut-off of a time watermark and what it comes from, e.g. ``2020-01-18T00:00:00Z
-    (highest watermark 2020-01-21T00:00:00Z + abstinent 0d - grace 3d)``."""
-    at = time_text(cut.at)
-    if cut.highest is None:
-        return f"{at} (first run: from)"
-    formula = (
-        f"highest watermark {time_text(cut.highest)} + abstinent {cut.abstinent_days}d - "
-        f"grace {cut.grace_days}d"
-    )
-    if cut.highest + timedelta(days=cut.abstinent_days - cut.grace_days) < cut.at:
-        return f"{at} (from, since {formula} is before it)"
-    return f"{at} ({formula})"
+    (highest watermark 2020-01-21T00:00:00Z + abstinent 0d - grace 3d)``: the tick's own words
+    (:class:`~watermark_assets.core.time.tick.CutOff`)."""
+    return str(cut)
 
 
 def timestamp(moment: datetime) -> MetadataValue:
