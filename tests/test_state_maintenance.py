@@ -545,7 +545,7 @@ class ColumnKind(KindScene):
         return {
             "kind": f"column ({self.scene.pipeline.watermark.provider.type})",
             "rows": str(len(self.scene.orders.rows)),
-            "high watermark / done at": re.compile(rf'"id": {last}\b'),
+            "high watermark / done at": re.compile(rf"\bid={last}\b"),
             "delta version": str(DeltaTable(self.table).version()),
         }
 

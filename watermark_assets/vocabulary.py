@@ -34,9 +34,10 @@ from typing import Any
 from dagster import MetadataValue
 
 from watermark_assets.core.column.watermark import ColumnWatermark
-from watermark_assets.core.replace_window import Interval, ReplaceWindow
+from watermark_assets.core.replace_window import region_text as region_text  # the one form
 from watermark_assets.core.text import millis_text as millis_text  # re-exported: one format
 from watermark_assets.core.text import time_text as time_text
+from watermark_assets.core.text import value_text as value_text
 from watermark_assets.core.time.tick import CutOff
 
 # --- keys -------------------------------------------------------------------------------------
@@ -271,21 +272,6 @@ def window_text(start: datetime, end: datetime) -> str:
 # --- values -----------------------------------------------------------------------------------
 
 
-def value_text(value: object) -> str:
-    """One value of a watermark column, as a person reads it: an aware datetime as
-    :func:`time_text`; a naive one (a wall-clock time, TIMESTAMP_NTZ) in ISO-8601 WITHOUT ``Z``;
-    dates and times in ISO-8601; everything else as ``str`` (never a Python repr)."""
-    if isinstance(value, datetime):
-        if value.tzinfo is None or value.utcoffset() is None:
-            return value.isoformat()
-        return time_text(value)
-    if isinstance(value, (date, time)):
-        return value.isoformat()
-    if value is None:
-        return "null"
-    return str(value)
-
-
 def plain(value: object) -> Any:
     """``value`` as plain JSON: numbers, booleans, strings and None as they are; datetimes, dates
     and times as :func:`value_text`; mappings and sequences element by element; anything else as
@@ -311,29 +297,9 @@ def number(value: int | float) -> MetadataValue:
 
 
 def column_watermark_text(watermark: ColumnWatermark) -> str:
-    """``updated_at=2026-04-03T09:15:00Z, id=42``; ``(empty: read everything)`` when empty."""
-    if watermark.is_empty:
-        return "(empty: read everything)"
-    return ", ".join(f"{c}={value_text(x)}" for c, x in zip(watermark.columns, watermark.values))
-
-
-def region_text(region: ReplaceWindow | Sequence[ReplaceWindow] | None, *, none: str) -> str:
-    """The rows a run replaced: ``status = shipped`` (one value),
-    ``updated_at in [2026-04-02T15:00:00Z, 2026-04-03T16:00:00Z]`` (the window's interval; ``-inf``:
-    no lower bound), several windows joined by `` and ``; ``none`` when the run replaced nothing."""
-    if region is None:
-        return none
-    windows = (region,) if isinstance(region, ReplaceWindow) else tuple(region)
-    return " and ".join(_window_text(w) for w in windows) or none
-
-
-def _window_text(window: ReplaceWindow) -> str:
-    closed = window.interval is Interval.CLOSED_CLOSED
-    if closed and window.lower is not None and window.lower == window.upper:
-        return f"{window.column} = {value_text(window.upper)}"
-    low = "-inf" if window.lower is None else value_text(window.lower)
-    shown = window.interval.value.replace("lower", low).replace("upper", value_text(window.upper))
-    return f"{window.column} in {shown}"
+    """``updated_at=2026-04-03T09:15:00Z, id=42``; ``(empty: read everything)`` when empty (the
+    watermark's own ``str``, values as :func:`value_text`)."""
+    return str(watermark)
 
 
 # --- durations --------------------------------------------------------------------------------

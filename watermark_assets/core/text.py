@@ -4,16 +4,17 @@
 (``2024-01-30T18:49:55.578Z``) only when the instant has a non-zero millisecond (finer fractions
 are cut, never rounded). The core's reasons (a tick's cut-off, its windows) and the vocabulary
 (:mod:`watermark_assets.vocabulary` re-exports it) both use it. Names written to disk keep their own
-fixed-width form (:func:`watermark_assets.core.time.instant.format_instant`).
+fixed-width form (:func:`watermark_assets.core.time.instant.format_instant`). :func:`value_text`
+says any watermark value the same way (a replace window's bounds, a column watermark).
 
 Standard library only.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, time, timedelta, timezone
 
-__all__ = ["millis_text", "time_text"]
+__all__ = ["millis_text", "time_text", "value_text"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -34,3 +35,19 @@ def time_text(moment: datetime) -> str:
 def millis_text(millis: int) -> str:
     """:func:`time_text` of an instant in epoch milliseconds."""
     return time_text(_EPOCH + timedelta(milliseconds=millis))
+
+
+def value_text(value: object) -> str:
+    """One value (of a watermark column, a window's bound), as a person reads it: an aware
+    datetime as :func:`time_text`; a naive one (a wall-clock time, TIMESTAMP_NTZ) in ISO-8601
+    WITHOUT ``Z``; dates and times in ISO-8601; ``null`` for None; everything else as ``str``
+    (never a Python repr: a string is shown without quotes)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            return value.isoformat()
+        return time_text(value)
+    if isinstance(value, (date, time)):
+        return value.isoformat()
+    if value is None:
+        return "null"
+    return str(value)

@@ -243,7 +243,20 @@ def summarize_column(pipeline: ColumnPipelineConfig) -> PartitionedRow:
         kind=f"column ({provider.type})",
         partitions="-",
         rows=table_row_count(pipeline.table.uri) or 0,
-        watermark="-" if record is None or not record.watermark else record.watermark,
+        watermark="-" if record is None or not record.watermark else _column_text(record.watermark),
         cut_off="-",
         delta_version="-" if version is None else str(version),
     )
+
+
+def _column_text(stored: str) -> str:
+    """A column watermark as the provider stores it (JSON with the state's sentinels), said as a
+    person reads it: ``updated_at=2024-01-31T00:59:49Z, id=8973``; text that is no column
+    watermark as it is."""
+    from watermark_assets.core.column.watermark import ColumnWatermark
+    from watermark_assets.core.errors import WatermarkJSONError
+
+    try:
+        return str(ColumnWatermark.from_json(stored))
+    except WatermarkJSONError:
+        return stored
