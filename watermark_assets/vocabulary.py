@@ -328,6 +328,24 @@ def duration_text(seconds: float | timedelta) -> str:
     return sign + " ".join(p for p in parts if p)
 
 
+def exact_duration_text(millis: int) -> str:
+    """A configured duration (a window's size, a watermark delay) in words, exactly:
+    :func:`duration_text` when its words lose nothing (``5 min``, ``1 h``, ``2 days``), else in
+    the largest of seconds and milliseconds that divides it (``3,605 s``, ``500 ms``)."""
+    if millis % 1000:
+        return f"{millis:,} ms"
+    text = duration_text(millis / 1000)
+    return text if _said_seconds(text) * 1000 == millis else f"{millis // 1000:,} s"
+
+
+def _said_seconds(text: str) -> int:
+    """The seconds :func:`duration_text`'s words say (``1 day 2 h`` -> 93600)."""
+    units = {"days": 86400, "day": 86400, "h": 3600, "min": 60, "s": 1}
+    words = text.lstrip("-").replace(",", "").split()
+    total = sum(int(n) * units[u] for n, u in zip(words[::2], words[1::2]))
+    return -total if text.startswith("-") else total
+
+
 def duration_entries(key: str, seconds: float) -> dict[str, Any]:
     """``key`` in words (:func:`duration_text`) and ``key/seconds`` as a number (plotted)."""
     return {
