@@ -191,16 +191,16 @@ def test_the_demo_runs_the_time_and_unit_pipelines_due_partitions_and_says_why(
     lines = [line.strip() for line in out.splitlines()]
     assert (
         "payments_api_daily tick 1: 3 partitions: 2024-01-28, 2024-01-29, 2024-01-30 have no "
-        "history (first run: the cut-off is from, 2024-01-28T00:00Z)"
+        "history (first run: the cut-off is watermark.from, 2024-01-28T00:00:00Z)"
     ) in lines
     assert (
         "2024-01-28: 144 rows read, 144 committed, high watermark 2024-01-29T00:00:00Z; run"
     ) in out
     assert any(
         line.startswith(
-            "payments_api_daily tick 2: 2 partitions: 2024-01-29, 2024-01-30 end "
-            "after the cut-off 2024-01-29T00:00Z (highest watermark 2024-01-31 + abstinent 0d - "
-            "grace 2d)"
+            "payments_api_daily tick 2: 2 partitions: 2024-01-29, 2024-01-30 end after the cut-off "
+            "2024-01-29T00:00:00Z (highest watermark 2024-01-31T00:00:00Z + abstinent 0d - grace "
+            "2d)"
         )
         for line in lines
     ), out
@@ -217,9 +217,11 @@ def test_the_demo_runs_the_time_and_unit_pipelines_due_partitions_and_says_why(
     summary = capfd.readouterr().out
     payments = next(line for line in summary.splitlines() if line.startswith("payments_api_daily"))
     assert "time (daily)" in payments and "3/3" in payments and "432" in payments
-    assert "2024-01-29T00:00Z (highest watermark 2024-01-31 + abstinent 0d - grace 2d)" in payments
+    assert (
+        "2024-01-29T00:00:00Z (highest watermark 2024-01-31T00:00:00Z + abstinent 0d - grace 2d)"
+    ) in payments
     monthly = next(line for line in summary.splitlines() if line.startswith("orders_monthly"))
-    assert "2/2" in monthly and "2024-02-15T00:00Z" in monthly
+    assert "2/2" in monthly and "2024-02-15T00:00:00Z" in monthly
     units = next(line for line in summary.splitlines() if line.startswith("orders_by_status"))
     assert "unit (explicit)" in units and "3/3" in units
 

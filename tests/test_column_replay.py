@@ -572,9 +572,10 @@ def test_an_empty_window_the_target_holds_nothing_of_makes_no_commit(
     last = result.chunks[3]
     assert last.result is not None and last.result.outcome.version is None
     assert last.line() == (
-        f"chunk 4 {last.chunk.key}: 0 rows read (no row read and no row of the table in "
+        f"chunk 4 {last.chunk.key}: 0 rows read (no row read and no row of the table where "
         f"{last.result.window}: nothing to commit)"
     )
+    assert f"where {scene.pipeline.watermark.columns[0]} in [" in last.line(), "no Python repr"
     assert f"  {last.line()}" in lines
 
 

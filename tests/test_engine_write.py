@@ -104,7 +104,7 @@ CASES = {
         Replace((window(7, 9),)),
         [[]],
         version=None,
-        skipped="no row read and no row of the table in {'id': [7, 9]}: nothing to commit",
+        skipped="no row read and no row of the table where id in [7, 9]: nothing to commit",
         rows=OLD,
     ),
     "replace nothing by nothing, recording completion: txns and entries only": Case(

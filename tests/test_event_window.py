@@ -139,7 +139,7 @@ def test_windows_are_emitted_once_the_watermark_passes_and_late_records_are_kept
     assert output_rows(spec) == [("12:00", 3, 2), ("12:05", 2, 1)]
     assert output_rows(spec) == oracle(BATCH_1, set(), T0 + timedelta(minutes=11))
     assert first.windows_emitted == 2 and first.windows_open == 3  # 12:10, 12:15, 12:20
-    assert "watermark 1970-01-01T00:00:00.000Z -> 2024-01-30T12:11:00.000Z" in first.reason
+    assert "watermark 1970-01-01T00:00:00Z -> 2024-01-30T12:11:00Z" in first.reason
 
     append(tmp_path / "events", *BATCH_2)
     second = run_window_batch(spark, spec, now=T0 + timedelta(hours=2), run_id="run-2")

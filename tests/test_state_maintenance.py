@@ -545,7 +545,7 @@ class ColumnKind(KindScene):
         return {
             "kind": f"column ({self.scene.pipeline.watermark.provider.type})",
             "rows": str(len(self.scene.orders.rows)),
-            "high watermark / done at": re.compile(rf'"id": {last}\b'),
+            "high watermark / done at": re.compile(rf"\bid={last}\b"),
             "delta version": str(DeltaTable(self.table).version()),
         }
 
@@ -824,12 +824,12 @@ class EventTimeKind(KindScene):
         assert now["output"] == self._expected() and now["late"] == []
 
     def summary(self) -> dict[str, str | re.Pattern[str]]:
-        from watermark_assets.core.time.instant import format_millis, to_millis
+        from watermark_assets.core.text import time_text
 
         return {
             "kind": "event time (hourly, batch)",
             "rows": str(len(self._expected())),
-            "high watermark / done at": format_millis(to_millis(self._closed_before())),
+            "high watermark / done at": time_text(self._closed_before()),
             "delta version": str(DeltaTable(self.table).version()),
         }
 

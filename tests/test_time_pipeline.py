@@ -310,8 +310,8 @@ def test_the_first_tick_with_a_partial_window_says_so(tmp_path: Path) -> None:
     tick = decide_tick(pipeline, day("2020-01-15T06:00"))  # no table yet: a first run
     assert tick.keys == tuple(f"2020-01-{d:02}" for d in range(1, 16))
     assert tick.due.explain().endswith(
-        "2020-01-13, 2020-01-14, 2020-01-15 (partial, to 2020-01-15T06:00Z) have no history "
-        "(first run: the cut-off is from, 2020-01-01T00:00Z)"
+        "2020-01-13, 2020-01-14, 2020-01-15 (partial, to 2020-01-15T06:00:00Z) have no history "
+        "(first run: the cut-off is watermark.from, 2020-01-01T00:00:00Z)"
     )
     complete = pipeline.watermark.model_copy(update={"partial_partition": False})
     without_partial = pipeline.model_copy(update={"watermark": complete})
@@ -329,8 +329,8 @@ def test_a_from_in_the_future_loads_and_its_ticks_say_when_the_first_window_beco
     pipeline = config.pipeline("orders")
     assert isinstance(pipeline, TimePipelineConfig)
     said = (
-        "0 partitions: no window between from 2020-02-01T10:00Z and to 2020-01-14T06:00Z; the "
-        "first window becomes due at 2020-02-02T10:00:00Z"
+        "0 partitions: no window between from 2020-02-01T10:00:00Z and to 2020-01-14T06:00:00Z; "
+        "the first window becomes due at 2020-02-02T10:00:00.001Z"
     )
     assert decide_tick(pipeline, now).due.explain() == said
     defs = build_definitions(config, clock=lambda: now)
@@ -481,8 +481,8 @@ def test_the_seeds_daily_example_first_run_then_grace_3(spark: Any, tmp_path: Pa
     assert first_tick.keys == tuple(f"2020-01-{d:02}" for d in range(1, 15))
     assert first_tick.due.explain() == (
         "14 partitions: 2020-01-01, 2020-01-02, 2020-01-03, ... (8 more), 2020-01-12, "
-        "2020-01-13, 2020-01-14 have no history (first run: the cut-off is from, "
-        "2020-01-01T00:00Z)"
+        "2020-01-13, 2020-01-14 have no history (first run: the cut-off is watermark.from, "
+        "2020-01-01T00:00:00Z)"
     )
 
     # Dagster's current partition 2020-01-15 starts exactly at to: an empty window, skipped.
@@ -521,7 +521,7 @@ def test_the_seeds_daily_example_first_run_then_grace_3(spark: Any, tmp_path: Pa
     expected = ["2020-01-12", "2020-01-13", "2020-01-14", "2020-01-15"]
     why = (
         "4 partitions: 2020-01-12, 2020-01-13, 2020-01-14 end after the cut-off "
-        "2020-01-12T00:00Z (highest watermark 2020-01-15 + abstinent 0d - grace 3d); "
+        "2020-01-12T00:00:00Z (highest watermark 2020-01-15T00:00:00Z + abstinent 0d - grace 3d); "
         "2020-01-15 has no history"
     )
     tick = decide_tick(scene.pipeline, day("2020-01-16"))

@@ -438,10 +438,10 @@ def test_cells_run_independently_and_a_grace_re_run_of_one_unit_never_touches_an
     ]
     assert tick.message == (
         "4 cells of 2 units (of 2): a: 2 partitions: 2024-01-04 ends after the cut-off "
-        "2024-01-04T00:00Z (highest watermark 2024-01-05 + abstinent 0d - grace 1d); "
-        "2024-01-05 (partial, to 2024-01-05T06:00Z) has no history; b: 2 partitions: 2024-01-04, "
-        "2024-01-05 (partial, to 2024-01-05T06:00Z) end after the cut-off 2024-01-04T06:00Z "
-        "(highest watermark 2024-01-05T06:00Z + abstinent 0d - grace 1d)"
+        "2024-01-04T00:00:00Z (highest watermark 2024-01-05T00:00:00Z + abstinent 0d - grace 1d); "
+        "2024-01-05 (partial, to 2024-01-05T06:00:00Z) has no history; b: 2 partitions: "
+        "2024-01-04, 2024-01-05 (partial, to 2024-01-05T06:00:00Z) end after the cut-off "
+        "2024-01-04T06:00:00Z (highest watermark 2024-01-05T06:00:00Z + abstinent 0d - grace 1d)"
     )
     assert [r.tags["dagster/asset_partition_range_start"] for r in tick.requests] == [
         "2024-01-04|a",
@@ -660,7 +660,7 @@ def test_the_sensor_adds_new_ids_and_requests_their_cells_and_reports_refused_ro
     assert not quiet.run_requests
     assert quiet.skip_message == (
         "0 cells of 0 units (of 3): a, b, c: 0 partitions: all 5 end at or before the cut-off "
-        "2024-01-05T06:00Z (highest watermark 2024-01-05T06:00Z + abstinent 0d - grace 0d) | "
+        "2024-01-05T06:00:00Z (highest watermark 2024-01-05T06:00:00Z + abstinent 0d - grace 0d) | "
         f"no new unit ids | 3 unit id(s) from file '{listing}' (4 row(s), 1 refused: row 3 "
         f"'a/b': {refused[0]['reason']})"
     )
@@ -672,8 +672,9 @@ def test_a_from_in_the_future_says_when_the_first_cells_become_due(tmp_path: Pat
     tick = decide_grid_tick(scene.pipeline, ["a", "b"], scene.now)
     assert tick.requests == ()
     assert tick.message == (
-        "0 cells of 0 units (of 2): a, b: 0 partitions: no window between from 2024-02-01T00:00Z "
-        "and to 2024-01-05T06:00Z; the first window becomes due at 2024-02-01T00:00:00Z"
+        "0 cells of 0 units (of 2): a, b: 0 partitions: no window between from "
+        "2024-02-01T00:00:00Z and to 2024-01-05T06:00:00Z; the first window becomes due at "
+        "2024-02-01T00:00:00.001Z"
     )
 
 
@@ -698,7 +699,7 @@ def test_the_tick_caps_its_runs_and_says_what_waits(tmp_path: Path) -> None:
     )
     assert tick.message.startswith(
         "25 cells of 5 units (of 5): u0, u1, u2, u3, u4: 5 partitions: 2024-01-01, 2024-01-02, "
-        "2024-01-03, 2024-01-04, 2024-01-05 (partial, to 2024-01-05T06:00Z) have no history"
+        "2024-01-03, 2024-01-04, 2024-01-05 (partial, to 2024-01-05T06:00:00Z) have no history"
     )
 
 

@@ -99,6 +99,23 @@ def test_a_duration_is_said_in_words(seconds: float, text: str) -> None:
     assert v.duration_text(timedelta(seconds=seconds)) == text
 
 
+EXACT_DURATIONS = {
+    "minutes": (600_000, "10 min"),
+    "an hour": (3_600_000, "1 h"),
+    "days": (2 * 86_400_000, "2 days"),
+    "a minute and a half": (90_000, "1 min 30 s"),
+    "seconds the words would cut": (3_605_000, "3,605 s"),
+    "eleven days and an hour": ((11 * 24 + 1) * 3_600_000, "954,000 s"),
+    "under a second": (500, "500 ms"),
+    "0": (0, "0 s"),
+}
+
+
+@pytest.mark.parametrize(("millis", "text"), EXACT_DURATIONS.values(), ids=EXACT_DURATIONS.keys())
+def test_a_configured_duration_is_said_exactly(millis: int, text: str) -> None:
+    assert v.exact_duration_text(millis) == text
+
+
 def test_a_duration_entry_is_words_and_seconds() -> None:
     entries = v.duration_entries(v.LAG, 89035305.8474)
     assert {k: e.value for k, e in entries.items()} == {

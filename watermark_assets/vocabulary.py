@@ -6,7 +6,9 @@ for the same concept (``watermark/before``, ``watermark/after``, ``rows/read``, 
 
 - a time in text is :func:`time_text`: ``2024-01-30T18:49:55Z``, ISO-8601 in UTC, whole seconds;
   milliseconds (``2024-01-30T18:49:55.578Z``) only when the instant has a non-zero millisecond
-  (finer fractions are cut, never rounded). A naive datetime is refused (it names no instant);
+  (finer fractions are cut, never rounded). A naive datetime is refused (it names no instant).
+  It lives in :mod:`watermark_assets.core.text` (re-exported here), so the core's own reasons (a
+  tick's cut-off and windows) say times the same way;
 - a value that IS a time is also given as Dagster timestamp metadata (:func:`timestamp`), which the
   UI shows in the viewer's own format, under the key plus ``_time`` (``watermark/after_time``);
 - a duration is said in words (:func:`duration_text`: ``45 s``, ``3 h 5 min``, ``1,030 days``), with
@@ -32,7 +34,10 @@ from typing import Any
 from dagster import MetadataValue
 
 from watermark_assets.core.column.watermark import ColumnWatermark
-from watermark_assets.core.replace_window import Interval, ReplaceWindow
+from watermark_assets.core.replace_window import region_text as region_text  # the one form
+from watermark_assets.core.text import millis_text as millis_text  # re-exported: one format
+from watermark_assets.core.text import time_text as time_text
+from watermark_assets.core.text import value_text as value_text
 from watermark_assets.core.time.tick import CutOff
 
 # --- keys -------------------------------------------------------------------------------------
@@ -234,43 +239,17 @@ RENAMED: Mapping[str, str] = {
 # --- times ------------------------------------------------------------------------------------
 
 
-def time_text(moment: datetime) -> str:
-    """``2024-01-30T18:49:55Z``: ISO-8601 in UTC, whole seconds; ``.578Z`` milliseconds only when
-    the millisecond is not zero (microseconds below it are cut). A naive datetime is refused."""
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError(f"a naive datetime {moment!r} has no time zone; pass an aware one (UTC)")
-    utc = moment.astimezone(timezone.utc)
-    millis = utc.microsecond // 1000
-    text = utc.replace(microsecond=millis * 1000, tzinfo=None).isoformat(
-        timespec="milliseconds" if millis else "seconds"
-    )
-    return text + "Z"
-
-
 def parse_time_text(text: str) -> datetime:
     """The instant :func:`time_text` wrote (``2024-01-31T00:00:00Z``); without a zone, UTC."""
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-def millis_text(millis: int) -> str:
-    """:func:`time_text` of an instant in epoch milliseconds."""
-    return time_text(datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=millis))
-
-
 def cut_off_text(cut: CutOff) -> str:
     """The cut-off of a time watermark and what it comes from, e.g. ``2020-01-18T00:00:00Z
-    (highest watermark 2020-01-21T00:00:00Z + abstinent 0d - grace 3d)``."""
-    at = time_text(cut.at)
-    if cut.highest is None:
-        return f"{at} (first run: from)"
-    formula = (
-        f"highest watermark {time_text(cut.highest)} + abstinent {cut.abstinent_days}d - "
-        f"grace {cut.grace_days}d"
-    )
-    if cut.highest + timedelta(days=cut.abstinent_days - cut.grace_days) < cut.at:
-        return f"{at} (from, since {formula} is before it)"
-    return f"{at} ({formula})"
+    (highest watermark 2020-01-21T00:00:00Z + abstinent 0d - grace 3d)``: the tick's own words
+    (:class:`~watermark_assets.core.time.tick.CutOff`)."""
+    return str(cut)
 
 
 def timestamp(moment: datetime) -> MetadataValue:
@@ -292,21 +271,6 @@ def window_text(start: datetime, end: datetime) -> str:
 
 
 # --- values -----------------------------------------------------------------------------------
-
-
-def value_text(value: object) -> str:
-    """One value of a watermark column, as a person reads it: an aware datetime as
-    :func:`time_text`; a naive one (a wall-clock time, TIMESTAMP_NTZ) in ISO-8601 WITHOUT ``Z``;
-    dates and times in ISO-8601; everything else as ``str`` (never a Python repr)."""
-    if isinstance(value, datetime):
-        if value.tzinfo is None or value.utcoffset() is None:
-            return value.isoformat()
-        return time_text(value)
-    if isinstance(value, (date, time)):
-        return value.isoformat()
-    if value is None:
-        return "null"
-    return str(value)
 
 
 def plain(value: object) -> Any:
@@ -334,29 +298,9 @@ def number(value: int | float) -> MetadataValue:
 
 
 def column_watermark_text(watermark: ColumnWatermark) -> str:
-    """``updated_at=2026-04-03T09:15:00Z, id=42``; ``(empty: read everything)`` when empty."""
-    if watermark.is_empty:
-        return "(empty: read everything)"
-    return ", ".join(f"{c}={value_text(x)}" for c, x in zip(watermark.columns, watermark.values))
-
-
-def region_text(region: ReplaceWindow | Sequence[ReplaceWindow] | None, *, none: str) -> str:
-    """The rows a run replaced: ``status = shipped`` (one value),
-    ``updated_at in [2026-04-02T15:00:00Z, 2026-04-03T16:00:00Z]`` (the window's interval; ``-inf``:
-    no lower bound), several windows joined by `` and ``; ``none`` when the run replaced nothing."""
-    if region is None:
-        return none
-    windows = (region,) if isinstance(region, ReplaceWindow) else tuple(region)
-    return " and ".join(_window_text(w) for w in windows) or none
-
-
-def _window_text(window: ReplaceWindow) -> str:
-    closed = window.interval is Interval.CLOSED_CLOSED
-    if closed and window.lower is not None and window.lower == window.upper:
-        return f"{window.column} = {value_text(window.upper)}"
-    low = "-inf" if window.lower is None else value_text(window.lower)
-    shown = window.interval.value.replace("lower", low).replace("upper", value_text(window.upper))
-    return f"{window.column} in {shown}"
+    """``updated_at=2026-04-03T09:15:00Z, id=42``; ``(empty: read everything)`` when empty (the
+    watermark's own ``str``, values as :func:`value_text`)."""
+    return str(watermark)
 
 
 # --- durations --------------------------------------------------------------------------------
@@ -383,6 +327,24 @@ def duration_text(seconds: float | timedelta) -> str:
     else:
         parts = [f"{secs} s"]
     return sign + " ".join(p for p in parts if p)
+
+
+def exact_duration_text(millis: int) -> str:
+    """A configured duration (a window's size, a watermark delay) in words, exactly:
+    :func:`duration_text` when its words lose nothing (``5 min``, ``1 h``, ``2 days``), else in
+    the largest of seconds and milliseconds that divides it (``3,605 s``, ``500 ms``)."""
+    if millis % 1000:
+        return f"{millis:,} ms"
+    text = duration_text(millis / 1000)
+    return text if _said_seconds(text) * 1000 == millis else f"{millis // 1000:,} s"
+
+
+def _said_seconds(text: str) -> int:
+    """The seconds :func:`duration_text`'s words say (``1 day 2 h`` -> 93600)."""
+    units = {"days": 86400, "day": 86400, "h": 3600, "min": 60, "s": 1}
+    words = text.lstrip("-").replace(",", "").split()
+    total = sum(int(n) * units[u] for n, u in zip(words[::2], words[1::2]))
+    return -total if text.startswith("-") else total
 
 
 def duration_entries(key: str, seconds: float) -> dict[str, Any]:

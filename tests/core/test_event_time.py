@@ -106,7 +106,7 @@ def test_the_global_watermark_moves_only_when_the_policys_choice_is_greater() ->
     second = tracker.observe(first, {"clicks": stats(40)}, at(61))
     assert second.watermark_ms == at(45)
     assert second.mark("clicks").watermark_ms == at(30)
-    assert "stays at 2024-01-30T12:45:00.000Z" in tracker.explain(first, second, at(61))
+    assert "stays at 2024-01-30T12:45:00Z" in tracker.explain(first, second, at(61))
 
 
 def test_the_tick_text_names_each_input_and_the_policy() -> None:
@@ -114,8 +114,8 @@ def test_the_tick_text_names_each_input_and_the_policy() -> None:
     before = EventTimeWatermark.empty()
     after = tracker.observe(before, {"clicks": stats(30), "views": stats(20)}, at(60))
     assert tracker.explain(before, after, at(60)) == (
-        "watermark 1970-01-01T00:00:00.000Z -> 2024-01-30T12:15:00.000Z (min of clicks "
-        "2024-01-30T12:20:00.000Z, views 2024-01-30T12:15:00.000Z)"
+        "watermark 1970-01-01T00:00:00Z -> 2024-01-30T12:15:00Z (min of clicks "
+        "2024-01-30T12:20:00Z, views 2024-01-30T12:15:00Z)"
     )
 
 
@@ -132,7 +132,7 @@ def test_an_idle_input_is_left_out_of_the_min_and_counts_again_with_data() -> No
     assert w.watermark_ms == at(15)
     w = tracker.observe(w, {"clicks": stats(100)}, at(100))  # views quiet for 40 min: idle
     assert w.watermark_ms == at(90)
-    assert "views 2024-01-30T12:15:00.000Z (idle, left out)" in tracker.explain(w, w, at(100))
+    assert "views 2024-01-30T12:15:00Z (idle, left out)" in tracker.explain(w, w, at(100))
     # views has rows again: it counts again, but the watermark never goes back
     w = tracker.observe(w, {"views": stats(70)}, at(101))
     assert w.watermark_ms == at(90)
@@ -359,7 +359,7 @@ def test_a_record_is_late_when_its_window_was_closed_by_the_watermark(
 def test_windows_are_closed_open_and_aligned_on_the_epoch() -> None:
     window = WINDOWS.window_of(at(7.5))
     assert window == EventWindow(at(5), at(10))
-    assert str(window) == "[2024-01-30T12:05:00.000Z, 2024-01-30T12:10:00.000Z)"
+    assert str(window) == "[2024-01-30T12:05:00Z, 2024-01-30T12:10:00Z)"
     assert window.contains(at(5)) and not window.contains(at(10))
     assert not window.is_closed(at(9.99)) and window.is_closed(at(10))
     assert TumblingWindows(size_ms=10).window_of(-1) == EventWindow(-10, 0)

@@ -51,8 +51,8 @@ def test_seed_grace_first_run_covers_from_to_then_three_days_back() -> None:
     assert second.effective_range == window(utc(2020, 1, 12), utc(2020, 1, 16))
     assert len(second) == 1
     assert second.explain() == (
-        "1 partition: 2020-01-01 ends after the cut-off 2020-01-12T00:00Z (highest watermark "
-        "2020-01-15 + abstinent 0d - grace 3d)"
+        "1 partition: 2020-01-01 ends after the cut-off 2020-01-12T00:00:00Z (highest watermark "
+        "2020-01-15T00:00:00Z + abstinent 0d - grace 3d)"
     )
 
 
@@ -87,8 +87,8 @@ def test_seed_abstinent_one_day_empties_the_range_on_the_16th_and_not_the_17th()
     assert on_16th.windows == ()
     assert downloaded_in_range(on_16th, utc(2020, 1, 16)) == []
     assert on_16th.explain() == (
-        "0 partitions: all 1 end at or before the cut-off 2020-01-16T00:00Z (highest watermark "
-        "2020-01-15 + abstinent 1d - grace 0d)"
+        "0 partitions: all 1 end at or before the cut-off 2020-01-16T00:00:00Z (highest watermark "
+        "2020-01-15T00:00:00Z + abstinent 1d - grace 0d)"
     )
 
     on_17th, _ = run(watermark, spec, utc(2020, 1, 17))
@@ -158,8 +158,8 @@ def test_seed_monthly_cut_off_is_the_largest_high_watermark_minus_grace() -> Non
     assert len(first.new) == 14
     assert first.explain() == (
         "14 partitions: 2019-01-01, 2019-02-01, 2019-03-01, ... (8 more), 2019-12-01, 2020-01-01, "
-        "2020-02-01 (partial, to 2020-02-21) have no history (first run: the cut-off is from, "
-        "2019-01-01T00:00Z)"
+        "2020-02-01 (partial, to 2020-02-21) have no history (first run: the cut-off is "
+        "watermark.from, 2019-01-01T00:00:00Z)"
     )
     # "the partition [2019-01-01, 2019-01-31) has high watermark as 2019-01-31": its last day. In
     # milliseconds the window is [2019-01-01, 2019-02-01) and its high watermark is its end, the
@@ -173,8 +173,8 @@ def test_seed_monthly_cut_off_is_the_largest_high_watermark_minus_grace() -> Non
     second, _ = run(watermark, MONTHLY, utc(2020, 2, 22))
     assert second.windows == (window(utc(2020, 2, 1), utc(2020, 2, 22)),)  # no old month again
     assert second.explain() == (
-        "1 partition: 2020-02-01 (partial, to 2020-02-22) ends after the cut-off 2020-02-18T00:00Z "
-        "(highest watermark 2020-02-21 + abstinent 0d - grace 3d)"
+        "1 partition: 2020-02-01 (partial, to 2020-02-22) ends after the cut-off "
+        "2020-02-18T00:00:00Z (highest watermark 2020-02-21T00:00:00Z + abstinent 0d - grace 3d)"
     )
 
 
@@ -197,7 +197,7 @@ def test_seed_monthly_cut_off_is_the_largest_high_watermark_minus_grace() -> Non
 #   Read as start days instead, the window starting 02-18 (ending 02-19, after the cut-off) would be
 #   skipped against the seed's rule "a partition is executed if its end date is larger than the
 #   effective cut off date", and the window 02-21 could not be re-executed. The issue's tick text
-#   "3 partitions: 2020-02-19, 2020-02-20, 2020-02-21 end after the cut-off 2020-02-18T00:00Z"
+#   "3 partitions: 2020-02-19, 2020-02-20, 2020-02-21 end after the cut-off 2020-02-18T00:00:00Z"
 #   names the same three windows by their ends; our reason labels windows by their start, as
 #   Dagster keys daily partitions.
 DAILY = TimeSpec("2020-01-01", "P0D", "daily", grace_days=3)
@@ -228,16 +228,17 @@ def test_seed_daily_grace_three_re_executes_the_partitions_ending_after_the_cut_
     ]
     assert following_day.new == (window(utc(2020, 2, 21), utc(2020, 2, 22)),)
     assert following_day.explain() == (
-        "4 partitions: 2020-02-18, 2020-02-19, 2020-02-20 end after the cut-off 2020-02-18T00:00Z "
-        "(highest watermark 2020-02-21 + abstinent 0d - grace 3d); 2020-02-21 has no history"
+        "4 partitions: 2020-02-18, 2020-02-19, 2020-02-20 end after the cut-off "
+        "2020-02-18T00:00:00Z (highest watermark 2020-02-21T00:00:00Z + abstinent 0d - grace 3d); "
+        "2020-02-21 has no history"
     )
     # A window ending exactly at the cut-off does not run: "end after" is strict.
     assert window(utc(2020, 2, 17), utc(2020, 2, 18)) not in following_day.windows
 
     same_day = watermark.due_at(DAILY, utc(2020, 2, 21))
     assert same_day.explain() == (
-        "3 partitions: 2020-02-18, 2020-02-19, 2020-02-20 end after the cut-off 2020-02-18T00:00Z "
-        "(highest watermark 2020-02-21 + abstinent 0d - grace 3d)"
+        "3 partitions: 2020-02-18, 2020-02-19, 2020-02-20 end after the cut-off "
+        "2020-02-18T00:00:00Z (highest watermark 2020-02-21T00:00:00Z + abstinent 0d - grace 3d)"
     )
 
 
@@ -256,7 +257,8 @@ def test_seed_a_partition_that_failed_its_first_run_runs_on_the_next_tick() -> N
     assert [w.start for w in following.new] == [utc(2020, 2, 10), utc(2020, 2, 21)]
     assert following.explain() == (
         "2 partitions: 2020-02-10, 2020-02-21 have no history; the others end at or before the "
-        "cut-off 2020-02-21T00:00Z (highest watermark 2020-02-21 + abstinent 0d - grace 0d)"
+        "cut-off 2020-02-21T00:00:00Z (highest watermark 2020-02-21T00:00:00Z + abstinent 0d - "
+        "grace 0d)"
     )
 
 
@@ -280,9 +282,9 @@ def test_seed_a_from_with_hours_gives_high_watermarks_at_that_hour() -> None:
     second = watermark.due_at(spec, utc(2020, 2, 25, 12))
     assert second.cut_off.at == utc(2020, 2, 23, 12)
     assert second.explain() == (
-        "3 partitions: 2020-02-23T10:00Z, 2020-02-24T10:00Z end after the cut-off "
-        "2020-02-23T12:00Z (highest watermark 2020-02-24T12:00Z + abstinent 0d - grace 1d); "
-        "2020-02-25T10:00Z (partial, to 2020-02-25T12:00Z) has no history"
+        "3 partitions: 2020-02-23T10:00:00Z, 2020-02-24T10:00:00Z end after the cut-off "
+        "2020-02-23T12:00:00Z (highest watermark 2020-02-24T12:00:00Z + abstinent 0d - grace 1d); "
+        "2020-02-25T10:00:00Z (partial, to 2020-02-25T12:00:00Z) has no history"
     )
 
 
@@ -292,8 +294,8 @@ def test_the_cut_off_is_never_before_from() -> None:
     cut_off = watermark.cut_off(spec, utc(2020, 1, 3))
     assert cut_off.at == utc(2020, 1, 1)
     assert str(cut_off) == (
-        "2020-01-01T00:00Z (from, since highest watermark 2020-01-02 + abstinent 0d - grace 3d is "
-        "before it)"
+        "2020-01-01T00:00:00Z (from, since highest watermark 2020-01-02T00:00:00Z + abstinent 0d - "
+        "grace 3d is before it)"
     )
 
 
@@ -302,20 +304,20 @@ def test_the_cut_off_is_never_before_from() -> None:
     [
         pytest.param(
             TimeSpec("2020-01-15", "P0D", "daily"),
-            "no window between from 2020-01-15T00:00Z and to 2020-01-15T00:00Z; the first "
-            "window becomes due at 2020-01-15T00:00:00Z",
+            "no window between from 2020-01-15T00:00:00Z and to 2020-01-15T00:00:00Z; the first "
+            "window becomes due at 2020-01-15T00:00:00.001Z",
             id="to reaches from: a partial window right after",
         ),
         pytest.param(
             TimeSpec("2020-03-01 10:00:00", "P1D", "daily", partial_partition=False),
-            "no window between from 2020-03-01T10:00Z and to 2020-01-14T00:00Z; the first "
+            "no window between from 2020-03-01T10:00:00Z and to 2020-01-14T00:00:00Z; the first "
             "window becomes due at 2020-03-03T10:00:00Z",
             id="a future from, complete windows only: its end plus to's day",
         ),
         pytest.param(
             TimeSpec("P1D", "2020-01-10", "none"),
-            "no window between from 2020-01-14T00:00Z and to 2020-01-10T00:00Z; no window will "
-            "ever be due (to is fixed and from moves past it with now)",
+            "no window between from 2020-01-14T00:00:00Z and to 2020-01-10T00:00:00Z; no window "
+            "will ever be due (to is fixed and from moves past it with now)",
             id="a fixed to that a moving from has passed",
         ),
     ],

@@ -84,10 +84,11 @@ def test_the_tick_text_says_each_reason_once_most_shared_first() -> None:
     due = due_cells(grid(a=list(range(1, 12)), c=list(range(1, 12))), UNITS, SPEC, NOW)
     assert due.explain() == (
         "15 cells of 3 units (of 3): a, c: 2 partitions: 2024-01-10, 2024-01-11 (partial, to "
-        "2024-01-11T06:00Z) end after the cut-off 2024-01-10T06:00Z (highest watermark "
-        "2024-01-11T06:00Z + abstinent 0d - grace 1d); b: 11 partitions: 2024-01-01, "
+        "2024-01-11T06:00:00Z) end after the cut-off 2024-01-10T06:00:00Z (highest watermark "
+        "2024-01-11T06:00:00Z + abstinent 0d - grace 1d); b: 11 partitions: 2024-01-01, "
         "2024-01-02, 2024-01-03, ... (5 more), 2024-01-09, 2024-01-10, 2024-01-11 (partial, to "
-        "2024-01-11T06:00Z) have no history (first run: the cut-off is from, 2024-01-01T00:00Z)"
+        "2024-01-11T06:00:00Z) have no history (first run: the cut-off is watermark.from, "
+        "2024-01-01T00:00:00Z)"
     )
     assert due_cells(empty_grid(), [], SPEC, NOW).explain() == (
         "0 cells of 0 units (of 0): no unit id known yet"

@@ -257,8 +257,10 @@ def test_a_watermark_is_hashable_picklable_and_copyable() -> None:
     assert pickle.loads(pickle.dumps(watermark)) == watermark
     assert copy.deepcopy(watermark) == watermark
     assert Spans([(3, 4), (1, 3)]) == Spans([(1, 4)])
-    assert str(watermark) == "1 covered span, highest watermark 2020-02-03"
-    assert str(watermark.advance(day(9))) == "2 covered spans, highest watermark 2020-02-10"
+    assert str(watermark) == "1 covered span, highest watermark 2020-02-03T00:00:00Z"
+    assert str(watermark.advance(day(9))) == (
+        "2 covered spans, highest watermark 2020-02-10T00:00:00Z"
+    )
     assert str(TimeWatermark.empty()) == "(empty: every window runs)"
 
 

@@ -10,7 +10,7 @@ the beginning". A null is in no window. The Delta side is :mod:`watermark_assets
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from enum import Enum
@@ -18,8 +18,9 @@ from typing import Any, NoReturn, TypeAlias
 
 from watermark_assets.core.clock import ensure_utc
 from watermark_assets.core.errors import NaiveDatetimeError, ReplaceWindowError
+from watermark_assets.core.text import value_text
 
-__all__ = ["Interval", "ReplaceWindow", "WindowValue", "value_kind"]
+__all__ = ["Interval", "ReplaceWindow", "WindowValue", "region_text", "value_kind"]
 
 WindowValue: TypeAlias = int | float | date | datetime | str
 """A bound: a number, a date, an aware datetime (normalised to UTC) or a string."""
@@ -114,9 +115,14 @@ class ReplaceWindow:
         return cls(column, bounds[0], bounds[1], interval)
 
     def __str__(self) -> str:
-        low = "-inf" if self.lower is None else _text(self.lower)
-        shown = self.interval.value.replace("lower", low).replace("upper", _text(self.upper))
-        return f"{{{self.column!r}: {shown}}}"
+        """``status = shipped`` (one value), else ``updated_at in (2026-04-02T15:00:00Z,
+        2026-04-03T16:00:00Z]`` (``-inf``: no lower bound); values as
+        :func:`~watermark_assets.core.text.value_text`."""
+        if self.interval is Interval.CLOSED_CLOSED and self.lower == self.upper:
+            return f"{self.column} = {value_text(self.upper)}"
+        low = "-inf" if self.lower is None else value_text(self.lower)
+        shown = self.interval.value.replace("lower", low).replace("upper", value_text(self.upper))
+        return f"{self.column} in {shown}"
 
     def contains(self, value: Any) -> bool:
         """Whether a (non-null, normalised) value lies in the window."""
@@ -176,6 +182,21 @@ def value_kind(value: Any) -> str:
 
 
 def _text(value: WindowValue) -> str:
+    """A bound as commit metadata stores it (:meth:`ReplaceWindow.to_json`: a name on disk, kept
+    as written; what a person reads is :meth:`ReplaceWindow.__str__`)."""
     if isinstance(value, (date, datetime)):
         return value.isoformat()
     return str(value) if not isinstance(value, str) else repr(value)
+
+
+def region_text(
+    region: ReplaceWindow | Sequence[ReplaceWindow] | None, *, none: str = "(none)"
+) -> str:
+    """The rows a run replaces, as a person reads them: each window as its ``str``
+    (``status = shipped``, ``updated_at in [2026-04-02T15:00:00Z, 2026-04-03T16:00:00Z)``),
+    several joined by `` and `` (a cell: the time window and the unit); ``none`` when there is
+    no window. The engine's reasons and the runs' metadata both say regions so."""
+    if region is None:
+        return none
+    windows = (region,) if isinstance(region, ReplaceWindow) else tuple(region)
+    return " and ".join(str(w) for w in windows) or none

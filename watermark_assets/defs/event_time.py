@@ -61,7 +61,6 @@ from watermark_assets.core.event_time import (
     TumblingWindows,
     WatermarkPolicy,
     WatermarkTracker,
-    format_duration_ms,
 )
 from watermark_assets.core.time.instant import from_millis, to_millis
 from watermark_assets.defs.assets import PIPELINE_TAG
@@ -289,8 +288,8 @@ def event_time_truths(
     """Each partition of ``keys`` as the committed watermark leaves it: closed (its windows are
     emitted), or open, with the watermark and the upstream event time that close it."""
     upstream = " and ".join(f"`{name}`" for name in spec.upstreams)
-    size = format_duration_ms(spec.windows.size_ms)
-    delay = format_duration_ms(delay_ms)
+    size = v.exact_duration_text(spec.windows.size_ms)
+    delay = v.exact_duration_text(delay_ms)
     if committed.is_empty:
         truths = {}
         for key in keys:
@@ -343,7 +342,7 @@ def build_event_time_asset(
 ) -> AssetsDefinition:
     spec = engine.spec
     key = asset_key(pipeline)
-    delay = format_duration_ms(pipeline.watermark.delay_ms)
+    delay = v.exact_duration_text(pipeline.watermark.delay_ms)
     upstream_names = ", ".join(spec.upstreams)
 
     @asset(
@@ -351,7 +350,7 @@ def build_event_time_asset(
         deps=list(upstream_keys),
         description=pipeline.description
         or (
-            f"{format_duration_ms(spec.windows.size_ms)} windows of {upstream_names} by "
+            f"{v.exact_duration_text(spec.windows.size_ms)} windows of {upstream_names} by "
             f"`{spec.event_column}` ({', '.join(pipeline.aggregates)}), emitted once the "
             f"watermark (max event time - {delay}) passes their end; late records kept."
         ),

@@ -52,6 +52,7 @@ from watermark_assets import vocabulary as v
 from watermark_assets.config import TimePipelineConfig, TimeWatermarkConfig, UnitPipelineConfig
 from watermark_assets.core.clock import Clock, ensure_utc
 from watermark_assets.core.partition_selection import TimeWindow
+from watermark_assets.core.text import time_text
 from watermark_assets.core.time import (
     BeforeNow,
     FixedTime,
@@ -60,7 +61,7 @@ from watermark_assets.core.time import (
     format_instant,
     windows,
 )
-from watermark_assets.core.time.tick import DueWindows, instant_text
+from watermark_assets.core.time.tick import DueWindows
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
 from watermark_assets.defs.keys import asset_key
@@ -355,7 +356,7 @@ def build_time_asset(
             if skipped:
                 context.log.info(
                     f"{pipeline.name}: partitions {skipped} are no window at "
-                    f"{instant_text(now)} (after to, or starting at it): nothing to read"
+                    f"{time_text(now)} (after to, or starting at it): nothing to read"
                 )
         context.log.info(f"{pipeline.name}: cut-off {due.cut_off}")
         check_source(pipeline)  # before Spark: a clear error, not Spark's

@@ -48,8 +48,8 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 from watermark_assets import vocabulary as v
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock
+from watermark_assets.core.text import time_text
 from watermark_assets.core.time import TimeSpec, format_instant
-from watermark_assets.core.time.tick import instant_text
 from watermark_assets.core.unit import Cell, CellRange, DueCells, due_cells
 from watermark_assets.core.unit.grid import unit_time_watermark
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
@@ -217,7 +217,7 @@ def build_grid_asset(
         cells, skipped = cells_of_keys(spec, partitions_def, context.partition_keys, now)
         if skipped:
             context.log.info(
-                f"{pipeline.name}: partitions {skipped} are no window at {instant_text(now)} "
+                f"{pipeline.name}: partitions {skipped} are no window at {time_text(now)} "
                 "(after to, or starting at it): nothing to read"
             )
         due = due_cells(load_grid_watermark(pipeline), [c.unit for c in cells], spec, now)

@@ -53,7 +53,7 @@ import pyarrow as pa
 
 from watermark_assets import storage
 from watermark_assets.core.clock import Clock, system_clock
-from watermark_assets.core.replace_window import ReplaceWindow
+from watermark_assets.core.replace_window import ReplaceWindow, region_text
 from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
 from watermark_assets.delta.merge import MergePlan, commit_merge, plan_merge
 from watermark_assets.delta.replace import (
@@ -78,7 +78,6 @@ __all__ = [
     "WriteMode",
     "Written",
     "region_json",
-    "region_text",
     "write",
 ]
 
@@ -89,11 +88,6 @@ Region = ReplaceWindow | tuple[ReplaceWindow, ...]
 def region_json(region: Region) -> object:
     """A window's JSON, or a region's list of them."""
     return region.to_json() if isinstance(region, ReplaceWindow) else [w.to_json() for w in region]
-
-
-def region_text(region: Region) -> str:
-    """``[a, b)`` or ``[a, b) x [u, u]``."""
-    return str(region) if isinstance(region, ReplaceWindow) else " x ".join(map(str, region))
 
 
 @dataclass(frozen=True)
@@ -340,7 +334,7 @@ def _commit(
     touches = added or replace.removed or replace.rewritten
     if not touches and not record.records_completion:  # no empty commits in the log
         regions = " and ".join(region_text(r) for r in mode.regions)
-        reason = f"no row read and no row of the table in {regions}: nothing to commit"
+        reason = f"no row read and no row of the table where {regions}: nothing to commit"
         return Written(CommitOutcome(None, True, reason), files)
     custom = {**record.entries, **record.lineage(replace)}
     outcome = commit_replace(

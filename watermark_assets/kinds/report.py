@@ -114,8 +114,8 @@ PARTITIONED_HEADERS = (
 
 def summarize_time(pipeline: TimePipelineConfig) -> PartitionedRow:
     """Windows with a high watermark, the highest one and the cut-off it gives now."""
+    from watermark_assets.core.text import time_text
     from watermark_assets.core.time import windows
-    from watermark_assets.core.time.tick import instant_text
     from watermark_assets.delta.log import table_row_count
     from watermark_assets.runs.time import load_time_watermark
 
@@ -129,7 +129,7 @@ def summarize_time(pipeline: TimePipelineConfig) -> PartitionedRow:
         kind=f"time ({spec.partitioning.value})",
         partitions=f"{watermark.count_with_history(every)}/{len(every)}",
         rows=table_row_count(pipeline.table.uri) or 0,
-        watermark="-" if highest is None else instant_text(highest),
+        watermark="-" if highest is None else time_text(highest),
         cut_off=str(watermark.cut_off(spec, now)),
         delta_version="-" if version is None or version < 0 else str(version),
     )
@@ -137,7 +137,7 @@ def summarize_time(pipeline: TimePipelineConfig) -> PartitionedRow:
 
 def summarize_unit(pipeline: UnitPipelineConfig) -> PartitionedRow:
     """Units with a committed run (of the explicit ones) and the latest done-at."""
-    from watermark_assets.core.time.tick import instant_text
+    from watermark_assets.core.text import time_text
     from watermark_assets.delta.committer import committer_for
     from watermark_assets.delta.log import table_row_count
     from watermark_assets.runs.unit import load_unit_watermark
@@ -154,7 +154,7 @@ def summarize_unit(pipeline: UnitPipelineConfig) -> PartitionedRow:
         kind="unit (explicit)" if explicit is not None else "unit (secondary input)",
         partitions=f"{len(done)}/{len(explicit)}" if explicit is not None else str(len(done)),
         rows=table_row_count(pipeline.table.uri) or 0,
-        watermark="-" if latest is None else instant_text(latest),
+        watermark="-" if latest is None else time_text(latest),
         cut_off="-",
         delta_version="-" if version is None else str(version),
     )
@@ -163,8 +163,8 @@ def summarize_unit(pipeline: UnitPipelineConfig) -> PartitionedRow:
 def summarize_grid(pipeline: UnitPipelineConfig) -> PartitionedRow:
     """Time x unit: cells with a high watermark out of the known units' cells, the highest high
     watermark, and each unit's cut-off when they agree (else how many differ)."""
+    from watermark_assets.core.text import time_text
     from watermark_assets.core.time import windows
-    from watermark_assets.core.time.tick import instant_text
     from watermark_assets.delta.committer import committer_for
     from watermark_assets.delta.log import table_row_count
     from watermark_assets.runs.time_unit import load_grid_watermark
@@ -185,7 +185,7 @@ def summarize_grid(pipeline: UnitPipelineConfig) -> PartitionedRow:
         kind=f"time ({spec.partitioning.value}) x unit",
         partitions=f"{done}/{len(cut) * len(known)} cells",
         rows=table_row_count(pipeline.table.uri) or 0,
-        watermark="-" if highest is None else instant_text(highest),
+        watermark="-" if highest is None else time_text(highest),
         cut_off=cut_offs.pop() if len(cut_offs) == 1 else f"{len(cut_offs)} per unit",
         delta_version="-" if version is None else str(version),
     )
@@ -196,7 +196,8 @@ def summarize_event_time(
 ) -> PartitionedRow:
     """An event-time pipeline's row: the partitions its watermark closed, the windows emitted,
     the watermark, and the late records kept."""
-    from watermark_assets.core.time.instant import format_millis, to_millis
+    from watermark_assets.core.text import millis_text
+    from watermark_assets.core.time.instant import to_millis
     from watermark_assets.defs.event_time import (
         closed_through,
         event_time_partitions,
@@ -221,7 +222,7 @@ def summarize_event_time(
         kind=f"event time ({pipeline.partitions.granularity}, {engine.name})",
         partitions=f"{closed}/{len(keys)} closed",
         rows=table_row_count(spec.output_uri) or 0,
-        watermark="-" if not watermark.watermark_ms else format_millis(watermark.watermark_ms),
+        watermark="-" if not watermark.watermark_ms else millis_text(watermark.watermark_ms),
         cut_off=late,
         delta_version="-" if version is None else str(version),
     )
@@ -242,7 +243,20 @@ def summarize_column(pipeline: ColumnPipelineConfig) -> PartitionedRow:
         kind=f"column ({provider.type})",
         partitions="-",
         rows=table_row_count(pipeline.table.uri) or 0,
-        watermark="-" if record is None or not record.watermark else record.watermark,
+        watermark="-" if record is None or not record.watermark else _column_text(record.watermark),
         cut_off="-",
         delta_version="-" if version is None else str(version),
     )
+
+
+def _column_text(stored: str) -> str:
+    """A column watermark as the provider stores it (JSON with the state's sentinels), said as a
+    person reads it: ``updated_at=2024-01-31T00:59:49Z, id=8973``; text that is no column
+    watermark as it is."""
+    from watermark_assets.core.column.watermark import ColumnWatermark
+    from watermark_assets.core.errors import WatermarkJSONError
+
+    try:
+        return str(ColumnWatermark.from_json(stored))
+    except WatermarkJSONError:
+        return stored

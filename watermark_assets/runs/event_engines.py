@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from watermark_assets.core.event_time import EventTimeWatermark
-from watermark_assets.core.time.instant import format_millis
+from watermark_assets.core.text import millis_text
 from watermark_assets.runs.event_stream import StreamSpec, committed_watermark_ms, run_window_stream
 from watermark_assets.runs.event_window import (
     WindowAggregateSpec,
@@ -149,11 +149,12 @@ class StreamEngine:
             late_records=result.late_kept,
             late_kept=True,
             reason=(
-                f"{len(result.batches)} micro-batch(es) {result.batches}: {result.rows_read} "
+                f"{len(result.batches)} micro-batch(es) "
+                f"{', '.join(map(str, result.batches)) or '-'}: {result.rows_read} "
                 f"row(s) read, {result.windows_emitted} window(s) emitted, "
                 f"{result.late_kept} late row(s) kept in the late table (Spark dropped them; it "
                 f"counts {result.late_dropped} after its partial aggregation); watermark "
-                f"{format_millis(before.watermark_ms)} -> {format_millis(after.watermark_ms)}"
+                f"{millis_text(before.watermark_ms)} -> {millis_text(after.watermark_ms)}"
             ),
             details={
                 "event_time/micro_batches": result.batches,

@@ -59,7 +59,8 @@ from watermark_assets.core.event_time import (
     TumblingWindows,
     WatermarkTracker,
 )
-from watermark_assets.core.time.instant import format_millis, from_millis, to_millis
+from watermark_assets.core.text import millis_text
+from watermark_assets.core.time.instant import from_millis, to_millis
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion, committer_for
 from watermark_assets.delta.log import CommitRecord
 from watermark_assets.delta.stats import describe_data_files
@@ -362,9 +363,10 @@ def run_window_batch(
     if recorded is None and not by_event_time and not any(paths.values()):
         return WindowBatchResult(
             batch=None,
-            reason=f"no rows appended upstream since versions {dict(progress.upstream_versions)} "
-            f"(-1: none yet): nothing to do, the watermark stays at "
-            f"{format_millis(before.watermark_ms)}",
+            reason="no rows appended upstream since versions "
+            + ", ".join(f"{name} {version}" for name, version in progress.upstream_versions.items())
+            + " (-1: none yet): nothing to do, the watermark stays at "
+            + millis_text(before.watermark_ms),
             watermark_before=before,
             watermark_after=before,
             windows_open=progress.open_windows,

@@ -49,6 +49,7 @@ from watermark_assets.core.errors import (
     PartialWatermarkError,
     WatermarkJSONError,
 )
+from watermark_assets.core.text import value_text
 from watermark_assets.core.watermark import Watermark, register
 
 ColumnValue: TypeAlias = int | float | str | datetime | date | time
@@ -221,7 +222,7 @@ class ColumnWatermark:
     def __str__(self) -> str:
         if self.is_empty:
             return "(empty: read everything)"
-        return ", ".join(f"{c}={_readable(v)}" for c, v in zip(self.columns, self.values))
+        return ", ".join(f"{c}={value_text(v)}" for c, v in zip(self.columns, self.values))
 
 
 def greatest_row(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> ColumnWatermark:
@@ -281,12 +282,6 @@ def _family(column: str, value: object) -> str:
 
 def _aware(value: datetime) -> bool:
     return value.tzinfo is not None and value.utcoffset() is not None
-
-
-def _readable(value: object) -> str:
-    if isinstance(value, (datetime, date, time)):
-        return value.isoformat()
-    return repr(value)
 
 
 if TYPE_CHECKING:

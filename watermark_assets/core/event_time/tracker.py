@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 
 from watermark_assets.core.event_time.operators import LocalWatermarks
 from watermark_assets.core.event_time.watermark import EventTimeWatermark, InputMark, InputMarks
-from watermark_assets.core.time.instant import format_millis
+from watermark_assets.core.text import millis_text
 
 
 class WatermarkPolicy(enum.Enum):
@@ -199,19 +199,19 @@ class WatermarkTracker:
         for name in self.delays_ms:
             mark = after.mark(name)
             value = (
-                "no rows yet (0)" if mark.watermark_ms is None else format_millis(mark.watermark_ms)
+                "no rows yet (0)" if mark.watermark_ms is None else millis_text(mark.watermark_ms)
             )
             parts.append(f"{name} {value}{'' if name in active else ' (idle, left out)'}")
         moved = (
-            f"{format_millis(before.watermark_ms)} -> {format_millis(after.watermark_ms)}"
+            f"{millis_text(before.watermark_ms)} -> {millis_text(after.watermark_ms)}"
             if after.watermark_ms > before.watermark_ms
-            else f"stays at {format_millis(after.watermark_ms)}"
+            else f"stays at {millis_text(after.watermark_ms)}"
         )
         return f"watermark {moved} ({self.policy.value} of {', '.join(parts)})"
 
 
 def _instant(millis: int | None, none: str) -> str:
-    return none if millis is None else format_millis(millis)
+    return none if millis is None else millis_text(millis)
 
 
 def _local_after(mark: InputMark, stats: EventTimeStats, delay: int) -> LocalWatermarks:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from watermark_assets.core.errors import WatermarkJSONError
 from watermark_assets.core.event_time.operators import LocalWatermarks
 from watermark_assets.core.frozen_map import FrozenMap
+from watermark_assets.core.text import millis_text
 from watermark_assets.core.time.instant import format_millis, parse_millis
 from watermark_assets.core.watermark import Watermark, register
 
@@ -272,7 +273,7 @@ class EventTimeWatermark:
     def __str__(self) -> str:
         if self.is_empty:
             return "(empty: no event seen yet)"
-        return f"event time watermark {format_millis(self.watermark_ms)}"
+        return f"event time watermark {millis_text(self.watermark_ms)}"
 
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from watermark_assets.core.time.instant import format_millis
+from watermark_assets.core.text import millis_text
 
 
 @dataclass(frozen=True, order=True)
@@ -44,7 +44,7 @@ class EventWindow:
         return self.end_ms <= watermark_ms
 
     def __str__(self) -> str:
-        return f"[{format_millis(self.start_ms)}, {format_millis(self.end_ms)})"
+        return f"[{millis_text(self.start_ms)}, {millis_text(self.end_ms)})"
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ Built by :meth:`~watermark_assets.core.time.watermark.TimeWatermark.cut_off` and
 :attr:`DueWindows.windows` into run requests and :meth:`DueWindows.explain` into the tick's
 reason, e.g.::
 
-    3 partitions: 2020-02-18, 2020-02-19, 2020-02-20 end after the cut-off 2020-02-18T00:00Z
-    (highest watermark 2020-02-21 + abstinent 0d - grace 3d)
+    3 partitions: 2020-02-18, 2020-02-19, 2020-02-20 end after the cut-off 2020-02-18T00:00:00Z
+    (highest watermark 2020-02-21T00:00:00Z + abstinent 0d - grace 3d)
 
 Windows are labelled by their start, as Dagster labels time partitions.
 
@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from watermark_assets.core.partition_selection import TimeWindow
-from watermark_assets.core.time.instant import format_instant
+from watermark_assets.core.text import time_text
 from watermark_assets.core.time.partitioning import TimeWindows
 
 if TYPE_CHECKING:
@@ -48,16 +48,17 @@ class CutOff:
         return self.highest is None
 
     def __str__(self) -> str:
+        at = time_text(self.at)
         if self.highest is None:
-            return f"{instant_text(self.at)} (first run: from)"
+            return f"{at} (first run: from)"
         formula = (
-            f"highest watermark {short_instant(self.highest)} + abstinent {self.abstinent_days}d - "
+            f"highest watermark {time_text(self.highest)} + abstinent {self.abstinent_days}d - "
             f"grace {self.grace_days}d"
         )
         formula_at = self.highest + timedelta(days=self.abstinent_days - self.grace_days)
         if formula_at < self.at:
-            return f"{instant_text(self.at)} (from, since {formula} is before it)"
-        return f"{instant_text(self.at)} ({formula})"
+            return f"{at} (from, since {formula} is before it)"
+        return f"{at} ({formula})"
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class Opening:
     def __str__(self) -> str:
         if self.at is None:
             return "no window will ever be due (to is fixed and from moves past it with now)"
-        return f"the first window becomes due at {second_text(self.at)}"
+        return f"the first window becomes due at {time_text(self.at)}"
 
 
 @dataclass(frozen=True)
@@ -110,12 +111,12 @@ class DueWindows:
 
     def explain(self) -> str:
         """The tick's reason in words, e.g. ``3 partitions: 2020-02-18, 2020-02-19, 2020-02-20
-        end after the cut-off 2020-02-18T00:00Z (highest watermark 2020-02-21 + abstinent 0d -
-        grace 3d)``."""
+        end after the cut-off 2020-02-18T00:00:00Z (highest watermark 2020-02-21T00:00:00Z +
+        abstinent 0d - grace 3d)``."""
         count = len(self)
         head = f"{count} partition{'' if count == 1 else 's'}"
         if not self.of:
-            start, end = instant_text(self.of.start), instant_text(self.of.end)
+            start, end = time_text(self.of.start), time_text(self.of.end)
             opening = f"; {self.opening}" if self.opening is not None else ""
             return f"{head}: no window between from {start} and to {end}{opening}"
         if not count:
@@ -129,7 +130,8 @@ class DueWindows:
             parts.append(f"{self._labels(self.new)} {has} no history")
         if not self.rerun:
             if self.cut_off.first_run:
-                parts[-1] += f" (first run: the cut-off is from, {instant_text(self.cut_off.at)})"
+                at = time_text(self.cut_off.at)
+                parts[-1] += f" (first run: the cut-off is watermark.from, {at})"
             elif len(self.of) > count:
                 parts.append(f"the others end at or before the cut-off {self.cut_off}")
         return f"{head}: " + "; ".join(parts)
@@ -147,24 +149,10 @@ class DueWindows:
         return label
 
 
-def instant_text(moment: datetime) -> str:
-    """``2020-02-18T00:00Z``; seconds and milliseconds only when not zero."""
-    text = format_instant(moment)  # 2020-02-18T00:00:00.000Z
-    if text.endswith(".000Z"):
-        text = text[: -len(".000Z")] + "Z"
-        if text.endswith(":00Z"):
-            text = text[: -len(":00Z")] + "Z"
-    return text
-
-
-def second_text(moment: datetime) -> str:
-    """``2024-01-30T18:49:55Z``: always with seconds, the milliseconds dropped."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def short_instant(moment: datetime | None) -> str:
-    """``2020-02-21`` at midnight, else like :func:`instant_text`."""
+    """A window's label: ``2020-02-21`` at midnight (as Dagster keys a daily partition), else
+    :func:`~watermark_assets.core.text.time_text`."""
     if moment is None:
         return "none"
-    text = instant_text(moment)
-    return text[:10] if text.endswith("T00:00Z") else text
+    text = time_text(moment)
+    return text[:10] if text.endswith("T00:00:00Z") else text

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from watermark_assets.core.errors import WatermarkJSONError
 from watermark_assets.core.partition_selection import TimeWindow
+from watermark_assets.core.text import time_text
 from watermark_assets.core.time.instant import (
     format_millis,
     from_millis,
@@ -67,7 +68,7 @@ from watermark_assets.core.time.instant import (
 from watermark_assets.core.time.partitioning import TimeWindows, windows
 from watermark_assets.core.time.spans import Spans
 from watermark_assets.core.time.spec import TimeSpec
-from watermark_assets.core.time.tick import CutOff, DueWindows, Opening, short_instant
+from watermark_assets.core.time.tick import CutOff, DueWindows, Opening
 from watermark_assets.core.watermark import Watermark, register
 
 Observed: TypeAlias = "TimeWindow | Iterable[TimeWindow]"
@@ -243,7 +244,7 @@ class TimeWatermark:
         count = len(self.spans)
         return (
             f"{count} covered span{'' if count == 1 else 's'}, highest watermark "
-            f"{short_instant(self.highest)}"
+            f"{'none' if self.highest is None else time_text(self.highest)}"
         )
 
 

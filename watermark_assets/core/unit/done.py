@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from watermark_assets.core.clock import ensure_utc
 from watermark_assets.core.errors import WatermarkJSONError
+from watermark_assets.core.text import time_text
 from watermark_assets.core.watermark import Watermark, register
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -77,7 +78,7 @@ class DoneAt:
         return cls(ms)
 
     def __str__(self) -> str:
-        return f"done at {self.when.isoformat()}"
+        return f"done at {time_text(self.when)}"
 
 
 if TYPE_CHECKING:
