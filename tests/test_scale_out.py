@@ -5,7 +5,9 @@ cluster (a real master and worker from pyspark's jars, the executors separate JV
 ``spark.remote: sc://...`` runs it through a real Spark Connect server (no JVM in the run's
 process). Each run is a whole ``watermark-assets run-sensors`` process (sensor -> run -> commit,
 as the daemon does) with its own configuration, since the test session holds a local Spark
-already; its committed rows must equal those of a local-mode run of the same files.
+already; its committed rows must equal those of a local-mode run of the same files. The Connect
+tests of each pipeline kind run their steps (whole Dagster runs) one after the other in ONE
+client process of their own (``connect_client``).
 """
 
 from __future__ import annotations
@@ -406,20 +408,29 @@ def finished_executors(
 
 
 # ------------------------------------------------------------------------------- Spark Connect
+def client_env(
+    server: ConnectServer, folder: Path, pipelines: list[dict[str, Any]]
+) -> dict[str, str]:
+    """The environment of a client process whose configuration ($WATERMARK_ASSETS_CONFIG,
+    written to ``folder``) holds ``pipelines`` and whose Spark is the Connect server; JAVA_HOME
+    names nothing, so no Java can start there."""
+    config = folder / "connect.yaml"
+    config.write_text(
+        yaml.safe_dump({"spark": {"remote": server.url}, "pipelines": pipelines}), encoding="utf-8"
+    )
+    return {
+        **os.environ,
+        "WATERMARK_ASSETS_CONFIG": str(config),
+        "JAVA_HOME": str(folder / "no-java-here"),
+    }
+
+
 def through_connect(
     server: ConnectServer, folder: Path, pipelines: list[dict[str, Any]], *argv: str
 ) -> subprocess.CompletedProcess[str]:
     """``python ARGV`` as a process of its own whose configuration ($WATERMARK_ASSETS_CONFIG)
     holds ``pipelines`` and whose Spark is the Connect server; no Java can start there."""
-    config = folder / "connect.yaml"
-    config.write_text(
-        yaml.safe_dump({"spark": {"remote": server.url}, "pipelines": pipelines}), encoding="utf-8"
-    )
-    env = {
-        **os.environ,
-        "WATERMARK_ASSETS_CONFIG": str(config),
-        "JAVA_HOME": str(folder / "no-java-here"),
-    }
+    env = client_env(server, folder, pipelines)
     return subprocess.run(
         [sys.executable, *argv],
         capture_output=True,
@@ -454,15 +465,7 @@ def connect_client(
     ``execute_in_process``); only the interpreter and its Spark Connect client are shared,
     which saves a Python + Dagster start-up a step. What needs a fresh process (the sensor's
     loop, the replay command) runs in ``through_connect``."""
-    config = folder / "connect.yaml"
-    config.write_text(
-        yaml.safe_dump({"spark": {"remote": server.url}, "pipelines": pipelines}), encoding="utf-8"
-    )
-    env = {
-        **os.environ,
-        "WATERMARK_ASSETS_CONFIG": str(config),
-        "JAVA_HOME": str(folder / "no-java-here"),
-    }
+    env = client_env(server, folder, pipelines)
     errors = folder / "client.stderr"
     with errors.open("w", encoding="utf-8") as stderr:
         client = subprocess.Popen(
