@@ -318,6 +318,11 @@ def expected_due(tiles: Sequence[Any], succeeded: int) -> int:
     return len(tiles) - succeeded + rerun
 
 
+def cold_at(args: argparse.Namespace, pct: int) -> bool:
+    """Whether the share ``pct`` gets its whole-process run (--no-cold: none; --cold-at: one)."""
+    return not args.no_cold and args.cold_at in (None, pct)
+
+
 def bench_ours(args: argparse.Namespace, work: Path, tiles: Sequence[Any]) -> list[list[str]]:
     from watermark_assets.config import parse_config
     from watermark_assets.defs.time import decide_tick
@@ -340,7 +345,7 @@ def bench_ours(args: argparse.Namespace, work: Path, tiles: Sequence[Any]) -> li
         if len(tick.keys) != want:
             raise BenchmarkError(f"{pct}%: the tick requests {len(tick.keys)}, expected {want}")
         cold: dict[str, Any] = {}
-        if not args.no_cold:
+        if cold_at(args, pct):
             cold = run_child(TICK_CHILD, [str(config_path), to.isoformat()])
             if cold["keys"] != want:
                 raise BenchmarkError(f"{pct}% whole process: {cold['keys']} keys, not {want}")
@@ -426,7 +431,7 @@ def dagster_listing(
         first, _, _ = timed(status, 1)
         warm, _, _ = timed(status, args.reps)
         cold: dict[str, Any] = {}
-        if child is not None:
+        if child is not None and cold_at(args, pct):
             cold = run_child(DAGSTER_CHILD, [str(home), *child])
             if cold["keys"] != len(missing):
                 raise BenchmarkError(f"Dagster {pct}% whole process: {cold['keys']} keys")
@@ -570,6 +575,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--unit-days", type=int, default=365)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--no-cold", action="store_true", help="skip the whole-process runs")
+    parser.add_argument(
+        "--cold-at",
+        type=int,
+        choices=PCTS,
+        help="the whole-process runs at this share only (a smoke run: the same code at each)",
+    )
     parser.add_argument("--no-dagster", action="store_true", help="skip the Dagster baseline")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")

@@ -11,10 +11,11 @@ from conftest import run_benchmark
 def test_bench_s3_ingest_small_run_prints_the_table() -> None:
     lines = run_benchmark(
         "bench_s3_ingest.py",
-        *("--days", "1", "--files-per-hour", "1", "--rows-per-file", "20", "--repeat", "1"),
+        *("--days", "1", "--hours", "2", "--files-per-hour", "1", "--rows-per-file", "20"),
+        *("--repeat", "1", "--no-warm-up"),  # two files: one run a side, every step of the path
         timeout=600,
     )
-    assert "Ingestion of 24 files (480 rows), one run each" in lines
+    assert "Ingestion of 2 files (40 rows), one run each" in lines
     rows = {line.split()[0]: line for line in lines if line.startswith(("local  ", "S3  "))}
     assert set(rows) == {"local", "S3"}
     assert "PUT" in rows["S3"] and "LIST" in rows["S3"], "the S3 side went through the server"

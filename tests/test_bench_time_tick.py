@@ -13,7 +13,10 @@ from conftest import run_benchmark
 
 @pytest.mark.slow
 def test_bench_time_tick_quick_prints_every_table() -> None:
-    lines = run_benchmark("bench_time_tick.py", "--quick", "--hours", "120", timeout=600)
+    # the whole-process ticks (ours and Dagster's) at 50% only: the same code at every share
+    lines = run_benchmark(
+        "bench_time_tick.py", "--quick", "--hours", "120", "--cold-at", "50", timeout=600
+    )
     for title in ("A. commitInfo entry", "B/C. one tick over 120 hourly", "D. time x unit"):
         assert any(line.startswith(title) for line in lines), lines
     rows = [line.split() for line in lines if line.startswith(("ours,", "Dagster,"))]

@@ -5,7 +5,9 @@ cluster (a real master and worker from pyspark's jars, the executors separate JV
 ``spark.remote: sc://...`` runs it through a real Spark Connect server (no JVM in the run's
 process). Each run is a whole ``watermark-assets run-sensors`` process (sensor -> run -> commit,
 as the daemon does) with its own configuration, since the test session holds a local Spark
-already; its committed rows must equal those of a local-mode run of the same files.
+already; its committed rows must equal those of a local-mode run of the same files. The Connect
+tests of each pipeline kind run their steps (whole Dagster runs) one after the other in ONE
+client process of their own (``connect_client``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -404,20 +408,29 @@ def finished_executors(
 
 
 # ------------------------------------------------------------------------------- Spark Connect
+def client_env(
+    server: ConnectServer, folder: Path, pipelines: list[dict[str, Any]]
+) -> dict[str, str]:
+    """The environment of a client process whose configuration ($WATERMARK_ASSETS_CONFIG,
+    written to ``folder``) holds ``pipelines`` and whose Spark is the Connect server; JAVA_HOME
+    names nothing, so no Java can start there."""
+    config = folder / "connect.yaml"
+    config.write_text(
+        yaml.safe_dump({"spark": {"remote": server.url}, "pipelines": pipelines}), encoding="utf-8"
+    )
+    return {
+        **os.environ,
+        "WATERMARK_ASSETS_CONFIG": str(config),
+        "JAVA_HOME": str(folder / "no-java-here"),
+    }
+
+
 def through_connect(
     server: ConnectServer, folder: Path, pipelines: list[dict[str, Any]], *argv: str
 ) -> subprocess.CompletedProcess[str]:
     """``python ARGV`` as a process of its own whose configuration ($WATERMARK_ASSETS_CONFIG)
     holds ``pipelines`` and whose Spark is the Connect server; no Java can start there."""
-    config = folder / "connect.yaml"
-    config.write_text(
-        yaml.safe_dump({"spark": {"remote": server.url}, "pipelines": pipelines}), encoding="utf-8"
-    )
-    env = {
-        **os.environ,
-        "WATERMARK_ASSETS_CONFIG": str(config),
-        "JAVA_HOME": str(folder / "no-java-here"),
-    }
+    env = client_env(server, folder, pipelines)
     return subprocess.run(
         [sys.executable, *argv],
         capture_output=True,
@@ -428,14 +441,64 @@ def through_connect(
     )
 
 
-def run_through_connect(
-    server: ConnectServer, folder: Path, pipelines: list[dict[str, Any]], name: str, key: str
-) -> None:
-    """Materialize partition ``key`` ('-': unpartitioned) of pipeline ``name`` through the
-    server (tests/_crash_run.py: one ``execute_in_process``); the run must succeed."""
-    crash_run = str(Path(__file__).parent / "_crash_run.py")
-    done = through_connect(server, folder, pipelines, crash_run, name, key)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+#: The client process of ``connect_client``: a line ``PIPELINE KEY`` on its stdin is one
+#: tests/_crash_run.py run in THIS process (its prints go to stderr); it answers ``status=N``.
+CLIENT = """
+import contextlib, sys
+sys.path.insert(0, sys.argv[1])
+from _crash_run import main
+for line in sys.stdin:
+    with contextlib.redirect_stdout(sys.stderr):
+        status = main(line.split())
+    print(f"status={status}", flush=True)
+"""
+
+
+@contextmanager
+def connect_client(
+    server: ConnectServer, folder: Path, pipelines: list[dict[str, Any]]
+) -> Iterator[Callable[[str, str], None]]:
+    """One client process of the server (as ``through_connect``: no Java can start there)
+    that runs the steps of a test one after the other: ``run(name, key)`` materializes
+    partition ``key`` ('-': unpartitioned) of pipeline ``name`` through the server, and the
+    run must succeed. A step's run is a whole Dagster run (build_definitions, one
+    ``execute_in_process``); only the interpreter and its Spark Connect client are shared,
+    which saves a Python + Dagster start-up a step. What needs a fresh process (the sensor's
+    loop, the replay command) runs in ``through_connect``."""
+    env = client_env(server, folder, pipelines)
+    errors = folder / "client.stderr"
+    with errors.open("w", encoding="utf-8") as stderr:
+        client = subprocess.Popen(
+            [sys.executable, "-c", CLIENT, str(Path(__file__).parent)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=env,
+        )
+        assert client.stdin is not None and client.stdout is not None
+        stdin, stdout = client.stdin, client.stdout
+
+        def run(name: str, key: str) -> None:
+            watchdog = threading.Timer(300, client.kill)  # a hung run fails the test
+            watchdog.start()
+            try:
+                stdin.write(f"{name} {key}\n")
+                stdin.flush()
+                answer = stdout.readline().strip()
+            finally:
+                watchdog.cancel()
+            tail = errors.read_text(encoding="utf-8")[-3000:]
+            assert answer == "status=0", f"{name} {key}: {answer!r}\n{tail}"
+
+        try:
+            yield run
+        finally:
+            stdin.close()
+            try:
+                client.wait(timeout=60)
+            finally:
+                client.kill()
 
 
 def committed(table_uri: Path | str, *columns: str) -> list[tuple[Any, ...]]:
@@ -503,21 +566,21 @@ class TestSparkConnect:
         raw = column_pipeline(tmp_path)
         target = tmp_path / "delta" / "orders"
 
-        def run() -> None:
-            run_through_connect(server, tmp_path, [raw], "orders", "-")
-
         def committed() -> list[tuple[int, float]]:
             table = DeltaTable(str(target)).to_pyarrow_table(columns=["id", "amount"])
             return sorted((r["id"], r["amount"]) for r in table.to_pylist())
 
-        run()
-        assert committed() == [(i, float(i)) for i in range(10)]
-        orders.put(order(3, at(11, 30), 33.0), order(7, at(11, 45), 77.0), order(10, at(11, 45)))
-        run()
-        changed = [(3, 33.0), (7, 77.0), (10, 10.0)]
-        assert committed() == sorted([(i, float(i)) for i in range(10)] + changed)
-        version = DeltaTable(str(target)).version()
-        run()
+        with connect_client(server, tmp_path, [raw]) as run:
+            run("orders", "-")
+            assert committed() == [(i, float(i)) for i in range(10)]
+            orders.put(
+                order(3, at(11, 30), 33.0), order(7, at(11, 45), 77.0), order(10, at(11, 45))
+            )
+            run("orders", "-")
+            changed = [(3, 33.0), (7, 77.0), (10, 10.0)]
+            assert committed() == sorted([(i, float(i)) for i in range(10)] + changed)
+            version = DeltaTable(str(target)).version()
+            run("orders", "-")
         assert committed() == sorted([(i, float(i)) for i in range(10)] + changed)
         assert DeltaTable(str(target)).version() == version  # nothing read: no new commit
 
@@ -538,28 +601,22 @@ class TestSparkConnect:
             table = {"uri": str(tmp_path / "delta" / fmt)}
             raws.append(column_pipeline(tmp_path, name=f"orders_{fmt}", source=source, table=table))
             _write_rows(tmp_path / "source" / fmt, "a", fmt, [order(i, at(9, i)) for i in range(3)])
-        # tests/_crash_run.py's run of each unpartitioned pipeline, one after the other
-        script = (
-            "import sys; sys.path.insert(0, sys.argv[1]); from _crash_run import main; "
-            "sys.exit(max([main([name, '-']) for name in sys.argv[2:]]))"
-        )
-        names = [f"orders_{fmt}" for fmt in formats]
+        with connect_client(server, tmp_path, raws) as client:
 
-        def run() -> dict[str, list[tuple[Any, ...]]]:
-            tests = str(Path(__file__).parent)
-            done = through_connect(server, tmp_path, raws, "-c", script, tests, *names)
-            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-            return {fmt: committed(tmp_path / "delta" / fmt, "id", "amount") for fmt in formats}
+            def run() -> dict[str, list[tuple[Any, ...]]]:
+                for fmt in formats:  # each unpartitioned pipeline's run, one after the other
+                    client(f"orders_{fmt}", "-")
+                return {fmt: committed(tmp_path / "delta" / fmt, "id", "amount") for fmt in formats}
 
-        first = [(i, float(i)) for i in range(3)]
-        assert run() == dict.fromkeys(formats, first)
-        for fmt in formats:
-            folder = tmp_path / "source" / fmt
-            changed = [order(0, at(9, 0)), order(1, at(11), 11.0), order(2, at(9, 2))]
-            _write_rows(folder, "a", fmt, changed)  # row 1 changed above the watermark
-            _write_rows(folder, "b", fmt, [order(i, at(10, i)) for i in (3, 4)])
-        second = sorted([*first, (1, 11.0), (3, 3.0), (4, 4.0)])
-        assert run() == dict.fromkeys(formats, second), "only the new rows, once"
+            first = [(i, float(i)) for i in range(3)]
+            assert run() == dict.fromkeys(formats, first)
+            for fmt in formats:
+                folder = tmp_path / "source" / fmt
+                changed = [order(0, at(9, 0)), order(1, at(11), 11.0), order(2, at(9, 2))]
+                _write_rows(folder, "a", fmt, changed)  # row 1 changed above the watermark
+                _write_rows(folder, "b", fmt, [order(i, at(10, i)) for i in (3, 4)])
+            second = sorted([*first, (1, 11.0), (3, 3.0), (4, 4.0)])
+            assert run() == dict.fromkeys(formats, second), "only the new rows, once"
 
     def test_a_time_pipeline_replaces_its_windows_through_the_server(
         self, server: ConnectServer, tmp_path: Path
@@ -573,16 +630,18 @@ class TestSparkConnect:
         raw = time_pipeline(tmp_path, to="P0D", partition="daily")
         target = tmp_path / "delta" / "orders"
 
-        def run(partition: str) -> list[int]:
-            run_through_connect(server, tmp_path, [raw], "orders", partition)
-            table = DeltaTable(str(target)).to_pyarrow_table(columns=["id"])
-            return sorted(table.column("id").to_pylist())
+        with connect_client(server, tmp_path, [raw]) as client:
 
-        assert run("2020-01-03") == [3]  # the order of 2020-01-03 12:00
-        version = DeltaTable(str(target)).version()
-        assert run("2020-01-03") == [3], "a re-run replaces its window: no duplicate"
-        assert DeltaTable(str(target)).version() == version + 1
-        assert run("2020-01-04") == [3, 4]
+            def run(partition: str) -> list[int]:
+                client("orders", partition)
+                table = DeltaTable(str(target)).to_pyarrow_table(columns=["id"])
+                return sorted(table.column("id").to_pylist())
+
+            assert run("2020-01-03") == [3]  # the order of 2020-01-03 12:00
+            version = DeltaTable(str(target)).version()
+            assert run("2020-01-03") == [3], "a re-run replaces its window: no duplicate"
+            assert DeltaTable(str(target)).version() == version + 1
+            assert run("2020-01-04") == [3, 4]
 
     def test_an_event_time_aggregate_batch_engine_through_the_server(
         self, server: ConnectServer, tmp_path: Path
@@ -600,15 +659,13 @@ class TestSparkConnect:
         assert isinstance(pipeline, EventTimePipelineConfig)
         spec = window_engine(pipeline, parsed).spec
 
-        def run(partition: str) -> None:
-            run_through_connect(server, tmp_path, raw, "events_5min", partition)
-
         append(tmp_path / "events", *BATCH_1)
         append(tmp_path / "events", event(99, 70, 9))  # 13:10: the watermark reaches 13:00
-        run("2024-01-30-12:00")
-        second = [event(21, 3, 7), event(30, 80, 1), event(31, 105, 2), event(98, 130, 9)]
-        append(tmp_path / "events", *second)  # 12:03 is late; the newest, 14:10, closes 13:00
-        run("2024-01-30-13:00")
+        with connect_client(server, tmp_path, raw) as run:
+            run("events_5min", "2024-01-30-12:00")
+            second = [event(21, 3, 7), event(30, 80, 1), event(31, 105, 2), event(98, 130, 9)]
+            append(tmp_path / "events", *second)  # 12:03 late; the newest, 14:10, closes 13:00
+            run("events_5min", "2024-01-30-13:00")
         everything = [*BATCH_1, event(99, 70, 9), *second]
         assert output_rows(spec) == oracle(everything, {21}, T0 + timedelta(minutes=120))
         assert late_ids(spec) == [21]
@@ -710,18 +767,20 @@ class TestSparkConnect:
         raw = unit_pipeline(tmp_path, source.config(), {"units": "id1,id2"})
         target = tmp_path / "delta" / "answers"
 
-        def run(unit: str) -> list[tuple[Any, ...]]:
-            run_through_connect(server, tmp_path, [raw], "answers", unit)
-            return committed(target, "survey_id", "answer", "score")
-
         def rows_of(survey: str) -> list[tuple[Any, ...]]:
             return [(r["survey_id"], r["answer"], r["score"]) for r in source.of(survey)]
 
-        assert run("id2") == rows_of("id2")
-        version = DeltaTable(str(target)).version()
-        source.delete("id2", 1)
-        source.put(answer("id2", 2, 20.0), answer("id2", 3), answer("id1", 3))
-        assert run("id2") == rows_of("id2"), "answer 1 gone, 2 changed once, 3 added; no id1"
+        with connect_client(server, tmp_path, [raw]) as client:
+
+            def run(unit: str) -> list[tuple[Any, ...]]:
+                client("answers", unit)
+                return committed(target, "survey_id", "answer", "score")
+
+            assert run("id2") == rows_of("id2")
+            version = DeltaTable(str(target)).version()
+            source.delete("id2", 1)
+            source.put(answer("id2", 2, 20.0), answer("id2", 3), answer("id1", 3))
+            assert run("id2") == rows_of("id2"), "answer 1 gone, 2 changed once, 3 added; no id1"
         assert DeltaTable(str(target)).version() == version + 1
 
     def test_a_time_x_unit_cell_is_replaced_through_the_server(
@@ -737,15 +796,18 @@ class TestSparkConnect:
         raw = grid_pipeline(tmp_path, source.config(), {"units": "a,b"})
         target = tmp_path / "delta" / "answers"
 
-        def run(cell: str) -> list[tuple[Any, ...]]:
-            run_through_connect(server, tmp_path, [raw], "answers", cell)
-            return committed(target, "survey_id", "answer")
+        with connect_client(server, tmp_path, [raw]) as client:
 
-        assert run("2024-01-02|b") == [("b", 20), ("b", 21)]
-        assert run("2024-01-02|a") == [("a", 20), ("a", 21), ("b", 20), ("b", 21)]
-        version = DeltaTable(str(target)).version()
-        source.put(answer("a", 22, "2024-01-02T23:00"), answer("b", 22, "2024-01-02T23:00"))
-        assert run("2024-01-02|a") == [("a", 20), ("a", 21), ("a", 22), ("b", 20), ("b", 21)]
+            def run(cell: str) -> list[tuple[Any, ...]]:
+                client("answers", cell)
+                return committed(target, "survey_id", "answer")
+
+            assert run("2024-01-02|b") == [("b", 20), ("b", 21)]
+            assert run("2024-01-02|a") == [("a", 20), ("a", 21), ("b", 20), ("b", 21)]
+            version = DeltaTable(str(target)).version()
+            source.put(answer("a", 22, "2024-01-02T23:00"), answer("b", 22, "2024-01-02T23:00"))
+            after = [("a", 20), ("a", 21), ("a", 22), ("b", 20), ("b", 21)]
+            assert run("2024-01-02|a") == after
         assert DeltaTable(str(target)).version() == version + 1
 
     @pytest.mark.skipif(postgres_jdbc_jar() is None, reason=NO_JDBC)
@@ -765,10 +827,11 @@ class TestSparkConnect:
         target = tmp_path / "delta" / "orders_pg"
         with orders_database() as database:
             raw = jdbc_pipeline(str(target), database)
-            run_through_connect(server, tmp_path, [raw], "orders_pg", "-")
-            assert committed(target, "id") == [(i,) for i in range(ROWS)]
-            update_three_orders(database)
-            run_through_connect(server, tmp_path, [raw], "orders_pg", "-")
+            with connect_client(server, tmp_path, [raw]) as run:
+                run("orders_pg", "-")
+                assert committed(target, "id") == [(i,) for i in range(ROWS)]
+                update_three_orders(database)
+                run("orders_pg", "-")
         changed = [(3, -3.0), (17, -17.0), (25, -25.0)]
         assert committed(target, "id", "amount") == sorted(
             [(i, float(i)) for i in range(ROWS)] + changed
@@ -789,11 +852,12 @@ class TestSparkConnect:
         target = tmp_path / "delta" / "orders_api"
         with orders_api_server() as (url, api):
             raw = http_pipeline(str(target), url)
-            run_through_connect(server, tmp_path, [raw], "orders_api", "-")
-            assert committed(target, "id") == [(i,) for i in range(25)]
-            change_two_records(api)
-            api.requests.clear()
-            run_through_connect(server, tmp_path, [raw], "orders_api", "-")
+            with connect_client(server, tmp_path, [raw]) as run:
+                run("orders_api", "-")
+                assert committed(target, "id") == [(i,) for i in range(25)]
+                change_two_records(api)
+                api.requests.clear()
+                run("orders_api", "-")
         assert committed(target, "id") == sorted([(i,) for i in range(25)] + [(2,), (11,)])
         assert api.requests == [
             {"updated_since": "2026-04-03T09:04:00+00:00", "page": "1", "per_page": "10"}
@@ -809,15 +873,17 @@ class TestSparkConnect:
 
         target = tmp_path / "delta" / "files"
 
-        def run() -> list[tuple[int, str]]:
-            run_through_connect(server, tmp_path, [raw], "files", "2020-01-15")
-            return [(i, f"{d:%Y%m%d}") for i, d in committed(target, "id", "file_date")]
-
         with file_server(day("2020-01-15T12:00")) as files:
             raw = download_pipeline(tmp_path, files.template())
-            assert run() == rows_of("20200115")
-            version = DeltaTable(str(target)).version()
-            assert run() == rows_of("20200115"), "no duplicate"
+            with connect_client(server, tmp_path, [raw]) as client:
+
+                def run() -> list[tuple[int, str]]:
+                    client("files", "2020-01-15")
+                    return [(i, f"{d:%Y%m%d}") for i, d in committed(target, "id", "file_date")]
+
+                assert run() == rows_of("20200115")
+                version = DeltaTable(str(target)).version()
+                assert run() == rows_of("20200115"), "no duplicate"
         assert files.requests == ["/files/file20200115.csv"] * 2
         assert DeltaTable(str(target)).version() == version + 1
 
