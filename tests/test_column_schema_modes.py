@@ -1,0 +1,273 @@
+"""``schema.mode`` for column sources: a source whose columns change between two runs of a column
+pipeline (its Dagster job in process, real Spark and Delta; a JDBC table in PostgreSQL).
+
+Per source change x mode: the table after the run, the run's metadata, and a re-run that commits
+nothing twice. Before column sources read ``schema:``, a Delta source gaining a column failed at
+the commit (``SchemaEvolutionError``, after the rows were staged) whatever the mode, and a
+widened column did too: no mode took a new column in, rescued or ignored it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from conftest import project_config
+from dagster import DagsterInstance, ExecuteInProcessResult
+from deltalake import DeltaTable, write_deltalake
+
+from watermark_assets.defs import build_definitions
+from watermark_assets.delta.schema_change import schema_history
+from watermark_assets.exceptions import SchemaChangeError
+
+pytestmark = pytest.mark.spark
+
+NOW = datetime(2026, 4, 3, 12, 0, tzinfo=timezone.utc)
+BIG = 2**40  # a bigint an int cannot hold
+
+
+def at(hour: int) -> datetime:
+    return datetime(2026, 4, 3, hour, tzinfo=timezone.utc)
+
+
+BEFORE = pa.schema(
+    [("id", pa.int64()), ("updated_at", pa.timestamp("us", tz="UTC")), ("qty", pa.int32())]
+)
+FIRST = [{"id": 1, "updated_at": at(1), "qty": 1}, {"id": 2, "updated_at": at(2), "qty": 2}]
+
+
+def gains_a_column(uri: Path) -> None:
+    schema = BEFORE.append(pa.field("region", pa.string()))
+    rows = [{**r, "region": None} for r in FIRST] + [
+        {"id": 3, "updated_at": at(3), "qty": 3, "region": "north"},
+        {"id": 4, "updated_at": at(4), "qty": 4, "region": "south"},
+    ]
+    write_deltalake(
+        str(uri),
+        pa.Table.from_pylist(rows, schema=schema),
+        mode="overwrite",
+        schema_mode="overwrite",
+    )
+
+
+def widens_a_column(uri: Path) -> None:
+    schema = pa.schema(
+        [("id", pa.int64()), ("updated_at", pa.timestamp("us", tz="UTC")), ("qty", pa.int64())]
+    )
+    rows = [
+        *FIRST,
+        {"id": 3, "updated_at": at(3), "qty": 3},
+        {"id": 4, "updated_at": at(4), "qty": BIG},
+    ]
+    write_deltalake(
+        str(uri),
+        pa.Table.from_pylist(rows, schema=schema),
+        mode="overwrite",
+        schema_mode="overwrite",
+    )
+
+
+class Scene:
+    """A Delta source 'orders', a column pipeline over it with ``schema.mode``, one instance."""
+
+    def __init__(self, tmp_path: Path, mode: str) -> None:
+        self.source = tmp_path / "source" / "orders"
+        self.table = str(tmp_path / "delta" / "orders")
+        raw = {
+            "name": "orders",
+            "source": {"type": "delta_table", "uri": str(self.source)},
+            "watermark": {"columns": ["updated_at", "id"]},
+            "table": {"uri": self.table},
+            "schema": {"mode": mode},
+        }
+        write_deltalake(str(self.source), pa.Table.from_pylist(FIRST, schema=BEFORE))
+        self.defs = build_definitions(project_config(raw), clock=lambda: NOW)
+        self.instance = DagsterInstance.ephemeral()
+
+    def run(self) -> ExecuteInProcessResult:
+        job = self.defs.resolve_job_def("orders_job")
+        return job.execute_in_process(instance=self.instance)
+
+    def rows(self) -> list[dict[str, Any]]:
+        table = DeltaTable(self.table).to_pyarrow_table()
+        wanted = [c for c in table.column_names if c in ("id", "qty", "region", "_rescued_data")]
+        return sorted(table.select(wanted).to_pylist(), key=lambda r: r["id"])
+
+    def version(self) -> int:
+        return DeltaTable(self.table).version()
+
+
+def metadata(result: ExecuteInProcessResult) -> dict[str, Any]:
+    (materialization,) = result.asset_materializations_for_node("orders")
+    return {key: value.value for key, value in materialization.metadata.items()}
+
+
+def cause(error: BaseException) -> BaseException:
+    """The SchemaChangeError Dagster wrapped (or the error itself)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, SchemaChangeError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return error
+
+
+def rescued(value: str, column: str, source: Path) -> str:
+    return json.dumps({column: value, "_source": str(source)}, separators=(",", ":"))
+
+
+# (id, source change, mode, rows of the table after, metadata entries expected, error text)
+CASES: list[
+    tuple[
+        str,
+        Callable[[Path], None],
+        str,
+        Callable[[Path], list[dict[str, Any]]] | None,
+        dict[str, Any],
+        tuple[str, ...],
+    ]
+] = [
+    (
+        "a new column stops the run under fail, naming the source, the column and its type",
+        gains_a_column,
+        "fail",
+        None,
+        {},
+        ("orders", "'region' (string)", "schema.mode: add_columns"),
+    ),
+    (
+        "a new column joins the table under add_columns, NULL in the rows before",
+        gains_a_column,
+        "add_columns",
+        lambda s: [
+            {"id": 1, "qty": 1, "region": None},
+            {"id": 2, "qty": 2, "region": None},
+            {"id": 3, "qty": 3, "region": "north"},
+            {"id": 4, "qty": 4, "region": "south"},
+        ],
+        {"schema/added_columns": ["region"]},
+        (),
+    ),
+    (
+        "a new column's values go to _rescued_data with the source named under rescue",
+        gains_a_column,
+        "rescue",
+        lambda s: [
+            {"id": 1, "qty": 1, "_rescued_data": None},
+            {"id": 2, "qty": 2, "_rescued_data": None},
+            {"id": 3, "qty": 3, "_rescued_data": rescued("north", "region", s)},
+            {"id": 4, "qty": 4, "_rescued_data": rescued("south", "region", s)},
+        ],
+        {"schema/values_rescued": {"region": 2}, "schema/rows_rescued": 2},
+        (),
+    ),
+    (
+        "a new column is left out and named under ignore",
+        gains_a_column,
+        "ignore",
+        lambda s: [{"id": i, "qty": i} for i in (1, 2, 3, 4)],
+        {"schema/ignored_columns": ["region"], "schema/values_nulled": {}},
+        (),
+    ),
+    (
+        "an int widened to bigint stops the run under fail, naming both types",
+        widens_a_column,
+        "fail",
+        None,
+        {},
+        ("'qty' is bigint, the schema says int",),
+    ),
+    (
+        "an int widened to bigint widens the table under add_columns",
+        widens_a_column,
+        "add_columns",
+        lambda s: [
+            {"id": 1, "qty": 1},
+            {"id": 2, "qty": 2},
+            {"id": 3, "qty": 3},
+            {"id": 4, "qty": BIG},
+        ],
+        {"schema/widened": ["qty"]},
+        (),
+    ),
+    (
+        "a bigint an int cannot hold is rescued, the others kept, under rescue",
+        widens_a_column,
+        "rescue",
+        lambda s: [
+            {"id": 1, "qty": 1, "_rescued_data": None},
+            {"id": 2, "qty": 2, "_rescued_data": None},
+            {"id": 3, "qty": 3, "_rescued_data": None},
+            {"id": 4, "qty": None, "_rescued_data": rescued(str(BIG), "qty", s)},
+        ],
+        {"schema/values_rescued": {"qty": 1}, "schema/rows_rescued": 1},
+        (),
+    ),
+    (
+        "a bigint an int cannot hold is NULL and counted under ignore",
+        widens_a_column,
+        "ignore",
+        lambda s: [
+            {"id": 1, "qty": 1},
+            {"id": 2, "qty": 2},
+            {"id": 3, "qty": 3},
+            {"id": 4, "qty": None},
+        ],
+        {"schema/ignored_columns": [], "schema/values_nulled": {"qty": 1}},
+        (),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "mode", "expected", "entries", "error"),
+    [pytest.param(*case[1:], id=case[0]) for case in CASES],
+)
+def test_a_delta_source_whose_columns_change(
+    tmp_path: Path,
+    change: Callable[[Path], None],
+    mode: str,
+    expected: Callable[[Path], list[dict[str, Any]]] | None,
+    entries: dict[str, Any],
+    error: tuple[str, ...],
+) -> None:
+    scene = Scene(tmp_path, mode)
+    scene.run()
+    first = scene.version()
+    change(scene.source)
+    if expected is None:
+        with pytest.raises(Exception) as raised:
+            scene.run()
+        found = cause(raised.value)
+        assert isinstance(found, SchemaChangeError), repr(raised.value)
+        for text in (str(scene.source), *error):
+            assert text in str(found)
+        assert scene.version() == first  # nothing committed
+        assert not any((Path(scene.table) / "_staging").glob("*/*.parquet"))
+        return
+    meta = metadata(scene.run())
+    for key, value in entries.items():
+        shown = meta[key]
+        if key in ("schema/added_columns", "schema/widened"):
+            shown = (
+                [c if isinstance(c, str) else c["column"] for c in shown]
+                if isinstance(shown, list)
+                else shown
+            )
+            assert any(column in json.dumps(shown) for column in value), (key, shown)
+        else:
+            assert shown == value, (key, shown)
+    assert scene.rows() == expected(scene.source)
+    evolved = scene.version()
+    if mode == "add_columns":  # recorded with the source as its origin
+        history = schema_history(DeltaTable(scene.table).schema())
+        assert {e.origin for e in history} == {str(scene.source)}
+    # exactly once: a re-run after the evolution reads nothing new and commits nothing
+    again = metadata(scene.run())
+    assert scene.version() == evolved, again
+    assert scene.rows() == expected(scene.source)
