@@ -170,7 +170,7 @@ def apply_schema_policy(
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    counted = Observation(f"watermark_assets_schema_{mode.value}_{pipeline}")
+    counted = Observation(f"schema_mode_{mode.value}_{pipeline}")
     if mode is SchemaMode.IGNORE:
         kept = frame.observe(
             counted,
