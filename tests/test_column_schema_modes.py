@@ -10,11 +10,16 @@ widened column did too: no mode took a new column in, rescued or ignored it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pyarrow as pa
 import pytest
 from conftest import project_config
@@ -24,6 +29,7 @@ from deltalake import DeltaTable, write_deltalake
 from watermark_assets.defs import build_definitions
 from watermark_assets.delta.schema_change import schema_history
 from watermark_assets.exceptions import SchemaChangeError
+from watermark_assets.sources.jdbc import postgres_jdbc_jar
 
 pytestmark = pytest.mark.spark
 
@@ -271,3 +277,188 @@ def test_a_delta_source_whose_columns_change(
     again = metadata(scene.run())
     assert scene.version() == evolved, again
     assert scene.rows() == expected(scene.source)
+
+
+# --- JDBC: a PostgreSQL table gains a column (ALTER TABLE) ---
+
+PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
+
+
+@contextmanager
+def orders_database() -> Iterator[str]:
+    """A database of its own with ``orders (id, updated_at, qty)``: rows 1 and 2; dropped after."""
+    name = f"wa_colschema_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(f"{PG_SERVER}/test", autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with psycopg.connect(f"{PG_SERVER}/{name}", autocommit=True) as conn:
+            conn.execute(
+                "CREATE TABLE orders (id bigint PRIMARY KEY, updated_at timestamptz, qty int)"
+            )
+            conn.execute("INSERT INTO orders VALUES (1, %s, 1), (2, %s, 2)", (at(1), at(2)))
+        yield name
+    finally:
+        with psycopg.connect(f"{PG_SERVER}/test", autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def run_once(raw: dict[str, Any], instance: DagsterInstance) -> ExecuteInProcessResult:
+    defs = build_definitions(project_config(raw), clock=lambda: NOW)
+    return defs.resolve_job_def(f"{raw['name']}_job").execute_in_process(instance=instance)
+
+
+def source_rows(uri: str) -> list[dict[str, Any]]:
+    table = DeltaTable(uri).to_pyarrow_table()
+    wanted = [c for c in table.column_names if c in ("id", "qty", "region", "_rescued_data")]
+    return sorted(table.select(wanted).to_pylist(), key=lambda r: r["id"])
+
+
+# mode -> the table after the evolution (location -> rows), metadata expected
+EVOLVED: dict[str, tuple[Callable[[str], list[dict[str, Any]]] | None, dict[str, Any]]] = {
+    "fail": (None, {}),
+    "add_columns": (
+        lambda s: [
+            {"id": 1, "qty": 1, "region": None},
+            {"id": 2, "qty": 2, "region": None},
+            {"id": 3, "qty": 3, "region": "north"},
+        ],
+        {},
+    ),
+    "rescue": (
+        lambda s: [
+            {"id": 1, "qty": 1, "_rescued_data": None},
+            {"id": 2, "qty": 2, "_rescued_data": None},
+            {
+                "id": 3,
+                "qty": 3,
+                "_rescued_data": json.dumps(
+                    {"region": "north", "_source": s}, separators=(",", ":")
+                ),
+            },
+        ],
+        {"schema/values_rescued": {"region": 1}, "schema/rows_rescued": 1},
+    ),
+    "ignore": (
+        lambda s: [{"id": i, "qty": i} for i in (1, 2, 3)],
+        {"schema/ignored_columns": ["region"], "schema/values_nulled": {}},
+    ),
+}
+
+
+def check_evolution(
+    mode: str,
+    raw: dict[str, Any],
+    evolve: Callable[[], None],
+    location: str,
+) -> None:
+    """Run, evolve the source, run under ``mode`` (and again: nothing committed twice)."""
+    instance = DagsterInstance.ephemeral()
+    uri = raw["table"]["uri"]
+    run_once(raw, instance)
+    first = DeltaTable(uri).version()
+    evolve()
+    expected, entries = EVOLVED[mode]
+    if expected is None:
+        with pytest.raises(Exception) as raised:
+            run_once(raw, instance)
+        found = cause(raised.value)
+        assert isinstance(found, SchemaChangeError), repr(raised.value)
+        assert location in str(found) and "'region' (string)" in str(found)
+        assert DeltaTable(uri).version() == first
+        return
+    meta = metadata_of(run_once(raw, instance), raw["name"])
+    for key, value in entries.items():
+        assert meta[key] == value, (key, meta[key])
+    assert source_rows(uri) == expected(location)
+    evolved = DeltaTable(uri).version()
+    run_once(raw, instance)  # exactly once: nothing new, nothing committed
+    assert DeltaTable(uri).version() == evolved
+    assert source_rows(uri) == expected(location)
+
+
+def metadata_of(result: ExecuteInProcessResult, name: str) -> dict[str, Any]:
+    (materialization,) = result.asset_materializations_for_node(name)
+    return {key: value.value for key, value in materialization.metadata.items()}
+
+
+@pytest.mark.skipif(
+    postgres_jdbc_jar() is None, reason="no PostgreSQL JDBC driver: run `make jdbc`"
+)
+@pytest.mark.parametrize("mode", list(EVOLVED))
+def test_a_jdbc_table_that_gains_a_column(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WA_TEST_PG_USER", "postgres")
+    with orders_database() as database:
+        raw = {
+            "name": "orders_pg",
+            "source": {
+                "type": "jdbc",
+                "url": f"jdbc:postgresql://127.0.0.1:5432/{database}",
+                "table": "orders",
+                "schema": "public",
+                "user_env": "WA_TEST_PG_USER",
+            },
+            "watermark": {"columns": ["updated_at", "id"]},
+            "table": {"uri": str(tmp_path / "delta" / "orders")},
+            "schema": {"mode": mode},
+        }
+
+        def evolve() -> None:
+            with psycopg.connect(f"{PG_SERVER}/{database}", autocommit=True) as conn:
+                conn.execute("ALTER TABLE orders ADD COLUMN region text")
+                conn.execute("INSERT INTO orders VALUES (3, %s, 3, 'north')", (at(3),))
+
+        location = project_config(raw).pipeline("orders_pg").source.location
+        check_evolution(mode, raw, evolve, location)
+
+
+# --- an HTTP API whose records gain a key ---
+
+
+class Api(BaseHTTPRequestHandler):
+    """``GET /orders``: every record (the run's residual filter selects)."""
+
+    records: list[dict[str, Any]]
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_GET(self) -> None:
+        payload = json.dumps({"data": self.records}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@pytest.mark.parametrize("mode", list(EVOLVED))
+def test_http_api_records_that_gain_a_key(tmp_path: Path, mode: str) -> None:
+    records = [{"id": i, "updated_at": at(i).isoformat(), "qty": i} for i in (1, 2)]
+    handler = type("Orders", (Api,), {"records": records})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/orders"
+        raw = {
+            "name": "orders_api",
+            "source": {
+                "type": "http_api",
+                "url": url,
+                "schema": "id BIGINT, updated_at TIMESTAMP, qty INT",
+                "records_path": "data",
+            },
+            "watermark": {"columns": ["updated_at", "id"]},
+            "table": {"uri": str(tmp_path / "delta" / "orders")},
+            "schema": {"mode": mode},
+        }
+
+        def evolve() -> None:
+            records.append({"id": 3, "updated_at": at(3).isoformat(), "qty": 3, "region": "north"})
+
+        location = project_config(raw).pipeline("orders_api").source.location
+        check_evolution(mode, raw, evolve, location)
+    finally:
+        server.shutdown()
+        server.server_close()
