@@ -179,7 +179,8 @@ def apply_schema_policy(
         )
         for name, (_, cast) in fits.items():
             kept = kept.withColumn(name, cast)
-        read = replace(read, frame=kept.drop(*new), columns_ignored=tuple(new))
+        named = tuple(dict.fromkeys((*(read.columns_ignored or ()), *new)))
+        read = replace(read, frame=kept.drop(*new), columns_ignored=named)
         return read, replace(outcome, ignored=tuple(new), counted=counted)
     # rescue: a new column's non-null value, or a value its table type cannot hold
     rescued = {name: F.col(_quoted(name)).isNotNull() for name in new}
