@@ -406,3 +406,54 @@ def test_http_api_records_that_gain_a_key(tmp_path: Path, mode: str) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+# --- a time pipeline (window by window, each window replaced in one commit) ---
+
+
+def day_rows(day: int, ids: range, region: str | None = None) -> list[dict[str, Any]]:
+    start = datetime(2026, 4, day, 6, tzinfo=timezone.utc)
+    return [{"id": i, "updated_at": start, "qty": i, "region": region} for i in ids]
+
+
+@pytest.mark.parametrize(
+    ("mode", "later"),
+    [
+        pytest.param("add_columns", {"region": "north"}, id="add_columns adds the column"),
+        pytest.param(
+            "rescue",
+            {"_rescued_data": '{"region":"north","_source":"SOURCE"}'},
+            id="rescue keeps it in _rescued_data",
+        ),
+    ],
+)
+def test_a_time_window_whose_delta_source_gained_a_column(
+    tmp_path: Path, mode: str, later: dict[str, Any]
+) -> None:
+    source = tmp_path / "source" / "orders"
+    write_deltalake(str(source), pa.Table.from_pylist(day_rows(1, range(1, 3)), schema=BEFORE))
+    raw = pipeline("orders", {"type": "delta_table", "uri": str(source)}, tmp_path, mode)
+    raw["watermark"] = {"kind": "time", "column": "updated_at", "from": "2026-04-01"}
+    defs = build_definitions(project_config(raw), clock=lambda: NOW)
+    instance = DagsterInstance.ephemeral()
+    job = defs.resolve_job_def("orders_job")
+    uri = raw["table"]["uri"]
+    assert job.execute_in_process(instance=instance, partition_key="2026-04-01").success
+    wider = BEFORE.append(pa.field("region", pa.string()))
+    rows = day_rows(1, range(1, 3)) + day_rows(2, range(3, 5), "north")
+    write_deltalake(
+        str(source),
+        pa.Table.from_pylist(rows, schema=wider),
+        mode="overwrite",
+        schema_mode="overwrite",
+    )
+    expected = [{"id": i, "qty": i} | {k: None for k in later} for i in (1, 2)] + [
+        {"id": i, "qty": i} | {k: v.replace("SOURCE", str(source)) for k, v in later.items()}
+        for i in (3, 4)
+    ]
+    for _ in range(2):  # a window run again replaces its rows: never twice
+        assert job.execute_in_process(instance=instance, partition_key="2026-04-02").success
+        assert source_rows(uri) == expected
+    history = schema_history(DeltaTable(uri).schema())
+    assert [e.column for e in history] == [next(iter(later))]
+    assert {e.origin for e in history} == {str(source)}
