@@ -7,7 +7,8 @@ each run the pipeline's Dagster job in process on a real Delta table (issue 22, 
 2. a value that does not parse to the declared type (``qty`` becomes ``"seven"``) is quarantined,
    never committed as NULL; a CSV header that gains a column in the middle is read by NAME;
 3. a column added to the source (``region``, in the middle; a JSON key too) is reported in the
-   run's metadata (``source/columns_ignored``) until schema evolution exists;
+   run's metadata (``source/columns_ignored``), whatever ``schema.mode`` (a Delta source's is
+   decided by the mode: tests/test_column_schema_modes.py);
 4. exactly once: a run over the same files again reads nothing, and quarantines nothing again.
 
 The three runs of a source share one pipeline (few Spark jobs; the one Spark session of the tests).
@@ -254,10 +255,11 @@ def test_a_delta_source_that_gained_a_column_stops_the_run_naming_it_and_commits
     spark: Any, tmp_path: Path
 ) -> None:
     """The Delta counterpart of ``source/columns_ignored``: the table's schema is in its log, so
-    the run refuses the new column instead of dropping it (until schema evolution exists)."""
+    the run (``schema.mode: fail``, the default) refuses the new column before anything is
+    staged, instead of dropping it (the other modes: tests/test_column_schema_modes.py)."""
     from deltalake import write_deltalake
 
-    from watermark_assets.exceptions import DeltaSchemaMismatchError
+    from watermark_assets.exceptions import SchemaChangeError
 
     source, table = str(tmp_path / "source"), str(tmp_path / "delta" / "orders")
     typed = pa.schema([("id", pa.int64()), ("updated_at", pa.timestamp("us", tz="UTC"))])
@@ -279,7 +281,7 @@ def test_a_delta_source_that_gained_a_column_stops_the_run_naming_it_and_commits
     added = pa.Table.from_pylist([row(2) | {"region": "eu"}], schema=wider)
     write_deltalake(source, added, mode="append", schema_mode="merge")
 
-    with pytest.raises(DeltaSchemaMismatchError, match="'region'"):
+    with pytest.raises(SchemaChangeError, match="'region'"):
         job.execute_in_process(instance=instance)
     assert DeltaTable(table).version() == 0  # nothing committed
 

@@ -186,6 +186,7 @@ PINNED: list[tuple[str, Callable[[], object], str]] = [
     ("LATE_TABLE_SUFFIX", lambda: names.LATE_TABLE_SUFFIX, "_late"),
     ("RESCUED_DATA_COLUMN", lambda: names.RESCUED_DATA_COLUMN, "_rescued_data"),
     ("RESCUED_FILE_KEY", lambda: names.RESCUED_FILE_KEY, "_file"),
+    ("RESCUED_SOURCE_KEY", lambda: names.RESCUED_SOURCE_KEY, "_source"),
     ("STATE_TABLE_SUFFIX", lambda: names.STATE_TABLE_SUFFIX, "_state"),
     # table property, Postgres table
     (

@@ -358,7 +358,9 @@ class SchemaChangeError(WatermarkAssetsError):
     names each file, column and both types (``changes``: :class:`~watermark_assets.sources.\
 schema_drift.ColumnChange`), before anything was written or committed."""
 
-    def __init__(self, pipeline: str, mode: str, changes: Sequence[object]) -> None:
+    def __init__(
+        self, pipeline: str, mode: str, changes: Sequence[object], *, origin: str = "files"
+    ) -> None:
         shown = "; ".join(str(c) for c in changes[:5]) + (
             f"; and {len(changes) - 5} more" if len(changes) > 5 else ""
         )
@@ -371,8 +373,8 @@ schema_drift.ColumnChange`), before anything was written or committed."""
             "that do not fit are kept in _rescued_data) or ignore (NULL, counted)"
         )
         super().__init__(
-            f"pipeline {pipeline!r} (schema.mode {mode}): the source's files no longer match "
-            f"its schema: {shown}. Nothing was written or committed; {fix}"
+            f"pipeline {pipeline!r} (schema.mode {mode}): the source's {origin} no longer "
+            f"match its schema: {shown}. Nothing was written or committed; {fix}"
         )
         self.pipeline = pipeline
         self.mode = mode

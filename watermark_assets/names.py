@@ -217,6 +217,8 @@ STATE_TABLE_SUFFIX = "_state"
 RESCUED_DATA_COLUMN = "_rescued_data"
 #: The key of :data:`RESCUED_DATA_COLUMN`'s object that names the row's source file.
 RESCUED_FILE_KEY = "_file"
+#: ... and the key naming a column source's location (a Delta table, a JDBC table, an API URL).
+RESCUED_SOURCE_KEY = "_source"
 
 # --- table properties (Delta table configuration; read by the package) ---
 

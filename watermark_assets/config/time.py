@@ -214,6 +214,7 @@ class TimePipelineConfig(PipelineModel):
                 watermark=ColumnWatermarkConfig(columns=self.watermark.columns),
                 table=_without_merge_keys(self.table),
                 destination=DestinationConfig(replace_by_watermark=True),
+                schema=self.schema_policy,  # what a window's read does on a change
             )
         except ValidationError as error:
             problems = "; ".join(str(e["msg"]) for e in error.errors())

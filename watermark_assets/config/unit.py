@@ -227,4 +227,5 @@ class UnitPipelineConfig(PipelineModel):
             watermark=ColumnWatermarkConfig(kind="column", columns=columns),
             table=_without_merge_keys(self.table),
             destination=DestinationConfig(replace_by_watermark=True),
+            schema=self.schema_policy,  # what a unit's or cell's read does on a change
         )

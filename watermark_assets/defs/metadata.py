@@ -8,6 +8,7 @@ standard ``dagster/uri`` and ``dagster/row_count``.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -232,15 +233,24 @@ def _column_watermark_entries(label: str, watermark: ColumnWatermark) -> dict[st
 
 def _schema_policy_entries(staged: StagedFiles, mode: SchemaMode) -> dict[str, Any]:
     """What ``schema.mode`` ignore or rescue did to a file batch (docs/metadata.md)."""
+    values = staged.values_nulled if mode is SchemaMode.IGNORE else staged.values_rescued
+    return schema_mode_entries(mode, staged.columns_ignored or (), values, staged.rows_rescued)
+
+
+def schema_mode_entries(
+    mode: SchemaMode, ignored: Sequence[str], values: Mapping[str, int], rows_rescued: int
+) -> dict[str, Any]:
+    """What ``schema.mode`` ignore (``ignored`` columns, ``values`` nulled per column) or rescue
+    (``values`` rescued per column, ``rows_rescued``) did to a read (docs/metadata.md)."""
     if mode is SchemaMode.IGNORE:
         return {
-            v.SCHEMA_IGNORED_COLUMNS: MetadataValue.json(list(staged.columns_ignored or ())),
-            v.SCHEMA_VALUES_NULLED: MetadataValue.json(dict(staged.values_nulled)),
+            v.SCHEMA_IGNORED_COLUMNS: MetadataValue.json(list(ignored)),
+            v.SCHEMA_VALUES_NULLED: MetadataValue.json(dict(values)),
         }
     if mode is SchemaMode.RESCUE:
         return {
-            v.SCHEMA_VALUES_RESCUED: MetadataValue.json(dict(staged.values_rescued)),
-            v.SCHEMA_ROWS_RESCUED: MetadataValue.int(staged.rows_rescued),
+            v.SCHEMA_VALUES_RESCUED: MetadataValue.json(dict(values)),
+            v.SCHEMA_ROWS_RESCUED: MetadataValue.int(rows_rescued),
         }
     return {}
 
@@ -264,6 +274,17 @@ def staged_reads_metadata(staged: Sequence[StagedColumnBatch]) -> dict[str, Any]
     if listed:  # a source that can list its files' columns
         ignored = list(dict.fromkeys(c for columns in listed for c in columns))
         metadata[v.SOURCE_COLUMNS_IGNORED] = MetadataValue.json(ignored)
+    if staged:  # schema.mode ignore / rescue: what the reads left out, nulled or rescued
+        values: Counter[str] = Counter()
+        for read in staged:
+            values.update(read.schema_values)
+        left = [s.schema_read.ignored for s in staged if s.schema_read is not None]
+        metadata |= schema_mode_entries(
+            staged[0].plan.request.pipeline.schema_policy.mode,
+            list(dict.fromkeys(c for columns in left for c in columns)),
+            dict(values),
+            sum(s.rows_rescued for s in staged),
+        )
     return metadata
 
 

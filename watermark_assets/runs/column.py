@@ -56,6 +56,7 @@ from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.delta.committer import CommitOutcome, TxnVersion, committer_for
 from watermark_assets.delta.merge import MergePlan
 from watermark_assets.delta.rewrite import RewritePlan
+from watermark_assets.delta.schema_change import SchemaEvolution
 from watermark_assets.engine.write import (
     Append,
     Merge,
@@ -89,6 +90,11 @@ from watermark_assets.sources.column import (
     count_nulls,
     row_hash,
     stage_rows,
+)
+from watermark_assets.sources.column_schema import (
+    ColumnSchemaRead,
+    apply_schema_policy,
+    declared_columns,
 )
 from watermark_assets.staging import (
     STAGING_DIR,
@@ -358,6 +364,21 @@ class StagedColumnBatch:
     #: the rows staged at the next watermark's leading value (with those committed there
     #: before, when it did not move): what the commit records with its watermark
     boundary_after: Boundary | None = None
+    #: what ``schema.mode`` did to the read (:mod:`~watermark_assets.sources.column_schema`;
+    #: None: nothing to compare with yet, the table does not exist)
+    schema_read: ColumnSchemaRead | None = None
+    #: values nulled (``ignore``) or rescued (``rescue``) per column, and rows rescued
+    schema_values: Mapping[str, int] = field(default_factory=dict)
+    rows_rescued: int = 0
+
+    @property
+    def evolution(self) -> SchemaEvolution:
+        """What the commit may change in the table's schema: the pipeline's ``schema.mode``
+        (:meth:`SchemaEvolution.for_mode`), the source's location as the change's origin."""
+        pipeline = self.plan.request.pipeline
+        return SchemaEvolution.for_mode(
+            pipeline.schema_policy.mode.value, origin=pipeline.source.location
+        )
 
     def boundary_text(self, watermark_text: str) -> str | None:
         """The boundary a commit carrying ``watermark_text`` records (None: not its own)."""
@@ -429,6 +450,13 @@ def stage_column_batch(
         read = replace(read, frame=nulls.others)
         if nulls.new is not None:
             read = replace(read, frame=read.frame.unionByName(nulls.new))
+    read, schema_read = apply_schema_policy(
+        read,
+        pipeline=pipeline.name,
+        policy=pipeline.schema_policy,
+        declared=declared_columns(getattr(pipeline.source, "schema_ddl", None), table_uri),
+        origin=pipeline.source.location,
+    )
     keys = pipeline.table.merge_keys
     missing = [k for k in keys if k not in read.frame.columns]
     if missing:
@@ -443,7 +471,10 @@ def stage_column_batch(
     data_dir = storage.join(table_uri, f"{STAGING_DIR}/{token}")
     boundary_after = None
     drops = not isinstance(plan.write_mode, Replace)  # a replace re-writes its window
-    boundary = None if plan.boundary is None else BoundaryRead(boundary=plan.boundary, drops=drops)
+    boundary = None
+    if plan.boundary is not None:
+        hashed_as = {} if schema_read is None else schema_read.hashed_as
+        boundary = BoundaryRead(boundary=plan.boundary, drops=drops, hashed_as=hashed_as)
     try:
         if read.missing:  # an incomplete read commits nothing: no need to stage it
             rows = StagedRows(data_dir=None, rows=0, next_watermark=plan.watermark_before)
@@ -482,6 +513,7 @@ def stage_column_batch(
     files = list_parquet(data_dir) if rows.rows else ()
     if files:
         schema = _table_schema(files[0], read.frame, pipeline.table.partition_by)
+    values, rescued = ({}, 0) if schema_read is None or read.missing else schema_read.counts()
     crash_point("after_data_written")
     return StagedColumnBatch(
         plan=plan,
@@ -499,6 +531,9 @@ def stage_column_batch(
         leftovers_removed=tuple(leftovers),
         boundary_after=boundary_after,
         null_watermark_rows=None if nulls is None else nulls.count,
+        schema_read=schema_read,
+        schema_values=values,
+        rows_rescued=rescued,
     )
 
 
@@ -778,6 +813,7 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
         mode = Append() if window is None else mode.of((window,))
     manager = watermark_manager(pipeline)
     after = staged.watermark_after
+    evolution = staged.evolution
     files = StagedFiles(
         staged.token, storage.join(uri, f"{STAGING_DIR}/{staged.token}"), staged.data_files
     )
@@ -811,6 +847,9 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
             schema=staged.data_schema,
             partition_by=pipeline.table.partition_by,
             now=request.clock,
+            add_columns=evolution.add_columns,
+            widen=evolution.widen,
+            schema_origin=evolution.origin,
         )
         if written.outcome.stale:
             raise _Stale(written.outcome)

@@ -134,6 +134,7 @@ def _commit_once(
         None,
     )
     moves = mode.moves
+    evolution = first.evolution  # the pipeline's schema.mode: the same for every window
 
     def lineage(plan: RewritePlan | None) -> dict[str, str]:
         if not isinstance(plan, ReplacePlan):  # only empty windows: their commit creates the table
@@ -168,6 +169,9 @@ def _commit_once(
         schema=schema,
         partition_by=pipeline.table.partition_by,
         now=request.clock,
+        add_columns=evolution.add_columns,
+        widen=evolution.widen,
+        schema_origin=evolution.origin,
     )
     outcome = written.outcome
     if outcome.stale:

@@ -9,8 +9,8 @@ parameters of an API); :func:`stage_rows` is the same for all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -155,6 +155,9 @@ class BoundaryRead:
 
     boundary: Boundary
     drops: bool
+    #: columns this read widens (``schema.mode: add_columns``) -> the type the boundary's rows
+    #: were hashed in: hashed in it again, so a known row stays known across the widening
+    hashed_as: Mapping[str, str] = field(default_factory=dict)
 
     def known(self, frame: DataFrame) -> Column:
         """Whether a row of ``frame`` is one the boundary holds (never null)."""
@@ -163,9 +166,9 @@ class BoundaryRead:
         hashes = self.boundary.hashes or frozenset()
         if not hashes:
             return F.lit(False)
+        hashed = row_hash(frame, self.hashed_as).isin(*hashes)
         return F.coalesce(
-            at_value(self.boundary.column, self.boundary.value) & row_hash(frame).isin(*hashes),
-            F.lit(False),
+            at_value(self.boundary.column, self.boundary.value) & hashed, F.lit(False)
         )
 
 
@@ -177,18 +180,23 @@ def at_value(column: str, value: ColumnValue) -> Column:
     return F.expr(text)
 
 
-def row_hash(frame: DataFrame) -> Column:
+def row_hash(frame: DataFrame, hashed_as: Mapping[str, str] | None = None) -> Column:
     """A whole row's 64-bit hash: each non-null column as ``(name, value)``, in name order (the
     order in the frame does not matter; ``(NULL, 1)`` and ``(1, NULL)`` differ). A null column
     adds nothing, so a column the source gains later (null in the rows committed before) leaves
-    their hashes as they were. Maps are hashed as their JSON."""
+    their hashes as they were. Maps are hashed as their JSON. ``hashed_as``: columns hashed as
+    another type (a widened column as it was: ``try_cast``, a value it cannot hold is NULL)."""
     from pyspark.sql import functions as F
 
     parts: list[Column] = []
-    for field in sorted(frame.schema.fields, key=lambda f: f.name):
-        column = column_named(field.name)
-        value = column if orderable(field.dataType) else F.to_json(column)
-        parts.append(F.when(column.isNotNull(), F.struct(F.lit(field.name), value)))
+    retyped = hashed_as or {}
+    for one in sorted(frame.schema.fields, key=lambda f: f.name):
+        column = column_named(one.name)
+        if one.name in retyped:
+            quoted = "`" + one.name.replace("`", "``") + "`"
+            column = F.expr(f"try_cast({quoted} AS {retyped[one.name]})")
+        value = column if orderable(one.dataType) else F.to_json(column)
+        parts.append(F.when(column.isNotNull(), F.struct(F.lit(one.name), value)))
     return F.xxhash64(*parts)
 
 

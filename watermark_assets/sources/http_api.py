@@ -29,7 +29,10 @@ up until a page is empty or shorter than ``page_size``); None reads one page. Mo
 ``max_pages`` pages raise rather than truncate. Pages are fetched by the driver in
 :meth:`HttpApiSource.read` (an API's pages are small), then the records become a frame through
 Spark's JSON parser with ``schema_ddl`` (ISO timestamps become TIMESTAMP values; a value the
-schema cannot hold fails the run, a missing field is null). Standard library
+schema cannot hold fails the run, a missing field is null). A key the records of the pages read
+hold that ``schema_ddl`` does not declare is read too, as STRING (its text; a nested value as
+JSON), so that the pipeline's ``schema.mode`` decides about it (``sources/column_schema.py``:
+fail, add to the table, rescue or ignore) instead of Spark dropping it. Standard library
 HTTP (``urllib``); a status >= 400 raises :class:`~watermark_assets.exceptions.HttpApiError`
 naming the URL and the status.
 """
@@ -243,10 +246,14 @@ class HttpApiSource:
         )
         records, requests = self._fetch_all(injected)
         lines = [(json.dumps(record),) for record in records]
+        schema = self.schema_ddl + "".join(
+            f", `{key.replace('`', '``')}` STRING"
+            for key in undeclared_keys(records, self.schema_ddl)
+        )
         parsed = spark.createDataFrame(lines, "value STRING").select(
             # FAILFAST: a record the schema cannot hold stops the run (Spark's
             # MALFORMED_RECORD_IN_PARSING when the rows are written) instead of becoming nulls.
-            F.from_json("value", self.schema_ddl, {"mode": "FAILFAST"}).alias("record")
+            F.from_json("value", schema, {"mode": "FAILFAST"}).alias("record")
         )
         frame = parsed.select("record.*")
         if not predicate.admits_everything:
@@ -365,6 +372,21 @@ def _dig(page: Any, path: str) -> Any:
             return None
         value = value.get(key)
     return value
+
+
+def undeclared_keys(records: list[dict[str, Any]], schema_ddl: str) -> list[str]:
+    """The keys of ``records`` that ``schema_ddl`` does not declare (case-insensitive, as Spark
+    matches them), each once, first seen first."""
+    from watermark_assets.spark.ddl import parse_read_schema
+
+    declared = {c.name.lower() for c in parse_read_schema(schema_ddl)}
+    found: dict[str, str] = {}
+    for record in records:
+        for key in record:
+            lowered = key.lower()
+            if lowered not in declared and lowered not in found:
+                found[lowered] = key
+    return list(found.values())
 
 
 def _records(page: Any, path: str, url: str) -> list[dict[str, Any]]:

@@ -35,6 +35,8 @@ class ColumnChange:
     column: str
     declared: str | None
     found: str | None
+    #: what ``file`` names: a landing ``file``, or a column ``source`` (its location)
+    kind: str = "file"
 
     @property
     def is_new(self) -> bool:
@@ -43,9 +45,9 @@ class ColumnChange:
     def __str__(self) -> str:
         if self.is_new:
             typed = f" ({self.found})" if self.found else ""
-            return f"file {self.file!r} has a column {self.column!r}{typed} the schema lacks"
+            return f"{self.kind} {self.file!r} has a column {self.column!r}{typed} the schema lacks"
         return (
-            f"file {self.file!r} column {self.column!r} is {self.found}, the schema says "
+            f"{self.kind} {self.file!r} column {self.column!r} is {self.found}, the schema says "
             f"{self.declared}"
         )
 
@@ -71,19 +73,23 @@ def holds(declared: str, found: str) -> bool:
 
 
 def changes(
-    declared: Sequence[tuple[str, str]], layouts: Mapping[str, Layout | None]
+    declared: Sequence[tuple[str, str]],
+    layouts: Mapping[str, Layout | None],
+    *,
+    what: str = "file",
 ) -> list[ColumnChange]:
     """Every way the files of ``layouts`` (file -> its layout; None: it says nothing) differ from
-    the ``declared`` columns (name, type), file by file in the given order."""
+    the ``declared`` columns (name, type), file by file in the given order (``what``: what a
+    layout's key names, :attr:`ColumnChange.kind`)."""
     types = {name.lower(): kind for name, kind in declared}
     found: list[ColumnChange] = []
     for file, layout in layouts.items():
         for name, kind in layout or ():
             want = types.get(name.lower())
             if want is None:
-                found.append(ColumnChange(file, name, None, kind))
+                found.append(ColumnChange(file, name, None, kind, what))
             elif kind is not None and not holds(want, kind):
-                found.append(ColumnChange(file, name, want, kind))
+                found.append(ColumnChange(file, name, want, kind, what))
     return found
 
 
