@@ -33,6 +33,7 @@ from watermark_assets.runs.event_window import (
     load_progress,
     run_window_batch,
 )
+from watermark_assets.vocabulary import millis_text
 
 #: While the aggregate is paused, its upstream gets four commits of on-time events: 12:31 falls
 #: in the window 12:30 the state already holds (event 12:33), the others in new windows.
@@ -422,7 +423,6 @@ def test_maintenance_of_the_aggregates_own_tables_breaks_neither_the_tick_nor_th
     from test_event_time_pipeline import pipelines
 
     from watermark_assets.cli import summarize_event_time
-    from watermark_assets.core.time.instant import format_millis
     from watermark_assets.defs.event_time import decide_closing, event_time_partitions
     from watermark_assets.runs.event_engines import BatchEngine
 
@@ -435,7 +435,7 @@ def test_maintenance_of_the_aggregates_own_tables_breaks_neither_the_tick_nor_th
     config = project_config(*pipelines(tmp_path))  # the same tables as ``spec``
     pipeline = config.pipeline("events_5min")
     row = summarize_event_time(config, pipeline)  # type: ignore[arg-type]
-    assert row.watermark == format_millis(before["watermark"])  # `watermark-assets summary`
+    assert row.watermark == millis_text(before["watermark"])  # `watermark-assets summary`
     partitions = event_time_partitions(pipeline)  # type: ignore[arg-type]
     append(upstream, *LATER)  # newest 13:30: the watermark would reach 13:20
     tick = decide_closing(BatchEngine(spec), partitions, T0 + timedelta(hours=3))
