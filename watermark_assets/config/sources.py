@@ -189,6 +189,13 @@ class _ColumnSourceBase(_Model):
             "column_source", self, name, tuple(watermark_columns)
         )
 
+    @property
+    def rows_ddl(self) -> str | None:
+        """The Spark DDL of the rows this source yields, which ``schema.mode`` compares the rows
+        read with: its ``schema`` (None: the source declares none, e.g. a Delta table's own)."""
+        ddl = getattr(self, "schema_ddl", None)
+        return ddl if isinstance(ddl, str) else None
+
     def check_watermark(self, name: str, watermark_columns: Sequence[str]) -> None:
         """ConfigError when this source cannot read a pipeline ``name`` over
         ``watermark_columns`` (any by default): the pipeline's model asks when it is validated,
@@ -554,6 +561,13 @@ class FileDownloadSourceConfig(_ColumnSourceBase):
     def _schema_is_spark_ddl(cls, value: str) -> str:
         parse_read_schema(value)
         return value
+
+    @property
+    def rows_ddl(self) -> str:
+        """``schema``, then the ``date_column`` the source adds to every row (a TIMESTAMP)."""
+        if self.date_column is None:
+            return self.schema_ddl
+        return f"{self.schema_ddl}, `{self.date_column.replace('`', '``')}` TIMESTAMP"
 
     @model_validator(mode="after")
     def _date_column_is_new(self) -> FileDownloadSourceConfig:

@@ -454,7 +454,7 @@ def stage_column_batch(
         read,
         pipeline=pipeline.name,
         policy=pipeline.schema_policy,
-        declared=declared_columns(getattr(pipeline.source, "schema_ddl", None), table_uri),
+        declared=declared_columns(pipeline.source.rows_ddl, table_uri),
         origin=pipeline.source.location,
     )
     keys = pipeline.table.merge_keys
