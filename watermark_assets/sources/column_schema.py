@@ -51,7 +51,7 @@ from watermark_assets.sources.schema_drift import (
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation
 
-__all__ = ["ColumnSchemaRead", "apply_schema_policy", "declared_columns"]
+__all__ = ["ColumnSchemaRead", "apply_schema_policy", "declared_columns", "table_columns"]
 
 #: Spark's type names -> Delta's, for the widenings the commit may make (``WIDENINGS``).
 _DELTA_NAMES = {
@@ -76,17 +76,24 @@ def declared_columns(
     declared: list[tuple[str, str]] = []
     if schema_ddl:
         declared = [(c.name, c.type) for c in parse_read_schema(schema_ddl)]
-    table = open_delta_table(table_uri)
-    if table is not None:
-        from pyspark.sql.pandas.types import from_arrow_type
-
-        skip = {name.lower() for name in own} | {name.lower() for name, _ in declared}
-        declared += [
-            (f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True).simpleString())
-            for f in pa.schema(table.schema().to_arrow())
-            if f.name.lower() not in skip
-        ]
+    declared += table_columns(table_uri, [*own, *(name for name, _ in declared)])
     return declared or None
+
+
+def table_columns(table_uri: str, skip: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """The Delta table's columns as (name, Spark type), but those in ``skip``
+    (case-insensitive); none when there is no table yet. One snapshot read."""
+    table = open_delta_table(table_uri)
+    if table is None:
+        return []
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    skipped = {name.lower() for name in skip}
+    return [
+        (f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True).simpleString())
+        for f in pa.schema(table.schema().to_arrow())
+        if f.name.lower() not in skipped
+    ]
 
 
 def widenable(declared: str, found: str) -> bool:

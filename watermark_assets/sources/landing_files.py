@@ -13,9 +13,9 @@ import pyarrow as pa
 
 from watermark_assets import storage
 from watermark_assets.config.schema import SchemaMode
-from watermark_assets.delta.orphans import open_delta_table
 from watermark_assets.exceptions import SchemaChangeError, UnreadableFilesError
 from watermark_assets.names import RESCUED_DATA_COLUMN
+from watermark_assets.sources.column_schema import table_columns
 from watermark_assets.sources.file_columns import (
     file_columns,
     file_layouts,
@@ -257,18 +257,8 @@ class LandingFilesSource:
     def _table_columns(self, known: Sequence[str]) -> list[tuple[str, str]]:
         """The table's data columns (name, Spark type) not among ``known`` (case-insensitive):
         not the lineage, rescued nor derived ones; none when there is no table yet."""
-        table = open_delta_table(self.pipeline.table.uri)
-        if table is None:
-            return []
-        from pyspark.sql.pandas.types import from_arrow_type
-
-        own = {*LINEAGE_COLUMNS, RESCUED_DATA_COLUMN, *self.pipeline.table.derived_columns}
-        own_lowered = {name.lower() for name in (*own, *known)}
-        return [
-            (f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True).simpleString())
-            for f in pa.schema(table.schema().to_arrow())
-            if f.name.lower() not in own_lowered
-        ]
+        own = (*LINEAGE_COLUMNS, RESCUED_DATA_COLUMN, *self.pipeline.table.derived_columns)
+        return table_columns(self.pipeline.table.uri, [*own, *known])
 
     def columns_left_out(self, paths: Sequence[str]) -> tuple[str, ...] | None:
         """The columns of ``paths`` (Parquet footers, CSV header lines, the keys of the first
