@@ -117,9 +117,9 @@ KIND_ATTRIBUTES = {
     "is_time_by_unit",
 }
 #: Where asking which kind a pipeline is may happen: the configuration that defines the kinds,
-#: the kinds themselves (``kinds/``: the registry and one module per kind), and the Dagster
-#: factory (``defs/build.py``: it picks each kind's builder).
-MAY_ASK_THE_KIND = ("config/", "kinds/", "defs/build.py")
+#: and the kinds themselves (``kinds/``: the registry and one module per kind). ``defs/build.py``
+#: builds every pipeline through ``PipelineKind.dagster_defs`` and asks no more.
+MAY_ASK_THE_KIND = ("config/", "kinds/")
 #: Sites elsewhere that still ask, each with its reason (module -> why). Keep it tiny: a new
 #: command or builder goes through ``kinds.KINDS`` instead.
 STILL_ASKS: dict[str, str] = {}

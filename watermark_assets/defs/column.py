@@ -39,16 +39,20 @@ from watermark_assets.config import ColumnPipelineConfig, ReplayChunkConfig, Rep
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.column.replay import ReplayChunk
 from watermark_assets.core.column.watermark import ColumnWatermark
+from watermark_assets.defs.assets import pipeline_job
 from watermark_assets.defs.checks import (
     MONOTONE_CHECK,
     RECONCILE_CHECK,
     check_results,
     readable_commits,
 )
+from watermark_assets.defs.columns import source_schema
+from watermark_assets.defs.freshness import freshness_policy
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import column_metadata, replay_metadata
 from watermark_assets.defs.partitions import partitions_definition
+from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.table_schema import metadata_versions, with_table_schema
 from watermark_assets.delta.committer import DeltaCommitter
@@ -311,3 +315,26 @@ def build_column_checks(
         yield from check_results(versions, regressions, mismatches, gone)
 
     return checks
+
+
+def build_column_pipeline(pipeline: ColumnPipelineConfig, clock: Clock) -> PipelineDefs:
+    """Everything of one column pipeline (the column kind's ``dagster_defs``): materialized by
+    hand or by a backfill (no sensor); fresh by its ``freshness`` alone."""
+    asset = build_column_asset(pipeline, clock)
+    check = build_column_checks(pipeline, asset.key)
+    job = pipeline_job(
+        pipeline.name,
+        asset,
+        check,
+        column_partitions(pipeline),
+        f"Reads the rows of {pipeline.name} above its column watermark"
+        if pipeline.partitions is None
+        else f"Replays the windows of {pipeline.name}'s partitions (one chunk each)",
+    )
+    return PipelineDefs(
+        asset,
+        check,
+        job,
+        freshness=freshness_policy(pipeline.freshness, None),
+        column_schema=source_schema(pipeline.source),
+    )

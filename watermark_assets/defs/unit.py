@@ -62,7 +62,7 @@ from watermark_assets import vocabulary as v
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.unit import UnitWatermark, some_ids, unit_id_problems
-from watermark_assets.defs.assets import PIPELINE_TAG
+from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.checks import (
     MONOTONE_CHECK,
     RECONCILE_CHECK,
@@ -70,9 +70,12 @@ from watermark_assets.defs.checks import (
     readable_commits,
 )
 from watermark_assets.defs.column import reconcile_mismatch, run_versions
+from watermark_assets.defs.columns import source_schema
+from watermark_assets.defs.freshness import freshness_policy
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.partition_truth import PartitionTruth, add_partition_truth, iso_utc
+from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.table_schema import with_table_schema
@@ -544,3 +547,30 @@ def build_units_sensor(
         )
 
     return units_sensor
+
+
+def build_unit_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> PipelineDefs:
+    """Everything of one unit pipeline without ``time`` (the unit kind's ``dagster_defs``):
+    static partitions of explicit ids, or dynamic ones with the sensor that adds the ids its
+    secondary input lists; fresh by its ``freshness`` alone."""
+    units = unit_partitions(pipeline)
+    asset = build_unit_asset(pipeline, units, clock)
+    check = build_unit_checks(pipeline, asset.key)
+    job = pipeline_job(
+        pipeline.name,
+        asset,
+        check,
+        units,
+        f"Replaces the rows of {pipeline.name}'s units (one commit per unit)",
+    )
+    sensor = None
+    if isinstance(units, DynamicPartitionsDefinition):
+        sensor = build_units_sensor(pipeline, job, asset.key, units)
+    return PipelineDefs(
+        asset,
+        check,
+        job,
+        sensor,
+        freshness=freshness_policy(pipeline.freshness, None),
+        column_schema=source_schema(pipeline.source),
+    )
