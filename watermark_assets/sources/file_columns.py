@@ -143,14 +143,15 @@ def _encoding(options: Mapping[str, str]) -> str:
 
 
 def _probe_lines(text: IO[str], read: int = 0) -> Iterator[str]:
-    """The lines of ``text`` that end within the file's first PROBE_BYTES (``read``: the text
-    read before); a line cut there is left out (a cut value would be sampled as another)."""
+    """The lines of ``text`` that start within the file's first PROBE_BYTES (``read``: the text
+    read before), each whole; a line cut at PROBE_BYTES of its own is left out (a cut value
+    would be sampled as another), and ends the probe."""
     while read < PROBE_BYTES:
         line = text.readline(PROBE_BYTES)
         if not line:
             return
         read += len(line)
-        if line.endswith("\n") or len(line) < PROBE_BYTES:  # whole, or the file's last line
+        if line.endswith("\n") or len(line) < PROBE_BYTES:  # whole (the last line may lack \n)
             yield line
 
 
