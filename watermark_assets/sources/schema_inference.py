@@ -18,6 +18,11 @@ values keep their JSON type):
 - ``YYYY-MM-DD``: DATE; ``YYYY-MM-DD[T ]hh:mm:ss[.ffffff][Z|+hh:mm]``: TIMESTAMP;
 - anything else, and a JSON object or array: STRING (its text; a hint pins a struct type).
 
+A JSON string is STRING unless it spells a date or a timestamp
+(:func:`~watermark_assets.sources.value_types.json_value_type`): Spark's JSON reader parses no
+number nor boolean from a string, so a quoted ``"42"`` inferred as BIGINT would make every record
+malformed.
+
 A column's type is its values' types merged (:func:`~watermark_assets.sources.value_types.merge`):
 the same type stays, BIGINT and DOUBLE give DOUBLE, DATE and TIMESTAMP give TIMESTAMP, anything
 else gives STRING; a column whose sampled values are all empty or null is STRING. ``hints`` then
@@ -41,7 +46,7 @@ import pyarrow as pa
 from watermark_assets import storage
 from watermark_assets.exceptions import SchemaInferenceError
 from watermark_assets.names import SCHEMA_INFERRED_KEY
-from watermark_assets.sources.value_types import merge, value_type
+from watermark_assets.sources.value_types import json_value_type, merge, value_type
 from watermark_assets.spark.ddl import columns_ddl
 
 #: Records read from each sampled file (its first ones).
@@ -109,17 +114,22 @@ def inferred_note(metadata: Mapping[str, str] | None) -> str | None:
 
 
 def infer_columns(
-    samples: Sequence[Sequence[tuple[str, Any]]], hint: Callable[[str], str | None]
+    samples: Sequence[Sequence[tuple[str, Any]]],
+    hint: Callable[[str], str | None],
+    *,
+    json_values: bool = False,
 ) -> tuple[tuple[str, str], ...]:
     """The columns of ``samples`` (per record, its (column, value) pairs), each once in the order
-    first named (the first spelling), typed by :func:`merge` of its values, else STRING; the
-    ``hint`` for a column (case-insensitive) wins."""
+    first named (the first spelling), typed by :func:`merge` of its values (``json_values``: JSON
+    values, a string typed as Spark's JSON reader reads it), else STRING; the ``hint`` for a
+    column (case-insensitive) wins."""
+    typed = json_value_type if json_values else value_type
     seen: dict[str, tuple[str, str | None]] = {}
     for record in samples:
         for name, value in record:
             key = name.lower()
             spelled, kind = seen.get(key, (name, None))
-            seen[key] = (spelled, merge(kind, value_type(value)))
+            seen[key] = (spelled, merge(kind, typed(value)))
     return tuple((name, hint(name) or kind or "string") for name, kind in seen.values())
 
 
@@ -146,7 +156,7 @@ def infer_schema(
     with ThreadPoolExecutor(max_workers=_THREADS) as pool:
         per_file = list(pool.map(sample, uris))
     samples = [record for records in per_file for record in records]
-    columns = infer_columns(samples, hint)
+    columns = infer_columns(samples, hint, json_values=format != "csv")
     hinted = tuple(name for name, _ in columns if hint(name))
     if not columns:
         raise SchemaInferenceError(root, tuple(files))

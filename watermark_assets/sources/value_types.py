@@ -71,6 +71,16 @@ def value_type(value: object) -> str | None:
     return _text_type(value.strip())
 
 
+def json_value_type(value: object) -> str | None:
+    """The Spark type a JSON value is read in (:func:`value_type`), except that a JSON string is
+    STRING unless it spells a date or a timestamp: Spark's JSON reader parses dates and
+    timestamps from strings, but no number nor boolean (a quoted ``"4"`` is no BIGINT to it)."""
+    if isinstance(value, str):
+        kind = _text_type(value.strip())
+        return kind if kind in (None, "date", "timestamp") else "string"
+    return value_type(value)
+
+
 def _text_type(text: str) -> str | None:
     if not text:
         return None
