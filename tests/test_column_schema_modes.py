@@ -457,3 +457,169 @@ def test_a_time_window_whose_delta_source_gained_a_column(
     history = schema_history(DeltaTable(uri).schema())
     assert [e.column for e in history] == [next(iter(later))]
     assert {e.origin for e in history} == {str(source)}
+
+
+# --- folders of Parquet, CSV and JSON-lines files: a newer file gains a column or a new type ---
+# Before folder sources read ``schema.mode``, a column a newer file brought was only named in
+# ``source/columns_ignored`` whatever the mode, a Parquet column turned from int to string failed
+# the run with Spark's raw FAILED_READ_FILE, and a CSV value that did not parse was quarantined
+# under every mode (never rescued, never nulled and counted).
+
+FOLDER_SCHEMA = "id BIGINT, updated_at TIMESTAMP, qty INT"
+
+
+def write_folder_file(folder: Path, name: str, rows: list[dict[str, Any]], fmt: str) -> None:
+    """``rows`` as one file ``name`` of ``fmt`` in ``folder``; columns in the first row's order
+    (a CSV header, a Parquet footer: ``qty`` a string when the first row's is)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = {**rows[0], "updated_at": None}
+    columns = list(stamp)
+    if fmt == "parquet":
+        fields = [
+            pa.field(c, pa.timestamp("us", tz="UTC"))
+            if c == "updated_at"
+            else pa.field(c, pa.int64() if c == "id" else _arrow_type(rows[0][c]))
+            for c in columns
+        ]
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema(fields)), folder / name)
+        return
+    if fmt == "csv":
+        lines = [",".join(columns)] + [
+            ",".join(r[c].isoformat() if c == "updated_at" else str(r[c]) for c in columns)
+            for r in rows
+        ]
+    else:
+        lines = [json.dumps(r | {"updated_at": r["updated_at"].isoformat()}) for r in rows]
+    (folder / name).write_text("\n".join(lines) + "\n")
+
+
+def _arrow_type(value: object) -> pa.DataType:
+    return pa.string() if isinstance(value, str) else pa.int32()
+
+
+def folder_rows(ids: range, **extra: Any) -> list[dict[str, Any]]:
+    return [{"id": i, "updated_at": at(i), "qty": i, **extra} for i in ids]
+
+
+def folder_pipeline(tmp_path: Path, fmt: str, mode: str) -> tuple[dict[str, Any], Path]:
+    folder = tmp_path / "source" / "orders"
+    source: dict[str, Any] = {"type": fmt, "uri": str(folder)}
+    if fmt != "parquet":
+        source["schema"] = FOLDER_SCHEMA
+    return pipeline("orders", source, tmp_path, mode), folder
+
+
+SUFFIX = {"parquet": "parquet", "csv": "csv", "json": "json"}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "mode"),
+    [
+        pytest.param(fmt, mode, id=f"a {fmt} folder's newer file gains a column, {mode}")
+        for fmt in ("parquet", "csv")
+        for mode in EVOLVED
+    ]
+    + [pytest.param("json", m, id=f"a json folder's records gain a key, {m}") for m in EVOLVED],
+)
+def test_a_folder_whose_newer_file_gains_a_column(tmp_path: Path, fmt: str, mode: str) -> None:
+    raw, folder = folder_pipeline(tmp_path, fmt, mode)
+    write_folder_file(folder, f"a.{SUFFIX[fmt]}", folder_rows(range(1, 3)), fmt)
+
+    def evolve() -> None:  # in the middle: a CSV header is read by name
+        row = {"id": 3, "region": "north", "updated_at": at(3), "qty": 3}
+        write_folder_file(folder, f"b.{SUFFIX[fmt]}", [row], fmt)
+
+    # the file named; a Parquet footer states the column's type, a CSV header or JSON key not
+    typed = "'region' (string)" if fmt == "parquet" else "'region' the schema lacks"
+    error = (f"file '{folder / f'b.{SUFFIX[fmt]}'}'", typed)
+    check_evolution(raw, evolve, str(folder), *EVOLVED[mode], error)
+
+
+def rescued_qty(location: str) -> str:
+    return rescued("four", "qty", location)
+
+
+# mode -> (rows after: None = the run fails, metadata, error text) for a qty that turns from int
+# to string in a newer Parquet file ("3" holds an int, "four" does not)
+RETYPED: dict[
+    str, tuple[Callable[[str], list[dict[str, Any]]] | None, dict[str, Any], tuple[str, ...]]
+] = {
+    "fail": (None, {}, ("b.parquet", "'qty' is string, the schema says int")),
+    "add_columns": (None, {}, ("b.parquet", "'qty' is string, the schema says int")),
+    "rescue": (
+        lambda s: [
+            {"id": 1, "qty": 1, "_rescued_data": None},
+            {"id": 2, "qty": 2, "_rescued_data": None},
+            {"id": 3, "qty": 3, "_rescued_data": None},
+            {"id": 4, "qty": None, "_rescued_data": rescued_qty(s)},
+        ],
+        {"schema/values_rescued": {"qty": 1}, "schema/rows_rescued": 1},
+        (),
+    ),
+    "ignore": (
+        lambda s: [{"id": i, "qty": None if i == 4 else i} for i in (1, 2, 3, 4)],
+        {"schema/ignored_columns": [], "schema/values_nulled": {"qty": 1}},
+        (),
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", list(RETYPED))
+def test_a_parquet_folder_whose_int_column_turns_to_string(tmp_path: Path, mode: str) -> None:
+    raw, folder = folder_pipeline(tmp_path, "parquet", mode)
+    write_folder_file(folder, "a.parquet", folder_rows(range(1, 3)), "parquet")
+
+    def evolve() -> None:
+        rows = [{"id": i, "updated_at": at(i), "qty": q} for i, q in ((3, "3"), (4, "four"))]
+        write_folder_file(folder, "b.parquet", rows, "parquet")
+
+    expected, entries, error = RETYPED[mode]
+    check_evolution(raw, evolve, str(folder), expected, entries, error)
+
+
+@pytest.mark.parametrize(
+    ("mode", "qty_after", "entries", "quarantined"),
+    [
+        pytest.param("fail", [1, 2, 3], {}, 1, id="fail: the record is quarantined"),
+        pytest.param("add_columns", [1, 2, 3], {}, 1, id="add_columns: the record is quarantined"),
+        pytest.param(
+            "rescue",
+            [1, 2, 3, None],
+            {"schema/values_rescued": {"qty": 1}, "schema/rows_rescued": 1},
+            0,
+            id="rescue: the value is kept in _rescued_data",
+        ),
+        pytest.param(
+            "ignore",
+            [1, 2, 3, None],
+            {"schema/values_nulled": {"qty": 1}},
+            0,
+            id="ignore: the value is NULL and counted",
+        ),
+    ],
+)
+def test_a_csv_folder_whose_int_column_turns_to_text(
+    tmp_path: Path,
+    mode: str,
+    qty_after: list[int | None],
+    entries: dict[str, Any],
+    quarantined: int,
+) -> None:
+    raw, folder = folder_pipeline(tmp_path, "csv", mode)
+    write_folder_file(folder, "a.csv", folder_rows(range(1, 3)), "csv")
+    rows = [{"id": i, "updated_at": at(i), "qty": q} for i, q in ((3, "3"), (4, "four"))]
+    write_folder_file(folder, "b.csv", rows, "csv")
+    instance = DagsterInstance.ephemeral()
+    meta = metadata_of(run_once(raw, instance), "orders")
+    assert meta["rows/quarantined"] == quarantined
+    for key, value in entries.items():
+        assert meta[key] == value, (key, meta[key])
+    table = source_rows(raw["table"]["uri"])
+    assert [r["qty"] for r in table] == qty_after
+    if mode == "rescue":
+        assert table[-1]["_rescued_data"] == rescued_qty(str(folder))
+    version = DeltaTable(raw["table"]["uri"]).version()
+    run_once(raw, instance)  # exactly once
+    assert DeltaTable(raw["table"]["uri"]).version() == version

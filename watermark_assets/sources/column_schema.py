@@ -41,10 +41,8 @@ from watermark_assets.names import RESCUED_DATA_COLUMN, RESCUED_SOURCE_KEY
 from watermark_assets.sources.column import ColumnRead
 from watermark_assets.sources.schema_drift import (
     ColumnChange,
-    Layout,
     changes,
     holds,
-    new_columns,
     type_changes,
 )
 
@@ -150,30 +148,46 @@ def apply_schema_policy(
         return read, None
     frame = read.frame
     types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
-    layout: Layout = tuple(types.items())
-    found = changes(declared, {origin: layout}, what="source")
+    spelled = {name.lower(): name for name in types}  # the frame's spelling of a file's column
+    if read.layouts:  # a folder: each change named with its file
+        found = changes(declared, read.layouts, what="file")
+    else:
+        found = changes(declared, {origin: tuple(types.items())}, what="source")
+    found = [c for c in found if c.column.lower() in spelled]
     want = {name.lower(): kind for name, kind in declared}
     mode = policy.mode
     frame = _cast_held(frame, types, want)
     outcome = ColumnSchemaRead(mode=mode.value, origin=origin, changes=tuple(found))
-    if not found:
+    # declared columns handed as text (a CSV/JSON folder under rescue or ignore): parsed
+    parsed = {
+        spelled[name.lower()]: _unparsed(spelled[name.lower()], want[name.lower()])
+        for name in read.text_columns
+        if name.lower() in spelled and want.get(name.lower(), "string") != "string"
+    }
+    if not found and not parsed:
         return replace(read, frame=frame), outcome
     if mode is SchemaMode.FAIL:
         raise SchemaChangeError(pipeline, mode.value, found, origin="columns")
     retyped = type_changes(found)
-    new = [c.column for c in found if c.is_new]
+    new = list(dict.fromkeys(spelled[c.column.lower()] for c in found if c.is_new))
     if mode is SchemaMode.ADD_COLUMNS:
         refused = [c for c in retyped if not widenable(str(c.declared), str(c.found))]
         if refused:
             raise SchemaChangeError(pipeline, mode.value, refused, origin="columns")
-        hinted = new_columns(found, policy.hint_of)
-        for name in new:
-            if hinted[name] != types[name]:
-                frame = frame.withColumn(name, _try_cast(name, hinted[name]))
+        for name in new:  # typed by the hint, else as read (a footer's type, a header's text)
+            hinted = policy.hint_of(name) or types[name]
+            if hinted != types[name]:
+                frame = frame.withColumn(name, _try_cast(name, hinted))
         read = replace(read, frame=frame)
-        added, widened = tuple(new), tuple(c.column for c in retyped)
-        return read, replace(outcome, added=added, widened=widened)
-    fits = {c.column: _misfit(c.column, str(c.declared), types[c.column]) for c in retyped}
+        widened = tuple(dict.fromkeys(spelled[c.column.lower()] for c in retyped))
+        return read, replace(outcome, added=tuple(new), widened=widened)
+    fits = {
+        spelled[c.column.lower()]: _misfit(
+            spelled[c.column.lower()], str(c.declared), types[spelled[c.column.lower()]]
+        )
+        for c in retyped
+    }
+    fits |= parsed
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -228,6 +242,16 @@ def _misfit(name: str, declared: str, found: str) -> tuple[Column, Column]:
     cast = _try_cast(name, declared)
     bad = raw.isNotNull() & (cast.isNull() | (cast.cast(found) != raw))
     return bad, F.when(~bad, cast)
+
+
+def _unparsed(name: str, declared: str) -> tuple[Column, Column]:
+    """(whether a text value does not parse to ``declared``: not NULL, its cast NULL, the cast
+    value): :func:`_misfit` for a column whose files state no type (a CSV or JSON text)."""
+    from pyspark.sql import functions as F
+
+    cast = _try_cast(name, declared)
+    bad = F.col(_quoted(name)).isNotNull() & cast.isNull()
+    return bad, cast
 
 
 def _text(frame: DataFrame, name: str) -> Column:
