@@ -623,3 +623,55 @@ def test_a_csv_folder_whose_int_column_turns_to_text(
     version = DeltaTable(raw["table"]["uri"]).version()
     run_once(raw, instance)  # exactly once
     assert DeltaTable(raw["table"]["uri"]).version() == version
+
+
+@pytest.mark.parametrize(
+    ("hints", "types"),
+    [
+        pytest.param(
+            {},
+            {"n": "long", "f": "double", "b": "boolean", "s": "string", "o": "string"},
+            id="add_columns types a new key by its JSON values, as a footer types a column",
+        ),
+        pytest.param(
+            {"n": "STRING"},
+            {"n": "string", "f": "double", "b": "boolean", "s": "string", "o": "string"},
+            id="a hint pins a new key's type",
+        ),
+    ],
+)
+def test_http_api_records_gaining_keys_of_each_json_type(
+    tmp_path: Path, hints: dict[str, str], types: dict[str, str]
+) -> None:
+    """Before: every key the schema did not declare was read as STRING, whatever its values."""
+    records = [{"id": i, "updated_at": at(i).isoformat(), "qty": i} for i in (1, 2)]
+    handler = type("Orders", (Api,), {"records": records})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/orders"
+        source = {
+            "type": "http_api",
+            "url": url,
+            "schema": "id BIGINT, updated_at TIMESTAMP, qty INT",
+            "records_path": "data",
+        }
+        raw = pipeline("orders_api", source, tmp_path, "add_columns")
+        raw["schema"]["hints"] = hints
+        instance = DagsterInstance.ephemeral()
+        run_once(raw, instance)
+        new = {"n": 7, "f": 1.5, "b": True, "s": "x", "o": {"k": 1}}
+        records.append({"id": 3, "updated_at": at(3).isoformat(), "qty": 3, **new})
+        run_once(raw, instance)
+        uri = raw["table"]["uri"]
+        schema = DeltaTable(uri).schema()
+        assert {f.name: f.type.type for f in schema.fields if f.name in types} == types
+        records.append({"id": 4, "updated_at": at(4).isoformat(), "qty": 4, **new})
+        run_once(raw, instance)  # the table's columns read in their types: nothing changes
+        rows = DeltaTable(uri).to_pyarrow_table().to_pylist()
+        four = next(r for r in rows if r["id"] == 4)
+        assert (four["f"], four["b"], four["s"], four["o"]) == (1.5, True, "x", '{"k":1}')
+        assert str(four["n"]) == "7"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -162,7 +162,9 @@ def apply_schema_policy(
     parsed = {
         spelled[name.lower()]: _unparsed(spelled[name.lower()], want[name.lower()])
         for name in read.text_columns
-        if name.lower() in spelled and want.get(name.lower(), "string") != "string"
+        if name.lower() in spelled
+        and want.get(name.lower(), "string") != "string"
+        and mode in (SchemaMode.RESCUE, SchemaMode.IGNORE)
     }
     if not found and not parsed:
         return replace(read, frame=frame), outcome
