@@ -3,10 +3,16 @@ what a column, time or unit run does when the rows a source hands it stop matchi
 
 A column source's rows are a lazy Spark frame whose schema is known before a row is read: a
 Delta source's from its log (the current snapshot), a JDBC source's from the result set's
-columns (Spark resolves it at ``load``), an API's or a text folder's from its declared DDL. That
-schema is the source's *layout* (:mod:`~watermark_assets.sources.schema_drift`, one "file": the
-source's location), compared with the *declared* columns (:func:`declared_columns`: the
-source's DDL, then the target table's data columns it lacks) before anything is written:
+columns (Spark resolves it at ``load``), an API's from its declared DDL and its records' keys.
+That schema is the source's *layout* (:mod:`~watermark_assets.sources.schema_drift`, one
+"file": the source's location); a folder's files each state theirs
+(:attr:`~watermark_assets.sources.column.ColumnRead.layouts`: a change is named with its file).
+It is compared with the *declared* columns (:func:`declared_columns`: the source's DDL, then
+the target table's data columns it lacks; none yet: the source's own,
+:attr:`~watermark_assets.sources.column.ColumnRead.declared`) before anything is written.
+Declared columns a source hands as text (a CSV/JSON folder under rescue or ignore,
+:attr:`~watermark_assets.sources.column.ColumnRead.text_columns`) are parsed here: a value that
+does not parse is rescued, or nulled and counted, as a value of a changed type is:
 
 - ``fail``: any change raises :class:`~watermark_assets.exceptions.SchemaChangeError` naming the
   source, the column, both types and the fix; nothing is staged or committed;

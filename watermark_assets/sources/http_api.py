@@ -34,9 +34,9 @@ hold that ``schema_ddl`` does not declare is read too, so that the pipeline's ``
 decides about it (``sources/column_schema.py``: fail, add to the table, rescue or ignore) instead
 of Spark dropping it: as STRING (its text; a nested value as JSON), under ``add_columns`` in the
 type of its JSON values (:func:`json_value_type`, as a Parquet footer types a column), and in the
-table's type once an earlier run added it (:meth:`HttpApiSource._undeclared_schema`). Standard library
-HTTP (``urllib``); a status >= 400 raises :class:`~watermark_assets.exceptions.HttpApiError`
-naming the URL and the status.
+table's type once an earlier run added it (:meth:`HttpApiSource._undeclared_schema`). Standard
+library HTTP (``urllib``); a status >= 400 raises :class:`~watermark_assets.exceptions.
+HttpApiError` naming the URL and the status.
 """
 
 from __future__ import annotations
