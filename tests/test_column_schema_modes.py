@@ -382,20 +382,28 @@ class Api(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
-@pytest.mark.parametrize("mode", list(EVOLVED))
-def test_http_api_records_that_gain_a_key(tmp_path: Path, mode: str) -> None:
-    records = [{"id": i, "updated_at": at(i).isoformat(), "qty": i} for i in (1, 2)]
+@contextmanager
+def orders_api(records: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """An API on loopback serving ``records`` (appended to between runs), as a source config."""
     handler = type("Orders", (Api,), {"records": records})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/orders"
-        source = {
+        yield {
             "type": "http_api",
-            "url": url,
+            "url": f"http://127.0.0.1:{server.server_address[1]}/orders",
             "schema": "id BIGINT, updated_at TIMESTAMP, qty INT",
             "records_path": "data",
         }
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("mode", list(EVOLVED))
+def test_http_api_records_that_gain_a_key(tmp_path: Path, mode: str) -> None:
+    records = [{"id": i, "updated_at": at(i).isoformat(), "qty": i} for i in (1, 2)]
+    with orders_api(records) as source:
         raw = pipeline("orders_api", source, tmp_path, mode)
 
         def evolve() -> None:
@@ -403,9 +411,6 @@ def test_http_api_records_that_gain_a_key(tmp_path: Path, mode: str) -> None:
 
         location = project_config(raw).pipeline("orders_api").source.location
         check_evolution(raw, evolve, location, *EVOLVED[mode])
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 # --- a time pipeline (window by window, each window replaced in one commit) ---
@@ -645,17 +650,7 @@ def test_http_api_records_gaining_keys_of_each_json_type(
 ) -> None:
     """Before: every key the schema did not declare was read as STRING, whatever its values."""
     records = [{"id": i, "updated_at": at(i).isoformat(), "qty": i} for i in (1, 2)]
-    handler = type("Orders", (Api,), {"records": records})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/orders"
-        source = {
-            "type": "http_api",
-            "url": url,
-            "schema": "id BIGINT, updated_at TIMESTAMP, qty INT",
-            "records_path": "data",
-        }
+    with orders_api(records) as source:
         raw = pipeline("orders_api", source, tmp_path, "add_columns")
         raw["schema"]["hints"] = hints
         instance = DagsterInstance.ephemeral()
@@ -672,6 +667,3 @@ def test_http_api_records_gaining_keys_of_each_json_type(
         four = next(r for r in rows if r["id"] == 4)
         assert (four["f"], four["b"], four["s"], four["o"]) == (1.5, True, "x", '{"k":1}')
         assert str(four["n"]) == "7"
-    finally:
-        server.shutdown()
-        server.server_close()
