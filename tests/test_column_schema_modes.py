@@ -382,20 +382,28 @@ class Api(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
-@pytest.mark.parametrize("mode", list(EVOLVED))
-def test_http_api_records_that_gain_a_key(tmp_path: Path, mode: str) -> None:
-    records = [{"id": i, "updated_at": at(i).isoformat(), "qty": i} for i in (1, 2)]
+@contextmanager
+def orders_api(records: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """An API on loopback serving ``records`` (appended to between runs), as a source config."""
     handler = type("Orders", (Api,), {"records": records})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/orders"
-        source = {
+        yield {
             "type": "http_api",
-            "url": url,
+            "url": f"http://127.0.0.1:{server.server_address[1]}/orders",
             "schema": "id BIGINT, updated_at TIMESTAMP, qty INT",
             "records_path": "data",
         }
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("mode", list(EVOLVED))
+def test_http_api_records_that_gain_a_key(tmp_path: Path, mode: str) -> None:
+    records = [{"id": i, "updated_at": at(i).isoformat(), "qty": i} for i in (1, 2)]
+    with orders_api(records) as source:
         raw = pipeline("orders_api", source, tmp_path, mode)
 
         def evolve() -> None:
@@ -403,9 +411,6 @@ def test_http_api_records_that_gain_a_key(tmp_path: Path, mode: str) -> None:
 
         location = project_config(raw).pipeline("orders_api").source.location
         check_evolution(raw, evolve, location, *EVOLVED[mode])
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 # --- a time pipeline (window by window, each window replaced in one commit) ---
@@ -457,3 +462,208 @@ def test_a_time_window_whose_delta_source_gained_a_column(
     history = schema_history(DeltaTable(uri).schema())
     assert [e.column for e in history] == [next(iter(later))]
     assert {e.origin for e in history} == {str(source)}
+
+
+# --- folders of Parquet, CSV and JSON-lines files: a newer file gains a column or a new type ---
+# Before folder sources read ``schema.mode``, a column a newer file brought was only named in
+# ``source/columns_ignored`` whatever the mode, a Parquet column turned from int to string failed
+# the run with Spark's raw FAILED_READ_FILE, and a CSV value that did not parse was quarantined
+# under every mode (never rescued, never nulled and counted).
+
+FOLDER_SCHEMA = "id BIGINT, updated_at TIMESTAMP, qty INT"
+
+
+def write_folder_file(folder: Path, name: str, rows: list[dict[str, Any]], fmt: str) -> None:
+    """``rows`` as one file ``name`` of ``fmt`` in ``folder``; columns in the first row's order
+    (a CSV header, a Parquet footer: ``qty`` a string when the first row's is)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = {**rows[0], "updated_at": None}
+    columns = list(stamp)
+    if fmt == "parquet":
+        fields = [
+            pa.field(c, pa.timestamp("us", tz="UTC"))
+            if c == "updated_at"
+            else pa.field(c, pa.int64() if c == "id" else _arrow_type(rows[0][c]))
+            for c in columns
+        ]
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema(fields)), folder / name)
+        return
+    if fmt == "csv":
+        lines = [",".join(columns)] + [
+            ",".join(r[c].isoformat() if c == "updated_at" else str(r[c]) for c in columns)
+            for r in rows
+        ]
+    else:
+        lines = [json.dumps(r | {"updated_at": r["updated_at"].isoformat()}) for r in rows]
+    (folder / name).write_text("\n".join(lines) + "\n")
+
+
+def _arrow_type(value: object) -> pa.DataType:
+    return pa.string() if isinstance(value, str) else pa.int32()
+
+
+def folder_rows(ids: range, **extra: Any) -> list[dict[str, Any]]:
+    return [{"id": i, "updated_at": at(i), "qty": i, **extra} for i in ids]
+
+
+def folder_pipeline(tmp_path: Path, fmt: str, mode: str) -> tuple[dict[str, Any], Path]:
+    folder = tmp_path / "source" / "orders"
+    source: dict[str, Any] = {"type": fmt, "uri": str(folder)}
+    if fmt != "parquet":
+        source["schema"] = FOLDER_SCHEMA
+    return pipeline("orders", source, tmp_path, mode), folder
+
+
+SUFFIX = {"parquet": "parquet", "csv": "csv", "json": "json"}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "mode"),
+    [
+        pytest.param(fmt, mode, id=f"a {fmt} folder's newer file gains a column, {mode}")
+        for fmt in ("parquet", "csv")
+        for mode in EVOLVED
+    ]
+    + [pytest.param("json", m, id=f"a json folder's records gain a key, {m}") for m in EVOLVED],
+)
+def test_a_folder_whose_newer_file_gains_a_column(tmp_path: Path, fmt: str, mode: str) -> None:
+    raw, folder = folder_pipeline(tmp_path, fmt, mode)
+    write_folder_file(folder, f"a.{SUFFIX[fmt]}", folder_rows(range(1, 3)), fmt)
+
+    def evolve() -> None:  # in the middle: a CSV header is read by name
+        row = {"id": 3, "region": "north", "updated_at": at(3), "qty": 3}
+        write_folder_file(folder, f"b.{SUFFIX[fmt]}", [row], fmt)
+
+    # the file named; a Parquet footer states the column's type, a CSV header or JSON key not
+    typed = "'region' (string)" if fmt == "parquet" else "'region' the schema lacks"
+    error = (f"file '{folder / f'b.{SUFFIX[fmt]}'}'", typed)
+    check_evolution(raw, evolve, str(folder), *EVOLVED[mode], error)
+
+
+def rescued_qty(location: str) -> str:
+    return rescued("four", "qty", location)
+
+
+# mode -> (rows after: None = the run fails, metadata, error text) for a qty that turns from int
+# to string in a newer Parquet file ("3" holds an int, "four" does not)
+RETYPED: dict[
+    str, tuple[Callable[[str], list[dict[str, Any]]] | None, dict[str, Any], tuple[str, ...]]
+] = {
+    "fail": (None, {}, ("b.parquet", "'qty' is string, the schema says int")),
+    "add_columns": (None, {}, ("b.parquet", "'qty' is string, the schema says int")),
+    "rescue": (
+        lambda s: [
+            {"id": 1, "qty": 1, "_rescued_data": None},
+            {"id": 2, "qty": 2, "_rescued_data": None},
+            {"id": 3, "qty": 3, "_rescued_data": None},
+            {"id": 4, "qty": None, "_rescued_data": rescued_qty(s)},
+        ],
+        {"schema/values_rescued": {"qty": 1}, "schema/rows_rescued": 1},
+        (),
+    ),
+    "ignore": (
+        lambda s: [{"id": i, "qty": None if i == 4 else i} for i in (1, 2, 3, 4)],
+        {"schema/ignored_columns": [], "schema/values_nulled": {"qty": 1}},
+        (),
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", list(RETYPED))
+def test_a_parquet_folder_whose_int_column_turns_to_string(tmp_path: Path, mode: str) -> None:
+    raw, folder = folder_pipeline(tmp_path, "parquet", mode)
+    write_folder_file(folder, "a.parquet", folder_rows(range(1, 3)), "parquet")
+
+    def evolve() -> None:
+        rows = [{"id": i, "updated_at": at(i), "qty": q} for i, q in ((3, "3"), (4, "four"))]
+        write_folder_file(folder, "b.parquet", rows, "parquet")
+
+    expected, entries, error = RETYPED[mode]
+    check_evolution(raw, evolve, str(folder), expected, entries, error)
+
+
+@pytest.mark.parametrize(
+    ("mode", "qty_after", "entries", "quarantined"),
+    [
+        pytest.param("fail", [1, 2, 3], {}, 1, id="fail: the record is quarantined"),
+        pytest.param("add_columns", [1, 2, 3], {}, 1, id="add_columns: the record is quarantined"),
+        pytest.param(
+            "rescue",
+            [1, 2, 3, None],
+            {"schema/values_rescued": {"qty": 1}, "schema/rows_rescued": 1},
+            0,
+            id="rescue: the value is kept in _rescued_data",
+        ),
+        pytest.param(
+            "ignore",
+            [1, 2, 3, None],
+            {"schema/values_nulled": {"qty": 1}},
+            0,
+            id="ignore: the value is NULL and counted",
+        ),
+    ],
+)
+def test_a_csv_folder_whose_int_column_turns_to_text(
+    tmp_path: Path,
+    mode: str,
+    qty_after: list[int | None],
+    entries: dict[str, Any],
+    quarantined: int,
+) -> None:
+    raw, folder = folder_pipeline(tmp_path, "csv", mode)
+    write_folder_file(folder, "a.csv", folder_rows(range(1, 3)), "csv")
+    rows = [{"id": i, "updated_at": at(i), "qty": q} for i, q in ((3, "3"), (4, "four"))]
+    write_folder_file(folder, "b.csv", rows, "csv")
+    instance = DagsterInstance.ephemeral()
+    meta = metadata_of(run_once(raw, instance), "orders")
+    assert meta["rows/quarantined"] == quarantined
+    for key, value in entries.items():
+        assert meta[key] == value, (key, meta[key])
+    table = source_rows(raw["table"]["uri"])
+    assert [r["qty"] for r in table] == qty_after
+    if mode == "rescue":
+        assert table[-1]["_rescued_data"] == rescued_qty(str(folder))
+    version = DeltaTable(raw["table"]["uri"]).version()
+    run_once(raw, instance)  # exactly once
+    assert DeltaTable(raw["table"]["uri"]).version() == version
+
+
+@pytest.mark.parametrize(
+    ("hints", "types"),
+    [
+        pytest.param(
+            {},
+            {"n": "long", "f": "double", "b": "boolean", "s": "string", "o": "string"},
+            id="add_columns types a new key by its JSON values, as a footer types a column",
+        ),
+        pytest.param(
+            {"n": "STRING"},
+            {"n": "string", "f": "double", "b": "boolean", "s": "string", "o": "string"},
+            id="a hint pins a new key's type",
+        ),
+    ],
+)
+def test_http_api_records_gaining_keys_of_each_json_type(
+    tmp_path: Path, hints: dict[str, str], types: dict[str, str]
+) -> None:
+    """Before: every key the schema did not declare was read as STRING, whatever its values."""
+    records = [{"id": i, "updated_at": at(i).isoformat(), "qty": i} for i in (1, 2)]
+    with orders_api(records) as source:
+        raw = pipeline("orders_api", source, tmp_path, "add_columns")
+        raw["schema"]["hints"] = hints
+        instance = DagsterInstance.ephemeral()
+        run_once(raw, instance)
+        new = {"n": 7, "f": 1.5, "b": True, "s": "x", "o": {"k": 1}}
+        records.append({"id": 3, "updated_at": at(3).isoformat(), "qty": 3, **new})
+        run_once(raw, instance)
+        uri = raw["table"]["uri"]
+        schema = DeltaTable(uri).schema()
+        assert {f.name: f.type.type for f in schema.fields if f.name in types} == types
+        records.append({"id": 4, "updated_at": at(4).isoformat(), "qty": 4, **new})
+        run_once(raw, instance)  # the table's columns read in their types: nothing changes
+        rows = DeltaTable(uri).to_pyarrow_table().to_pylist()
+        four = next(r for r in rows if r["id"] == 4)
+        assert (four["f"], four["b"], four["s"], four["o"]) == (1.5, True, "x", '{"k":1}')
+        assert str(four["n"]) == "7"

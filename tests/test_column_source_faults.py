@@ -6,9 +6,10 @@ each run the pipeline's Dagster job in process on a real Delta table (issue 22, 
 1. a malformed record (a JSON line cut short) is quarantined, counted, never silently dropped;
 2. a value that does not parse to the declared type (``qty`` becomes ``"seven"``) is quarantined,
    never committed as NULL; a CSV header that gains a column in the middle is read by NAME;
-3. a column added to the source (``region``, in the middle; a JSON key too) is reported in the
-   run's metadata (``source/columns_ignored``), whatever ``schema.mode`` (a Delta source's is
-   decided by the mode: tests/test_column_schema_modes.py);
+3. a column added to the source (``region``, in the middle; a JSON key too) stops the run under
+   ``schema.mode: fail`` (the default), naming its file; under ``ignore`` it is left out and
+   reported in the run's metadata (``source/columns_ignored``) (every mode:
+   tests/test_column_schema_modes.py);
 4. exactly once: a run over the same files again reads nothing, and quarantines nothing again.
 
 The three runs of a source share one pipeline (few Spark jobs; the one Spark session of the tests).
@@ -31,6 +32,7 @@ from dagster import DagsterInstance
 from deltalake import DeltaTable
 
 from watermark_assets.defs import build_definitions
+from watermark_assets.exceptions import SchemaChangeError
 
 pytestmark = pytest.mark.spark
 
@@ -157,6 +159,11 @@ class Pipeline:
         self.defs = build_definitions(project_config(self.raw), clock=lambda: NOW)
         self.instance = DagsterInstance.ephemeral()
 
+    def under_mode(self, mode: str) -> None:
+        """The same pipeline (same table and Dagster instance) under ``schema.mode``."""
+        self.raw["schema"] = {"mode": mode}
+        self.defs = build_definitions(project_config(self.raw), clock=lambda: NOW)
+
     def write(self, name: str, ids: range, *, region: bool = False, bad: list[str]) -> None:
         self.source.write(self.folder, name, [row(i) for i in ids], region, bad)
 
@@ -200,9 +207,16 @@ def test_a_column_source_quarantines_bad_records_reads_by_name_and_reports_added
         assert pipeline.quarantine_errors()[source.wrong_type].endswith("NULL after parsing: qty")
     assert first.get("source/columns_ignored") == []
 
-    # Run 2: a file whose rows gained `region` in the middle: read by name, the column reported.
-    # Its name sorts before the first file's: the columns read stay the oldest file's.
+    # Run 2: a file whose rows gained `region` in the middle. Under `schema.mode: fail` (the
+    # default) the run stops naming the file and the column, and commits nothing.
     pipeline.write("0-newer", range(5, 8), region=True, bad=[])
+    version = DeltaTable(pipeline.table).version()
+    with pytest.raises(SchemaChangeError, match=r"0-newer.*'region'"):
+        pipeline.run()
+    assert DeltaTable(pipeline.table).version() == version
+    # Under `ignore`: read by name, the column left out and reported. Its name sorts before the
+    # first file's: the columns read stay the oldest file's.
+    pipeline.under_mode("ignore")
     second = pipeline.run()
     assert second["rows/read"] == 3
     assert second["rows/quarantined"] == 0
@@ -258,8 +272,6 @@ def test_a_delta_source_that_gained_a_column_stops_the_run_naming_it_and_commits
     the run (``schema.mode: fail``, the default) refuses the new column before anything is
     staged, instead of dropping it (the other modes: tests/test_column_schema_modes.py)."""
     from deltalake import write_deltalake
-
-    from watermark_assets.exceptions import SchemaChangeError
 
     source, table = str(tmp_path / "source"), str(tmp_path / "delta" / "orders")
     typed = pa.schema([("id", pa.int64()), ("updated_at", pa.timestamp("us", tz="UTC"))])

@@ -572,7 +572,7 @@ def test_a_landing_file_that_changed_its_columns(spark: Any, tmp_path: Path, cas
         rescued = row.get("_rescued_data")
         parsed = None if rescued is None else json.loads(rescued)
         if parsed is not None:
-            assert parsed.pop("_file").endswith(new_file)
+            assert parsed.pop("_source").endswith(new_file)
         got.append((row["id"], row["name"], parsed))
         assert row["event_time"] is not None  # no value moved into another column
     assert tuple(got) == case.rows
@@ -669,7 +669,7 @@ def test_rescue_reads_alike_on_s3_and_on_local_disk(
         for row in read.frame.collect():
             rescued = json.loads(row["_rescued_data"]) if row["_rescued_data"] else None
             if rescued is not None:
-                assert rescued.pop("_file").rsplit("/", 1)[1] == row["_file_path"].rsplit("/")[-1]
+                assert rescued.pop("_source").rsplit("/", 1)[1] == row["_file_path"].rsplit("/")[-1]
             found.append((row["id"], row["name"], row["event_time"] is not None, rescued))
         return sorted(found, key=lambda r: r[1])
 

@@ -356,16 +356,23 @@ class UnreadableFilesError(WatermarkAssetsError):
 class SchemaChangeError(WatermarkAssetsError):
     """A batch's files no longer match the declared schema and ``schema.mode`` says to stop:
     names each file, column and both types (``changes``: :class:`~watermark_assets.sources.\
-schema_drift.ColumnChange`), before anything was written or committed."""
+schema_drift.ColumnChange`), before anything was written or committed; ``fix``: the fix,
+    when the source's is not the usual one (a ``parquet_commit`` source cannot rescue)."""
 
     def __init__(
-        self, pipeline: str, mode: str, changes: Sequence[object], *, origin: str = "files"
+        self,
+        pipeline: str,
+        mode: str,
+        changes: Sequence[object],
+        *,
+        origin: str = "files",
+        fix: str | None = None,
     ) -> None:
         shown = "; ".join(str(c) for c in changes[:5]) + (
             f"; and {len(changes) - 5} more" if len(changes) > 5 else ""
         )
         new_columns = any(getattr(c, "declared", "") is None for c in changes)
-        fix = (
+        fix = fix or (
             "set schema.mode: add_columns (new columns join the table) or rescue (kept in "
             "_rescued_data), or add them to source.schema"
             if new_columns

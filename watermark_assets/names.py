@@ -213,12 +213,16 @@ STATE_TABLE_SUFFIX = "_state"
 # --- columns of a table ---
 
 #: The column a pipeline with ``schema.mode: rescue`` keeps what its schema could not hold in: a
-#: JSON object per row, ``{"column": "raw value", ..., "_file": "<source file>"}`` (NULL: nothing).
+#: JSON object per row, ``{"column": "raw value", ..., "_source": "<origin>"}`` (NULL: nothing).
 RESCUED_DATA_COLUMN = "_rescued_data"
-#: The key of :data:`RESCUED_DATA_COLUMN`'s object that names the row's source file.
-RESCUED_FILE_KEY = "_file"
-#: ... and the key naming a column source's location (a Delta table, a JDBC table, an API URL).
+#: The key of :data:`RESCUED_DATA_COLUMN`'s object naming where the row came from, in every
+#: pipeline: a file pipeline's source file, a column source's location (a Delta table, a JDBC
+#: table, an API URL, a folder).
 RESCUED_SOURCE_KEY = "_source"
+#: The key file pipelines wrote for the source file before it was :data:`RESCUED_SOURCE_KEY`:
+#: rows rescued then still hold it (nothing here reads it back; a reader of ``_rescued_data``
+#: takes either).
+RESCUED_FILE_KEY = "_file"
 
 # --- table properties (Delta table configuration; read by the package) ---
 

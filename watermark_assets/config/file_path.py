@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from watermark_assets.config.backlog import FileBacklogLimits
 from watermark_assets.config.base import Model as _Model
+from watermark_assets.config.schema import SchemaMode
 from watermark_assets.config.shared import (
     BackfillConfig,
     CheckpointConfig,
@@ -165,6 +166,29 @@ class FilePipelineConfig(PipelineModel):
     def _schema_known(self) -> FilePipelineConfig:
         if self.source.type == "files":  # infer on another source: PipelineModel refuses it
             self.source.schema_needed(self.schema_policy.infer)  # raises ValueError
+        return self
+
+    @model_validator(mode="after")
+    def _schema_mode_of_files_in_place(self) -> FilePipelineConfig:
+        """A ``parquet_commit`` source commits its files by reference, never rewritten: no
+        value can move into ``_rescued_data``, no column can be retyped by a hint."""
+        if self.source.type != "parquet_commit":
+            return self
+        policy = self.schema_policy
+        if policy.mode is SchemaMode.RESCUE:
+            raise ValueError(
+                "schema.mode rescue cannot apply to a parquet_commit source: its files are "
+                "committed by reference, never rewritten, so no value can be moved into "
+                "_rescued_data. Use add_columns (new columns join the table), ignore (left out of "
+                "the table's schema) or fail, or source.type: files with format: parquet (the "
+                "rows are rewritten: rescue applies)"
+            )
+        if policy.hints:
+            raise ValueError(
+                f"schema.hints {dict(policy.hints)} cannot apply to a parquet_commit source: a "
+                "new column takes its files' own type (they are committed as they are); remove "
+                "schema.hints, or use source.type: files to read the column as another type"
+            )
         return self
 
     @property

@@ -10,7 +10,7 @@ matching the declared schema (``source.schema``, Spark DDL; or, Parquet without 
   changed still fails as in ``fail``;
 - ``rescue``: never fails on a schema change: columns the schema lacks, and values that do not
   fit their declared type, go to the ``_rescued_data`` column as JSON with the row's source file
-  (``{"col": "raw value", "_file": "..."}``); nothing becomes a silent NULL;
+  (``{"col": "raw value", "_source": "..."}``); nothing becomes a silent NULL;
 - ``ignore``: columns the schema lacks are left out, values that do not fit become NULL; both are
   counted and named in the run's metadata.
 

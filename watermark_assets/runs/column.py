@@ -84,6 +84,7 @@ from watermark_assets.sources.column import (
     BoundaryRead,
     ColumnRead,
     ReadsNullRows,
+    ReadsUnderSchema,
     StagedRows,
     any_null,
     boundary_hashes,
@@ -439,6 +440,9 @@ def stage_column_batch(
     token = f"{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
     leftovers = remove_stale_staging(table_uri, now)
     source = pipeline.source.build(pipeline.name, pipeline.watermark.columns)
+    declared = declared_columns(pipeline.source.rows_ddl, table_uri)
+    if isinstance(source, ReadsUnderSchema):  # a CSV/JSON folder: how its text is parsed
+        source = source.under_schema(declared, pipeline.schema_policy.mode.value)
     read = source.read(spark, plan.predicate)
     null_mode = pipeline.watermark.null_watermark
     if read.malformed is not None or (plan.records_boundary and null_mode == "quarantine"):
@@ -454,7 +458,7 @@ def stage_column_batch(
         read,
         pipeline=pipeline.name,
         policy=pipeline.schema_policy,
-        declared=declared_columns(pipeline.source.rows_ddl, table_uri),
+        declared=read.declared if declared is None else declared,
         origin=pipeline.source.location,
     )
     keys = pipeline.table.merge_keys

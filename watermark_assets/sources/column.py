@@ -23,6 +23,7 @@ from watermark_assets.core.column.predicate import (
 )
 from watermark_assets.core.column.watermark import ColumnValue, ColumnWatermark
 from watermark_assets.core.errors import ColumnMismatchError
+from watermark_assets.sources.schema_drift import Layout
 from watermark_assets.spark.dedupe import column_named, orderable
 
 if TYPE_CHECKING:
@@ -46,9 +47,21 @@ class ColumnRead:
     #: records the source could not parse (CSV/JSON: malformed, or a value not of its declared
     #: type): kept out of ``frame``, counted while it is written, quarantined by the run
     malformed: MalformedRecords | None = None
-    #: columns the source's files hold that the rows read leave out (no schema evolution yet);
+    #: columns the source's files hold that the rows read leave out (``schema.mode: ignore``);
     #: None: the source cannot tell (headerless CSV, whole-file JSON, a table or an API)
     columns_ignored: tuple[str, ...] | None = None
+    #: the columns (name, Spark type) the source declares itself, which ``schema.mode`` holds
+    #: the rows to when neither ``source.schema`` nor the table declares any (a Parquet
+    #: folder's first run: its oldest file's columns); None: the frame's own
+    declared: tuple[tuple[str, str], ...] | None = None
+    #: per file of a folder source, its layout (a Parquet footer, a CSV header, JSON keys): a
+    #: change ``schema.mode`` finds is named with its file; None: the frame's schema, named
+    #: with the source's location
+    layouts: Mapping[str, Layout] | None = None
+    #: declared columns handed as text (a CSV/JSON folder under ``schema.mode`` rescue or
+    #: ignore): the policy parses them to their declared type, a value that does not parse is
+    #: rescued or nulled and counted
+    text_columns: tuple[str, ...] = ()
 
 
 #: The column of a CSV/JSON record's text when it does not parse (Spark's PERMISSIVE mode).
@@ -90,6 +103,18 @@ class ColumnSource(Protocol):
 
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
         """The rows ``predicate`` admits, as a lazy frame (nothing read yet)."""
+        ...
+
+
+@runtime_checkable
+class ReadsUnderSchema(Protocol):
+    """A source whose read depends on the pipeline's schema policy (a CSV/JSON folder: which
+    declared columns its files' text is parsed into, in which type, and whether a value that
+    does not parse is a malformed record or the policy's to rescue or null)."""
+
+    def under_schema(self, declared: Sequence[tuple[str, str]] | None, mode: str) -> ColumnSource:
+        """This source reading for ``declared`` (name, Spark type: the source's schema, then
+        the table's columns it lacks; None: none yet) under ``schema.mode`` ``mode``."""
         ...
 
 

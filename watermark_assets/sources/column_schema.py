@@ -3,10 +3,16 @@ what a column, time or unit run does when the rows a source hands it stop matchi
 
 A column source's rows are a lazy Spark frame whose schema is known before a row is read: a
 Delta source's from its log (the current snapshot), a JDBC source's from the result set's
-columns (Spark resolves it at ``load``), an API's or a text folder's from its declared DDL. That
-schema is the source's *layout* (:mod:`~watermark_assets.sources.schema_drift`, one "file": the
-source's location), compared with the *declared* columns (:func:`declared_columns`: the
-source's DDL, then the target table's data columns it lacks) before anything is written:
+columns (Spark resolves it at ``load``), an API's from its declared DDL and its records' keys.
+That schema is the source's *layout* (:mod:`~watermark_assets.sources.schema_drift`, one
+"file": the source's location); a folder's files each state theirs
+(:attr:`~watermark_assets.sources.column.ColumnRead.layouts`: a change is named with its file).
+It is compared with the *declared* columns (:func:`declared_columns`: the source's DDL, then
+the target table's data columns it lacks; none yet: the source's own,
+:attr:`~watermark_assets.sources.column.ColumnRead.declared`) before anything is written.
+Declared columns a source hands as text (a CSV/JSON folder under rescue or ignore,
+:attr:`~watermark_assets.sources.column.ColumnRead.text_columns`) are parsed here: a value that
+does not parse is rescued, or nulled and counted, as a value of a changed type is:
 
 - ``fail``: any change raises :class:`~watermark_assets.exceptions.SchemaChangeError` naming the
   source, the column, both types and the fix; nothing is staged or committed;
@@ -41,10 +47,8 @@ from watermark_assets.names import RESCUED_DATA_COLUMN, RESCUED_SOURCE_KEY
 from watermark_assets.sources.column import ColumnRead
 from watermark_assets.sources.schema_drift import (
     ColumnChange,
-    Layout,
     changes,
     holds,
-    new_columns,
     type_changes,
 )
 
@@ -150,30 +154,48 @@ def apply_schema_policy(
         return read, None
     frame = read.frame
     types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
-    layout: Layout = tuple(types.items())
-    found = changes(declared, {origin: layout}, what="source")
+    spelled = {name.lower(): name for name in types}  # the frame's spelling of a file's column
+    if read.layouts:  # a folder: each change named with its file
+        found = changes(declared, read.layouts, what="file")
+    else:
+        found = changes(declared, {origin: tuple(types.items())}, what="source")
+    found = [c for c in found if c.column.lower() in spelled]
     want = {name.lower(): kind for name, kind in declared}
     mode = policy.mode
     frame = _cast_held(frame, types, want)
     outcome = ColumnSchemaRead(mode=mode.value, origin=origin, changes=tuple(found))
-    if not found:
+    # declared columns handed as text (a CSV/JSON folder under rescue or ignore): parsed
+    parsed = {
+        spelled[name.lower()]: _unparsed(spelled[name.lower()], want[name.lower()])
+        for name in read.text_columns
+        if name.lower() in spelled
+        and want.get(name.lower(), "string") != "string"
+        and mode in (SchemaMode.RESCUE, SchemaMode.IGNORE)
+    }
+    if not found and not parsed:
         return replace(read, frame=frame), outcome
     if mode is SchemaMode.FAIL:
         raise SchemaChangeError(pipeline, mode.value, found, origin="columns")
     retyped = type_changes(found)
-    new = [c.column for c in found if c.is_new]
+    new = list(dict.fromkeys(spelled[c.column.lower()] for c in found if c.is_new))
     if mode is SchemaMode.ADD_COLUMNS:
         refused = [c for c in retyped if not widenable(str(c.declared), str(c.found))]
         if refused:
             raise SchemaChangeError(pipeline, mode.value, refused, origin="columns")
-        hinted = new_columns(found, policy.hint_of)
-        for name in new:
-            if hinted[name] != types[name]:
-                frame = frame.withColumn(name, _try_cast(name, hinted[name]))
+        for name in new:  # typed by the hint, else as read (a footer's type, a header's text)
+            hinted = policy.hint_of(name) or types[name]
+            if hinted != types[name]:
+                frame = frame.withColumn(name, _try_cast(name, hinted))
         read = replace(read, frame=frame)
-        added, widened = tuple(new), tuple(c.column for c in retyped)
-        return read, replace(outcome, added=added, widened=widened)
-    fits = {c.column: _misfit(c.column, str(c.declared), types[c.column]) for c in retyped}
+        widened = tuple(dict.fromkeys(spelled[c.column.lower()] for c in retyped))
+        return read, replace(outcome, added=tuple(new), widened=widened)
+    fits = {
+        spelled[c.column.lower()]: _misfit(
+            spelled[c.column.lower()], str(c.declared), types[spelled[c.column.lower()]]
+        )
+        for c in retyped
+    }
+    fits |= parsed
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -228,6 +250,16 @@ def _misfit(name: str, declared: str, found: str) -> tuple[Column, Column]:
     cast = _try_cast(name, declared)
     bad = raw.isNotNull() & (cast.isNull() | (cast.cast(found) != raw))
     return bad, F.when(~bad, cast)
+
+
+def _unparsed(name: str, declared: str) -> tuple[Column, Column]:
+    """(whether a text value does not parse to ``declared``: not NULL, its cast NULL, the cast
+    value): :func:`_misfit` for a column whose files state no type (a CSV or JSON text)."""
+    from pyspark.sql import functions as F
+
+    cast = _try_cast(name, declared)
+    bad = F.col(_quoted(name)).isNotNull() & cast.isNull()
+    return bad, cast
 
 
 def _text(frame: DataFrame, name: str) -> Column:

@@ -29,6 +29,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO
 
+import pyarrow as pa
+
 from watermark_assets import storage
 from watermark_assets.config.sources import names_columns as names_columns
 from watermark_assets.sources.schema_drift import Layout, ValueSample
@@ -106,20 +108,25 @@ def sampled_layouts(
 def _footer_layouts(uris: Sequence[str]) -> list[Layout | None]:
     """The Parquet files' layouts from their footers (None: unreadable, or a type Spark does
     not read)."""
-    from pyspark.sql.pandas.types import from_arrow_type
 
     def probe(uri: str) -> Layout | None:
         try:
-            schema = storage.parquet_schema(uri)
-            return tuple(
-                (f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True).simpleString())
-                for f in schema
-            )
+            return footer_layout(storage.parquet_schema(uri))
         except Exception:  # unreadable, or a type Spark does not read: the run's read says why
             return None
 
     with ThreadPoolExecutor(max_workers=_THREADS) as pool:
         return list(pool.map(probe, uris))
+
+
+def footer_layout(schema: pa.Schema) -> tuple[tuple[str, str], ...]:
+    """A Parquet footer's columns with their Spark types (TypeError: a type Spark does not
+    read)."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    return tuple(
+        (f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True).simpleString()) for f in schema
+    )
 
 
 def left_out(found: Iterable[Sequence[str] | None], read: Iterable[str]) -> tuple[str, ...]:

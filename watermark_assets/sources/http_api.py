@@ -30,11 +30,13 @@ up until a page is empty or shorter than ``page_size``); None reads one page. Mo
 :meth:`HttpApiSource.read` (an API's pages are small), then the records become a frame through
 Spark's JSON parser with ``schema_ddl`` (ISO timestamps become TIMESTAMP values; a value the
 schema cannot hold fails the run, a missing field is null). A key the records of the pages read
-hold that ``schema_ddl`` does not declare is read too, as STRING (its text; a nested value as
-JSON), so that the pipeline's ``schema.mode`` decides about it (``sources/column_schema.py``:
-fail, add to the table, rescue or ignore) instead of Spark dropping it. Standard library
-HTTP (``urllib``); a status >= 400 raises :class:`~watermark_assets.exceptions.HttpApiError`
-naming the URL and the status.
+hold that ``schema_ddl`` does not declare is read too, so that the pipeline's ``schema.mode``
+decides about it (``sources/column_schema.py``: fail, add to the table, rescue or ignore) instead
+of Spark dropping it: as STRING (its text; a nested value as JSON), under ``add_columns`` in the
+type of its JSON values (:func:`json_value_type`, as a Parquet footer types a column), and in the
+table's type once an earlier run added it (:meth:`HttpApiSource._undeclared_schema`). Standard
+library HTTP (``urllib``); a status >= 400 raises :class:`~watermark_assets.exceptions.
+HttpApiError` naming the URL and the status.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ from __future__ import annotations
 import json
 import os
 import urllib.parse
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timezone
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -194,6 +196,16 @@ class HttpApiSource:
     max_pages: int = 10_000
     now: Clock = field(default=system_clock, repr=False, compare=False)
     env: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
+    #: the columns the run holds the records to (``schema_ddl``, then the table's columns it
+    #: lacks) and ``schema.mode`` (:meth:`under_schema`)
+    declared: tuple[tuple[str, str], ...] | None = None
+    schema_mode: str = "fail"
+
+    def under_schema(self, declared: Sequence[tuple[str, str]] | None, mode: str) -> HttpApiSource:
+        """This source reading for ``declared`` under ``schema.mode`` ``mode``: how a key
+        ``schema_ddl`` does not declare is typed (:meth:`_undeclared_schema`)."""
+        known = None if declared is None else tuple(declared)
+        return replace(self, declared=known, schema_mode=mode)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "watermark_columns", tuple(self.watermark_columns))
@@ -246,9 +258,9 @@ class HttpApiSource:
         )
         records, requests = self._fetch_all(injected)
         lines = [(json.dumps(record),) for record in records]
+        undeclared, text = self._undeclared_schema(records)
         schema = self.schema_ddl + "".join(
-            f", `{key.replace('`', '``')}` STRING"
-            for key in undeclared_keys(records, self.schema_ddl)
+            f", `{key.replace('`', '``')}` {kind}" for key, kind in undeclared
         )
         parsed = spark.createDataFrame(lines, "value STRING").select(
             # FAILFAST: a record the schema cannot hold stops the run (Spark's
@@ -269,7 +281,35 @@ class HttpApiSource:
                 "requests": requests,
                 "residual_filter": to_sql(predicate, SqlDialect.SPARK),
             },
+            text_columns=text,
         )
+
+    def _undeclared_schema(
+        self, records: list[dict[str, Any]]
+    ) -> tuple[list[tuple[str, str]], tuple[str, ...]]:
+        """The keys of ``records`` that ``schema_ddl`` does not declare, each with the type it is
+        read in, and those handed as text for ``schema.mode`` to parse:
+
+        - a column the table holds (an earlier run added it): its type (a value it cannot hold
+          fails the run, as for a declared column), or, under rescue and ignore, STRING, parsed
+          by the policy (a value that does not fit is rescued, or nulled and counted);
+        - a new key: under ``add_columns`` the type of its JSON values
+          (:func:`json_value_type`: the table's new column takes it unless ``schema.hints``
+          names one), else STRING (its text; a nested value as JSON)."""
+        known = {name.lower(): kind for name, kind in self.declared or ()}
+        loose = self.schema_mode in ("rescue", "ignore")
+        typed: list[tuple[str, str]] = []
+        text: list[str] = []
+        for key in undeclared_keys(records, self.schema_ddl):
+            kind = known.get(key.lower())
+            if kind is None:
+                values = [record.get(key) for record in records]
+                kind = json_value_type(values) if self.schema_mode == "add_columns" else "string"
+            elif loose and kind != "string":
+                kind = "string"
+                text.append(key)
+            typed.append((key, kind))
+        return typed, tuple(text)
 
     def _fetch_all(
         self, injected: Mapping[str, object]
@@ -387,6 +427,20 @@ def undeclared_keys(records: list[dict[str, Any]], schema_ddl: str) -> list[str]
             if lowered not in declared and lowered not in found:
                 found[lowered] = key
     return list(found.values())
+
+
+def json_value_type(values: Sequence[object]) -> str:
+    """The Spark type of a key's JSON values, as a Parquet footer states a column's: BIGINT when
+    every non-null value is an integer, DOUBLE when they are numbers, BOOLEAN when booleans,
+    else (text, nested, mixed, or only nulls) STRING."""
+    kinds = {type(value) for value in values if value is not None}
+    if not kinds or kinds - {bool, int, float}:
+        return "string"
+    if kinds == {bool}:
+        return "boolean"
+    if bool in kinds:
+        return "string"
+    return "bigint" if kinds == {int} else "double"
 
 
 def _records(page: Any, path: str, url: str) -> list[dict[str, Any]]:

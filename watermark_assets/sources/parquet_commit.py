@@ -13,13 +13,14 @@ import pyarrow as pa
 
 from watermark_assets import storage
 from watermark_assets.delta.stats import DataFile, describe_data_files
-from watermark_assets.exceptions import UnreadableDataFileError
+from watermark_assets.exceptions import SchemaChangeError, UnreadableDataFileError
 from watermark_assets.sources.files import (
     FileBatch,
     StagedFiles,
     TableFiles,
     known_table_schema,
 )
+from watermark_assets.sources.schema_drift import changes, type_changes
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -68,12 +69,13 @@ class ParquetCommitSource:
         for path, data_file in zip(readable, described):
             rows[batch.file_partitions[path]] += data_file.num_records
         uris = tuple(storage.join(pipeline.source.uri, p) for p in readable)
-        schema = (
-            _parquet_schema(uris[0], pipeline.table.partition_by)
-            if uris
-            else known_table_schema(pipeline, unreadable)
-        )
+        ignored: tuple[str, ...] | None = None
+        if uris:
+            schema, ignored = self._commit_schema(uris)
+        else:
+            schema = known_table_schema(pipeline, unreadable)
         return StagedFiles(
+            columns_ignored=ignored,
             rows_read=sum(rows.values()),
             data_files=uris,
             data_schema=schema,
@@ -84,6 +86,59 @@ class ParquetCommitSource:
             described=tuple(described),
             unreadable=tuple(unreadable),
         )
+
+    def _commit_schema(self, uris: Sequence[str]) -> tuple[pa.Schema, tuple[str, ...] | None]:
+        """The schema the batch's files are committed with, under ``schema.mode``, and the
+        columns left out (``ignore``; None otherwise). The files are compared, footer by
+        footer, with the table's columns (no table yet: the first file's):
+
+        - ``fail``: a column the table lacks, or a type it cannot hold, raises
+          :class:`~watermark_assets.exceptions.SchemaChangeError` naming the file, the column and
+          both types, before anything is committed;
+        - ``add_columns``: the new columns (their footer's type) are added, and a type Delta
+          may widen is widened, by the commit of these files (``delta/schema_change.reconcile``);
+          another type change fails as in ``fail``;
+        - ``ignore``: the new columns are left out of the table's schema (the files still hold
+          them; Delta readers do not see them), named in the metadata; a type the table cannot
+          hold fails: a value of a file committed by reference cannot be made NULL;
+        - ``rescue`` is refused by the configuration (a file committed by reference cannot be
+          rewritten to move values into ``_rescued_data``)."""
+        from watermark_assets.config.schema import SchemaMode
+        from watermark_assets.sources.column_schema import table_columns, widenable
+
+        pipeline = self.pipeline
+        partition_by = pipeline.table.partition_by
+        footers = [storage.parquet_schema(uri) for uri in uris]
+        layouts = {uri: _spark_layout(footer) for uri, footer in zip(uris, footers)}
+        first = layouts[uris[0]] or ()
+        declared = table_columns(pipeline.table.uri, partition_by) or list(first)
+        found = changes(declared, layouts, what="file")
+        mode = pipeline.schema_policy.mode
+        schema = _with_partitions(footers[0], partition_by)
+        if not found:
+            return schema, None
+        retyped = type_changes(found)
+        if mode is SchemaMode.IGNORE:
+            if retyped:
+                raise SchemaChangeError(pipeline.name, mode.value, retyped, fix=_RETYPED_FIX)
+            known = {name.lower() for name, _ in declared}
+            kept = [f for f in footers[0] if f.name.lower() in known]
+            ignored = tuple(dict.fromkeys(c.column for c in found))
+            return _with_partitions(pa.schema(kept), partition_by), ignored
+        if mode is not SchemaMode.ADD_COLUMNS:
+            fix = _RETYPED_FIX if len(retyped) == len(found) else _NEW_FIX
+            raise SchemaChangeError(pipeline.name, mode.value, found, fix=fix)
+        refused = [c for c in retyped if not widenable(str(c.declared), str(c.found))]
+        if refused:
+            raise SchemaChangeError(pipeline.name, mode.value, refused, fix=_RETYPED_FIX)
+        merged: dict[str, tuple[pa.Field, str]] = {}  # every footer's column, widest type
+        for footer, layout in zip(footers, layouts.values()):
+            for column, (_, kind) in zip(footer, layout or ()):
+                seen = merged.get(column.name.lower())
+                if seen is None or (kind != seen[1] and widenable(seen[1], str(kind))):
+                    merged[column.name.lower()] = (column, str(kind))
+        fields = [column for column, _ in merged.values()]
+        return _with_partitions(pa.schema(fields), partition_by), None
 
     def files_in_table(self, table: DeltaTable) -> set[str]:
         """The source files the table's add actions name (the landing file IS the data file)."""
@@ -169,8 +224,31 @@ class ParquetCommitSource:
         return [posixpath.normpath(posixpath.join(inside, path)) for path in paths]
 
 
-def _parquet_schema(uri: str, partition_by: Sequence[str]) -> pa.Schema:
-    schema = storage.parquet_schema(uri)
+#: The fixes a ``parquet_commit`` schema change can take (its files are never rewritten).
+_NEW_FIX = (
+    "set schema.mode: add_columns (the commit adds them to the table) or ignore (left out of "
+    "the table's schema); rescue cannot apply to files committed by reference"
+)
+_RETYPED_FIX = (
+    "write the files with a type the table holds (or one Delta widens it to, under "
+    "add_columns), or use source.type: files, which rewrites the rows (rescue and ignore then "
+    "keep or null the values that do not fit)"
+)
+
+
+def _spark_layout(footer: pa.Schema) -> tuple[tuple[str, str], ...] | None:
+    """The footer's columns in Spark types; None when Spark names no type for one (the file is
+    then committed as before, unchecked: no Spark reads it here)."""
+    from watermark_assets.sources.file_columns import footer_layout
+
+    try:
+        return footer_layout(footer)
+    except TypeError:
+        return None
+
+
+def _with_partitions(schema: pa.Schema, partition_by: Sequence[str]) -> pa.Schema:
+    """``schema`` and the partition columns it lacks (strings: their folder names' values)."""
     for column in partition_by:
         if column not in schema.names:
             schema = schema.append(pa.field(column, pa.string()))

@@ -151,3 +151,23 @@ def new_columns(found: Sequence[ColumnChange], hint: Callable[[str], str | None]
 def type_changes(found: Sequence[ColumnChange]) -> list[ColumnChange]:
     """The changes that are a column's type, not a new column."""
     return [c for c in found if not c.is_new]
+
+
+def merged_layout(layouts: Sequence[Layout | None]) -> list[tuple[str, str]]:
+    """Every column of ``layouts`` (a folder's files, oldest first; None: a file that says
+    nothing), each once (first seen first, its first spelling), in a type that holds every
+    file's (:func:`holds`: int and bigint -> bigint, int and double -> double), STRING when none
+    does (int and string) or no file states one (a CSV header): the columns a folder is read in
+    before ``schema.mode`` compares them with the declared ones."""
+    merged: dict[str, tuple[str, str | None]] = {}
+    for layout in layouts:
+        for name, kind in layout or ():
+            seen = merged.get(name.lower())
+            if seen is None:
+                merged[name.lower()] = (name, kind)
+            elif seen[1] is not None and kind is not None and not holds(seen[1], kind):
+                wider = kind if holds(kind, seen[1]) else "string"
+                merged[name.lower()] = (seen[0], wider)
+            elif kind is None:
+                merged[name.lower()] = (seen[0], None)
+    return [(name, kind or "string") for name, kind in merged.values()]

@@ -51,6 +51,7 @@ from watermark_assets.delta.stats import (
     widen_cut_maximum,
 )
 from watermark_assets.exceptions import UnsupportedDeltaTableError
+from watermark_assets.names import RESCUED_DATA_COLUMN
 from watermark_assets.sources.column import (
     CORRUPT_RECORD_COLUMN,
     RECORD_FILE_COLUMN,
@@ -59,16 +60,13 @@ from watermark_assets.sources.column import (
     MalformedRecords,
     any_null,
 )
-from watermark_assets.sources.file_columns import (
-    file_columns,
-    file_layouts,
-    left_out,
-    names_columns,
-)
+from watermark_assets.sources.file_columns import file_layouts, left_out, names_columns
+from watermark_assets.sources.schema_drift import Layout, merged_layout
 from watermark_assets.spark import io
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 __all__ = ["CsvJsonSource", "DeltaTableSource", "ParquetFilesSource", "file_may_hold_rows"]
 
@@ -162,9 +160,14 @@ class ParquetFilesSource:
     """A folder of Parquet files (Hive-style partition folders allowed); Spark's own push-down:
     the filter is in the scan's ``PushedFilters`` and row groups are skipped by statistics.
 
-    The columns read are the OLDEST file's (modification time, then path), partition columns
-    added: a column a newer file adds is left out and named in
-    :attr:`ColumnRead.columns_ignored` (every footer is read for it, a few at once)."""
+    Every file's footer is read (a few at once, :func:`~watermark_assets.sources.file_columns.\
+file_layouts`). When they all hold the same columns, the folder is read in them, as Spark reads
+    it. When they differ (a newer file adds a column, or states another type), each layout's
+    files are read in their own columns (:func:`~watermark_assets.spark.layouts.read_by_layout`)
+    and the rows hold every column, each in a type that holds every file's
+    (:func:`~watermark_assets.sources.schema_drift.merged_layout`): ``schema.mode`` then decides
+    what the table takes (:mod:`~watermark_assets.sources.column_schema`), held to the table's
+    columns, or on the first run to the OLDEST file's (modification time, then path)."""
 
     name: str
     uri: str
@@ -173,15 +176,42 @@ class ParquetFilesSource:
         """The rows ``predicate`` admits (lazy)."""
         infos = io.data_file_infos(self.uri)
         files = sorted(infos, key=lambda uri: (modification_time_ms(infos[uri]), uri))
-        # The oldest file's columns (no schema evolution yet): a newer file never changes the
-        # columns read, whatever its name (Spark would take the footer of a file it picks).
-        schema = io.parquet_read_schema(spark, files, self.uri) if files else None
-        frame = io.read_folder(spark, self.uri, format="parquet", schema=schema)
+        if not files:
+            frame = io.read_folder(spark, self.uri, format="parquet", schema=None)
+            return ColumnRead(
+                frame=_filtered(frame, predicate),
+                pushed_down=to_sql(predicate, SqlDialect.SPARK),
+                details={"format": "parquet"},
+                columns_ignored=(),
+            )
+        oldest = io.parquet_read_schema(spark, files, self.uri)  # with the partition columns
+        layouts = file_layouts(files, "parquet")
+        if len({layout for layout in layouts if layout is not None}) <= 1:
+            frame = io.read_folder(spark, self.uri, format="parquet", schema=oldest)
+        else:
+            from watermark_assets.spark.layouts import read_by_layout
+
+            merged = io.struct_of(spark, _ddl(merged_layout(layouts)))
+            frame = read_by_layout(
+                spark,
+                files,
+                layouts,
+                format="parquet",
+                declared=merged,
+                mode="fail",  # each file's values cast to the merged type, which holds them
+                added={},
+                options=None,
+                corrupt_column=None,
+                file_column=RECORD_FILE_COLUMN,
+                base_path=self.uri,
+            ).frame.drop(RECORD_FILE_COLUMN)
         return ColumnRead(
             frame=_filtered(frame, predicate),
             pushed_down=to_sql(predicate, SqlDialect.SPARK),
             details={"format": "parquet"},
-            columns_ignored=left_out(file_columns(files, "parquet"), frame.columns),
+            columns_ignored=(),
+            declared=tuple(_columns_of(oldest)),
+            layouts={f: layout for f, layout in zip(files, layouts) if layout is not None},
         )
 
     def null_rows(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
@@ -197,6 +227,8 @@ class CsvJsonSource:
     ``schema_ddl`` is Spark DDL (``"id BIGINT, updated_at TIMESTAMP"``): inferring it would read
     every file once more, and could type a watermark column differently from run to run.
     ``options`` are Spark reader options (``header``, ``delimiter``, ``timestampFormat``...).
+    ``declared`` and ``schema_mode`` (:meth:`under_schema`): the columns the run holds the rows
+    to (the schema, then the table's columns it lacks) and ``schema.mode``.
     """
 
     name: str
@@ -204,6 +236,8 @@ class CsvJsonSource:
     format: Literal["csv", "json"]
     schema_ddl: str
     options: Mapping[str, str] = field(default_factory=dict)
+    declared: tuple[tuple[str, str], ...] | None = None
+    schema_mode: str = "fail"
 
     def __post_init__(self) -> None:
         if self.format not in ("csv", "json"):
@@ -212,17 +246,27 @@ class CsvJsonSource:
                 "'json' (Parquet folders: ParquetFilesSource, Delta tables: DeltaTableSource)"
             )
 
+    def under_schema(self, declared: Sequence[tuple[str, str]] | None, mode: str) -> CsvJsonSource:
+        """This source reading for ``declared`` under ``schema.mode`` ``mode``."""
+        return replace(
+            self, declared=None if declared is None else tuple(declared), schema_mode=mode
+        )
+
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
         """The rows ``predicate`` admits, after a full scan (lazy), without the records that do
         not parse (:attr:`ColumnRead.malformed`: the run quarantines them).
 
-        A record is malformed when it is not valid CSV/JSON or a value does not parse to its
-        column's declared type (``"seven"`` for a BIGINT): never a row with a silent NULL. CSV
-        files with a header are read by the header's NAMES (case-insensitive): a column added
-        in the middle moves no value, and is reported in :attr:`ColumnRead.columns_ignored`;
-        a declared column a file's header lacks is NULL in its rows. JSON keys the schema does
-        not declare are reported too, as far as the first records of each file show them
-        (:mod:`~watermark_assets.sources.file_columns`).
+        A record is malformed when it is not valid CSV/JSON or (``schema.mode`` fail or
+        add_columns) a value does not parse to its column's declared type (``"seven"`` for a
+        BIGINT): never a row with a silent NULL. Under rescue or ignore the declared columns are
+        read as text and parsed by the policy (:attr:`ColumnRead.text_columns`: such a value is
+        rescued, or nulled and counted). Files that name their columns (CSV with a header, JSON
+        lines) are read by those NAMES (case-insensitive,
+        :func:`~watermark_assets.spark.layouts.read_by_layout`): a column added in the middle
+        moves no value; a declared column a file lacks is NULL in its rows; the columns the
+        schema lacks are read as text (:mod:`~watermark_assets.sources.file_columns`: a JSON
+        key as far as the first records of each file show it), for ``schema.mode`` to refuse,
+        add, rescue or leave out (:mod:`~watermark_assets.sources.column_schema`).
         """
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
@@ -230,6 +274,7 @@ class CsvJsonSource:
         details: dict[str, object] = {"format": self.format, "full_scan": True}
         pushed = to_sql(predicate, SqlDialect.SPARK)
         files = io.list_data_files(self.uri)
+        named = names_columns(self.format, self.options)
         if not files:  # nothing to parse: the folder's (empty) frame in the declared schema
             frame = io.read_folder(
                 spark, self.uri, format=self.format, schema=self.schema_ddl, options=self.options
@@ -238,15 +283,14 @@ class CsvJsonSource:
                 frame=_filtered(frame, predicate),
                 pushed_down=pushed,
                 details=details,
-                columns_ignored=() if names_columns(self.format, self.options) else None,
+                columns_ignored=() if named else None,
             )
-        ignored: tuple[str, ...] | None = None
-        if self.format == "csv" and names_columns("csv", self.options):
-            records, ignored = self._csv_by_header(spark, files)
-        else:
+        layouts = file_layouts(files, self.format, self.options) if named else []
+        text: tuple[str, ...] = ()
+        if any(layout is not None for layout in layouts):
+            records, text = self._by_layout(spark, files, layouts)
+        else:  # headerless CSV (by position), whole-file JSON, or empty files: the schema only
             records = self._records(spark, files, self.schema_ddl)
-            if names_columns(self.format, self.options):  # JSON lines (headerless CSV: by position)
-                ignored = left_out(file_columns(files, "json", self.options), records.columns)
         counted = Observation(f"watermark_assets_malformed_{self.name}")
         malformed = F.col(CORRUPT_RECORD_COLUMN).isNotNull()
         observed = records.observe(counted, F.count_if(malformed).alias("records"))
@@ -262,7 +306,9 @@ class CsvJsonSource:
             malformed=MalformedRecords(
                 frame=records, counted=counted, root=self.uri, reason=reason
             ),
-            columns_ignored=ignored,
+            columns_ignored=() if named else None,
+            layouts={f: layout for f, layout in zip(files, layouts) if layout is not None},
+            text_columns=text,
         )
 
     def null_rows(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
@@ -285,33 +331,55 @@ class CsvJsonSource:
             base_path=self.uri,
         )
 
-    def _csv_by_header(
-        self, spark: SparkSession, files: list[str]
+    def _by_layout(
+        self, spark: SparkSession, files: list[str], layouts: Sequence[Layout | None]
     ) -> tuple[DataFrame, tuple[str, ...]]:
-        """The records of CSV files read by header name (:func:`~watermark_assets.spark.\
-layouts.read_by_layout`: each header's files in its order, the declared columns taken by name);
-        and the header columns not declared."""
+        """The records of files that name their columns, read by name
+        (:func:`~watermark_assets.spark.layouts.read_by_layout`): the schema's columns, the
+        table's columns it lacks that a file names (in the table's type), then the columns
+        neither declares, as text; and the declared columns read as text (rescue, ignore)."""
+        from pyspark.sql.types import AtomicType, StringType, StructField, StructType
+
         from watermark_assets.spark.layouts import read_by_layout
 
-        layouts = file_layouts(files, "csv", self.options)
-        if all(layout is None for layout in layouts):
-            return self._records(spark, files, self.schema_ddl), ()
-        declared = io.struct_of(spark, self.schema_ddl)
+        schema = io.struct_of(spark, self.schema_ddl)
+        named = {name.lower() for layout in layouts for name, _ in layout or ()}
+        taken = {f.name.lower() for f in schema.fields} | {RESCUED_DATA_COLUMN.lower()}
+        extra = [
+            (name, kind)
+            for name, kind in self.declared or ()
+            if name.lower() in named and name.lower() not in taken
+        ]
+        fields = list(schema.fields)
+        if extra:
+            fields += io.struct_of(spark, _ddl(extra)).fields
+        loose = self.schema_mode in ("rescue", "ignore")
+        text = tuple(
+            f.name
+            for f in fields
+            if loose
+            and isinstance(f.dataType, AtomicType)
+            and not isinstance(f.dataType, StringType)
+        )
+        declared = StructType(
+            [StructField(f.name, StringType()) if f.name in text else f for f in fields]
+        )
+        headers = [[name for name, _ in layout or ()] for layout in layouts]
+        added = left_out(headers, [f.name for f in declared.fields])
         read = read_by_layout(
             spark,
             files,
             layouts,
-            format="csv",
+            format=self.format,
             declared=declared,
             mode="fail",  # declared types as declared: a value that does not parse is malformed
-            added={},
+            added=dict.fromkeys(added, "string"),
             options=self.options,
             corrupt_column=CORRUPT_RECORD_COLUMN,
             file_column=RECORD_FILE_COLUMN,
             base_path=self.uri,
         )
-        headers = [[name for name, _ in layout or ()] for layout in layouts]
-        return read.frame, left_out(headers, [f.name for f in declared.fields])
+        return read.frame, text
 
 
 def file_may_hold_rows(
@@ -352,6 +420,15 @@ def file_may_hold_rows(
 def everything(columns: Sequence[str]) -> Predicate:
     """The predicate that admits every row (an empty watermark over ``columns``)."""
     return read_predicate(ColumnWatermark.empty(columns), WatermarkOperator.GREATER_THAN)
+
+
+def _ddl(columns: Sequence[tuple[str, str]]) -> str:
+    """(name, Spark type) pairs as DDL, names quoted."""
+    return ", ".join(f"`{name.replace('`', '``')}` {kind}" for name, kind in columns)
+
+
+def _columns_of(struct: StructType) -> list[tuple[str, str]]:
+    return [(f.name, f.dataType.simpleString()) for f in struct.fields]
 
 
 def _filtered(frame: DataFrame, predicate: Predicate) -> DataFrame:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from watermark_assets.names import RESCUED_DATA_COLUMN, RESCUED_FILE_KEY
+from watermark_assets.names import RESCUED_DATA_COLUMN, RESCUED_SOURCE_KEY
 from watermark_assets.sources.schema_drift import Layout
 from watermark_assets.spark import io
 
@@ -226,14 +226,14 @@ def _project(
 
 
 def _rescued(entries: Sequence[Column], file_column: str) -> Column:
-    """``{"column": "raw value", ..., "_file": file}`` of a row's non-null entries, NULL when
+    """``{"column": "raw value", ..., "_source": file}`` of a row's non-null entries, NULL when
     there is none."""
     from pyspark.sql import functions as F
 
     if not entries:
         return F.lit(None).cast("string")
     found = F.map_filter(F.create_map(*entries), lambda _key, value: value.isNotNull())
-    with_file = F.map_concat(found, F.create_map(F.lit(RESCUED_FILE_KEY), io._col(file_column)))
+    with_file = F.map_concat(found, F.create_map(F.lit(RESCUED_SOURCE_KEY), io._col(file_column)))
     return F.when(F.size(found) > 0, F.to_json(with_file))
 
 
