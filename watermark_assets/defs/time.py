@@ -216,8 +216,8 @@ def describe(pipeline: TimePipelineConfig) -> str:
         f"{pipeline.source.type} source `{pipeline.source.location}` with `{w.column} >= start "
         f"AND {w.column} < end` pushed down, and replaces that window of `{pipeline.table.uri}` "
         "in ONE Delta commit that records its high watermark. Metadata: `cut_off`, "
-        "`time/windows` (each window, its high watermark, rows), `rows/*`, `delta/versions` "
-        "(every key: docs/metadata.md)."
+        "`time/windows` (a table: each window, its high watermark, rows), `rows/*`, "
+        "`delta/versions` (every key: docs/metadata.md)."
     )
 
 
@@ -226,10 +226,9 @@ def time_metadata(
 ) -> dict[str, Any]:
     """A run's materialization metadata: the cut-off, each window with its high watermark and
     rows, the totals and the commits (the checks read ``delta/versions``)."""
-    per_window = {v.time_text(w.window.start): window_entry(w) for w in result.windows}
     metadata: dict[str, Any] = {
         v.CUT_OFF: MetadataValue.text(v.cut_off_text(due.cut_off)),
-        v.WINDOWS: MetadataValue.json(per_window),
+        v.WINDOWS: v.table(WINDOW_COLUMNS, (window_row(w) for w in result.windows)),
         v.RUNS: v.lines(w.line() for w in result.windows),
         v.PARTITIONS_SKIPPED: MetadataValue.json(list(skipped)),
         **v.time_entries(v.WATERMARK_AFTER, result.watermark_after.highest, none="none"),
@@ -241,23 +240,47 @@ def time_metadata(
         metadata[v.SOURCE_MISSING] = MetadataValue.json(missing)
     if len(result.windows) == 1:
         (only,) = result.windows
-        high = window_entry(only)["high_watermark"]
+        high = v.time_text(only.window.end) if only.committed else "none"
         metadata[v.REPLACE_WINDOW] = MetadataValue.text(
             v.window_text(only.window.start, only.window.end)
         )
-        metadata[v.REPLACE_HIGH_WATERMARK] = MetadataValue.text(str(high or "none"))
+        metadata[v.REPLACE_HIGH_WATERMARK] = MetadataValue.text(high)
     if table_rows is not None:
         metadata[v.DAGSTER_ROW_COUNT] = MetadataValue.int(table_rows)
     return metadata
 
 
-def window_entry(run: WindowRun) -> dict[str, object]:
-    """One window (or cell) of a run, for ``time/windows`` (``time_unit/cells``): its
-    ``[start, end]``, high watermark (None: not committed), rows, commit and pushed filter."""
-    entry = run.summary()
-    entry["window"] = [v.time_text(run.window.start), v.time_text(run.window.end)]
-    entry["high_watermark"] = v.time_text(run.window.end) if run.committed else None
-    return entry
+#: The columns of ``time/windows``, one row per window of the run (``time_unit/cells`` puts
+#: ``unit`` first): its ``[start, end)``, its high watermark (empty: not committed), rows, the
+#: commit, what the read pushed down, the files a download did not find (empty: none).
+WINDOW_COLUMNS: dict[str, str] = {
+    "start": "string",
+    "end": "string",
+    "high_watermark": "string",
+    "rows_read": "int",
+    "rows_committed": "int",
+    "rows_removed": "int",
+    "delta_version": "int",
+    "pushed_down": "string",
+    "missing": "string",
+}
+
+
+def window_row(run: WindowRun) -> dict[str, object]:
+    """One window (or cell) of a run, a row of :data:`WINDOW_COLUMNS`."""
+    result = run.result
+    return {
+        "start": run.window.start,
+        "end": run.window.end,
+        "high_watermark": run.window.end if run.committed else None,
+        "rows_read": result.staged.rows_read,
+        "rows_committed": result.rows_committed,
+        "rows_removed": result.rows_removed,
+        "delta_version": result.outcome.version,
+        "pushed_down": result.staged.pushed_down,
+        # what the source could not get (nothing was committed for it)
+        "missing": list(result.staged.missing) or None,
+    }
 
 
 def window_truth(window: TimeWindow, high: datetime | None, due: DueWindows) -> PartitionTruth:

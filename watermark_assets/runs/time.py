@@ -243,22 +243,6 @@ class WindowRun:
             f"{', '.join(counts)}{version} ({outcome.reason})"
         )
 
-    def summary(self) -> dict[str, object]:
-        """The window's materialization metadata entry."""
-        result = self.result
-        summary: dict[str, object] = {
-            "window": [format_instant(self.window.start), format_instant(self.window.end)],
-            "high_watermark": format_instant(self.window.end) if self.committed else None,
-            "rows_read": result.staged.rows_read,
-            "rows_committed": result.rows_committed,
-            "rows_removed": result.rows_removed,
-            "delta_version": result.outcome.version,
-            "pushed_down": result.staged.pushed_down,
-        }
-        if result.staged.missing:  # what the source could not get: nothing was committed
-            summary["missing"] = list(result.staged.missing)
-        return summary
-
 
 @dataclass(frozen=True)
 class WindowRunTotals:

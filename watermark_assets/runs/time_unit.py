@@ -144,9 +144,6 @@ class CellRun(WindowRun):
     def line(self) -> str:
         return f"unit {self.unit!r} {super().line()}"
 
-    def summary(self) -> dict[str, object]:
-        return {"unit": self.unit, **super().summary()}
-
 
 @dataclass(frozen=True, kw_only=True)
 class CellsRunResult(WindowRunTotals):
