@@ -237,7 +237,7 @@ def test_a_file_download_pipeline_needs_no_watermark_kind(tmp_path: Path) -> Non
     del raw["watermark"]["kind"]
     pipeline = project_config(raw).pipeline("files")
     assert isinstance(pipeline, TimePipelineConfig)
-    source = pipeline.column_pipeline().source
+    source = pipeline.source  # the table's staging folder, filled in when loaded
     assert source.staging_uri == f"{tmp_path}/delta/files/_staging"  # type: ignore[union-attr]
 
 

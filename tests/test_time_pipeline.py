@@ -57,7 +57,12 @@ from watermark_assets.defs.time import (
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
 from watermark_assets.runs.faults import CRASH_ENV_VAR
-from watermark_assets.runs.time import load_time_watermark, time_metadata_key, window_app_id
+from watermark_assets.runs.time import (
+    column_spec,
+    load_time_watermark,
+    time_metadata_key,
+    window_app_id,
+)
 from watermark_assets.vocabulary import table_rows
 
 UTC = timezone.utc
@@ -187,8 +192,8 @@ def test_every_column_source_takes_a_time_watermark(tmp_path: Path, source: dict
     raw = {**time_pipeline(tmp_path), "source": source}
     pipeline = project_config(raw).pipeline("orders")
     assert isinstance(pipeline, TimePipelineConfig)
-    assert pipeline.column_pipeline().destination.replace_by_watermark
-    assert pipeline.column_pipeline().watermark.columns == ["updated_at"]
+    assert column_spec(pipeline).replace_by_watermark
+    assert list(column_spec(pipeline).columns) == ["updated_at"]
 
 
 def test_a_from_counted_back_from_now_is_accepted_only_without_partitions(
@@ -229,7 +234,7 @@ def test_a_bare_hyphen_in_yaml_and_the_time_column_as_merge_key_are_refused_with
     keyed["table"]["merge_keys"] = ["id"]
     pipeline = project_config(keyed).pipeline("orders")
     assert isinstance(pipeline, TimePipelineConfig) and pipeline.table.merge_keys == ["id"]
-    assert pipeline.column_pipeline().table.merge_keys == [], "a window is replaced, not merged"
+    assert list(column_spec(pipeline).merge_keys) == [], "a window is replaced, not merged"
     keyed["table"]["merge_keys"] = ["id", "updated_at"]
     with pytest.raises(ConfigError, match=r"holds the time column 'updated_at'.*Remove it"):
         project_config(keyed)

@@ -56,7 +56,12 @@ from watermark_assets.defs.time_unit import cell_key, decide_grid_tick
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
 from watermark_assets.runs.faults import CRASH_ENV_VAR
-from watermark_assets.runs.time_unit import cell_app_id, load_grid_watermark, time_unit_metadata_key
+from watermark_assets.runs.time_unit import (
+    cell_app_id,
+    cell_spec,
+    load_grid_watermark,
+    time_unit_metadata_key,
+)
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
 from watermark_assets.vocabulary import table_rows
 
@@ -317,7 +322,7 @@ def test_a_time_x_unit_watermark_loads_and_its_column_pipeline_reads_the_time_co
     time = scene.pipeline.watermark.time
     assert time is not None and time.grace_days == 1 and time.partition == "daily"
     assert scene.pipeline.is_time_by_unit
-    assert scene.pipeline.column_pipeline("a").watermark.columns == ["answered_at"]
+    assert list(cell_spec(scene.pipeline, "a").columns) == ["answered_at"]
     assert scene.pipeline.cells_per_backfill_run is None  # single-run backfills
 
 

@@ -35,7 +35,13 @@ from dagster import (
 )
 
 from watermark_assets import names
-from watermark_assets.config import ColumnPipelineConfig, ReplayChunkConfig, ReplayConfig
+from watermark_assets.config import (
+    ColumnPipelineConfig,
+    ReplayChunkConfig,
+    ReplayConfig,
+    TimePipelineConfig,
+    UnitPipelineConfig,
+)
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.column.replay import ReplayChunk
 from watermark_assets.core.column.watermark import ColumnWatermark
@@ -65,6 +71,7 @@ from watermark_assets.runs.column import (
     stage_column_batch,
 )
 from watermark_assets.runs.column_replay import run_replay
+from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.sources.locations import check_source
 
 COLUMN_IO_MANAGER_KEY = "column_watermark_io_manager"
@@ -147,7 +154,10 @@ def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDe
         context: AssetExecutionContext, spark: WatermarkSparkResource
     ) -> StagedColumnBatch:
         request = ColumnRunRequest(
-            pipeline=pipeline, run_id=context.run.run_id, job_name=context.run.job_name, clock=clock
+            pipeline=ColumnSpec.of(pipeline),
+            run_id=context.run.run_id,
+            job_name=context.run.job_name,
+            clock=clock,
         )
         now = clock()
         check_source(pipeline)  # before Spark: a clear error, not Spark's
@@ -255,9 +265,11 @@ def reconcile_mismatch(version: int, record: dict[str, Any], commit: CommitRecor
 
 
 def build_column_checks(
-    pipeline: ColumnPipelineConfig, asset_key: AssetKey
+    pipeline: ColumnPipelineConfig | TimePipelineConfig | UnitPipelineConfig, asset_key: AssetKey
 ) -> AssetChecksDefinition:
-    """Both checks, read from this run's commit in the Delta log (not from the run's claims)."""
+    """Both checks, read from this run's commit in the Delta log (not from the run's claims):
+    of a column pipeline, and of the time and unit pipelines that commit through the column
+    engine (their name, table and dataflow id are all the checks read)."""
 
     @multi_asset_check(
         specs=[

@@ -82,7 +82,13 @@ from watermark_assets.defs.sensors import FAILED, partitions_in_flight
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.runs.column import count_null_watermark
-from watermark_assets.runs.time import TimeRunResult, WindowRun, load_time_watermark, run_windows
+from watermark_assets.runs.time import (
+    TimeRunResult,
+    WindowRun,
+    column_spec,
+    load_time_watermark,
+    run_windows,
+)
 from watermark_assets.sources.locations import check_source
 
 #: The tag of a time pipeline's requested runs: the window key and the cut-off it was due after.
@@ -405,7 +411,7 @@ def build_time_asset(
             add_partition_truth(context, truths)
         metadata = time_metadata(result, due, skipped, table_rows=rows)
         # rows whose time column is NULL fall in no window: counted, left in the source
-        nulls = count_null_watermark(pipeline.column_pipeline(), spark.spark_session)
+        nulls = count_null_watermark(column_spec(pipeline), spark.spark_session)
         metadata[v.ROWS_NULL_WATERMARK] = null_watermark_rows(nulls)
         return MaterializeResult(metadata=with_table_schema(metadata, pipeline.table.uri))
 
@@ -716,7 +722,7 @@ def build_time_pipeline(pipeline: TimePipelineConfig, clock: Clock) -> TimePipel
     this for ``watermark.kind: time``)."""
     partitions_def = time_partitions(pipeline.watermark.spec)
     asset_def = build_time_asset(pipeline, partitions_def, clock)
-    checks = build_column_checks(pipeline.column_pipeline(), asset_def.key)
+    checks = build_column_checks(pipeline, asset_def.key)
     job = pipeline_job(
         pipeline.name,
         asset_def,

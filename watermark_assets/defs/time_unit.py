@@ -398,7 +398,7 @@ def build_grid_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> GridPipel
     picks this for a unit watermark with ``time``)."""
     partitions_def = grid_partitions(pipeline)
     asset_def = build_grid_asset(pipeline, partitions_def, clock)
-    checks = build_column_checks(pipeline.column_pipeline(), asset_def.key)
+    checks = build_column_checks(pipeline, asset_def.key)
     job = pipeline_job(
         pipeline.name,
         asset_def,
