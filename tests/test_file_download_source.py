@@ -38,6 +38,7 @@ from watermark_assets.exceptions import ConfigError
 from watermark_assets.runs.time import load_time_watermark
 from watermark_assets.sources.file_download import file_url
 from watermark_assets.sources.http_fetch import redact_url
+from watermark_assets.vocabulary import table_rows
 
 UTC = timezone.utc
 
@@ -236,7 +237,7 @@ def test_a_file_download_pipeline_needs_no_watermark_kind(tmp_path: Path) -> Non
     del raw["watermark"]["kind"]
     pipeline = project_config(raw).pipeline("files")
     assert isinstance(pipeline, TimePipelineConfig)
-    source = pipeline.column_pipeline().source
+    source = pipeline.source  # the table's staging folder, filled in when loaded
     assert source.staging_uri == f"{tmp_path}/delta/files/_staging"  # type: ignore[union-attr]
 
 
@@ -372,6 +373,11 @@ class Scene:
         )
 
 
+def windows_of(metadata: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``time/windows``' rows by their start."""
+    return {row["start"]: row for row in table_rows(metadata["time/windows"])}
+
+
 def metadata(result: ExecuteInProcessResult) -> dict[str, Any]:
     assert result.success
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
@@ -400,7 +406,7 @@ def test_the_seeds_abstinent_7_downloads_only_the_new_file_each_day(
         assert scene.due() == [key]
         meta = metadata(scene.run(key))
         downloads[today] = list(server.requests)
-        window = meta["time/windows"][f"{key}T00:00:00Z"]
+        window = windows_of(meta)[f"{key}T00:00:00Z"]
         assert window["pushed_down"] == f"files: {server.url}/files/file{today}.csv"
         assert window["high_watermark"] == f"{key}T12:00:00Z"  # the partial day, to now
     assert downloads == {d: [f"/files/file{d}.csv"] for d in downloads}
@@ -423,7 +429,7 @@ def test_abstinent_0_downloads_yesterdays_file_again_without_duplicates(
 
     assert server.requests == ["/files/file20200115.csv", "/files/file20200116.csv"]
     assert meta["delta/versions"] == [before + 1]  # type: ignore[operator]
-    assert meta["time/windows"]["2020-01-15T00:00:00Z"]["rows_removed"] == 2
+    assert windows_of(meta)["2020-01-15T00:00:00Z"]["rows_removed"] == 2
     assert scene.rows() == rows_of("20200115", "20200116")
 
 
@@ -466,14 +472,14 @@ def test_a_missing_day_is_reported_and_commits_nothing(
     meta = metadata(scene.at("2020-01-17T12:00").run("2020-01-02"))
     missing_url = f"{server.url}/files/file20200102.csv"
     assert meta["source/missing"] == [missing_url]
-    assert meta["time/windows"]["2020-01-02T00:00:00Z"]["missing"] == [missing_url]
+    assert windows_of(meta)["2020-01-02T00:00:00Z"]["missing"] == missing_url  # the one file
     assert "1 source file(s) missing" in meta["runs"]
     assert "2020-01-02" in scene.due()  # no history: the next tick asks for it again
 
     meta = metadata(scene.run("2020-01-09"))
     assert (
         meta["delta/versions"] == []
-        and meta["time/windows"]["2020-01-09T00:00:00Z"]["high_watermark"] is None
+        and windows_of(meta)["2020-01-09T00:00:00Z"]["high_watermark"] is None
     )
     assert DeltaCommitter(scene.pipeline.table.uri).current_version() == version
     assert scene.rows() == rows_of("20200109")  # the rows are kept, not replaced by nothing

@@ -58,10 +58,10 @@ def test_every_materialization_carries_the_tables_columns_and_the_runs_changes(
         ("note", "string", True),
     ]
     assert schema.columns[2].description == "added in version 1 (from landing/b.parquet)"
-    assert metadata[v.SCHEMA_ADDED_COLUMNS].value == [
+    assert v.table_rows(metadata[v.SCHEMA_ADDED_COLUMNS]) == [
         {"column": "note", "type": "string", "version": 1, "origin": "landing/b.parquet"}
     ]
-    assert metadata[v.SCHEMA_WIDENED].value == [
+    assert v.table_rows(metadata[v.SCHEMA_WIDENED]) == [
         {
             "column": "id",
             "from": "integer",

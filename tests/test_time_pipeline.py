@@ -57,7 +57,13 @@ from watermark_assets.defs.time import (
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
 from watermark_assets.runs.faults import CRASH_ENV_VAR
-from watermark_assets.runs.time import load_time_watermark, time_metadata_key, window_app_id
+from watermark_assets.runs.time import (
+    column_spec,
+    load_time_watermark,
+    time_metadata_key,
+    window_app_id,
+)
+from watermark_assets.vocabulary import table_rows
 
 UTC = timezone.utc
 
@@ -186,8 +192,8 @@ def test_every_column_source_takes_a_time_watermark(tmp_path: Path, source: dict
     raw = {**time_pipeline(tmp_path), "source": source}
     pipeline = project_config(raw).pipeline("orders")
     assert isinstance(pipeline, TimePipelineConfig)
-    assert pipeline.column_pipeline().destination.replace_by_watermark
-    assert pipeline.column_pipeline().watermark.columns == ["updated_at"]
+    assert column_spec(pipeline).replace_by_watermark
+    assert list(column_spec(pipeline).columns) == ["updated_at"]
 
 
 def test_a_from_counted_back_from_now_is_accepted_only_without_partitions(
@@ -228,7 +234,7 @@ def test_a_bare_hyphen_in_yaml_and_the_time_column_as_merge_key_are_refused_with
     keyed["table"]["merge_keys"] = ["id"]
     pipeline = project_config(keyed).pipeline("orders")
     assert isinstance(pipeline, TimePipelineConfig) and pipeline.table.merge_keys == ["id"]
-    assert pipeline.column_pipeline().table.merge_keys == [], "a window is replaced, not merged"
+    assert list(column_spec(pipeline).merge_keys) == [], "a window is replaced, not merged"
     keyed["table"]["merge_keys"] = ["id", "updated_at"]
     with pytest.raises(ConfigError, match=r"holds the time column 'updated_at'.*Remove it"):
         project_config(keyed)
@@ -446,6 +452,11 @@ def shared(materialization: AssetMaterialization) -> dict[str, Any]:
     return {k: v for k, v in materialization.metadata.items() if not k.startswith(OWN_KEYS)}
 
 
+def windows_of(metadata: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``time/windows``' rows by their start."""
+    return {row["start"]: row for row in table_rows(metadata["time/windows"])}
+
+
 def meta(result: ExecuteInProcessResult) -> dict[str, Any]:
     """The run's metadata (the same on every partition, but for each partition's own state)."""
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
@@ -493,9 +504,7 @@ def test_the_seeds_daily_example_first_run_then_grace_3(spark: Any, tmp_path: Pa
     assert first["rows/read"] == 14 and first["rows/committed"] == 14
     assert first["cut_off"] == "2020-01-01T00:00:00Z (first run: from)"
     assert first["watermark/after"] == "2020-01-15T00:00:00Z"
-    assert first["time/windows"]["2020-01-14T00:00:00Z"]["high_watermark"] == (
-        "2020-01-15T00:00:00Z"
-    )
+    assert windows_of(first)["2020-01-14T00:00:00Z"]["high_watermark"] == "2020-01-15T00:00:00Z"
     # each partition says where its own window stands (the grace period re-reads 01-12..01-14)
     said = own(scene.last)
     rule = "the cut-off 2020-01-12T00:00:00Z (the highest high watermark less grace_days 3)"
@@ -1002,7 +1011,7 @@ def test_the_seeds_abstinent_7_over_a_server_keeping_7_days_of_daily_files(
         server.fetched.clear()
         metadata = meta(job.execute_in_process(instance=instance, partition_key=key))
         downloads[today] = list(server.fetched)
-        assert metadata["time/windows"][f"{today}T00:00:00Z"]["pushed_down"] == (
+        assert windows_of(metadata)[f"{today}T00:00:00Z"]["pushed_down"] == (
             f"query: since={today}T00:00:00+00:00, until={today}T12:00:00+00:00"
         )
 

@@ -56,8 +56,14 @@ from watermark_assets.defs.time_unit import cell_key, decide_grid_tick
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
 from watermark_assets.runs.faults import CRASH_ENV_VAR
-from watermark_assets.runs.time_unit import cell_app_id, load_grid_watermark, time_unit_metadata_key
+from watermark_assets.runs.time_unit import (
+    cell_app_id,
+    cell_spec,
+    load_grid_watermark,
+    time_unit_metadata_key,
+)
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
+from watermark_assets.vocabulary import table_rows
 
 UTC = timezone.utc
 TESTS = Path(__file__).parent
@@ -278,6 +284,11 @@ class Scene:
         return DeltaCommitter(self.table).current_version()
 
 
+def cells(metadata: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``time_unit/cells``' rows by ``start|unit``, in the run's order."""
+    return {f"{r['start']}|{r['unit']}": r for r in table_rows(metadata["time_unit/cells"])}
+
+
 def meta(result: ExecuteInProcessResult) -> dict[str, Any]:
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert all(checks.values()), checks
@@ -311,7 +322,7 @@ def test_a_time_x_unit_watermark_loads_and_its_column_pipeline_reads_the_time_co
     time = scene.pipeline.watermark.time
     assert time is not None and time.grace_days == 1 and time.partition == "daily"
     assert scene.pipeline.is_time_by_unit
-    assert scene.pipeline.column_pipeline("a").watermark.columns == ["answered_at"]
+    assert list(cell_spec(scene.pipeline, "a").columns) == ["answered_at"]
     assert scene.pipeline.cells_per_backfill_run is None  # single-run backfills
 
 
@@ -405,14 +416,16 @@ def test_cells_run_independently_and_a_grace_re_run_of_one_unit_never_touches_an
 
     assert first["delta/versions"] == [0], "one commit replaces the run's four cells"
     assert scene.target() == [("a", n) for n in (10, 11, 20, 21, 30, 31, 40, 41)]
-    assert list(first["time_unit/cells"]) == [f"2024-01-0{d}T00:00:00Z|a" for d in range(1, 5)]
-    cell = first["time_unit/cells"]["2024-01-02T00:00:00Z|a"]
+    assert list(cells(first)) == [f"2024-01-0{d}T00:00:00Z|a" for d in range(1, 5)]
+    cell = cells(first)["2024-01-02T00:00:00Z|a"]
     assert cell["high_watermark"] == "2024-01-03T00:00:00Z"
     assert cell["pushed_down"] == (
         "`answered_at` >= TIMESTAMP '2024-01-02 00:00:00+00:00' AND `answered_at` < "
         "TIMESTAMP '2024-01-03 00:00:00+00:00' AND `survey_id` = 'a'"
     )
-    assert first["cut_off"] == {"a": "2024-01-01T00:00:00Z (first run: from)"}
+    assert {r["unit"]: r["cut_off"] for r in table_rows(first["cut_off"])} == {
+        "a": "2024-01-01T00:00:00Z (first run: from)"
+    }
     committer = DeltaCommitter(scene.table)
     commit = committer.read_commit(0)
     app_ids = [f"watermark_assets/answers/a/time/2024-01-0{d}T00:00:00.000Z" for d in range(1, 5)]
@@ -500,7 +513,7 @@ def test_an_empty_cell_still_commits_and_removes_rows_deleted_at_the_source(
     assert scene.target() == [("b", 20), ("b", 21)]
     assert emptied["rows/read"] == 0 and emptied["rows/removed"] == 2
     assert len(emptied["delta/versions"]) == 1
-    cell = emptied["time_unit/cells"]["2024-01-02T00:00:00Z|a"]
+    cell = cells(emptied)["2024-01-02T00:00:00Z|a"]
     assert cell["high_watermark"] == "2024-01-03T00:00:00Z"
 
 
@@ -538,7 +551,7 @@ def test_a_cell_is_pushed_to_every_source_type(tmp_path: Path, source: Source) -
     source.put(*ANSWERS)
     metadata = scene.run("2024-01-02|a")
     assert scene.target() == [("a", 20), ("a", 21)]
-    cell = metadata["time_unit/cells"]["2024-01-02T00:00:00Z|a"]
+    cell = cells(metadata)["2024-01-02T00:00:00Z|a"]
     assert cell["pushed_down"] == PUSHED[source.kind]
     if source.api is not None:  # the unit reached the API: a parameter, or in the path
         (path,) = source.api.requests

@@ -52,6 +52,7 @@ from watermark_assets.runs.unit import (
     plan_unit,
     run_units,
     unit_app_id,
+    unit_spec,
     unit_watermark_key,
 )
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
@@ -829,9 +830,7 @@ def test_units_committing_concurrently_never_lose_each_others_rows_or_watermarks
     scene.run("id1")  # the table exists
     scene.source.put(answer("id1", 2), answer("id2", 2))
     pipeline = scene.pipeline
-    request = ColumnRunRequest(
-        pipeline=pipeline.column_pipeline("id1"), run_id="r1", clock=lambda: NOW
-    )
+    request = ColumnRunRequest(pipeline=unit_spec(pipeline, "id1"), run_id="r1", clock=lambda: NOW)
     later = NOW + timedelta(minutes=1)
     staged = stage_column_batch(plan_unit(request, "id1", now=later), spark, now=later)
     run_units(pipeline, ["id2"], spark, run_id="r2", clock=lambda: later, log=lambda _: None)

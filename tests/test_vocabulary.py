@@ -4,10 +4,11 @@ documented table of every key (``docs/metadata.md``) kept equal to the key const
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from dagster import TableMetadataValue
 
 from watermark_assets import vocabulary as v
 from watermark_assets.core.column.watermark import ColumnWatermark
@@ -159,6 +160,46 @@ def test_several_values_are_a_markdown_table(
     header: list[str], rows: list[list[object]], text: str
 ) -> None:
     assert v.markdown_table(header, rows) == text
+
+
+RECORDS = {
+    "numbers stay numbers, times in the one format, lists joined": (
+        {"start": "string", "rows": "int", "done": "bool", "missing": "string"},
+        [
+            {
+                "start": datetime(2024, 1, 30, 18, 49, 55, tzinfo=UTC),
+                "rows": 12000,
+                "done": True,
+                "missing": ["a.csv", "b.csv"],
+            }
+        ],
+        [{"start": "2024-01-30T18:49:55Z", "rows": 12000, "done": True, "missing": "a.csv, b.csv"}],
+    ),
+    "a value left out is empty, never a repr": (
+        {"unit": "string", "high_watermark": "string", "at": "string"},
+        [{"unit": "a", "high_watermark": None, "at": date(2024, 1, 2)}, {"unit": "b"}],
+        [
+            {"unit": "a", "high_watermark": None, "at": "2024-01-02"},
+            {"unit": "b", "high_watermark": None, "at": None},
+        ],
+    ),
+    "no rows: the columns are still said": ({"unit": "string"}, [], []),
+}
+
+
+@pytest.mark.parametrize(("columns", "rows", "read"), RECORDS.values(), ids=RECORDS.keys())
+def test_several_values_of_one_shape_are_a_dagster_table(
+    columns: dict[str, str], rows: list[dict[str, object]], read: list[dict[str, object]]
+) -> None:
+    value = v.table(columns, rows)
+    assert isinstance(value, TableMetadataValue)
+    assert [(c.name, c.type) for c in value.schema.columns] == list(columns.items())
+    assert v.table_rows(value) == read
+
+
+def test_a_table_row_naming_no_column_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"no column \['rowz'\] in the table's columns"):
+        v.table({"rows": "int"}, [{"rowz": 1}])
 
 
 VALUES = {

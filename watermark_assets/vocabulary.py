@@ -13,9 +13,10 @@ for the same concept (``watermark/before``, ``watermark/after``, ``rows/read``, 
   UI shows in the viewer's own format, under the key plus ``_time`` (``watermark/after_time``);
 - a duration is said in words (:func:`duration_text`: ``45 s``, ``3 h 5 min``, ``1,030 days``), with
   the number of seconds under the key plus ``/seconds`` for plots and checks (``lag/seconds``);
-- several values are a markdown table (:func:`markdown_table`) or a JSON object of plain values
-  (:func:`plain`): numbers stay numbers, times are :func:`time_text`; never a Python repr, never
-  the sentinels the state files use.
+- several values of one shape are a Dagster table (:func:`table`: typed columns, one record per
+  value), a markdown list (:func:`lines`) or a JSON object of plain values (:func:`plain`):
+  numbers stay numbers, times are :func:`time_text`; never a Python repr, never the sentinels
+  the state files use.
 
 Every key is documented in ``docs/metadata.md`` (a test keeps the table and :data:`KEYS` equal).
 Names written to disk (Delta transaction app ids, commitInfo keys, state files) are NOT here: they
@@ -31,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 
-from dagster import MetadataValue
+from dagster import MetadataValue, TableColumn, TableMetadataValue, TableRecord, TableSchema
 
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.core.replace_window import region_text as region_text  # the one form
@@ -382,9 +383,38 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> s
     return "\n".join(out)
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> MetadataValue:
-    """:func:`markdown_table` as Dagster markdown metadata."""
-    return MetadataValue.md(markdown_table(header, rows))
+def table(columns: Mapping[str, str], rows: Iterable[Mapping[str, object]]) -> MetadataValue:
+    """Several values of one shape (a run's windows, a unit's cut-off, the columns a commit
+    added) as a Dagster table: ``columns`` maps each column's name to its Dagster type
+    (``string``, ``int``, ``float``, ``bool``), in order; each row maps names to values (a
+    name left out is empty). The UI shows a table; a reader gets the rows back with
+    :func:`table_rows`. Cells keep numbers and booleans, say times with :func:`time_text` and
+    other values with :func:`value_text`, join a list with ``, ``; never a repr."""
+    records = []
+    for row in rows:
+        unknown = sorted(set(row) - set(columns))
+        if unknown:
+            raise ValueError(f"no column {unknown} in the table's columns {list(columns)}")
+        records.append(TableRecord({name: _record_cell(row.get(name)) for name in columns}))
+    schema = TableSchema(columns=[TableColumn(name=n, type=t) for n, t in columns.items()])
+    return MetadataValue.table(records, schema)
+
+
+def table_rows(value: object) -> list[dict[str, Any]]:
+    """The rows of a :func:`table` value (or of any Dagster table metadata), as dicts."""
+    if not isinstance(value, TableMetadataValue):
+        raise TypeError(f"not a table metadata value: {type(value).__name__}")
+    return [dict(record.data) for record in value.records]
+
+
+def _record_cell(value: object) -> str | int | float | bool | None:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(value_text(v) for v in value)
+    return value_text(value)
 
 
 def lines(items: Iterable[str]) -> MetadataValue:

@@ -306,12 +306,6 @@ class ColumnPipelineConfig(PipelineModel):
         return self.name
 
 
-def _without_merge_keys(table: ColumnTableConfig) -> ColumnTableConfig:
-    """The table of a windowed pipeline's column machinery: its window's replace, not a merge
-    (the windows' commit applies ``merge_keys`` itself: ``runs/window_commit``)."""
-    return table.model_copy(update={"merge_keys": []}) if table.merge_keys else table
-
-
 def _time_merge_keys(table: ColumnTableConfig, time_column: str) -> None:
     """``table.merge_keys`` of a time (or time x unit) pipeline cannot hold the time column: it
     tells which row of a key is the newest."""

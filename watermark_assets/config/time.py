@@ -5,16 +5,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from watermark_assets import names
 from watermark_assets.config.base import Model as _Model
-from watermark_assets.config.column import (
-    ColumnPipelineConfig,
-    ColumnWatermarkConfig,
-    DestinationConfig,
-    _time_merge_keys,
-    _without_merge_keys,
-)
+from watermark_assets.config.column import _time_merge_keys
 from watermark_assets.config.shared import (
     ColumnTableConfig,
     PipelineModel,
@@ -24,6 +19,7 @@ from watermark_assets.config.sources import ColumnSourceConfig, FileDownloadSour
 from watermark_assets.core.errors import FileTemplateError, TimeRangeError, TimeSpecError
 from watermark_assets.core.time import FixedTime, Partitioning, TimeSpec
 from watermark_assets.core.time.file_dates import DateTemplate
+from watermark_assets.exceptions import ConfigError
 from watermark_assets.spark.ddl import parse_read_schema
 
 # --- time pipelines (seed 003): windows of [from, to) as Dagster partitions, each replaced ---
@@ -168,12 +164,34 @@ class TimePipelineConfig(PipelineModel):
     table: ColumnTableConfig
     schedule: TimeScheduleConfig = Field(default_factory=TimeScheduleConfig)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _downloads_into_the_tables_staging(cls, data: Any) -> Any:
+        """A ``file_download`` source without ``staging_uri`` downloads into the table's
+        staging folder: said once, when the configuration is read (no run rewrites it)."""
+        if not isinstance(data, dict):
+            return data
+        source, table = data.get("source"), data.get("table")
+        uri = table.get("uri") if isinstance(table, dict) else getattr(table, "uri", None)
+        if (
+            isinstance(source, dict)
+            and source.get("type") == "file_download"
+            and source.get("staging_uri") is None
+            and isinstance(uri, str)
+        ):
+            staging = f"{uri.rstrip('/')}/{names.STAGING_DIR}"
+            return {**data, "source": {**source, "staging_uri": staging}}
+        return data
+
     @model_validator(mode="after")
     def _replace_only(self) -> TimePipelineConfig:
         _time_merge_keys(self.table, self.watermark.column)
         if isinstance(self.source, FileDownloadSourceConfig):
             self._check_file_download(self.source)
-        self.column_pipeline()  # the source checks its settings against the column
+        try:  # the source checks its settings against the time column, as its builder does
+            self.source.check_watermark(self.name, self.watermark.columns)
+        except ConfigError as error:
+            raise ValueError(str(error)) from error
         return self
 
     def _check_file_download(self, source: FileDownloadSourceConfig) -> None:
@@ -195,30 +213,6 @@ class TimePipelineConfig(PipelineModel):
             DateTemplate.parse(source.url).check_fits(spec.partitioning, spec.from_.at)
         except FileTemplateError as error:
             raise ValueError(str(error)) from None
-
-    def column_pipeline(self) -> ColumnPipelineConfig:
-        """The same pipeline as a column pipeline over ``watermark.column`` that replaces what
-        it reads: what the column run machinery (plan, stage, commit) takes; a window is a
-        chunk. A ``file_download`` source downloads into the table's staging folder."""
-        source: Any = self.source
-        if isinstance(source, FileDownloadSourceConfig) and source.staging_uri is None:
-            from watermark_assets.staging import STAGING_DIR
-
-            staging = f"{self.table.uri.rstrip('/')}/{STAGING_DIR}"
-            source = source.model_copy(update={"staging_uri": staging})
-        try:
-            return ColumnPipelineConfig(
-                name=self.name,
-                description=self.description,
-                source=source,
-                watermark=ColumnWatermarkConfig(columns=self.watermark.columns),
-                table=_without_merge_keys(self.table),
-                destination=DestinationConfig(replace_by_watermark=True),
-                schema=self.schema_policy,  # what a window's read does on a change
-            )
-        except ValidationError as error:
-            problems = "; ".join(str(e["msg"]) for e in error.errors())
-            raise ValueError(problems) from None
 
     @property
     def dataflow_id(self) -> str:

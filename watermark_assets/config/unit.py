@@ -3,18 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from watermark_assets.config.base import Model as _Model
-from watermark_assets.config.column import (
-    ColumnPipelineConfig,
-    ColumnWatermarkConfig,
-    DestinationConfig,
-    _time_merge_keys,
-    _without_merge_keys,
-)
+from watermark_assets.config.column import _time_merge_keys
 from watermark_assets.config.shared import (
     BackfillConfig,
     ColumnTableConfig,
@@ -28,6 +22,7 @@ from watermark_assets.config.sources import (
 )
 from watermark_assets.config.time import TimeWatermarkConfig
 from watermark_assets.core.unit import parse_units
+from watermark_assets.exceptions import ConfigError
 
 #: The placeholder of an ``http_api`` source's URL that a unit run replaces with the unit's id.
 UNIT_PLACEHOLDER = "{unit}"
@@ -171,10 +166,14 @@ class UnitPipelineConfig(PipelineModel):
                 f"source.url holds {UNIT_PLACEHOLDER} and watermark.unit_param is set; give one "
                 "way of sending the unit's id"
             )
+        # The source checks its settings against the column a run reads (the unit column, or
+        # a time x unit pipeline's time column), as its builder does.
+        time = self.watermark.time
+        columns = [self.watermark.column] if time is None else time.columns
         try:
-            self.column_pipeline()
-        except ValidationError as error:
-            raise ValueError(str(error)) from None
+            self.source.check_watermark(self.name, columns)
+        except ConfigError as error:
+            raise ValueError(str(error)) from error
         return self
 
     @property
@@ -194,38 +193,3 @@ class UnitPipelineConfig(PipelineModel):
         if "backfill" not in self.model_fields_set:
             return None
         return self.backfill.max_partitions_per_run
-
-    def column_pipeline(self, unit: str | None = None) -> ColumnPipelineConfig:
-        """The column pipeline a unit's run is: watermark column = the unit column, read with
-        ``=`` the id, replacing its window ``[id, id]`` (``destination.replace_by_watermark``);
-        for ``unit`` the ``http_api`` URL's ``{unit}`` holds the id (URL-quoted).
-
-        Time x unit: the time pipeline's column pipeline (watermark column = the time column, a
-        cell is a window chunk); the unit is fixed per run (the plan adds ``column = id``), and
-        ``unit_param`` is a static query parameter holding the id."""
-        source: Any = self.source
-        time = self.watermark.time
-        if isinstance(source, HttpApiSourceConfig):
-            update: dict[str, Any] = {}
-            if self.watermark.unit_param is not None and time is None:
-                update["watermark_param_mapping"] = {
-                    self.watermark.column: self.watermark.unit_param
-                }
-            elif self.watermark.unit_param is not None and unit is not None:
-                update["params"] = {**source.params, self.watermark.unit_param: unit}
-            if unit is not None and UNIT_PLACEHOLDER in source.url:
-                import urllib.parse
-
-                quoted = urllib.parse.quote(unit, safe="")
-                update["url"] = source.url.replace(UNIT_PLACEHOLDER, quoted)
-            source = source.model_copy(update=update)
-        columns = [self.watermark.column] if time is None else time.columns
-        return ColumnPipelineConfig(
-            name=self.name,
-            description=self.description,
-            source=source,
-            watermark=ColumnWatermarkConfig(kind="column", columns=columns),
-            table=_without_merge_keys(self.table),
-            destination=DestinationConfig(replace_by_watermark=True),
-            schema=self.schema_policy,  # what a unit's or cell's read does on a change
-        )

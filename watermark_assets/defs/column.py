@@ -30,7 +30,13 @@ from dagster import (
 )
 
 from watermark_assets import names
-from watermark_assets.config import ColumnPipelineConfig, ReplayChunkConfig, ReplayConfig
+from watermark_assets.config import (
+    ColumnPipelineConfig,
+    ReplayChunkConfig,
+    ReplayConfig,
+    TimePipelineConfig,
+    UnitPipelineConfig,
+)
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.column.replay import ReplayChunk
 from watermark_assets.core.column.watermark import ColumnWatermark
@@ -59,6 +65,7 @@ from watermark_assets.runs.column import (
     stage_column_batch,
 )
 from watermark_assets.runs.column_replay import run_replay
+from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.sources.locations import check_source
 
 COLUMN_IO_MANAGER_KEY = "column_watermark_io_manager"
@@ -141,7 +148,10 @@ def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDe
         context: AssetExecutionContext, spark: WatermarkSparkResource
     ) -> StagedColumnBatch:
         request = ColumnRunRequest(
-            pipeline=pipeline, run_id=context.run.run_id, job_name=context.run.job_name, clock=clock
+            pipeline=ColumnSpec.of(pipeline),
+            run_id=context.run.run_id,
+            job_name=context.run.job_name,
+            clock=clock,
         )
         now = clock()
         check_source(pipeline)  # before Spark: a clear error, not Spark's
@@ -236,10 +246,11 @@ def reconcile_mismatch(version: int, record: dict[str, Any], commit: CommitRecor
 
 
 def build_column_checks(
-    pipeline: ColumnPipelineConfig, asset_key: AssetKey
+    pipeline: ColumnPipelineConfig | TimePipelineConfig | UnitPipelineConfig, asset_key: AssetKey
 ) -> AssetChecksDefinition:
-    """Both checks of a column pipeline's asset (a time or time x unit pipeline's column view
-    too), read from this run's commits in the Delta log (not from the run's claims)."""
+    """Both checks of a column pipeline's asset (a time, unit or time x unit pipeline's column
+    view too: their name, table and dataflow id are all the checks read), read from this run's
+    commits in the Delta log (not from the run's claims)."""
 
     def judge(commit: CommitRecord, committer: DeltaCommitter) -> CommitFindings | None:
         text = commit.custom_metadata.get(RUN_METADATA_KEY)

@@ -298,7 +298,7 @@ def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str
     metadata: dict[str, Any] = {
         **_column_watermark_entries(v.WATERMARK_BEFORE, plan.watermark_before),
         **_column_watermark_entries(v.WATERMARK_AFTER, result.watermark_after),
-        v.WATERMARK_COLUMNS: MetadataValue.text(", ".join(pipeline.watermark.columns)),
+        v.WATERMARK_COLUMNS: MetadataValue.text(", ".join(pipeline.columns)),
         v.WATERMARK_OPERATOR: MetadataValue.text(plan.operator.value),
         v.WATERMARK_READ_FROM: MetadataValue.text(v.column_watermark_text(plan.bound.watermark)),
         v.WATERMARK_PROVIDER: MetadataValue.text(plan.provider),
@@ -312,7 +312,7 @@ def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str
         v.ROWS_REMOVED: MetadataValue.int(result.rows_removed),
         v.ROWS_BOUNDARY_REREAD: MetadataValue.int(staged.rows.reread),
         v.ROWS_NULL_WATERMARK: null_watermark_rows(staged.null_watermark_rows),
-        v.WATERMARK_NULL_WATERMARK: MetadataValue.text(pipeline.watermark.null_watermark),
+        v.WATERMARK_NULL_WATERMARK: MetadataValue.text(pipeline.null_watermark),
         v.REPLACE_WINDOW: MetadataValue.text(v.region_text(window, none="(none: append)")),
         v.DELTA_VERSION: _version(outcome.version, outcome.reason),
         v.DELTA_TXNS: MetadataValue.json({plan.txn.app_id: plan.txn.version}),

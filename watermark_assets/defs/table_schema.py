@@ -50,12 +50,12 @@ def with_table_schema(metadata: Mapping[str, Any], table_uri: str) -> dict[str, 
     ]
     result = {**metadata, v.DAGSTER_COLUMN_SCHEMA: MetadataValue.table_schema(TableSchema(columns))}
     events = events_of_versions(delta_schema, metadata_versions(metadata))
-    added = [_entry(e) for e in events if e.change == "added"]
-    widened = [_entry(e) for e in events if e.change == "widened"]
+    added = [_row(e) for e in events if e.change == "added"]
+    widened = [_row(e) for e in events if e.change == "widened"]
     if added:
-        result[v.SCHEMA_ADDED_COLUMNS] = MetadataValue.json(added)
+        result[v.SCHEMA_ADDED_COLUMNS] = v.table(ADDED_COLUMNS, added)
     if widened:
-        result[v.SCHEMA_WIDENED] = MetadataValue.json(widened)
+        result[v.SCHEMA_WIDENED] = v.table(WIDENED_COLUMNS, widened)
     return result
 
 
@@ -78,15 +78,32 @@ def metadata_versions(metadata: Mapping[str, Any]) -> set[int]:
     return found
 
 
-def _entry(event: SchemaEvent) -> dict[str, Any]:
-    entry: dict[str, Any] = {"column": event.column}
+#: The columns of ``schema/added_columns``: the added column, its Delta type, the commit that
+#: added it and the source file it came from (empty: not known).
+ADDED_COLUMNS: dict[str, str] = {
+    "column": "string",
+    "type": "string",
+    "version": "int",
+    "origin": "string",
+}
+#: The columns of ``schema/widened``: the column, its Delta type before and after, the commit
+#: and the source file.
+WIDENED_COLUMNS: dict[str, str] = {
+    "column": "string",
+    "from": "string",
+    "to": "string",
+    "version": "int",
+    "origin": "string",
+}
+
+
+def _row(event: SchemaEvent) -> dict[str, object]:
+    row: dict[str, object] = {"column": event.column}
     if event.change == "added":
-        entry["type"] = event.to_type
+        row["type"] = event.to_type
     else:
-        entry["from"], entry["to"] = event.from_type, event.to_type
-    entry["version"] = event.version
-    entry["origin"] = event.origin
-    return entry
+        row["from"], row["to"] = event.from_type, event.to_type
+    return row | {"version": event.version, "origin": event.origin}
 
 
 def _described(events: list[SchemaEvent], metadata: Mapping[str, Any] | None) -> str | None:

@@ -84,7 +84,13 @@ from watermark_assets.defs.sensors import FAILED, partitions_in_flight
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.runs.column import count_null_watermark
-from watermark_assets.runs.time import TimeRunResult, WindowRun, load_time_watermark, run_windows
+from watermark_assets.runs.time import (
+    TimeRunResult,
+    WindowRun,
+    column_spec,
+    load_time_watermark,
+    run_windows,
+)
 from watermark_assets.sources.locations import check_source
 
 #: The tag of a time pipeline's requested runs: the window key and the cut-off it was due after.
@@ -218,8 +224,8 @@ def describe(pipeline: TimePipelineConfig) -> str:
         f"{pipeline.source.type} source `{pipeline.source.location}` with `{w.column} >= start "
         f"AND {w.column} < end` pushed down, and replaces that window of `{pipeline.table.uri}` "
         "in ONE Delta commit that records its high watermark. Metadata: `cut_off`, "
-        "`time/windows` (each window, its high watermark, rows), `rows/*`, `delta/versions` "
-        "(every key: docs/metadata.md)."
+        "`time/windows` (a table: each window, its high watermark, rows), `rows/*`, "
+        "`delta/versions` (every key: docs/metadata.md)."
     )
 
 
@@ -228,10 +234,9 @@ def time_metadata(
 ) -> dict[str, Any]:
     """A run's materialization metadata: the cut-off, each window with its high watermark and
     rows, the totals and the commits (the checks read ``delta/versions``)."""
-    per_window = {v.time_text(w.window.start): window_entry(w) for w in result.windows}
     metadata: dict[str, Any] = {
         v.CUT_OFF: MetadataValue.text(v.cut_off_text(due.cut_off)),
-        v.WINDOWS: MetadataValue.json(per_window),
+        v.WINDOWS: v.table(WINDOW_COLUMNS, (window_row(w) for w in result.windows)),
         v.RUNS: v.lines(w.line() for w in result.windows),
         v.PARTITIONS_SKIPPED: MetadataValue.json(list(skipped)),
         **v.time_entries(v.WATERMARK_AFTER, result.watermark_after.highest, none="none"),
@@ -243,23 +248,47 @@ def time_metadata(
         metadata[v.SOURCE_MISSING] = MetadataValue.json(missing)
     if len(result.windows) == 1:
         (only,) = result.windows
-        high = window_entry(only)["high_watermark"]
+        high = v.time_text(only.window.end) if only.committed else "none"
         metadata[v.REPLACE_WINDOW] = MetadataValue.text(
             v.window_text(only.window.start, only.window.end)
         )
-        metadata[v.REPLACE_HIGH_WATERMARK] = MetadataValue.text(str(high or "none"))
+        metadata[v.REPLACE_HIGH_WATERMARK] = MetadataValue.text(high)
     if table_rows is not None:
         metadata[v.DAGSTER_ROW_COUNT] = MetadataValue.int(table_rows)
     return metadata
 
 
-def window_entry(run: WindowRun) -> dict[str, object]:
-    """One window (or cell) of a run, for ``time/windows`` (``time_unit/cells``): its
-    ``[start, end]``, high watermark (None: not committed), rows, commit and pushed filter."""
-    entry = run.summary()
-    entry["window"] = [v.time_text(run.window.start), v.time_text(run.window.end)]
-    entry["high_watermark"] = v.time_text(run.window.end) if run.committed else None
-    return entry
+#: The columns of ``time/windows``, one row per window of the run (``time_unit/cells`` puts
+#: ``unit`` first): its ``[start, end)``, its high watermark (empty: not committed), rows, the
+#: commit, what the read pushed down, the files a download did not find (empty: none).
+WINDOW_COLUMNS: dict[str, str] = {
+    "start": "string",
+    "end": "string",
+    "high_watermark": "string",
+    "rows_read": "int",
+    "rows_committed": "int",
+    "rows_removed": "int",
+    "delta_version": "int",
+    "pushed_down": "string",
+    "missing": "string",
+}
+
+
+def window_row(run: WindowRun) -> dict[str, object]:
+    """One window (or cell) of a run, a row of :data:`WINDOW_COLUMNS`."""
+    result = run.result
+    return {
+        "start": run.window.start,
+        "end": run.window.end,
+        "high_watermark": run.window.end if run.committed else None,
+        "rows_read": result.staged.rows_read,
+        "rows_committed": result.rows_committed,
+        "rows_removed": result.rows_removed,
+        "delta_version": result.outcome.version,
+        "pushed_down": result.staged.pushed_down,
+        # what the source could not get (nothing was committed for it)
+        "missing": list(result.staged.missing) or None,
+    }
 
 
 def window_truth(window: TimeWindow, high: datetime | None, due: DueWindows) -> PartitionTruth:
@@ -384,7 +413,7 @@ def build_time_asset(
             add_partition_truth(context, truths)
         metadata = time_metadata(result, due, skipped, table_rows=rows)
         # rows whose time column is NULL fall in no window: counted, left in the source
-        nulls = count_null_watermark(pipeline.column_pipeline(), spark.spark_session)
+        nulls = count_null_watermark(column_spec(pipeline), spark.spark_session)
         metadata[v.ROWS_NULL_WATERMARK] = null_watermark_rows(nulls)
         return MaterializeResult(metadata=with_table_schema(metadata, pipeline.table.uri))
 
@@ -684,7 +713,7 @@ def build_time_pipeline(pipeline: TimePipelineConfig, clock: Clock) -> PipelineD
     fresh within a window's cadence (``schedule.cron``, else the partitions') and its grace."""
     partitions_def = time_partitions(pipeline.watermark.spec)
     asset_def = build_time_asset(pipeline, partitions_def, clock)
-    checks = build_column_checks(pipeline.column_pipeline(), asset_def.key)
+    checks = build_column_checks(pipeline, asset_def.key)
     job = pipeline_job(
         pipeline.name,
         asset_def,

@@ -65,6 +65,7 @@ from watermark_assets.defs.sensors import partitions_in_flight
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.defs.time import (
     TICK_TAG,
+    WINDOW_COLUMNS,
     cut_off_epoch,
     failed_attempts,
     no_window_truth,
@@ -72,7 +73,7 @@ from watermark_assets.defs.time import (
     partition_key,
     time_asset_metadata,
     time_partitions,
-    window_entry,
+    window_row,
     window_truth,
     windows_of_keys,
 )
@@ -159,9 +160,15 @@ def describe(pipeline: UnitPipelineConfig) -> str:
         f"`{pipeline.source.location}` and replaces exactly that cell of `{pipeline.table.uri}` "
         "in ONE Delta commit with its high watermark. Backfill one unit over a range of windows: "
         "Materialize, pick the unit and a range of dates (one run). Metadata: "
-        "`cut_off` (per unit), `time_unit/cells`, `rows/*`, `delta/versions` (every key: "
-        "docs/metadata.md)."
+        "`cut_off` (a table: per unit), `time_unit/cells` (a table: each cell), `rows/*`, "
+        "`delta/versions` (every key: docs/metadata.md)."
     )
+
+
+#: The columns of ``cut_off`` for a grid: each unit's cut-off and what it comes from.
+CUT_OFF_COLUMNS: dict[str, str] = {"unit": "string", "cut_off": "string"}
+#: The columns of ``time_unit/cells``: the unit, then a window's (``time/windows``).
+CELL_COLUMNS: dict[str, str] = {"unit": "string", **WINDOW_COLUMNS}
 
 
 def grid_metadata(
@@ -174,13 +181,14 @@ def grid_metadata(
         unit: v.time_text(h) if (inner := after.get(unit)) and (h := inner.highest) else "none"
         for unit in due.by_unit
     }
-    cells = {f"{v.time_text(c.window.start)}|{c.unit}": window_entry(c) for c in result.cells}
+    cut_offs = (
+        {"unit": unit, "cut_off": v.cut_off_text(d.cut_off)} for unit, d in due.by_unit.items()
+    )
+    cells = ({"unit": c.unit, **window_row(c)} for c in result.cells)
     metadata: dict[str, Any] = {
-        v.CUT_OFF: MetadataValue.json(
-            {unit: v.cut_off_text(d.cut_off) for unit, d in due.by_unit.items()}
-        ),
+        v.CUT_OFF: v.table(CUT_OFF_COLUMNS, cut_offs),
         v.WATERMARK_AFTER: MetadataValue.json(highest),
-        v.CELLS: MetadataValue.json(cells),
+        v.CELLS: v.table(CELL_COLUMNS, cells),
         v.RUNS: v.lines(c.line() for c in result.cells),
         v.PARTITIONS_SKIPPED: MetadataValue.json(list(skipped)),
         **window_run_totals(result),
@@ -384,7 +392,7 @@ def build_grid_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> PipelineD
     requests the cells due)."""
     partitions_def = grid_partitions(pipeline)
     asset_def = build_grid_asset(pipeline, partitions_def, clock)
-    checks = build_column_checks(pipeline.column_pipeline(), asset_def.key)
+    checks = build_column_checks(pipeline, asset_def.key)
     job = pipeline_job(
         pipeline.name,
         asset_def,

@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from watermark_assets import names, storage
-from watermark_assets.config import ColumnPipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.boundary import MAX_BOUNDARY_ROWS, Boundary
 from watermark_assets.core.column.lookback import ReadBound, effective_lower_bound
@@ -78,6 +77,7 @@ from watermark_assets.providers.delta_metadata import (
 )
 from watermark_assets.providers.manager import WatermarkManager
 from watermark_assets.runs.column_quarantine import quarantine_malformed, quarantine_null_watermark
+from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.runs.faults import crash_point
 from watermark_assets.runs.file_commit import MAX_COMMIT_ATTEMPTS
 from watermark_assets.sources.column import (
@@ -116,19 +116,27 @@ RUN_METADATA_KEY = names.COLUMN_RUN_KEY
 txn_app_id = names.column_app_id
 
 
-def watermark_manager(pipeline: ColumnPipelineConfig) -> WatermarkManager:
-    """The manager over the pipeline's configured provider."""
-    return WatermarkManager(pipeline.watermark.provider.build(pipeline.table.uri, pipeline.name))
+def watermark_manager(pipeline: ColumnSpec) -> WatermarkManager:
+    """The manager over the column pipeline's configured provider."""
+    provider = pipeline.column_watermark.provider
+    return WatermarkManager(provider.build(pipeline.table.uri, pipeline.name))
 
 
 @dataclass(frozen=True, kw_only=True)
 class ColumnRunRequest:
-    """What one run was asked to do, taken from the Dagster context once, at the edge."""
+    """What one run was asked to do, taken from the Dagster context once, at the edge.
 
-    pipeline: ColumnPipelineConfig
+    ``pipeline``: what the run reads and writes (:class:`ColumnSpec`, built by the kind's run
+    module); a column pipeline's configuration is taken as its spec (:meth:`ColumnSpec.of`)."""
+
+    pipeline: ColumnSpec
     run_id: str
     job_name: str | None = None
     clock: Clock = field(default=system_clock, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pipeline, ColumnSpec):  # a column pipeline's configuration
+            object.__setattr__(self, "pipeline", ColumnSpec.of(self.pipeline))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,7 +210,7 @@ class ColumnPlan:
 
 
 def read_bound(
-    pipeline: ColumnPipelineConfig,
+    pipeline: ColumnSpec,
     watermark: ColumnWatermark,
     now: datetime,
     boundary: Boundary | None = None,
@@ -221,10 +229,10 @@ def read_bound(
     (:func:`uses_boundary`). Without it (a commit from before boundaries, more than
     MAX_BOUNDARY_ROWS rows at the value) the read stays strictly above the watermark.
     """
-    config = pipeline.watermark
+    config = pipeline.column_watermark
     bound = effective_lower_bound(watermark, config.lookback, now, lag=config.lag)
     columns = bound.watermark.columns
-    replaces_tuple = pipeline.destination.replace_by_watermark and len(columns) > 1
+    replaces_tuple = pipeline.replace_by_watermark and len(columns) > 1
     if (replaces_tuple or uses_boundary(pipeline, watermark, boundary)) and not (
         watermark.is_empty or config.reads_behind
     ):
@@ -234,7 +242,7 @@ def read_bound(
 
 
 def uses_boundary(
-    pipeline: ColumnPipelineConfig, watermark: ColumnWatermark, boundary: Boundary | None
+    pipeline: ColumnSpec, watermark: ColumnWatermark, boundary: Boundary | None
 ) -> bool:
     """Whether a run reads the boundary value again and deduplicates by ``boundary``: a known,
     not overflowed boundary of ``watermark``, and no look-back (that re-reads it anyway)."""
@@ -242,7 +250,7 @@ def uses_boundary(
         boundary is not None
         and not boundary.overflowed
         and boundary.belongs_to(watermark)
-        and not pipeline.watermark.reads_behind
+        and not pipeline.reads_behind
     )
 
 
@@ -256,9 +264,7 @@ class Committed:
     boundary: Boundary | None
 
 
-def load_watermark(
-    pipeline: ColumnPipelineConfig, manager: WatermarkManager
-) -> tuple[ColumnWatermark, bool]:
+def load_watermark(pipeline: ColumnSpec, manager: WatermarkManager) -> tuple[ColumnWatermark, bool]:
     """The committed watermark, and whether the provider's copy had to be repaired from the log.
 
     For the Delta provider the log is the store. For the others the log's copy (every commit
@@ -269,10 +275,10 @@ def load_watermark(
     return committed.watermark, committed.repaired
 
 
-def load_committed(pipeline: ColumnPipelineConfig, manager: WatermarkManager) -> Committed:
+def load_committed(pipeline: ColumnSpec, manager: WatermarkManager) -> Committed:
     """:func:`load_watermark`, with the boundary the Delta log recorded for that watermark (the
     commit that carries a watermark carries its boundary, whatever the provider)."""
-    columns = pipeline.watermark.columns
+    columns = pipeline.columns
     stored, record = manager.load_record(pipeline.dataflow_id, columns)
     if manager.saves_with_commit:
         return Committed(stored, False, _boundary_of(record, stored))
@@ -322,13 +328,13 @@ def plan_column_batch(request: ColumnRunRequest, *, now: datetime) -> ColumnPlan
     )
 
 
-def write_mode_of(pipeline: ColumnPipelineConfig) -> WriteMode:
+def write_mode_of(pipeline: ColumnSpec) -> WriteMode:
     """How a column pipeline's commit writes: a merge on ``table.merge_keys``, with
     ``destination.replace_by_watermark`` a replace of the range read, else an append (the
     configuration refuses merge keys with a replace)."""
-    if pipeline.table.merge_keys:
-        return Merge(tuple(pipeline.table.merge_keys))
-    if pipeline.destination.replace_by_watermark:
+    if pipeline.merge_keys:
+        return Merge(pipeline.merge_keys)
+    if pipeline.replace_by_watermark:
         return Replace.read_range()
     return Append()
 
@@ -416,7 +422,7 @@ class StagedColumnBatch:
         if mode.regions:  # fixed when planning (a unit, a window, a chunk), also for no row read
             return mode.regions[0]
         bound = self.plan.bound.watermark
-        column = self.plan.request.pipeline.watermark.columns[0]
+        column = self.plan.request.pipeline.columns[0]
         if not self.rows.rows:
             return None
         upper = self.watermark_after.values[0]
@@ -439,12 +445,12 @@ def stage_column_batch(
     table_uri = pipeline.table.uri
     token = f"{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
     leftovers = remove_stale_staging(table_uri, now)
-    source = pipeline.source.build(pipeline.name, pipeline.watermark.columns)
+    source = pipeline.build_source()
     declared = declared_columns(pipeline.source.rows_ddl, table_uri)
     if isinstance(source, ReadsUnderSchema):  # a CSV/JSON folder: how its text is parsed
         source = source.under_schema(declared, pipeline.schema_policy.mode.value)
     read = source.read(spark, plan.predicate)
-    null_mode = pipeline.watermark.null_watermark
+    null_mode = pipeline.null_watermark
     if read.malformed is not None or (plan.records_boundary and null_mode == "quarantine"):
         # a source that quarantines: its quarantine table's too
         leftovers += remove_stale_staging(pipeline.table.quarantine, now)
@@ -461,7 +467,7 @@ def stage_column_batch(
         declared=read.declared if declared is None else declared,
         origin=pipeline.source.location,
     )
-    keys = pipeline.table.merge_keys
+    keys = list(pipeline.merge_keys)
     missing = [k for k in keys if k not in read.frame.columns]
     if missing:
         raise MergeKeyError(
@@ -485,7 +491,7 @@ def stage_column_batch(
         else:
             rows = stage_rows(
                 read,
-                columns=pipeline.watermark.columns,
+                columns=pipeline.columns,
                 start=plan.watermark_before,
                 data_dir=data_dir,
                 partition_by=pipeline.table.partition_by,
@@ -541,11 +547,11 @@ def stage_column_batch(
     )
 
 
-def count_null_watermark(pipeline: ColumnPipelineConfig, spark: SparkSession) -> int | None:
+def count_null_watermark(pipeline: ColumnSpec, spark: SparkSession) -> int | None:
     """How many rows of the pipeline's source have a NULL watermark column (a time pipeline's
     time column: such rows fall in no window); None: the source cannot count them cheaply."""
-    source = pipeline.source.build(pipeline.name, pipeline.watermark.columns)
-    return count_nulls(source, spark, pipeline.watermark.columns)
+    source = pipeline.build_source()
+    return count_nulls(source, spark, pipeline.columns)
 
 
 @dataclass(frozen=True)
@@ -565,7 +571,7 @@ class NullRows:
 
 
 def _null_rows(
-    pipeline: ColumnPipelineConfig, source: Any, read: ColumnRead, spark: SparkSession
+    pipeline: ColumnSpec, source: Any, read: ColumnRead, spark: SparkSession
 ) -> NullRows:
     """Where a run's NULL watermark rows come from: the source's own pushed-down selection
     (every run: rows inserted later are found too), or, for a source without one, the read's
@@ -573,13 +579,13 @@ def _null_rows(
     with one query; then, by mode, left alone (skip), quarantined (each once, by content) or
     committed with the run's rows when the table does not hold them yet (include: a left anti
     join on the whole row's hash against the table's NULL rows, under the run's txn)."""
-    columns = pipeline.watermark.columns
+    columns = pipeline.columns
     incomplete = any_null(columns)
     others = read.frame.where(~incomplete)
     pushed = isinstance(source, ReadsNullRows)
     rows = source.null_rows(spark, columns) if pushed else read.frame.where(incomplete)
     count = count_nulls(source, spark, columns) if pushed else int(rows.count())
-    mode = pipeline.watermark.null_watermark
+    mode = pipeline.null_watermark
     if not count or mode == "skip":
         return NullRows(count, rows, others)
     if mode == "quarantine":
@@ -815,7 +821,9 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
     mode = plan.write_mode
     if isinstance(mode, Replace) and mode.is_read_range:  # known now that the rows are staged
         mode = Append() if window is None else mode.of((window,))
-    manager = watermark_manager(pipeline)
+    # a run that saves no column watermark (time, unit and cell runs, most replay chunks)
+    # needs no provider: those kinds have none of their own
+    manager = watermark_manager(pipeline) if saves else None
     after = staged.watermark_after
     evolution = staged.evolution
     files = StagedFiles(
@@ -859,7 +867,7 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
             raise _Stale(written.outcome)
         return written
 
-    if not saves:
+    if manager is None:
         written = commit({})
     else:
         written = manager.commit_then_save(
@@ -871,7 +879,7 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
         )
     if written.outcome.version is None:  # nothing to commit (a stale one raised _Stale)
         return nothing_committed(staged, written.outcome.reason, attempt)
-    if saves and not manager.saves_with_commit:
+    if manager is not None and not manager.saves_with_commit:
         # the log's copy (load_watermark's crash repair) read past this commit: its state
         # snapshot then holds it, so no later read needs this commit from the log
         DeltaMetadataProvider(uri, pipeline=pipeline.name).get_record(pipeline.dataflow_id)
@@ -885,8 +893,8 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
         # A run that saves no column watermark (unit and time runs, replay chunks without
         # save_watermark) leaves it where it planned: no walk back through the log per commit.
         watermark_after=(
-            manager.load(pipeline.dataflow_id, pipeline.watermark.columns)
-            if saves
+            manager.load(pipeline.dataflow_id, pipeline.columns)
+            if manager is not None
             else plan.watermark_before
         ),
         attempts=attempt,

@@ -25,7 +25,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from watermark_assets import names, storage
-from watermark_assets.config import ColumnPipelineConfig
 from watermark_assets.delta.committer import TxnVersion, committer_for
 from watermark_assets.delta.stats import describe_data_files
 from watermark_assets.exceptions import DeltaCommitError
@@ -46,13 +45,15 @@ from watermark_assets.state.commit_metadata import QUARANTINE_METADATA_KEY
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from watermark_assets.runs.column_spec import ColumnSpec
+
 
 #: The txn app id of a column pipeline's quarantine commits (its optimistic lock).
 quarantine_app_id = names.column_quarantine_app_id
 
 
 def quarantine_malformed(
-    pipeline: ColumnPipelineConfig,
+    pipeline: ColumnSpec,
     malformed: MalformedRecords,
     spark: SparkSession,
     *,
@@ -69,7 +70,7 @@ def quarantine_malformed(
 
 
 def quarantine_null_watermark(
-    pipeline: ColumnPipelineConfig,
+    pipeline: ColumnSpec,
     rows: DataFrame,
     spark: SparkSession,
     *,
@@ -88,7 +89,7 @@ def quarantine_null_watermark(
         SOURCE_FILE_COLUMN,
     )
 
-    columns = pipeline.watermark.columns
+    columns = pipeline.columns
     nulls = F.concat_ws(", ", *[F.when(F.col(f"`{c}`").isNull(), F.lit(c)) for c in columns])
     error = F.concat(F.lit("NULL watermark column(s): "), nulls)
     records = rows.select(
@@ -103,7 +104,7 @@ def quarantine_null_watermark(
 
 
 def quarantine_records(
-    pipeline: ColumnPipelineConfig,
+    pipeline: ColumnSpec,
     quarantined: DataFrame,
     spark: SparkSession,
     *,

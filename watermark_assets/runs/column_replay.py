@@ -80,6 +80,7 @@ from watermark_assets.runs.column import (
     watermark_manager,
     write_mode_of,
 )
+from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.runs.faults import crash_point
 
 if TYPE_CHECKING:
@@ -210,8 +211,9 @@ def run_replay(
     table = target.table.uri
     chunks = list(chunks) if chunks is not None else replay_chunks(pipeline, replay)
     dataflow = replay_dataflow_id(pipeline.name, replay)
-    manager = watermark_manager(pipeline)
-    production_before, _ = load_watermark(pipeline, manager)
+    spec = ColumnSpec.of(pipeline)
+    manager = watermark_manager(spec)
+    production_before, _ = load_watermark(spec, manager)
     to_run = set(chunks)
     completed_txns: set[ReplayChunk] = set()
     if replay.save_watermark:
@@ -221,7 +223,9 @@ def run_replay(
             [replay_app_id(pipeline.name, c) for c in chunks]
         )
         completed_txns = {c for c in chunks if versions[replay_app_id(pipeline.name, c)]}
-    request = ColumnRunRequest(pipeline=target, run_id=run_id, job_name="replay", clock=clock)
+    request = ColumnRunRequest(
+        pipeline=ColumnSpec.of(target), run_id=run_id, job_name="replay", clock=clock
+    )
     runs: list[ChunkRun] = []
     log(
         f"{pipeline.name}: replaying [{_text(replay.start)}, {_text(replay.end)}) in "
@@ -249,7 +253,7 @@ def run_replay(
         crash_point(f"after_chunk_commit:{number}")
     if replay.save_watermark:  # its state snapshot holds the chunks committed now
         stored_replay_watermark(table, dataflow, pipeline.name)
-    production_after, _ = load_watermark(pipeline, manager)
+    production_after, _ = load_watermark(spec, manager)
     return ReplayResult(pipeline.name, table, tuple(runs), production_before, production_after)
 
 
@@ -291,7 +295,7 @@ def plan_chunk(
         )
     return ColumnPlan(
         request=request,
-        watermark_before=ColumnWatermark.empty(pipeline.watermark.columns),
+        watermark_before=ColumnWatermark.empty(pipeline.columns),
         bound=ReadBound(chunk.lower, GreaterOrEqual),
         txn=txns[0],
         extra_txns=tuple(txns[1:]),
@@ -304,14 +308,14 @@ def plan_chunk(
     )
 
 
-def chunk_write_mode(pipeline: ColumnPipelineConfig, chunk: ReplayChunk) -> WriteMode:
+def chunk_write_mode(pipeline: ColumnSpec, chunk: ReplayChunk) -> WriteMode:
     """The pipeline's write mode (:func:`~watermark_assets.runs.column.write_mode_of`); a
     replace replaces the chunk's whole closed-open range ``[lower, upper)``, also when it reads
     no row (its rows in the table were deleted or corrected away at the source)."""
     mode = write_mode_of(pipeline)
     if not isinstance(mode, Replace):
         return mode
-    column = pipeline.watermark.columns[0]
+    column = pipeline.columns[0]
     lower, upper = chunk.lower.values[0], chunk.upper.values[0]
     return mode.of((ReplaceWindow(column, lower, upper, Interval.CLOSED_OPEN),))  # type: ignore[arg-type]
 

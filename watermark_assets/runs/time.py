@@ -59,6 +59,7 @@ from watermark_assets.runs.column import (
     StagedColumnBatch,
     stage_column_batch,
 )
+from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.runs.window_commit import commit_windows
 from watermark_assets.state.snapshot import StateLog, WatermarkFold, pipeline_txn_prefix
 
@@ -143,6 +144,15 @@ def load_time_watermark(pipeline: TimePipelineConfig) -> tuple[TimeWatermark, in
     read at (-1: no table, an empty watermark)."""
     log = TimeWatermarkLog(pipeline)
     return log.read(), log.version
+
+
+def column_spec(pipeline: TimePipelineConfig) -> ColumnSpec:
+    """What the column engine reads and writes for the windows of a time pipeline: its time
+    column, each window replaced (a window is a chunk). ``table.merge_keys`` are not the
+    engine's: the windows' commit moves a key's rows itself (``runs/window_commit``). A
+    ``file_download`` source downloads into ``source.staging_uri`` (the table's staging folder
+    unless configured, filled in when the configuration is loaded)."""
+    return ColumnSpec.replacing(pipeline, pipeline.watermark.columns)
 
 
 def plan_window(
@@ -243,22 +253,6 @@ class WindowRun:
             f"{', '.join(counts)}{version} ({outcome.reason})"
         )
 
-    def summary(self) -> dict[str, object]:
-        """The window's materialization metadata entry."""
-        result = self.result
-        summary: dict[str, object] = {
-            "window": [format_instant(self.window.start), format_instant(self.window.end)],
-            "high_watermark": format_instant(self.window.end) if self.committed else None,
-            "rows_read": result.staged.rows_read,
-            "rows_committed": result.rows_committed,
-            "rows_removed": result.rows_removed,
-            "delta_version": result.outcome.version,
-            "pushed_down": result.staged.pushed_down,
-        }
-        if result.staged.missing:  # what the source could not get: nothing was committed
-            summary["missing"] = list(result.staged.missing)
-        return summary
-
 
 @dataclass(frozen=True)
 class WindowRunTotals:
@@ -312,9 +306,8 @@ def run_windows(
     """Read each of ``windows`` (in start order) and replace them all in ONE commit
     (:mod:`watermark_assets.runs.window_commit`); ``record_as(window)``: the window recorded for
     it (:func:`plan_window`'s ``recorded_as``)."""
-    column_pipeline = pipeline.column_pipeline()
     request = ColumnRunRequest(
-        pipeline=column_pipeline, run_id=run_id, job_name=job_name, clock=clock
+        pipeline=column_spec(pipeline), run_id=run_id, job_name=job_name, clock=clock
     )
     watermark_log = TimeWatermarkLog(pipeline)
     before = watermark_log.read()

@@ -1,10 +1,9 @@
 """A run of time x unit cells (seed 003): each (window, unit) cell read, all replaced in ONE commit.
 
 A cell ``(window [start, end), unit u)`` is a window chunk of the column machinery, as a time
-pipeline's window is (:func:`~watermark_assets.runs.time.window_chunk_plan`), over the column
-pipeline of unit ``u`` (:meth:`~watermark_assets.config.UnitPipelineConfig.column_pipeline`:
-watermark column = the time column; an http_api URL's ``{unit}`` or ``unit_param`` carries the
-id). Per cell:
+pipeline's window is (:func:`~watermark_assets.runs.time.window_chunk_plan`), over the
+:class:`~watermark_assets.runs.column_spec.ColumnSpec` of unit ``u`` (:func:`cell_spec`: the
+time column; an http_api URL's ``{unit}`` or ``unit_param`` carries the id). Per cell:
 
 - read: ``time >= start AND time < end AND unit = u`` (``ColumnPlan.within`` adds the unit to
   every clause), pushed to the source: a Spark filter and file skipping for tables and files, a
@@ -54,6 +53,7 @@ from watermark_assets.runs.column import (
     StagedColumnBatch,
     stage_column_batch,
 )
+from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.runs.time import (
     WatermarkEntryLog,
     WindowRun,
@@ -62,6 +62,7 @@ from watermark_assets.runs.time import (
     window_chunk_plan,
 )
 from watermark_assets.runs.window_commit import commit_windows
+from watermark_assets.sources.column import UnitRead
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -144,9 +145,6 @@ class CellRun(WindowRun):
     def line(self) -> str:
         return f"unit {self.unit!r} {super().line()}"
 
-    def summary(self) -> dict[str, object]:
-        return {"unit": self.unit, **super().summary()}
-
 
 @dataclass(frozen=True, kw_only=True)
 class CellsRunResult(WindowRunTotals):
@@ -160,6 +158,18 @@ class CellsRunResult(WindowRunTotals):
     def cells(self) -> tuple[CellRun, ...]:
         """The cells, in the order they ran."""
         return tuple(c for c in self.windows if isinstance(c, CellRun))
+
+
+def cell_spec(pipeline: UnitPipelineConfig, unit: str) -> ColumnSpec:
+    """What the column engine reads and writes for the cells of one unit: the time column (a
+    cell is a window chunk whose plan adds ``column = id``); an ``http_api`` source is told the
+    unit (its URL's ``{unit}``; ``watermark.unit_param`` a static parameter holding the id).
+    ``table.merge_keys`` are the cells' commit's own, as for a time pipeline."""
+    time = pipeline.watermark.time
+    assert time is not None, "a time x unit pipeline has watermark.time"
+    return ColumnSpec.replacing(
+        pipeline, time.columns, UnitRead(unit, pipeline.watermark.unit_param, in_predicate=False)
+    )
 
 
 def run_cells(
@@ -182,7 +192,7 @@ def run_cells(
     ordered = sorted(cells, key=lambda c: (order[c.unit], c.window.start))
     requests = {
         unit: ColumnRunRequest(
-            pipeline=pipeline.column_pipeline(unit), run_id=run_id, job_name=job_name, clock=clock
+            pipeline=cell_spec(pipeline, unit), run_id=run_id, job_name=job_name, clock=clock
         )
         for unit in order
     }

@@ -3,9 +3,9 @@
 A unit is a replay chunk with an equality predicate: the pieces of a column run are reused
 (:mod:`watermark_assets.runs.column`: :class:`~watermark_assets.runs.column.ColumnPlan`,
 :func:`~watermark_assets.runs.column.stage_column_batch`,
-:func:`~watermark_assets.runs.column.commit_column_batch` with its ``replan``), over the column
-pipeline a unit pipeline is (:meth:`~watermark_assets.config.UnitPipelineConfig.column_pipeline`:
-watermark column = the unit column, ``replace_by_watermark``). Per unit ``u``:
+:func:`~watermark_assets.runs.column.commit_column_batch` with its ``replan``), over the unit's
+:class:`~watermark_assets.runs.column_spec.ColumnSpec` (:func:`unit_spec`: the unit column,
+``replace_by_watermark``, the unit told to the source). Per unit ``u``:
 
 - read: ``column = u`` (:data:`~watermark_assets.core.column.watermark.Equal`), pushed to the
   source like every column predicate (a Spark filter pushed into the Parquet scan, a JDBC
@@ -55,6 +55,8 @@ from watermark_assets.runs.column import (
     commit_column_batch,
     stage_column_batch,
 )
+from watermark_assets.runs.column_spec import ColumnSpec
+from watermark_assets.sources.column import UnitRead
 from watermark_assets.state.snapshot import StateLog, WatermarkFold, pipeline_txn_prefix
 
 if TYPE_CHECKING:
@@ -105,11 +107,22 @@ def load_unit_watermark(table_uri: str, pipeline_name: str) -> UnitWatermark[Don
     return UnitDoneAtLog(table_uri, pipeline_name).read()
 
 
+def unit_spec(pipeline: UnitPipelineConfig, unit: str) -> ColumnSpec:
+    """What the column engine reads and writes for one unit: the unit column read with ``=``
+    the id (:func:`plan_unit`), the unit's rows replaced; an ``http_api`` source is told the
+    unit (its URL's ``{unit}``, ``watermark.unit_param`` mapped from the unit column)."""
+    return ColumnSpec.replacing(
+        pipeline,
+        [pipeline.watermark.column],
+        UnitRead(unit, pipeline.watermark.unit_param, in_predicate=True),
+    )
+
+
 def plan_unit(request: ColumnRunRequest, unit: str, *, now: datetime) -> ColumnPlan:
     """The plan of one unit's run (module docstring): the unit's txn read first (the
     optimistic lock), then its done-at."""
     pipeline = request.pipeline
-    column = pipeline.watermark.columns[0]
+    column = pipeline.columns[0]
     app_id = unit_app_id(pipeline.name, unit)
     committed = committer_for(pipeline.table).transaction_version(app_id)
     before = load_unit_watermark(pipeline.table.uri, pipeline.name).units.get(unit)
@@ -179,7 +192,7 @@ def run_units(
     for unit in units:
         check_unit_id(unit)
         request = ColumnRunRequest(
-            pipeline=pipeline.column_pipeline(unit), run_id=run_id, job_name=job_name, clock=clock
+            pipeline=unit_spec(pipeline, unit), run_id=run_id, job_name=job_name, clock=clock
         )
         now = clock()
 

@@ -106,6 +106,29 @@ class ColumnSource(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class UnitRead:
+    """The unit a unit (or time x unit) run reads, for a source that must be told (an API):
+    ``id`` the unit's id; ``param`` the request parameter carrying it (None: none, e.g. the id is
+    in the URL's ``{unit}``); ``in_predicate``: the read's predicate holds ``column = id`` (a
+    unit run: the parameter is the unit column's), else it is the window's (a cell's run: the
+    parameter is a static one)."""
+
+    id: str
+    param: str | None = None
+    in_predicate: bool = True
+
+
+@runtime_checkable
+class ReadsUnits(Protocol):
+    """A source told which unit a run reads (an HTTP API: the id in its URL or a parameter); the
+    other sources read a unit's rows through the predicate alone."""
+
+    def for_unit(self, unit: UnitRead) -> ColumnSource:
+        """This source reading ``unit``'s rows (the configuration is not changed)."""
+        ...
+
+
 @runtime_checkable
 class ReadsUnderSchema(Protocol):
     """A source whose read depends on the pipeline's schema policy (a CSV/JSON folder: which

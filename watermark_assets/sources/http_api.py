@@ -57,11 +57,12 @@ from watermark_assets.config.sources import (
     PageNumberPaginationConfig,
     check_watermark_params,
 )
+from watermark_assets.config.unit import UNIT_PLACEHOLDER
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.predicate import Predicate, SqlDialect, to_sql
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.exceptions import ConfigError, HttpApiError
-from watermark_assets.sources.column import ColumnRead, check_predicate_columns
+from watermark_assets.sources.column import ColumnRead, UnitRead, check_predicate_columns
 from watermark_assets.sources.http_fetch import open_url, request_headers
 
 if TYPE_CHECKING:
@@ -237,6 +238,21 @@ class HttpApiSource:
             self.watermark_columns,
             self.watermark_param_format,
         )
+
+    def for_unit(self, unit: UnitRead) -> HttpApiSource:
+        """This source reading one unit's rows (:class:`~watermark_assets.sources.column.
+        ReadsUnits`): the URL's ``{unit}`` holds the id, URL-quoted; ``unit.param`` carries it,
+        mapped from the unit column when the read's predicate holds ``column = id`` (a unit
+        run, whose one watermark column is the unit column), else as a static parameter (a
+        cell's run, whose predicate is its window)."""
+        update: dict[str, Any] = {}
+        if unit.param is not None and unit.in_predicate:
+            update["watermark_param_mapping"] = {self.watermark_columns[0]: unit.param}
+        elif unit.param is not None:
+            update["params"] = {**self.params, unit.param: unit.id}
+        if UNIT_PLACEHOLDER in self.url:
+            update["url"] = self.url.replace(UNIT_PLACEHOLDER, urllib.parse.quote(unit.id, safe=""))
+        return replace(self, **update)
 
     def read(self, spark: SparkSession, predicate: Predicate) -> ColumnRead:
         """Fetch every page for ``predicate``'s watermark, then a frame of the records with the
