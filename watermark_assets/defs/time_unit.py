@@ -59,6 +59,7 @@ from watermark_assets.defs.metadata import staged_reads_metadata, window_run_tot
 from watermark_assets.defs.partition_truth import add_partition_truth
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
+from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
 from watermark_assets.defs.sensors import partitions_in_flight
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.defs.time import (
@@ -357,6 +358,10 @@ def build_grid_sensor(
             pipeline, units, clock(), busy=busy, attempts=failed_attempts(context, job.name)
         )
         message = " | ".join([tick.message, *notes])
+        if tick.requests:  # one schema read of the source, when runs would start
+            note = source_schema_note(pipeline.column_pipeline())
+            message += note
+            events = [*events, *schema_observations(context.instance, asset_key, note)]
         if not tick.requests:
             return SensorResult(
                 skip_reason=message,

@@ -75,6 +75,7 @@ from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.partition_truth import PartitionTruth, add_partition_truth, iso_utc
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
+from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.defs.time import failed_attempts
 from watermark_assets.delta.committer import DeltaCommitter
@@ -503,6 +504,10 @@ def build_units_sensor(
             failed_runs={k.removeprefix(prefix): n for k, n in failed.items()},
         )
         report = f"{tick.report} | {queued.describe()}"
+        note = ""
+        if queued.requested:  # one schema read of the source, when runs would start
+            note = source_schema_note(pipeline.column_pipeline())
+            report += note
         events = [
             AssetObservation(
                 asset_key=event.asset_key,
@@ -513,6 +518,7 @@ def build_units_sensor(
             )
             for event in tick.events
         ]
+        events += schema_observations(context.instance, asset_key, note)
         next_cursor = UnitsCursor(
             noted=tick.digest, requested={**queued.in_flight, **queued.requested}
         ).to_string()

@@ -51,7 +51,13 @@ from watermark_assets.sources.schema_drift import (
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation
 
-__all__ = ["ColumnSchemaRead", "apply_schema_policy", "declared_columns", "table_columns"]
+__all__ = [
+    "ColumnSchemaRead",
+    "apply_schema_policy",
+    "declared_columns",
+    "source_changes",
+    "table_columns",
+]
 
 #: Spark's type names -> Delta's, for the widenings the commit may make (``WIDENINGS``).
 _DELTA_NAMES = {
@@ -94,6 +100,15 @@ def table_columns(table_uri: str, skip: Sequence[str] = ()) -> list[tuple[str, s
         for f in pa.schema(table.schema().to_arrow())
         if f.name.lower() not in skipped
     ]
+
+
+def source_changes(
+    declared: Sequence[tuple[str, str]], layout: Layout, origin: str
+) -> list[ColumnChange]:
+    """How a column source's columns (``layout``: name, Spark type or None when the source does
+    not say) differ from the ``declared`` ones: what :func:`apply_schema_policy` compares a read
+    with, also for a sensor that read only the source's schema (no Spark)."""
+    return changes(declared, {origin: layout}, what="source")
 
 
 def widenable(declared: str, found: str) -> bool:
@@ -151,7 +166,7 @@ def apply_schema_policy(
     frame = read.frame
     types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
     layout: Layout = tuple(types.items())
-    found = changes(declared, {origin: layout}, what="source")
+    found = source_changes(declared, layout, origin)
     want = {name.lower(): kind for name, kind in declared}
     mode = policy.mode
     frame = _cast_held(frame, types, want)
