@@ -335,6 +335,15 @@ def test_a_source_that_cannot_be_read_is_said_and_the_runs_still_start(tmp_path:
     assert said.endswith("; the run checks them")
 
 
+def test_before_the_first_run_the_source_is_not_read(tmp_path: Path) -> None:
+    """No table yet: nothing to compare (the first run creates it from the source's columns),
+    so the tick reads no source, even one that is not there."""
+    raw, sensor = time_kind(tmp_path, {"type": "delta_table", "uri": str(tmp_path / "no")}, "fail")
+    defs = build_definitions(project_config(raw), clock=lambda: NOW)
+    data = tick(defs, instance_in(tmp_path), sensor)
+    assert data.run_requests and said_of_schema(data) == []
+
+
 # --- explain and summary: the schema line (real Spark runs) ---
 
 

@@ -82,18 +82,18 @@ def source_schema_note(pipeline: ColumnPipelineConfig) -> str:
     """The tick's words for the columns of the pipeline's source that differ from the declared
     ones (module docstring); "" when none differ, the table does not exist yet (the first run
     creates it from the source's columns) or the source cannot say its columns without a read."""
-    source = pipeline.source.build(pipeline.name, pipeline.watermark.columns)
-    if not isinstance(source, ShowsColumns):
+    declared = declared_columns(pipeline.source.rows_ddl, pipeline.table.uri)
+    if declared is None:  # no table yet: the first run creates it from the source's columns
         return ""
     where = f"source {pipeline.source.location!r}"
     try:
+        source = pipeline.source.build(pipeline.name, pipeline.watermark.columns)
+        if not isinstance(source, ShowsColumns):
+            return ""
         layout = source.columns()
-        declared = declared_columns(pipeline.source.rows_ddl, pipeline.table.uri)
     except Exception as error:  # a database down, a table gone: the run will say it in full
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         return f" | schema: the columns of {where} could not be read ({first}); the run checks them"
-    if declared is None:
-        return ""
     found = source_changes(declared, layout, pipeline.source.location)
     mode = pipeline.schema_policy.mode.value
     return columns_note(
