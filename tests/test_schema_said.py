@@ -17,9 +17,7 @@ said anything of a schema.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config
 from dagster import DagsterInstance, build_sensor_context
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 from deltalake import DeltaTable, write_deltalake
+from test_column_schema_modes import PG_SERVER, orders_database  # orders (id, updated_at, qty)
 
 from watermark_assets.cli import main
 from watermark_assets.defs import build_definitions
@@ -261,26 +260,6 @@ def test_the_file_sensor_and_a_column_sources_sensor_use_the_same_words(tmp_path
 
 
 # --- a PostgreSQL source: one LIMIT 0 query, no Spark ---
-
-PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
-
-
-@contextmanager
-def orders_database() -> Iterator[str]:
-    """A database of its own with ``orders (id, updated_at, unit, qty)``; dropped after."""
-    name = f"wa_schemasaid_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(f"{PG_SERVER}/test", autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        with psycopg.connect(f"{PG_SERVER}/{name}", autocommit=True) as conn:
-            conn.execute(
-                "CREATE TABLE orders (id bigint PRIMARY KEY, updated_at timestamptz, "
-                "unit text, qty int)"
-            )
-        yield name
-    finally:
-        with psycopg.connect(f"{PG_SERVER}/test", autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.mark.parametrize(
