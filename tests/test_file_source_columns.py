@@ -12,6 +12,7 @@ real sensor on a Dagster instance.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +31,12 @@ from deltalake import DeltaTable
 
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.sensors import SensorCursor
-from watermark_assets.sources.file_columns import file_columns, left_out
+from watermark_assets.sources.file_columns import (
+    PROBE_BYTES,
+    file_columns,
+    left_out,
+    sampled_layouts,
+)
 
 SCHEMA = "id BIGINT, event_time TIMESTAMP, name STRING"
 STAMP = "2024-01-28T10:00:00Z"
@@ -156,6 +162,73 @@ def test_a_files_columns_are_read_without_spark(
     path.write_text("\n".join(lines), "utf-8")
     options = {"header": "true", "sep": ";", "comment": "#"} if format == "csv" else None
     assert file_columns([str(path)], format, options) == [expected]
+
+
+#: (format, the file's text, reader options, the sampled values per column)
+SAMPLES = [
+    pytest.param(
+        "csv",
+        "\n# note\nid;name\nx1;a\n;b\n2;\nNA;c\n3\n4;d;extra\n",
+        {"header": "true", "sep": ";", "comment": "#", "nullValue": "NA"},
+        {"id": ("x1", "2"), "name": ("a", "b", "c")},
+        id="CSV: text after the header; empty and nullValue left out, rows of another width too",
+    ),
+    pytest.param(
+        "csv",
+        'id,name\n"1","a,b"\n2,"say \\"hi\\""\n',
+        {"header": "true"},
+        {"id": ("1", "2"), "name": ("a,b", 'say "hi"')},
+        id="CSV: quotes and the reader's escape",
+    ),
+    pytest.param(
+        "json",
+        '{"id": "x1", "n": 1}\nnot json\n{"id": null, "n": 2.5}\n{"id": "", "b": true}\n',
+        None,
+        {"id": ("x1",), "n": (1, 2.5), "b": (True,)},
+        id="JSON: values keep their JSON type; a malformed line is passed; null and empty left out",
+    ),
+]
+
+
+@pytest.mark.parametrize(("format", "text", "options", "values"), SAMPLES)
+def test_a_csv_or_json_files_first_values_are_sampled_without_spark(
+    tmp_path: Path,
+    format: str,
+    text: str,
+    options: dict[str, str] | None,
+    values: dict[str, tuple[object, ...]],
+) -> None:
+    path = tmp_path / f"f.{format}.gz"
+    path.write_bytes(gzip.compress(text.encode("utf-8")))  # decompressed by its suffix
+    ((layout, sample),) = sampled_layouts([str(path)], format, options)
+    assert layout == tuple((name, None) for name in values)
+    assert sample is not None and sample.text is (format == "csv")
+    assert dict(sample.values) == values
+
+
+def test_only_the_records_in_the_first_probe_bytes_are_sampled(tmp_path: Path) -> None:
+    """The records that start in the first PROBE_BYTES, each whole; a record cut at
+    PROBE_BYTES of its own is left out (its cut value would read as another); a header is read
+    whole, however long; the reader's nanValue is kept for doubles."""
+    row = "1," + "y" * 90 + "\n"
+    rows = PROBE_BYTES // len(row) + 5
+    path = tmp_path / "long.csv"
+    path.write_text("id,name\n" + row * rows, "utf-8")
+    ((_, sample),) = sampled_layouts([str(path)], "csv", {"header": "true", "nanValue": "NA"})
+    assert sample is not None
+    starting = -(-(PROBE_BYTES - len("id,name\n")) // len(row))
+    assert len(sample.values["id"]) == starting < rows
+    assert set(sample.values["name"]) == {"y" * 90}
+    assert sample.float_words == {"NA"}
+    cut = tmp_path / "cut.ndjson"
+    cut.write_text(json.dumps({"id": "x" * PROBE_BYTES}) + "\n" + '{"id": 1}\n', "utf-8")
+    assert sampled_layouts([str(cut)], "json") == [(None, None)]  # as file_columns: none
+    wide = tmp_path / "wide.csv"
+    names = [f"column_{i}" for i in range(PROBE_BYTES // 8)]
+    wide.write_text(",".join(names) + "\n" + ",".join("1" for _ in names) + "\n", "utf-8")
+    ((layout, sample),) = sampled_layouts([str(wide)], "csv", {"header": "true"})
+    assert layout == tuple((name, None) for name in names)
+    assert sample is not None and not any(sample.values.values())  # no record in the probe
 
 
 def test_a_broken_file_or_a_headerless_csv_names_no_column(tmp_path: Path) -> None:

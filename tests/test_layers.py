@@ -117,9 +117,9 @@ KIND_ATTRIBUTES = {
     "is_time_by_unit",
 }
 #: Where asking which kind a pipeline is may happen: the configuration that defines the kinds,
-#: the kinds themselves (``kinds/``: the registry and one module per kind), and the Dagster
-#: factory (``defs/build.py``: it picks each kind's builder).
-MAY_ASK_THE_KIND = ("config/", "kinds/", "defs/build.py")
+#: and the kinds themselves (``kinds/``: the registry and one module per kind). ``defs/build.py``
+#: builds every pipeline through ``PipelineKind.dagster_defs`` and asks no more.
+MAY_ASK_THE_KIND = ("config/", "kinds/")
 #: Sites elsewhere that still ask, each with its reason (module -> why). Keep it tiny: a new
 #: command or builder goes through ``kinds.KINDS`` instead.
 STILL_ASKS: dict[str, str] = {}
@@ -382,17 +382,22 @@ MAY_BUILD_ASSET_KEYS = {
 }
 
 
-def asset_key_builds(source: str) -> Iterator[int]:
-    """The lines of ``source`` that build an ``AssetKey``: ``AssetKey(...)``,
-    ``dagster.AssetKey(...)``, ``AssetKey.from_user_string(...)`` and the like."""
+def builds_of(cls: str, source: str) -> Iterator[int]:
+    """The lines of ``source`` that build a ``cls``: ``cls(...)``, ``module.cls(...)``,
+    ``cls.from_user_string(...)`` and the like."""
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        if isinstance(func, ast.Attribute) and getattr(func.value, "id", None) == "AssetKey":
+        if isinstance(func, ast.Attribute) and getattr(func.value, "id", None) == cls:
             yield node.lineno  # AssetKey.from_user_string(...), AssetKey.from_coercible(...)
-        elif getattr(func, "id", None) == "AssetKey" or getattr(func, "attr", None) == "AssetKey":
+        elif getattr(func, "id", None) == cls or getattr(func, "attr", None) == cls:
             yield node.lineno
+
+
+def asset_key_builds(source: str) -> Iterator[int]:
+    """The lines of ``source`` that build an ``AssetKey``."""
+    return builds_of("AssetKey", source)
 
 
 def test_a_pipelines_asset_key_is_made_in_one_place() -> None:
@@ -407,6 +412,28 @@ def test_a_pipelines_asset_key_is_made_in_one_place() -> None:
     assert not building, f"an AssetKey built outside defs/keys.asset_key: {building}"
     for relative in MAY_BUILD_ASSET_KEYS:  # the list stays true
         assert list(asset_key_builds((PACKAGE / relative).read_text(encoding="utf-8"))), relative
+
+
+#: Where a table's ``DeltaCommitter`` may be built, each with its reason: everywhere else asks
+#: ``committer_for(table)``, the one place its storage options are worked out.
+MAY_BUILD_COMMITTERS = {
+    "delta/committer.py": "committer_for itself",
+    "providers/delta_metadata.py": "the provider's table, with the storage options it was given",
+}
+
+
+def test_a_tables_committer_is_made_in_one_place() -> None:
+    """``DeltaCommitter(uri)`` built again elsewhere works out the storage options once more
+    (credentials, the fsspec filesystem): ``committer_for`` is the one place (issue 23)."""
+    building = [
+        f"{relative}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (relative := path.relative_to(PACKAGE).as_posix()) not in MAY_BUILD_COMMITTERS
+        for line in builds_of("DeltaCommitter", path.read_text(encoding="utf-8"))
+    ]
+    assert not building, f"a DeltaCommitter built outside delta/committer.committer_for: {building}"
+    for relative in MAY_BUILD_COMMITTERS:  # the list stays true
+        assert list(builds_of("DeltaCommitter", (PACKAGE / relative).read_text("utf-8"))), relative
 
 
 @pytest.mark.parametrize(

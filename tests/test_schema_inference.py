@@ -35,6 +35,7 @@ from watermark_assets.sources.schema_inference import (
     merge,
     value_type,
 )
+from watermark_assets.sources.value_types import json_value_type
 
 STAMP = "2024-01-28T10:00:00Z"
 HOUR = "date=2024-01-28/hour=10"
@@ -74,6 +75,25 @@ def no_hint(name: str) -> str | None:
 )
 def test_the_type_of_a_sampled_value(value: Any, kind: str | None) -> None:
     assert value_type(value) == kind
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        pytest.param(
+            "42", "string", id="a quoted number: string (Spark's JSON reader reads no BIGINT)"
+        ),
+        pytest.param("true", "string", id="a quoted boolean: string"),
+        pytest.param("2024-01-28", "date", id="a date in a string: date"),
+        pytest.param("2024-01-28T10:00:00Z", "timestamp", id="a timestamp in a string"),
+        pytest.param("", None, id="empty: no evidence"),
+        pytest.param(42, "bigint", id="a JSON integer"),
+    ],
+)
+def test_the_type_of_a_sampled_json_value(value: Any, kind: str | None) -> None:
+    assert json_value_type(value) == kind
+    samples = [[("id", value)], [("id", None)]]
+    assert infer_columns(samples, no_hint, json_values=True) == (("id", kind or "string"),)
 
 
 @pytest.mark.parametrize(
@@ -117,14 +137,21 @@ def test_the_sample_is_read_from_csv_and_gzip_json_lines(tmp_path: Path) -> None
         "# a comment\nid;event_time;name\n1;2024-01-28T10:00:00Z;x\n2;;y\n"
     )
     with gzip.open(tmp_path / "c*.ndjson.gz", "wt") as handle:
-        handle.write('{"id": 1, "at": "2024-01-28", "tags": ["a"]}\nnot json\n{"id": 2.5}\n')
+        handle.write(
+            '{"id": 1, "at": "2024-01-28", "tags": ["a"], "code": "7"}\nnot json\n{"id": 2.5}\n'
+        )
     csv = infer_schema(str(tmp_path), ["a b.csv"], "csv", {"sep": ";", "comment": "#"}, no_hint)
     assert csv == InferredSchema(
         (("id", "bigint"), ("event_time", "timestamp"), ("name", "string")), ("a b.csv",)
     )
     assert csv.ddl == "`id` bigint, `event_time` timestamp, `name` string"
     ndjson = infer_schema(str(tmp_path), ["c*.ndjson.gz"], "ndjson", None, no_hint)
-    assert ndjson.columns == (("id", "double"), ("at", "date"), ("tags", "string"))
+    assert ndjson.columns == (
+        ("id", "double"),
+        ("at", "date"),
+        ("tags", "string"),
+        ("code", "string"),  # a quoted number: Spark's JSON reader reads it as text only
+    )
 
 
 def test_a_sample_without_records_is_refused_naming_the_fix(tmp_path: Path) -> None:

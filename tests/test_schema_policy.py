@@ -28,7 +28,16 @@ from deltalake import DeltaTable
 from watermark_assets.config.schema import SchemaMode, SchemaPolicy
 from watermark_assets.defs import build_definitions
 from watermark_assets.exceptions import ConfigError, SchemaChangeError
-from watermark_assets.sources.schema_drift import ColumnChange, changes, holds, new_columns
+from watermark_assets.sources.schema_drift import (
+    ColumnChange,
+    ValueSample,
+    changes,
+    holds,
+    new_columns,
+)
+from watermark_assets.sources.value_types import fits
+from watermark_assets.staging import STAGING_DIR
+from watermark_assets.state.load import load_state
 
 SCHEMA = "id BIGINT, event_time TIMESTAMP, name STRING"
 DECLARED = [("id", "bigint"), ("event_time", "timestamp"), ("name", "string")]
@@ -132,6 +141,111 @@ def test_changes_name_the_file_the_column_and_both_types() -> None:
     assert "has a column 'region' the schema lacks" in str(found[0])
 
 
+@pytest.mark.parametrize(
+    ("declared", "value", "text", "parses"),
+    [
+        # what Spark 4's readers parse (checked against Spark's CSV and JSON readers)
+        ("bigint", "4", True, True),
+        ("bigint", "+4", True, True),
+        ("bigint", "x4", True, False),
+        ("bigint", "4.0", True, False),
+        ("int", "3000000000", True, False),
+        ("bigint", 4, False, True),
+        ("bigint", "4", False, False),  # a quoted number is no JSON integer to Spark
+        ("bigint", 4.0, False, False),
+        ("bigint", True, False, False),
+        ("int", 3000000000, False, False),
+        ("double", "1.5d", True, True),
+        ("double", "NaN", True, True),
+        ("double", "Inf", True, True),
+        ("double", "1,5", True, False),
+        ("double", 4, False, True),
+        ("double", "Infinity", False, True),
+        ("double", "x", False, False),
+        ("boolean", "TRUE", True, True),
+        ("boolean", "yes", True, False),
+        ("boolean", "true", False, False),
+        ("boolean", True, False, True),
+        ("date", "never", True, False),
+        ("timestamp", 1706436000, False, True),
+        ("date", 19000, False, False),
+        ("string", {"a": 1}, False, True),
+        ("bigint", {"a": 1}, False, False),
+        # lenient where Spark's rules are options: never stop on values Spark reads
+        ("date", "28/01/2024", True, True),
+        ("timestamp", "10:00:00", True, True),
+        ("decimal(5,2)", "1,000.5", True, True),
+        ("bigint", " 4 ", True, True),
+        ("array<int>", "x", False, True),
+    ],
+    ids=lambda v: repr(v),
+)
+def test_which_csv_and_json_values_a_declared_type_reads(
+    declared: str, value: object, text: bool, parses: bool
+) -> None:
+    assert fits(declared, value, text=text) is parses
+
+
+def _csv(**values: tuple[str, ...]) -> ValueSample:
+    return ValueSample(values, text=True)
+
+
+def _json(**values: tuple[object, ...]) -> ValueSample:
+    return ValueSample(values, text=False)
+
+
+LAYOUT = (("id", None), ("event_time", None), ("name", None))
+
+
+@pytest.mark.parametrize(
+    ("sample", "expected"),
+    [
+        pytest.param(_csv(id=("x1", "x2", "x3")), [("id", "string")], id="CSV ids turned text"),
+        pytest.param(_json(id=("x1", "x2", "x3")), [("id", "string")], id="JSON ids turned text"),
+        pytest.param(_json(id=("1", "2", "3")), [("id", "string")], id="JSON ids quoted"),
+        pytest.param(_json(id=(1.5, 2.5, 3.0)), [("id", "double")], id="JSON ids turned floats"),
+        pytest.param(_json(id=({"a": 1},) * 3), [("id", "struct")], id="JSON ids turned objects"),
+        pytest.param(
+            _csv(id=("1", "x2", "3")),
+            [],
+            id="one bad value among good ones: malformed, not a change",
+        ),
+        pytest.param(_csv(id=("x1", "x2")), [], id="too few values to tell: malformed"),
+        pytest.param(_csv(id=()), [], id="no value: nothing to tell"),
+        pytest.param(
+            _csv(event_time=("never", "soon", "later")),
+            [("event_time", "string")],
+            id="timestamps without a digit",
+        ),
+        pytest.param(_csv(name=("1", "2", "3")), [], id="a string holds anything"),
+        pytest.param(
+            ValueSample({"id": ("N/A",) * 3}, text=True, float_words=frozenset({"N/A"})),
+            [("id", "string")],
+            id="the reader's nanValue is a double, not a bigint",
+        ),
+    ],
+)
+def test_a_csv_or_json_column_is_a_type_change_when_none_of_its_sampled_values_fit(
+    sample: ValueSample, expected: list[tuple[str, str]]
+) -> None:
+    found = changes(DECLARED, {"f": LAYOUT}, samples={"f": sample})
+    assert [(c.column, c.found) for c in found] == expected
+    assert all(c.declared == dict(DECLARED)[c.column] for c in found)
+    assert changes(DECLARED, {"f": LAYOUT}) == []  # without samples: not judged, as before
+
+
+def test_a_sampled_type_change_says_it_was_told_from_the_values() -> None:
+    (change,) = changes(DECLARED, {"a.csv": LAYOUT}, samples={"a.csv": _csv(id=("x",) * 4)})
+    assert change == ColumnChange("a.csv", "id", "bigint", "string", sampled=4)
+    assert str(change) == (
+        "file 'a.csv' column 'id' holds string values (all 4 in its first records), the schema "
+        "says bigint"
+    )
+    error = SchemaChangeError("events", "fail", [change])
+    assert "a.csv" in str(error) and "schema.mode: rescue" in str(error)
+    assert "ignore" in str(error) and "source.schema" in str(error)
+
+
 def test_new_columns_take_the_hint_then_the_footer_then_string() -> None:
     found = [
         ColumnChange("a", "region", None, None),
@@ -186,6 +300,21 @@ def csv_id_text(folder: Path, name: str, first: int) -> str:
     return f"{name}.csv"
 
 
+def csv_one_bad_id(folder: Path, name: str, first: int) -> str:
+    """Only the middle record's id is not a number: a malformed record, not a type change."""
+    rows = [
+        f"{'x' if i == 1 else ''}{r['id']},{STAMP},{r['name']}" for i, r in enumerate(_rows(first))
+    ]
+    (folder / f"{name}.csv").write_text("\n".join(["id,event_time,name", *rows]) + "\n")
+    return f"{name}.csv"
+
+
+def json_one_bad_id(folder: Path, name: str, first: int) -> str:
+    rows = [r | {"id": f"x{r['id']}"} if i == 1 else r for i, r in enumerate(_rows(first))]
+    (folder / f"{name}.ndjson").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return f"{name}.ndjson"
+
+
 def json_old(folder: Path, name: str, first: int) -> str:
     (folder / f"{name}.ndjson").write_text("".join(json.dumps(r) + "\n" for r in _rows(first)))
     return f"{name}.ndjson"
@@ -231,6 +360,8 @@ class Case:
     mode: str
     #: None: the second run fails with SchemaChangeError naming this column
     fails_on: str | None = None
+    #: (declared, found) the error names for ``fails_on`` (None: not checked)
+    types: tuple[str, str] | None = None
     #: the second file's rows as committed: (id, name, _rescued_data without _file)
     rows: tuple[tuple[Any, str, dict[str, str] | None], ...] = ()
     metadata: tuple[tuple[str, Any], ...] = ()
@@ -298,15 +429,52 @@ CASES = [
             "csv",
             csv_old,
             csv_id_text,
-            "fail",
-            rows=(),
-            metadata=(("rows/quarantined", 3),),
+            "ignore",
+            rows=_ok(ids=False),
+            metadata=(("schema/values_nulled", {"id": 3}),),
         ),
-        id="CSV int to string, fail: each record quarantined whole and counted (no NULL)",
+        id="CSV int to string, ignore: NULL but counted",
     ),
     pytest.param(
-        Case("ndjson", json_old, json_id_text, "add_columns", metadata=(("rows/quarantined", 3),)),
-        id="JSON int to string, add_columns: quarantined and counted",
+        Case("csv", csv_old, csv_id_text, "fail", fails_on="id", types=("bigint", "string")),
+        id="CSV int to string, fail: stops before anything is written",
+    ),
+    pytest.param(
+        Case("ndjson", json_old, json_id_text, "fail", fails_on="id", types=("bigint", "string")),
+        id="JSON int to string, fail: stops before anything is written",
+    ),
+    pytest.param(
+        Case(
+            "ndjson",
+            json_old,
+            json_id_text,
+            "add_columns",
+            fails_on="id",
+            types=("bigint", "string"),
+        ),
+        id="JSON int to string, add_columns still fails (a type change, as for Parquet)",
+    ),
+    pytest.param(
+        Case(
+            "csv",
+            csv_old,
+            csv_one_bad_id,
+            "fail",
+            rows=((4, "e4", None), (6, "e6", None)),
+            metadata=(("rows/quarantined", 1),),
+        ),
+        id="CSV one id not a number among good ones, fail: that record quarantined (no change)",
+    ),
+    pytest.param(
+        Case(
+            "ndjson",
+            json_old,
+            json_one_bad_id,
+            "fail",
+            rows=((4, "e4", None), (6, "e6", None)),
+            metadata=(("rows/quarantined", 1),),
+        ),
+        id="JSON one id not a number among good ones, fail: that record quarantined",
     ),
     # 3. A Parquet column turns from int to string.
     pytest.param(
@@ -339,6 +507,11 @@ CASES = [
 ]
 
 
+def _files(root: Path) -> list[Path]:
+    """The data, log and state files under ``root`` (not a run's hygiene marker)."""
+    return sorted(p for p in root.rglob("*") if p.suffix in (".parquet", ".json", ".checkpoint"))
+
+
 def _schema_error(error: BaseException) -> SchemaChangeError | None:
     seen: BaseException | None = error
     while seen is not None:
@@ -364,9 +537,13 @@ def test_a_landing_file_that_changed_its_columns(spark: Any, tmp_path: Path, cas
     assert loop.run(request).success
     table = str(tmp_path / "delta" / "events")
     version = DeltaTable(table).version()
+    pipeline = config.pipeline("events")
+    watermark = load_state(pipeline, now=FROZEN_NOW).watermark
+    staged = _files(Path(table) / STAGING_DIR)
 
     new_file = case.new(folder, "1706436060-000004", 4)
     (request,) = loop.tick().run_requests or []
+    before = _files(tmp_path / "delta")
     if case.fails_on is not None:
         with pytest.raises(Exception) as info:
             loop.run(request)
@@ -375,7 +552,15 @@ def test_a_landing_file_that_changed_its_columns(spark: Any, tmp_path: Path, cas
         assert "FAILED_READ_FILE" not in str(error)
         (change,) = [c for c in error.changes if c.column == case.fails_on]  # type: ignore[attr-defined]
         assert change.file == f"date=2024-01-28/hour=10/{new_file}"
+        if case.types is not None:  # the file, the column, both types and the fix, in words
+            assert (change.declared, change.found) == case.types
+            said = str(error)
+            assert all(w in said for w in (new_file, repr(case.fails_on), *case.types))
+            assert "schema.mode: rescue" in said and "source.schema" in said
         assert DeltaTable(table).version() == version  # nothing committed
+        assert _files(Path(table) / STAGING_DIR) == staged  # nothing staged
+        assert _files(tmp_path / "delta") == before  # no data, log or state file written
+        assert load_state(pipeline, now=FROZEN_NOW).watermark == watermark  # not moved
         return
     assert loop.run(request).success
     rows = DeltaTable(table).to_pyarrow_table().to_pylist()

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass, replace
-from datetime import timedelta
+from dataclasses import replace
 from typing import Any
 
 from dagster import (
@@ -13,96 +12,37 @@ from dagster import (
     AssetsDefinition,
     BetaWarning,
     Definitions,
-    DynamicPartitionsDefinition,
-    FreshnessPolicy,
-    ScheduleDefinition,
-    SensorDefinition,
-    TableColumn,
-    TableSchema,
     build_column_schema_change_checks,
     in_process_executor,
 )
-from dagster._core.definitions.unresolved_asset_job_definition import (
-    UnresolvedAssetJobDefinition,
-)
 
 from watermark_assets import storage
-from watermark_assets.config import (
-    AnyPipeline,
-    ColumnPipelineConfig,
-    EventTimePipelineConfig,
-    ProjectConfig,
-    TimePipelineConfig,
-    UnitPipelineConfig,
-    load_config,
-    source_folder,
-)
+from watermark_assets.config import AnyPipeline, ProjectConfig, load_config, source_folder
 from watermark_assets.core.clock import Clock, system_clock
-from watermark_assets.defs.assets import (
-    IO_MANAGER_KEY,
-    SPARK_RESOURCE_KEY,
-    build_asset,
-    pipeline_job,
-)
+from watermark_assets.defs.assets import IO_MANAGER_KEY, SPARK_RESOURCE_KEY
 from watermark_assets.defs.automation import automation_condition
-from watermark_assets.defs.backlog_check import build_file_backlog_check
-from watermark_assets.defs.checks import build_checks
-from watermark_assets.defs.column import (
-    COLUMN_IO_MANAGER_KEY,
-    ColumnWatermarkIOManager,
-    build_column_asset,
-    build_column_checks,
-    column_partitions,
-)
-from watermark_assets.defs.columns import column_schema, with_asset_attributes, with_identity
-from watermark_assets.defs.event_time import build_event_time_pipeline
-from watermark_assets.defs.freshness import GRANULARITY_CADENCE, cron_cadence, freshness_policy
+from watermark_assets.defs.column import COLUMN_IO_MANAGER_KEY, ColumnWatermarkIOManager
+from watermark_assets.defs.columns import with_asset_attributes, with_identity
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
-from watermark_assets.defs.partitions import partition_mapper, partitions_definition
+from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_worker import prestart_spark, spark_settings
-from watermark_assets.defs.sensors import build_sensor
-from watermark_assets.defs.time import build_time_pipeline, partition_cron
-from watermark_assets.defs.time_unit import build_grid_pipeline
-from watermark_assets.defs.unit import (
-    build_unit_asset,
-    build_unit_checks,
-    build_units_sensor,
-    unit_partitions,
-)
 from watermark_assets.defs.upstreams import source_specs, upstream_key, with_upstream
 from watermark_assets.exceptions import LandingFolderMissingWarning
-from watermark_assets.spark.batch import (
-    INGESTED_AT_COLUMN,
-    PARTITION_KEY_COLUMN,
-    SOURCE_FILE_COLUMN,
-)
+from watermark_assets.kinds import KINDS
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class PipelineDefs:
-    """The Dagster objects of one pipeline."""
-
-    asset: AssetsDefinition
-    checks: AssetChecksDefinition | None  # None: the asset carries its checks (event time)
-    job: UnresolvedAssetJobDefinition
-    sensor: SensorDefinition | None
-    schedule: ScheduleDefinition | None = None
-    #: more checks: ``backlog_within_limits`` (the sensor evaluates it) and Dagster's
-    #: ``column_schema_change`` (:func:`schema_change_checks`)
-    more_checks: tuple[AssetChecksDefinition, ...] = ()
-
-
 def build_pipeline(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -> PipelineDefs:
-    """The ONE place a pipeline's kind decides its Dagster objects (``config``: the whole file,
-    for a pipeline that reads another one's table), with the asset's freshness policy, column
-    schema (:func:`asset_attributes`) and automation condition (``defs/automation.py``)."""
-    built = _kind_defs(pipeline, clock, config)
-    freshness, schema = asset_attributes(pipeline)
+    """A pipeline's Dagster objects: its kind builds them (``PipelineKind.dagster_defs``, the
+    registry ``kinds/``; ``config``: the whole file, for a pipeline that reads another one's
+    table); then what every kind shares: the asset's freshness policy and column schema (as its
+    kind gives them), automation condition (``defs/automation.py``), group, owners, tags,
+    upstream, and Dagster's ``column_schema_change`` check."""
+    built = KINDS[pipeline.watermark.kind].dagster_defs(pipeline, clock, config)
     automation = automation_condition(pipeline.automation_condition)
-    asset = with_asset_attributes(built.asset, freshness, schema, automation)
+    asset = with_asset_attributes(built.asset, built.freshness, built.column_schema, automation)
     asset = with_identity(asset, pipeline.group, pipeline.owners, pipeline.tags)
     return replace(
         built,
@@ -120,113 +60,6 @@ def schema_change_checks(asset: AssetsDefinition) -> tuple[AssetChecksDefinition
     with warnings.catch_warnings():  # beta in Dagster 1.13; the API is what we need
         warnings.simplefilter("ignore", BetaWarning)
         return tuple(build_column_schema_change_checks(assets=[asset.key]))
-
-
-def _kind_defs(pipeline: AnyPipeline, clock: Clock, config: ProjectConfig) -> PipelineDefs:
-    if isinstance(pipeline, EventTimePipelineConfig):
-        event_time = build_event_time_pipeline(pipeline, config, clock)
-        return PipelineDefs(event_time.asset, None, event_time.job, event_time.sensor)
-    if isinstance(pipeline, TimePipelineConfig):
-        time = build_time_pipeline(pipeline, clock)
-        return PipelineDefs(time.asset, time.checks, time.job, time.sensor, time.schedule)
-    if isinstance(pipeline, ColumnPipelineConfig):
-        asset = build_column_asset(pipeline, clock)
-        check = build_column_checks(pipeline, asset.key)
-        job = pipeline_job(
-            pipeline.name,
-            asset,
-            check,
-            column_partitions(pipeline),
-            f"Reads the rows of {pipeline.name} above its column watermark"
-            if pipeline.partitions is None
-            else f"Replays the windows of {pipeline.name}'s partitions (one chunk each)",
-        )
-        return PipelineDefs(asset, check, job, None)
-    if isinstance(pipeline, UnitPipelineConfig) and pipeline.is_time_by_unit:
-        grid = build_grid_pipeline(pipeline, clock)
-        return PipelineDefs(grid.asset, grid.checks, grid.job, grid.sensor)
-    if isinstance(pipeline, UnitPipelineConfig):
-        return _unit_pipeline(pipeline, clock)
-    partitions_def = partitions_definition(pipeline)
-    partition_of = partition_mapper(partitions_def, clock)
-    asset = build_asset(pipeline, partitions_def, partition_of, clock)
-    check = build_checks(pipeline, asset.key)
-    job = pipeline_job(
-        pipeline.name,
-        asset,
-        check,
-        partitions_def,
-        f"Ingests the files of {pipeline.name} above the watermark.",
-    )
-    sensor = build_sensor(pipeline, job, asset.key, partitions_def, partition_of, clock)
-    backlog = build_file_backlog_check(pipeline, asset.key, clock)
-    return PipelineDefs(
-        asset, check, job, sensor, more_checks=() if backlog is None else (backlog,)
-    )
-
-
-#: The columns a file-path pipeline adds to every row (``spark/batch.py``), after the DDL's.
-_FILE_LINEAGE = (
-    TableColumn(SOURCE_FILE_COLUMN, "string", "The landing file of the row (lineage)."),
-    TableColumn(INGESTED_AT_COLUMN, "timestamp", "When the row was ingested (lineage)."),
-    TableColumn(PARTITION_KEY_COLUMN, "string", "The row's Dagster partition (lineage)."),
-)
-
-
-def asset_attributes(pipeline: AnyPipeline) -> tuple[FreshnessPolicy | None, TableSchema | None]:
-    """The asset's freshness policy (``defs/freshness.py``: the pipeline's cadence and grace)
-    and its column schema (``defs/columns.py``: the source's DDL, then the columns it adds)."""
-    if isinstance(pipeline, EventTimePipelineConfig):
-        cadence = GRANULARITY_CADENCE[pipeline.partitions.granularity]
-        late = pipeline.watermark.delay_ms + pipeline.watermark.lateness_ms
-        return freshness_policy(pipeline.freshness, cadence, timedelta(milliseconds=late)), None
-    if isinstance(pipeline, TimePipelineConfig):
-        cron = pipeline.schedule.cron or partition_cron(pipeline.watermark.spec)
-        grace = timedelta(days=pipeline.watermark.grace_days)
-        policy = freshness_policy(pipeline.freshness, cron_cadence(cron), grace)
-        return policy, _source_schema(pipeline.source)
-    if isinstance(pipeline, UnitPipelineConfig) and pipeline.watermark.time is not None:
-        time = pipeline.watermark.time  # time x unit: its sensor requests the cells due
-        cadence = cron_cadence(partition_cron(time.spec))
-        policy = freshness_policy(pipeline.freshness, cadence, timedelta(days=time.grace_days))
-        return policy, _source_schema(pipeline.source)
-    if isinstance(pipeline, ColumnPipelineConfig | UnitPipelineConfig):
-        return freshness_policy(pipeline.freshness, None), _source_schema(pipeline.source)
-    cadence = GRANULARITY_CADENCE[pipeline.partitions.granularity.value]
-    ddl = getattr(pipeline.source, "schema_ddl", None)
-    derived = [
-        TableColumn(name, "derived", f"Spark SQL: {expression}")
-        for name, expression in pipeline.table.derived_columns.items()
-    ]
-    added = [*_FILE_LINEAGE, *derived] if pipeline.source.type == "files" else derived
-    return freshness_policy(pipeline.freshness, cadence), column_schema(ddl, added)
-
-
-def _source_schema(source: Any) -> TableSchema | None:
-    """A column source's declared columns, with a file download's ``date_column``."""
-    date_column = getattr(source, "date_column", None)
-    added = (
-        [] if date_column is None else [TableColumn(date_column, "timestamp", "The file's date.")]
-    )
-    return column_schema(getattr(source, "schema_ddl", None), added)
-
-
-def _unit_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> PipelineDefs:
-    """Static partitions of explicit ids; dynamic ones with their sensor (``defs/unit.py``)."""
-    units = unit_partitions(pipeline)
-    asset = build_unit_asset(pipeline, units, clock)
-    check = build_unit_checks(pipeline, asset.key)
-    job = pipeline_job(
-        pipeline.name,
-        asset,
-        check,
-        units,
-        f"Replaces the rows of {pipeline.name}'s units (one commit per unit)",
-    )
-    sensor = None
-    if isinstance(units, DynamicPartitionsDefinition):
-        sensor = build_units_sensor(pipeline, job, asset.key, units)
-    return PipelineDefs(asset, check, job, sensor)
 
 
 def warn_missing_sources(config: ProjectConfig) -> None:

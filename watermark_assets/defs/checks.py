@@ -1,12 +1,18 @@
-"""Asset checks that read the Delta log, not the run's own claims.
+"""The two asset checks of every pipeline, read from the Delta log, not from the run's claims.
 
-- ``watermark_never_moves_backwards``: in every commit this run made, each landing partition's
-  watermark after the commit is >= the one before it, and so is the global value.
-- ``rows_reconcile``: rows committed (the add actions' numRecords in the log) equal rows read by
-  Spark minus rows quarantined.
+- ``watermark_never_moves_backwards``: in every commit this run made, the watermark the commit
+  stores is at or above the one it read (file path: each landing partition's and the global
+  value; column: the stored one and the previous commit's; unit: each unit's done-at);
+- ``rows_reconcile``: rows committed (the add actions' numRecords in the log) equal the rows the
+  run read, less what it set aside (file path: the quarantined rows; column and unit: rows
+  deduplicated on merge keys, plus rows a rewrite kept).
+
+One builder, :func:`watermark_checks`, reads the run's commits for every kind; a kind gives only
+its judge of one commit (:class:`CommitFindings`).
 """
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 from dagster import (
     AssetCheckExecutionContext,
@@ -21,7 +27,8 @@ from dagster import (
 
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
-from watermark_assets.delta.committer import CommitRecord, DeltaCommitter
+from watermark_assets.defs.table_schema import metadata_versions
+from watermark_assets.delta.committer import CommitRecord, DeltaCommitter, HasUri, committer_for
 from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.state.commit_metadata import COMMIT_METADATA_KEY, CommitMetadata
 
@@ -54,71 +61,105 @@ def row_mismatch(version: int, metadata: CommitMetadata, logged_rows: int) -> st
     )
 
 
-def _run_commits(
-    context: AssetCheckExecutionContext, pipeline: Pipeline, asset_key: AssetKey
-) -> list[tuple[int, CommitMetadata, int]]:
-    """This run's commits, named by its materializations' ``delta/version``, read from the log:
-    (version, the commit's metadata, the rows its add actions hold)."""
+@dataclass(frozen=True)
+class CommitFindings:
+    """What a kind's judge finds in one of the run's commits: where the watermark moved
+    backwards, and why its rows do not reconcile (None: they do)."""
+
+    regressions: Sequence[str] = ()
+    mismatch: str | None = None
+
+
+#: A kind's judge of one commit (the committer reads earlier commits if it must); None: the
+#: commit carries no record of this kind's run (nothing to judge).
+CommitJudge = Callable[[CommitRecord, DeltaCommitter], CommitFindings | None]
+
+
+def run_versions(context: AssetCheckExecutionContext, asset_key: AssetKey) -> list[int]:
+    """The commits this run made to the asset's table, as its materializations name them
+    (``delta/version``, ``delta/versions``: :func:`~watermark_assets.defs.table_schema.
+    metadata_versions`)."""
     records = context.instance.get_records_for_run(
         context.run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION
     ).records
-    versions = set()
+    versions: set[int] = set()
     for record in records:
         materialization = record.event_log_entry.asset_materialization
         if materialization is None or materialization.asset_key != asset_key:
             continue
-        value = materialization.metadata.get("delta/version")
-        if value is not None and isinstance(value.value, int):
-            versions.add(value.value)
-    committer = DeltaCommitter(pipeline.table.uri)
-    commits = []
-    for commit in readable_commits(committer, versions)[0]:
-        version = commit.version
-        text = commit.custom_metadata.get(COMMIT_METADATA_KEY)
-        if text:
-            logged = sum(add.num_records or 0 for add in commit.added)
-            commits.append((version, CommitMetadata.from_json(text), logged))
-    return commits
+        versions |= metadata_versions(materialization.metadata)
+    return sorted(versions)
 
 
-def build_checks(pipeline: Pipeline, asset_key: AssetKey) -> AssetChecksDefinition:
-    """Both checks of a pipeline's asset, evaluated after each materialization in the same run."""
+def watermark_checks(
+    name: str,
+    asset_key: AssetKey,
+    table: HasUri,
+    judge: CommitJudge,
+    *,
+    monotone: str,
+    reconcile: str,
+    no_commit: str,
+) -> AssetChecksDefinition:
+    """The two checks of a pipeline's asset (``name``: the pipeline's), evaluated after each
+    materialization in the same run: each commit the run made, read from the table's log, is
+    judged by ``judge``; ``monotone`` and ``reconcile`` describe the checks in the UI;
+    ``no_commit`` is what both say when the run committed nothing."""
 
     @multi_asset_check(
         specs=[
-            AssetCheckSpec(
-                MONOTONE_CHECK,
-                asset=asset_key,
-                description="The watermark never moved backwards in this run's commits.",
-            ),
-            AssetCheckSpec(
-                RECONCILE_CHECK,
-                asset=asset_key,
-                description="Rows committed = rows read - rows quarantined.",
-            ),
+            AssetCheckSpec(MONOTONE_CHECK, asset=asset_key, description=monotone),
+            AssetCheckSpec(RECONCILE_CHECK, asset=asset_key, description=reconcile),
         ],
-        name=f"{pipeline.name}_checks",
+        name=f"{name}_checks",
     )
     def checks(context: AssetCheckExecutionContext) -> Iterator[AssetCheckResult]:
-        commits = _run_commits(context, pipeline, asset_key)
-        if not commits:
-            note = "this run made no commit (nothing above the watermark, or already committed)"
-            yield AssetCheckResult(check_name=MONOTONE_CHECK, passed=True, description=note)
-            yield AssetCheckResult(check_name=RECONCILE_CHECK, passed=True, description=note)
+        versions = run_versions(context, asset_key)
+        if not versions:
+            yield AssetCheckResult(check_name=MONOTONE_CHECK, passed=True, description=no_commit)
+            yield AssetCheckResult(check_name=RECONCILE_CHECK, passed=True, description=no_commit)
             return
+        committer = committer_for(table)
+        commits, gone = readable_commits(committer, versions)
         regressions: list[str] = []
         mismatches: list[str] = []
-        for version, metadata, logged in commits:
-            regressions += watermark_regressions(
-                version, metadata.watermark_before, metadata.watermark_after
-            )
-            mismatch = row_mismatch(version, metadata, logged)
-            if mismatch:
-                mismatches.append(mismatch)
-        versions = [version for version, _, _ in commits]
-        yield from check_results(versions, regressions, mismatches)
+        for commit in commits:
+            found = judge(commit, committer)
+            if found is None:
+                continue
+            regressions += found.regressions
+            if found.mismatch is not None:
+                mismatches.append(found.mismatch)
+        yield from check_results(versions, regressions, mismatches, gone)
 
     return checks
+
+
+def judge_file_commit(commit: CommitRecord, committer: DeltaCommitter) -> CommitFindings | None:
+    """A file-path run's commit: each landing partition's watermark and the global one at or
+    above the ones before; rows in the log = rows read - rows quarantined."""
+    text = commit.custom_metadata.get(COMMIT_METADATA_KEY)
+    if not text:
+        return None
+    metadata = CommitMetadata.from_json(text)
+    logged = sum(add.num_records or 0 for add in commit.added)
+    return CommitFindings(
+        watermark_regressions(commit.version, metadata.watermark_before, metadata.watermark_after),
+        row_mismatch(commit.version, metadata, logged),
+    )
+
+
+def build_checks(pipeline: Pipeline, asset_key: AssetKey) -> AssetChecksDefinition:
+    """Both checks of a file-path pipeline's asset."""
+    return watermark_checks(
+        pipeline.name,
+        asset_key,
+        pipeline.table,
+        judge_file_commit,
+        monotone="The watermark never moved backwards in this run's commits.",
+        reconcile="Rows committed = rows read - rows quarantined.",
+        no_commit="this run made no commit (nothing above the watermark, or already committed)",
+    )
 
 
 def readable_commits(

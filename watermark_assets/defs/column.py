@@ -14,24 +14,19 @@ is untouched).
 """
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from dagster import (
-    AssetCheckExecutionContext,
-    AssetCheckResult,
     AssetChecksDefinition,
-    AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
     AssetsDefinition,
     BackfillPolicy,
-    DagsterEventType,
     MaterializeResult,
     OutputContext,
     TimeWindowPartitionsDefinition,
     asset,
-    multi_asset_check,
 )
 
 from watermark_assets import names
@@ -39,18 +34,17 @@ from watermark_assets.config import ColumnPipelineConfig, ReplayChunkConfig, Rep
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.column.replay import ReplayChunk
 from watermark_assets.core.column.watermark import ColumnWatermark
-from watermark_assets.defs.checks import (
-    MONOTONE_CHECK,
-    RECONCILE_CHECK,
-    check_results,
-    readable_commits,
-)
+from watermark_assets.defs.assets import pipeline_job
+from watermark_assets.defs.checks import CommitFindings, watermark_checks
+from watermark_assets.defs.columns import source_schema
+from watermark_assets.defs.freshness import freshness_policy
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import column_metadata, replay_metadata
 from watermark_assets.defs.partitions import partitions_definition
+from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
-from watermark_assets.defs.table_schema import metadata_versions, with_table_schema
+from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord, table_row_count
 from watermark_assets.exceptions import DeltaCommitError
@@ -212,19 +206,6 @@ class ColumnWatermarkIOManager(WatermarkDeltaIOManager):
         )
 
 
-def run_versions(context: AssetCheckExecutionContext, asset_key: AssetKey) -> list[int]:
-    records = context.instance.get_records_for_run(
-        context.run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION
-    ).records
-    versions = set()
-    for record in records:
-        materialization = record.event_log_entry.asset_materialization
-        if materialization is None or materialization.asset_key != asset_key:
-            continue
-        versions |= metadata_versions(materialization.metadata)
-    return sorted(versions)
-
-
 def _previous_carried(
     committer: DeltaCommitter, dataflow_id: str, version: int
 ) -> WatermarkRecord | None:
@@ -257,57 +238,61 @@ def reconcile_mismatch(version: int, record: dict[str, Any], commit: CommitRecor
 def build_column_checks(
     pipeline: ColumnPipelineConfig, asset_key: AssetKey
 ) -> AssetChecksDefinition:
-    """Both checks, read from this run's commit in the Delta log (not from the run's claims)."""
+    """Both checks of a column pipeline's asset (a time or time x unit pipeline's column view
+    too), read from this run's commits in the Delta log (not from the run's claims)."""
 
-    @multi_asset_check(
-        specs=[
-            AssetCheckSpec(
-                MONOTONE_CHECK,
-                asset=asset_key,
-                description="The watermark a commit stores is at or above the one it read "
-                "and the one the previous commit stored.",
-            ),
-            AssetCheckSpec(
-                RECONCILE_CHECK,
-                asset=asset_key,
-                description="Rows added by the commit = rows read (- rows of a merge key read "
-                "twice, one kept; + rows a replace or merge kept when it rewrote a file).",
-            ),
-        ],
-        name=f"{pipeline.name}_checks",
-    )
-    def checks(context: AssetCheckExecutionContext) -> Iterator[AssetCheckResult]:
-        versions = run_versions(context, asset_key)
-        committer = DeltaCommitter(pipeline.table.uri)
+    def judge(commit: CommitRecord, committer: DeltaCommitter) -> CommitFindings | None:
+        text = commit.custom_metadata.get(RUN_METADATA_KEY)
+        if not text:
+            return None
+        version = commit.version
+        record = json.loads(text)
         regressions: list[str] = []
-        mismatches: list[str] = []
-        commits, gone = readable_commits(committer, versions)
-        for commit in commits:
-            version = commit.version
-            text = commit.custom_metadata.get(RUN_METADATA_KEY)
-            if not text:
-                continue
-            record = json.loads(text)
-            before = ColumnWatermark.from_json(record["watermark_before"])
-            after = ColumnWatermark.from_json(record["watermark_after"])
-            if not after.covers(before):
-                regressions.append(f"v{version}: {before} -> {after}")
-            carried = watermark_record(pipeline.dataflow_id, commit)
-            previous = _previous_carried(committer, pipeline.dataflow_id, version)
-            if carried is not None and previous is not None:
-                now, was = (ColumnWatermark.from_json(r.watermark) for r in (carried, previous))
-                if not now.covers(was):
-                    regressions.append(
-                        f"v{version} stores {now}, below v{previous.delta_version}'s {was}"
-                    )
-            mismatch = reconcile_mismatch(version, record, commit)
-            if mismatch is not None:
-                mismatches.append(mismatch)
-        if not versions:
-            note = "this run made no commit (nothing above the watermark)"
-            yield AssetCheckResult(check_name=MONOTONE_CHECK, passed=True, description=note)
-            yield AssetCheckResult(check_name=RECONCILE_CHECK, passed=True, description=note)
-            return
-        yield from check_results(versions, regressions, mismatches, gone)
+        before = ColumnWatermark.from_json(record["watermark_before"])
+        after = ColumnWatermark.from_json(record["watermark_after"])
+        if not after.covers(before):
+            regressions.append(f"v{version}: {before} -> {after}")
+        carried = watermark_record(pipeline.dataflow_id, commit)
+        previous = _previous_carried(committer, pipeline.dataflow_id, version)
+        if carried is not None and previous is not None:
+            now, was = (ColumnWatermark.from_json(r.watermark) for r in (carried, previous))
+            if not now.covers(was):
+                regressions.append(
+                    f"v{version} stores {now}, below v{previous.delta_version}'s {was}"
+                )
+        return CommitFindings(regressions, reconcile_mismatch(version, record, commit))
 
-    return checks
+    return watermark_checks(
+        pipeline.name,
+        asset_key,
+        pipeline.table,
+        judge,
+        monotone="The watermark a commit stores is at or above the one it read and the one "
+        "the previous commit stored.",
+        reconcile="Rows added by the commit = rows read (- rows of a merge key read twice, one "
+        "kept; + rows a replace or merge kept when it rewrote a file).",
+        no_commit="this run made no commit (nothing above the watermark)",
+    )
+
+
+def build_column_pipeline(pipeline: ColumnPipelineConfig, clock: Clock) -> PipelineDefs:
+    """Everything of one column pipeline (the column kind's ``dagster_defs``): materialized by
+    hand or by a backfill (no sensor); fresh by its ``freshness`` alone."""
+    asset = build_column_asset(pipeline, clock)
+    check = build_column_checks(pipeline, asset.key)
+    job = pipeline_job(
+        pipeline.name,
+        asset,
+        check,
+        column_partitions(pipeline),
+        f"Reads the rows of {pipeline.name} above its column watermark"
+        if pipeline.partitions is None
+        else f"Replays the windows of {pipeline.name}'s partitions (one chunk each)",
+    )
+    return PipelineDefs(
+        asset,
+        check,
+        job,
+        freshness=freshness_policy(pipeline.freshness, None),
+        column_schema=source_schema(pipeline.source),
+    )

@@ -46,6 +46,16 @@ def column_schema(ddl: str | None, added: Sequence[TableColumn] = ()) -> TableSc
     return TableSchema(columns=[*ddl_columns(ddl), *added])
 
 
+def source_schema(source: Any) -> TableSchema | None:
+    """A column source's declared columns (``schema``), with a file download's ``date_column``
+    (None: the source declares no DDL)."""
+    date_column = getattr(source, "date_column", None)
+    added = (
+        [] if date_column is None else [TableColumn(date_column, "timestamp", "The file's date.")]
+    )
+    return column_schema(getattr(source, "schema_ddl", None), added)
+
+
 def with_asset_attributes(
     asset: AssetsDefinition,
     freshness: FreshnessPolicy | None,

@@ -21,7 +21,7 @@ partitioned by event time, whose partitions close when the watermark passes thei
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
@@ -65,6 +65,7 @@ from watermark_assets.core.event_time import (
 from watermark_assets.core.time.instant import from_millis, to_millis
 from watermark_assets.defs.assets import PIPELINE_TAG
 from watermark_assets.defs.backlog_check import backlog_check_spec, backlog_verdict
+from watermark_assets.defs.freshness import GRANULARITY_CADENCE, freshness_policy
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.partition_truth import (
     MAX_OBSERVED,
@@ -73,6 +74,7 @@ from watermark_assets.defs.partition_truth import (
     changed_observations,
     iso_utc,
 )
+from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.sensors import partitions_in_flight
@@ -595,17 +597,12 @@ def build_event_time_sensor(
     return event_time_sensor
 
 
-@dataclass(frozen=True)
-class EventTimePipelineDefs:
-    asset: AssetsDefinition
-    job: UnresolvedAssetJobDefinition
-    sensor: SensorDefinition
-
-
 def build_event_time_pipeline(
     pipeline: EventTimePipelineConfig, config: ProjectConfig, clock: Clock
-) -> EventTimePipelineDefs:
-    """Everything of one event-time pipeline (``defs/build.build_pipeline`` picks this)."""
+) -> PipelineDefs:
+    """Everything of one event-time pipeline (the event-time kind's ``dagster_defs``): the asset
+    carries its checks; fresh within a window's cadence plus the watermark's delay and the
+    lateness it waits for. Its columns are the aggregate's, known when Spark plans it."""
     engine = window_engine(pipeline, config)
     spec = engine.spec
     partitions_def = event_time_partitions(pipeline)
@@ -621,7 +618,15 @@ def build_event_time_pipeline(
     sensor_def = build_event_time_sensor(
         pipeline, engine, job, asset_def.key, partitions_def, clock
     )
-    return EventTimePipelineDefs(asset_def, job, sensor_def)
+    cadence = GRANULARITY_CADENCE[pipeline.partitions.granularity]
+    late = timedelta(milliseconds=pipeline.watermark.delay_ms + pipeline.watermark.lateness_ms)
+    return PipelineDefs(
+        asset_def,
+        None,
+        job,
+        sensor_def,
+        freshness=freshness_policy(pipeline.freshness, cadence, late),
+    )
 
 
 __all__ = [

@@ -57,7 +57,7 @@ from watermark_assets.defs.file_quiet_partitions import digest, quiet_observatio
 from watermark_assets.defs.keys import node_name
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import columns_note
-from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.delta.committer import committer_for
 from watermark_assets.exceptions import LateFilesUnprovableError
 from watermark_assets.sources.file_discovery import (
     FileGroups,
@@ -353,7 +353,7 @@ def build_sensor(
                 skip_reason=reason + notes, cursor=cursor.to_string(), asset_events=events
             )
 
-        versions = DeltaCommitter(pipeline.table.uri).transaction_versions(
+        versions = committer_for(pipeline.table).transaction_versions(
             [txn_app_id(pipeline.name, key) for key in groups.by_partition]
         )
         requests: list[RunRequest] = []

@@ -23,7 +23,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dagster import (
-    AssetChecksDefinition,
     AssetExecutionContext,
     AssetKey,
     AssetsDefinition,
@@ -64,6 +63,8 @@ from watermark_assets.core.time import (
 from watermark_assets.core.time.tick import DueWindows
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
+from watermark_assets.defs.columns import source_schema
+from watermark_assets.defs.freshness import cron_cadence, freshness_policy
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import (
     null_watermark_rows,
@@ -76,6 +77,7 @@ from watermark_assets.defs.partition_truth import (
     changed_observations,
     iso_utc,
 )
+from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
@@ -679,20 +681,9 @@ def build_time_schedule(
     )
 
 
-@dataclass(frozen=True)
-class TimePipelineDefs:
-    """The Dagster objects of one time pipeline."""
-
-    asset: AssetsDefinition
-    checks: AssetChecksDefinition
-    job: UnresolvedAssetJobDefinition
-    schedule: ScheduleDefinition
-    sensor: SensorDefinition
-
-
-def build_time_pipeline(pipeline: TimePipelineConfig, clock: Clock) -> TimePipelineDefs:
-    """Everything of one time pipeline (:func:`watermark_assets.defs.build.build_pipeline` picks
-    this for ``watermark.kind: time``)."""
+def build_time_pipeline(pipeline: TimePipelineConfig, clock: Clock) -> PipelineDefs:
+    """Everything of one time pipeline (the time kind's ``dagster_defs``, ``kinds/time.py``):
+    fresh within a window's cadence (``schedule.cron``, else the partitions') and its grace."""
     partitions_def = time_partitions(pipeline.watermark.spec)
     asset_def = build_time_asset(pipeline, partitions_def, clock)
     checks = build_column_checks(pipeline.column_pipeline(), asset_def.key)
@@ -705,4 +696,14 @@ def build_time_pipeline(pipeline: TimePipelineConfig, clock: Clock) -> TimePipel
     )
     schedule = build_time_schedule(pipeline, job, asset_def.key, partitions_def, clock)
     sensor_def = build_time_sensor(pipeline, job, asset_def.key, partitions_def, clock)
-    return TimePipelineDefs(asset_def, checks, job, schedule, sensor_def)
+    cron = pipeline.schedule.cron or partition_cron(pipeline.watermark.spec)
+    grace = timedelta(days=pipeline.watermark.grace_days)
+    return PipelineDefs(
+        asset_def,
+        checks,
+        job,
+        sensor_def,
+        schedule,
+        freshness=freshness_policy(pipeline.freshness, cron_cadence(cron), grace),
+        column_schema=source_schema(pipeline.source),
+    )

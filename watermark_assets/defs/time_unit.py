@@ -19,11 +19,10 @@
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from dagster import (
-    AssetChecksDefinition,
     AssetExecutionContext,
     AssetKey,
     AssetsDefinition,
@@ -54,9 +53,12 @@ from watermark_assets.core.unit import Cell, CellRange, DueCells, due_cells
 from watermark_assets.core.unit.grid import unit_time_watermark
 from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.column import build_column_checks
+from watermark_assets.defs.columns import source_schema
+from watermark_assets.defs.freshness import cron_cadence, freshness_policy
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata, window_run_totals
 from watermark_assets.defs.partition_truth import add_partition_truth
+from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
@@ -67,6 +69,7 @@ from watermark_assets.defs.time import (
     cut_off_epoch,
     failed_attempts,
     no_window_truth,
+    partition_cron,
     partition_key,
     time_asset_metadata,
     time_partitions,
@@ -380,19 +383,10 @@ def build_grid_sensor(
     return grid_sensor
 
 
-@dataclass(frozen=True)
-class GridPipelineDefs:
-    """The Dagster objects of one time x unit pipeline."""
-
-    asset: AssetsDefinition
-    checks: AssetChecksDefinition
-    job: UnresolvedAssetJobDefinition
-    sensor: SensorDefinition
-
-
-def build_grid_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> GridPipelineDefs:
-    """Everything of one time x unit pipeline (:func:`watermark_assets.defs.build.build_pipeline`
-    picks this for a unit watermark with ``time``)."""
+def build_grid_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> PipelineDefs:
+    """Everything of one time x unit pipeline (the unit kind's ``dagster_defs`` picks this for a
+    unit watermark with ``time``): fresh within a window's cadence and its grace (its sensor
+    requests the cells due)."""
     partitions_def = grid_partitions(pipeline)
     asset_def = build_grid_asset(pipeline, partitions_def, clock)
     checks = build_column_checks(pipeline.column_pipeline(), asset_def.key)
@@ -404,4 +398,14 @@ def build_grid_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> GridPipel
         f"Reads and replaces (window, unit) cells of {pipeline.name} (one commit per cell).",
     )
     sensor_def = build_grid_sensor(pipeline, job, asset_def.key, partitions_def, clock)
-    return GridPipelineDefs(asset_def, checks, job, sensor_def)
+    time = pipeline.watermark.time
+    assert time is not None, "a time x unit pipeline has watermark.time"
+    cadence = cron_cadence(partition_cron(time.spec))
+    return PipelineDefs(
+        asset_def,
+        checks,
+        job,
+        sensor_def,
+        freshness=freshness_policy(pipeline.freshness, cadence, timedelta(days=time.grace_days)),
+        column_schema=source_schema(pipeline.source),
+    )

@@ -26,15 +26,12 @@ done-at never moves backwards; rows added = rows read + rows kept by rewrite.
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
 from dagster import (
-    AssetCheckExecutionContext,
-    AssetCheckResult,
     AssetChecksDefinition,
-    AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
     AssetObservation,
@@ -50,7 +47,6 @@ from dagster import (
     SensorResult,
     StaticPartitionsDefinition,
     asset,
-    multi_asset_check,
     sensor,
 )
 from dagster._core.definitions.unresolved_asset_job_definition import (
@@ -62,24 +58,22 @@ from watermark_assets import vocabulary as v
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.unit import UnitWatermark, some_ids, unit_id_problems
-from watermark_assets.defs.assets import PIPELINE_TAG
-from watermark_assets.defs.checks import (
-    MONOTONE_CHECK,
-    RECONCILE_CHECK,
-    check_results,
-    readable_commits,
-)
-from watermark_assets.defs.column import reconcile_mismatch, run_versions
+from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
+from watermark_assets.defs.checks import CommitFindings, watermark_checks
+from watermark_assets.defs.column import reconcile_mismatch
+from watermark_assets.defs.columns import source_schema
+from watermark_assets.defs.freshness import freshness_policy
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.partition_truth import PartitionTruth, add_partition_truth, iso_utc
+from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.defs.time import failed_attempts
 from watermark_assets.delta.committer import DeltaCommitter
-from watermark_assets.delta.log import table_row_count
+from watermark_assets.delta.log import CommitRecord, table_row_count
 from watermark_assets.exceptions import SecondaryInputError
 from watermark_assets.runs.column import RUN_METADATA_KEY
 from watermark_assets.runs.unit import (
@@ -251,50 +245,29 @@ def build_unit_checks(pipeline: UnitPipelineConfig, asset_key: AssetKey) -> Asse
     adds reconcile with the rows read (+ rows kept when a file holding other units was
     rewritten)."""
 
-    @multi_asset_check(
-        specs=[
-            AssetCheckSpec(
-                MONOTONE_CHECK,
-                asset=asset_key,
-                description="Each unit's watermark (done-at) a commit stores is at or above the "
-                "one it read.",
-            ),
-            AssetCheckSpec(
-                RECONCILE_CHECK,
-                asset=asset_key,
-                description="Rows added by a unit's commit = rows read + rows of other units "
-                "kept when a file was rewritten.",
-            ),
-        ],
-        name=f"{pipeline.name}_checks",
-    )
-    def checks(context: AssetCheckExecutionContext) -> Iterator[AssetCheckResult]:
-        versions = run_versions(context, asset_key)
-        committer = DeltaCommitter(pipeline.table.uri)
-        regressions: list[str] = []
-        mismatches: list[str] = []
-        commits, gone = readable_commits(committer, versions)
-        for commit in commits:
-            version = commit.version
-            unit_text = commit.custom_metadata.get(UNIT_RUN_KEY)
-            run_text = commit.custom_metadata.get(RUN_METADATA_KEY)
-            if not unit_text or not run_text:
-                continue
-            unit = json.loads(unit_text)
-            before, after = unit["done_at_before"], unit["done_at_after"]
-            if before is not None and after < before:
-                regressions.append(f"v{version}: unit {unit['unit']!r} {before} -> {after} ms")
-            mismatch = reconcile_mismatch(version, json.loads(run_text), commit)
-            if mismatch is not None:
-                mismatches.append(mismatch)
-        if not versions:
-            note = "this run made no commit"
-            yield AssetCheckResult(check_name=MONOTONE_CHECK, passed=True, description=note)
-            yield AssetCheckResult(check_name=RECONCILE_CHECK, passed=True, description=note)
-            return
-        yield from check_results(versions, regressions, mismatches, gone)
+    def judge(commit: CommitRecord, committer: DeltaCommitter) -> CommitFindings | None:
+        unit_text = commit.custom_metadata.get(UNIT_RUN_KEY)
+        run_text = commit.custom_metadata.get(RUN_METADATA_KEY)
+        if not unit_text or not run_text:
+            return None
+        unit = json.loads(unit_text)
+        before, after = unit["done_at_before"], unit["done_at_after"]
+        regressions = []
+        if before is not None and after < before:
+            regressions.append(f"v{commit.version}: unit {unit['unit']!r} {before} -> {after} ms")
+        mismatch = reconcile_mismatch(commit.version, json.loads(run_text), commit)
+        return CommitFindings(regressions, mismatch)
 
-    return checks
+    return watermark_checks(
+        pipeline.name,
+        asset_key,
+        pipeline.table,
+        judge,
+        monotone="Each unit's watermark (done-at) a commit stores is at or above the one it read.",
+        reconcile="Rows added by a unit's commit = rows read + rows of other units kept when a "
+        "file was rewritten.",
+        no_commit="this run made no commit",
+    )
 
 
 @dataclass(frozen=True)
@@ -550,3 +523,30 @@ def build_units_sensor(
         )
 
     return units_sensor
+
+
+def build_unit_pipeline(pipeline: UnitPipelineConfig, clock: Clock) -> PipelineDefs:
+    """Everything of one unit pipeline without ``time`` (the unit kind's ``dagster_defs``):
+    static partitions of explicit ids, or dynamic ones with the sensor that adds the ids its
+    secondary input lists; fresh by its ``freshness`` alone."""
+    units = unit_partitions(pipeline)
+    asset = build_unit_asset(pipeline, units, clock)
+    check = build_unit_checks(pipeline, asset.key)
+    job = pipeline_job(
+        pipeline.name,
+        asset,
+        check,
+        units,
+        f"Replaces the rows of {pipeline.name}'s units (one commit per unit)",
+    )
+    sensor = None
+    if isinstance(units, DynamicPartitionsDefinition):
+        sensor = build_units_sensor(pipeline, job, asset.key, units)
+    return PipelineDefs(
+        asset,
+        check,
+        job,
+        sensor,
+        freshness=freshness_policy(pipeline.freshness, None),
+        column_schema=source_schema(pipeline.source),
+    )

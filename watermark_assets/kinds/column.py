@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watermark_assets.config import ColumnPipelineConfig, ProjectConfig
+from watermark_assets.core.clock import Clock
 from watermark_assets.kinds import report
 from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind, StateLogEntry
 from watermark_assets.kinds.headless import (
@@ -22,6 +23,9 @@ from watermark_assets.kinds.headless import (
     failure_reason,
     startup_done,
 )
+
+if TYPE_CHECKING:
+    from watermark_assets.defs.pipeline_defs import PipelineDefs
 
 
 @dataclass(frozen=True)
@@ -278,11 +282,21 @@ def replay(
     return 0
 
 
+def dagster_defs(
+    pipeline: ColumnPipelineConfig, clock: Clock, config: ProjectConfig
+) -> PipelineDefs:
+    """The Dagster objects of a column pipeline."""
+    from watermark_assets.defs.column import build_column_pipeline
+
+    return build_column_pipeline(pipeline, clock)
+
+
 KIND = PipelineKind[ColumnPipelineConfig](
     "column",
     ColumnPipelineConfig,
     lambda config: config.column_pipelines,
     lambda config, pipeline: report.summarize_column(pipeline),
+    dagster_defs=dagster_defs,
     state_logs=state_logs,
     explain_notes=explain_notes,
     replay=replay,

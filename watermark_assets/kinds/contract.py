@@ -1,7 +1,8 @@
 """What a command needs of one kind of pipeline: :class:`PipelineKind` (docs/design.md, "One
 pipeline model").
 
-Every command of the CLI (``summary``, ``explain``, ``run-sensors``, ``demo``, ``replay``,
+``defs/build.py`` builds every pipeline's Dagster objects through :attr:`PipelineKind.dagster_defs`;
+every command of the CLI (``summary``, ``explain``, ``run-sensors``, ``demo``, ``replay``,
 ``repair-state``) and ``defs/run_worker.py`` go through this contract and the registry
 (``kinds/__init__.py``); each kind fills it in its own module (``kinds/file_path.py``,
 ``kinds/column.py``, ...), and only there is the kind's configuration read for what it is.
@@ -18,6 +19,8 @@ from watermark_assets.kinds.report import PartitionedRow, SummaryRow
 
 if TYPE_CHECKING:
     from watermark_assets.config import ProjectConfig
+    from watermark_assets.core.clock import Clock
+    from watermark_assets.defs.pipeline_defs import PipelineDefs
     from watermark_assets.kinds.headless import FailedRun, Headless
 
 P = TypeVar("P")
@@ -81,6 +84,10 @@ class PipelineKind(Generic[P]):
     pipelines: Callable[[ProjectConfig], Sequence[P]]
     #: its row of ``summary`` (and the first line of ``explain`` for a kind without files)
     summarize: Callable[[ProjectConfig, P], Row]
+    #: its Dagster objects (asset, checks, job, sensor or schedule) and the asset's freshness
+    #: policy and column schema; ``defs/build.py`` adds what every kind shares (``config``:
+    #: the whole file, for a pipeline that reads another one's table)
+    dagster_defs: Callable[[P, Clock, ProjectConfig], PipelineDefs]
     #: the states its table keeps as commitInfo entries: ``explain``'s state lines and what
     #: ``repair-state`` rebuilds (unless the kind has its own :attr:`repair`)
     state_logs: Callable[[ProjectConfig, P], list[StateLogEntry]] = _no_lines

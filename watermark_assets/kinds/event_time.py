@@ -6,11 +6,16 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from watermark_assets.config import EventTimePipelineConfig, ProjectConfig
+from watermark_assets.core.clock import Clock
 from watermark_assets.kinds import report
 from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind
 from watermark_assets.kinds.headless import FailedRun, Headless, as_sensor_run, run_keys
+
+if TYPE_CHECKING:
+    from watermark_assets.defs.pipeline_defs import PipelineDefs
 
 
 def run_sensors_once(
@@ -111,11 +116,21 @@ def repair(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> int:
     return 0
 
 
+def dagster_defs(
+    pipeline: EventTimePipelineConfig, clock: Clock, config: ProjectConfig
+) -> PipelineDefs:
+    """The Dagster objects of an event-time pipeline (``config``: its upstreams' tables)."""
+    from watermark_assets.defs.event_time import build_event_time_pipeline
+
+    return build_event_time_pipeline(pipeline, config, clock)
+
+
 KIND = PipelineKind[EventTimePipelineConfig](
     "event_time",
     EventTimePipelineConfig,
     lambda config: config.event_time_pipelines,
     report.summarize_event_time,
+    dagster_defs=dagster_defs,
     explain_notes=explain_notes,
     repair=repair,
     demo_runs=DemoStep(

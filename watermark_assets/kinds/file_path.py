@@ -7,9 +7,10 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from watermark_assets.config import FilePipelineConfig, ProjectConfig
-from watermark_assets.core.clock import system_clock
+from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.kinds import report
 from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind
 from watermark_assets.kinds.headless import (
@@ -21,6 +22,9 @@ from watermark_assets.kinds.headless import (
     innermost,
     run_keys,
 )
+
+if TYPE_CHECKING:
+    from watermark_assets.defs.pipeline_defs import PipelineDefs
 
 #: Ticks of one pipeline's sensor in a pass, at most.
 MAX_TICKS = 50
@@ -175,11 +179,19 @@ def repair(config: ProjectConfig, pipeline: FilePipelineConfig) -> int:
     return 0
 
 
+def dagster_defs(pipeline: FilePipelineConfig, clock: Clock, config: ProjectConfig) -> PipelineDefs:
+    """The Dagster objects of a file-path pipeline."""
+    from watermark_assets.defs.file_pipeline import build_file_pipeline
+
+    return build_file_pipeline(pipeline, clock)
+
+
 KIND = PipelineKind[FilePipelineConfig](
     "file_path",
     FilePipelineConfig,
     lambda config: config.file_pipelines,
     lambda config, pipeline: report.summarize(pipeline),
+    dagster_defs=dagster_defs,
     explain_files=explain_files,
     repair=repair,
     sensor_pass=sensor_pass,

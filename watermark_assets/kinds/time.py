@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from watermark_assets.config import ProjectConfig, TimePipelineConfig
-from watermark_assets.core.clock import system_clock
+from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.kinds import report
 from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind, StateLogEntry
 from watermark_assets.kinds.headless import (
@@ -17,6 +18,9 @@ from watermark_assets.kinds.headless import (
     as_sensor_run,
     run_keys,
 )
+
+if TYPE_CHECKING:
+    from watermark_assets.defs.pipeline_defs import PipelineDefs
 
 #: Ticks of each time pipeline in the demo: the second shows the grace period.
 DEMO_TICKS = 2
@@ -72,11 +76,19 @@ def state_logs(config: ProjectConfig, pipeline: TimePipelineConfig) -> list[Stat
     return [StateLogEntry("time watermark", TimeWatermarkLog(pipeline))]
 
 
+def dagster_defs(pipeline: TimePipelineConfig, clock: Clock, config: ProjectConfig) -> PipelineDefs:
+    """The Dagster objects of a time pipeline."""
+    from watermark_assets.defs.time import build_time_pipeline
+
+    return build_time_pipeline(pipeline, clock)
+
+
 KIND = PipelineKind[TimePipelineConfig](
     "time",
     TimePipelineConfig,
     lambda config: config.time_pipelines,
     lambda config, pipeline: report.summarize_time(pipeline),
+    dagster_defs=dagster_defs,
     state_logs=state_logs,
     source_types=lambda pipeline: (pipeline.source.type,),
     demo_runs=DemoStep(order=2, run=run_ticks, heading=PARTITIONED_HEADING, always=True),

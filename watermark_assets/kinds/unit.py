@@ -6,8 +6,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from watermark_assets.config import ProjectConfig, UnitPipelineConfig
+from watermark_assets.core.clock import Clock
 from watermark_assets.kinds import report
 from watermark_assets.kinds.contract import (
     DemoOutcome,
@@ -23,6 +25,9 @@ from watermark_assets.kinds.headless import (
     as_sensor_run,
     run_keys,
 )
+
+if TYPE_CHECKING:
+    from watermark_assets.defs.pipeline_defs import PipelineDefs
 
 
 def summarize(config: ProjectConfig, pipeline: UnitPipelineConfig) -> Row:
@@ -150,11 +155,22 @@ def state_logs(config: ProjectConfig, pipeline: UnitPipelineConfig) -> list[Stat
     return [StateLogEntry("units' done-at", UnitDoneAtLog(pipeline.table.uri, pipeline.name))]
 
 
+def dagster_defs(pipeline: UnitPipelineConfig, clock: Clock, config: ProjectConfig) -> PipelineDefs:
+    """The Dagster objects of a unit pipeline: a time x unit grid when it has a ``time``."""
+    from watermark_assets.defs.time_unit import build_grid_pipeline
+    from watermark_assets.defs.unit import build_unit_pipeline
+
+    if pipeline.is_time_by_unit:
+        return build_grid_pipeline(pipeline, clock)
+    return build_unit_pipeline(pipeline, clock)
+
+
 KIND = PipelineKind[UnitPipelineConfig](
     "unit",
     UnitPipelineConfig,
     lambda config: config.unit_pipelines,
     summarize,
+    dagster_defs=dagster_defs,
     state_logs=state_logs,
     source_types=lambda pipeline: (pipeline.source.type,),
     demo_data=DemoStep(order=2, run=demo_data),

@@ -10,6 +10,11 @@ read leaves out (no schema evolution yet: they are named, never taken in silentl
   first appears further into a file is not seen here. Whole-file JSON (``multiLine``) is not
   probed (:func:`names_columns` is False).
 
+For CSV and JSON the same read also samples the values of the records in those first
+:data:`PROBE_BYTES` (:func:`sampled_layouts`: a
+:class:`~watermark_assets.sources.schema_drift.ValueSample`), so a column whose values turned
+another type can be told without Spark (:mod:`~watermark_assets.sources.schema_drift`).
+
 Files are read a few at once, in small blocks (an object store sends that much, not its default
 read-ahead), decompressed by their suffix (``.gz``...). A file that cannot be read (no
 footer, not gzip, gone) names nothing: the run that reads it quarantines it or fails.
@@ -20,16 +25,17 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import IO
 
 from watermark_assets import storage
 from watermark_assets.config.sources import names_columns as names_columns
-from watermark_assets.sources.schema_drift import Layout
+from watermark_assets.sources.schema_drift import Layout, ValueSample
 
-#: How much of a JSON-lines file is probed for keys (decompressed text): a few records, at
-#: least the first (the keys of 4 KiB of records in each of 240 files: about 0.3 s here; of 64 KiB:
-#: over 1 s, a run's own cost).
+#: How much of a JSON-lines or CSV file is probed for keys and sampled values (decompressed
+#: text): a few records, at least the first (the keys of 4 KiB of records in each of 240 files:
+#: about 0.3 s here; of 64 KiB: over 1 s, a run's own cost).
 PROBE_BYTES = 4 * 1024
 #: The read size asked of the storage (an object store sends that much, not its default
 #: read-ahead of megabytes).
@@ -44,18 +50,16 @@ def file_columns(
     """Per file of ``uris``, the column names it holds in file order (module docstring); None
     when it names none: an empty file, one that cannot be read, or a format that cannot tell
     (:func:`names_columns`)."""
-    if not names_columns(format, options):
-        return [None] * len(uris)
-    lowered = _lowered(options)
+    if format != "parquet":
+        return [
+            None if layout is None else tuple(name for name, _ in layout)
+            for layout in file_layouts(uris, format, options)
+        ]
 
     def probe(uri: str) -> tuple[str, ...] | None:
         try:
-            if format == "parquet":
-                return tuple(storage.parquet_schema(uri).names)
-            if format == "csv":
-                return _csv_header(uri, lowered)
-            return _json_keys(uri, lowered)
-        except Exception:  # unreadable (no footer, not gzip, gone...): the run's read says why
+            return tuple(storage.parquet_schema(uri).names)
+        except Exception:  # unreadable (no footer, gone...): the run's read says why
             return None
 
     with ThreadPoolExecutor(max_workers=_THREADS) as pool:
@@ -69,11 +73,39 @@ def file_layouts(
     of :func:`file_columns`, with their Spark types where the file states them (a Parquet footer;
     None for a CSV header or JSON keys). None: the file names no column (:func:`file_columns`),
     or its footer holds a type Spark does not read."""
-    if format != "parquet":
-        return [
-            None if names is None else tuple((name, None) for name in names)
-            for names in file_columns(uris, format, options)
-        ]
+    return [layout for layout, _ in sampled_layouts(uris, format, options)]
+
+
+def sampled_layouts(
+    uris: Sequence[str], format: str, options: Mapping[str, str] | None = None
+) -> list[tuple[Layout | None, ValueSample | None]]:
+    """Per file of ``uris``, its layout (:func:`file_layouts`) and, for CSV and JSON lines, the
+    values of its records in the first :data:`PROBE_BYTES` (one read of the file for both;
+    None: Parquet, whose footer states its types, or a file that names no column)."""
+    if format == "parquet":
+        return [(layout, None) for layout in _footer_layouts(uris)]
+    if not names_columns(format, options):
+        return [(None, None)] * len(uris)
+    lowered = _lowered(options)
+    sample = _csv_sample if format == "csv" else _json_sample
+
+    def probe(uri: str) -> tuple[Layout | None, ValueSample | None]:
+        try:
+            found = sample(uri, lowered)
+        except Exception:  # unreadable (not gzip, gone...): the run's read says why
+            return None, None
+        if found is None:
+            return None, None
+        names, values = found
+        return tuple((name, None) for name in names), values
+
+    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
+        return list(pool.map(probe, uris))
+
+
+def _footer_layouts(uris: Sequence[str]) -> list[Layout | None]:
+    """The Parquet files' layouts from their footers (None: unreadable, or a type Spark does
+    not read)."""
     from pyspark.sql.pandas.types import from_arrow_type
 
     def probe(uri: str) -> Layout | None:
@@ -110,38 +142,81 @@ def _encoding(options: Mapping[str, str]) -> str:
     return options.get("encoding", options.get("charset", "utf-8"))
 
 
-def _csv_header(uri: str, options: Mapping[str, str]) -> tuple[str, ...] | None:
-    """The file's header: its first line that is not blank nor a comment (None: no such line)."""
-    delimiter = options.get("sep", options.get("delimiter", ","))
-    quote = options.get("quote", '"') or '"'
+def _probe_lines(text: IO[str], read: int = 0) -> Iterator[str]:
+    """The lines of ``text`` that start within the file's first PROBE_BYTES (``read``: the text
+    read before), each whole; a line cut at PROBE_BYTES of its own is left out (a cut value
+    would be sampled as another), and ends the probe."""
+    while read < PROBE_BYTES:
+        line = text.readline(PROBE_BYTES)
+        if not line:
+            return
+        read += len(line)
+        if line.endswith("\n") or len(line) < PROBE_BYTES:  # whole (the last line may lack \n)
+            yield line
+
+
+def _csv_sample(uri: str, options: Mapping[str, str]) -> tuple[tuple[str, ...], ValueSample] | None:
+    """The file's header (its first line that is not blank nor a comment, read whole whatever
+    its length) and the values of the records after it in the file's first PROBE_BYTES: rows
+    of the header's number of fields, the reader's ``nullValue`` and blanks left out. None: no
+    header."""
+    delimiter = (options.get("sep", options.get("delimiter", ",")) or ",")[:1]
+    quote = (options.get("quote", '"') or '"')[:1]
+    escape = (options.get("escape", "\\") or "\\")[:1]
     comment = options.get("comment") or None
-    fs, path = storage.filesystem(uri)
-    with fs.open(path, "rb", block_size=_BLOCK_BYTES, compression="infer") as handle:
-        for line in io.TextIOWrapper(handle, encoding=_encoding(options), errors="replace"):
-            text = line.rstrip("\r\n")
-            if not text.strip() or (comment and text.startswith(comment)):
-                continue
-            names = next(csv.reader([text], delimiter=delimiter[:1], quotechar=quote[:1]))
-            return tuple(names)
-    return None
+    null = options.get("nullvalue", "")
 
+    def kept(line: str) -> bool:
+        return bool(line.strip()) and not (comment and line.startswith(comment))
 
-def _json_keys(uri: str, options: Mapping[str, str]) -> tuple[str, ...] | None:
-    """The top-level keys of the JSON records in the file's first PROBE_BYTES (None: none)."""
     fs, path = storage.filesystem(uri)
-    keys: dict[str, None] = {}
-    read = 0
     with fs.open(path, "rb", block_size=_BLOCK_BYTES, compression="infer") as handle:
         text = io.TextIOWrapper(handle, encoding=_encoding(options), errors="replace")
-        while read < PROBE_BYTES:
-            line = text.readline(PROBE_BYTES)
-            if not line:
-                break
+        read = 0
+        for line in text:
             read += len(line)
+            if kept(line.rstrip("\r\n")):
+                break
+        else:
+            return None
+        names = tuple(next(csv.reader([line.rstrip("\r\n")], delimiter=delimiter, quotechar=quote)))
+        values: dict[str, list[str]] = {name: [] for name in names}
+        records = (r.rstrip("\r\n") for r in _probe_lines(text, read) if kept(r.rstrip("\r\n")))
+        for row in csv.reader(records, delimiter=delimiter, quotechar=quote, escapechar=escape):
+            if len(row) != len(names):
+                continue  # too few or too many fields: the reader pads or quarantines it
+            for name, value in zip(names, row, strict=True):
+                if value != null and value.strip():
+                    values[name].append(value)
+    floats = {options.get(k) for k in ("nanvalue", "positiveinf", "negativeinf")}
+    sample = ValueSample(
+        {name: tuple(found) for name, found in values.items()},
+        text=True,
+        float_words=frozenset(word for word in floats if word),
+    )
+    return names, sample
+
+
+def _json_sample(
+    uri: str, options: Mapping[str, str]
+) -> tuple[tuple[str, ...], ValueSample] | None:
+    """The top-level keys of the JSON records in the file's first PROBE_BYTES and their values
+    (null and empty ones left out); None: no record."""
+    fs, path = storage.filesystem(uri)
+    values: dict[str, list[object]] = {}
+    with fs.open(path, "rb", block_size=_BLOCK_BYTES, compression="infer") as handle:
+        text = io.TextIOWrapper(handle, encoding=_encoding(options), errors="replace")
+        for line in _probe_lines(text):
             try:
                 record = json.loads(line)
             except ValueError:
-                continue  # blank, cut at PROBE_BYTES, or malformed (the run quarantines it)
+                continue  # blank, or malformed (the run quarantines it)
             if isinstance(record, dict):
-                keys.update(dict.fromkeys(record))
-    return tuple(keys) if keys else None
+                for key, value in record.items():
+                    found = values.setdefault(key, [])
+                    if value is not None and value != "":
+                        found.append(value)
+    if not values:
+        return None
+    sample = ValueSample({key: tuple(found) for key, found in values.items()}, text=False)
+    return tuple(values), sample

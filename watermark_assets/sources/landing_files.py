@@ -18,9 +18,9 @@ from watermark_assets.names import RESCUED_DATA_COLUMN
 from watermark_assets.sources.column_schema import table_columns
 from watermark_assets.sources.file_columns import (
     file_columns,
-    file_layouts,
     left_out,
     names_columns,
+    sampled_layouts,
 )
 from watermark_assets.sources.files import FileBatch, StagedFiles, known_table_schema
 from watermark_assets.sources.schema_drift import Layout, changes, new_columns, type_changes
@@ -205,7 +205,8 @@ class LandingFilesSource:
         return inferred.ddl, inferred
 
     def _policy(self, files: Sequence[str], ddl: str | None) -> SchemaRead | None:
-        """The batch's files' layouts against the declared schema, under ``schema.mode``
+        """The batch's files' layouts (and, CSV and JSON, their first records' values) against
+        the declared schema, under ``schema.mode``
         (:mod:`~watermark_assets.sources.schema_drift`): SchemaChangeError before anything is
         read when the mode says to stop. None: the files cannot name their columns (headerless
         CSV, whole-file JSON) or no schema is known yet: read as before."""
@@ -214,12 +215,13 @@ class LandingFilesSource:
         if not files or not names_columns(fmt, csv_options):
             return None
         uris = [f"{self.config.uri.rstrip('/')}/{path}" for path in files]
-        layouts = dict(zip(files, file_layouts(uris, fmt, csv_options), strict=True))
+        sampled = dict(zip(files, sampled_layouts(uris, fmt, csv_options), strict=True))
+        layouts = {path: layout for path, (layout, _) in sampled.items()}
         declared = self._declared_columns(layouts, ddl)
         if declared is None:
             return None
         policy = self.pipeline.schema_policy
-        found = changes(declared, layouts)
+        found = changes(declared, layouts, samples={p: s for p, (_, s) in sampled.items()})
         mode = policy.mode
         stopping = found if mode is SchemaMode.FAIL else type_changes(found)
         if stopping and mode in (SchemaMode.FAIL, SchemaMode.ADD_COLUMNS):

@@ -8,15 +8,21 @@ Types are Spark's canonical spelling (``int``, ``bigint``, ``decimal(10,2)``...)
 matched case-insensitively, as Spark matches columns.
 
 A :class:`ColumnChange` is either a column the schema lacks (``declared`` None) or a column whose
-stated type the declared one cannot hold without loss (:func:`holds`). Values of a CSV or JSON
-column that do not fit its type are found by Spark while it reads (``spark/layouts.py``), not here.
+type the declared one cannot hold: a stated type it cannot hold without loss (:func:`holds`), or,
+for a CSV or JSON column, values of another type (a :class:`ValueSample` of the file's first
+records, :func:`~watermark_assets.sources.value_types.type_change`: at least a few values and
+none that Spark parses into the declared type). A CSV or JSON file whose column has SOME values
+that do not fit is malformed input, not a change: Spark finds those records while it reads
+(``spark/layouts.py``) and they are quarantined, as before.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from watermark_assets.sources.value_types import type_change
 
 #: A file's columns in file order: (name, Spark type, or None when the file does not state one).
 Layout = tuple[tuple[str, str | None], ...]
@@ -37,6 +43,8 @@ class ColumnChange:
     found: str | None
     #: what ``file`` names: a landing ``file``, or a column ``source`` (its location)
     kind: str = "file"
+    #: the values ``found`` was told from (a CSV/JSON file's sampled values); 0: a stated type
+    sampled: int = 0
 
     @property
     def is_new(self) -> bool:
@@ -46,6 +54,11 @@ class ColumnChange:
         if self.is_new:
             typed = f" ({self.found})" if self.found else ""
             return f"{self.kind} {self.file!r} has a column {self.column!r}{typed} the schema lacks"
+        if self.sampled:
+            return (
+                f"{self.kind} {self.file!r} column {self.column!r} holds {self.found} values (all "
+                f"{self.sampled} in its first records), the schema says {self.declared}"
+            )
         return (
             f"{self.kind} {self.file!r} column {self.column!r} is {self.found}, the schema says "
             f"{self.declared}"
@@ -72,24 +85,54 @@ def holds(declared: str, found: str) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class ValueSample:
+    """A CSV or JSON file's values per column, from its first records
+    (:func:`~watermark_assets.sources.file_columns.sampled_layouts`): only records that are well
+    formed apart from their values' types (a JSON object; a CSV row with the header's number of
+    fields), empty and null values left out."""
+
+    #: column (as the file spells it) -> its sampled values: CSV text, or JSON values
+    values: Mapping[str, tuple[object, ...]]
+    #: CSV (values are text) or JSON
+    text: bool
+    #: more CSV texts the reader takes as a float or double (its nanValue/positiveInf/negativeInf)
+    float_words: frozenset[str] = field(default_factory=frozenset)
+
+    def type_change(self, column: str, declared: str) -> str | None:
+        """The type ``column``'s values are when it is not ``declared`` (None: they fit, some of
+        them do, or too few to tell: :func:`~watermark_assets.sources.value_types.type_change`)."""
+        return type_change(
+            declared, self.values.get(column, ()), text=self.text, float_words=self.float_words
+        )
+
+
 def changes(
     declared: Sequence[tuple[str, str]],
     layouts: Mapping[str, Layout | None],
     *,
     what: str = "file",
+    samples: Mapping[str, ValueSample | None] | None = None,
 ) -> list[ColumnChange]:
     """Every way the files of ``layouts`` (file -> its layout; None: it says nothing) differ from
     the ``declared`` columns (name, type), file by file in the given order (``what``: what a
-    layout's key names, :attr:`ColumnChange.kind`)."""
+    layout's key names, :attr:`ColumnChange.kind`). A column whose layout states no type is
+    judged by its file's ``samples`` (file -> its sampled values; none: not judged)."""
     types = {name.lower(): kind for name, kind in declared}
     found: list[ColumnChange] = []
     for file, layout in layouts.items():
+        sample = (samples or {}).get(file)
         for name, kind in layout or ():
             want = types.get(name.lower())
             if want is None:
                 found.append(ColumnChange(file, name, None, kind, what))
             elif kind is not None and not holds(want, kind):
                 found.append(ColumnChange(file, name, want, kind, what))
+            elif kind is None and sample is not None:
+                observed = sample.type_change(name, want)
+                if observed is not None:
+                    count = len(sample.values.get(name, ()))
+                    found.append(ColumnChange(file, name, want, observed, what, count))
     return found
 
 

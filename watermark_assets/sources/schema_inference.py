@@ -9,7 +9,8 @@ the first ``sample_files`` files), read through fsspec like
 :mod:`~watermark_assets.sources.file_columns`, so it costs the same on every storage, and the
 types are the ones Spark's readers then parse those values into.
 
-A value's type (:func:`value_type`; CSV values are text, JSON values keep their JSON type):
+A value's type (:func:`~watermark_assets.sources.value_types.value_type`; CSV values are text, JSON
+values keep their JSON type):
 
 - ``true``/``false`` (any case in CSV; a JSON boolean): BOOLEAN;
 - an integer: BIGINT (not INT: a later file's larger id still fits); beyond BIGINT: STRING;
@@ -17,11 +18,17 @@ A value's type (:func:`value_type`; CSV values are text, JSON values keep their 
 - ``YYYY-MM-DD``: DATE; ``YYYY-MM-DD[T ]hh:mm:ss[.ffffff][Z|+hh:mm]``: TIMESTAMP;
 - anything else, and a JSON object or array: STRING (its text; a hint pins a struct type).
 
-A column's type is its values' types merged (:func:`merge`): the same type stays, BIGINT and DOUBLE
-give DOUBLE, DATE and TIMESTAMP give TIMESTAMP, anything else gives STRING; a column whose sampled
-values are all empty or null is STRING. ``hints`` then pin chosen columns (e.g. an id of digits
-that must stay STRING). Columns are in the order the sample first names them (CSV header order,
-then JSON keys as met); names are matched case-insensitively, as Spark matches columns.
+A JSON string is STRING unless it spells a date or a timestamp
+(:func:`~watermark_assets.sources.value_types.json_value_type`): Spark's JSON reader parses no
+number nor boolean from a string, so a quoted ``"42"`` inferred as BIGINT would make every record
+malformed.
+
+A column's type is its values' types merged (:func:`~watermark_assets.sources.value_types.merge`):
+the same type stays, BIGINT and DOUBLE give DOUBLE, DATE and TIMESTAMP give TIMESTAMP, anything
+else gives STRING; a column whose sampled values are all empty or null is STRING. ``hints`` then
+pin chosen columns (e.g. an id of digits that must stay STRING). Columns are in the order the
+sample first names them (CSV header order, then JSON keys as met); names are matched
+case-insensitively, as Spark matches columns.
 """
 
 from __future__ import annotations
@@ -29,11 +36,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import date, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -41,6 +46,7 @@ import pyarrow as pa
 from watermark_assets import storage
 from watermark_assets.exceptions import SchemaInferenceError
 from watermark_assets.names import SCHEMA_INFERRED_KEY
+from watermark_assets.sources.value_types import json_value_type, merge, value_type
 from watermark_assets.spark.ddl import columns_ddl
 
 #: Records read from each sampled file (its first ones).
@@ -49,15 +55,6 @@ SAMPLE_RECORDS = 1000
 SAMPLE_BYTES = 1024 * 1024
 _BLOCK_BYTES = 64 * 1024
 _THREADS = 8
-
-_BIGINT = (-(2**63), 2**63 - 1)
-_INTEGER = re.compile(r"^[+-]?\d+$")
-_NUMBER = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_TIMESTAMP = re.compile(
-    r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?$"
-)
-_WIDER = {frozenset(("bigint", "double")): "double", frozenset(("date", "timestamp")): "timestamp"}
 
 
 @dataclass(frozen=True)
@@ -116,69 +113,23 @@ def inferred_note(metadata: Mapping[str, str] | None) -> str | None:
     return f"{how} as {note.get('type')} when the table was created from {note.get('origin')}"
 
 
-def value_type(value: Any) -> str | None:
-    """The Spark type of one sampled value (module docstring); None: empty or null (no
-    evidence)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "bigint" if _BIGINT[0] <= value <= _BIGINT[1] else "string"
-    if isinstance(value, float):
-        return "double"
-    if not isinstance(value, str):
-        return "string"  # a JSON object or array: its text
-    return _text_type(value.strip())
-
-
-def _text_type(text: str) -> str | None:
-    if not text:
-        return None
-    if text.lower() in ("true", "false"):
-        return "boolean"
-    if _INTEGER.match(text):
-        return "bigint" if _BIGINT[0] <= int(text) <= _BIGINT[1] else "string"
-    if _NUMBER.match(text):
-        return "double"
-    if _DATE.match(text):
-        return "date" if _valid(date.fromisoformat, text) else "string"
-    found = _TIMESTAMP.match(text)
-    if found:
-        day, clock = found.group(1), found.group(2)
-        return "timestamp" if _valid(datetime.fromisoformat, f"{day}T{clock}") else "string"
-    return "string"
-
-
-def _valid(parse: Callable[[str], object], text: str) -> bool:
-    try:
-        parse(text)
-    except ValueError:
-        return False
-    return True
-
-
-def merge(first: str | None, second: str | None) -> str | None:
-    """The type that holds values of both (module docstring); None: no evidence yet."""
-    if first is None or first == second:
-        return second if first is None else first
-    if second is None:
-        return first
-    return _WIDER.get(frozenset((first, second)), "string")
-
-
 def infer_columns(
-    samples: Sequence[Sequence[tuple[str, Any]]], hint: Callable[[str], str | None]
+    samples: Sequence[Sequence[tuple[str, Any]]],
+    hint: Callable[[str], str | None],
+    *,
+    json_values: bool = False,
 ) -> tuple[tuple[str, str], ...]:
     """The columns of ``samples`` (per record, its (column, value) pairs), each once in the order
-    first named (the first spelling), typed by :func:`merge` of its values, else STRING; the
-    ``hint`` for a column (case-insensitive) wins."""
+    first named (the first spelling), typed by :func:`merge` of its values (``json_values``: JSON
+    values, a string typed as Spark's JSON reader reads it), else STRING; the ``hint`` for a
+    column (case-insensitive) wins."""
+    typed = json_value_type if json_values else value_type
     seen: dict[str, tuple[str, str | None]] = {}
     for record in samples:
         for name, value in record:
             key = name.lower()
             spelled, kind = seen.get(key, (name, None))
-            seen[key] = (spelled, merge(kind, value_type(value)))
+            seen[key] = (spelled, merge(kind, typed(value)))
     return tuple((name, hint(name) or kind or "string") for name, kind in seen.values())
 
 
@@ -205,7 +156,7 @@ def infer_schema(
     with ThreadPoolExecutor(max_workers=_THREADS) as pool:
         per_file = list(pool.map(sample, uris))
     samples = [record for records in per_file for record in records]
-    columns = infer_columns(samples, hint)
+    columns = infer_columns(samples, hint, json_values=format != "csv")
     hinted = tuple(name for name, _ in columns if hint(name))
     if not columns:
         raise SchemaInferenceError(root, tuple(files))
