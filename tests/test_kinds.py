@@ -55,7 +55,17 @@ def test_summary_lists_a_column_pipeline(
     assert main(["--config", str(path), "summary"]) == 0
     lines = capfd.readouterr().out.splitlines()
     orders = next(line for line in lines if line.startswith("orders "))
-    assert orders.split() == ["orders", "column", "(delta_metadata)", "-", "0", "-", "-", "-"]
+    assert orders.split() == [
+        "orders",
+        "column",
+        "(delta_metadata)",
+        "-",
+        "0",
+        "-",
+        "-",
+        "-",
+        "fail",
+    ]
     assert any(line.startswith("events ") for line in lines)
 
 

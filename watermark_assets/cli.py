@@ -38,6 +38,7 @@ from watermark_assets.kinds.report import PARTITIONED_HEADERS as PARTITIONED_HEA
 from watermark_assets.kinds.report import SUMMARY_HEADERS as SUMMARY_HEADERS
 from watermark_assets.kinds.report import PartitionedRow as PartitionedRow
 from watermark_assets.kinds.report import SummaryRow as SummaryRow
+from watermark_assets.kinds.report import schema_cell
 from watermark_assets.kinds.report import summarize as summarize
 from watermark_assets.kinds.report import summarize_column as summarize_column
 from watermark_assets.kinds.report import summarize_event_time as summarize_event_time
@@ -109,6 +110,7 @@ def print_table(rows: Sequence[SummaryRow]) -> None:
             r.watermark,
             r.state,
             r.delta_version,
+            schema_cell(r.schema),
         ]
         for r in rows
     ]

@@ -196,6 +196,8 @@ BACKLOG_LISTING_CAPPED = "backlog/listing_capped"
 # The table's schema: what the run's commits changed in it (issue 25).
 SCHEMA_ADDED_COLUMNS = "schema/added_columns"
 SCHEMA_WIDENED = "schema/widened"
+#: A column source's sensor: the columns its source gained or retyped, and what schema.mode does.
+SCHEMA_SOURCE_CHANGE = "schema/source_change"
 
 # Dagster's own keys (the UI treats them specially).
 DAGSTER_COLUMN_SCHEMA = "dagster/column_schema"

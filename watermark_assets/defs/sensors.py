@@ -56,6 +56,7 @@ from watermark_assets.defs.file_partition_notes import partition_notes, partitio
 from watermark_assets.defs.file_quiet_partitions import digest, quiet_observations, quiet_truths
 from watermark_assets.defs.keys import node_name
 from watermark_assets.defs.run_tags import pipeline_partition_tags
+from watermark_assets.defs.schema_notes import columns_note
 from watermark_assets.delta.committer import committer_for
 from watermark_assets.exceptions import LateFilesUnprovableError
 from watermark_assets.sources.file_discovery import (
@@ -714,18 +715,11 @@ def _columns_note(left: tuple[str, ...] | None, probed: int, pipeline: Pipeline)
             " | schema: none stored yet; the first run infers it from its first "
             f"{policy.sample_files} files (schema.infer) and creates the table with it"
         )
-    if not left:
-        return ""
-    what = {
-        "fail": "the runs stop on them (schema.mode fail); to take them in, set schema.mode "
-        "add_columns or rescue, or add them to source.schema",
-        "add_columns": "the runs add them to the table (schema.mode add_columns)",
-        "rescue": "the runs keep them in _rescued_data (schema.mode rescue)",
-        "ignore": "the runs leave them out (schema.mode ignore)",
-    }[pipeline.schema_policy.mode.value]
-    return (
-        f" | columns the schema lacks: {list(left)}, in the newest file of {probed} batch(es) "
-        f"requested: {what}"
+    return columns_note(
+        left or (),
+        f"the newest file of {probed} batch(es) requested",
+        policy.mode.value,
+        declared_by="source.schema",
     )
 
 

@@ -80,6 +80,7 @@ from watermark_assets.defs.partition_truth import (
 from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
+from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
 from watermark_assets.defs.sensors import FAILED, partitions_in_flight
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
@@ -641,12 +642,13 @@ def build_time_sensor(
         busy = _busy(context, asset_key, job.name, partitions_def)
         attempts = failed_attempts(context, job.name)
         requested = tick_requests(pipeline, tick, busy, lambda base: f"a{attempts.get(base, 0)}")
-        message = tick_message(tick, requested, settings.max_runs_per_tick)
+        note = source_schema_note(column_spec(pipeline))  # one schema read of the source
+        message = tick_message(tick, requested, settings.max_runs_per_tick) + note
         said = changed_observations(
             context.instance,
             asset_key,
             waiting_truths(tick, requested, settings.max_runs_per_tick),
-        )
+        ) + schema_observations(context.instance, asset_key, note)
         if not requested.runs:
             return SensorResult(skip_reason=message, asset_events=said)
         context.log.info(f"{pipeline.name}: {message}")

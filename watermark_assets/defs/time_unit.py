@@ -45,7 +45,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from watermark_assets import vocabulary as v
-from watermark_assets.config import UnitPipelineConfig
+from watermark_assets.config import TimeWatermarkConfig, UnitPipelineConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.text import time_text
 from watermark_assets.core.time import TimeSpec, format_instant
@@ -61,6 +61,7 @@ from watermark_assets.defs.partition_truth import add_partition_truth
 from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
+from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
 from watermark_assets.defs.sensors import partitions_in_flight
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.defs.time import (
@@ -85,6 +86,7 @@ from watermark_assets.defs.unit import (
     units_partitions_name,
 )
 from watermark_assets.delta.log import table_row_count
+from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.runs.time_unit import CellsRunResult, load_grid_watermark, run_cells
 from watermark_assets.sources.locations import check_source
 
@@ -93,10 +95,14 @@ TIME, UNIT = "time", "unit"
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
 
-def _spec(pipeline: UnitPipelineConfig) -> TimeSpec:
+def _time(pipeline: UnitPipelineConfig) -> TimeWatermarkConfig:
     time = pipeline.watermark.time
     assert time is not None, "a time x unit pipeline has watermark.time"
-    return time.spec
+    return time
+
+
+def _spec(pipeline: UnitPipelineConfig) -> TimeSpec:
+    return _time(pipeline).spec
 
 
 def grid_partitions(pipeline: UnitPipelineConfig) -> MultiPartitionsDefinition:
@@ -368,6 +374,10 @@ def build_grid_sensor(
             pipeline, units, clock(), busy=busy, attempts=failed_attempts(context, job.name)
         )
         message = " | ".join([tick.message, *notes])
+        if tick.requests:  # one schema read of the source, when runs would start
+            note = source_schema_note(ColumnSpec.replacing(pipeline, _time(pipeline).columns))
+            message += note
+            events = [*events, *schema_observations(context.instance, asset_key, note)]
         if not tick.requests:
             return SensorResult(
                 skip_reason=message,

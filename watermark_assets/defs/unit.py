@@ -69,12 +69,14 @@ from watermark_assets.defs.partition_truth import PartitionTruth, add_partition_
 from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
+from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.defs.time import failed_attempts
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord, table_row_count
 from watermark_assets.exceptions import SecondaryInputError
 from watermark_assets.runs.column import RUN_METADATA_KEY
+from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.runs.unit import (
     INNER_KIND,
     UNIT_RUN_KEY,
@@ -476,6 +478,10 @@ def build_units_sensor(
             failed_runs={k.removeprefix(prefix): n for k, n in failed.items()},
         )
         report = f"{tick.report} | {queued.describe()}"
+        note = ""
+        if queued.requested:  # one schema read of the source, when runs would start
+            note = source_schema_note(ColumnSpec.replacing(pipeline, [pipeline.watermark.column]))
+            report += note
         events = [
             AssetObservation(
                 asset_key=event.asset_key,
@@ -486,6 +492,7 @@ def build_units_sensor(
             )
             for event in tick.events
         ]
+        events += schema_observations(context.instance, asset_key, note)
         next_cursor = UnitsCursor(
             noted=tick.digest, requested={**queued.in_flight, **queued.requested}
         ).to_string()

@@ -112,7 +112,9 @@ class PipelineKind(Generic[P]):
 
     def explain(self, config: ProjectConfig, pipeline: P) -> str:
         """The line ``explain PIPELINE`` starts with: the pipeline's summary row in words."""
-        row = self.summarize(config, pipeline)
+        return self._explained(self.summarize(config, pipeline))
+
+    def _explained(self, row: Row) -> str:
         if isinstance(row, SummaryRow):
             return (
                 f"{row.pipeline} ({self.name}): {row.partitions} partitions, {row.files} files, "
@@ -127,8 +129,12 @@ class PipelineKind(Generic[P]):
     def explain_state(self, config: ProjectConfig, pipeline: P) -> list[str]:
         """``explain PIPELINE`` without landing files: the summary row, then where each of its
         states was read from (``StateStore.describe``: the file, the version it reflects, the
-        commits after it, a gap passed over), then :attr:`explain_notes`."""
-        lines = [self.explain(config, pipeline)]
+        commits after it, a gap passed over), then :attr:`explain_notes`; the second line is the
+        schema's (:class:`~watermark_assets.delta.schema_summary.SchemaSummary`)."""
+        row = self.summarize(config, pipeline)
+        lines = [self._explained(row)]
+        if row.schema is not None:
+            lines.append(f"  {row.schema.line()}")
         for entry in self.state_logs(config, pipeline):
             lines.append(f"  {entry.what}: {entry.log.provenance()}")
         return lines + self.explain_notes(config, pipeline)

@@ -148,6 +148,7 @@ def explain_files(
     """One verdict for PATH, else every file not ingested (``watermark_assets/explain.py``)."""
     from watermark_assets import explain
     from watermark_assets.defs.partitions import partition_mapper, partitions_definition
+    from watermark_assets.delta.schema_summary import schema_summary
 
     now = system_clock()
     partition_of = partition_mapper(partitions_definition(pipeline), system_clock)
@@ -159,7 +160,8 @@ def explain_files(
     cap = None if limit <= 0 else limit
     if as_json:
         return json.dumps(explain.listing_json(listing, limit=cap))
-    return "\n".join(explain.listing_lines(listing, limit=cap))
+    schema = schema_summary(pipeline.table.uri, pipeline.schema_policy.mode.value)
+    return "\n".join([*explain.listing_lines(listing, limit=cap), schema.line()])
 
 
 def repair(config: ProjectConfig, pipeline: FilePipelineConfig) -> int:

@@ -20,6 +20,7 @@ from watermark_assets.config import (
     UnitPipelineConfig,
 )
 from watermark_assets.core.clock import system_clock
+from watermark_assets.delta.schema_summary import SchemaSummary, schema_summary
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class SummaryRow:
     delta_version: str
     #: what is wrong with the pipeline (its landing folder does not exist), else None
     problem: str | None = None
+    #: its schema: mode, columns, last evolution (``schema`` column, ``explain``'s schema line)
+    schema: SchemaSummary | None = None
 
 
 def summarize(pipeline: Pipeline) -> SummaryRow:
@@ -58,6 +61,7 @@ def summarize(pipeline: Pipeline) -> SummaryRow:
         state="ERROR: no landing folder" if missing else state.watermark.state.value,
         delta_version="-" if state.delta_version is None else str(state.delta_version),
         problem=None if missing is None else str(missing),
+        schema=_schema(pipeline),
     )
 
 
@@ -71,6 +75,7 @@ SUMMARY_HEADERS = (
     "watermark",
     "state",
     "delta version",
+    "schema",
 )
 
 
@@ -88,6 +93,8 @@ class PartitionedRow:
     #: time: the effective cut-off and how it was computed; unit: "-"
     cut_off: str
     delta_version: str
+    #: its schema: mode, columns, last evolution (``schema`` column, ``explain``'s schema line)
+    schema: SchemaSummary | None = None
 
     def cells(self) -> list[str]:
         return [
@@ -98,6 +105,7 @@ class PartitionedRow:
             self.watermark,
             self.cut_off,
             self.delta_version,
+            schema_cell(self.schema),
         ]
 
 
@@ -109,7 +117,18 @@ PARTITIONED_HEADERS = (
     "high watermark / done at",
     "cut-off",
     "delta version",
+    "schema",
 )
+
+
+def _schema(pipeline: Any) -> SchemaSummary:
+    """Any kind's pipeline's schema summary: its table's, under its ``schema.mode``."""
+    return schema_summary(pipeline.table.uri, pipeline.schema_policy.mode.value)
+
+
+def schema_cell(schema: SchemaSummary | None) -> str:
+    """The ``schema`` column of a summary row (``-``: not known)."""
+    return "-" if schema is None else schema.cell()
 
 
 def summarize_time(pipeline: TimePipelineConfig) -> PartitionedRow:
@@ -132,6 +151,7 @@ def summarize_time(pipeline: TimePipelineConfig) -> PartitionedRow:
         watermark="-" if highest is None else time_text(highest),
         cut_off=str(watermark.cut_off(spec, now)),
         delta_version="-" if version is None or version < 0 else str(version),
+        schema=_schema(pipeline),
     )
 
 
@@ -157,6 +177,7 @@ def summarize_unit(pipeline: UnitPipelineConfig) -> PartitionedRow:
         watermark="-" if latest is None else time_text(latest),
         cut_off="-",
         delta_version="-" if version is None else str(version),
+        schema=_schema(pipeline),
     )
 
 
@@ -188,6 +209,7 @@ def summarize_grid(pipeline: UnitPipelineConfig) -> PartitionedRow:
         watermark="-" if highest is None else time_text(highest),
         cut_off=cut_offs.pop() if len(cut_offs) == 1 else f"{len(cut_offs)} per unit",
         delta_version="-" if version is None else str(version),
+        schema=_schema(pipeline),
     )
 
 
@@ -225,6 +247,7 @@ def summarize_event_time(
         watermark="-" if not watermark.watermark_ms else millis_text(watermark.watermark_ms),
         cut_off=late,
         delta_version="-" if version is None else str(version),
+        schema=_schema(pipeline),
     )
 
 
@@ -246,6 +269,7 @@ def summarize_column(pipeline: ColumnPipelineConfig) -> PartitionedRow:
         watermark="-" if record is None or not record.watermark else _column_text(record.watermark),
         cut_off="-",
         delta_version="-" if version is None else str(version),
+        schema=_schema(pipeline),
     )
 
 

@@ -47,6 +47,7 @@ from watermark_assets.names import RESCUED_DATA_COLUMN, RESCUED_SOURCE_KEY
 from watermark_assets.sources.column import ColumnRead
 from watermark_assets.sources.schema_drift import (
     ColumnChange,
+    Layout,
     changes,
     holds,
     type_changes,
@@ -55,7 +56,13 @@ from watermark_assets.sources.schema_drift import (
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation
 
-__all__ = ["ColumnSchemaRead", "apply_schema_policy", "declared_columns", "table_columns"]
+__all__ = [
+    "ColumnSchemaRead",
+    "apply_schema_policy",
+    "declared_columns",
+    "source_changes",
+    "table_columns",
+]
 
 #: Spark's type names -> Delta's, for the widenings the commit may make (``WIDENINGS``).
 _DELTA_NAMES = {
@@ -98,6 +105,15 @@ def table_columns(table_uri: str, skip: Sequence[str] = ()) -> list[tuple[str, s
         for f in pa.schema(table.schema().to_arrow())
         if f.name.lower() not in skipped
     ]
+
+
+def source_changes(
+    declared: Sequence[tuple[str, str]], layout: Layout, origin: str
+) -> list[ColumnChange]:
+    """How a column source's columns (``layout``: name, Spark type or None when the source does
+    not say) differ from the ``declared`` ones: what :func:`apply_schema_policy` compares a read
+    with, also for a sensor that read only the source's schema (no Spark)."""
+    return changes(declared, {origin: layout}, what="source")
 
 
 def widenable(declared: str, found: str) -> bool:
@@ -158,7 +174,7 @@ def apply_schema_policy(
     if read.layouts:  # a folder: each change named with its file
         found = changes(declared, read.layouts, what="file")
     else:
-        found = changes(declared, {origin: tuple(types.items())}, what="source")
+        found = source_changes(declared, tuple(types.items()), origin)
     found = [c for c in found if c.column.lower() in spelled]
     want = {name.lower(): kind for name, kind in declared}
     mode = policy.mode

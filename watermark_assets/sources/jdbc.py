@@ -46,7 +46,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from watermark_assets.config.sources import JdbcSourceConfig
 from watermark_assets.core.column.predicate import (
@@ -209,9 +209,28 @@ class JdbcSource:
         dbtable = f"(SELECT * FROM {self.relation()} WHERE {test}) AS src"
         return self._load(self._reader(spark).option("dbtable", dbtable))
 
-    def _reader(self, spark: SparkSession) -> DataFrameReader:
+    def columns(self) -> tuple[tuple[str, str | None], ...]:
+        """The relation's columns, from one ``SELECT * ... LIMIT 0`` run by psycopg (no Spark,
+        no row read), each with the Spark type Spark's PostgreSQL dialect reads it as (None for a
+        type not in :data:`_SPARK_TYPES`: only its name is compared)."""
+        import psycopg
+
+        credentials: dict[str, Any] = {"connect_timeout": 10, **self._credentials()}
+        conninfo = libpq_conninfo(self.url)
+        with (
+            psycopg.connect(conninfo, **credentials) as connection,
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(f"SELECT * FROM {self.relation()} LIMIT 0")  # type: ignore[arg-type]
+            described = cursor.description or []
+            return tuple(
+                (c.name, _spark_type(c.type_code, c.precision, c.scale)) for c in described
+            )
+
+    def _credentials(self) -> dict[str, str]:
+        """``user`` and ``password`` from the variables ``user_env``, ``password_env``."""
         env = os.environ if self.env is None else self.env
-        options = {"url": self.url, "driver": self.driver, "fetchsize": str(self.fetchsize)}
+        found: dict[str, str] = {}
         for option, variable in (("user", self.user_env), ("password", self.password_env)):
             if variable is None:
                 continue
@@ -223,8 +242,12 @@ class JdbcSource:
                     key=f"{option}_env",
                     value=variable,
                 )
-            options[option] = env[variable]
-        return spark.read.format("jdbc").options(**options)
+            found[option] = env[variable]
+        return found
+
+    def _reader(self, spark: SparkSession) -> DataFrameReader:
+        options = {"url": self.url, "driver": self.driver, "fetchsize": str(self.fetchsize)}
+        return spark.read.format("jdbc").options(**options, **self._credentials())
 
     def _partitioning(self, spark: SparkSession, select: str) -> dict[str, object]:
         """Spark's partition options from ``min``/``max`` of the leading column, or the reason
@@ -295,6 +318,48 @@ def _num_partitions(frame: DataFrame) -> int | None:
 
 
 _PLANNED_PARTITIONS = re.compile(r"JDBCRelation\(.*?\) \[numPartitions=(\d+)\]", re.DOTALL)
+
+
+#: PostgreSQL type OIDs -> the Spark type Spark's PostgreSQL dialect reads them as.
+_SPARK_TYPES = {
+    16: "boolean",
+    20: "bigint",
+    21: "smallint",
+    23: "int",
+    25: "string",
+    700: "float",
+    701: "double",
+    1042: "string",
+    1043: "string",
+    1082: "date",
+    1114: "timestamp",
+    1184: "timestamp",
+}
+_NUMERIC = 1700
+#: The URI parameters libpq knows of those a JDBC URL may carry (the driver's own are left out).
+_LIBPQ_PARAMETERS = ("user", "password", "sslmode", "application_name", "options")
+
+
+def _spark_type(oid: int, precision: int | None, scale: int | None) -> str | None:
+    if oid == _NUMERIC:
+        return None if precision is None else f"decimal({precision},{scale or 0})"
+    return _SPARK_TYPES.get(oid)
+
+
+def libpq_conninfo(url: str) -> str:
+    """A ``jdbc:postgresql://host:port/db?...`` URL as libpq's URI (psycopg), keeping the
+    parameters libpq knows; ValueError for another form (``jdbc:postgresql:db``)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit
+
+    rest = url.removeprefix("jdbc:")
+    if not rest.startswith("postgresql://"):
+        raise ValueError(
+            f"{redacted_url(url)!r} is not a jdbc:postgresql://host[:port]/database URL; only "
+            "that form is read without Spark"
+        )
+    parts = urlsplit(rest)
+    kept = [(k, v) for k, v in parse_qsl(parts.query) if k in _LIBPQ_PARAMETERS]
+    return parts._replace(query=urlencode(kept)).geturl()
 
 
 def redacted_url(url: str) -> str:

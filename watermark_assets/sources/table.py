@@ -124,15 +124,27 @@ class DeltaTableSource:
         kept = [f for f in files if f.get("num_records") != 0 and may_hold_null(f)]
         return self._frame(spark, table, kept, arrow_schema).where(any_null(columns))
 
-    def _snapshot(self) -> tuple[Any, list[dict[str, Any]], pa.Schema, list[str]]:
-        """The table at its current version, its files (flattened add actions), schema and
-        partition columns; tables Spark cannot read by their Parquet files refused."""
+    def columns(self) -> tuple[tuple[str, str | None], ...]:
+        """The table's columns as a read's frame has them (:meth:`_frame`'s schema): one
+        snapshot read, no Spark session, no data file opened."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        arrow_schema = pa.schema(self._table().schema().to_arrow())
+        schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=True)
+        return tuple((f.name, f.dataType.simpleString()) for f in schema.fields)
+
+    def _table(self) -> Any:
         from deltalake import DeltaTable
 
         options = (
             dict(self.storage_options) if self.storage_options else storage.delta_options(self.uri)
         )
-        table = DeltaTable(self.uri, storage_options=options)
+        return DeltaTable(self.uri, storage_options=options)
+
+    def _snapshot(self) -> tuple[Any, list[dict[str, Any]], pa.Schema, list[str]]:
+        """The table at its current version, its files (flattened add actions), schema and
+        partition columns; tables Spark cannot read by their Parquet files refused."""
+        table = self._table()
         feature = unsupported_read_feature(table)
         if feature is not None:
             raise UnsupportedDeltaTableError(self.uri, feature)

@@ -1,0 +1,424 @@
+"""What the sensors, ``explain`` and ``summary`` say of a pipeline's schema (issue 25, items 2
+and 3).
+
+- The sensor of a pipeline over a column source (time, time x unit, units: a Delta table, a
+  PostgreSQL table) reads the source's columns once when a run would start and says, in the
+  tick's message and an observation ``schema/source_change``, which columns the source gained or
+  retyped and what ``schema.mode`` does with them; the words are the file sensor's. Real Delta
+  tables (the target as a first run leaves it, written by ``deltalake``), a real PostgreSQL
+  table, real Dagster ticks (``evaluate_tick``); no Spark.
+- ``explain PIPELINE`` has a schema line and ``summary`` a ``schema`` column: the mode, the
+  table's columns and its last evolution (which Delta version, what changed, from where), or the
+  files an inferred schema came from. Real Spark runs make the evolution and the inference.
+
+Before: the column sources' sensors said nothing of a source's columns, and neither command
+said anything of a schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pyarrow as pa
+import pytest
+import yaml
+from _landing import FROZEN_NOW
+from _sensor_loop import SensorLoop
+from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config
+from dagster import DagsterInstance, build_sensor_context
+from dagster._core.definitions.sensor_definition import SensorExecutionData
+from deltalake import DeltaTable, write_deltalake
+from test_column_schema_modes import PG_SERVER, orders_database  # orders (id, updated_at, qty)
+
+from watermark_assets.cli import main
+from watermark_assets.defs import build_definitions
+
+NOW = datetime(2020, 1, 3, 12, 0, tzinfo=timezone.utc)
+SCHEMA_KEY = "schema/source_change"
+BEFORE = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("updated_at", pa.timestamp("us", tz="UTC")),
+        ("unit", pa.string()),
+        ("qty", pa.int32()),
+    ]
+)
+
+
+def rows(count: int) -> list[dict[str, Any]]:
+    day = datetime(2020, 1, 1, 6, tzinfo=timezone.utc)
+    return [{"id": i, "updated_at": day, "unit": "a", "qty": i} for i in range(1, count + 1)]
+
+
+def write(uri: Path, schema: pa.Schema, records: list[dict[str, Any]]) -> None:
+    table = pa.Table.from_pylist(records, schema=schema)
+    write_deltalake(str(uri), table, mode="overwrite", schema_mode="overwrite")
+
+
+def unchanged(uri: Path) -> None:
+    write(uri, BEFORE, rows(3))
+
+
+def gains_region(uri: Path) -> None:
+    schema = BEFORE.append(pa.field("region", pa.string()))
+    write(uri, schema, [{**r, "region": "north"} for r in rows(3)])
+
+
+def widens_qty(uri: Path) -> None:
+    schema = BEFORE.set(3, pa.field("qty", pa.int64()))
+    write(uri, schema, rows(3))
+
+
+def qty_as_text(uri: Path) -> None:
+    schema = BEFORE.set(3, pa.field("qty", pa.string()))
+    write(uri, schema, [{**r, "qty": str(r["qty"])} for r in rows(3)])
+
+
+# --- the kinds whose sensor reads a column source: (raw pipeline, sensor name) ---
+
+
+def time_kind(tmp_path: Path, source: dict[str, Any], mode: str) -> tuple[dict[str, Any], str]:
+    return {
+        "name": "orders",
+        "source": source,
+        "watermark": {"kind": "time", "column": "updated_at", "from": "2020-01-01"},
+        "table": {"uri": str(tmp_path / "delta" / "orders")},
+        "schema": {"mode": mode},
+    }, "orders_sensor"
+
+
+def grid_kind(tmp_path: Path, source: dict[str, Any], mode: str) -> tuple[dict[str, Any], str]:
+    time = {"column": "updated_at", "from": "2020-01-01", "to": "P0D"}
+    return {
+        "name": "orders",
+        "source": source,
+        "watermark": {"kind": "unit", "column": "unit", "units": "a", "time": time},
+        "table": {"uri": str(tmp_path / "delta" / "orders")},
+        "schema": {"mode": mode},
+    }, "orders_sensor"
+
+
+def units_kind(tmp_path: Path, source: dict[str, Any], mode: str) -> tuple[dict[str, Any], str]:
+    listing = tmp_path / "units.csv"
+    listing.write_text("id\na\n", encoding="utf-8")
+    return {
+        "name": "orders",
+        "source": source,
+        "watermark": {
+            "kind": "unit",
+            "column": "unit",
+            "secondary_input": {"type": "file", "path": str(listing), "fields": ["id"]},
+        },
+        "table": {"uri": str(tmp_path / "delta" / "orders")},
+        "schema": {"mode": mode},
+    }, "orders_units_sensor"
+
+
+Kind = Callable[[Path, dict[str, Any], str], tuple[dict[str, Any], str]]
+KINDS = {"time": time_kind, "time x unit": grid_kind, "units": units_kind}
+
+FAIL_FIX = "the runs stop on them (schema.mode fail); to take them in, set schema.mode add_columns"
+# (id, source change, mode, what the tick says after "in source '<uri>': "; None: nothing)
+CASES: list[tuple[str, Callable[[Path], None], str, str | None]] = [
+    ("an unchanged source: nothing said", unchanged, "add_columns", None),
+    (
+        "a new column under fail: the runs stop, and the fix",
+        gains_region,
+        "fail",
+        f"columns the schema lacks: ['region'], in {{source}}: {FAIL_FIX} or rescue",
+    ),
+    (
+        "a new column under add_columns: added to the table",
+        gains_region,
+        "add_columns",
+        "columns the schema lacks: ['region'], in {source}: the runs add them to the table "
+        "(schema.mode add_columns)",
+    ),
+    (
+        "a new column under rescue: kept in _rescued_data",
+        gains_region,
+        "rescue",
+        "columns the schema lacks: ['region'], in {source}: the runs keep them in _rescued_data "
+        "(schema.mode rescue)",
+    ),
+    (
+        "a new column under ignore: left out",
+        gains_region,
+        "ignore",
+        "columns the schema lacks: ['region'], in {source}: the runs leave them out "
+        "(schema.mode ignore)",
+    ),
+    (
+        "an int widened to bigint under fail: the runs stop",
+        widens_qty,
+        "fail",
+        "columns whose type changed: ['qty int -> bigint'], in {source}: the runs stop on them "
+        "(schema.mode fail)",
+    ),
+    (
+        "an int widened to bigint under add_columns: widened",
+        widens_qty,
+        "add_columns",
+        "columns whose type changed: ['qty int -> bigint'], in {source}: the runs widen the "
+        "table's columns (schema.mode add_columns)",
+    ),
+    (
+        "an int turned string under add_columns: the runs stop, Delta cannot widen it",
+        qty_as_text,
+        "add_columns",
+        "columns whose type changed: ['qty int -> string'], in {source}: the runs stop on "
+        "['qty']: schema.mode add_columns widens only what Delta can (int -> bigint, float -> "
+        "double, ...)",
+    ),
+    (
+        "an int turned string under ignore: values that do not fit are NULL",
+        qty_as_text,
+        "ignore",
+        "columns whose type changed: ['qty int -> string'], in {source}: values the table's "
+        "type cannot hold become NULL (schema.mode ignore)",
+    ),
+]
+
+
+def tick(defs: Any, instance: DagsterInstance, sensor: str) -> SensorExecutionData:
+    """One tick, its new partitions and asset events recorded on the instance as the daemon
+    records them."""
+    context = build_sensor_context(
+        instance=instance, instance_ref=instance.get_ref(), definitions=defs
+    )
+    data = defs.resolve_sensor_def(sensor).evaluate_tick(context)
+    for request in data.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(request.partitions_def_name, request.partition_keys)
+    for event in data.asset_events:
+        instance.report_runless_asset_event(event)
+    return data
+
+
+def instance_in(tmp_path: Path) -> DagsterInstance:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    return DagsterInstance.local_temp(str(home))
+
+
+def said_of_schema(data: SensorExecutionData) -> list[str]:
+    return [
+        str(e.metadata[SCHEMA_KEY].value) for e in data.asset_events if SCHEMA_KEY in e.metadata
+    ]
+
+
+@pytest.mark.parametrize("kind", list(KINDS.values()), ids=list(KINDS))
+@pytest.mark.parametrize(
+    ("change", "mode", "expected"), [pytest.param(*c[1:], id=c[0]) for c in CASES]
+)
+def test_a_sensor_says_how_its_delta_source_changed_and_what_the_mode_does(
+    tmp_path: Path,
+    kind: Kind,
+    change: Callable[[Path], None],
+    mode: str,
+    expected: str | None,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    source = tmp_path / "source" / "orders"
+    raw, sensor = kind(tmp_path, {"type": "delta_table", "uri": str(source)}, mode)
+    write(Path(raw["table"]["uri"]), BEFORE, rows(2))  # the table as a first run left it
+    write(source, BEFORE, rows(2))
+    change(source)
+    defs = build_definitions(project_config(raw), clock=lambda: NOW)
+    instance = instance_in(tmp_path)
+
+    capfd.readouterr()
+    data = tick(defs, instance, sensor)
+    logged = capfd.readouterr().err  # the tick's log line (Dagster's console logger)
+    assert data.run_requests, data.skip_message  # a run would start: the source was read
+    if expected is None:
+        assert said_of_schema(data) == []
+        assert "schema" not in logged
+        return
+    text = expected.format(source=f"source {str(source)!r}")
+    assert said_of_schema(data) == [text]
+    assert text in logged
+    assert said_of_schema(tick(defs, instance, sensor)) == []  # observed once, said each tick
+
+
+def test_the_file_sensor_and_a_column_sources_sensor_use_the_same_words(tmp_path: Path) -> None:
+    """The file sensor's words for a file's new column (``test_file_source_columns.py``) are the
+    ones a column source's sensor uses, but where the column was seen."""
+    from watermark_assets.defs.schema_notes import columns_note
+
+    for mode, does in (
+        ("ignore", "the runs leave them out (schema.mode ignore)"),
+        ("fail", f"{FAIL_FIX} or rescue, or add them to source.schema"),
+    ):
+        where = "the newest file of 1 batch(es) requested"
+        assert columns_note(["region"], where, mode, declared_by="source.schema") == (
+            f" | columns the schema lacks: ['region'], in {where}: {does}"
+        )
+
+
+# --- a PostgreSQL source: one LIMIT 0 query, no Spark ---
+
+
+@pytest.mark.parametrize(
+    ("alter", "expected"),
+    [
+        pytest.param("", None, id="unchanged: its types read as Spark reads them, nothing said"),
+        pytest.param(
+            "ALTER TABLE orders ADD COLUMN region text, ADD COLUMN price numeric(10,2)",
+            "columns the schema lacks: ['region', 'price'], in {source}: the runs add them to "
+            "the table (schema.mode add_columns)",
+            id="two new columns",
+        ),
+        pytest.param(
+            "ALTER TABLE orders ALTER COLUMN qty TYPE bigint",
+            "columns whose type changed: ['qty int -> bigint'], in {source}: the runs widen the "
+            "table's columns (schema.mode add_columns)",
+            id="int widened to bigint",
+        ),
+    ],
+)
+def test_a_time_sensor_over_postgresql_says_how_the_table_changed(
+    tmp_path: Path, alter: str, expected: str | None
+) -> None:
+    with orders_database() as database:
+        url = f"jdbc:postgresql://127.0.0.1:5432/{database}?user=postgres&ssl=false"
+        source = {"type": "jdbc", "url": url, "table": "orders"}
+        raw, sensor = time_kind(tmp_path, source, "add_columns")
+        write(Path(raw["table"]["uri"]), BEFORE, rows(2))
+        if alter:
+            with psycopg.connect(f"{PG_SERVER}/{database}", autocommit=True) as conn:
+                conn.execute(alter)
+        defs = build_definitions(project_config(raw), clock=lambda: NOW)
+        data = tick(defs, instance_in(tmp_path), sensor)
+    assert data.run_requests
+    if expected is None:
+        assert said_of_schema(data) == []
+    else:
+        where = f"source {url + ' orders'!r}"  # the source's location: its URL and table
+        assert said_of_schema(data) == [expected.format(source=where)]
+
+
+def test_a_source_that_cannot_be_read_is_said_and_the_runs_still_start(tmp_path: Path) -> None:
+    url = "jdbc:postgresql://127.0.0.1:1/nothing_here"
+    raw, sensor = time_kind(tmp_path, {"type": "jdbc", "url": url, "table": "orders"}, "fail")
+    write(Path(raw["table"]["uri"]), BEFORE, rows(2))
+    defs = build_definitions(project_config(raw), clock=lambda: NOW)
+    data = tick(defs, instance_in(tmp_path), sensor)
+    assert data.run_requests
+    (said,) = said_of_schema(data)
+    where = f"source {url + ' orders'!r}"
+    assert said.startswith(f"schema: the columns of {where} could not be read (connection ")
+    assert said.endswith("; the run checks them")
+
+
+def test_before_the_first_run_the_source_is_not_read(tmp_path: Path) -> None:
+    """No table yet: nothing to compare (the first run creates it from the source's columns),
+    so the tick reads no source, even one that is not there."""
+    raw, sensor = time_kind(tmp_path, {"type": "delta_table", "uri": str(tmp_path / "no")}, "fail")
+    defs = build_definitions(project_config(raw), clock=lambda: NOW)
+    data = tick(defs, instance_in(tmp_path), sensor)
+    assert data.run_requests and said_of_schema(data) == []
+
+
+# --- explain and summary: the schema line (real Spark runs) ---
+
+
+def cli(config: Path, *args: str, capfd: pytest.CaptureFixture[str]) -> list[str]:
+    capfd.readouterr()
+    assert main(["--config", str(config), *args]) == 0
+    return capfd.readouterr().out.splitlines()
+
+
+def summary_cell(lines: list[str], pipeline: str) -> str:
+    """The ``schema`` cell (the last column) of ``pipeline``'s row of ``summary``."""
+    for number, line in enumerate(lines):
+        if line.startswith("pipeline  ") and line.rstrip().endswith("schema"):
+            start = line.index("schema", len(line.rstrip()) - len("schema"))
+            for row in lines[number + 2 :]:
+                if not row.strip():
+                    break
+                if row.startswith(f"{pipeline} "):
+                    return row[start:].strip()
+    raise AssertionError(f"no row of {pipeline} in {lines}")
+
+
+def write_config(tmp_path: Path, raw: dict[str, Any]) -> Path:
+    path = tmp_path / "pipelines.yaml"
+    config = {"spark": {"master": "local[2]", "conf": TEST_SPARK_CONF}, "pipelines": [raw]}
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+@pytest.mark.spark
+def test_explain_and_summary_say_the_schema_before_and_after_an_add_columns_evolution(
+    spark: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "source" / "orders"
+    write(source, BEFORE, rows(2))
+    raw = {
+        "name": "orders",
+        "source": {"type": "delta_table", "uri": str(source)},
+        "watermark": {"columns": ["updated_at", "id"]},
+        "table": {"uri": str(tmp_path / "delta" / "orders")},
+        "schema": {"mode": "add_columns"},
+    }
+    config = write_config(tmp_path, raw)
+    instance = DagsterInstance.ephemeral()
+    job = build_definitions(project_config(raw), clock=lambda: NOW).resolve_job_def("orders_job")
+
+    expected = [
+        ("before the first run", "schema: add_columns, no table yet", "add_columns"),
+        ("after it", "schema: add_columns, 4 table columns; no evolution recorded", "add_columns"),
+        (
+            "after the source gained a column",
+            "schema: add_columns, 5 table columns; last evolution in Delta version 1: added "
+            f"region (string) from {str(source)!r}",
+            "add_columns (+1 @v1)",
+        ),
+    ]
+    for step, line, cell in expected:
+        if step == "after it":
+            assert job.execute_in_process(instance=instance).success
+        elif step.startswith("after the source"):
+            gains_region(source)
+            assert job.execute_in_process(instance=instance).success
+            assert DeltaTable(raw["table"]["uri"]).version() == 1
+        explained = cli(config, "explain", "orders", capfd=capfd)
+        assert explained[1] == f"  {line}", (step, explained)
+        assert summary_cell(cli(config, "summary", capfd=capfd), "orders") == cell, step
+
+
+STAMPS = ("1706436000-000001", "1706436060-000002")
+
+
+@pytest.mark.spark
+def test_explain_and_summary_say_an_inferred_schema_and_its_files(
+    spark: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "landing" / "date=2024-01-28" / "hour=10"
+    folder.mkdir(parents=True)
+    for stamp in STAMPS:
+        (folder / f"{stamp}.csv").write_text(
+            "id,event_time,name\n1,2024-01-28T10:00:00Z,e1\n", encoding="utf-8"
+        )
+    source = {"uri": str(tmp_path / "landing"), "format": "csv", "schema": None}
+    raw = pipeline_yaml(tmp_path, source=source, schema={"infer": True})
+    loop = SensorLoop(
+        build_definitions(project_config(raw), clock=lambda: FROZEN_NOW),
+        DagsterInstance.ephemeral(),
+    )
+    (request,) = loop.tick().run_requests or []
+    assert loop.run(request).success
+    config = write_config(tmp_path, raw)
+
+    explained = cli(config, "explain", "events", capfd=capfd)
+    first, last = (f"date=2024-01-28/hour=10/{s}.csv" for s in STAMPS)
+    columns = len(DeltaTable(raw["table"]["uri"]).schema().fields)
+    assert explained[-1] == (
+        f"schema: fail, {columns} table columns, inferred from 2 files: {first} .. {last}; "
+        "no evolution recorded"
+    ), explained
+    assert summary_cell(cli(config, "summary", capfd=capfd), "events") == "fail (inferred: 2 files)"
