@@ -14,7 +14,7 @@ tick, without waiting for newer files. A partition with a run in flight is not r
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -69,6 +69,7 @@ from watermark_assets.sources.file_discovery import (
 )
 from watermark_assets.sources.files import TableFiles
 from watermark_assets.sources.late_files import find_late_files, group_by_partition
+from watermark_assets.sources.schema_drift import ColumnChange, new_column_names, type_changes
 from watermark_assets.spark.paths import GLOB_CHARACTERS
 from watermark_assets.state.checkpoint import catch_up, mark_idle, save_checkpoint
 from watermark_assets.state.commit_metadata import txn_app_id
@@ -123,7 +124,7 @@ class SensorCursor:
     #: their signatures then, named until the next sweep unless replaced meanwhile
     rewritten_swept: Mapping[str, str] = field(default_factory=dict)
     #: columns the newest files of the last batches requested hold that their runs leave out
-    #: (:meth:`~watermark_assets.sources.files.FileSource.columns_left_out`)
+    #: (the new columns of :meth:`~watermark_assets.sources.files.FileSource.column_changes`)
     columns_left_out: tuple[str, ...] = ()
     #: the last verdict of ``backlog_within_limits`` (None: no backlog_limits)
     backlog_passed: bool | None = None
@@ -387,9 +388,10 @@ def build_sensor(
         cursor = replace(seen, pending_files=pending, state=WatermarkState.ACTIVE.value)
         if newest:
             probed = newest[:COLUMN_PROBES]
-            left = pipeline.file_source.columns_left_out(probed)
+            found = pipeline.file_source.column_changes(probed)
+            left = None if found is None else new_column_names(found)
             cursor = replace(cursor, columns_left_out=left or ())
-            notes += _columns_note(left, len(probed), pipeline)
+            notes += _columns_note(found, len(probed), pipeline)
         notes_of = partition_notes(
             pipeline,
             groups,
@@ -705,21 +707,26 @@ UNREADABLE_NAMES = 5
 COLUMN_PROBES = 10
 
 
-def _columns_note(left: tuple[str, ...] | None, probed: int, pipeline: Pipeline) -> str:
-    """The tick's words for the columns the requested runs' files bring that the schema lacks,
-    and what their ``schema.mode`` does with them (none: nothing said); None under
-    ``schema.infer``: no schema is stored yet, the first run infers it."""
+def _columns_note(found: Sequence[ColumnChange] | None, probed: int, pipeline: Pipeline) -> str:
+    """The tick's words for how the requested runs' files differ from the schema (columns it
+    lacks, CSV/JSON columns whose sampled values turned another type, Parquet columns of
+    another type), and what their ``schema.mode`` does with them (none: nothing said); None
+    under ``schema.infer``: no schema is stored yet, the first run infers it."""
     policy = pipeline.schema_policy
-    if left is None and policy.infer:
+    if found is None and policy.infer:
         return (
             " | schema: none stored yet; the first run infers it from its first "
             f"{policy.sample_files} files (schema.infer) and creates the table with it"
         )
+    retyped: dict[str, ColumnChange] = {}  # each column once, as its first file says it
+    for change in type_changes(found or ()):
+        retyped.setdefault(change.column.lower(), change)
     return columns_note(
-        left or (),
+        new_column_names(found or ()),
         f"the newest file of {probed} batch(es) requested",
         policy.mode.value,
         declared_by="source.schema",
+        retyped=list(retyped.values()),
     )
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from watermark_assets.config import FilePipelineConfig
     from watermark_assets.delta.log import CommitRecord
+    from watermark_assets.sources.schema_drift import ColumnChange
     from watermark_assets.sources.schema_inference import InferredSchema
     from watermark_assets.spark.batch import UnreadableFile
 
@@ -66,7 +67,7 @@ class StagedFiles:
     #: files that could not be read at all (recorded in the quarantine as files by the run)
     unreadable: tuple[UnreadableFile, ...] = ()
     #: columns the batch's files hold that its rows leave out (no schema evolution yet); None:
-    #: the source cannot tell (:meth:`FileSource.columns_left_out`)
+    #: the source cannot tell (:meth:`FileSource.column_changes`)
     columns_ignored: tuple[str, ...] | None = None
     #: columns the staged data files hold beyond the declared ones, (name, Spark type), for the
     #: commit to add to the table as nullable columns where it lacks them: the columns the files
@@ -183,10 +184,11 @@ class FileSource(Protocol):
         files; empty where the landing folder is not the table's."""
         ...
 
-    def columns_left_out(self, paths: Sequence[str]) -> tuple[str, ...] | None:
-        """The columns the landing files ``paths`` (relative to the source) hold that a run
-        would leave out of the rows, read without Spark (a footer, a header line: a tick may
-        ask); None when it cannot be told cheaply, or nothing is ever left out."""
+    def column_changes(self, paths: Sequence[str]) -> Sequence[ColumnChange] | None:
+        """How the landing files ``paths`` (relative to the source) differ from the declared
+        columns: the columns the schema lacks and the columns whose type changed, read without
+        Spark (a footer, a header line and the first records: a tick may ask), as a run
+        compares them; None when it cannot be told cheaply."""
         ...
 
 

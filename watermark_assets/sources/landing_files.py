@@ -23,7 +23,13 @@ from watermark_assets.sources.file_columns import (
     sampled_layouts,
 )
 from watermark_assets.sources.files import FileBatch, StagedFiles, known_table_schema
-from watermark_assets.sources.schema_drift import Layout, changes, new_columns, type_changes
+from watermark_assets.sources.schema_drift import (
+    ColumnChange,
+    Layout,
+    changes,
+    new_columns,
+    type_changes,
+)
 from watermark_assets.sources.schema_inference import InferredSchema, infer_schema
 from watermark_assets.spark.batch import (
     INGESTED_AT_COLUMN,
@@ -262,14 +268,24 @@ class LandingFilesSource:
         own = (*LINEAGE_COLUMNS, RESCUED_DATA_COLUMN, *self.pipeline.table.derived_columns)
         return table_columns(self.pipeline.table.uri, [*own, *known])
 
-    def columns_left_out(self, paths: Sequence[str]) -> tuple[str, ...] | None:
-        """The columns of ``paths`` (Parquet footers, CSV header lines, the keys of the first
-        JSON records: :mod:`~watermark_assets.sources.file_columns`) that the declared columns
-        lack (``source.schema`` and the table's data columns; Parquet without a schema: the
-        table's). None: cannot tell (headerless CSV, Parquet without a schema and no table
-        yet)."""
+    def column_changes(self, paths: Sequence[str]) -> list[ColumnChange] | None:
+        """How the landing files ``paths`` differ from the declared columns (``source.schema``
+        and the table's data columns; Parquet without a schema: the table's), from the read a
+        run's :meth:`_policy` makes (:func:`~watermark_assets.sources.file_columns.\
+sampled_layouts`: Parquet footers; CSV header lines and JSON keys with their first records'
+        values, so a column whose values turned another type is told too). None: cannot tell
+        (headerless CSV, whole-file JSON, Parquet without a schema and no table yet)."""
+        fmt, options = self.config.format.value, self.config.csv_options
+        csv_options = options if fmt == "csv" else None
+        if not names_columns(fmt, csv_options):
+            return None
         declared = self._declared_columns({}, self._schema(())[0])
-        return None if declared is None else self._left_out(paths, [n for n, _ in declared])
+        if declared is None:
+            return None
+        uris = [f"{self.config.uri.rstrip('/')}/{path}" for path in paths]
+        sampled = dict(zip(paths, sampled_layouts(uris, fmt, csv_options), strict=True))
+        layouts = {path: layout for path, (layout, _) in sampled.items()}
+        return changes(declared, layouts, samples={p: s for p, (_, s) in sampled.items()})
 
     def _left_out(self, paths: Sequence[str], read: Iterable[str]) -> tuple[str, ...] | None:
         """The columns of the landing files ``paths`` that are not among ``read``."""

@@ -145,8 +145,9 @@ class ParquetCommitSource:
         paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
         return set(self._in_source(paths))
 
-    def columns_left_out(self, paths: Sequence[str]) -> None:
-        """None: the files are committed whole (a column the table lacks fails the commit)."""
+    def column_changes(self, paths: Sequence[str]) -> None:
+        """None: the files are committed whole (their footers are compared with the table by
+        the commit's plan, which stops or evolves under ``schema.mode``)."""
         return None
 
     def table_files(self, recorded: Collection[str] = ()) -> TableFiles:

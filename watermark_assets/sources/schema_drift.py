@@ -148,6 +148,16 @@ def new_columns(found: Sequence[ColumnChange], hint: Callable[[str], str | None]
     return dict(added.values())
 
 
+def new_column_names(found: Sequence[ColumnChange]) -> tuple[str, ...]:
+    """The columns ``found`` names as new (the schema lacks them), each once (case-insensitive,
+    first seen first, its first spelling)."""
+    names: dict[str, str] = {}
+    for change in found:
+        if change.is_new:
+            names.setdefault(change.column.lower(), change.column)
+    return tuple(names.values())
+
+
 def type_changes(found: Sequence[ColumnChange]) -> list[ColumnChange]:
     """The changes that are a column's type, not a new column."""
     return [c for c in found if not c.is_new]
