@@ -422,3 +422,205 @@ def test_explain_and_summary_say_an_inferred_schema_and_its_files(
         "no evolution recorded"
     ), explained
     assert summary_cell(cli(config, "summary", capfd=capfd), "events") == "fail (inferred: 2 files)"
+
+
+# --- a column source over a folder of files: its newest files' footers, headers, keys ---
+
+FOLDER_DDL = "id BIGINT, updated_at TIMESTAMP, unit STRING, qty INT"
+
+
+def parquet_file(folder: Path, name: str, schema: pa.Schema, records: list[dict[str, Any]]) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(records, schema=schema), folder / f"{name}.parquet")
+
+
+def text_file(folder: Path, name: str, header: str, lines: list[str]) -> None:
+    suffix = "json" if header == "" else "csv"
+    (folder / f"{name}.{suffix}").write_text("\n".join(filter(None, [header, *lines])) + "\n")
+
+
+def csv_lines(region: bool) -> tuple[str, list[str]]:
+    """``region`` in the middle of the header when it is there."""
+    if region:
+        return "id,region,updated_at,unit,qty", [f"{i},n,2020-01-01T06:00:00,a,{i}" for i in (1, 2)]
+    return "id,updated_at,unit,qty", [f"{i},2020-01-01T06:00:00,a,{i}" for i in (1, 2)]
+
+
+def json_lines(region: bool) -> list[str]:
+    extra = ', "region": "n"' if region else ""
+    return [
+        f'{{"id": {i}, "updated_at": "2020-01-01T06:00:00", "unit": "a", "qty": {i}{extra}}}'
+        for i in (1, 2)
+    ]
+
+
+def folder_files(folder: Path, fmt: str, layouts: list[str]) -> None:
+    """One file per entry of ``layouts`` (oldest first, their modification times a minute
+    apart): ``same`` (the table's columns), ``region`` (a column more), ``qty text`` (qty a
+    string: Parquet only)."""
+    import os
+
+    folder.mkdir(parents=True)
+    for number, layout in enumerate(layouts):
+        name = f"part-{number:03d}"
+        region = layout == "region"
+        if fmt == "parquet":
+            schema = BEFORE.append(pa.field("region", pa.string())) if region else BEFORE
+            records = [{**r, "region": "n"} if region else r for r in rows(2)]
+            if layout == "qty text":
+                schema = BEFORE.set(3, pa.field("qty", pa.string()))
+                records = [{**r, "qty": str(r["qty"])} for r in rows(2)]
+            parquet_file(folder, name, schema, records)
+        elif fmt == "csv":
+            text_file(folder, name, *csv_lines(region))
+        else:
+            text_file(folder, name, "", json_lines(region))
+        stamp = 1_600_000_000 + 60 * number
+        (path,) = folder.glob(f"{name}.*")
+        os.utime(path, (stamp, stamp))
+
+
+# (id, format, files oldest first, mode, what the tick says after "in {source}: "; None: nothing)
+FOLDER_CASES: list[tuple[str, str, list[str], str, str | None]] = [
+    ("Parquet, unchanged: nothing said", "parquet", ["same", "same"], "fail", None),
+    (
+        "Parquet, the newest footer gains a column: add_columns adds it",
+        "parquet",
+        ["same", "region"],
+        "add_columns",
+        "columns the schema lacks: ['region'], in {source}: the runs add them to the table "
+        "(schema.mode add_columns)",
+    ),
+    (
+        "Parquet, the newest footer says qty is a string: ignore nulls what does not fit",
+        "parquet",
+        ["same", "qty text"],
+        "ignore",
+        "columns whose type changed: ['qty int -> string'], in {source}: values the table's "
+        "type cannot hold become NULL (schema.mode ignore)",
+    ),
+    (
+        "Parquet, a column only a file older than the 3 newest holds: not read, nothing said",
+        "parquet",
+        ["region", "same", "same", "same"],
+        "fail",
+        None,
+    ),
+    (
+        "CSV, the newest header gains a column in the middle: fail names the fix",
+        "csv",
+        ["same", "region"],
+        "fail",
+        f"columns the schema lacks: ['region'], in {{source}}: {FAIL_FIX} or rescue, or add "
+        "them to source.schema",
+    ),
+    ("CSV, unchanged: nothing said", "csv", ["same", "same"], "fail", None),
+    (
+        "JSON lines, the newest records gain a key: rescue keeps it",
+        "json",
+        ["same", "region"],
+        "rescue",
+        "columns the schema lacks: ['region'], in {source}: the runs keep them in "
+        "_rescued_data (schema.mode rescue)",
+    ),
+]
+
+
+@pytest.mark.parametrize("kind", list(KINDS.values()), ids=list(KINDS))
+@pytest.mark.parametrize(
+    ("fmt", "layouts", "mode", "expected"), [pytest.param(*c[1:], id=c[0]) for c in FOLDER_CASES]
+)
+def test_a_sensor_says_how_its_folder_sources_newest_files_changed(
+    tmp_path: Path,
+    kind: Kind,
+    fmt: str,
+    layouts: list[str],
+    mode: str,
+    expected: str | None,
+) -> None:
+    folder = tmp_path / "source" / "orders"
+    folder_files(folder, fmt, layouts)
+    source: dict[str, Any] = {"type": fmt, "uri": str(folder)}
+    if fmt != "parquet":
+        source["schema"] = FOLDER_DDL
+    raw, sensor = kind(tmp_path, source, mode)
+    write(Path(raw["table"]["uri"]), BEFORE, rows(2))  # the table as a first run left it
+    defs = build_definitions(project_config(raw), clock=lambda: NOW)
+    data = tick(defs, instance_in(tmp_path), sensor)
+    assert data.run_requests, data.skip_message  # a run would start: the folder was read
+    if expected is None:
+        assert said_of_schema(data) == []
+    else:
+        assert said_of_schema(data) == [expected.format(source=f"source {str(folder)!r}")]
+
+
+# --- the file sensor: a CSV/JSON column whose sampled values turned another type ---
+
+RETYPED_DDL = "id BIGINT, event_time TIMESTAMP, name STRING, qty INT"
+WORDS = ["one", "two", "three", "four"]
+
+
+def retyped_landing(folder: Path, fmt: str) -> None:
+    """One landing file whose ``qty`` holds words, not the schema's INT."""
+    folder.mkdir(parents=True)
+    stamp = "2024-01-28T10:00:00Z"
+    if fmt == "csv":
+        lines = ["id,event_time,name,qty", *(f"{i},{stamp},e{i},{w}" for i, w in enumerate(WORDS))]
+    else:
+        lines = [
+            f'{{"id": {i}, "event_time": "{stamp}", "name": "e{i}", "qty": "{w}"}}'
+            for i, w in enumerate(WORDS)
+        ]
+    (folder / f"1706436000-000001.{fmt}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "mode", "does"),
+    [
+        pytest.param("csv", "fail", "the runs stop on them (schema.mode fail)", id="CSV, fail"),
+        pytest.param(
+            "csv",
+            "add_columns",
+            "the runs stop on ['qty']: schema.mode add_columns widens only what Delta can "
+            "(int -> bigint, float -> double, ...)",
+            id="CSV, add_columns: no widening to string",
+        ),
+        pytest.param(
+            "csv",
+            "rescue",
+            "values the table's type cannot hold go to _rescued_data (schema.mode rescue)",
+            id="CSV, rescue",
+        ),
+        pytest.param(
+            "csv",
+            "ignore",
+            "values the table's type cannot hold become NULL (schema.mode ignore)",
+            id="CSV, ignore",
+        ),
+        pytest.param(
+            "ndjson", "fail", "the runs stop on them (schema.mode fail)", id="JSON lines, fail"
+        ),
+    ],
+)
+def test_a_file_sensor_tick_says_a_column_whose_values_turned_another_type(
+    tmp_path: Path, fmt: str, mode: str, does: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The tick reads the newest file of the batch it requests as the run does (its header or
+    keys and its first records' values) and says what the run under ``schema.mode`` will do."""
+    retyped_landing(tmp_path / "landing" / "date=2024-01-28" / "hour=10", fmt)
+    source = {"uri": str(tmp_path / "landing"), "format": fmt, "schema": RETYPED_DDL}
+    raw = pipeline_yaml(tmp_path, source=source, schema={"mode": mode})
+    loop = SensorLoop(
+        build_definitions(project_config(raw), clock=lambda: FROZEN_NOW),
+        DagsterInstance.ephemeral(),
+    )
+    capfd.readouterr()
+    data = loop.tick()
+    logged = capfd.readouterr().err  # the tick's log line (Dagster's console logger)
+    assert data.run_requests
+    assert (
+        " | columns whose type changed: ['qty int -> string'], in the newest file of 1 "
+        f"batch(es) requested: {does}"
+    ) in logged
+    assert "columns the schema lacks" not in logged

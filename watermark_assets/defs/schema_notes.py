@@ -5,10 +5,12 @@ pipeline's ``schema.mode`` will do with them (:func:`columns_note`).
 A file pipeline's tick reads the newest file of each batch it requests (``defs/sensors.py``). A
 column source's (column, time, unit and time x unit pipelines: a Delta table, a PostgreSQL table)
 is read once per tick that would start or wait for a run (:func:`source_schema_note`): one schema
-read of the source (a Delta table's snapshot schema, a ``LIMIT 0`` query), without Spark, compared
-with the declared columns (the source's DDL, then the table's) as the run will compare them
+read of the source (a Delta table's snapshot schema, a ``LIMIT 0`` query, the footers, header
+lines or first JSON keys of a folder's few newest files:
+:func:`~watermark_assets.sources.table.newest_layout`), without Spark, compared with the declared
+columns (the source's DDL, then the table's) as the run will compare them
 (:func:`~watermark_assets.sources.column_schema.source_changes`). A source that cannot say its
-columns without reading rows (an HTTP API, a folder of files) says nothing: its run finds them.
+columns without reading rows (an HTTP API) says nothing: its run finds them.
 The words go into the tick's log or skip message and, when they change, into an observation of
 the asset (``schema/source_change``).
 """

@@ -156,9 +156,10 @@ class ReadsNullRows(Protocol):
 @runtime_checkable
 class ShowsColumns(Protocol):
     """A source that can say its columns now without Spark and without reading a row: one schema
-    read (a Delta table's snapshot schema, a database's ``LIMIT 0`` query), for a sensor tick
-    to tell that they changed before a run reads them. A source without it (an HTTP API, a
-    folder of files) says nothing until its run reads."""
+    read (a Delta table's snapshot schema, a database's ``LIMIT 0`` query, the footers or
+    header lines of a folder's few newest files), for a sensor tick to tell that they changed
+    before a run reads them. A source without it (an HTTP API) says nothing until its run
+    reads."""
 
     def columns(self) -> tuple[tuple[str, str | None], ...]:
         """Its columns in order, each with its Spark type as a read would give it (None: the

@@ -230,6 +230,12 @@ file_layouts`). When they all hold the same columns, the folder is read in them,
         """The rows with a NULL watermark column (Spark pushes ``IS NULL`` into the scan)."""
         return self.read(spark, everything(columns)).frame.where(any_null(columns))
 
+    def columns(self) -> tuple[tuple[str, str | None], ...]:
+        """The columns of the folder's newest files (:func:`newest_layout`: at most
+        :data:`SHOWN_FILES` footers), each in a type that holds every one's, as a read merges
+        them; no Spark session, no row read."""
+        return newest_layout(self.uri, "parquet", None)
+
 
 @dataclass(frozen=True)
 class CsvJsonSource:
@@ -329,6 +335,16 @@ class CsvJsonSource:
         own = replace(self, name=f"{self.name}_null_watermark")
         return own.read(spark, everything(columns)).frame.where(any_null(columns))
 
+    def columns(self) -> tuple[tuple[str, str | None], ...]:
+        """The columns the folder's newest files name (:func:`newest_layout`: at most
+        :data:`SHOWN_FILES` header lines, or the keys of their first JSON records), no type
+        (a read finds a value of another type: quarantined, rescued or nulled by
+        ``schema.mode``); none for files that cannot name their columns (headerless CSV,
+        whole-file JSON)."""
+        if not names_columns(self.format, self.options):
+            return ()
+        return newest_layout(self.uri, self.format, self.options)
+
     def _records(self, spark: SparkSession, files: list[str], schema: Any) -> DataFrame:
         """Every record of ``files`` in ``schema``, PERMISSIVE: a malformed one has its text in
         CORRUPT_RECORD_COLUMN; each with its file in RECORD_FILE_COLUMN."""
@@ -427,6 +443,29 @@ def file_may_hold_rows(
         low = stats_value(file.get(f"min.{column}"), column_type)  # a cut minimum stays below
         return not (low is not None and low > value) and bool(high >= value)
     return bool(high > value) if bound.op == ">" else bool(high >= value)
+
+
+#: How many of a folder's newest files (modification time, then path) a sensor reads the
+#: columns of (:func:`newest_layout`): a footer, a header line or the first JSON records each,
+#: after one listing of the folder. A column only older files hold is not seen there: the
+#: run, which reads every file's, finds it.
+SHOWN_FILES = 3
+
+
+def newest_layout(
+    uri: str, format: str, options: Mapping[str, str] | None
+) -> tuple[tuple[str, str | None], ...]:
+    """The columns of the :data:`SHOWN_FILES` newest data files of the folder ``uri``, each once
+    (first seen first, oldest file first): Parquet in a type that holds every footer's
+    (:func:`~watermark_assets.sources.schema_drift.merged_layout`), CSV and JSON without one
+    (their files state none); none for an empty folder."""
+    infos = io.data_file_infos(uri)
+    files = sorted(infos, key=lambda path: (modification_time_ms(infos[path]), path))
+    layouts = file_layouts(files[-SHOWN_FILES:], format, options)
+    if format == "parquet":
+        return tuple(merged_layout(layouts))
+    headers = [[name for name, _ in layout or ()] for layout in layouts]
+    return tuple((name, None) for name in left_out(headers, ()))
 
 
 def everything(columns: Sequence[str]) -> Predicate:
