@@ -20,10 +20,11 @@ import pyarrow as pa
 import pytest
 from _landing import FROZEN_NOW
 from _sensor_loop import SensorLoop
-from conftest import pipeline_yaml, project_config
+from conftest import pipeline_yaml, project_config, s3_project
 from dagster import DagsterInstance
 from deltalake import DeltaTable
 
+from watermark_assets import storage
 from watermark_assets.defs import build_definitions
 from watermark_assets.exceptions import ConfigError, SchemaInferenceError
 from watermark_assets.names import SCHEMA_INFERRED_KEY
@@ -411,3 +412,47 @@ def test_two_first_runs_at_once_commit_one_schema(
         "x6",
     ]
     assert "schema/inferred" not in _metadata(loop)  # A's commit read the stored schema
+
+
+@pytest.mark.spark
+def test_inference_over_a_landing_folder_and_a_table_on_s3(
+    spark: Any, s3_server: Any, tmp_path: Path
+) -> None:
+    """The same inference with the landing folder and the table in a bucket of moto's S3 server:
+    the sample is read through s3fs, the table created with the inferred schema on S3."""
+    bucket = s3_server.new_bucket()
+    table_uri = f"s3://{bucket}/lake/events"
+    source = {"uri": f"s3://{bucket}/landing", "format": "csv", "schema": None}
+    schema = {"infer": True, "hints": {"code": "STRING"}}
+    raw = pipeline_yaml(tmp_path, source=source, table={"uri": table_uri}, schema=schema)
+    rows = _rows(1)
+    text = "\n".join([",".join(rows[0]), *(",".join(str(v) for v in r.values()) for r in rows)])
+    name = f"{HOUR}/1706436000-000001.csv"
+    with s3_project(s3_server, raw) as config:
+        s3_server.client().put_object(Bucket=bucket, Key=f"landing/{name}", Body=text.encode())
+        loop = SensorLoop(
+            build_definitions(config, clock=lambda: FROZEN_NOW), DagsterInstance.ephemeral()
+        )
+        (request,) = loop.tick().run_requests or []
+        assert loop.run(request).success
+        table = DeltaTable(table_uri, storage_options=storage.delta_options(table_uri))
+        fields = json.loads(table.schema().to_json())["fields"]
+        types = {f["name"]: f["type"] for f in fields}
+        assert {k: types[k] for k in ("id", "event_time", "name", "code")} == {
+            "id": "long",
+            "event_time": "timestamp",
+            "name": "string",
+            "code": "string",
+        }
+        assert _metadata(loop)["schema/inferred"] == {
+            "columns": {
+                "id": "bigint",
+                "event_time": "timestamp",
+                "name": "string",
+                "code": "string",
+            },
+            "hinted": ["code"],
+            "files": [name],
+        }
+        found = table.to_pyarrow_table(columns=["id", "code"]).to_pylist()
+        assert sorted((r["id"], r["code"]) for r in found) == [(1, "001"), (2, "002"), (3, "003")]
