@@ -457,3 +457,52 @@ def test_a_tables_committer_is_made_in_one_place() -> None:
 )
 def test_the_asset_key_reader_itself(source: str, builds: bool) -> None:
     assert bool(list(asset_key_builds(source))) is builds
+
+
+def kind_modules() -> list[Path]:
+    """The kinds' own modules (``kinds/file_path.py``, ``kinds/time.py``, ...): those defining
+    the ``KIND`` the registry holds."""
+    return [
+        path
+        for path in sorted((PACKAGE / "kinds").glob("*.py"))
+        if any(
+            isinstance(node, ast.Assign)
+            and any(getattr(t, "id", None) == "KIND" for t in node.targets)
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+        )
+    ]
+
+
+def imported_modules(source: str) -> Iterator[str]:
+    """Every module ``source`` imports, ``from package import module`` said as
+    ``package.module`` (a name that is no module gives a harmless ``package.name``)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def test_no_kind_module_imports_another() -> None:
+    """Each kind fills its ``PipelineKind`` in its own module, its summary row included (what
+    every row shares is ``kinds/report.py``): adding a kind touches its module and one registry
+    line, and a kind's change never reaches another (docs/design.md, "One pipeline model")."""
+    modules = kind_modules()
+    names = {f"watermark_assets.kinds.{path.stem}" for path in modules}
+    assert len(names) >= 5, names
+    wrong = [
+        f"kinds/{path.name} imports {name}"
+        for path in modules
+        for name in imported_modules(path.read_text(encoding="utf-8"))
+        if name in names - {f"watermark_assets.kinds.{path.stem}"}
+    ]
+    assert not wrong, wrong
+
+
+def test_a_planted_import_of_another_kind_fails_the_rule() -> None:
+    source = "from watermark_assets.kinds import report, time\n"
+    assert "watermark_assets.kinds.time" in set(imported_modules(source))
+    assert "watermark_assets.kinds.unit" in set(
+        imported_modules("import watermark_assets.kinds.unit")
+    )
