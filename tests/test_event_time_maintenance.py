@@ -422,8 +422,8 @@ def test_maintenance_of_the_aggregates_own_tables_breaks_neither_the_tick_nor_th
     from conftest import project_config
     from test_event_time_pipeline import pipelines
 
-    from watermark_assets.cli import summarize_event_time
     from watermark_assets.defs.event_time import decide_closing, event_time_partitions
+    from watermark_assets.kinds.event_time import summarize as summarize_event_time
     from watermark_assets.runs.event_engines import BatchEngine
 
     spec = scenes.copy("two_batches", lambda root: two_batches(spark, scenes, root), tmp_path)

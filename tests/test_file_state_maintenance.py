@@ -28,10 +28,11 @@ from maintenance import checkpoint_and_clean, optimize, vacuum
 from test_pipeline_dagster import Clock, World, make_world
 
 from watermark_assets import explain, storage
-from watermark_assets.cli import main, summarize
+from watermark_assets.cli import main
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.exceptions import StateHistoryLostError
+from watermark_assets.kinds.file_path import summarize
 from watermark_assets.state.load import load_state
 from watermark_assets.verdicts import Verdict
 

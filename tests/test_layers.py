@@ -457,3 +457,132 @@ def test_a_tables_committer_is_made_in_one_place() -> None:
 )
 def test_the_asset_key_reader_itself(source: str, builds: bool) -> None:
     assert bool(list(asset_key_builds(source))) is builds
+
+
+def kind_modules() -> list[Path]:
+    """The kinds' own modules (``kinds/file_path.py``, ``kinds/time.py``, ...): those defining
+    the ``KIND`` the registry holds."""
+    return [
+        path
+        for path in sorted((PACKAGE / "kinds").glob("*.py"))
+        if any(
+            isinstance(node, ast.Assign)
+            and any(getattr(t, "id", None) == "KIND" for t in node.targets)
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+        )
+    ]
+
+
+def imported_modules(source: str) -> Iterator[str]:
+    """Every module ``source`` imports, ``from package import module`` said as
+    ``package.module`` (a name that is no module gives a harmless ``package.name``)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def test_no_kind_module_imports_another() -> None:
+    """Each kind fills its ``PipelineKind`` in its own module, its summary row included (what
+    every row shares is ``kinds/report.py``): adding a kind touches its module and one registry
+    line, and a kind's change never reaches another (docs/design.md, "One pipeline model")."""
+    modules = kind_modules()
+    names = {f"watermark_assets.kinds.{path.stem}" for path in modules}
+    assert len(names) >= 5, names
+    wrong = [
+        f"kinds/{path.name} imports {name}"
+        for path in modules
+        for name in imported_modules(path.read_text(encoding="utf-8"))
+        if name in names - {f"watermark_assets.kinds.{path.stem}"}
+    ]
+    assert not wrong, wrong
+
+
+def test_a_planted_import_of_another_kind_fails_the_rule() -> None:
+    source = "from watermark_assets.kinds import report, time\n"
+    assert "watermark_assets.kinds.time" in set(imported_modules(source))
+    assert "watermark_assets.kinds.unit" in set(
+        imported_modules("import watermark_assets.kinds.unit")
+    )
+
+
+#: What a Dagster context says of a run's partitions: read once, in ``defs/partitions.py``
+#: (``partition_selection(context)``), and passed on as a ``PartitionSelection``.
+CONTEXT_PARTITIONS = {
+    "partition_keys",
+    "partition_key",
+    "partition_key_range",
+    "partition_time_window",
+}
+#: The one module turning a run's context into a ``PartitionSelection``.
+READS_THE_RUNS_PARTITIONS = "defs/partitions.py"
+
+
+def context_partition_reads(source: str) -> Iterator[tuple[int, str]]:
+    """Where ``source`` reads a run's partitions off a Dagster context: ``context.partition_keys``
+    (any name ending in ``context``, e.g. ``step_context``) and the like."""
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Attribute) and node.attr in CONTEXT_PARTITIONS):
+            continue
+        owner = node.value
+        name = owner.id if isinstance(owner, ast.Name) else getattr(owner, "attr", "")
+        if name.endswith("context"):
+            yield node.lineno, f"{name}.{node.attr}"
+
+
+def test_only_the_edge_reads_a_runs_partitions_off_the_context() -> None:
+    """Every asset body turns its context into a ``PartitionSelection`` once
+    (``defs/partitions.partition_selection``) and its kind plans from that value (issue 23: "only
+    the file kind uses PartitionSelection"); reading ``context.partition_keys`` again elsewhere
+    would plan from Dagster's context instead."""
+    reading = [
+        f"{relative}:{line} {what}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (relative := path.relative_to(PACKAGE).as_posix()) != READS_THE_RUNS_PARTITIONS
+        for line, what in context_partition_reads(path.read_text(encoding="utf-8"))
+    ]
+    assert not reading, (
+        f"a run's partitions read off the context (use partition_selection): {reading}"
+    )
+    edge = (PACKAGE / READS_THE_RUNS_PARTITIONS).read_text(encoding="utf-8")
+    assert list(context_partition_reads(edge)), "the edge itself reads them (the list stays true)"
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ("keys = list(context.partition_keys)", ["context.partition_keys"]),
+        ("key = context.partition_key", ["context.partition_key"]),
+        ("w = context.partition_time_window", ["context.partition_time_window"]),
+        ("r = step_context.partition_key_range", ["step_context.partition_key_range"]),
+        ("k = self.context.partition_keys", ["context.partition_keys"]),
+        ("keys = request.partition_keys", []),
+        ("run(partition_key=key)", []),
+        ("keys = selection.keys", []),
+    ],
+    ids=[
+        "the run's keys",
+        "the run's key",
+        "the run's window",
+        "a step context's range",
+        "a context held by an object",
+        "a run request's keys",
+        "a keyword argument",
+        "the selection",
+    ],
+)
+def test_the_context_partition_reader_itself(source: str, found: list[str]) -> None:
+    assert [what for _, what in context_partition_reads(source)] == found
+
+
+def test_a_planted_context_read_in_an_asset_body_fails_the_rule() -> None:
+    """The rule fails on the time kind's Dagster module with its old planning call put back."""
+    time_defs = (PACKAGE / "defs" / "time.py").read_text(encoding="utf-8")
+    planted = time_defs + (
+        "\n\ndef _old(context, spec, partitions_def, now):\n"
+        "    return windows_of_keys(spec, partitions_def, context.partition_keys, now)\n"
+    )
+    assert list(context_partition_reads(time_defs)) == []
+    assert [what for _, what in context_partition_reads(planted)] == ["context.partition_keys"]

@@ -69,3 +69,4 @@ def test_a_runs_partitions_become_one_value(
     assert selection.time_window == window
     if unit is not None:
         assert selection.dimension("unit").keys == unit
+        assert selection.key_parts() == [{"date": "2024-01-28", "unit": "us"}]

@@ -728,7 +728,7 @@ class FileKind(KindScene):
         the state's counts and per-partition watermarks are the landing folder's."""
         from _landing import checkpoint_json, delta_ids, name_of, prefix_of
 
-        from watermark_assets.cli import summarize
+        from watermark_assets.kinds.file_path import summarize
 
         assert delta_ids(self.table) == sorted(self.landing.ids)
         tick = self.loop.tick()

@@ -38,13 +38,6 @@ from watermark_assets.kinds.report import PARTITIONED_HEADERS as PARTITIONED_HEA
 from watermark_assets.kinds.report import SUMMARY_HEADERS as SUMMARY_HEADERS
 from watermark_assets.kinds.report import PartitionedRow as PartitionedRow
 from watermark_assets.kinds.report import SummaryRow as SummaryRow
-from watermark_assets.kinds.report import schema_cell
-from watermark_assets.kinds.report import summarize as summarize
-from watermark_assets.kinds.report import summarize_column as summarize_column
-from watermark_assets.kinds.report import summarize_event_time as summarize_event_time
-from watermark_assets.kinds.report import summarize_grid as summarize_grid
-from watermark_assets.kinds.report import summarize_time as summarize_time
-from watermark_assets.kinds.report import summarize_unit as summarize_unit
 
 
 def _demo_phase(config_path: str | None, hook: str) -> tuple[list[FailedRun], list[str]]:
@@ -99,22 +92,7 @@ def run_sensors(config_path: str | None = None) -> list[FailedRun]:
 
 
 def print_table(rows: Sequence[SummaryRow]) -> None:
-    headers = SUMMARY_HEADERS
-    cells = [
-        [
-            r.pipeline,
-            str(r.partitions),
-            str(r.files),
-            str(r.rows),
-            str(r.quarantined),
-            r.watermark,
-            r.state,
-            r.delta_version,
-            schema_cell(r.schema),
-        ]
-        for r in rows
-    ]
-    print_grid(headers, cells)
+    print_grid(SUMMARY_HEADERS, [r.cells() for r in rows])
 
 
 def print_grid(headers: Sequence[str], cells: Sequence[Sequence[str]]) -> None:

@@ -73,3 +73,35 @@ def test_each_partitioning_gives_its_keys_and_its_time_window() -> None:
 def test_a_selection_without_keys_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one partition key"):
         PartitionSelection.of_keys([])
+
+
+def test_each_key_splits_into_its_key_in_each_dimension() -> None:
+    """A time x unit run's keys as each dimension's key, in the keys' order (the grid plans its
+    cells from them), whatever order the dimensions were given in."""
+    window = TimeWindow(DAY, DAY + timedelta(days=2))
+    by_both = PartitionSelection.of_dimensions(
+        ["2024-01-28|us", "2024-01-29|eu"],
+        {
+            "unit": PartitionDimension("unit", ("eu", "us")),
+            "date": PartitionDimension("date", ("2024-01-28", "2024-01-29"), window),
+        },
+        [{"unit": "us", "date": "2024-01-28"}, {"date": "2024-01-29", "unit": "eu"}],
+    )
+    assert by_both.key_parts() == [
+        {"date": "2024-01-28", "unit": "us"},
+        {"date": "2024-01-29", "unit": "eu"},
+    ]
+    by_time = PartitionSelection.of_time_window(["2024-01-28", "2024-01-29"], window)
+    assert by_time.key_parts() == [{"": "2024-01-28"}, {"": "2024-01-29"}]
+    assert PartitionSelection.of_keys(["eu"]).key_parts() == [{"": "eu"}]
+
+
+def test_several_dimensions_without_their_parts_do_not_split() -> None:
+    unsplit = PartitionSelection.of_dimensions(
+        ["2024-01-28|eu"],
+        {"unit": PartitionDimension("unit", ("eu",)), "date": PartitionDimension("date", ("x",))},
+    )
+    with pytest.raises(ValueError, match=r"of_dimensions\(keys, dimensions, parts\)"):
+        unsplit.key_parts()
+    with pytest.raises(ValueError, match="2 keys got 1 keys' parts"):
+        PartitionSelection(("a|x", "b|y"), (), (("a", "x"),))

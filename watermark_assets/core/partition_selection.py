@@ -54,10 +54,18 @@ class PartitionSelection:
 
     keys: tuple[str, ...]
     dimensions: tuple[PartitionDimension, ...] = field(default=())
+    #: each key's own key in each dimension, in ``dimensions``' order (several dimensions only;
+    #: with one dimension a key is its own)
+    parts: tuple[tuple[str, ...], ...] = field(default=())
 
     def __post_init__(self) -> None:
         if not self.keys:
             raise ValueError("a partition selection holds at least one partition key")
+        if self.parts and len(self.parts) != len(self.keys):
+            raise ValueError(
+                f"a partition selection of {len(self.keys)} keys got {len(self.parts)} keys' "
+                "parts; give each key its key in every dimension"
+            )
 
     @classmethod
     def of_time_window(cls, keys: Sequence[str], window: TimeWindow) -> PartitionSelection:
@@ -71,16 +79,39 @@ class PartitionSelection:
 
     @classmethod
     def of_dimensions(
-        cls, keys: Sequence[str], dimensions: Mapping[str, PartitionDimension]
+        cls,
+        keys: Sequence[str],
+        dimensions: Mapping[str, PartitionDimension],
+        parts: Sequence[Mapping[str, str]] = (),
     ) -> PartitionSelection:
-        """Several named dimensions (Dagster's multi-partitions)."""
-        return cls(tuple(keys), tuple(dimensions[name] for name in sorted(dimensions)))
+        """Several named dimensions (Dagster's multi-partitions); ``parts``: each key of
+        ``keys`` as its key in each dimension (``{"date": "2024-01-28", "unit": "us"}``)."""
+        names = sorted(dimensions)
+        return cls(
+            tuple(keys),
+            tuple(dimensions[name] for name in names),
+            tuple(tuple(part[name] for name in names) for part in parts),
+        )
 
     @property
     def time_window(self) -> TimeWindow | None:
         """The window of the (one) time dimension, None when there is none."""
         windows = [d.time_window for d in self.dimensions if d.time_window is not None]
         return windows[0] if windows else None
+
+    def key_parts(self) -> list[dict[str, str]]:
+        """Each key of ``keys``, in order, as its key in each dimension (one dimension: the key
+        itself under the dimension's name); ValueError for several dimensions built without
+        their ``parts``."""
+        names = [d.name for d in self.dimensions] or [""]
+        if self.parts:
+            return [dict(zip(names, part, strict=True)) for part in self.parts]
+        if len(names) > 1:
+            raise ValueError(
+                f"this selection of the dimensions {names} does not say which key of each "
+                "dimension its keys are; build it with of_dimensions(keys, dimensions, parts)"
+            )
+        return [{names[0]: key} for key in self.keys]
 
     def dimension(self, name: str) -> PartitionDimension:
         for dimension in self.dimensions:

@@ -40,6 +40,7 @@ from watermark_assets.config import (
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.column.replay import ReplayChunk
 from watermark_assets.core.column.watermark import ColumnWatermark
+from watermark_assets.core.partition_selection import PartitionSelection
 from watermark_assets.defs.assets import pipeline_job
 from watermark_assets.defs.checks import CommitFindings, watermark_checks
 from watermark_assets.defs.columns import source_schema
@@ -47,7 +48,7 @@ from watermark_assets.defs.freshness import freshness_policy
 from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import column_metadata, replay_metadata
-from watermark_assets.defs.partitions import partitions_definition
+from watermark_assets.defs.partitions import partition_selection, partitions_definition
 from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.table_schema import with_table_schema
@@ -122,12 +123,13 @@ def column_partitions(pipeline: ColumnPipelineConfig) -> TimeWindowPartitionsDef
 def partition_chunks(
     pipeline: ColumnPipelineConfig,
     partitions_def: TimeWindowPartitionsDefinition,
-    keys: list[str],
+    selection: PartitionSelection,
 ) -> list[ReplayChunk]:
-    """One replay chunk per partition key: its window ``[start, end)`` on the leading column."""
+    """One replay chunk per partition of the run: its window ``[start, end)`` on the leading
+    column (each key's window as its partitions define it)."""
     column = (pipeline.watermark.columns[0],)
     windows = sorted(
-        (partitions_def.time_window_for_partition_key(key) for key in keys),
+        (partitions_def.time_window_for_partition_key(key) for key in selection.keys),
         key=lambda window: window.start,
     )
     return [
@@ -176,7 +178,7 @@ def build_partitioned_column_asset(
         context: AssetExecutionContext, spark: WatermarkSparkResource
     ) -> MaterializeResult[None]:
         check_source(pipeline)  # before Spark: a clear error, not Spark's
-        chunks = partition_chunks(pipeline, partitions_def, list(context.partition_keys))
+        chunks = partition_chunks(pipeline, partitions_def, partition_selection(context))
         replay = ReplayConfig(
             start=chunks[0].lower.values[0],  # type: ignore[arg-type]
             end=chunks[-1].upper.values[0],  # type: ignore[arg-type]

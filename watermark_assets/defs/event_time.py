@@ -74,6 +74,7 @@ from watermark_assets.defs.partition_truth import (
     changed_observations,
     iso_utc,
 )
+from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
@@ -385,7 +386,7 @@ def build_event_time_asset(
         context.log.info(f"{pipeline.name} ({engine.name}): {result.reason}")
         metadata = with_table_schema(result_metadata(spec, result, now), spec.output_uri)
         after = result.watermark_after.watermark_ms
-        keys = context.partition_keys
+        keys = partition_selection(context).keys
         opened = open_partitions(spec, partitions_def, keys, after, pipeline.watermark.delay_ms)
         if opened:  # the batch committed: say what stays open and until when, and succeed
             context.log.warning(open_message(pipeline.name, opened, after))

@@ -120,5 +120,5 @@ def partition_selection(context: AssetExecutionContext) -> PartitionSelection:
                 last = dimension.partitions_def.time_window_for_partition_key(values[-1])
                 window = TimeWindow(first.start, last.end)
             dimensions[dimension.name] = PartitionDimension(dimension.name, tuple(values), window)
-        return PartitionSelection.of_dimensions(keys, dimensions)
+        return PartitionSelection.of_dimensions(keys, dimensions, split)
     return PartitionSelection.of_keys(keys)

@@ -19,7 +19,7 @@
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from dagster import (
@@ -50,7 +50,7 @@ from watermark_assets import names
 from watermark_assets import vocabulary as v
 from watermark_assets.config import TimePipelineConfig, TimeWatermarkConfig, UnitPipelineConfig
 from watermark_assets.core.clock import Clock, ensure_utc
-from watermark_assets.core.partition_selection import TimeWindow
+from watermark_assets.core.partition_selection import PartitionSelection, TimeWindow
 from watermark_assets.core.text import time_text
 from watermark_assets.core.time import (
     BeforeNow,
@@ -77,6 +77,7 @@ from watermark_assets.defs.partition_truth import (
     changed_observations,
     iso_utc,
 )
+from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
@@ -193,19 +194,24 @@ def _key_maker(fmt: str) -> Callable[[datetime], str]:
     return lambda moment: moment.strftime(fmt)
 
 
+def key_start(fmt: str, key: str) -> datetime:
+    """The start of the window whose partition key is ``key`` in the format ``fmt``
+    (:func:`partition_fmt`): :func:`partition_key`'s inverse, the start Dagster gives the key
+    (the format holds every part of a window's start that is not always zero)."""
+    return datetime.strptime(key, fmt).replace(tzinfo=timezone.utc)
+
+
 def windows_of_keys(
-    spec: TimeSpec,
-    partitions_def: TimeWindowPartitionsDefinition,
-    keys: Sequence[str],
-    now: datetime,
+    spec: TimeSpec, selection: PartitionSelection, now: datetime
 ) -> tuple[list[TimeWindow], list[str]]:
-    """The core windows of ``keys`` at ``now`` (a partial one ends at ``to``), and the keys that
-    are no window at ``now`` (after ``to``, or starting exactly at it)."""
+    """The core windows of the run's partitions at ``now`` (a partial one ends at ``to``), and
+    the keys that are no window at ``now`` (after ``to``, or starting exactly at it)."""
     tiles = windows(spec, now)
+    fmt = partition_fmt(spec)
     chosen: list[TimeWindow] = []
     outside: list[str] = []
-    for key in keys:
-        start = partitions_def.time_window_for_partition_key(key).start
+    for key in selection.keys:
+        start = key_start(fmt, key)
         window = tiles.containing(start)
         if window is None or window.start != start:
             outside.append(key)
@@ -384,7 +390,7 @@ def build_time_asset(
             if effective is None:
                 context.log.info(f"{pipeline.name}: nothing to read: {due.explain()}")
         else:
-            chosen, skipped = windows_of_keys(spec, partitions_def, context.partition_keys, now)
+            chosen, skipped = windows_of_keys(spec, partition_selection(context), now)
             if skipped:
                 context.log.info(
                     f"{pipeline.name}: partitions {skipped} are no window at "

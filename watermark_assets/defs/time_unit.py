@@ -47,6 +47,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 from watermark_assets import vocabulary as v
 from watermark_assets.config import TimeWatermarkConfig, UnitPipelineConfig
 from watermark_assets.core.clock import Clock
+from watermark_assets.core.partition_selection import PartitionSelection
 from watermark_assets.core.text import time_text
 from watermark_assets.core.time import TimeSpec, format_instant
 from watermark_assets.core.unit import Cell, CellRange, DueCells, due_cells
@@ -58,6 +59,7 @@ from watermark_assets.defs.freshness import cron_cadence, freshness_policy
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata, window_run_totals
 from watermark_assets.defs.partition_truth import add_partition_truth
+from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
@@ -127,18 +129,18 @@ def cell_key(spec: TimeSpec, cell: Cell) -> str:
 
 
 def cells_of_keys(
-    spec: TimeSpec, partitions_def: MultiPartitionsDefinition, keys: Sequence[str], now: datetime
+    spec: TimeSpec, selection: PartitionSelection, now: datetime
 ) -> tuple[list[Cell], list[str]]:
-    """The cells of ``keys`` at ``now`` (a partial window ends at ``to``), in the keys' order,
-    and the keys whose window is no window at ``now`` (after ``to``, or starting at it)."""
-    windows_def, _ = _dimensions(partitions_def)
-    split = [partitions_def.get_partition_key_from_str(k).keys_by_dimension for k in keys]
+    """The cells of the run's partitions at ``now`` (a partial window ends at ``to``), in the
+    keys' order, and the keys whose window is no window at ``now`` (after ``to``, or starting at
+    it)."""
+    split = selection.key_parts()
     time_keys = list(dict.fromkeys(parts[TIME] for parts in split))
-    chosen, outside = windows_of_keys(spec, windows_def, time_keys, now)
+    chosen, outside = windows_of_keys(spec, PartitionSelection.of_keys(time_keys), now)
     by_key = {partition_key(spec, w): w for w in chosen}
     cells: list[Cell] = []
     skipped: list[str] = []
-    for key, parts in zip(keys, split, strict=True):
+    for key, parts in zip(selection.keys, split, strict=True):
         window = by_key.get(parts[TIME])
         if window is None or parts[TIME] in outside:
             skipped.append(key)
@@ -231,7 +233,7 @@ def build_grid_asset(
         context: AssetExecutionContext, spark: WatermarkSparkResource
     ) -> MaterializeResult[None]:
         now = clock()
-        cells, skipped = cells_of_keys(spec, partitions_def, context.partition_keys, now)
+        cells, skipped = cells_of_keys(spec, partition_selection(context), now)
         if skipped:
             context.log.info(
                 f"{pipeline.name}: partitions {skipped} are no window at {time_text(now)} "

@@ -66,6 +66,7 @@ from watermark_assets.defs.freshness import freshness_policy
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.partition_truth import PartitionTruth, add_partition_truth, iso_utc
+from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
@@ -222,10 +223,11 @@ def build_unit_asset(
     def unit_asset(
         context: AssetExecutionContext, spark: WatermarkSparkResource
     ) -> MaterializeResult[None]:
+        selection = partition_selection(context)
         check_source(pipeline)  # before Spark: a clear error, not Spark's
         runs = run_units(
             pipeline,
-            list(context.partition_keys),
+            list(selection.keys),
             spark.spark_session,
             run_id=context.run.run_id,
             job_name=context.run.job_name,

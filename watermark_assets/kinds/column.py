@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from watermark_assets.config import ColumnPipelineConfig, ProjectConfig
 from watermark_assets.core.clock import Clock
-from watermark_assets.kinds import report
 from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind, StateLogEntry
 from watermark_assets.kinds.headless import (
     QUIET_LOGS,
@@ -23,6 +22,7 @@ from watermark_assets.kinds.headless import (
     failure_reason,
     startup_done,
 )
+from watermark_assets.kinds.report import PartitionedRow, table_schema
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -291,11 +291,46 @@ def dagster_defs(
     return build_column_pipeline(pipeline, clock)
 
 
+def summarize(pipeline: ColumnPipelineConfig) -> PartitionedRow:
+    """A column pipeline's row: the watermark its provider keeps (``delta_metadata``: the state
+    store of its table)."""
+    import watermark_assets.providers  # noqa: F401  (registers the providers' builders)
+    from watermark_assets.delta.committer import committer_for
+    from watermark_assets.delta.log import table_row_count
+
+    provider = pipeline.watermark.provider
+    record = provider.build(pipeline.table.uri, pipeline.name).get_record(pipeline.dataflow_id)
+    version = committer_for(pipeline.table).current_version()
+    return PartitionedRow(
+        pipeline=pipeline.name,
+        kind=f"column ({provider.type})",
+        partitions="-",
+        rows=table_row_count(pipeline.table.uri) or 0,
+        watermark="-" if record is None or not record.watermark else _column_text(record.watermark),
+        cut_off="-",
+        delta_version="-" if version is None else str(version),
+        schema=table_schema(pipeline),
+    )
+
+
+def _column_text(stored: str) -> str:
+    """A column watermark as the provider stores it (JSON with the state's sentinels), said as a
+    person reads it: ``updated_at=2024-01-31T00:59:49Z, id=8973``; text that is no column
+    watermark as it is."""
+    from watermark_assets.core.column.watermark import ColumnWatermark
+    from watermark_assets.core.errors import WatermarkJSONError
+
+    try:
+        return str(ColumnWatermark.from_json(stored))
+    except WatermarkJSONError:
+        return stored
+
+
 KIND = PipelineKind[ColumnPipelineConfig](
     "column",
     ColumnPipelineConfig,
     lambda config: config.column_pipelines,
-    lambda config, pipeline: report.summarize_column(pipeline),
+    lambda config, pipeline: summarize(pipeline),
     dagster_defs=dagster_defs,
     state_logs=state_logs,
     explain_notes=explain_notes,

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from watermark_assets.config import EventTimePipelineConfig, ProjectConfig
-from watermark_assets.core.clock import Clock
-from watermark_assets.kinds import report
+from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind
 from watermark_assets.kinds.headless import FailedRun, Headless, as_sensor_run, run_keys
+from watermark_assets.kinds.report import PartitionedRow, table_schema
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -125,11 +125,47 @@ def dagster_defs(
     return build_event_time_pipeline(pipeline, config, clock)
 
 
+def summarize(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> PartitionedRow:
+    """An event-time pipeline's row: the partitions its watermark closed, the windows emitted,
+    the watermark, and the late records kept."""
+    from watermark_assets.core.text import millis_text
+    from watermark_assets.core.time.instant import to_millis
+    from watermark_assets.defs.event_time import (
+        closed_through,
+        event_time_partitions,
+        window_engine,
+    )
+    from watermark_assets.delta.committer import committer_for
+    from watermark_assets.delta.log import table_row_count
+
+    engine = window_engine(pipeline, config)
+    spec = engine.spec
+    watermark = engine.committed()
+    partitions = event_time_partitions(pipeline)
+    keys = partitions.get_partition_keys(current_time=system_clock())
+    closed_by = closed_through(spec, watermark.watermark_ms)
+    closed = sum(
+        1 for k in keys if to_millis(partitions.time_window_for_partition_key(k).end) <= closed_by
+    )
+    late = f"{table_row_count(spec.late_uri) or 0} late records kept in {Path(spec.late_uri).name}"
+    version = committer_for(spec.output_uri).current_version()
+    return PartitionedRow(
+        pipeline=pipeline.name,
+        kind=f"event time ({pipeline.partitions.granularity}, {engine.name})",
+        partitions=f"{closed}/{len(keys)} closed",
+        rows=table_row_count(spec.output_uri) or 0,
+        watermark="-" if not watermark.watermark_ms else millis_text(watermark.watermark_ms),
+        cut_off=late,
+        delta_version="-" if version is None else str(version),
+        schema=table_schema(pipeline),
+    )
+
+
 KIND = PipelineKind[EventTimePipelineConfig](
     "event_time",
     EventTimePipelineConfig,
     lambda config: config.event_time_pipelines,
-    report.summarize_event_time,
+    summarize,
     dagster_defs=dagster_defs,
     explain_notes=explain_notes,
     repair=repair,

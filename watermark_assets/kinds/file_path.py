@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from watermark_assets.config import FilePipelineConfig, ProjectConfig
 from watermark_assets.core.clock import Clock, system_clock
-from watermark_assets.kinds import report
 from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind
 from watermark_assets.kinds.headless import (
     QUIET_LOGS,
@@ -22,6 +21,7 @@ from watermark_assets.kinds.headless import (
     innermost,
     run_keys,
 )
+from watermark_assets.kinds.report import SummaryRow, table_schema
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -186,11 +186,37 @@ def dagster_defs(pipeline: FilePipelineConfig, clock: Clock, config: ProjectConf
     return build_file_pipeline(pipeline, clock)
 
 
+def summarize(pipeline: FilePipelineConfig) -> SummaryRow:
+    """One summary row, read from the state (checkpoint + the commits after it: its running
+    totals survive Delta's log cleanup) and the tables' statistics (rows now); a pipeline whose
+    landing folder does not exist is in state ``ERROR``, its ``problem`` says why and how to fix
+    it."""
+    from watermark_assets.delta.log import table_row_count
+    from watermark_assets.sources.locations import missing_source
+    from watermark_assets.state.load import load_state
+
+    missing = missing_source(pipeline)
+    state = load_state(pipeline, now=system_clock())
+    quarantined = table_row_count(pipeline.table.quarantine) or 0
+    return SummaryRow(
+        pipeline=pipeline.name,
+        partitions=state.totals.partitions,
+        files=state.totals.files,
+        rows=table_row_count(pipeline.table.uri) or 0,
+        quarantined=quarantined,
+        watermark=state.watermark.value or "-",
+        state="ERROR: no landing folder" if missing else state.watermark.state.value,
+        delta_version="-" if state.delta_version is None else str(state.delta_version),
+        problem=None if missing is None else str(missing),
+        schema=table_schema(pipeline),
+    )
+
+
 KIND = PipelineKind[FilePipelineConfig](
     "file_path",
     FilePipelineConfig,
     lambda config: config.file_pipelines,
-    lambda config, pipeline: report.summarize(pipeline),
+    lambda config, pipeline: summarize(pipeline),
     dagster_defs=dagster_defs,
     explain_files=explain_files,
     repair=repair,

@@ -6,11 +6,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from watermark_assets.config import ProjectConfig, UnitPipelineConfig
-from watermark_assets.core.clock import Clock
-from watermark_assets.kinds import report
+from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.kinds.contract import (
     DemoOutcome,
     DemoStep,
@@ -25,6 +24,7 @@ from watermark_assets.kinds.headless import (
     as_sensor_run,
     run_keys,
 )
+from watermark_assets.kinds.report import PartitionedRow, table_schema
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -33,8 +33,66 @@ if TYPE_CHECKING:
 def summarize(config: ProjectConfig, pipeline: UnitPipelineConfig) -> Row:
     """A unit pipeline's row; a time x unit one (a unit kind with a time) shows its grid."""
     if pipeline.is_time_by_unit:
-        return report.summarize_grid(pipeline)
-    return report.summarize_unit(pipeline)
+        return summarize_grid(pipeline)
+    return summarize_unit(pipeline)
+
+
+def summarize_unit(pipeline: UnitPipelineConfig) -> PartitionedRow:
+    """Units with a committed run (of the explicit ones) and the latest done-at."""
+    from watermark_assets.core.text import time_text
+    from watermark_assets.delta.committer import committer_for
+    from watermark_assets.delta.log import table_row_count
+    from watermark_assets.runs.unit import load_unit_watermark
+
+    version = committer_for(pipeline.table).current_version()
+    done: dict[str, Any] = {}
+    if version is not None:
+        units = load_unit_watermark(pipeline.table.uri, pipeline.name).units
+        done = {u: d for u, d in units.items() if d is not None}
+    explicit = pipeline.watermark.explicit_units
+    latest = max((d.when for d in done.values()), default=None)
+    return PartitionedRow(
+        pipeline=pipeline.name,
+        kind="unit (explicit)" if explicit is not None else "unit (secondary input)",
+        partitions=f"{len(done)}/{len(explicit)}" if explicit is not None else str(len(done)),
+        rows=table_row_count(pipeline.table.uri) or 0,
+        watermark="-" if latest is None else time_text(latest),
+        cut_off="-",
+        delta_version="-" if version is None else str(version),
+        schema=table_schema(pipeline),
+    )
+
+
+def summarize_grid(pipeline: UnitPipelineConfig) -> PartitionedRow:
+    """Time x unit: cells with a high watermark out of the known units' cells, the highest high
+    watermark, and each unit's cut-off when they agree (else how many differ)."""
+    from watermark_assets.core.text import time_text
+    from watermark_assets.core.time import windows
+    from watermark_assets.delta.committer import committer_for
+    from watermark_assets.delta.log import table_row_count
+    from watermark_assets.runs.time_unit import load_grid_watermark
+
+    assert pipeline.watermark.time is not None, "a time x unit pipeline"
+    now = system_clock()
+    spec = pipeline.watermark.time.spec
+    version = committer_for(pipeline.table).current_version()
+    grid = load_grid_watermark(pipeline)
+    known = pipeline.watermark.explicit_units or tuple(grid.units)
+    cut = windows(spec, now)
+    inner = {u: grid.units.get(u) for u in known}
+    done = sum(w.count_with_history(cut) for w in inner.values() if w is not None)
+    highest = max((h for w in inner.values() if w and (h := w.highest)), default=None)
+    cut_offs = {str(w.cut_off(spec, now)) for w in inner.values() if w is not None}
+    return PartitionedRow(
+        pipeline=pipeline.name,
+        kind=f"time ({spec.partitioning.value}) x unit",
+        partitions=f"{done}/{len(cut) * len(known)} cells",
+        rows=table_row_count(pipeline.table.uri) or 0,
+        watermark="-" if highest is None else time_text(highest),
+        cut_off=cut_offs.pop() if len(cut_offs) == 1 else f"{len(cut_offs)} per unit",
+        delta_version="-" if version is None else str(version),
+        schema=table_schema(pipeline),
+    )
 
 
 def demo_data(headless: Headless, pipelines: Sequence[UnitPipelineConfig]) -> DemoOutcome:
