@@ -4,6 +4,7 @@ run time; what differs per unit is the source strategy's answer (``ReadsUnits.fo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,50 @@ def test_a_column_pipelines_spec_is_its_configuration_field_by_field(tmp_path: P
         False,
     )
     assert spec.column_watermark is pipeline.watermark and spec.dataflow_id == "orders"
+
+
+#: case -> (replay.target_table relative to tmp_path or None, the table the replay writes)
+REPLAY_TARGETS = {
+    "another table: the replay's": ("delta/orders_backfill", "delta/orders_backfill"),
+    "no target_table: the pipeline's own": (None, "delta/orders"),
+    "the own table spelled as a file:// URI with a slash: the pipeline's own": (
+        "file://{tmp}/delta/orders/",
+        "delta/orders",
+    ),
+}
+
+
+@pytest.mark.parametrize(("target", "written"), REPLAY_TARGETS.values(), ids=REPLAY_TARGETS.keys())
+def test_a_replay_reads_the_pipelines_source_and_writes_its_target_leaving_the_configuration(
+    tmp_path: Path, target: str | None, written: str
+) -> None:
+    replay: dict[str, Any] = {"start": 0, "end": 10, "chunk": {"size": 5}}
+    if target is not None:
+        replay["target_table"] = (
+            target.format(tmp=tmp_path) if "{tmp}" in target else str(tmp_path / target)
+        )
+    pipeline = load(
+        tmp_path,
+        {
+            "name": "orders",
+            "source": {"type": "delta_table", "uri": str(tmp_path / "source")},
+            "watermark": {"kind": "column", "columns": ["id"]},
+            "table": {"uri": str(tmp_path / "delta" / "orders"), "partition_by": ["day"]},
+            "destination": {"replace_by_watermark": True},
+            "replay": replay,
+        },
+    )
+    configured = pipeline.model_dump()
+
+    spec = ColumnSpec.replaying(pipeline, pipeline.replay)
+
+    assert spec.source is pipeline.source, "the replay reads the pipeline's source as configured"
+    assert (spec.name, spec.columns, spec.watermark) == ("orders", ("id",), pipeline.watermark)
+    uri = str(tmp_path / written)
+    assert (spec.table.uri, list(spec.table.partition_by)) == (uri, ["day"])
+    assert spec.table.quarantine == uri + "_quarantine"
+    assert spec == dataclasses.replace(ColumnSpec.of(pipeline), table=spec.table)
+    if target is None or "{tmp}" in target:
+        assert spec.table is pipeline.table, "its own table: the configured one"
+    assert pipeline.model_dump() == configured, "nothing rewrote the configuration"
+    assert pipeline.table.uri == str(tmp_path / "delta" / "orders")

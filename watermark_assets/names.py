@@ -210,6 +210,12 @@ LATE_TABLE_SUFFIX = "_late"
 #: Suffix of an event-time output's default state table (next to it).
 STATE_TABLE_SUFFIX = "_state"
 
+
+def quarantine_table(table_uri: str) -> str:
+    """A table's default quarantine table: its URI + ``_quarantine`` (next to it)."""
+    return table_uri.rstrip("/") + QUARANTINE_TABLE_SUFFIX
+
+
 # --- columns of a table ---
 
 #: The column a pipeline with ``schema.mode: rescue`` keeps what its schema could not hold in: a

@@ -37,6 +37,7 @@ from pydantic import (
     model_validator,
 )
 
+from watermark_assets import names
 from watermark_assets.config.base import Model, pipeline_name
 from watermark_assets.config.base import Model as _Model
 from watermark_assets.config.schema import SchemaPolicy
@@ -102,7 +103,7 @@ class DeltaTableConfig(_Model):
     @property
     def quarantine(self) -> str:
         """The Delta table of the malformed records: the table URI + ``_quarantine``."""
-        return self.uri.rstrip("/") + "_quarantine"
+        return names.quarantine_table(self.uri)
 
 
 class TableConfig(DeltaTableConfig):

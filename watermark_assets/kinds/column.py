@@ -206,14 +206,11 @@ def state_logs(config: ProjectConfig, pipeline: ColumnPipelineConfig) -> list[St
     ]
     replay = pipeline.replay
     if replay is not None and replay.save_watermark:
-        from watermark_assets.runs.column_replay import (
-            committed_upper_bound,
-            replay_dataflow_id,
-            target_pipeline,
-        )
+        from watermark_assets.runs.column_replay import committed_upper_bound, replay_dataflow_id
+        from watermark_assets.runs.column_spec import ColumnSpec
 
         dataflow = replay_dataflow_id(pipeline.name, replay)
-        target = target_pipeline(pipeline, replay).table.uri
+        target = ColumnSpec.replaying(pipeline, replay).table.uri
 
         def chunks_done(record: Any) -> Any:
             assert replay is not None

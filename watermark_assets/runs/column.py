@@ -649,7 +649,7 @@ def _boundary_after(
     return Boundary.of(column, value, hashes)
 
 
-def _empty_read_schema(frame: Any, data_dir: str, partition_by: list[str]) -> pa.Schema:
+def _empty_read_schema(frame: Any, data_dir: str, partition_by: Sequence[str]) -> pa.Schema:
     """The table schema of a read of no row, from a zero-row Parquet file Spark wrote: the same
     writer and settings as for rows, so the first commit of an empty window can create the table
     with the schema its later files will have (no guess from the source's types).
@@ -667,7 +667,7 @@ def _empty_read_schema(frame: Any, data_dir: str, partition_by: list[str]) -> pa
     return _table_schema(found[0], frame, partition_by)
 
 
-def _table_schema(first_file: str, frame: Any, partition_by: list[str]) -> pa.Schema:
+def _table_schema(first_file: str, frame: Any, partition_by: Sequence[str]) -> pa.Schema:
     """The Parquet footer's columns, plus the partition columns with the frame's types (their
     values live in the folder names, not in the files)."""
     from pyspark.sql.pandas.types import to_arrow_schema

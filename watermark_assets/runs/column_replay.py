@@ -55,7 +55,7 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING
 
 from watermark_assets import names
-from watermark_assets.config import ColumnPipelineConfig, ColumnTableConfig, ReplayConfig
+from watermark_assets.config import ColumnPipelineConfig, ReplayConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.lookback import ReadBound
 from watermark_assets.core.column.replay import (
@@ -109,14 +109,6 @@ def replay_chunks(pipeline: ColumnPipelineConfig, replay: ReplayConfig) -> list[
     return split_range(pipeline.watermark.columns[0], replay.start, replay.end, replay.chunk.step)
 
 
-def target_pipeline(pipeline: ColumnPipelineConfig, replay: ReplayConfig) -> ColumnPipelineConfig:
-    """The pipeline writing to the replay's target table (itself without ``target_table``)."""
-    if replay.target_table is None or pipeline.replays_own_table(replay):
-        return pipeline
-    table: ColumnTableConfig = pipeline.table.model_copy(update={"uri": replay.target_table})
-    return pipeline.model_copy(update={"table": table})
-
-
 def stored_replay_watermark(
     table_uri: str, dataflow_id: str, pipeline: str
 ) -> ColumnWatermark | None:
@@ -132,7 +124,7 @@ def committed_upper_bound(
     checkpoint keeps them): what ``repair-state`` recovers when the saved bound's commits are
     gone from the log."""
     chunks = replay_chunks(pipeline, replay)
-    table = target_pipeline(pipeline, replay).table.uri
+    table = ColumnSpec.replaying(pipeline, replay).table.uri
     versions = committer_for(table).transaction_versions(
         [replay_app_id(pipeline.name, c) for c in chunks]
     )
@@ -206,8 +198,8 @@ def run_replay(
     time partitions: one chunk per partition window).
     """
     pipeline.replay_problem(replay)
-    target = target_pipeline(pipeline, replay)
-    own = target is pipeline
+    target = ColumnSpec.replaying(pipeline, replay)
+    own = pipeline.replays_own_table(replay)
     table = target.table.uri
     chunks = list(chunks) if chunks is not None else replay_chunks(pipeline, replay)
     dataflow = replay_dataflow_id(pipeline.name, replay)
@@ -223,9 +215,7 @@ def run_replay(
             [replay_app_id(pipeline.name, c) for c in chunks]
         )
         completed_txns = {c for c in chunks if versions[replay_app_id(pipeline.name, c)]}
-    request = ColumnRunRequest(
-        pipeline=ColumnSpec.of(target), run_id=run_id, job_name="replay", clock=clock
-    )
+    request = ColumnRunRequest(pipeline=target, run_id=run_id, job_name="replay", clock=clock)
     runs: list[ChunkRun] = []
     log(
         f"{pipeline.name}: replaying [{_text(replay.start)}, {_text(replay.end)}) in "

@@ -6,19 +6,23 @@ configuration, as written: nothing builds or rewrites a configuration at run tim
 What differs per unit (an HTTP API's ``{unit}`` URL, its unit parameter) is the source
 strategy's answer to :meth:`~watermark_assets.sources.column.ReadsUnits.for_unit`; where a
 ``file_download`` source writes its downloads is the time pipeline's ``source.staging_uri``,
-filled in when the configuration is loaded.
+filled in when the configuration is loaded. A replay into another ``target_table`` writes a
+:class:`ReplayTable` (:meth:`ColumnSpec.replaying`): the pipeline's configuration is left as it is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from watermark_assets import names
 from watermark_assets.config import (
     ColumnPipelineConfig,
     ColumnSourceConfig,
     ColumnTableConfig,
     ColumnWatermarkConfig,
+    ReplayConfig,
     TimePipelineConfig,
     UnitPipelineConfig,
 )
@@ -28,6 +32,20 @@ from watermark_assets.sources.column import ColumnSource, ReadsUnits, UnitRead
 #: ``watermark.null_watermark`` of a run without a column watermark of its own (time and unit
 #: runs read windows and units, whose NULL rows go where a column pipeline's default sends them)
 _DEFAULT_NULL_WATERMARK = ColumnWatermarkConfig.model_fields["null_watermark"].default
+
+
+@dataclass(frozen=True)
+class ReplayTable:
+    """The table a replay with another ``replay.target_table`` writes: that URI, partitioned as
+    the pipeline's own table, its quarantine next to it."""
+
+    uri: str
+    partition_by: tuple[str, ...]
+
+    @property
+    def quarantine(self) -> str:
+        """The replay table's quarantine: its URI + ``_quarantine``."""
+        return names.quarantine_table(self.uri)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,8 +59,8 @@ class ColumnSpec:
     #: the columns the read orders and filters on: a column pipeline's watermark columns, a time
     #: pipeline's time column, a unit pipeline's unit column
     columns: tuple[str, ...]
-    #: the target table as configured
-    table: ColumnTableConfig
+    #: the target table as configured; a replay into another table writes that one instead
+    table: ColumnTableConfig | ReplayTable
     #: what a read does when the rows' schema changes (``schema:``)
     schema_policy: SchemaPolicy
     #: a column pipeline's ``table.merge_keys`` (a run upserts on them); windowed runs leave them
@@ -69,6 +87,16 @@ class ColumnSpec:
             replace_by_watermark=pipeline.destination.replace_by_watermark,
             watermark=pipeline.watermark,
         )
+
+    @classmethod
+    def replaying(cls, pipeline: ColumnPipelineConfig, replay: ReplayConfig) -> ColumnSpec:
+        """A replay's spec: the column pipeline's (:meth:`of`), writing ``replay.target_table``
+        when that is another table than the pipeline's own."""
+        spec = cls.of(pipeline)
+        if replay.target_table is None or pipeline.replays_own_table(replay):
+            return spec
+        table = ReplayTable(replay.target_table, tuple(pipeline.table.partition_by))
+        return dataclasses.replace(spec, table=table)
 
     @classmethod
     def replacing(
