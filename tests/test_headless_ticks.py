@@ -111,3 +111,40 @@ def test_the_sensors_page_lists_the_passs_ticks_and_the_daemon_goes_on_after_the
             assert newest["status"] == "SKIPPED"
             assert newest["timestamp"] > recorded["timestamp"]
             assert newest["skipReason"] == recorded["skipReason"]
+
+
+#: case -> (the configured spark.conf, the Spark settings of the headless pass's runs)
+QUIET_SPARK_CASES = {
+    "Spark's logging at FATAL by default": ({}, "FATAL"),
+    "the configuration's own log level wins": ({"spark.log.level": "WARN"}, "WARN"),
+}
+
+
+@pytest.mark.parametrize(
+    ("conf", "level"), QUIET_SPARK_CASES.values(), ids=QUIET_SPARK_CASES.keys()
+)
+def test_a_headless_pass_quiets_spark_without_rewriting_the_configuration(
+    tmp_path: Path, conf: dict[str, str], level: str
+) -> None:
+    from watermark_assets.config import parse_config
+    from watermark_assets.defs.assets import SPARK_RESOURCE_KEY
+    from watermark_assets.defs.build import build_definitions
+    from watermark_assets.kinds.headless import QUIET_SPARK, quiet_definitions
+
+    (tmp_path / "source").mkdir()
+    pipeline = {
+        "name": "orders",
+        "source": {"type": "delta_table", "uri": str(tmp_path / "source")},
+        "watermark": {"kind": "column", "columns": ["id"]},
+        "table": {"uri": str(tmp_path / "orders")},
+    }
+    text = yaml.safe_dump({"spark": {"conf": conf}, "pipelines": [pipeline]})
+    config = parse_config(text, env={}, base=tmp_path, origin="pipelines.yaml")
+    configured = config.model_dump()
+
+    for defs in (quiet_definitions(config), build_definitions(config, spark_defaults=QUIET_SPARK)):
+        settings = defs.resources[SPARK_RESOURCE_KEY].spark_config
+        assert settings["spark.log.level"] == level
+    assert config.model_dump() == configured, "nothing rewrote the configuration"
+    plain = build_definitions(config).resources[SPARK_RESOURCE_KEY].spark_config
+    assert plain.get("spark.log.level") == conf.get("spark.log.level"), "only a pass is quieted"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -106,7 +107,10 @@ def location_resources(spark_conf: dict[str, str]) -> dict[str, Any]:
 
 
 def build_definitions(
-    config: ProjectConfig | None = None, *, clock: Clock = system_clock
+    config: ProjectConfig | None = None,
+    *,
+    clock: Clock = system_clock,
+    spark_defaults: Mapping[str, str] | None = None,
 ) -> Definitions:
     """Everything the code location shows, named after each pipeline ``NAME``.
 
@@ -118,11 +122,14 @@ def build_definitions(
     (``defs/time_unit.py``). Runs execute in one
     process (the in-process executor); in a run worker Spark starts as the definitions are built
     (``defs/run_worker.py``).
+
+    ``spark_defaults``: Spark settings under the configured ones (``spark.conf`` wins), e.g. the
+    headless passes' quiet ``spark.log.level``; the configuration is left as it is.
     """
     config = config or load_config()
     built = [build_pipeline(pipeline, clock, config) for pipeline in config.pipelines]
     warn_missing_sources(config)
-    spark_conf = spark_settings(config)
+    spark_conf = {**(spark_defaults or {}), **spark_settings(config)}
     prestart_spark(config.spark.prestart, spark_conf)  # only in a run worker
     return Definitions(
         assets=[*(b.asset for b in built), *source_specs(config.pipelines)],

@@ -19,6 +19,8 @@ from watermark_assets.config import ProjectConfig, load_config
 #: The demo prints its own progress and one line per failed run; Dagster's per-event lines and
 #: the failures' tracebacks would drown them (they stay in the run's logs in the UI).
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+#: Spark's own logging in a headless pass, unless ``spark.conf`` sets ``spark.log.level``
+QUIET_SPARK = {"spark.log.level": "FATAL"}
 #: The heading of the time and unit pipelines' demo steps (one pass over both kinds).
 PARTITIONED_HEADING = "Time and unit watermarks: the partitions their ticks say are due"
 
@@ -72,10 +74,7 @@ def quiet_definitions(config: ProjectConfig) -> Any:
     summarized at the end, and Spark's error logs would repeat them mid-way."""
     from watermark_assets.defs import build_definitions
 
-    quiet_spark = config.spark.model_copy(
-        update={"conf": {"spark.log.level": "FATAL", **config.spark.conf}}
-    )
-    return build_definitions(config.model_copy(update={"spark": quiet_spark}))
+    return build_definitions(config, spark_defaults=QUIET_SPARK)
 
 
 def run_keys(requests: Sequence[Any]) -> list[str]:
