@@ -183,6 +183,7 @@ PINNED: list[tuple[str, Callable[[], object], str]] = [
     ("provider_file", lambda: names.provider_file("a/b c*"), "a%2Fb%20c%2A.json"),
     ("STREAM_CHECKPOINT_SUFFIX", lambda: names.STREAM_CHECKPOINT_SUFFIX, "_checkpoint"),
     ("QUARANTINE_TABLE_SUFFIX", lambda: names.QUARANTINE_TABLE_SUFFIX, "_quarantine"),
+    ("quarantine_table", lambda: names.quarantine_table("/d/orders/"), "/d/orders_quarantine"),
     ("LATE_TABLE_SUFFIX", lambda: names.LATE_TABLE_SUFFIX, "_late"),
     ("RESCUED_DATA_COLUMN", lambda: names.RESCUED_DATA_COLUMN, "_rescued_data"),
     ("RESCUED_FILE_KEY", lambda: names.RESCUED_FILE_KEY, "_file"),
