@@ -20,6 +20,7 @@ from test_event_window import T0, append, event
 from watermark_assets.config import EventTimePipelineConfig
 from watermark_assets.defs import build_definitions
 from watermark_assets.exceptions import ConfigError
+from watermark_assets.vocabulary import table_rows
 
 
 def pipelines(tmp_path: Path, **aggregate: Any) -> list[dict[str, Any]]:
@@ -156,9 +157,14 @@ def test_the_sensor_materializes_a_partition_once_the_watermark_passes_its_end(
     # windows with rows only, as Spark: 12:00, 12:20, 12:40 and 13:00 (its end 13:05 is reached)
     assert metadata["event_time/windows_emitted"] == 4
     assert metadata["event_time/late_records"] == 0 and metadata["rows/read"] == 6
-    assert metadata["event_time/local_watermarks"] == {  # the upstream is partitioned by day
-        "events": {"event_date=2024-01-30": "2024-01-30T13:05:00Z"}
-    }
+    # the upstream is partitioned by day: a table, one row per input's partition
+    assert table_rows(metadata["event_time/local_watermarks"]) == [
+        {
+            "input": "events",
+            "partition": "event_date=2024-01-30",
+            "watermark": "2024-01-30T13:05:00Z",
+        }
+    ]
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {
         "late_records": True,
@@ -182,6 +188,36 @@ def test_the_sensor_materializes_a_partition_once_the_watermark_passes_its_end(
     assert checks["late_records"] is False  # WARN: the late record is kept, not lost
     (materialization,) = result.asset_materializations_for_node("events_5min")
     assert materialization.metadata["event_time/late_records"].value == 1
+
+
+@pytest.mark.spark
+def test_several_inputs_state_each_input_s_watermark_in_a_table(spark: Any, tmp_path: Path) -> None:
+    events, window = pipelines(tmp_path)
+    views = {**events, "name": "views", "table": {"uri": str(tmp_path / "views")}}
+    window["source"] = {"type": "pipeline", "pipelines": ["events", "views"]}
+    window["watermark"] = {**window["watermark"], "policy": "max"}
+    clock = Clock(T0 + timedelta(hours=3))
+    defs = build_definitions(project_config(events, views, window), clock=clock)
+    append(tmp_path / "events", event(1, 0, 1), event(2, 75, 1))  # newest 13:15
+    append(tmp_path / "views", event(3, 30, 1))  # newest 12:30
+    job = defs.resolve_job_def("events_5min_job")
+    result = job.execute_in_process(
+        instance=DagsterInstance.ephemeral(), partition_key="2024-01-30-12:00"
+    )
+    (materialization,) = result.asset_materializations_for_node("events_5min")
+    # one row per input: its own watermark (its newest event - the 10 minutes' delay)
+    assert table_rows(materialization.metadata["event_time/inputs"]) == [
+        {
+            "input": "events",
+            "watermark": "2024-01-30T13:05:00Z",
+            "max_event_time": "2024-01-30T13:15:00Z",
+        },
+        {
+            "input": "views",
+            "watermark": "2024-01-30T12:20:00Z",
+            "max_event_time": "2024-01-30T12:30:00Z",
+        },
+    ]
 
 
 def partition_events(instance: DagsterInstance, key: str) -> list[dict[str, Any]]:

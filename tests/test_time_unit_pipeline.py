@@ -599,7 +599,9 @@ def test_a_backfill_of_one_unit_over_thirty_days_is_one_run_of_one_commit(
     )
     assert metadata["delta/versions"] == [0]
     assert scene.target() == [("a", d) for d in range(1, 31)]
-    assert metadata["watermark/after"] == {"a": "2024-01-31T00:00:00Z"}
+    assert table_rows(metadata["watermark/after"]) == [
+        {"unit": "a", "watermark": "2024-01-31T00:00:00Z"}
+    ]
     # the first cell's materialization states its own window, not the run's last
     (record,) = scene.instance.fetch_materializations(
         AssetRecordsFilter(asset_key=AssetKey("answers"), asset_partitions=["2024-01-01|a"]),

@@ -56,7 +56,7 @@ from watermark_assets.runs.unit import (
     unit_watermark_key,
 )
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
-from watermark_assets.vocabulary import time_text
+from watermark_assets.vocabulary import table_rows, time_text
 
 NOW = datetime(2026, 4, 3, 12, 0, tzinfo=timezone.utc)
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
@@ -467,6 +467,10 @@ def test_a_single_run_backfill_of_several_units_commits_once_per_unit(tmp_path: 
     assert scene.target() == sorted(scene.source.rows.values(), key=_key)
     meta = metadata_of_all(result)
     assert meta["unit/ids"] == ["id1", "id2", "id3"]
+    # several units' done-at: a table, one row per unit (never a JSON object)
+    assert table_rows(meta["watermark/after"]) == [
+        {"unit": unit, "watermark": time_text(scene.now)} for unit in ("id1", "id2", "id3")
+    ]
     assert meta["delta/versions"] == [0, 1, 2]
     # each unit's materialization states its own done-at
     states = {

@@ -177,24 +177,27 @@ def result_metadata(spec: WindowAggregateSpec, run: WindowRun, now: datetime) ->
         metadata[v.LATE_TABLE] = spec.late_uri
         metadata[v.STATE_TABLE] = spec.state_uri
     if len(spec.upstreams) > 1:
-        metadata[v.EVENT_TIME_INPUTS] = MetadataValue.json(
-            {
-                name: {
+        metadata[v.EVENT_TIME_INPUTS] = v.table(
+            INPUT_COLUMNS,
+            (
+                {
+                    "input": name,
                     "watermark": None if m.watermark_ms is None else millis_text(m.watermark_ms),
                     "max_event_time": None
                     if m.max_event_ms is None
                     else millis_text(m.max_event_ms),
                 }
                 for name, m in ((n, after.mark(n)) for n in spec.upstreams)
-            }
+            ),
         )
-    local = {
-        name: {key: millis_text(ms) for key, ms in list(mark.local.items())[-LOCAL_SHOWN:]}
+    local = [
+        {"input": name, "partition": key, "watermark": millis_text(ms)}
         for name, mark in ((n, after.mark(n)) for n in spec.upstreams)
         if mark.local and mark.partitioning
-    }
+        for key, ms in list(mark.local.items())[-LOCAL_SHOWN:]
+    ]
     if local:  # each partitioned upstream's local watermark per partition (the newest ones)
-        metadata[v.EVENT_TIME_LOCAL_WATERMARKS] = MetadataValue.json(local)
+        metadata[v.EVENT_TIME_LOCAL_WATERMARKS] = v.table(LOCAL_WATERMARK_COLUMNS, local)
     return metadata
 
 
@@ -207,6 +210,18 @@ def _plain_entry(value: Any) -> Any:
 
 #: How many partitions' local watermarks per input the materialization shows (the last ones).
 LOCAL_SHOWN = 24
+#: The columns of ``event_time/inputs``: each input's watermark and newest event time.
+INPUT_COLUMNS: dict[str, str] = {
+    "input": "string",
+    "watermark": "string",
+    "max_event_time": "string",
+}
+#: The columns of ``event_time/local_watermarks``: a partitioned input's watermark per partition.
+LOCAL_WATERMARK_COLUMNS: dict[str, str] = {
+    "input": "string",
+    "partition": "string",
+    "watermark": "string",
+}
 
 
 @dataclass(frozen=True)

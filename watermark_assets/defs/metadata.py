@@ -237,6 +237,17 @@ def _schema_policy_entries(staged: StagedFiles, mode: SchemaMode) -> dict[str, A
     return schema_mode_entries(mode, staged.columns_ignored or (), values, staged.rows_rescued)
 
 
+#: The columns of ``schema/values_nulled`` and ``schema/values_rescued``: per declared column,
+#: how many of its values did not fit its type.
+VALUES_PER_COLUMN_COLUMNS: dict[str, str] = {"column": "string", "values": "int"}
+
+
+def _values_per_column(values: Mapping[str, int]) -> MetadataValue:
+    return v.table(
+        VALUES_PER_COLUMN_COLUMNS, ({"column": c, "values": n} for c, n in values.items())
+    )
+
+
 def schema_mode_entries(
     mode: SchemaMode, ignored: Sequence[str], values: Mapping[str, int], rows_rescued: int
 ) -> dict[str, Any]:
@@ -245,11 +256,11 @@ def schema_mode_entries(
     if mode is SchemaMode.IGNORE:
         return {
             v.SCHEMA_IGNORED_COLUMNS: MetadataValue.json(list(ignored)),
-            v.SCHEMA_VALUES_NULLED: MetadataValue.json(dict(values)),
+            v.SCHEMA_VALUES_NULLED: _values_per_column(values),
         }
     if mode is SchemaMode.RESCUE:
         return {
-            v.SCHEMA_VALUES_RESCUED: MetadataValue.json(dict(values)),
+            v.SCHEMA_VALUES_RESCUED: _values_per_column(values),
             v.SCHEMA_ROWS_RESCUED: MetadataValue.int(rows_rescued),
         }
     return {}

@@ -936,6 +936,10 @@ def _backlog_evaluations(
     return [verdict.evaluation(asset_key)]
 
 
+#: The columns of ``files/below_watermark_by_partition``: a landing partition, its files below.
+BELOW_BY_PARTITION_COLUMNS: dict[str, str] = {"partition": "string", "files": "int"}
+
+
 def _observations(
     asset_key: AssetKey,
     previous: SensorCursor,
@@ -959,7 +963,10 @@ def _observations(
                 vocab.WATERMARK_PARTITIONS: MetadataValue.int(len(watermark.partition_watermarks)),
                 vocab.FILES_PENDING: MetadataValue.int(cursor.pending_files),
                 vocab.FILES_BELOW_WATERMARK: MetadataValue.int(cursor.below),
-                vocab.FILES_BELOW_WATERMARK_BY_PARTITION: MetadataValue.json(dict(below)),
+                vocab.FILES_BELOW_WATERMARK_BY_PARTITION: vocab.table(
+                    BELOW_BY_PARTITION_COLUMNS,
+                    ({"partition": key, "files": n} for key, n in below.items()),
+                ),
                 vocab.FILES_BELOW_WATERMARK_FIRST: MetadataValue.json(list(cursor.below_first)),
                 vocab.FILES_LATE_AFTER_WINDOW: MetadataValue.int(cursor.late),
                 vocab.FILES_LATE_AFTER_WINDOW_FIRST: MetadataValue.json(list(cursor.late_first)),

@@ -81,6 +81,7 @@ from watermark_assets.defs.time import (
     windows_of_keys,
 )
 from watermark_assets.defs.unit import (
+    UNIT_WATERMARK_COLUMNS,
     UnitPartitions,
     backfill_policy,
     read_units_tick,
@@ -168,8 +169,8 @@ def describe(pipeline: UnitPipelineConfig) -> str:
         f"`{pipeline.source.location}` and replaces exactly that cell of `{pipeline.table.uri}` "
         "in ONE Delta commit with its high watermark. Backfill one unit over a range of windows: "
         "Materialize, pick the unit and a range of dates (one run). Metadata: "
-        "`cut_off` (a table: per unit), `time_unit/cells` (a table: each cell), `rows/*`, "
-        "`delta/versions` (every key: docs/metadata.md)."
+        "`cut_off` and `watermark/after` (tables: per unit), `time_unit/cells` (a table: each "
+        "cell), `rows/*`, `delta/versions` (every key: docs/metadata.md)."
     )
 
 
@@ -185,17 +186,22 @@ def grid_metadata(
     """A run's materialization metadata: each unit's cut-off and highest watermark, each cell
     with its high watermark and rows, the totals and the commits (the checks read them)."""
     after = result.watermark_after.units
-    highest = {
-        unit: v.time_text(h) if (inner := after.get(unit)) and (h := inner.highest) else "none"
+    highest = (
+        {
+            "unit": unit,
+            "watermark": v.time_text(h)
+            if (inner := after.get(unit)) and (h := inner.highest)
+            else None,
+        }
         for unit in due.by_unit
-    }
+    )
     cut_offs = (
         {"unit": unit, "cut_off": v.cut_off_text(d.cut_off)} for unit, d in due.by_unit.items()
     )
     cells = ({"unit": c.unit, **window_row(c)} for c in result.cells)
     metadata: dict[str, Any] = {
         v.CUT_OFF: v.table(CUT_OFF_COLUMNS, cut_offs),
-        v.WATERMARK_AFTER: MetadataValue.json(highest),
+        v.WATERMARK_AFTER: v.table(UNIT_WATERMARK_COLUMNS, highest),
         v.CELLS: v.table(CELL_COLUMNS, cells),
         v.RUNS: v.lines(c.line() for c in result.cells),
         v.PARTITIONS_SKIPPED: MetadataValue.json(list(skipped)),

@@ -155,6 +155,11 @@ def unit_truth(pipeline: UnitPipelineConfig, run: UnitRun) -> PartitionTruth:
     )
 
 
+#: The columns of ``watermark/after`` for a run of several units (and a grid's run): each unit's
+#: watermark after the run, empty when none.
+UNIT_WATERMARK_COLUMNS: dict[str, str] = {"unit": "string", "watermark": "string"}
+
+
 def unit_metadata(runs: list[UnitRun], *, table_rows: int | None, table_uri: str) -> dict[str, Any]:
     """What a run of units did: per unit its id, rows and done-at (the last unit's when one)."""
     results = [r.result for r in runs]
@@ -183,7 +188,14 @@ def unit_metadata(runs: list[UnitRun], *, table_rows: int | None, table_uri: str
             metadata[v.WATERMARK_AFTER_TIME] = v.timestamp(run.done_after.when)
     else:
         metadata[v.UNIT_IDS] = MetadataValue.json([r.unit for r in runs])
-        metadata[v.WATERMARK_AFTER] = MetadataValue.json({r.unit: _done_text(r)[1] for r in runs})
+        done = (
+            {
+                "unit": r.unit,
+                "watermark": None if r.done_after is None else v.time_text(r.done_after.when),
+            }
+            for r in runs
+        )
+        metadata[v.WATERMARK_AFTER] = v.table(UNIT_WATERMARK_COLUMNS, done)
     if table_rows is not None:
         metadata[v.DAGSTER_ROW_COUNT] = MetadataValue.int(table_rows)
     return metadata

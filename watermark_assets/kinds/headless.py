@@ -181,8 +181,13 @@ class Headless:
             )
             if vocab.REPLACE_HIGH_WATERMARK in meta:
                 said += f", high watermark {meta[vocab.REPLACE_HIGH_WATERMARK]}"
-            if vocab.UNIT_ID in meta or vocab.UNIT_IDS in meta:
+            if vocab.UNIT_ID in meta:
                 said += f", done at {meta[vocab.WATERMARK_AFTER]}"
+            elif vocab.UNIT_IDS in meta:
+                done = vocab.table_rows(meta[vocab.WATERMARK_AFTER])
+                said += ", done at " + ", ".join(
+                    f"{r['unit']} {r['watermark'] or '(not recorded)'}" for r in done
+                )
             if "event_time/windows_emitted" in meta:
                 said = (
                     f"{meta['rows/read']} rows read, {meta['event_time/windows_emitted']} windows "
