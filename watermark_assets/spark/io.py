@@ -462,11 +462,17 @@ def _with_corrupt(
 
 
 def _struct(spark: SparkSession, schema: str | StructType) -> StructType:
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructField, StructType
 
     if isinstance(schema, StructType):
         return schema
-    return spark.createDataFrame([], schema).schema
+    # The session's own DDL parser (classic and Connect), without a DataFrame: the first
+    # ``createDataFrame([], ddl)`` of a session sets up the Python RDD machinery in the JVM,
+    # a second or more on a run's critical path (benchmarks/bench_run_latency.py, B)
+    parsed = spark._parse_ddl(schema)
+    if isinstance(parsed, StructType):
+        return parsed
+    return StructType([StructField("value", parsed)])  # a bare type, as createDataFrame reads it
 
 
 def _ddl(struct: StructType) -> str:
