@@ -624,3 +624,27 @@ def test_a_file_sensor_tick_says_a_column_whose_values_turned_another_type(
         f"batch(es) requested: {does}"
     ) in logged
     assert "columns the schema lacks" not in logged
+
+
+def test_a_summary_rows_table_facts_come_from_one_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``summary`` says a table's rows, version and schema from ONE snapshot load (it loaded the
+    table once per fact); a table that does not exist yet is 0 rows, no version, no columns."""
+    from watermark_assets.delta import schema_summary as module
+
+    uri = str(tmp_path / "table")
+    assert module.table_facts(uri, "fail") == module.TableFacts(
+        0, None, module.SchemaSummary("fail", None)
+    )
+    write_deltalake(uri, pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"]}))
+    write_deltalake(uri, pa.table({"id": [4], "name": ["d"]}), mode="append")
+    loads: list[str] = []
+    opened = module._open
+    monkeypatch.setattr(module, "_open", lambda u: loads.append(u) or opened(u))
+
+    facts = module.table_facts(uri, "add_columns")
+
+    assert (facts.rows, facts.version, facts.schema.columns) == (4, 1, 2)
+    assert facts.schema.cell() == "add_columns"
+    assert loads == [uri]

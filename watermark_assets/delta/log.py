@@ -267,6 +267,11 @@ def table_row_count(table_uri: str) -> int | None:
         table = DeltaTable(table_uri, storage_options=storage.delta_options(table_uri))
     except TableNotFoundError:
         return None
+    return rows_in(table)
+
+
+def rows_in(table: DeltaTable) -> int:
+    """Rows in a loaded snapshot, from its add actions' statistics (no data read)."""
     actions = pa.table(table.get_add_actions(flatten=True))
     total = pc.sum(actions.column("num_records")).as_py()
     return int(total or 0)

@@ -12,9 +12,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from watermark_assets import names, storage
 from watermark_assets.delta.schema_change import SchemaEvent, schema_history
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 _FILES = re.compile(r"^(\d+) files: ")
 
@@ -74,13 +78,44 @@ def _file_count(origin: str) -> str:
 def schema_summary(table_uri: str, mode: str) -> SchemaSummary:
     """The schema of the table at ``table_uri`` under ``schema.mode`` ``mode``: one snapshot
     read (module docstring)."""
+    table = _open(table_uri)
+    return SchemaSummary(mode, None) if table is None else _summary_of(table, mode)
+
+
+@dataclass(frozen=True)
+class TableFacts:
+    """What a ``summary`` row says of a pipeline's table, read from ONE snapshot: its rows (the
+    add actions' statistics, no data read), its version and its schema."""
+
+    #: rows in the current version (0: no table yet)
+    rows: int
+    #: the current version; None: no table yet
+    version: int | None
+    schema: SchemaSummary
+
+
+def table_facts(table_uri: str, mode: str) -> TableFacts:
+    """:class:`TableFacts` of the table at ``table_uri`` (``mode``: the pipeline's
+    ``schema.mode``), one snapshot load where a row used to load the table once per fact."""
+    from watermark_assets.delta.log import rows_in
+
+    table = _open(table_uri)
+    if table is None:
+        return TableFacts(0, None, SchemaSummary(mode, None))
+    return TableFacts(rows_in(table), table.version(), _summary_of(table, mode))
+
+
+def _open(table_uri: str) -> DeltaTable | None:
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(table_uri, storage_options=storage.delta_options(table_uri))
+        return DeltaTable(table_uri, storage_options=storage.delta_options(table_uri))
     except TableNotFoundError:
-        return SchemaSummary(mode, None)
+        return None
+
+
+def _summary_of(table: DeltaTable, mode: str) -> SchemaSummary:
     schema = table.schema()
     fields = json.loads(schema.to_json())["fields"]
     inferred = None

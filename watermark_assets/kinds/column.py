@@ -22,7 +22,7 @@ from watermark_assets.kinds.headless import (
     failure_reason,
     startup_done,
 )
-from watermark_assets.kinds.report import PartitionedRow, table_schema
+from watermark_assets.kinds.report import PartitionedRow, table_facts
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -292,21 +292,19 @@ def summarize(pipeline: ColumnPipelineConfig) -> PartitionedRow:
     """A column pipeline's row: the watermark its provider keeps (``delta_metadata``: the state
     store of its table)."""
     import watermark_assets.providers  # noqa: F401  (registers the providers' builders)
-    from watermark_assets.delta.committer import committer_for
-    from watermark_assets.delta.log import table_row_count
 
     provider = pipeline.watermark.provider
     record = provider.build(pipeline.table.uri, pipeline.name).get_record(pipeline.dataflow_id)
-    version = committer_for(pipeline.table).current_version()
+    table = table_facts(pipeline)
     return PartitionedRow(
         pipeline=pipeline.name,
         kind=f"column ({provider.type})",
         partitions="-",
-        rows=table_row_count(pipeline.table.uri) or 0,
+        rows=table.rows,
         watermark="-" if record is None or not record.watermark else _column_text(record.watermark),
         cut_off="-",
-        delta_version="-" if version is None else str(version),
-        schema=table_schema(pipeline),
+        delta_version="-" if table.version is None else str(table.version),
+        schema=table.schema,
     )
 
 

@@ -12,7 +12,7 @@ from watermark_assets.config import EventTimePipelineConfig, ProjectConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind
 from watermark_assets.kinds.headless import FailedRun, Headless, as_sensor_run, run_keys
-from watermark_assets.kinds.report import PartitionedRow, table_schema
+from watermark_assets.kinds.report import PartitionedRow, table_facts
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -135,7 +135,6 @@ def summarize(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> Parti
         event_time_partitions,
         window_engine,
     )
-    from watermark_assets.delta.committer import committer_for
     from watermark_assets.delta.log import table_row_count
 
     engine = window_engine(pipeline, config)
@@ -148,16 +147,16 @@ def summarize(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> Parti
         1 for k in keys if to_millis(partitions.time_window_for_partition_key(k).end) <= closed_by
     )
     late = f"{table_row_count(spec.late_uri) or 0} late records kept in {Path(spec.late_uri).name}"
-    version = committer_for(spec.output_uri).current_version()
+    table = table_facts(pipeline, spec.output_uri)
     return PartitionedRow(
         pipeline=pipeline.name,
         kind=f"event time ({pipeline.partitions.granularity}, {engine.name})",
         partitions=f"{closed}/{len(keys)} closed",
-        rows=table_row_count(spec.output_uri) or 0,
+        rows=table.rows,
         watermark="-" if not watermark.watermark_ms else millis_text(watermark.watermark_ms),
         cut_off=late,
-        delta_version="-" if version is None else str(version),
-        schema=table_schema(pipeline),
+        delta_version="-" if table.version is None else str(table.version),
+        schema=table.schema,
     )
 
 

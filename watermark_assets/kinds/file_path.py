@@ -21,7 +21,7 @@ from watermark_assets.kinds.headless import (
     innermost,
     run_keys,
 )
-from watermark_assets.kinds.report import SummaryRow, table_schema
+from watermark_assets.kinds.report import SummaryRow, table_facts
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -198,17 +198,18 @@ def summarize(pipeline: FilePipelineConfig) -> SummaryRow:
     missing = missing_source(pipeline)
     state = load_state(pipeline, now=system_clock())
     quarantined = table_row_count(pipeline.table.quarantine) or 0
+    table = table_facts(pipeline)
     return SummaryRow(
         pipeline=pipeline.name,
         partitions=state.totals.partitions,
         files=state.totals.files,
-        rows=table_row_count(pipeline.table.uri) or 0,
+        rows=table.rows,
         quarantined=quarantined,
         watermark=state.watermark.value or "-",
         state="ERROR: no landing folder" if missing else state.watermark.state.value,
         delta_version="-" if state.delta_version is None else str(state.delta_version),
         problem=None if missing is None else str(missing),
-        schema=table_schema(pipeline),
+        schema=table.schema,
     )
 
 

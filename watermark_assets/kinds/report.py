@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from watermark_assets.delta.schema_summary import SchemaSummary, schema_summary
+from watermark_assets.delta.schema_summary import SchemaSummary, TableFacts
+from watermark_assets.delta.schema_summary import table_facts as facts_of
 
 
 @dataclass(frozen=True)
@@ -101,9 +102,10 @@ PARTITIONED_HEADERS = (
 )
 
 
-def table_schema(pipeline: Any) -> SchemaSummary:
-    """Any kind's pipeline's schema summary: its table's, under its ``schema.mode``."""
-    return schema_summary(pipeline.table.uri, pipeline.schema_policy.mode.value)
+def table_facts(pipeline: Any, uri: str | None = None) -> TableFacts:
+    """Any kind's pipeline's table (``uri``, else ``table.uri``) as a summary row says it: its
+    rows, version and schema, from ONE snapshot load."""
+    return facts_of(uri or pipeline.table.uri, pipeline.schema_policy.mode.value)
 
 
 def schema_cell(schema: SchemaSummary | None) -> str:

@@ -17,7 +17,7 @@ from watermark_assets.kinds.headless import (
     as_sensor_run,
     run_keys,
 )
-from watermark_assets.kinds.report import PartitionedRow, table_schema
+from watermark_assets.kinds.report import PartitionedRow, table_facts
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -87,23 +87,23 @@ def summarize(pipeline: TimePipelineConfig) -> PartitionedRow:
     """Windows with a high watermark, the highest one and the cut-off it gives now."""
     from watermark_assets.core.text import time_text
     from watermark_assets.core.time import windows
-    from watermark_assets.delta.log import table_row_count
     from watermark_assets.runs.time import load_time_watermark
 
     now = system_clock()
     spec = pipeline.watermark.spec
     watermark, version = load_time_watermark(pipeline)
+    table = table_facts(pipeline)
     highest = watermark.highest
     every = windows(spec, now)
     return PartitionedRow(
         pipeline=pipeline.name,
         kind=f"time ({spec.partitioning.value})",
         partitions=f"{watermark.count_with_history(every)}/{len(every)}",
-        rows=table_row_count(pipeline.table.uri) or 0,
+        rows=table.rows,
         watermark="-" if highest is None else time_text(highest),
         cut_off=str(watermark.cut_off(spec, now)),
         delta_version="-" if version is None or version < 0 else str(version),
-        schema=table_schema(pipeline),
+        schema=table.schema,
     )
 
 

@@ -24,7 +24,7 @@ from watermark_assets.kinds.headless import (
     as_sensor_run,
     run_keys,
 )
-from watermark_assets.kinds.report import PartitionedRow, table_schema
+from watermark_assets.kinds.report import PartitionedRow, table_facts
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -40,13 +40,11 @@ def summarize(config: ProjectConfig, pipeline: UnitPipelineConfig) -> Row:
 def summarize_unit(pipeline: UnitPipelineConfig) -> PartitionedRow:
     """Units with a committed run (of the explicit ones) and the latest done-at."""
     from watermark_assets.core.text import time_text
-    from watermark_assets.delta.committer import committer_for
-    from watermark_assets.delta.log import table_row_count
     from watermark_assets.runs.unit import load_unit_watermark
 
-    version = committer_for(pipeline.table).current_version()
+    table = table_facts(pipeline)
     done: dict[str, Any] = {}
-    if version is not None:
+    if table.version is not None:
         units = load_unit_watermark(pipeline.table.uri, pipeline.name).units
         done = {u: d for u, d in units.items() if d is not None}
     explicit = pipeline.watermark.explicit_units
@@ -55,11 +53,11 @@ def summarize_unit(pipeline: UnitPipelineConfig) -> PartitionedRow:
         pipeline=pipeline.name,
         kind="unit (explicit)" if explicit is not None else "unit (secondary input)",
         partitions=f"{len(done)}/{len(explicit)}" if explicit is not None else str(len(done)),
-        rows=table_row_count(pipeline.table.uri) or 0,
+        rows=table.rows,
         watermark="-" if latest is None else time_text(latest),
         cut_off="-",
-        delta_version="-" if version is None else str(version),
-        schema=table_schema(pipeline),
+        delta_version="-" if table.version is None else str(table.version),
+        schema=table.schema,
     )
 
 
@@ -68,14 +66,12 @@ def summarize_grid(pipeline: UnitPipelineConfig) -> PartitionedRow:
     watermark, and each unit's cut-off when they agree (else how many differ)."""
     from watermark_assets.core.text import time_text
     from watermark_assets.core.time import windows
-    from watermark_assets.delta.committer import committer_for
-    from watermark_assets.delta.log import table_row_count
     from watermark_assets.runs.time_unit import load_grid_watermark
 
     assert pipeline.watermark.time is not None, "a time x unit pipeline"
     now = system_clock()
     spec = pipeline.watermark.time.spec
-    version = committer_for(pipeline.table).current_version()
+    table = table_facts(pipeline)
     grid = load_grid_watermark(pipeline)
     known = pipeline.watermark.explicit_units or tuple(grid.units)
     cut = windows(spec, now)
@@ -87,11 +83,11 @@ def summarize_grid(pipeline: UnitPipelineConfig) -> PartitionedRow:
         pipeline=pipeline.name,
         kind=f"time ({spec.partitioning.value}) x unit",
         partitions=f"{done}/{len(cut) * len(known)} cells",
-        rows=table_row_count(pipeline.table.uri) or 0,
+        rows=table.rows,
         watermark="-" if highest is None else time_text(highest),
         cut_off=cut_offs.pop() if len(cut_offs) == 1 else f"{len(cut_offs)} per unit",
-        delta_version="-" if version is None else str(version),
-        schema=table_schema(pipeline),
+        delta_version="-" if table.version is None else str(table.version),
+        schema=table.schema,
     )
 
 
