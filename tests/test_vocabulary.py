@@ -197,6 +197,39 @@ def test_several_values_of_one_shape_are_a_dagster_table(
     assert v.table_rows(value) == read
 
 
+PAIRS = {
+    "one row per entry, in order, numbers stay numbers": (
+        {"app_id": "string", "version": "int"},
+        {"watermark_assets/events/2024-01-29": 1, "watermark_assets/events/2024-01-27": 2},
+        [
+            {"app_id": "watermark_assets/events/2024-01-29", "version": 1},
+            {"app_id": "watermark_assets/events/2024-01-27", "version": 2},
+        ],
+    ),
+    "an empty mapping: the columns, no row": (
+        {"partition": "string", "watermark": "string"},
+        {},
+        [],
+    ),
+}
+
+
+@pytest.mark.parametrize(("columns", "values", "read"), PAIRS.values(), ids=PAIRS.keys())
+def test_a_mapping_is_a_table_of_two_columns(
+    columns: dict[str, str], values: dict[str, object], read: list[dict[str, object]]
+) -> None:
+    value = v.pairs(columns, values)
+    assert isinstance(value, TableMetadataValue)
+    assert [(c.name, c.type) for c in value.schema.columns] == list(columns.items())
+    assert v.table_rows(value) == read
+    assert v.table_pairs(value) == values
+
+
+def test_a_table_of_pairs_has_two_columns() -> None:
+    with pytest.raises(ValueError, match="two columns"):
+        v.pairs({"unit": "string"}, {"a": 1})
+
+
 def test_a_table_row_naming_no_column_is_refused() -> None:
     with pytest.raises(ValueError, match=r"no column \['rowz'\] in the table's columns"):
         v.table({"rows": "int"}, [{"rowz": 1}])
