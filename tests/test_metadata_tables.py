@@ -1,7 +1,8 @@
 """Several values of one shape are a Dagster table (issue 23, "one vocabulary"): a file
 pipeline's landing partitions' watermarks (``watermark/partitions_before``,
 ``watermark/partitions_after``, ``partition/watermarks``) and a commit's Delta transaction ids
-(``delta/txns``), each with its typed columns and one row per value, never a JSON object."""
+(``delta/txns``, of a file and of a column run), each with its typed columns and one row per
+value, never a JSON object."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ from typing import Any
 import pytest
 from _landing import hour, name_of, prefix_of
 from dagster import TableMetadataValue
+from test_column_pipeline import Scene as OrdersScene
+from test_column_pipeline import at, order
+from test_column_pipeline import metadata as column_metadata
 from test_pipeline_dagster import World, make_world
 
+from watermark_assets.runs.column import txn_app_id as column_txn_app_id
 from watermark_assets.state.commit_metadata import txn_app_id
 from watermark_assets.vocabulary import table_rows
 
@@ -73,3 +78,15 @@ def test_a_sensor_observation_says_the_partition_s_watermarks_as_a_table(world: 
     assert isinstance(value, TableMetadataValue), value
     assert [(c.name, c.type) for c in value.schema.columns] == LANDING
     assert table_rows(value) == landing_rows(first)
+
+
+@pytest.mark.spark
+def test_a_column_run_says_its_txn_as_a_table(tmp_path: Path) -> None:
+    scene = OrdersScene(tmp_path)
+    scene.orders.put(order(1, at(9)), order(2, at(10)))
+    scene.run()
+    scene.orders.put(order(3, at(11)))
+    value = column_metadata(scene.run())["delta/txns"]  # the pipeline's second commit
+    assert isinstance(value, TableMetadataValue), value
+    assert [(c.name, c.type) for c in value.schema.columns] == TXNS
+    assert table_rows(value) == [{"app_id": column_txn_app_id("orders"), "version": 2}]
