@@ -270,7 +270,8 @@ def still_open(first: str, end: str, windows: int) -> dict[str, Any]:
     upstream_at = datetime.fromisoformat(end) + timedelta(minutes=10)
     return {
         "windows_open": windows,
-        "open_windows": [f"2024-01-30T{first}:00Z", f"{end}:00Z"],
+        "open_from": f"2024-01-30T{first}:00Z",
+        "open_until": f"{end}:00Z",
         "closes_when_watermark_reaches": f"{end}:00Z",
         "closes_with_upstream_events_at": f"{upstream_at:%Y-%m-%dT%H:%M}:00Z",
     }
@@ -320,7 +321,16 @@ def test_materializing_a_partition_still_open_commits_what_closed_and_says_until
     assert result.success
     (materialization, *_) = result.asset_materializations_for_node("events_5min")
     metadata = {k: v.value for k, v in materialization.metadata.items()}
-    assert metadata["event_time/partitions_open"] == opened
+    assert [(c.name, c.type) for c in metadata["event_time/partitions_open"].schema.columns] == [
+        ("partition", "string"),
+        ("windows_open", "int"),
+        ("open_from", "string"),
+        ("open_until", "string"),
+        ("closes_when_watermark_reaches", "string"),
+        ("closes_with_upstream_events_at", "string"),
+    ]
+    rows = table_rows(metadata["event_time/partitions_open"])
+    assert {r.pop("partition"): r for r in rows} == opened
     assert metadata["event_time/partitions_closed"] == closed
     assert metadata["event_time/windows_emitted"] == 1  # 12:00, the one window with rows closed
     assert DeltaTable(str(tmp_path / "agg" / "events_5min")).to_pyarrow_table().num_rows == 1

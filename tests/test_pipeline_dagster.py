@@ -54,7 +54,7 @@ from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import RequestedFileError, UnsortableFileNameError
 from watermark_assets.state.commit_metadata import txn_app_id
 from watermark_assets.state.load import load_state
-from watermark_assets.vocabulary import duration_text, table_rows
+from watermark_assets.vocabulary import duration_text, table_pairs, table_rows
 
 NOTHING_YET = "(none: no file processed yet)"
 
@@ -158,6 +158,7 @@ def test_ticks_request_files_above_the_watermarks_and_runs_commit_them_once(worl
     }
     for key, want in expected.items():
         got = loop.metadata(key)
+        got["watermark/partitions_after"] = table_pairs(got["watermark/partitions_after"])
         assert {k: got[k] for k in want} == want, f"metadata of partition {key}"
 
     # Tick 2: nothing new -> skipped as Idle, and the checkpoint says so.
@@ -179,11 +180,14 @@ def test_ticks_request_files_above_the_watermarks_and_runs_commit_them_once(worl
     late_meta = loop.metadata("2024-01-28")
     # the partition's whole watermark: every landing partition of the day, not only the run's
     hour11 = {prefix_of(day28[2]): name_of(day28[2])}
-    assert late_meta["watermark/partitions_before"] == {
+    assert table_pairs(late_meta["watermark/partitions_before"]) == {
         prefix_of(late): name_of(day28[1]),
         **hour11,
     }
-    assert late_meta["watermark/partitions_after"] == {prefix_of(late): name_of(late), **hour11}
+    assert table_pairs(late_meta["watermark/partitions_after"]) == {
+        prefix_of(late): name_of(late),
+        **hour11,
+    }
     new_meta = loop.metadata("2024-01-30")
     assert (new_meta["rows/read"], new_meta["rows/quarantined"], new_meta["rows/committed"]) == (
         5,
@@ -339,7 +343,9 @@ def test_a_file_that_lands_below_its_partitions_watermark_is_counted_and_shown(
     assert said["partition/reason"].startswith(
         f"1 file(s) landed in {prefix_of(late)} at or below its watermark: set sweep.ingest: true"
     )
-    assert said["partition/watermarks"] == loop.metadata("2024-01-28")["partition/watermarks"]
+    assert table_pairs(said["partition/watermarks"]) == table_pairs(
+        loop.metadata("2024-01-28")["partition/watermarks"]
+    )
     world.assert_each_row_once()
 
     again = loop.tick()
@@ -682,8 +688,10 @@ def test_a_backfill_run_without_a_file_list_ingests_its_partition_above_its_own_
 
     metadata = loop.metadata("2024-01-28")
     assert (metadata["files"], metadata["partition/first_file"]) == (1, late)
-    assert metadata["watermark/partitions_before"] == {prefix_of(first): name_of(first)}
-    assert metadata["watermark/partitions_after"] == {prefix_of(late): name_of(late)}
+    assert table_pairs(metadata["watermark/partitions_before"]) == {
+        prefix_of(first): name_of(first)
+    }
+    assert table_pairs(metadata["watermark/partitions_after"]) == {prefix_of(late): name_of(late)}
     assert by_partition(loop.tick().run_requests) == {"2024-01-29": [other_day]}, (
         "the other partition's new file is left to its own run"
     )
@@ -707,7 +715,7 @@ def test_a_backfill_of_a_partition_older_than_the_late_arrival_window_never_dupl
 
     metadata = loop.metadata("2024-01-20")
     assert (metadata["files"], metadata["partition/first_file"]) == (1, late)
-    assert metadata["watermark/partitions_before"] == {prefix_of(old): name_of(old)}, (
+    assert table_pairs(metadata["watermark/partitions_before"]) == {prefix_of(old): name_of(old)}, (
         "the pruned watermark came back from the partition's last commit in the Delta log"
     )
     world.assert_each_row_once()
@@ -756,8 +764,8 @@ def test_a_range_run_covers_its_window_in_one_commit_with_metadata_per_partition
             got["partition/files"],
             got["partition/first_file"],
             got["partition/last_file"],
-            got["watermark/partitions_before"],
-            got["watermark/partitions_after"],
+            table_pairs(got["watermark/partitions_before"]),
+            table_pairs(got["watermark/partitions_after"]),
         ) == (files, first, last, before, after), f"metadata of partition {key}"
         assert got["delta/version"] == version_before + 1
     assert (loop.tick().skip_message or "").startswith("Idle:")
@@ -853,13 +861,21 @@ def test_a_range_backfill_that_finds_nothing_new_keeps_each_partitions_whole_wat
 
     got = loop.metadata("2024-01-28")
     assert got["partition/files"] == 0, "this run read nothing"
-    assert (got["watermark/partitions_before"], got["watermark/partitions_after"]) == (marks, marks)
-    assert got["partition/watermarks"] == marks, "the partition's whole watermark, not the run's"
+    assert (
+        table_pairs(got["watermark/partitions_before"]),
+        table_pairs(got["watermark/partitions_after"]),
+    ) == (marks, marks)
+    assert table_pairs(got["partition/watermarks"]) == marks, (
+        "the partition's whole watermark, not the run's"
+    )
     assert (got["partition/state"], got["partition/watermark"]) == ("ingested", day28[-1])
     assert got["partition/files_committed"] == 4
     assert got["dagster/partition_row_count"] == 12
     assert got["partition/first_file"] == "(none: no new file)"
     assert "4 file(s) committed from 4 landing partition(s)" in got["partition/reason"]
     empty = loop.metadata("2024-01-29")
-    assert (empty["partition/state"], empty["partition/watermarks"]) == ("no file yet", {})
+    assert (empty["partition/state"], table_pairs(empty["partition/watermarks"])) == (
+        "no file yet",
+        {},
+    )
     assert empty["partition/first_file"] == NOTHING_YET

@@ -264,7 +264,7 @@ def test_the_error_says_the_fix() -> None:
     typed = SchemaChangeError(
         "events", "add_columns", [ColumnChange("b", "id", "bigint", "string")]
     )
-    assert "widen the column's type in source.schema" in str(typed)
+    assert "declare the column's type in source.schema as the type its values hold" in str(typed)
 
 
 # --- real runs (Spark, Delta, the sensor and job in process) ----------------------------------

@@ -637,8 +637,8 @@ def test_the_sensor_adds_new_ids_and_requests_their_cells_and_reports_refused_ro
     ]
     assert ranges == [("2024-01-01|a", "2024-01-05|a"), ("2024-01-01|b", "2024-01-05|b")]
     (observation,) = first.asset_events
-    refused = observation.metadata["units/refused"].value
-    assert refused[0]["row"] == 3 and refused[0]["value"] == "'a/b'"  # the header is row 1
+    refused = table_rows(observation.metadata["units/refused"])
+    assert refused[0]["row"] == 3 and refused[0]["value"] == "a/b"  # the header is row 1
 
     # A run in flight over a's range: its cells are not requested again.
     in_flight = scene.instance.create_run_for_job(

@@ -33,6 +33,7 @@ from dagster import (
     ExecuteInProcessResult,
     SensorResult,
     StaticPartitionsDefinition,
+    TableMetadataValue,
     build_sensor_context,
 )
 from dagster._core.definitions.sensor_definition import SensorExecutionData
@@ -687,14 +688,45 @@ def test_a_bad_id_in_the_secondary_input_is_reported_with_its_row_and_the_good_o
     data = scene.tick()
     assert scene.partitions() == ["by/hand", "s1", "s2"]
     (observation,) = data.asset_events
-    refused = observation.metadata["units/refused"].value
-    assert refused == [{"row": 3, "value": "'a/b'", "reason": refused[0]["reason"]}]
+    refused = table_rows(observation.metadata["units/refused"])
+    assert refused == [{"row": 3, "value": "a/b", "reason": refused[0]["reason"]}]
     assert "contains '/'" in refused[0]["reason"]
     assert "1 refused: row 3 'a/b'" in str(observation.metadata["units/input"].value)
     listing.write_text("id\ns1\na/b\ns2\n", encoding="utf-8")
     quiet = scene.tick()  # the same report: said in the tick, not observed again
     assert "row 3 'a/b'" in (quiet.skip_message or "")
     assert quiet.asset_events == []
+
+
+#: ids in a CSV listing -> the refused rows (row: the header is row 1, value as read, a word of
+#: the reason)
+REFUSED_ROWS = {
+    "a path separator": (["s1", "a/b", "s2"], [(3, "a/b", "'/'")]),
+    "two refused, Dagster's separators": (
+        ["x|y", "s1", "p[q"],
+        [(2, "x|y", "'|'"), (4, "p[q", "'['")],
+    ),
+}
+
+
+@pytest.mark.parametrize(("ids", "refused"), REFUSED_ROWS.values(), ids=REFUSED_ROWS.keys())
+def test_the_refused_ids_are_a_table_of_row_value_and_reason(
+    tmp_path: Path, ids: list[str], refused: list[tuple[int, str, str]]
+) -> None:
+    listing = tmp_path / "surveys.csv"
+    scene = Scene(tmp_path, {"secondary_input": write_ids(listing, "csv", ids)})
+    (observation,) = scene.tick().asset_events
+    value = observation.metadata["units/refused"]
+    assert isinstance(value, TableMetadataValue), value
+    assert [(c.name, c.type) for c in value.schema.columns] == [
+        ("row", "int"),
+        ("value", "string"),
+        ("reason", "string"),
+    ]
+    rows = table_rows(value)
+    assert [(r["row"], r["value"]) for r in rows] == [(row, said) for row, said, _ in refused]
+    for r, (_, _, word) in zip(rows, refused, strict=True):
+        assert word in r["reason"], r
 
 
 def test_ids_from_a_postgres_table_become_partitions(tmp_path: Path) -> None:
@@ -718,7 +750,7 @@ def test_ids_from_a_postgres_table_become_partitions(tmp_path: Path) -> None:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     assert scene.partitions() == ["s1", "s3"]
     (observation,) = data.asset_events
-    assert observation.metadata["units/refused"].value[0]["row"] == 2  # ' s2': a leading space
+    assert table_rows(observation.metadata["units/refused"])[0]["row"] == 2  # ' s2': a space
 
 
 def test_an_unreadable_secondary_input_skips_the_tick_and_changes_nothing(tmp_path: Path) -> None:

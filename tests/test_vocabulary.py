@@ -197,6 +197,39 @@ def test_several_values_of_one_shape_are_a_dagster_table(
     assert v.table_rows(value) == read
 
 
+PAIRS = {
+    "one row per entry, in order, numbers stay numbers": (
+        {"app_id": "string", "version": "int"},
+        {"watermark_assets/events/2024-01-29": 1, "watermark_assets/events/2024-01-27": 2},
+        [
+            {"app_id": "watermark_assets/events/2024-01-29", "version": 1},
+            {"app_id": "watermark_assets/events/2024-01-27", "version": 2},
+        ],
+    ),
+    "an empty mapping: the columns, no row": (
+        {"partition": "string", "watermark": "string"},
+        {},
+        [],
+    ),
+}
+
+
+@pytest.mark.parametrize(("columns", "values", "read"), PAIRS.values(), ids=PAIRS.keys())
+def test_a_mapping_is_a_table_of_two_columns(
+    columns: dict[str, str], values: dict[str, object], read: list[dict[str, object]]
+) -> None:
+    value = v.pairs(columns, values)
+    assert isinstance(value, TableMetadataValue)
+    assert [(c.name, c.type) for c in value.schema.columns] == list(columns.items())
+    assert v.table_rows(value) == read
+    assert v.table_pairs(value) == values
+
+
+def test_a_table_of_pairs_has_two_columns() -> None:
+    with pytest.raises(ValueError, match="two columns"):
+        v.pairs({"unit": "string"}, {"a": 1})
+
+
 def test_a_table_row_naming_no_column_is_refused() -> None:
     with pytest.raises(ValueError, match=r"no column \['rowz'\] in the table's columns"):
         v.table({"rows": "int"}, [{"rowz": 1}])
@@ -278,6 +311,58 @@ def documented_keys() -> list[str]:
         first = line.split(" | ", 1)[0]
         keys += re.findall(r"`([^`]+)`", first)
     return keys
+
+
+#: The types a key's value may have in docs/metadata.md (the "type" column).
+TYPES = {"text", "int", "float", "bool", "timestamp", "path", "table", "markdown", "JSON"}
+TYPES |= {"table schema"}
+
+
+def documented_rows() -> dict[str, list[str]]:
+    """Each row of the table under ``## Every key``: its first key -> its cells."""
+    text = DOCS.read_text(encoding="utf-8")
+    section = text.split("\n## Every key\n", 1)[1].split("\n## ", 1)[0]
+    return {
+        re.findall(r"`([^`]+)`", line)[0]: [c.strip() for c in line.strip("|").split(" | ")]
+        for line in section.splitlines()
+        if line.startswith("| `")
+    }
+
+
+def test_every_documented_key_has_its_kinds_type_and_an_example() -> None:
+    header = "| key | kinds | type | what it says | example |"
+    assert header in DOCS.read_text(encoding="utf-8")
+    for key, cells in documented_rows().items():
+        assert len(cells) == 5, (key, cells)
+        _, kinds, kind_of_value, what, example = cells
+        assert kinds and what and example, (key, cells)
+        said = re.sub(r" \(.*\)$", "", kind_of_value)  # "path (event: text)": path
+        assert set(said.split(" or ")) <= TYPES, (key, kind_of_value)
+
+
+#: Keys a run writes as a Dagster table (vocabulary.table): documented as such.
+TABLE_KEYS = (
+    v.WATERMARK_PARTITIONS_BEFORE,
+    v.WATERMARK_PARTITIONS_AFTER,
+    v.PARTITION_WATERMARKS,
+    v.DELTA_TXNS,
+    v.UNITS_REFUSED,
+    v.SCHEMA_VALUES_NULLED,
+    v.SCHEMA_VALUES_RESCUED,
+    v.SCHEMA_ADDED_COLUMNS,
+    v.SCHEMA_WIDENED,
+    v.WINDOWS,
+    v.CELLS,
+    v.EVENT_TIME_INPUTS,
+    v.EVENT_TIME_LOCAL_WATERMARKS,
+    v.EVENT_TIME_PARTITIONS_OPEN,
+    v.FILES_BELOW_WATERMARK_BY_PARTITION,
+)
+
+
+@pytest.mark.parametrize("key", TABLE_KEYS)
+def test_a_key_written_as_a_table_is_documented_as_one(key: str) -> None:
+    assert documented_rows()[key][2] == "table"
 
 
 def test_every_key_is_documented_once() -> None:

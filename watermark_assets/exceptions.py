@@ -376,8 +376,9 @@ schema_drift.ColumnChange`), before anything was written or committed; ``fix``: 
             "set schema.mode: add_columns (new columns join the table) or rescue (kept in "
             "_rescued_data), or add them to source.schema"
             if new_columns
-            else "widen the column's type in source.schema, or set schema.mode: rescue (values "
-            "that do not fit are kept in _rescued_data) or ignore (NULL, counted)"
+            else "declare the column's type in source.schema as the type its values hold, or "
+            "set schema.mode: rescue (values that do not fit are kept in _rescued_data) or "
+            "ignore (NULL, counted)"
         )
         super().__init__(
             f"pipeline {pipeline!r} (schema.mode {mode}): the source's {origin} no longer "

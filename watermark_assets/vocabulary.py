@@ -14,7 +14,8 @@ for the same concept (``watermark/before``, ``watermark/after``, ``rows/read``, 
 - a duration is said in words (:func:`duration_text`: ``45 s``, ``3 h 5 min``, ``1,030 days``), with
   the number of seconds under the key plus ``/seconds`` for plots and checks (``lag/seconds``);
 - several values of one shape are a Dagster table (:func:`table`: typed columns, one record per
-  value), a markdown list (:func:`lines`) or a JSON object of plain values (:func:`plain`):
+  value; :func:`pairs` for a mapping), a markdown list (:func:`lines`) or a JSON object of plain
+  values (:func:`plain`):
   numbers stay numbers, times are :func:`time_text`; never a Python repr, never the sentinels
   the state files use.
 
@@ -407,6 +408,24 @@ def table_rows(value: object) -> list[dict[str, Any]]:
     if not isinstance(value, TableMetadataValue):
         raise TypeError(f"not a table metadata value: {type(value).__name__}")
     return [dict(record.data) for record in value.records]
+
+
+def pairs(columns: Mapping[str, str], values: Mapping[Any, object]) -> MetadataValue:
+    """A mapping as a :func:`table` of two columns, one row per entry: ``columns`` names (and
+    types) the key's column, then the value's (``{"partition": "string", "watermark":
+    "string"}``); rows in the mapping's order."""
+    if len(columns) != 2:
+        raise ValueError(f"a table of pairs has two columns, not {list(columns)}")
+    key, value = columns
+    return table(columns, ({key: k, value: x} for k, x in values.items()))
+
+
+def table_pairs(value: object) -> dict[Any, Any]:
+    """The mapping a :func:`pairs` value holds (its first column -> its second)."""
+    if not isinstance(value, TableMetadataValue):
+        raise TypeError(f"not a table metadata value: {type(value).__name__}")
+    key, second = (column.name for column in value.schema.columns)
+    return {row[key]: row[second] for row in table_rows(value)}
 
 
 def _record_cell(value: object) -> str | int | float | bool | None:

@@ -389,6 +389,7 @@ class DagsterDev:
                        ... on FloatMetadataEntry { floatValue }
                        ... on BoolMetadataEntry { boolValue }
                        ... on JsonMetadataEntry { jsonString }
+                       ... on TableMetadataEntry { table { records } }
                        ... on PathMetadataEntry { path } } } } } }""",
             {"key": {"path": [asset]}, "limit": limit},
         )
@@ -421,6 +422,8 @@ def metadata_value(entry: Mapping[str, Any]) -> Any:
             return entry[key]
     if "jsonString" in entry:
         return json.loads(entry["jsonString"])
+    if "table" in entry:  # a table: its records, each a dict
+        return [json.loads(record) for record in entry["table"]["records"]]
     return None
 
 

@@ -238,13 +238,28 @@ class OpenPartition:
     closes_at_ms: int
     events_at_ms: int
 
-    def as_json(self) -> dict[str, Any]:
+    def row(self) -> dict[str, Any]:
+        """Its row of ``event_time/partitions_open`` (:data:`OPEN_PARTITION_COLUMNS`)."""
         return {
+            "partition": self.key,
             "windows_open": self.windows,
-            "open_windows": [millis_text(self.open_from_ms), millis_text(self.end_ms)],
+            "open_from": millis_text(self.open_from_ms),
+            "open_until": millis_text(self.end_ms),
             "closes_when_watermark_reaches": millis_text(self.closes_at_ms),
             "closes_with_upstream_events_at": millis_text(self.events_at_ms),
         }
+
+
+#: The columns of ``event_time/partitions_open``: a requested partition still open, its open
+#: windows ``[open_from, open_until)`` and the watermark (and upstream event time) that closes it.
+OPEN_PARTITION_COLUMNS: dict[str, str] = {
+    "partition": "string",
+    "windows_open": "int",
+    "open_from": "string",
+    "open_until": "string",
+    "closes_when_watermark_reaches": "string",
+    "closes_with_upstream_events_at": "string",
+}
 
 
 def open_partitions(
@@ -406,8 +421,8 @@ def build_event_time_asset(
         if opened:  # the batch committed: say what stays open and until when, and succeed
             context.log.warning(open_message(pipeline.name, opened, after))
             still = {o.key for o in opened}
-            metadata[v.EVENT_TIME_PARTITIONS_OPEN] = MetadataValue.json(
-                {o.key: o.as_json() for o in opened}
+            metadata[v.EVENT_TIME_PARTITIONS_OPEN] = v.table(
+                OPEN_PARTITION_COLUMNS, (o.row() for o in opened)
             )
             metadata[v.EVENT_TIME_PARTITIONS_CLOSED] = MetadataValue.json(
                 [k for k in keys if k not in still]

@@ -21,7 +21,7 @@ from watermark_assets.config.schema import SchemaMode
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.core.filepath.path import name_time, prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark
-from watermark_assets.defs.partition_truth import PartitionTruth
+from watermark_assets.defs.partition_truth import PartitionTruth, landing_watermarks
 from watermark_assets.runs.column import ColumnResult, StagedColumnBatch
 from watermark_assets.runs.column_replay import ReplayResult
 from watermark_assets.runs.file_commit import BatchResult
@@ -139,7 +139,7 @@ def batch_metadata(
         v.ROWS_COMMITTED: MetadataValue.int(result.rows_committed),
         v.DELTA_VERSION: _version(outcome.version, outcome.reason),
         v.DELTA_TABLE_VERSION: MetadataValue.int(result.state_after.delta_version or 0),
-        v.DELTA_TXNS: MetadataValue.json({t.app_id: t.version for t in result.txns}),
+        v.DELTA_TXNS: txns_table({t.app_id: t.version for t in result.txns}),
         v.CHECKPOINT_WRITTEN: MetadataValue.bool(result.checkpoint_written),
         v.DAGSTER_URI: MetadataValue.path(staged.plan.request.pipeline.table.uri),
         v.QUARANTINE_TABLE: MetadataValue.path(staged.plan.request.pipeline.table.quarantine),
@@ -154,6 +154,15 @@ def batch_metadata(
     if table_rows is not None:
         metadata[v.DAGSTER_ROW_COUNT] = MetadataValue.int(table_rows)
     return metadata
+
+
+#: The columns of ``delta/txns``: each Delta transaction id (app id) the commit set, its version.
+TXN_COLUMNS: dict[str, str] = {"app_id": "string", "version": "int"}
+
+
+def txns_table(txns: Mapping[str, int]) -> MetadataValue:
+    """``delta/txns``: app id -> version as a table, one row per transaction id."""
+    return v.pairs(TXN_COLUMNS, txns)
 
 
 def _version(version: int | None, reason: str) -> MetadataValue:
@@ -192,8 +201,8 @@ def partition_metadata(
             ),
             v.PARTITION_FIRST_FILE: MetadataValue.text(files[0] if files else none),
             v.PARTITION_LAST_FILE: MetadataValue.text(files[-1] if files else none),
-            v.WATERMARK_PARTITIONS_BEFORE: MetadataValue.json(before[key]),
-            v.WATERMARK_PARTITIONS_AFTER: MetadataValue.json(after[key]),
+            v.WATERMARK_PARTITIONS_BEFORE: landing_watermarks(before[key]),
+            v.WATERMARK_PARTITIONS_AFTER: landing_watermarks(after[key]),
             # every commit of the partition is in the log; their sum is the partition's rows
             v.DAGSTER_PARTITION_ROW_COUNT: MetadataValue.int(
                 state_after.partition_rows.get(key, 0)
@@ -243,9 +252,7 @@ VALUES_PER_COLUMN_COLUMNS: dict[str, str] = {"column": "string", "values": "int"
 
 
 def _values_per_column(values: Mapping[str, int]) -> MetadataValue:
-    return v.table(
-        VALUES_PER_COLUMN_COLUMNS, ({"column": c, "values": n} for c, n in values.items())
-    )
+    return v.pairs(VALUES_PER_COLUMN_COLUMNS, values)
 
 
 def schema_mode_entries(
@@ -326,7 +333,7 @@ def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str
         v.WATERMARK_NULL_WATERMARK: MetadataValue.text(pipeline.null_watermark),
         v.REPLACE_WINDOW: MetadataValue.text(v.region_text(window, none="(none: append)")),
         v.DELTA_VERSION: _version(outcome.version, outcome.reason),
-        v.DELTA_TXNS: MetadataValue.json({plan.txn.app_id: plan.txn.version}),
+        v.DELTA_TXNS: txns_table({plan.txn.app_id: plan.txn.version}),
         v.DELTA_COMMIT_ATTEMPTS: MetadataValue.int(result.attempts),
         v.DAGSTER_URI: MetadataValue.path(pipeline.table.uri),
     }

@@ -6,7 +6,7 @@ One shape for every kind of watermark (file path, time, unit, time x unit, event
 - ``partition/state``: a word or two (``ingested``, ``no file yet``, ``closed``, ``open``, ...);
 - ``partition/reason``: why, in plain words, naming the times it waits for (ISO-8601 UTC);
 - ``partition/watermark`` (readable) and ``partition/watermark_time`` (a timestamp);
-- ``partition/watermarks``: a kind's detail (each landing partition's watermark, ...);
+- ``partition/watermarks``: a kind's detail (a table: each landing partition's watermark);
 - ``dagster/partition_row_count`` when the state store counts the partition's rows.
 
 A run adds it to every partition it materializes (:func:`add_partition_truth`); a sensor's tick
@@ -38,6 +38,16 @@ MAX_OBSERVED = 50
 iso_utc = time_text
 
 
+#: The columns of ``partition/watermarks``, ``watermark/partitions_before`` and
+#: ``watermark/partitions_after``: each landing partition and its watermark (the last file name).
+LANDING_WATERMARK_COLUMNS: dict[str, str] = {"partition": "string", "watermark": "string"}
+
+
+def landing_watermarks(marks: Mapping[str, str]) -> MetadataValue:
+    """Landing partition -> watermark as a table, one row per landing partition, in order."""
+    return v.pairs(LANDING_WATERMARK_COLUMNS, marks)
+
+
 @dataclass(frozen=True, kw_only=True)
 class PartitionTruth:
     """One partition's whole state, as its state store holds it (module docstring)."""
@@ -60,7 +70,7 @@ class PartitionTruth:
         if self.watermark_time is not None:
             entries[v.PARTITION_WATERMARK_TIME] = v.timestamp(self.watermark_time)
         if self.watermarks is not None:
-            entries[v.PARTITION_WATERMARKS] = MetadataValue.json(v.plain(dict(self.watermarks)))
+            entries[v.PARTITION_WATERMARKS] = landing_watermarks(self.watermarks)
         if self.rows is not None:
             entries[v.DAGSTER_PARTITION_ROW_COUNT] = MetadataValue.int(self.rows)
         for name, number in self.numbers.items():

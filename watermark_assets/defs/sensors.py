@@ -963,9 +963,8 @@ def _observations(
                 vocab.WATERMARK_PARTITIONS: MetadataValue.int(len(watermark.partition_watermarks)),
                 vocab.FILES_PENDING: MetadataValue.int(cursor.pending_files),
                 vocab.FILES_BELOW_WATERMARK: MetadataValue.int(cursor.below),
-                vocab.FILES_BELOW_WATERMARK_BY_PARTITION: vocab.table(
-                    BELOW_BY_PARTITION_COLUMNS,
-                    ({"partition": key, "files": n} for key, n in below.items()),
+                vocab.FILES_BELOW_WATERMARK_BY_PARTITION: vocab.pairs(
+                    BELOW_BY_PARTITION_COLUMNS, below
                 ),
                 vocab.FILES_BELOW_WATERMARK_FIRST: MetadataValue.json(list(cursor.below_first)),
                 vocab.FILES_LATE_AFTER_WINDOW: MetadataValue.int(cursor.late),

@@ -155,6 +155,11 @@ def unit_truth(pipeline: UnitPipelineConfig, run: UnitRun) -> PartitionTruth:
     )
 
 
+#: The columns of ``units/refused``: each refused input row (1-based), its value as read (several
+#: fields joined by ``, ``) and every rule it broke.
+REFUSED_COLUMNS: dict[str, str] = {"row": "int", "value": "string", "reason": "string"}
+
+
 #: The columns of ``watermark/after`` for a run of several units (and a grid's run): each unit's
 #: watermark after the run, empty when none.
 UNIT_WATERMARK_COLUMNS: dict[str, str] = {"unit": "string", "watermark": "string"}
@@ -426,11 +431,12 @@ def read_units_tick(
                     v.UNITS_INPUT: MetadataValue.text(screened.describe()),
                     v.UNITS_NEW: MetadataValue.json(list(units.new)),
                     v.UNITS_NO_LONGER_LISTED: MetadataValue.json(list(units.missing)),
-                    v.UNITS_REFUSED: MetadataValue.json(
-                        [
-                            {"row": r.row, "value": repr(r.value), "reason": r.reason}
+                    v.UNITS_REFUSED: v.table(
+                        REFUSED_COLUMNS,
+                        (
+                            {"row": r.row, "value": r.value, "reason": r.reason}
                             for r in screened.refused
-                        ]
+                        ),
                     ),
                 },
             )
