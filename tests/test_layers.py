@@ -49,8 +49,16 @@ RULES = [
     ),
     (
         "engine/*.py",
-        ("watermark_assets.runs", "watermark_assets.defs", "dagster"),
-        "the engine executes any kind's plan: it knows no run, kind or Dagster",
+        (
+            "watermark_assets.runs",
+            "watermark_assets.defs",
+            "watermark_assets.config",
+            "watermark_assets.kinds",
+            "watermark_assets.providers",
+            "watermark_assets.cli",
+            "dagster",
+        ),
+        "the engine executes any kind's plan: it knows no run, kind, configuration or Dagster",
     ),
     (
         "runs/*.py",
@@ -193,6 +201,74 @@ def test_modules_import_only_downwards(pattern: str, refused: tuple[str, ...], w
         if forbidden(name, refused)
     ]
     assert not wrong, f"{why}: {wrong}"
+
+
+#: What ``engine/`` may import of the package (docs/design.md, "Imports"): the adapters below it
+#: and the core; anything else of the package is refused, inside a function or not.
+ENGINE_MAY_IMPORT = (
+    "watermark_assets.engine",
+    "watermark_assets.delta",
+    "watermark_assets.spark",
+    "watermark_assets.state",
+    "watermark_assets.sources",
+    "watermark_assets.core",
+    "watermark_assets.storage",
+    "watermark_assets.staging",
+    "watermark_assets.faults",
+    "watermark_assets.exceptions",
+)
+
+
+def engine_refusals(path: Path) -> list[str]:
+    """The imports of the package ``path`` makes that the engine may not make (``from
+    watermark_assets import storage`` imports ``watermark_assets.storage``)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "watermark_assets":
+                names += [f"watermark_assets.{alias.name}" for alias in node.names]
+            else:
+                names.append(node.module)
+    return [
+        name
+        for name in names
+        if (name == "watermark_assets" or name.startswith("watermark_assets."))
+        and not any(name == ok or name.startswith(ok + ".") for ok in ENGINE_MAY_IMPORT)
+    ]
+
+
+def test_the_engine_imports_only_the_adapters_and_the_core() -> None:
+    """Every module of engine/ (the plan, the write, the execute loop) imports only the layers
+    below it: a kind plans through engine/plan.py, the engine never asks back."""
+    modules = {path.name: path for path in (PACKAGE / "engine").glob("*.py")}
+    assert {"plan.py", "write.py", "execute.py"} <= set(modules), sorted(modules)
+    wrong = {name: engine_refusals(path) for name, path in sorted(modules.items())}
+    assert not any(wrong.values()), wrong
+
+
+@pytest.mark.parametrize(
+    ("source", "refused"),
+    [
+        ("from watermark_assets.delta.committer import DeltaCommitter", []),
+        ("import watermark_assets.core.column.predicate", []),
+        ("from watermark_assets.runs.column import ColumnPlan", ["watermark_assets.runs.column"]),
+        ("from watermark_assets.config import ColumnPipelineConfig", ["watermark_assets.config"]),
+        ("from watermark_assets import storage, staging", []),
+        ("from watermark_assets import names", ["watermark_assets.names"]),
+        ("import watermark_assets", ["watermark_assets"]),
+        (
+            "from watermark_assets.providers.manager import X",
+            ["watermark_assets.providers.manager"],
+        ),
+        ("def f():\n    from watermark_assets.kinds import KINDS", ["watermark_assets.kinds"]),
+    ],
+)
+def test_the_engine_rule_itself(source: str, refused: list[str], tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(source + "\n", encoding="utf-8")
+    assert engine_refusals(planted) == refused
 
 
 def kind_questions(source: str) -> Iterator[tuple[int, str]]:

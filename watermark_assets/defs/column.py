@@ -54,8 +54,6 @@ from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord, table_row_count
-from watermark_assets.exceptions import DeltaCommitError
-from watermark_assets.providers.base import WatermarkRecord
 from watermark_assets.providers.delta_metadata import watermark_record
 from watermark_assets.runs.column import (
     RUN_METADATA_KEY,
@@ -218,20 +216,6 @@ class ColumnWatermarkIOManager(WatermarkDeltaIOManager):
         )
 
 
-def _previous_carried(
-    committer: DeltaCommitter, dataflow_id: str, version: int
-) -> WatermarkRecord | None:
-    """The watermark the newest commit before ``version`` carries for ``dataflow_id``."""
-    for earlier in range(version - 1, -1, -1):
-        try:
-            record = watermark_record(dataflow_id, committer.read_commit(earlier))
-        except DeltaCommitError:
-            return None  # cleaned up by log retention: nothing to compare with
-        if record is not None:
-            return record
-    return None
-
-
 def reconcile_mismatch(version: int, record: dict[str, Any], commit: CommitRecord) -> str | None:
     """Why the rows ``commit`` adds differ from its ``column_run`` record's count, or None:
     rows added = rows read - rows deduplicated on merge keys + rows kept by rewrite."""
@@ -247,6 +231,35 @@ def reconcile_mismatch(version: int, record: dict[str, Any], commit: CommitRecor
     )
 
 
+def judge_column_commit(dataflow_id: str, commit: CommitRecord) -> CommitFindings | None:
+    """A column engine's commit (``watermark_assets.column_run``): the watermark after the run
+    at or above the one it planned on (``watermark_before``), the watermark the commit stores
+    for ``dataflow_id`` at or above it too, and the rows added reconciled with the record.
+
+    The watermark the run planned on is the committed one (the provider's, repaired from the
+    log when behind it): at or above what any earlier commit stored, so the commit is judged
+    alone, without walking the log back to the previous commit carrying a watermark (other
+    writers' commits in between, or that commit cleaned up by log retention, change nothing).
+    A run keeping no watermark of the pipeline (a window, a unit, a replay chunk) planned on
+    the empty one."""
+    text = commit.custom_metadata.get(RUN_METADATA_KEY)
+    if not text:
+        return None
+    version = commit.version
+    record = json.loads(text)
+    regressions: list[str] = []
+    before = ColumnWatermark.from_json(record["watermark_before"])
+    after = ColumnWatermark.from_json(record["watermark_after"])
+    if not after.covers(before):
+        regressions.append(f"v{version}: {before} -> {after}")
+    carried = watermark_record(dataflow_id, commit)
+    if carried is not None:
+        stored = ColumnWatermark.from_json(carried.watermark)
+        if not stored.covers(before):
+            regressions.append(f"v{version} stores {stored}, below the {before} its run read")
+    return CommitFindings(regressions, reconcile_mismatch(version, record, commit))
+
+
 def build_column_checks(
     pipeline: ColumnPipelineConfig | TimePipelineConfig | UnitPipelineConfig, asset_key: AssetKey
 ) -> AssetChecksDefinition:
@@ -255,25 +268,7 @@ def build_column_checks(
     commits in the Delta log (not from the run's claims)."""
 
     def judge(commit: CommitRecord, committer: DeltaCommitter) -> CommitFindings | None:
-        text = commit.custom_metadata.get(RUN_METADATA_KEY)
-        if not text:
-            return None
-        version = commit.version
-        record = json.loads(text)
-        regressions: list[str] = []
-        before = ColumnWatermark.from_json(record["watermark_before"])
-        after = ColumnWatermark.from_json(record["watermark_after"])
-        if not after.covers(before):
-            regressions.append(f"v{version}: {before} -> {after}")
-        carried = watermark_record(pipeline.dataflow_id, commit)
-        previous = _previous_carried(committer, pipeline.dataflow_id, version)
-        if carried is not None and previous is not None:
-            now, was = (ColumnWatermark.from_json(r.watermark) for r in (carried, previous))
-            if not now.covers(was):
-                regressions.append(
-                    f"v{version} stores {now}, below v{previous.delta_version}'s {was}"
-                )
-        return CommitFindings(regressions, reconcile_mismatch(version, record, commit))
+        return judge_column_commit(pipeline.dataflow_id, commit)
 
     return watermark_checks(
         pipeline.name,

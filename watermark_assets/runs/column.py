@@ -10,8 +10,10 @@
 - :func:`commit_column_batch`: the staged files are moved into the table and committed with a txn
   ``watermark_assets/{pipeline}/column`` (the version read when planning: a concurrent run of the
   same pipeline makes the outcome stale, and the run plans and reads again, at most
-  ``MAX_COMMIT_ATTEMPTS`` times). Append, or with ``destination.replace_by_watermark`` a replace of
-  the window read (:mod:`watermark_assets.delta.replace`), or with ``table.merge_keys`` an upsert
+  ``MAX_COMMIT_ATTEMPTS`` times: :func:`~watermark_assets.engine.execute.execute`, whose
+  :func:`~watermark_assets.engine.execute.commit_reads` builds the commit). Append, or with
+  ``destination.replace_by_watermark`` a replace of the window read
+  (:mod:`watermark_assets.delta.replace`), or with ``table.merge_keys`` an upsert
   on the keys (:mod:`watermark_assets.delta.merge`; staging kept one row per key), all ONE commit.
 
 Where the watermark is saved: the ``delta_metadata`` provider puts it in that same commit (data and
@@ -44,31 +46,37 @@ from watermark_assets.core.column.boundary import MAX_BOUNDARY_ROWS, Boundary
 from watermark_assets.core.column.lookback import ReadBound, effective_lower_bound
 from watermark_assets.core.column.predicate import (
     Predicate,
-    SqlDialect,
-    below,
-    predicate,
-    to_sql,
-    within,
 )
-from watermark_assets.core.column.watermark import ColumnValue, ColumnWatermark, WatermarkOperator
+from watermark_assets.core.column.watermark import ColumnWatermark, WatermarkOperator
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.delta.committer import CommitOutcome, TxnVersion, committer_for
 from watermark_assets.delta.merge import MergePlan
 from watermark_assets.delta.rewrite import RewritePlan
 from watermark_assets.delta.schema_change import SchemaEvolution
+from watermark_assets.engine.execute import (
+    StagedRead,
+    Stale,
+    commit_reads,
+    execute,
+    staging_dir,
+)
+from watermark_assets.engine.plan import (
+    PipelineWatermark,
+    PlannedOn,
+    ReadSlice,
+    RecordPlan,
+    RunPlan,
+)
 from watermark_assets.engine.write import (
     Append,
     Merge,
     Region,
     Replace,
-    RunRecord,
-    StagedFiles,
     WriteMode,
     Written,
     region_json,
-    write,
 )
-from watermark_assets.exceptions import DeltaCommitError, MergeKeyError
+from watermark_assets.exceptions import MergeKeyError
 from watermark_assets.providers.base import WatermarkRecord
 from watermark_assets.providers.delta_metadata import (
     DeltaMetadataProvider,
@@ -79,7 +87,6 @@ from watermark_assets.providers.manager import WatermarkManager
 from watermark_assets.runs.column_quarantine import quarantine_malformed, quarantine_null_watermark
 from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.runs.faults import crash_point
-from watermark_assets.runs.file_commit import MAX_COMMIT_ATTEMPTS
 from watermark_assets.sources.column import (
     BoundaryRead,
     ColumnRead,
@@ -140,73 +147,55 @@ class ColumnRunRequest:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ColumnPlan:
-    """Where a run starts: the committed watermark, the read's bound and the txn it builds on."""
+class ColumnPlan(RunPlan):
+    """A run of the column engine: its request and its :class:`~watermark_assets.engine.plan.
+    RunPlan` (what to read, how to write, what to record, where it started). The properties
+    read through to the parts.
+
+    The write mode is chosen by the planner (:mod:`watermark_assets.engine.write`): an append, a
+    merge on ``table.merge_keys``, or a replace of the region fixed when planning (a unit's
+    ``[u, u]``: the read is ``column = u``; a window ``[start, end)``; a time x unit cell
+    ``[start, end) x [u, u]``; a replay chunk ``[lower, upper)``) or of the range read
+    (``Replace.read_range()``: a run above its watermark, known once staged)."""
 
     request: ColumnRunRequest
-    watermark_before: ColumnWatermark
-    bound: ReadBound
-    txn: TxnVersion
-    provider: str
-    #: the provider's watermark was behind the Delta log (a run killed before its save): repaired
-    repaired_from_log: bool = False
-    #: an exclusive upper bound on the leading column (a replay chunk's end): the read takes
-    #: ``< upper`` and a replace replaces ``[bound, upper)``; None for a normal run
-    upper: ColumnWatermark | None = None
-    #: False: the commit carries no watermark of the pipeline and its provider saves nothing
-    #: (a replay that must not touch the production watermark)
-    saves_watermark: bool = True
-    #: further txns the commit carries (a replay chunk's own txn)
-    extra_txns: tuple[TxnVersion, ...] = ()
-    #: further commitInfo entries (a replay chunk's record)
-    extra_metadata: Mapping[str, str] = field(default_factory=dict)
-    #: True: a read of no row still commits its txns and metadata (a ``save_watermark: true``
-    #: replay chunk records its completion in the log; see :func:`commit_column_batch`)
-    records_completion: bool = False
-    #: how the commit writes the rows, chosen by the planner (:mod:`watermark_assets.engine.
-    #: write`): an append, a merge on ``table.merge_keys``, or a replace of the region fixed
-    #: when planning (a unit's ``[u, u]``: the read is ``column = u``; a window ``[start, end)``;
-    #: a time x unit cell ``[start, end) x [u, u]``; a replay chunk ``[lower, upper)``) or of the
-    #: range read (``Replace.read_range()``: a run above its watermark, known once staged)
-    write_mode: WriteMode
-    #: equalities on other columns every row read meets (a time x unit cell's unit), added to
-    #: the predicate (:func:`~watermark_assets.core.column.predicate.within`)
-    within: tuple[tuple[str, ColumnValue], ...] = ()
-    #: the rows committed at the watermark's leading value, when the read includes that value
-    #: and deduplicates them (:func:`read_bound`); None: the read is strictly above it, or
-    #: behind it (a look-back)
-    boundary: Boundary | None = None
 
     @property
-    def records_boundary(self) -> bool:
-        """Whether the commit records the rows at its watermark's leading value: a run above
-        the watermark that saves it (not a replay chunk, a unit or a time window)."""
-        mode = self.write_mode
-        return (
-            self.saves_watermark
-            and self.upper is None
-            and not (isinstance(mode, Replace) and mode.regions)
-            and not self.within
-            and not self.extra_txns
-        )
+    def watermark_before(self) -> ColumnWatermark:
+        return self.planned_on.watermark
+
+    @property
+    def provider(self) -> str:
+        return self.planned_on.provider
+
+    @property
+    def repaired_from_log(self) -> bool:
+        return self.planned_on.repaired_from_log
+
+    @property
+    def bound(self) -> ReadBound:
+        return self.read.bound
+
+    @property
+    def txn(self) -> TxnVersion:
+        return self.record.txn
+
+    @property
+    def write_mode(self) -> WriteMode:
+        return self.mode
 
     @property
     def predicate(self) -> Predicate:
-        read = predicate(self.bound.watermark, self.bound.operator)
-        if self.upper is not None:
-            read = below(read, self.upper.columns[0], self.upper.values[0])  # type: ignore[arg-type]
-        for column, value in self.within:
-            read = within(read, column, value)
-        return read
+        return self.read.predicate
 
     @property
     def operator(self) -> WatermarkOperator:
-        return self.bound.operator
+        return self.read.operator
 
     @property
     def predicate_text(self) -> str:
         """The predicate as Spark SQL (``TRUE``: no watermark yet, everything is read)."""
-        return to_sql(self.predicate, SqlDialect.SPARK)
+        return self.read.predicate_text
 
 
 def read_bound(
@@ -318,13 +307,13 @@ def plan_column_batch(request: ColumnRunRequest, *, now: datetime) -> ColumnPlan
     boundary = loaded.boundary if uses_boundary(pipeline, before, loaded.boundary) else None
     return ColumnPlan(
         request=request,
-        watermark_before=before,
-        bound=read_bound(pipeline, before, now, boundary),
-        txn=TxnVersion.next_of(app_id, committed),
-        provider=manager.provider.name,
-        repaired_from_log=loaded.repaired,
-        boundary=boundary,
-        write_mode=write_mode_of(pipeline),
+        read=ReadSlice(read_bound(pipeline, before, now, boundary), boundary=boundary),
+        mode=write_mode_of(pipeline),
+        record=RecordPlan(
+            (TxnVersion.next_of(app_id, committed),),
+            watermark=PipelineWatermark.ADVANCED_ABOVE,
+        ),
+        planned_on=PlannedOn(before, manager.provider.name, loaded.repaired),
     )
 
 
@@ -387,6 +376,19 @@ class StagedColumnBatch:
             pipeline.schema_policy.mode.value, origin=pipeline.source.location
         )
 
+    @property
+    def staged_read(self) -> StagedRead:
+        """What the engine commits of this read (:func:`~watermark_assets.engine.execute.
+        commit_reads`)."""
+        return StagedRead(
+            self.plan,
+            self.token,
+            self.data_files,
+            self.data_schema,
+            bool(self.rows_read),
+            self.window,
+        )
+
     def boundary_text(self, watermark_text: str) -> str | None:
         """The boundary a commit carrying ``watermark_text`` records (None: not its own)."""
         boundary = self.boundary_after
@@ -408,7 +410,7 @@ class StagedColumnBatch:
         """The window (or region) a ``replace_by_watermark`` commit replaces; None for an
         append, or for a run above the watermark that read no row (it has no upper bound).
 
-        A region fixed when planning (:attr:`ColumnPlan.write_mode`) is replaced also when the
+        A region fixed when planning (the plan's write mode) is replaced also when the
         read found no row: a chunk's whole closed-open range ``[lower, upper)``, a unit's
         ``[u, u]``, a window; their rows in the table were deleted (or corrected away) at the
         source, and the replace removes them. The range read (a run above its watermark) has
@@ -451,11 +453,11 @@ def stage_column_batch(
         source = source.under_schema(declared, pipeline.schema_policy.mode.value)
     read = source.read(spark, plan.predicate)
     null_mode = pipeline.null_watermark
-    if read.malformed is not None or (plan.records_boundary and null_mode == "quarantine"):
+    if read.malformed is not None or (plan.record.records_boundary and null_mode == "quarantine"):
         # a source that quarantines: its quarantine table's too
         leftovers += remove_stale_staging(pipeline.table.quarantine, now)
     nulls: NullRows | None = None
-    if plan.records_boundary:  # a run above the watermark: the NULL rows as configured
+    if plan.record.records_boundary:  # a run above the watermark: the NULL rows as configured
         nulls = _null_rows(pipeline, source, read, spark)
         read = replace(read, frame=nulls.others)
         if nulls.new is not None:
@@ -482,9 +484,9 @@ def stage_column_batch(
     boundary_after = None
     drops = not isinstance(plan.write_mode, Replace)  # a replace re-writes its window
     boundary = None
-    if plan.boundary is not None:
+    if plan.read.boundary is not None:
         hashed_as = {} if schema_read is None else schema_read.hashed_as
-        boundary = BoundaryRead(boundary=plan.boundary, drops=drops, hashed_as=hashed_as)
+        boundary = BoundaryRead(boundary=plan.read.boundary, drops=drops, hashed_as=hashed_as)
     try:
         if read.missing:  # an incomplete read commits nothing: no need to stage it
             rows = StagedRows(data_dir=None, rows=0, next_watermark=plan.watermark_before)
@@ -498,10 +500,10 @@ def stage_column_batch(
                 merge_keys=keys,
                 boundary=boundary,
             )
-            if plan.records_boundary and rows.rows_new:
+            if plan.record.records_boundary and rows.rows_new:
                 boundary_after = _boundary_after(plan, rows, spark, read.frame, drops=drops)
         schema = None  # an empty read that records completion: the table's schema, if created
-        if not rows.rows and plan.records_completion and not read.missing:
+        if not rows.rows and plan.record.records_completion and not read.missing:
             schema = _empty_read_schema(read.frame, data_dir, pipeline.table.partition_by)
         quarantined = 0
         if nulls is not None and nulls.quarantine and not read.missing:
@@ -643,7 +645,7 @@ def _boundary_after(
     hashes = boundary_hashes(
         spark, rows.data_dir, frame, column, value, limit=MAX_BOUNDARY_ROWS + 1
     )
-    prior = plan.boundary
+    prior = plan.read.boundary
     if prior is not None and drops and prior.value == value:
         return prior.with_rows(hashes)
     return Boundary.of(column, value, hashes)
@@ -699,14 +701,6 @@ class ColumnResult:
     rows_inserted: int = 0
 
 
-class _Stale(Exception):
-    """Inside ``commit_then_save``: the commit was stale, so nothing may be saved."""
-
-    def __init__(self, outcome: CommitOutcome) -> None:
-        super().__init__(outcome.reason)
-        self.outcome = outcome
-
-
 def commit_column_batch(
     staged: StagedColumnBatch, *, now: datetime, replan: Callable[[], ColumnPlan] | None = None
 ) -> ColumnResult:
@@ -721,7 +715,7 @@ def commit_column_batch(
       source, and the commit removes them (remove actions, rewritten straddling files, no new
       file) with the chunk's txns and metadata. A window the table holds no row of commits
       nothing (no empty commits in the log), unless the chunk records its completion;
-    - a chunk that records its completion (:attr:`ColumnPlan.records_completion`, a
+    - a chunk that records its completion (``RecordPlan.records_completion``, a
       ``save_watermark: true`` replay, append or replace): the commit carries its txns and its
       upper bound even with no file to add or remove. Why record an empty chunk: the seed saves
       the upper bound "after each successful chunk", and a chunk that read nothing did
@@ -746,44 +740,42 @@ def commit_column_batch(
         def replan() -> ColumnPlan:
             return plan_column_batch(request, now=now)
 
-    for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
-        staging = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{staged.token}")
-        try:
-            if staged.missing:
+    def attempt(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
+        if staged.missing:
+            reason = (
+                f"{len(staged.missing)} source file(s) missing ({staged.missing[0]}"
+                f"{', ...' if len(staged.missing) > 1 else ''}): nothing committed; the "
+                "window keeps its rows and high watermark"
+            )
+            return nothing_committed(staged, reason, attempt)
+        if not staged.rows.rows_new and not _commits_when_empty(staged):
+            reason = "no row above the watermark: nothing to commit"
+            if staged.rows.reread:
                 reason = (
-                    f"{len(staged.missing)} source file(s) missing ({staged.missing[0]}"
-                    f"{', ...' if len(staged.missing) > 1 else ''}): nothing committed; the "
-                    "window keeps its rows and high watermark"
+                    f"no new row: the {staged.rows.reread} row(s) read at the watermark's "
+                    "boundary value were committed already; nothing to commit"
                 )
-                return nothing_committed(staged, reason, attempt)
-            if not staged.rows.rows_new and not _commits_when_empty(staged):
-                reason = "no row above the watermark: nothing to commit"
-                if staged.rows.reread:
-                    reason = (
-                        f"no new row: the {staged.rows.reread} row(s) read at the watermark's "
-                        "boundary value were committed already; nothing to commit"
-                    )
-                return nothing_committed(staged, reason, attempt)
-            return _commit_once(staged, attempt)
-        except _Stale:
-            if staged.spark is None:
-                raise
-        finally:
-            remove_tree(staging)
-        # Another run of the pipeline committed since the plan: its rows may be ours too.
+            return nothing_committed(staged, reason, attempt)
+        return _commit_once(staged, attempt)
+
+    def stage_again(earlier: StagedColumnBatch, stale: Stale) -> StagedColumnBatch:
+        if earlier.spark is None:
+            raise stale
         # The records this run quarantined stay committed (the new read finds them there).
-        earlier = staged
-        staged = stage_column_batch(replan(), staged.spark, now=now)
-        staged = replace(
+        staged = stage_column_batch(replan(), earlier.spark, now=now)
+        return replace(
             staged,
             rows_quarantined=staged.rows_quarantined + earlier.rows_quarantined,
             leftovers_removed=(*earlier.leftovers_removed, *staged.leftovers_removed),
         )
-    raise DeltaCommitError(
-        f"gave up committing to {pipeline.table.uri!r} after {MAX_COMMIT_ATTEMPTS} attempts: "
-        f"other runs of {pipeline.name!r} kept committing. Nothing was committed by this run; "
-        "run it again",
+
+    return execute(
+        staged,
+        attempt,
+        stage_again=stage_again,
+        staging=lambda staged: [staging_dir(pipeline.table.uri, staged.token)],
         table_uri=pipeline.table.uri,
+        pipeline=pipeline.name,
     )
 
 
@@ -791,7 +783,9 @@ def _commits_when_empty(staged: StagedColumnBatch) -> bool:
     """Whether a read of no (new) row may still commit: a chunk's or a unit's replace, or a
     recorded completion; never a run above the watermark (its boundary rows read again)."""
     plan = staged.plan
-    return plan.records_completion or (staged.window is not None and not plan.records_boundary)
+    return plan.record.records_completion or (
+        staged.window is not None and not plan.record.records_boundary
+    )
 
 
 def nothing_committed(staged: StagedColumnBatch, reason: str, attempt: int) -> ColumnResult:
@@ -807,28 +801,21 @@ def nothing_committed(staged: StagedColumnBatch, reason: str, attempt: int) -> C
 
 
 def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
-    """The staged rows and the watermark in ONE commit (:func:`~watermark_assets.engine.write.
-    write`, in the plan's write mode); the provider saves after it, unless the commit carried the
-    watermark (the Delta provider)."""
+    """The staged rows and the watermark in ONE commit (:func:`~watermark_assets.engine.
+    execute.commit_reads`, in the plan's write mode); the provider saves after it, unless the
+    commit carried the watermark (the Delta provider)."""
     plan = staged.plan
     request = plan.request
     pipeline = request.pipeline
     uri = pipeline.table.uri
     committer = committer_for(pipeline.table, now=request.clock)
     empty = not staged.rows_read
-    saves = plan.saves_watermark and not empty  # an empty read moves no watermark
+    saves = plan.record.saves_watermark and not empty  # an empty read moves no watermark
     window = staged.window
-    mode = plan.write_mode
-    if isinstance(mode, Replace) and mode.is_read_range:  # known now that the rows are staged
-        mode = Append() if window is None else mode.of((window,))
     # a run that saves no column watermark (time, unit and cell runs, most replay chunks)
     # needs no provider: those kinds have none of their own
     manager = watermark_manager(pipeline) if saves else None
     after = staged.watermark_after
-    evolution = staged.evolution
-    files = StagedFiles(
-        staged.token, storage.join(uri, f"{STAGING_DIR}/{staged.token}"), staged.data_files
-    )
 
     def lineage(rewrite: RewritePlan | None) -> dict[str, str]:
         removed = 0 if rewrite is None else rewrite.rows_removed
@@ -837,7 +824,7 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
         return {RUN_METADATA_KEY: _run_record(staged, window, removed, kept, merge=merge)}
 
     def commit(entries: Mapping[str, str]) -> Written:
-        custom = dict(plan.extra_metadata)
+        custom = dict(plan.record.entries)
         if saves:
             entry = dict(entries) or commit_metadata_entry(
                 pipeline.dataflow_id,
@@ -846,26 +833,15 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
                 dataflow_run_id=request.run_id,
             )
             custom |= with_boundary(entry, pipeline.dataflow_id, staged.boundary_text)
-        written = write(
+        return commit_reads(
             committer,
-            [files],
-            mode,
-            RunRecord(
-                (plan.txn, *plan.extra_txns),
-                custom,
-                lineage,
-                records_completion=plan.records_completion,
-            ),
-            schema=staged.data_schema,
+            [staged.staged_read],
+            entries=custom,
+            lineage=lineage,
             partition_by=pipeline.table.partition_by,
             now=request.clock,
-            add_columns=evolution.add_columns,
-            widen=evolution.widen,
-            schema_origin=evolution.origin,
+            evolution=staged.evolution,
         )
-        if written.outcome.stale:
-            raise _Stale(written.outcome)
-        return written
 
     if manager is None:
         written = commit({})
@@ -877,12 +853,13 @@ def _commit_once(staged: StagedColumnBatch, attempt: int) -> ColumnResult:
             job_id=request.job_name,
             dataflow_run_id=request.run_id,
         )
-    if written.outcome.version is None:  # nothing to commit (a stale one raised _Stale)
+    if written.outcome.version is None:  # nothing to commit (a stale one raised Stale)
         return nothing_committed(staged, written.outcome.reason, attempt)
     if manager is not None and not manager.saves_with_commit:
         # the log's copy (load_watermark's crash repair) read past this commit: its state
         # snapshot then holds it, so no later read needs this commit from the log
         DeltaMetadataProvider(uri, pipeline=pipeline.name).get_record(pipeline.dataflow_id)
+    mode = plan.mode
     return ColumnResult(
         staged=staged,
         outcome=written.outcome,

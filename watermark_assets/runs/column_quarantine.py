@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 from watermark_assets import names, storage
 from watermark_assets.delta.committer import TxnVersion, committer_for
 from watermark_assets.delta.stats import describe_data_files
+from watermark_assets.engine.execute import MAX_COMMIT_ATTEMPTS
 from watermark_assets.exceptions import DeltaCommitError
-from watermark_assets.runs.file_commit import MAX_COMMIT_ATTEMPTS
 from watermark_assets.sources.column import (
     CORRUPT_RECORD_COLUMN,
     RECORD_FILE_COLUMN,

@@ -67,6 +67,7 @@ from watermark_assets.core.column.replay import (
 from watermark_assets.core.column.watermark import ColumnWatermark, GreaterOrEqual
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.delta.committer import TxnVersion, committer_for
+from watermark_assets.engine.plan import PipelineWatermark, PlannedOn, ReadSlice, RecordPlan
 from watermark_assets.engine.write import Replace, WriteMode
 from watermark_assets.providers.delta_metadata import DeltaMetadataProvider, commit_metadata_entry
 from watermark_assets.runs.column import (
@@ -285,16 +286,15 @@ def plan_chunk(
         )
     return ColumnPlan(
         request=request,
-        watermark_before=ColumnWatermark.empty(pipeline.columns),
-        bound=ReadBound(chunk.lower, GreaterOrEqual),
-        txn=txns[0],
-        extra_txns=tuple(txns[1:]),
-        provider=manager.provider.name,
-        upper=chunk.upper,
-        saves_watermark=saves,
-        extra_metadata=metadata,
-        records_completion=replay.save_watermark,
-        write_mode=chunk_write_mode(pipeline, chunk),
+        read=ReadSlice(ReadBound(chunk.lower, GreaterOrEqual), upper=chunk.upper),
+        mode=chunk_write_mode(pipeline, chunk),
+        record=RecordPlan(
+            tuple(txns),
+            metadata,
+            PipelineWatermark.ADVANCED if saves else PipelineWatermark.UNTOUCHED,
+            records_completion=replay.save_watermark,
+        ),
+        planned_on=PlannedOn(ColumnWatermark.empty(pipeline.columns), manager.provider.name),
     )
 
 

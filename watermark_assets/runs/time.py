@@ -51,6 +51,7 @@ from watermark_assets.core.time.tick import short_instant
 from watermark_assets.core.watermark import Watermark
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion, committer_for
 from watermark_assets.delta.replace import KeyMoves
+from watermark_assets.engine.plan import PlannedOn, ReadSlice, RecordPlan
 from watermark_assets.engine.write import Region, Replace
 from watermark_assets.runs.column import (
     ColumnPlan,
@@ -217,16 +218,15 @@ def window_chunk_plan(
         region = ReplaceWindow(column, window.start, window.end, Interval.CLOSED_OPEN)
     return ColumnPlan(
         request=request,
-        watermark_before=ColumnWatermark.empty((column,)),
-        bound=ReadBound(ColumnWatermark((column,), (window.start,)), GreaterOrEqual),
-        txn=txn,
-        provider="delta_metadata",
-        upper=ColumnWatermark((column,), (window.end,)),
-        saves_watermark=False,  # no column watermark: the time watermark is in extra_metadata
-        extra_metadata=metadata,
-        records_completion=True,
-        write_mode=Replace((region,), moves),
-        within=within,
+        read=ReadSlice(
+            ReadBound(ColumnWatermark((column,), (window.start,)), GreaterOrEqual),
+            upper=ColumnWatermark((column,), (window.end,)),
+            within=within,
+        ),
+        mode=Replace((region,), moves),
+        # no column watermark: the time watermark is in the entries
+        record=RecordPlan((txn,), metadata, records_completion=True),
+        planned_on=PlannedOn(ColumnWatermark.empty((column,)), "delta_metadata"),
     )
 
 

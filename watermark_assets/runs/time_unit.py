@@ -5,8 +5,8 @@ pipeline's window is (:func:`~watermark_assets.runs.time.window_chunk_plan`), ov
 :class:`~watermark_assets.runs.column_spec.ColumnSpec` of unit ``u`` (:func:`cell_spec`: the
 time column; an http_api URL's ``{unit}`` or ``unit_param`` carries the id). Per cell:
 
-- read: ``time >= start AND time < end AND unit = u`` (``ColumnPlan.within`` adds the unit to
-  every clause), pushed to the source: a Spark filter and file skipping for tables and files, a
+- read: ``time >= start AND time < end AND unit = u`` (the plan's ``ReadSlice.within`` adds the unit
+  to every clause), pushed to the source: a Spark filter and file skipping for tables and files, a
   ``WHERE`` for JDBC, ``since``/``until`` and the id for an HTTP API (then the exact filter in
   Spark);
 - commit: the region ``[start, end)`` x ``[u, u]`` replaced, every cell of the run in ONE

@@ -24,7 +24,7 @@ A unit is a replay chunk with an equality predicate: the pieces of a column run 
   unit only, ``DoneAt.at(now)`` merged with its previous value (never backwards). Reading back
   (:func:`load_unit_watermark`) merges the entries of every commit, unit by unit: concurrent runs
   of different units never lose each other's progress, because no commit rewrites another unit's
-  value. The pipeline's column watermark is never saved (``saves_watermark=False``): a unit
+  value. The pipeline's column watermark is never saved (``PipelineWatermark.UNTOUCHED``): a unit
   pipeline has no "above the watermark" read.
 
 :data:`UNIT_RUN_KEY` records the unit, its previous done-at and the new one.
@@ -47,6 +47,7 @@ from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.core.unit import DoneAt, UnitWatermark, check_unit_id
 from watermark_assets.delta.committer import TxnVersion, committer_for
 from watermark_assets.delta.log import CommitRecord
+from watermark_assets.engine.plan import PlannedOn, ReadSlice, RecordPlan
 from watermark_assets.engine.write import Replace
 from watermark_assets.runs.column import (
     ColumnPlan,
@@ -140,17 +141,17 @@ def plan_unit(request: ColumnRunRequest, unit: str, *, now: datetime) -> ColumnP
     }
     return ColumnPlan(
         request=request,
-        watermark_before=ColumnWatermark.empty([column]),
-        bound=ReadBound(ColumnWatermark((column,), (unit,)), Equal),
-        txn=TxnVersion.next_of(app_id, committed),
-        provider="delta_metadata",
-        saves_watermark=False,
-        extra_metadata={
-            unit_watermark_key(pipeline.name): json.dumps(envelope),
-            UNIT_RUN_KEY: json.dumps(record),
-        },
-        records_completion=True,
-        write_mode=Replace((ReplaceWindow(column, unit, unit, Interval.CLOSED_CLOSED),)),
+        read=ReadSlice(ReadBound(ColumnWatermark((column,), (unit,)), Equal)),
+        mode=Replace((ReplaceWindow(column, unit, unit, Interval.CLOSED_CLOSED),)),
+        record=RecordPlan(
+            (TxnVersion.next_of(app_id, committed),),
+            {
+                unit_watermark_key(pipeline.name): json.dumps(envelope),
+                UNIT_RUN_KEY: json.dumps(record),
+            },
+            records_completion=True,
+        ),
+        planned_on=PlannedOn(ColumnWatermark.empty([column]), "delta_metadata"),
     )
 
 
@@ -204,7 +205,7 @@ def run_units(
         staged = stage_column_batch(plan(), spark, now=now)
         result = commit_column_batch(staged, now=now, replan=plan)
         # The plan the commit was made on (a stale commit planned again) says what it read.
-        record = json.loads(result.staged.plan.extra_metadata[UNIT_RUN_KEY])
+        record = json.loads(result.staged.plan.record.entries[UNIT_RUN_KEY])
         before = None if record["done_at_before"] is None else DoneAt(record["done_at_before"])
         after = DoneAt(record["done_at_after"]) if result.outcome.version is not None else before
         runs.append(UnitRun(unit, result, before, after))

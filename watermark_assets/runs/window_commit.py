@@ -10,7 +10,7 @@ another) or a window emptied before its rows came back. That commit carries:
 - the txn of every window (or cell) it replaces, each the version its plan read: a concurrent
   run of any of them makes the commit stale (pinned to the planned snapshot: any commit landing
   since does), and the run plans, reads and stages every window again
-  (``MAX_COMMIT_ATTEMPTS`` times at most);
+  (``engine.execute.MAX_COMMIT_ATTEMPTS`` times at most);
 - the state entry (``state_entry``: the time or grid watermark read from the log, advanced by
   every window committed), so data and high watermarks stay one atomic commit;
 - ``watermark_assets.column_run`` (what the run read and wrote; the asset checks reconcile it).
@@ -31,21 +31,18 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from watermark_assets import storage
 from watermark_assets.core.column.watermark import WatermarkOperator
 from watermark_assets.delta.committer import committer_for
 from watermark_assets.delta.replace import ReplacePlan
 from watermark_assets.delta.rewrite import RewritePlan
-from watermark_assets.engine.write import Replace, RunRecord, StagedFiles, region_json, write
-from watermark_assets.exceptions import DeltaCommitError
+from watermark_assets.engine.execute import Stale, commit_reads, execute, staging_dir
+from watermark_assets.engine.write import Replace, region_json
 from watermark_assets.runs.column import (
     RUN_METADATA_KEY,
     ColumnResult,
     StagedColumnBatch,
     nothing_committed,
 )
-from watermark_assets.runs.file_commit import MAX_COMMIT_ATTEMPTS
-from watermark_assets.staging import STAGING_DIR, remove_tree
 
 
 @dataclass(frozen=True)
@@ -71,25 +68,23 @@ def commit_windows(
     staged = list(stage())
     if not staged:
         return WindowsCommit(())
-    for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
-        try:
-            done = _commit_once(staged, state_entry, attempt)
-        finally:
-            for each in staged:
-                uri = each.plan.request.pipeline.table.uri
-                remove_tree(storage.join(uri, f"{STAGING_DIR}/{each.token}"))
-        if done is not None:
-            return done
-        # Another run committed since the plans: its rows may be in our windows too.
-        earlier = staged
-        staged = list(stage())
-        staged = [_with_earlier(new, old) for new, old in zip(staged, earlier, strict=True)]
     pipeline = staged[0].plan.request.pipeline
-    raise DeltaCommitError(
-        f"gave up committing to {pipeline.table.uri!r} after {MAX_COMMIT_ATTEMPTS} attempts: "
-        f"other runs of {pipeline.name!r} kept committing. Nothing was committed by this run; "
-        "run it again",
+
+    def attempt(staged: list[StagedColumnBatch], attempt: int) -> WindowsCommit:
+        return _commit_once(staged, state_entry, attempt)
+
+    def stage_again(earlier: list[StagedColumnBatch], stale: Stale) -> list[StagedColumnBatch]:
+        return [_with_earlier(new, old) for new, old in zip(stage(), earlier, strict=True)]
+
+    return execute(
+        staged,
+        attempt,
+        stage_again=stage_again,
+        staging=lambda staged: [
+            staging_dir(each.plan.request.pipeline.table.uri, each.token) for each in staged
+        ],
         table_uri=pipeline.table.uri,
+        pipeline=pipeline.name,
     )
 
 
@@ -106,8 +101,9 @@ def _commit_once(
     staged: Sequence[StagedColumnBatch],
     state_entry: Callable[[Sequence[int]], Mapping[str, str]],
     attempt: int,
-) -> WindowsCommit | None:
-    """One attempt: the commit's results, or None when it was stale (plan again)."""
+) -> WindowsCommit:
+    """One attempt: the commit's results (:class:`~watermark_assets.engine.execute.Stale`
+    raised when it was stale: plan again)."""
     committing = [i for i, s in enumerate(staged) if not s.missing]
     if not committing:
         return WindowsCommit(
@@ -116,25 +112,10 @@ def _commit_once(
     first = staged[committing[0]]
     request = first.plan.request
     pipeline = request.pipeline
-    uri = pipeline.table.uri
-    regions = []
     for i in committing:
-        region = staged[i].window
-        assert region is not None, "a window's chunk replaces its window"
-        regions.append(region)
-    mode = first.plan.write_mode
-    assert isinstance(mode, Replace), "a window's chunk replaces its window"
-    with_rows = [i for i in committing if staged[i].rows_read]
-    schema = next(
-        (
-            staged[i].data_schema
-            for i in (*with_rows, *committing)
-            if staged[i].data_schema is not None
-        ),
-        None,
-    )
-    moves = mode.moves
-    evolution = first.evolution  # the pipeline's schema.mode: the same for every window
+        assert staged[i].window is not None, "a window's chunk replaces its window"
+    assert isinstance(first.plan.mode, Replace), "a window's chunk replaces its window"
+    moves = first.plan.mode.moves
 
     def lineage(plan: RewritePlan | None) -> dict[str, str]:
         if not isinstance(plan, ReplacePlan):  # only empty windows: their commit creates the table
@@ -149,33 +130,16 @@ def _commit_once(
         )
         return {RUN_METADATA_KEY: record}
 
-    written = write(
+    written = commit_reads(
         committer_for(pipeline.table, now=request.clock),
-        [
-            StagedFiles(
-                staged[i].token,
-                storage.join(uri, f"{STAGING_DIR}/{staged[i].token}"),
-                staged[i].data_files,
-            )
-            for i in committing
-        ],
-        mode.of(regions),
-        RunRecord(
-            tuple(t for i in committing for t in (staged[i].plan.txn, *staged[i].plan.extra_txns)),
-            state_entry(committing),
-            lineage,
-            records_completion=True,
-        ),
-        schema=schema,
+        [staged[i].staged_read for i in committing],
+        entries=state_entry(committing),
+        lineage=lineage,
         partition_by=pipeline.table.partition_by,
         now=request.clock,
-        add_columns=evolution.add_columns,
-        widen=evolution.widen,
-        schema_origin=evolution.origin,
+        evolution=first.evolution,  # the pipeline's schema.mode: the same for every window
     )
     outcome = written.outcome
-    if outcome.stale:
-        return None
     if outcome.version is None:  # no row read and no table yet
         return WindowsCommit(tuple(nothing_committed(s, outcome.reason, attempt) for s in staged))
     index = {i: n for n, i in enumerate(committing)}
