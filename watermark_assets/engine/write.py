@@ -127,7 +127,7 @@ class Replace:
         return not self.regions
 
     def of(self, regions: Sequence[Region]) -> Replace:
-        """This replace of ``regions``, the same moves."""
+        """This replace of ``regions``, the same moves and appended reads."""
         return dataclasses.replace(self, regions=tuple(regions))
 
 
