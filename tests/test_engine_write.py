@@ -29,6 +29,7 @@ from watermark_assets.engine.write import (
     Append,
     Merge,
     Replace,
+    ReplaceTable,
     RunRecord,
     StagedFiles,
     WriteMode,
@@ -133,6 +134,40 @@ CASES = {
         rows={2: "new"},
         plan=MergePlan,
         entry=MERGE_METADATA_KEY,
+        added=[1],
+    ),
+    "replace a region, the last read appended beside it": Case(
+        Replace((window(2, 3),), appended=1),
+        [[(2, "new")], [(9, "new")]],
+        rows={1: "old", 2: "new", 4: "old", 9: "new"},
+        plan=ReplacePlan,
+        entry=REPLACE_METADATA_KEY,
+        removed=2,
+        added=[1, 1],
+    ),
+    "replace the table: every file of the version read removed": Case(
+        ReplaceTable(0),
+        [[(5, "new"), (6, "new")]],
+        rows={5: "new", 6: "new"},
+        plan=RewritePlan,
+        removed=4,
+        added=[2],
+    ),
+    "replace the table by no row, recording completion: emptied": Case(
+        ReplaceTable(0),
+        [[]],
+        records_completion=True,
+        plan=RewritePlan,
+        removed=4,
+        added=[0],
+    ),
+    "replace a table read before it existed: the commit creates it": Case(
+        ReplaceTable(-1),
+        [[(5, "new")]],
+        table=False,
+        version=0,
+        rows={5: "new"},
+        plan=RewritePlan,
         added=[1],
     ),
     "no row, no table, recording completion: the commit creates the table, no file": Case(
@@ -263,8 +298,8 @@ def _fs(uri: Path) -> tuple[Any, str]:
 
 @pytest.mark.parametrize(
     "mode",
-    [Append(), Replace((window(2, 3),)), Merge(("id",))],
-    ids=["append", "replace", "merge"],
+    [Append(), Replace((window(2, 3),)), Merge(("id",)), ReplaceTable(0)],
+    ids=["append", "replace", "merge", "replace the table"],
 )
 def test_a_stale_txn_commits_nothing_and_takes_the_moved_files_out(
     mode: WriteMode, tmp_path: Path
@@ -288,6 +323,41 @@ def test_a_replace_needs_one_region_per_read(tmp_path: Path) -> None:
         run(Case(Replace.read_range(), [[(2, "new")]]), uri)
     with pytest.raises(ValueError, match="one region per read: 1 region"):
         run(Case(Replace((window(1, 2),)), [[], []]), tmp_path / "other")
+    with pytest.raises(ValueError, match=r"1 region\(s\) and 1 appended, 1 read\(s\)"):
+        run(Case(Replace((window(1, 2),), appended=1), [[]]), tmp_path / "third")
+
+
+@pytest.mark.parametrize(
+    ("read_version", "stale"),
+    [(0, False), (-1, True)],
+    ids=["the version read", "a table that moved since (created)"],
+)
+def test_replace_table_removes_the_files_of_the_version_read_pinned_to_it(
+    read_version: int, stale: bool, tmp_path: Path
+) -> None:
+    """``ReplaceTable(read_version)``: remove actions for every file of that version (the log's
+    path, no partition values, deleted at the run's clock), in a commit pinned to it; a table
+    that moved since makes it stale, and the moved files are taken out again."""
+    uri = tmp_path / "state"
+    written, _ = run(Case(ReplaceTable(read_version), [[(5, "new")]]), uri)
+
+    assert written.outcome.stale is stale, written.outcome.reason
+    if stale:
+        assert "moved from version -1 to 0" in written.outcome.reason
+        assert ids(uri) == OLD and {p.name for p in uri.glob("*.parquet")} == {"base.parquet"}
+        return
+    actions = [json.loads(line) for line in (uri / "_delta_log" / f"{1:020d}.json").open()]
+    removes = [a["remove"] for a in actions if "remove" in a]
+    assert removes == [
+        {
+            "path": "base.parquet",
+            "dataChange": True,
+            "deletionTimestamp": int(NOW.timestamp() * 1000),
+            "extendedFileMetadata": False,
+            "size": (uri / "base.parquet").stat().st_size,
+        }
+    ]
+    assert written.rows_removed == 4 and ids(uri) == {5: "new"}
 
 
 def test_key_moves_take_a_keys_rows_out_of_other_regions(tmp_path: Path) -> None:

@@ -20,6 +20,8 @@ read: a window, a cell, a chunk) and then calls :func:`write`, which
      must be kept;
    - :class:`Merge`: an upsert on key columns (:func:`~watermark_assets.delta.merge.plan_merge`,
      pinned to the planned snapshot);
+   - :class:`ReplaceTable`: every file of the table, as the planner read it, removed and the run's
+     files added, pinned to that version (an event-time aggregate's state);
 
    carrying the run's txns (its optimistic locks: the versions its planner read) and commitInfo
    entries: the watermark or state entries first, then the lineage (``RunRecord.lineage``, built
@@ -46,6 +48,7 @@ A run whose provider saves its watermark elsewhere (a file, Postgres) calls :fun
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -54,6 +57,7 @@ import pyarrow as pa
 from watermark_assets import storage
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.replace_window import ReplaceWindow, region_text
+from watermark_assets.core.time.instant import to_millis
 from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter, TxnVersion
 from watermark_assets.delta.merge import MergePlan, commit_merge, plan_merge
 from watermark_assets.delta.replace import (
@@ -62,7 +66,7 @@ from watermark_assets.delta.replace import (
     commit_replace,
     plan_replace_regions,
 )
-from watermark_assets.delta.rewrite import RewritePlan
+from watermark_assets.delta.rewrite import RemovedFile, RewritePlan, open_table
 from watermark_assets.delta.schema_change import SchemaEvolution
 from watermark_assets.delta.stats import DataFile, describe_data_files
 from watermark_assets.faults import crash_point
@@ -73,6 +77,7 @@ __all__ = [
     "Merge",
     "Region",
     "Replace",
+    "ReplaceTable",
     "RunRecord",
     "StagedFiles",
     "WriteMode",
@@ -103,10 +108,14 @@ class Replace:
     ``regions`` empty: the range the run reads, known only once its rows are staged (a column
     run with ``replace_by_watermark``: from its watermark to the greatest row read); the run
     gives it (:meth:`of`) before :func:`write`. ``moves``: a key's rows outside the regions are
-    removed too (``table.merge_keys`` of a time pipeline), the newest row of a key wins."""
+    removed too (``table.merge_keys`` of a time pipeline), the newest row of a key wins.
+    ``appended``: the last reads (after the regions' ones) replace nothing, their files are only
+    added, after the regions' (event time's newly closed windows beside the emitted windows that
+    late rows reopened); ``moves`` do not see them."""
 
     regions: tuple[Region, ...] = ()
     moves: KeyMoves | None = None
+    appended: int = 0
 
     @classmethod
     def read_range(cls) -> Replace:
@@ -118,8 +127,8 @@ class Replace:
         return not self.regions
 
     def of(self, regions: Sequence[Region]) -> Replace:
-        """This replace of ``regions``, the same moves."""
-        return Replace(tuple(regions), self.moves)
+        """This replace of ``regions``, the same moves and appended reads."""
+        return dataclasses.replace(self, regions=tuple(regions))
 
 
 @dataclass(frozen=True)
@@ -130,8 +139,19 @@ class Merge:
     keys: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class ReplaceTable:
+    """Replace every row of the table by the run's rows: each file of the table is removed, in
+    the commit pinned to ``read_version``, the version the planner read (-1: no table yet), so a
+    table that moved since makes it stale. An event-time aggregate's state: its open windows,
+    written whole by every batch. Nothing is placed by region: the commit has no plan entry, its
+    remove actions no partition values (the log's paths as they are)."""
+
+    read_version: int
+
+
 #: How the run's ONE commit writes its rows (chosen by the kind's planner).
-WriteMode = Append | Replace | Merge
+WriteMode = Append | Replace | Merge | ReplaceTable
 
 
 @dataclass(frozen=True)
@@ -244,9 +264,10 @@ def write(
     ``schema_origin``: what the commit may change in the table's schema, and where the change
     comes from (module docstring); the change made is ``written.outcome.schema_change``."""
     evolution = SchemaEvolution(add_columns=add_columns, widen=widen, origin=schema_origin)
-    if isinstance(mode, Replace) and len(mode.regions) != len(staged):
+    if isinstance(mode, Replace) and len(mode.regions) + mode.appended != len(staged):
+        appended = f" and {mode.appended} appended" if mode.appended else ""
         raise ValueError(
-            f"a replace needs one region per read: {len(mode.regions)} region(s), "
+            f"a replace needs one region per read: {len(mode.regions)} region(s){appended}, "
             f"{len(staged)} read(s)"
             + (" (the range read was not given: Replace.of)" if mode.is_read_range else "")
         )
@@ -330,7 +351,12 @@ def _commit(
             evolution=evolution,
         )
         return Written(outcome, files, merge)
+    if isinstance(mode, ReplaceTable):
+        return _replace_table(committer, files, mode, record, schema, partition_by, now, evolution)
     replace = plan_replace_regions(uri, list(zip(mode.regions, files)), moves=mode.moves)
+    if mode.appended:  # the last reads' files replace nothing: added after the regions'
+        appended = tuple(f for group in files[len(mode.regions) :] for f in group)
+        replace = dataclasses.replace(replace, new_files=(*replace.new_files, *appended))
     touches = added or replace.removed or replace.rewritten
     if not touches and not record.records_completion:  # no empty commits in the log
         regions = " and ".join(region_text(r) for r in mode.regions)
@@ -348,6 +374,48 @@ def _commit(
         evolution=evolution,
     )
     return Written(outcome, files, replace)
+
+
+def _replace_table(
+    committer: DeltaCommitter,
+    files: tuple[tuple[DataFile, ...], ...],
+    mode: ReplaceTable,
+    record: RunRecord,
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    now: Clock,
+    evolution: SchemaEvolution,
+) -> Written:
+    """The commit of :class:`ReplaceTable`: the table's files removed, ``files`` added (a table
+    at another version than the mode's: nothing removed, the committer's outcome is stale)."""
+    table, fs, root = open_table(committer.table_uri)
+    existing = []
+    if table is not None and table.version() == mode.read_version:
+        existing = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    plan = RewritePlan(
+        table_uri=committer.table_uri,
+        read_version=mode.read_version,
+        new_files=tuple(f for group in files for f in group),
+        removed=tuple(
+            RemovedFile(row["path"], int(row["size_bytes"]), None, int(row["num_records"] or 0))
+            for row in existing
+        ),
+        rewritten=(),
+        kept_files=0,
+        _filesystem=fs,
+        _root=root,
+    )
+    outcome = committer.commit(
+        plan.add_files(),
+        schema=schema,
+        partition_by=partition_by,
+        txns=list(record.txns),
+        custom_metadata={**record.entries, **record.lineage(plan)},
+        removes=plan.remove_actions(to_millis(now())),
+        read_version=mode.read_version,
+        evolution=evolution,
+    )
+    return Written(outcome, files, plan)
 
 
 def _remove(uri: str, moved: Sequence[Sequence[str]]) -> None:

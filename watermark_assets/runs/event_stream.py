@@ -38,9 +38,9 @@ from watermark_assets.core.clock import ensure_utc
 from watermark_assets.core.event_time import format_duration_ms
 from watermark_assets.core.time.instant import format_millis, parse_millis
 from watermark_assets.delta.committer import TxnVersion, committer_for
-from watermark_assets.delta.stats import describe_data_files
-from watermark_assets.exceptions import DeltaCommitError, EventWindowConflictError
-from watermark_assets.runs.event_window import stage_frame
+from watermark_assets.engine.write import Append, RunRecord
+from watermark_assets.exceptions import DeltaCommitError
+from watermark_assets.runs.event_window import commit_staged, stage_frame
 from watermark_assets.runs.faults import crash_point
 from watermark_assets.spark.window_agg import WINDOW_END, WINDOW_START, Aggregate
 
@@ -197,8 +197,10 @@ def _commit_frame(
     token: str,
     entry: dict[str, Any],
 ) -> tuple[int | None, int]:
-    """ONE commit of ``frame`` to ``table_uri`` with the txn ``(query, batch id + 1)``; nothing
-    when the table holds it already (a replayed micro-batch). The version and the rows."""
+    """ONE commit of ``frame`` to ``table_uri`` with the txn ``(query, batch id + 1)`` (an
+    :class:`~watermark_assets.engine.write.Append` through the batch engine's
+    :func:`~watermark_assets.runs.event_window.commit_staged`); nothing when the table holds it
+    already (a replayed micro-batch). The version and the rows."""
     committer = committer_for(table_uri)
     version = batch_id + 1  # txn versions start at 1
     committed = committer.transaction_version(spec.app_id)
@@ -207,19 +209,16 @@ def _commit_frame(
         # noop sink), since Spark checks that foreachBatch committed every state partition
         frame.write.format("noop").mode("overwrite").save()
         return None, 0
-    relative, schema, rows = stage_frame(
-        spec.pipeline, frame, table_uri, f"stream-{batch_id}", token
+    staged, schema, rows = stage_frame(spec.pipeline, frame, table_uri, f"stream-{batch_id}", token)
+    record = RunRecord(
+        (TxnVersion(spec.app_id, version, committed),),
+        {spec.metadata_key: json.dumps({**entry, "rows": rows})},
+        records_completion=True,  # a micro-batch commits, rows or not
     )
-    outcome = committer.commit(
-        describe_data_files(table_uri, relative, []),
-        schema=schema,
-        partition_by=(),
-        txns=[TxnVersion(spec.app_id, version, committed)],
-        custom_metadata={spec.metadata_key: json.dumps({**entry, "rows": rows})},
+    committed_as = commit_staged(
+        spec.pipeline, committer, [staged], Append(), record, schema, batch=batch_id
     )
-    if outcome.stale:
-        raise EventWindowConflictError(spec.pipeline, batch_id, table_uri, outcome.reason)
-    return outcome.version, rows
+    return committed_as, rows
 
 
 def _offsets(spec: StreamSpec, batch_id: int) -> tuple[int, int | None]:

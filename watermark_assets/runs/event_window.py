@@ -48,22 +48,31 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from watermark_assets import names, storage
-from watermark_assets.core.clock import ensure_utc
+from watermark_assets.core.clock import ensure_utc, system_clock
 from watermark_assets.core.event_time import (
     EventTimeStats,
     EventTimeWatermark,
     TumblingWindows,
     WatermarkTracker,
 )
+from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.core.text import millis_text
 from watermark_assets.core.time.instant import from_millis, to_millis
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion, committer_for
 from watermark_assets.delta.log import CommitRecord
-from watermark_assets.delta.stats import describe_data_files
+from watermark_assets.engine.write import (
+    Append,
+    Replace,
+    ReplaceTable,
+    RunRecord,
+    StagedFiles,
+    WriteMode,
+    write,
+)
 from watermark_assets.exceptions import (
     ConcurrentWriteError,
     DeltaCommitError,
@@ -95,7 +104,6 @@ from watermark_assets.spark.window_agg import ROWS_OUTPUT, ROWS_PARTIAL, WINDOW_
 from watermark_assets.staging import (
     STAGING_DIR,
     list_parquet,
-    move_into_table,
     remove_stale_staging,
     remove_tree,
 )
@@ -688,7 +696,7 @@ def _commit_batch(
         stages = (
             ("output", spec.output_uri, output, output_meta, None),
             ("late", spec.late_uri, late_rows, {spec.plan_key: plan.to_json()}, None),
-            ("state", spec.state_uri, new_state, state_meta, (state_table, state_version)),
+            ("state", spec.state_uri, new_state, state_meta, state_version),
         )
         for name, uri, frame, metadata, replaces in stages:
             committer = committer_for(uri)
@@ -769,10 +777,10 @@ def _snapshot_at(uri: str, version: int) -> Any:
 
 def stage_frame(
     pipeline: str, frame: DataFrame, uri: str, label: str, token: str
-) -> tuple[list[str], Any, int]:
-    """Spark writes ``frame`` under the table's staging folder and its files move into the
-    table: their paths relative to it, the schema (from Spark's Parquet, even for no row) and
-    the rows (observed while writing). Both engines stage this way."""
+) -> tuple[StagedFiles, Any, int]:
+    """Spark writes ``frame`` under the table's staging folder (``_staging/{token}-{label}``):
+    the read for :func:`commit_staged` (no file for no row), the schema (from Spark's Parquet,
+    even for no row) and the rows (observed while writing). Both engines stage this way."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -790,9 +798,40 @@ def stage_frame(
     schema = storage.parquet_schema(files[0])
     crash_point(f"event_window_staged_{label}")  # the exactly-once tests kill here too
     pause_point(f"event_window_staged_{label}")  # and the concurrency test holds a run here
-    relative = move_into_table(files, staged, uri, f"{token}-{label}") if rows else []
-    remove_tree(staged)
-    return relative, schema, rows
+    return StagedFiles(f"{token}-{label}", staged, files if rows else ()), schema, rows
+
+
+def commit_staged(
+    pipeline: str,
+    committer: DeltaCommitter,
+    reads: Sequence[StagedFiles],
+    mode: WriteMode,
+    record: RunRecord,
+    schema: Any,
+    *,
+    batch: int,
+    now_ms: int | None = None,
+) -> int | None:
+    """The ONE commit of ``reads`` (:func:`~watermark_assets.engine.write.write`, which moves
+    their files into the table); their staging folders are removed after it. Both engines
+    commit this way. The version; :class:`EventWindowConflictError` when stale (another run
+    committed ``batch`` or the table moved: the moved files are removed again)."""
+    try:
+        written = write(
+            committer,
+            reads,
+            mode,
+            record,
+            schema=schema,
+            partition_by=(),
+            now=system_clock if now_ms is None else (lambda: from_millis(now_ms)),
+        )
+    finally:
+        for each in reads:
+            remove_tree(each.data_dir)
+    if written.outcome.stale:
+        raise EventWindowConflictError(pipeline, batch, committer.table_uri, written.outcome.reason)
+    return written.outcome.version
 
 
 @dataclass(frozen=True)
@@ -815,67 +854,36 @@ def _stage_and_commit(
     token: str,
     txn: TxnVersion,
     metadata: Mapping[str, str],
-    replaces: tuple[Any, int] | None,
+    replaces: int | None,
     now_ms: int,
     reopened: Reopened | None = None,
 ) -> tuple[int | None, int]:
     """Stage ``frame`` (:func:`stage_frame`) and make ONE commit adding it with ``txn`` and
-    ``metadata``: with ``replaces``, removing every file of the table snapshot it names, pinned
-    to that version; with ``reopened``, replacing the rows of the reopened windows by their
-    recomputed rows (``delta/replace.py``, pinned to the snapshot it planned on). The version and
-    the rows added."""
-    from deltalake.transaction import RemoveAction
-
+    ``metadata`` (:func:`commit_staged`): an :class:`Append`; with ``replaces`` (the table
+    version the batch read, -1: none), a :class:`ReplaceTable` removing every file of that
+    snapshot; with ``reopened``, a :class:`Replace` of the reopened windows' rows by their
+    recomputed rows, the newly closed windows' rows appended after them (``delta/replace.py``,
+    pinned to the snapshot it planned on). The version and the rows added."""
     uri = committer.table_uri
-    relative, schema, rows = stage_frame(spec.pipeline, frame, uri, name, token)
-    added = describe_data_files(uri, relative, [])
+    staged, schema, rows = stage_frame(spec.pipeline, frame, uri, name, token)
+    reads = [staged]
+    mode: WriteMode = Append() if replaces is None else ReplaceTable(replaces)
     if reopened is not None:
-        from dataclasses import replace as with_fields
-
-        from watermark_assets.core.replace_window import Interval, ReplaceWindow
-        from watermark_assets.delta.replace import commit_replace, plan_replace
-
-        again, _, again_rows = stage_frame(
-            spec.pipeline, reopened.rows, uri, f"{name}-reopened", token
-        )
-        relative += again
+        try:
+            again, _, again_rows = stage_frame(
+                spec.pipeline, reopened.rows, uri, f"{name}-reopened", token
+            )
+        except BaseException:
+            remove_tree(staged.data_dir)
+            raise
         window = ReplaceWindow(WINDOW_START, reopened.first, reopened.last, Interval.CLOSED_CLOSED)
-        plan = plan_replace(uri, window, describe_data_files(uri, again, []))
-        plan = with_fields(plan, new_files=(*plan.new_files, *added))
-        outcome = commit_replace(
-            committer,
-            plan,
-            schema=schema,
-            partition_by=(),
-            txns=[txn],
-            custom_metadata=metadata,
-            now=lambda: datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc),
-        )
+        reads, mode = [again, staged], Replace((window,), appended=1)
         rows += again_rows
-    else:
-        removes: list[RemoveAction] = []
-        read_version = None
-        if replaces is not None:
-            table, read_version = replaces
-            if table is not None:
-                for action in pa_rows(table):
-                    size = action["size_bytes"]
-                    removes.append(RemoveAction(action["path"], True, now_ms, size, None))
-        outcome = committer.commit(
-            added,
-            schema=schema,
-            partition_by=(),
-            txns=[txn],
-            custom_metadata=metadata,
-            removes=removes,
-            read_version=read_version,
-        )
-    if outcome.stale:
-        fs, root = storage.filesystem(uri)
-        for path in relative:
-            fs.rm(f"{root}/{path}")
-        raise EventWindowConflictError(spec.pipeline, txn.version, uri, outcome.reason)
-    return outcome.version, rows
+    record = RunRecord((txn,), metadata, records_completion=True)  # a batch commits, rows or not
+    version = commit_staged(
+        spec.pipeline, committer, reads, mode, record, schema, batch=txn.version, now_ms=now_ms
+    )
+    return version, rows
 
 
 def table_file_uris(table_uri: str, table: Any) -> list[str]:
