@@ -28,7 +28,6 @@ def test_each_footer_is_read_once(
     monkeypatch: pytest.MonkeyPatch,
     schemas: list[pa.Schema],
     mode: str,
-    version: int,
 ) -> None:
     table = tmp_path / "clicks"
     files = [
