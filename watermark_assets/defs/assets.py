@@ -1,4 +1,11 @@
-"""One partitioned ingestion asset per pipeline, and the job its sensor targets."""
+"""One partitioned ingestion asset per pipeline, and the job its sensor targets.
+
+The asset's body plans, stages and commits its batch (data and progress in ONE Delta commit,
+``runs.file_commit.commit_batch``, or ``runs.file_rewrite.commit_rewrite_batch`` for a file
+rewritten in place), as every kind commits in its asset body; it returns the run's metadata
+(:class:`~dagster.MaterializeResult`) and puts each Dagster partition's own on that partition.
+Its IO manager (``defs/io_manager.py``) only loads the table for downstream assets.
+"""
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -12,22 +19,32 @@ from dagster import (
     AssetSelection,
     BackfillPolicy,
     Config,
+    MaterializeResult,
     PartitionsDefinition,
+    RetryRequested,
     TimeWindowPartitionsDefinition,
     asset,
     define_asset_job,
 )
+from dagster._check import CheckError
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from dagster._utils.warnings import BetaWarning
 from pydantic import Field
 
-from watermark_assets import names
+from watermark_assets import names, storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.clock import Clock
 from watermark_assets.defs.keys import asset_key
+from watermark_assets.defs.metadata import batch_metadata, partition_metadata
 from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.resources import WatermarkSparkResource
+from watermark_assets.defs.table_schema import with_table_schema
+from watermark_assets.delta.log import table_row_count
+from watermark_assets.delta.schema_change import SchemaEvolution
+from watermark_assets.exceptions import BatchOverlapError, SchemaInferredMeanwhileError
+from watermark_assets.runs.file_commit import BatchResult, commit_batch
 from watermark_assets.runs.file_plan import BatchRequest, plan_batch
+from watermark_assets.runs.file_rewrite import commit_rewrite_batch
 from watermark_assets.runs.file_stage import StagedBatch, stage_batch
 
 # BackfillPolicy is "beta" in dagster 1.13; the warning would repeat on every code-location load.
@@ -130,10 +147,11 @@ def build_asset(
     partition_of: Callable[[datetime], str | None],
     clock: Clock,
 ) -> AssetsDefinition:
-    """The pipeline's ingestion asset; its IO manager makes the Delta commit."""
+    """The pipeline's ingestion asset: it plans, stages and commits (module docstring)."""
     per_run = pipeline.backfill.max_partitions_per_run
     policy = BackfillPolicy.single_run() if per_run is None else BackfillPolicy.multi_run(per_run)
     source = pipeline.file_source
+    key_of = _key_of(partitions_def)
 
     @asset(
         key=asset_key(pipeline),
@@ -153,7 +171,7 @@ def build_asset(
     )
     def ingestion_asset(
         context: AssetExecutionContext, config: IngestRunConfig, spark: WatermarkSparkResource
-    ) -> StagedBatch:
+    ) -> MaterializeResult[None]:
         request = BatchRequest(
             pipeline=pipeline,
             selection=partition_selection(context),
@@ -182,6 +200,80 @@ def build_asset(
                 "them without ':' (see the sensor's skip reason)"
             )
         needs_spark = plan.files and source.needs_spark
-        return stage_batch(plan, spark.spark_session if needs_spark else None, now=now)
+        staged = stage_batch(plan, spark.spark_session if needs_spark else None, now=now)
+        return commit_staged(context, staged, key_of)
 
     return ingestion_asset
+
+
+def newest_file_lag(result: BatchResult) -> float | None:
+    """Seconds between the newest ingested file's modification time and now."""
+    plan = result.staged.plan
+    if not plan.files:
+        return None
+    fs, path = storage.filesystem(storage.join(plan.request.pipeline.source.uri, plan.files[-1]))
+    try:
+        modified: datetime = fs.modified(path)
+    except (FileNotFoundError, NotImplementedError):
+        return None
+    now = plan.request.clock()  # the definitions' clock, as for the commit
+    return max(0.0, now.timestamp() - modified.timestamp())
+
+
+def _key_of(partitions_def: PartitionsDefinition[Any]) -> Callable[[datetime], str | None]:
+    """A landing partition's time -> the Dagster partition key holding it."""
+    if not isinstance(partitions_def, TimeWindowPartitionsDefinition):
+        return lambda _when: None
+
+    def key_of(when: datetime) -> str | None:
+        try:
+            return partitions_def.get_partition_key_for_timestamp(when.timestamp())
+        except (ValueError, CheckError):
+            return None
+
+    return key_of
+
+
+#: Re-plans of a run whose files other runs partly committed in the meantime (each one drops them).
+OVERLAP_RETRIES = 3
+
+
+def commit_staged(
+    context: AssetExecutionContext,
+    staged: StagedBatch,
+    key_of: Callable[[datetime], str | None],
+) -> MaterializeResult[None]:
+    """Commit the staged batch to Delta (data, one txn per Dagster partition and the watermark
+    advance in ONE commit; the checkpoint after it), then its metadata: the run's, returned,
+    and each Dagster partition's own on that partition (``key_of``: a landing partition's time
+    -> its Dagster partition). A batch whose files other runs partly committed meanwhile, or
+    read with an inferred schema another run's first commit stored meanwhile, is retried (the
+    run plans again)."""
+    try:
+        commit = commit_rewrite_batch if staged.plan.request.rewrite else commit_batch
+        # schema.mode: may the commit add the files' new columns / widen types (one commit)
+        mode = staged.plan.request.pipeline.schema_policy.mode.value
+        evolution = SchemaEvolution.for_mode(mode)
+        result = commit(
+            staged,
+            now=staged.plan.request.clock(),
+            add_columns=evolution.add_columns,
+            widen=evolution.widen,
+        )
+    except (BatchOverlapError, SchemaInferredMeanwhileError) as overlap:
+        # Plan again: the new plan drops the files another run committed meanwhile, and
+        # reads with the schema another run's first commit stored.
+        context.log.warning(str(overlap))
+        raise RetryRequested(max_retries=OVERLAP_RETRIES) from overlap
+    uri = staged.plan.request.pipeline.table.uri
+    metadata = batch_metadata(
+        result, table_rows=table_row_count(uri), lag_seconds=newest_file_lag(result)
+    )
+    for key, each in partition_metadata(result, key_of).items():
+        context.add_asset_metadata(each, partition_key=key)
+    context.log.info(
+        f"{staged.plan.request.pipeline.name}: {len(staged.plan.files)} files, "
+        f"{result.rows_committed} rows committed, {staged.rows_quarantined} quarantined, "
+        f"Delta version {result.outcome.version} ({result.outcome.reason})"
+    )
+    return MaterializeResult(metadata=with_table_schema(metadata, uri))

@@ -85,6 +85,23 @@ def describe_data_files(
     ``col=value`` segment for one of ``partition_by``, :class:`DeltaCommitError` when a file is
     missing or is not Parquet.
     """
+    return [
+        described
+        for described, _ in describe_with_schemas(
+            table_uri, relative_paths, partition_by, filesystem=filesystem
+        )
+    ]
+
+
+def describe_with_schemas(
+    table_uri: str,
+    relative_paths: Sequence[str],
+    partition_by: Sequence[str],
+    *,
+    filesystem: fsspec.AbstractFileSystem | None = None,
+) -> list[tuple[DataFile, pa.Schema]]:
+    """:func:`describe_data_files`, each file with the Arrow schema of its footer (read once:
+    the statistics and the schema, e.g. to check files committed by reference)."""
     if filesystem is None:
         fs, root = storage.filesystem(table_uri)
     else:
@@ -97,6 +114,7 @@ def describe_data_files(
         try:
             info = fs.info(full)
             metadata = pq.read_metadata(full, filesystem=fs)
+            schema = metadata.schema.to_arrow_schema()
         except FileNotFoundError as exc:
             raise DeltaCommitError(
                 f"data file {path!r} is not under table {table_uri!r}; a file must be in place "
@@ -106,16 +124,15 @@ def describe_data_files(
         except (OSError, pa.ArrowInvalid) as exc:
             raise UnreadableDataFileError(path, str(exc), table_uri=table_uri) from exc
         partition_values = partition_values_of(table_uri, path, partition_by)
-        described.append(
-            DataFile(
-                path=path,
-                size=int(info["size"]),
-                modification_time=modification_time_ms(info),
-                partition_values=partition_values,
-                num_records=metadata.num_rows,
-                stats=json.dumps(file_statistics(metadata, set(partition_by)), sort_keys=True),
-            )
+        data_file = DataFile(
+            path=path,
+            size=int(info["size"]),
+            modification_time=modification_time_ms(info),
+            partition_values=partition_values,
+            num_records=metadata.num_rows,
+            stats=json.dumps(file_statistics(metadata, set(partition_by)), sort_keys=True),
         )
+        described.append((data_file, schema))
     return described
 
 

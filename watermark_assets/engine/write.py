@@ -42,6 +42,14 @@ data (a replace or merge that removes rows: the schema commit, then the data com
 Crash points (:func:`~watermark_assets.faults.crash_point`): ``before_windows_commit`` once the
 files are in the table, ``after_commit`` right after the commit.
 
+Files the caller put in the table itself (``placed``): a file-path run moves its staged files
+(and its quarantined records, into the quarantine table) once, after its exact per-file decision
+(``runs/file_commit.decide_commit``), and commits them in as many attempts as stale outcomes ask
+for; a ``parquet_commit`` run commits files another writer wrote under the table by reference.
+:func:`write` then commits those files as they are, with the schema as given (empty: the
+table's), in the same modes and with the same record; it neither moves nor removes them, and
+the crash points are the caller's (its attempts and its checkpoint come after the commit).
+
 A run whose provider saves its watermark elsewhere (a file, Postgres) calls :func:`write` inside
 ``WatermarkManager.commit_then_save``: the save follows the commit, never the other way round.
 """
@@ -254,6 +262,7 @@ def write(
     add_columns: bool = False,
     widen: bool = False,
     schema_origin: str | None = None,
+    placed: Sequence[Sequence[DataFile]] | None = None,
 ) -> Written:
     """Make the run's ONE commit (module docstring), or nothing: a stale outcome (plan again)
     or a skipped one with its reason.
@@ -262,14 +271,25 @@ def write(
     the staged files' schema; for a read of no row, the zero-row Parquet file's (None: none
     written, the table cannot be created by this run). ``add_columns``, ``widen``,
     ``schema_origin``: what the commit may change in the table's schema, and where the change
-    comes from (module docstring); the change made is ``written.outcome.schema_change``."""
+    comes from (module docstring); the change made is ``written.outcome.schema_change``.
+    ``placed``: each read's files, in the table already (module docstring; ``staged`` is then
+    empty): committed as they are, never moved nor removed, no crash point."""
     evolution = SchemaEvolution(add_columns=add_columns, widen=widen, origin=schema_origin)
-    if isinstance(mode, Replace) and len(mode.regions) + mode.appended != len(staged):
+    reads = len(staged) if placed is None else len(placed)
+    if isinstance(mode, Replace) and len(mode.regions) + mode.appended != reads:
         appended = f" and {mode.appended} appended" if mode.appended else ""
         raise ValueError(
             f"a replace needs one region per read: {len(mode.regions)} region(s){appended}, "
-            f"{len(staged)} read(s)"
+            f"{reads} read(s)"
             + (" (the range read was not given: Replace.of)" if mode.is_read_range else "")
+        )
+    if placed is not None:
+        if staged:
+            raise ValueError("placed files, or staged files to move: not both")
+        files = tuple(tuple(group) for group in placed)
+        table_schema = pa.schema([]) if schema is None else schema
+        return _commit(
+            committer, files, mode, record, table_schema, partition_by, now, False, evolution
         )
     uri = committer.table_uri
     has_files = any(s.files for s in staged)

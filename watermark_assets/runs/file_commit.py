@@ -26,8 +26,9 @@ from watermark_assets.delta.committer import (
     committer_for,
 )
 from watermark_assets.delta.orphans import open_delta_table
-from watermark_assets.delta.schema_change import SchemaEvolution
+from watermark_assets.delta.rewrite import RewritePlan
 from watermark_assets.delta.stats import DataFile, describe_data_files
+from watermark_assets.engine.write import Append, RunRecord, write
 from watermark_assets.exceptions import (
     BatchOverlapError,
     DeltaCommitError,
@@ -161,9 +162,7 @@ def commit_batch(
         nothing = CommitOutcome(None, True, "no files above the watermark: nothing to commit")
         return BatchResult(staged, nothing, (), 0, state, written)
     committer = committer_for(pipeline.table)
-    evolution = SchemaEvolution(
-        add_columns=add_columns, widen=widen, origin=files_origin(plan.files)
-    )
+    origin = files_origin(plan.files)
     pause_point("before_commit")
 
     def attempt(placement: Placement) -> Attempt | BatchResult:
@@ -190,15 +189,19 @@ def commit_batch(
         schema = staged.data_schema if staged.data_schema is not None else pa.schema([])
         if staged.inferred is not None:  # the table is created with it: stored for every run
             schema = staged.inferred.stamped(schema)
-        outcome = committer.commit(
-            placed.data,
+        written = write(
+            committer,
+            (),
+            Append(),
+            file_record(decision.txns, metadata),
             schema=schema,
             partition_by=pipeline.table.partition_by,
-            txns=decision.txns,
-            custom_metadata={COMMIT_METADATA_KEY: metadata.to_json()},
-            evolution=evolution,
+            add_columns=add_columns,
+            widen=widen,
+            schema_origin=origin,
+            placed=(placed.data,),
         )
-        return Attempt(outcome, metadata, decision.txns)
+        return Attempt(written.outcome, metadata, decision.txns)
 
     return commit_attempts(
         staged,
@@ -289,6 +292,28 @@ def commit_attempts(
         state if state_after is None else state_after(state, tried.metadata),
         written,
         tried.txns,
+    )
+
+
+def file_record(
+    txns: Sequence[TxnVersion],
+    metadata: CommitMetadata | Callable[[RewritePlan | None], CommitMetadata],
+) -> RunRecord:
+    """A file-path commit's record for :func:`~watermark_assets.engine.write.write`: the txns of
+    its decision and ONE commitInfo entry, the :class:`CommitMetadata` (the watermark advance,
+    the source and quarantine files); a function of the replace plan when it counts what the
+    commit removes (a rewrite). Recorded even when the commit adds no file (a batch whose every
+    record was quarantined still advances)."""
+    if isinstance(metadata, CommitMetadata):
+        return RunRecord(
+            tuple(txns), {COMMIT_METADATA_KEY: metadata.to_json()}, records_completion=True
+        )
+    of_plan = metadata
+    return RunRecord(
+        tuple(txns),
+        {},
+        lineage=lambda plan: {COMMIT_METADATA_KEY: of_plan(plan).to_json()},
+        records_completion=True,
     )
 
 

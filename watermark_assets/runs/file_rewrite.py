@@ -16,12 +16,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-import pyarrow as pa
-
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.delta.committer import CommitOutcome, TxnVersion, committer_for
-from watermark_assets.delta.replace import commit_replace, plan_replace
-from watermark_assets.delta.schema_change import SchemaEvolution
+from watermark_assets.delta.rewrite import RewritePlan
+from watermark_assets.engine.write import Replace, write
 from watermark_assets.runs.file_commit import (
     Attempt,
     BatchResult,
@@ -29,10 +27,11 @@ from watermark_assets.runs.file_commit import (
     Placement,
     _commit_metadata,
     commit_attempts,
+    file_record,
 )
 from watermark_assets.runs.file_stage import StagedBatch
 from watermark_assets.spark.batch import SOURCE_FILE_COLUMN
-from watermark_assets.state.commit_metadata import COMMIT_METADATA_KEY, rewrite_app_id
+from watermark_assets.state.commit_metadata import CommitMetadata, rewrite_app_id
 from watermark_assets.state.load import load_state
 
 
@@ -52,7 +51,6 @@ def commit_rewrite_batch(
     app_id = rewrite_app_id(pipeline.name, path)
     committer = committer_for(pipeline.table)
     window = ReplaceWindow(SOURCE_FILE_COLUMN, path, path, Interval.CLOSED_CLOSED)
-    evolution = SchemaEvolution(add_columns=add_columns, widen=widen, origin=path)
 
     def attempt(placement: Placement) -> Attempt | BatchResult:
         # the txn version first: a replace committed after this read makes ours stale
@@ -65,23 +63,26 @@ def commit_rewrite_batch(
             )
             return BatchResult(staged, CommitOutcome(None, True, reason), (), 0, state, False)
         placed = placement.placed()
-        replace_plan = plan_replace(pipeline.table.uri, window, placed.data)
-        metadata = replace(
-            _commit_metadata(staged, placed, CommitDecision((txn,), (), ())),
-            rows_replaced=replace_plan.rows_removed,
-            new_partitions=(),
-        )
-        outcome = commit_replace(
+        recorded = _commit_metadata(staged, placed, CommitDecision((txn,), (), ()))
+
+        def metadata_of(replaced: RewritePlan | None) -> CommitMetadata:
+            removed = 0 if replaced is None else replaced.rows_removed
+            return replace(recorded, rows_replaced=removed, new_partitions=())
+
+        written = write(
             committer,
-            replace_plan,
-            schema=staged.data_schema if staged.data_schema is not None else pa.schema([]),
+            (),
+            Replace((window,)),
+            file_record((txn,), metadata_of),
+            schema=staged.data_schema,
             partition_by=pipeline.table.partition_by,
-            txns=(txn,),
-            custom_metadata={COMMIT_METADATA_KEY: metadata.to_json()},
             now=plan.request.clock,
-            evolution=evolution,
+            add_columns=add_columns,
+            widen=widen,
+            schema_origin=path,
+            placed=(placed.data,),
         )
-        return Attempt(outcome, metadata, (txn,))
+        return Attempt(written.outcome, metadata_of(written.plan), (txn,))
 
     return commit_attempts(
         staged, attempt, now=now, gave_up=f"other writers kept replacing the rows of {path!r}"

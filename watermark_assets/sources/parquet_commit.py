@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from watermark_assets import storage
-from watermark_assets.delta.stats import DataFile, describe_data_files
+from watermark_assets.delta.stats import DataFile, describe_with_schemas
 from watermark_assets.exceptions import SchemaChangeError, UnreadableDataFileError
 from watermark_assets.sources.files import (
     FileBatch,
@@ -53,12 +53,15 @@ class ParquetCommitSource:
 
         pipeline = self.pipeline
         described: list[DataFile] = []
+        footers: list[pa.Schema] = []
         unreadable: list[UnreadableFile] = []
         for path, relative in zip(batch.files, self._relative_to_table(batch.files)):
             try:
-                described.extend(
-                    describe_data_files(pipeline.table.uri, [relative], pipeline.table.partition_by)
+                [(data_file, footer)] = describe_with_schemas(
+                    pipeline.table.uri, [relative], pipeline.table.partition_by
                 )
+                described.append(data_file)
+                footers.append(footer)
             except UnreadableDataFileError as exc:
                 unreadable.append(
                     UnreadableFile(path, f"not a readable Parquet file: {exc.reason}")
@@ -71,7 +74,7 @@ class ParquetCommitSource:
         uris = tuple(storage.join(pipeline.source.uri, p) for p in readable)
         ignored: tuple[str, ...] | None = None
         if uris:
-            schema, ignored = self._commit_schema(uris)
+            schema, ignored = self._commit_schema(uris, footers)
         else:
             schema = known_table_schema(pipeline, unreadable)
         return StagedFiles(
@@ -87,10 +90,13 @@ class ParquetCommitSource:
             unreadable=tuple(unreadable),
         )
 
-    def _commit_schema(self, uris: Sequence[str]) -> tuple[pa.Schema, tuple[str, ...] | None]:
+    def _commit_schema(
+        self, uris: Sequence[str], footers: Sequence[pa.Schema]
+    ) -> tuple[pa.Schema, tuple[str, ...] | None]:
         """The schema the batch's files are committed with, under ``schema.mode``, and the
-        columns left out (``ignore``; None otherwise). The files are compared, footer by
-        footer, with the table's columns (no table yet: the first file's):
+        columns left out (``ignore``; None otherwise). The files (``footers``: their schemas,
+        read with their statistics) are compared, footer by footer, with the table's columns
+        (no table yet: the first file's):
 
         - ``fail``: a column the table lacks, or a type it cannot hold, raises
           :class:`~watermark_assets.exceptions.SchemaChangeError` naming the file, the column and
@@ -108,7 +114,6 @@ class ParquetCommitSource:
 
         pipeline = self.pipeline
         partition_by = pipeline.table.partition_by
-        footers = [storage.parquet_schema(uri) for uri in uris]
         layouts = {uri: _spark_layout(footer) for uri, footer in zip(uris, footers)}
         first = layouts[uris[0]] or ()
         declared = table_columns(pipeline.table.uri, partition_by) or list(first)
