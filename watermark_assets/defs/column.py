@@ -24,7 +24,6 @@ from dagster import (
     AssetsDefinition,
     BackfillPolicy,
     MaterializeResult,
-    OutputContext,
     TimeWindowPartitionsDefinition,
     asset,
 )
@@ -58,7 +57,6 @@ from watermark_assets.providers.delta_metadata import watermark_record
 from watermark_assets.runs.column import (
     RUN_METADATA_KEY,
     ColumnRunRequest,
-    StagedColumnBatch,
     commit_column_batch,
     plan_column_batch,
     stage_column_batch,
@@ -137,8 +135,9 @@ def partition_chunks(
 
 
 def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDefinition:
-    """The pipeline's asset: unpartitioned (plans and stages; its IO manager commits), or
-    time-partitioned (replays its partitions' windows: :func:`build_partitioned_column_asset`)."""
+    """The pipeline's asset: unpartitioned (plans, stages and makes its ONE commit in its body,
+    as every kind does), or time-partitioned (replays its partitions' windows:
+    :func:`build_partitioned_column_asset`)."""
     partitions_def = column_partitions(pipeline)
     if partitions_def is not None:
         return build_partitioned_column_asset(pipeline, partitions_def, clock)
@@ -146,7 +145,7 @@ def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDe
     @_asset_decorator(pipeline, None)
     def column_asset(
         context: AssetExecutionContext, spark: WatermarkSparkResource
-    ) -> StagedColumnBatch:
+    ) -> MaterializeResult[None]:
         request = ColumnRunRequest(
             pipeline=ColumnSpec.of(pipeline),
             run_id=context.run.run_id,
@@ -160,7 +159,16 @@ def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDe
             f"{pipeline.name}: watermark {plan.watermark_before} ({plan.provider}); reading "
             f"{plan.predicate_text}"
         )
-        return stage_column_batch(plan, spark.spark_session, now=now)
+        staged = stage_column_batch(plan, spark.spark_session, now=now)
+        result = commit_column_batch(staged, now=clock())
+        uri = pipeline.table.uri
+        metadata = column_metadata(result, table_rows=table_row_count(uri))
+        context.log.info(
+            f"{pipeline.name}: {staged.rows_read} rows read, {result.rows_committed} committed, "
+            f"{staged.rows_quarantined} quarantined, watermark {result.watermark_after} "
+            f"({result.outcome.reason})"
+        )
+        return MaterializeResult(metadata=with_table_schema(metadata, uri))
 
     return column_asset
 
@@ -200,20 +208,8 @@ def build_partitioned_column_asset(
 
 
 class ColumnWatermarkIOManager(WatermarkDeltaIOManager):
-    """Commits a column pipeline's staged rows (and its watermark) to Delta; loading returns the
-    table as a ``deltalake.DeltaTable``, as for the file pipelines."""
-
-    def handle_output(self, context: OutputContext, obj: StagedColumnBatch) -> None:  # type: ignore[override]
-        result = commit_column_batch(obj, now=obj.plan.request.clock())
-        uri = obj.plan.request.pipeline.table.uri
-        metadata = column_metadata(result, table_rows=table_row_count(uri))
-        context.add_output_metadata(with_table_schema(metadata, uri))
-        context.log.info(
-            f"{obj.plan.request.pipeline.name}: {result.staged.rows_read} rows read, "
-            f"{result.rows_committed} committed, {obj.rows_quarantined} quarantined, "
-            f"watermark {result.watermark_after} "
-            f"({result.outcome.reason})"
-        )
+    """Loads a column pipeline's table for downstream assets (a ``deltalake.DeltaTable``), as
+    for the file pipelines; the asset commits in its body."""
 
 
 def reconcile_mismatch(version: int, record: dict[str, Any], commit: CommitRecord) -> str | None:
