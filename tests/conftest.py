@@ -52,6 +52,14 @@ TEST_SPARK_CONF = {
     # test_time_pipeline.py, alternated in one session: 86 -> 74 s, 99 -> 91 s). The project's
     # sessions keep Spark's default (on): what the tests assert does not depend on it.
     "spark.sql.adaptive.enabled": "false",
+    # PySpark's DataFrame debugging (on by default) wraps every Column operation (F.col, alias,
+    # isNull, ...) to record its Python call site for Spark's error context: a walk of the
+    # Python stack and four py4j calls (the session, a conf read, the origin set and cleared)
+    # each. On the runs' plans of hundreds of Column operations that was ~25% of the Python
+    # CPU of tests/test_column_schema_modes.py's folder runs (py4j round trips 59,722 in 22
+    # runs). No test reads the call site (an error's message and class are the same without
+    # it); pyspark reads this setting once per process, from the first active session.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 # The PostgreSQL JDBC driver (`make jdbc`) must be on the classpath when the ONE session starts;
 # without the jar the JDBC tests skip and say why.
