@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -20,6 +23,9 @@ from hypothesis import settings
 
 from watermark_assets.config import ProjectConfig, parse_config
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
 
 # Property tests measure correctness, not speed: on a shared 2-core machine one example can take
 # longer than Hypothesis's default 200 ms deadline while Spark runs in other workers.
@@ -46,6 +52,14 @@ TEST_SPARK_CONF = {
     # test_time_pipeline.py, alternated in one session: 86 -> 74 s, 99 -> 91 s). The project's
     # sessions keep Spark's default (on): what the tests assert does not depend on it.
     "spark.sql.adaptive.enabled": "false",
+    # PySpark's DataFrame debugging (on by default) wraps every Column operation (F.col, alias,
+    # isNull, ...) to record its Python call site for Spark's error context: a walk of the
+    # Python stack and four py4j calls (the session, a conf read, the origin set and cleared)
+    # each. On the runs' plans of hundreds of Column operations that was ~25% of the Python
+    # CPU of tests/test_column_schema_modes.py's folder runs (py4j round trips 59,722 in 22
+    # runs). No test reads the call site (an error's message and class are the same without
+    # it); pyspark reads this setting once per process, from the first active session.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 # The PostgreSQL JDBC driver (`make jdbc`) must be on the classpath when the ONE session starts;
 # without the jar the JDBC tests skip and say why.
@@ -254,6 +268,32 @@ def _own_dagster_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DAGSTER_HOME", str(home))
         yield home
+
+
+#: An empty persistent instance's home (its SQLite storages created), made once per process by
+#: :func:`local_instance` and copied for each new one.
+_instance_template: Path | None = None
+
+
+def local_instance(home: Path) -> DagsterInstance:
+    """``DagsterInstance.local_temp(home)`` for a new, empty ``home`` (created if missing): a
+    copy of one empty instance this process made, not a new one. Creating its SQLite storages
+    (runs, run index, schedules: tables, indexes, alembic stamps) costs 0.27 CPU-s an instance,
+    opening a copy 0.06; the copy is the same empty instance (same Dagster, same schemas).
+    A ``home`` holding files already is opened as it is."""
+    from dagster import DagsterInstance
+
+    global _instance_template
+    if _instance_template is None:
+        template = Path(tempfile.mkdtemp(prefix="wa_dagster_home_template_"))
+        atexit.register(shutil.rmtree, template, ignore_errors=True)
+        with DagsterInstance.local_temp(str(template)) as instance:
+            instance.get_runs(limit=1)  # every storage created
+        _instance_template = template
+    home.mkdir(parents=True, exist_ok=True)
+    if not any(home.iterdir()):
+        shutil.copytree(_instance_template, home, dirs_exist_ok=True)
+    return DagsterInstance.local_temp(str(home))
 
 
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432"

@@ -28,7 +28,7 @@ import pytest
 import yaml
 from _landing import FROZEN_NOW
 from _sensor_loop import SensorLoop
-from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config
+from conftest import TEST_SPARK_CONF, local_instance, pipeline_yaml, project_config
 from dagster import DagsterInstance, build_sensor_context
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 from deltalake import DeltaTable, write_deltalake
@@ -199,9 +199,7 @@ def tick(defs: Any, instance: DagsterInstance, sensor: str) -> SensorExecutionDa
 
 
 def instance_in(tmp_path: Path) -> DagsterInstance:
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    return DagsterInstance.local_temp(str(home))
+    return local_instance(tmp_path / "dagster_home")
 
 
 def said_of_schema(data: SensorExecutionData) -> list[str]:

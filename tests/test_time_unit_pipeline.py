@@ -29,11 +29,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import TEST_SPARK_CONF, new_pg_database, project_config
+from conftest import TEST_SPARK_CONF, local_instance, new_pg_database, project_config
 from dagster import (
     AssetKey,
     AssetRecordsFilter,
-    DagsterInstance,
     DagsterRunStatus,
     ExecuteInProcessResult,
     MultiPartitionsDefinition,
@@ -228,9 +227,7 @@ class Scene:
         self.table = pipeline.table.uri
         self.now = day(now)
         self.defs = build_definitions(self.config, clock=lambda: self.now)
-        home = tmp_path / "dagster_home"
-        home.mkdir()
-        self.instance = DagsterInstance.local_temp(str(home))
+        self.instance = local_instance(tmp_path / "dagster_home")
         self.job = self.defs.resolve_job_def("answers_job")
         self.cursor: str | None = None
 

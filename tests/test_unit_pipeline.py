@@ -25,9 +25,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from conftest import new_pg_database, project_config
+from conftest import local_instance, new_pg_database, project_config
 from dagster import (
-    DagsterInstance,
     Definitions,
     DynamicPartitionsDefinition,
     ExecuteInProcessResult,
@@ -221,9 +220,8 @@ class Scene:
         self.table = pipeline.table.uri
         self.defs = build_definitions(config, clock=lambda: self.now)
         self.now = NOW
-        home = tmp_path / "dagster_home"  # a persistent instance: sensors resolve dynamic
-        home.mkdir()  # partition keys through its ref
-        self.instance = DagsterInstance.local_temp(str(home))
+        # a persistent instance: sensors resolve dynamic partition keys through its ref
+        self.instance = local_instance(tmp_path / "dagster_home")
         self.job = self.defs.resolve_job_def("answers_job")
         self.cursor: str | None = None
 
@@ -666,9 +664,7 @@ def test_a_sensor_whose_cursor_is_lost_requests_exactly_the_units_that_never_ran
     assert requested(first) == ids
     record_units_done(scene.table, ["s1", "s3"])  # s2 and s4 never committed (runs failed)
     if lost.startswith("a new"):
-        home = tmp_path / "other_home"
-        home.mkdir()
-        scene.instance = DagsterInstance.local_temp(str(home))
+        scene.instance = local_instance(tmp_path / "other_home")
     scene.cursor = None
     again = scene.tick()
     assert requested(again) == ["s2", "s4"]
@@ -786,9 +782,7 @@ def test_a_new_instance_requests_only_the_units_whose_run_never_committed(tmp_pa
     scene.source.put(answer("s1", 1), answer("s2", 1), answer("s3", 1))
     assert requested(scene.tick()) == ["s1", "s2", "s3"]
     assert scene.run("s2").success
-    home = tmp_path / "new_home"
-    home.mkdir()
-    scene.instance, scene.cursor = DagsterInstance.local_temp(str(home)), None
+    scene.instance, scene.cursor = local_instance(tmp_path / "new_home"), None
     assert requested(scene.tick()) == ["s1", "s3"]
 
 
