@@ -57,6 +57,11 @@ SPARK_DEFAULTS: Mapping[str, str] = {
     # Sessions that read S3 natively (paths.NATIVE_S3_CONF) keep Spark's default:
     # there each path is a request, which that job spreads over the executors.
     LISTING_THRESHOLD_KEY: "10000",
+    # PySpark records the Python call site of every Column operation (a stack walk and four
+    # py4j calls each: about a quarter of a column run's Python CPU). The expressions are this
+    # package's, not the user's, so the call site would name our code; set "true" in spark.conf
+    # to have Spark's errors name it again.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 #: The defaults a Spark Connect client sets on its server session (the others are the server's
