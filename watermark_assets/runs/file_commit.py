@@ -28,6 +28,7 @@ from watermark_assets.delta.committer import (
 from watermark_assets.delta.orphans import open_delta_table
 from watermark_assets.delta.rewrite import RewritePlan
 from watermark_assets.delta.stats import DataFile, describe_data_files
+from watermark_assets.engine.execute import MAX_COMMIT_ATTEMPTS
 from watermark_assets.engine.write import Append, RunRecord, write
 from watermark_assets.exceptions import (
     BatchOverlapError,
@@ -67,10 +68,6 @@ class BatchResult:
     state_after: PipelineState
     checkpoint_written: bool
     txns: tuple[TxnVersion, ...] = ()
-
-
-#: How often a commit decides again after another run committed the same partitions meanwhile.
-MAX_COMMIT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
