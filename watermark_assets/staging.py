@@ -22,6 +22,11 @@ from watermark_assets.faults import crash_point
 STAGING_DIR = names.STAGING_DIR
 
 
+def staging_dir(table_uri: str, token: str) -> str:
+    """Where a run stages a read's files before its commit: ``{table}/_staging/{token}``."""
+    return storage.join(table_uri, f"{STAGING_DIR}/{token}")
+
+
 #: Staging folders older than this were left by a crashed run (never committed): removed. The
 #: same window guards every leftover (:func:`remove_stale_staging`); the table property
 #: :data:`LEFTOVER_RETENTION_PROPERTY` overrides it per table.

@@ -30,7 +30,6 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-from watermark_assets import storage
 from watermark_assets.core.clock import Clock
 from watermark_assets.delta.committer import CommitOutcome, DeltaCommitter
 from watermark_assets.delta.rewrite import RewritePlan
@@ -47,7 +46,7 @@ from watermark_assets.engine.write import (
     write,
 )
 from watermark_assets.exceptions import DeltaCommitError
-from watermark_assets.staging import STAGING_DIR, remove_tree
+from watermark_assets.staging import remove_tree, staging_dir
 
 __all__ = [
     "MAX_COMMIT_ATTEMPTS",
@@ -74,11 +73,6 @@ class Stale(Exception):
     def __init__(self, outcome: CommitOutcome) -> None:
         super().__init__(outcome.reason)
         self.outcome = outcome
-
-
-def staging_dir(table_uri: str, token: str) -> str:
-    """Where a read's rows are staged: ``{table}/_staging/{token}``."""
-    return storage.join(table_uri, f"{STAGING_DIR}/{token}")
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,6 @@ from watermark_assets.engine.execute import (
     Stale,
     commit_reads,
     execute,
-    staging_dir,
 )
 from watermark_assets.engine.plan import (
     PipelineWatermark,
@@ -105,10 +104,10 @@ from watermark_assets.sources.column_schema import (
     declared_columns,
 )
 from watermark_assets.staging import (
-    STAGING_DIR,
     list_parquet,
     remove_stale_staging,
     remove_tree,
+    staging_dir,
 )
 
 if TYPE_CHECKING:
@@ -480,7 +479,7 @@ def stage_column_batch(
             "name columns of the source in table.merge_keys",
             column=missing[0],
         )
-    data_dir = storage.join(table_uri, f"{STAGING_DIR}/{token}")
+    data_dir = staging_dir(table_uri, token)
     boundary_after = None
     drops = not isinstance(plan.write_mode, Replace)  # a replace re-writes its window
     boundary = None

@@ -35,10 +35,10 @@ from watermark_assets.sources.column import (
     MalformedRecords,
 )
 from watermark_assets.staging import (
-    STAGING_DIR,
     list_parquet,
     move_into_table,
     remove_tree,
+    staging_dir,
 )
 from watermark_assets.state.commit_metadata import QUARANTINE_METADATA_KEY
 
@@ -123,7 +123,7 @@ def quarantine_records(
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         current = committer.transaction_version(app_id)  # before the table is read
         records = _new_records(spark, quarantined, uri)
-        staging = storage.join(uri, f"{STAGING_DIR}/{token}-{attempt}")
+        staging = staging_dir(uri, f"{token}-{attempt}")
         written = Observation("watermark_assets_column_quarantine")
         try:
             io.write_parquet(records.observe(written, _count()), staging)

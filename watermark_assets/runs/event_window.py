@@ -102,10 +102,10 @@ from watermark_assets.runs.faults import crash_point, pause_point
 from watermark_assets.spark import io, window_agg
 from watermark_assets.spark.window_agg import ROWS_OUTPUT, ROWS_PARTIAL, WINDOW_START, Aggregate
 from watermark_assets.staging import (
-    STAGING_DIR,
     list_parquet,
     remove_stale_staging,
     remove_tree,
+    staging_dir,
 )
 from watermark_assets.state.store import StateStore
 
@@ -784,7 +784,7 @@ def stage_frame(
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    staged = storage.join(uri, f"{STAGING_DIR}/{token}-{label}")
+    staged = staging_dir(uri, f"{token}-{label}")
     observation = Observation(f"watermark_assets_{label}_{token.replace('-', '_')}")
     io.write_parquet(frame.observe(observation, F.count(F.lit(1)).alias("rows")), staged)
     rows = int(observation.get.get("rows", 0))

@@ -20,7 +20,7 @@ from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.runs.faults import crash_point
 from watermark_assets.runs.file_plan import BatchPlan
 from watermark_assets.sources.files import FileBatch, StagedFiles
-from watermark_assets.staging import STAGING_DIR, list_parquet, remove_stale_staging
+from watermark_assets.staging import list_parquet, remove_stale_staging, staging_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,7 +65,7 @@ def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -
             table_uri, now, data_files=pipeline.source.type != "parquet_commit"
         )
     ]
-    quarantine_dir = storage.join(pipeline.table.quarantine, f"{STAGING_DIR}/{token}")
+    quarantine_dir = staging_dir(pipeline.table.quarantine, token)
     source = pipeline.file_source
     batch = FileBatch(plan.files, plan.file_partitions, token, quarantine_dir)
     made = source.stage(batch, spark, now=now)

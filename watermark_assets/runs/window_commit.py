@@ -35,7 +35,7 @@ from watermark_assets.core.column.watermark import WatermarkOperator
 from watermark_assets.delta.committer import committer_for
 from watermark_assets.delta.replace import ReplacePlan
 from watermark_assets.delta.rewrite import RewritePlan
-from watermark_assets.engine.execute import Stale, commit_reads, execute, staging_dir
+from watermark_assets.engine.execute import Stale, commit_reads, execute
 from watermark_assets.engine.write import Replace, region_json
 from watermark_assets.runs.column import (
     RUN_METADATA_KEY,
@@ -43,6 +43,7 @@ from watermark_assets.runs.column import (
     StagedColumnBatch,
     nothing_committed,
 )
+from watermark_assets.staging import staging_dir
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from watermark_assets import storage
 from watermark_assets.config.schema import SchemaMode
 from watermark_assets.exceptions import SchemaChangeError, UnreadableFilesError
 from watermark_assets.names import RESCUED_DATA_COLUMN
@@ -37,7 +36,7 @@ from watermark_assets.spark.batch import (
     SOURCE_FILE_COLUMN,
 )
 from watermark_assets.spark.ddl import columns_ddl
-from watermark_assets.staging import STAGING_DIR, list_parquet, remove_tree
+from watermark_assets.staging import list_parquet, remove_tree, staging_dir
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -132,7 +131,7 @@ class LandingFilesSource:
             # error reaches the client first, notably under Spark Connect) may still create
             # the previous pass's folder after it was removed.
             attempt = f"-{len(unreadable)}" if unreadable else ""
-            data_dir = storage.join(pipeline.table.uri, f"{STAGING_DIR}/{batch.token}{attempt}")
+            data_dir = staging_dir(pipeline.table.uri, f"{batch.token}{attempt}")
             aside = {u.path for u in unreadable}
             files = [p for p in batch.files if p not in aside]
             spec = self._read_spec(batch, files, now, policy, ddl)
