@@ -190,7 +190,7 @@ def commit_batch(
             committer,
             (),
             Append(),
-            file_record(decision.txns, metadata),
+            file_record(decision.txns, lambda _plan: metadata),
             schema=schema,
             partition_by=pipeline.table.partition_by,
             add_columns=add_columns,
@@ -293,23 +293,17 @@ def commit_attempts(
 
 
 def file_record(
-    txns: Sequence[TxnVersion],
-    metadata: CommitMetadata | Callable[[RewritePlan | None], CommitMetadata],
+    txns: Sequence[TxnVersion], metadata_of: Callable[[RewritePlan | None], CommitMetadata]
 ) -> RunRecord:
     """A file-path commit's record for :func:`~watermark_assets.engine.write.write`: the txns of
     its decision and ONE commitInfo entry, the :class:`CommitMetadata` (the watermark advance,
-    the source and quarantine files); a function of the replace plan when it counts what the
-    commit removes (a rewrite). Recorded even when the commit adds no file (a batch whose every
-    record was quarantined still advances)."""
-    if isinstance(metadata, CommitMetadata):
-        return RunRecord(
-            tuple(txns), {COMMIT_METADATA_KEY: metadata.to_json()}, records_completion=True
-        )
-    of_plan = metadata
+    the source and quarantine files), built from the replace plan when the commit removes rows
+    (a rewrite counts them; an append's plan is None). Recorded even when the commit adds no file
+    (a batch whose every record was quarantined still advances)."""
     return RunRecord(
         tuple(txns),
         {},
-        lineage=lambda plan: {COMMIT_METADATA_KEY: of_plan(plan).to_json()},
+        lineage=lambda plan: {COMMIT_METADATA_KEY: metadata_of(plan).to_json()},
         records_completion=True,
     )
 
