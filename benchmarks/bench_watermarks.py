@@ -439,7 +439,8 @@ def bench_ingestion(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str
     from pyspark.sql import functions as F
 
     from watermark_assets.defs import build_definitions
-    from watermark_assets.defs.assets import files_run_config, job_name
+    from watermark_assets.defs.assets import files_run_config
+    from watermark_assets.defs.jobs import job_name
     from watermark_assets.spark.session import get_spark
 
     master = work / "b_landing_master"

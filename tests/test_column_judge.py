@@ -1,6 +1,6 @@
-"""The column checks' judge (defs/column.judge_column_commit): one commit judged alone, against
-the watermark its run planned on (the ``column_run`` record's ``watermark_before``), never by
-walking the log back to an earlier commit (no Spark).
+"""The column checks' judge (defs/column_checks.judge_column_commit): one commit judged alone,
+against the watermark its run planned on (the ``column_run`` record's ``watermark_before``),
+never by walking the log back to an earlier commit (no Spark).
 
 Table-driven on one commit's entries, then on a real log where other writers' commits sit
 between two runs and the earlier run's commit was cleaned up by log retention.
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from watermark_assets.core.column.watermark import ColumnWatermark
-from watermark_assets.defs.column import judge_column_commit
+from watermark_assets.defs.column_checks import judge_column_commit
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.delta.log import CommitRecord
 from watermark_assets.providers.delta_metadata import commit_metadata_entry

@@ -127,8 +127,8 @@ def test_a_headless_pass_quiets_spark_without_rewriting_the_configuration(
     tmp_path: Path, conf: dict[str, str], level: str
 ) -> None:
     from watermark_assets.config import parse_config
-    from watermark_assets.defs.assets import SPARK_RESOURCE_KEY
     from watermark_assets.defs.build import build_definitions
+    from watermark_assets.defs.jobs import SPARK_RESOURCE_KEY
     from watermark_assets.kinds.headless import QUIET_SPARK, quiet_definitions
 
     (tmp_path / "source").mkdir()

@@ -246,7 +246,7 @@ def test_a_unit_id_with_a_slash_is_refused_in_its_app_id() -> None:
 
 def test_the_old_spellings_are_the_names_module_s() -> None:
     """The module-level names other modules import stay the same objects (aliases)."""
-    from watermark_assets.defs import assets, run_tags
+    from watermark_assets.defs import jobs, run_tags
     from watermark_assets.runs import (
         column,
         column_quarantine,
@@ -270,7 +270,7 @@ def test_the_old_spellings_are_the_names_module_s() -> None:
     assert time_unit.cell_app_id is names.cell_app_id
     assert unit.unit_app_id is names.unit_app_id
     assert late_files.late_txn_app_id is names.late_app_id
-    assert assets.PIPELINE_TAG == names.PIPELINE_TAG
+    assert jobs.PIPELINE_TAG == names.PIPELINE_TAG
     assert run_tags.PIPELINE_PARTITION_TAG == names.PIPELINE_PARTITION_TAG
 
 

@@ -49,7 +49,7 @@ from deltalake import DeltaTable
 
 from watermark_assets.config import FilePipelineConfig
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.assets import PIPELINE_TAG
+from watermark_assets.defs.jobs import PIPELINE_TAG
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import RequestedFileError, UnsortableFileNameError
 from watermark_assets.state.commit_metadata import txn_app_id

@@ -13,10 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from dagster import (
-    AssetChecksDefinition,
     AssetExecutionContext,
     AssetsDefinition,
-    AssetSelection,
     BackfillPolicy,
     Config,
     MaterializeResult,
@@ -24,18 +22,17 @@ from dagster import (
     RetryRequested,
     TimeWindowPartitionsDefinition,
     asset,
-    define_asset_job,
 )
 from dagster._check import CheckError
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from dagster._utils.warnings import BetaWarning
 from pydantic import Field
 
 from watermark_assets import names, storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.clock import Clock
+from watermark_assets.defs.file_metadata import batch_metadata, partition_metadata
+from watermark_assets.defs.jobs import IO_MANAGER_KEY, PIPELINE_TAG
 from watermark_assets.defs.keys import asset_key
-from watermark_assets.defs.metadata import batch_metadata, partition_metadata
 from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.table_schema import with_table_schema
@@ -50,33 +47,10 @@ from watermark_assets.runs.file_stage import StagedBatch, stage_batch
 # BackfillPolicy is "beta" in dagster 1.13; the warning would repeat on every code-location load.
 warnings.filterwarnings("ignore", message=".*backfill_policy.*", category=BetaWarning)
 
-IO_MANAGER_KEY = "watermark_io_manager"
-SPARK_RESOURCE_KEY = "spark"
-PIPELINE_TAG = names.PIPELINE_TAG
 BATCH_TAG = names.BATCH_TAG
 #: on the runs of the late mode (files below their partition's watermark, sweep.ingest)
 LATE_TAG = names.LATE_TAG
 GROUP_NAME = "watermark_ingestion"
-
-
-def job_name(pipeline_name: str) -> str:
-    return f"{pipeline_name}_job"
-
-
-def pipeline_job(
-    pipeline_name: str,
-    asset_def: AssetsDefinition,
-    checks: AssetChecksDefinition,
-    partitions_def: PartitionsDefinition[Any] | None,
-    description: str,
-) -> UnresolvedAssetJobDefinition:
-    """``{pipeline}_job``: the pipeline's asset and its checks, over its partitions."""
-    return define_asset_job(
-        job_name(pipeline_name),
-        selection=AssetSelection.assets(asset_def) | AssetSelection.checks(checks),
-        partitions_def=partitions_def,
-        description=description,
-    )
 
 
 def files_run_config(

@@ -20,11 +20,14 @@ from dagster import (
 from watermark_assets import storage
 from watermark_assets.config import AnyPipeline, ProjectConfig, load_config, source_folder
 from watermark_assets.core.clock import Clock, system_clock
-from watermark_assets.defs.assets import IO_MANAGER_KEY, SPARK_RESOURCE_KEY
 from watermark_assets.defs.automation import automation_condition
-from watermark_assets.defs.column import COLUMN_IO_MANAGER_KEY, ColumnWatermarkIOManager
 from watermark_assets.defs.columns import with_asset_attributes, with_identity
-from watermark_assets.defs.io_manager import WatermarkDeltaIOManager
+from watermark_assets.defs.io_manager import (
+    COLUMN_IO_MANAGER_KEY,
+    ColumnWatermarkIOManager,
+    WatermarkDeltaIOManager,
+)
+from watermark_assets.defs.jobs import IO_MANAGER_KEY, SPARK_RESOURCE_KEY
 from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_worker import prestart_spark, spark_settings

@@ -63,9 +63,9 @@ from watermark_assets.core.event_time import (
     WatermarkTracker,
 )
 from watermark_assets.core.time.instant import from_millis, to_millis
-from watermark_assets.defs.assets import PIPELINE_TAG
 from watermark_assets.defs.backlog_check import backlog_check_spec, backlog_verdict
 from watermark_assets.defs.freshness import GRANULARITY_CADENCE, freshness_policy
+from watermark_assets.defs.jobs import PIPELINE_TAG, failed_attempts, partitions_in_flight
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.partition_truth import (
     MAX_OBSERVED,
@@ -78,9 +78,7 @@ from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
-from watermark_assets.defs.sensors import partitions_in_flight
 from watermark_assets.defs.table_schema import with_table_schema
-from watermark_assets.defs.time import failed_attempts
 from watermark_assets.runs.event_engines import BatchEngine, StreamEngine, WindowEngine, WindowRun
 from watermark_assets.runs.event_stream import StreamSpec
 from watermark_assets.runs.event_window import WindowAggregateSpec

@@ -7,11 +7,12 @@ from dagster import TableColumn, TableSchema
 
 from watermark_assets.config import FilePipelineConfig
 from watermark_assets.core.clock import Clock
-from watermark_assets.defs.assets import build_asset, pipeline_job
+from watermark_assets.defs.assets import build_asset
 from watermark_assets.defs.backlog_check import build_file_backlog_check
 from watermark_assets.defs.checks import build_checks
 from watermark_assets.defs.columns import column_schema
 from watermark_assets.defs.freshness import GRANULARITY_CADENCE, freshness_policy
+from watermark_assets.defs.jobs import pipeline_job
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.sensors import build_sensor

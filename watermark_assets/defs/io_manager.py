@@ -1,5 +1,5 @@
-"""The IO manager of the file-path assets: it loads a pipeline's Delta table for downstream
-assets. The assets commit in their bodies (``defs/assets.py``), as every kind does."""
+"""The IO managers: they load a pipeline's Delta table for downstream assets. Every kind's asset
+commits in its body; an IO manager stores nothing."""
 
 from __future__ import annotations
 
@@ -26,3 +26,12 @@ class WatermarkDeltaIOManager(ConfigurableIOManager):
         if not uri:
             raise ValueError(f"asset {context.asset_key} has no 'table_uri' definition metadata")
         return DeltaTable(str(uri), storage_options=storage.delta_options(str(uri)))
+
+
+#: The resource key of the column engine's IO manager (column, time, unit pipelines).
+COLUMN_IO_MANAGER_KEY = "column_watermark_io_manager"
+
+
+class ColumnWatermarkIOManager(WatermarkDeltaIOManager):
+    """Loads a column pipeline's table for downstream assets (a ``deltalake.DeltaTable``), as
+    for the file pipelines; the asset commits in its body."""

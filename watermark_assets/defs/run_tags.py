@@ -20,7 +20,7 @@ unit range) are tagged ``<pipeline>|<first>...<last>`` and also
 ``watermark_assets/pipeline_range: <pipeline>``, limited to 1 per pipeline: two range runs of
 one pipeline never run at once. A range run and a single-partition run inside it carry
 different values, so the queue does not keep them apart: the sensors do (they never request a
-partition that a queued or running range covers, ``sensors.partitions_in_flight``), and where
+partition that a queued or running range covers, ``jobs.partitions_in_flight``), and where
 both run anyway (a range launched from the UI while a run of one of its partitions runs) the
 Delta txn id of each partition keeps the data exactly-once (the second commit decides again).
 """
@@ -33,7 +33,7 @@ from dagster import AssetKey, DagsterRun, QueuedRunCoordinator
 from dagster._core.run_coordinator import SubmitRunContext
 
 from watermark_assets import names
-from watermark_assets.defs.assets import PIPELINE_TAG
+from watermark_assets.defs.jobs import PIPELINE_TAG
 from watermark_assets.defs.keys import pipeline_name_of
 
 PIPELINE_PARTITION_TAG = names.PIPELINE_PARTITION_TAG

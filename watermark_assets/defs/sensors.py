@@ -27,15 +27,12 @@ from dagster import (
     DefaultSensorStatus,
     JobDefinition,
     MetadataValue,
-    PartitionKeyRange,
-    PartitionsDefinition,
     RunRequest,
     RunsFilter,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
     TimeWindowPartitionsDefinition,
-    partition_loading_context,
     sensor,
 )
 from dagster._core.definitions.unresolved_asset_job_definition import (
@@ -49,11 +46,12 @@ from watermark_assets.core.clock import Clock
 from watermark_assets.core.filepath.listing import ListingPlan
 from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
-from watermark_assets.defs.assets import BATCH_TAG, LATE_TAG, PIPELINE_TAG, files_run_config
+from watermark_assets.defs.assets import BATCH_TAG, LATE_TAG, files_run_config
 from watermark_assets.defs.backlog import file_backlog
 from watermark_assets.defs.backlog_check import BacklogVerdict, file_backlog_verdict
 from watermark_assets.defs.file_partition_notes import partition_notes, partition_observations
 from watermark_assets.defs.file_quiet_partitions import digest, quiet_observations, quiet_truths
+from watermark_assets.defs.jobs import FAILED, PIPELINE_TAG, partitions_in_flight
 from watermark_assets.defs.keys import node_name
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import columns_note
@@ -75,15 +73,6 @@ from watermark_assets.state.checkpoint import catch_up, mark_idle, save_checkpoi
 from watermark_assets.state.commit_metadata import txn_app_id
 from watermark_assets.state.horizons import listing_horizon
 from watermark_assets.state.load import PipelineState, load_state
-
-IN_FLIGHT = [
-    DagsterRunStatus.QUEUED,
-    DagsterRunStatus.NOT_STARTED,
-    DagsterRunStatus.STARTING,
-    DagsterRunStatus.STARTED,
-    DagsterRunStatus.CANCELING,
-]
-FAILED = [DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -454,38 +443,6 @@ def _quiet_partitions(
     if said == previous.quiet:
         return [], said
     return quiet_observations(context.instance, asset_key, truths), said
-
-
-def partitions_in_flight(
-    context: SensorEvaluationContext,
-    asset_key: AssetKey,
-    job_name: str,
-    partitions_def: PartitionsDefinition[str],
-) -> set[str]:
-    """Partitions of the asset that a queued or running run already covers.
-
-    Sensor runs, manual runs and backfills alike: a run of this job, or any run whose asset
-    selection holds the asset (a UI backfill runs Dagster's implicit asset job), counts with
-    its ``dagster/partition`` tag or its whole ``dagster/asset_partition_range_*`` range (of a
-    multi-partitions definition: the cells of the rectangle, a dynamic dimension's keys read
-    from the instance).
-    """
-    busy: set[str] = set()
-    runs = context.instance.get_runs(filters=RunsFilter(statuses=IN_FLIGHT), limit=500)
-    for run in runs:
-        selection = run.asset_selection
-        if run.job_name != job_name and (selection is None or asset_key not in selection):
-            continue
-        tags = run.tags
-        if "dagster/partition" in tags:
-            busy.add(tags["dagster/partition"])
-        start = tags.get("dagster/asset_partition_range_start")
-        end = tags.get("dagster/asset_partition_range_end")
-        if start and end:
-            with partition_loading_context(dynamic_partitions_store=context.instance):
-                keys = partitions_def.get_partition_keys_in_range(PartitionKeyRange(start, end))
-            busy.update(keys)
-    return busy
 
 
 def _runs(

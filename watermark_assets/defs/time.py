@@ -61,10 +61,16 @@ from watermark_assets.core.time import (
     windows,
 )
 from watermark_assets.core.time.tick import DueWindows
-from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
-from watermark_assets.defs.column import build_column_checks
+from watermark_assets.defs.column_checks import build_column_checks
 from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import cron_cadence, freshness_policy
+from watermark_assets.defs.jobs import (
+    IN_FLIGHT,
+    PIPELINE_TAG,
+    failed_attempts,
+    partitions_in_flight,
+    pipeline_job,
+)
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import (
     null_watermark_rows,
@@ -82,17 +88,16 @@ from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
-from watermark_assets.defs.sensors import FAILED, partitions_in_flight
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.runs.column import count_null_watermark
 from watermark_assets.runs.time import (
     TimeRunResult,
-    WindowRun,
     column_spec,
     load_time_watermark,
     run_windows,
 )
+from watermark_assets.runs.window_commit import WindowRun
 from watermark_assets.sources.locations import check_source
 
 #: The tag of a time pipeline's requested runs: the window key and the cut-off it was due after.
@@ -472,24 +477,6 @@ def cut_off_epoch(due: DueWindows) -> datetime:
     return at if index is None else due.of.boundary(index)
 
 
-def failed_attempts(
-    context: SensorEvaluationContext, job_name: str, *, tag: str = TICK_TAG
-) -> dict[str, int]:
-    """How many runs of ``job_name`` failed per value of ``tag`` (a run key's attempt): the
-    sensor's own tag (:data:`TICK_TAG`; the event-time sensor tags its runs with its own)."""
-    from dagster import RunsFilter
-
-    failed = context.instance.get_runs(
-        filters=RunsFilter(job_name=job_name, statuses=FAILED), limit=500
-    )
-    attempts: dict[str, int] = {}
-    for run in failed:
-        base = run.tags.get(tag)
-        if base:
-            attempts[base] = attempts.get(base, 0) + 1
-    return attempts
-
-
 @dataclass(frozen=True)
 class TickRequests:
     """What one tick requests: the runs, the keys left out because a run of theirs is in
@@ -612,8 +599,6 @@ def _busy(
         return partitions_in_flight(context, asset_key, job_name, partitions_def)  # type: ignore[arg-type]
     from dagster import RunsFilter
 
-    from watermark_assets.defs.sensors import IN_FLIGHT
-
     runs = context.instance.get_runs(
         filters=RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1
     )
@@ -646,7 +631,7 @@ def build_time_sensor(
         if not tick.runs:
             return SensorResult(skip_reason=tick.due.explain())
         busy = _busy(context, asset_key, job.name, partitions_def)
-        attempts = failed_attempts(context, job.name)
+        attempts = failed_attempts(context, job.name, tag=TICK_TAG)
         requested = tick_requests(pipeline, tick, busy, lambda base: f"a{attempts.get(base, 0)}")
         note = source_schema_note(column_spec(pipeline))  # one schema read of the source
         message = tick_message(tick, requested, settings.max_runs_per_tick) + note

@@ -52,10 +52,15 @@ from watermark_assets.core.text import time_text
 from watermark_assets.core.time import TimeSpec, format_instant
 from watermark_assets.core.unit import Cell, CellRange, DueCells, due_cells
 from watermark_assets.core.unit.grid import unit_time_watermark
-from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
-from watermark_assets.defs.column import build_column_checks
+from watermark_assets.defs.column_checks import build_column_checks
 from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import cron_cadence, freshness_policy
+from watermark_assets.defs.jobs import (
+    PIPELINE_TAG,
+    failed_attempts,
+    partitions_in_flight,
+    pipeline_job,
+)
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata, window_run_totals
 from watermark_assets.defs.partition_truth import add_partition_truth
@@ -64,13 +69,11 @@ from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
-from watermark_assets.defs.sensors import partitions_in_flight
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.defs.time import (
     TICK_TAG,
     WINDOW_COLUMNS,
     cut_off_epoch,
-    failed_attempts,
     no_window_truth,
     partition_cron,
     partition_key,
@@ -379,7 +382,11 @@ def build_grid_sensor(
                 adds.append(units_def.build_add_request(list(listed.new)))
         busy = partitions_in_flight(context, asset_key, job.name, partitions_def)
         tick = decide_grid_tick(
-            pipeline, units, clock(), busy=busy, attempts=failed_attempts(context, job.name)
+            pipeline,
+            units,
+            clock(),
+            busy=busy,
+            attempts=failed_attempts(context, job.name, tag=TICK_TAG),
         )
         message = " | ".join([tick.message, *notes])
         if tick.requests:  # one schema read of the source, when runs would start

@@ -58,11 +58,11 @@ from watermark_assets import vocabulary as v
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.unit import UnitWatermark, some_ids, unit_id_problems
-from watermark_assets.defs.assets import PIPELINE_TAG, pipeline_job
 from watermark_assets.defs.checks import CommitFindings, watermark_checks
-from watermark_assets.defs.column import reconcile_mismatch
+from watermark_assets.defs.column_checks import reconcile_mismatch
 from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import freshness_policy
+from watermark_assets.defs.jobs import PIPELINE_TAG, failed_attempts, pipeline_job
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.partition_truth import PartitionTruth, add_partition_truth, iso_utc
@@ -72,7 +72,6 @@ from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
 from watermark_assets.defs.table_schema import with_table_schema
-from watermark_assets.defs.time import failed_attempts
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord, table_row_count
 from watermark_assets.exceptions import SecondaryInputError

@@ -56,12 +56,10 @@ from watermark_assets.runs.column import (
 from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.runs.time import (
     WatermarkEntryLog,
-    WindowRun,
-    WindowRunTotals,
     key_moves,
     window_chunk_plan,
 )
-from watermark_assets.runs.window_commit import commit_windows
+from watermark_assets.runs.window_commit import WindowRun, WindowRunTotals, commit_windows
 from watermark_assets.sources.column import UnitRead
 
 if TYPE_CHECKING:

@@ -32,6 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from watermark_assets.core.column.watermark import WatermarkOperator
+from watermark_assets.core.partition_selection import TimeWindow
+from watermark_assets.core.time.tick import short_instant
 from watermark_assets.delta.committer import committer_for
 from watermark_assets.delta.replace import ReplacePlan
 from watermark_assets.delta.rewrite import RewritePlan
@@ -202,3 +204,56 @@ def _run_record(
             **({} if rows_moved is None else {"rows_moved": rows_moved}),
         }
     )
+
+
+@dataclass(frozen=True)
+class WindowRun:
+    """One window of a run: what it read and committed."""
+
+    window: TimeWindow
+    result: ColumnResult
+
+    @property
+    def committed(self) -> bool:
+        return self.result.outcome.version is not None
+
+    def line(self) -> str:
+        """One log line."""
+        result, outcome = self.result, self.result.outcome
+        version = "" if outcome.version is None else f" as Delta version {outcome.version}"
+        counts = [f"{result.staged.rows_read} rows read", f"{result.rows_committed} committed"]
+        if result.rows_removed:
+            counts.append(f"{result.rows_removed} rows removed from the window")
+        return (
+            f"window [{short_instant(self.window.start)}, {short_instant(self.window.end)}): "
+            f"{', '.join(counts)}{version} ({outcome.reason})"
+        )
+
+
+@dataclass(frozen=True)
+class WindowRunTotals:
+    """The windows (or cells) of a run, in order, and what they add up to."""
+
+    windows: tuple[WindowRun, ...]
+
+    #: rows of other windows removed because a row of their key was read (``merge_keys``)
+    rows_moved: int = 0
+
+    @property
+    def versions(self) -> list[int]:
+        """The commits of the run (one: every window is replaced at once)."""
+        return sorted(
+            {w.result.outcome.version for w in self.windows if w.result.outcome.version is not None}
+        )
+
+    @property
+    def rows_read(self) -> int:
+        return sum(w.result.staged.rows_read for w in self.windows)
+
+    @property
+    def rows_committed(self) -> int:
+        return sum(w.result.rows_committed for w in self.windows)
+
+    @property
+    def rows_removed(self) -> int:
+        return sum(w.result.rows_removed for w in self.windows)

@@ -1,0 +1,107 @@
+"""What every kind's job and sensor share: the pipeline's job, its resource keys and tag, and
+the runs of a job that are in flight or failed.
+
+Kind-free: every kind's ``dagster`` module builds its job with :func:`pipeline_job` and asks
+:func:`partitions_in_flight` / :func:`failed_attempts` before requesting a run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dagster import (
+    AssetChecksDefinition,
+    AssetKey,
+    AssetsDefinition,
+    AssetSelection,
+    DagsterRunStatus,
+    PartitionKeyRange,
+    PartitionsDefinition,
+    RunsFilter,
+    SensorEvaluationContext,
+    define_asset_job,
+    partition_loading_context,
+)
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+
+from watermark_assets import names
+
+IO_MANAGER_KEY = "watermark_io_manager"
+SPARK_RESOURCE_KEY = "spark"
+PIPELINE_TAG = names.PIPELINE_TAG
+
+IN_FLIGHT = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+]
+FAILED = [DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
+
+
+def job_name(pipeline_name: str) -> str:
+    return f"{pipeline_name}_job"
+
+
+def pipeline_job(
+    pipeline_name: str,
+    asset_def: AssetsDefinition,
+    checks: AssetChecksDefinition,
+    partitions_def: PartitionsDefinition[Any] | None,
+    description: str,
+) -> UnresolvedAssetJobDefinition:
+    """``{pipeline}_job``: the pipeline's asset and its checks, over its partitions."""
+    return define_asset_job(
+        job_name(pipeline_name),
+        selection=AssetSelection.assets(asset_def) | AssetSelection.checks(checks),
+        partitions_def=partitions_def,
+        description=description,
+    )
+
+
+def partitions_in_flight(
+    context: SensorEvaluationContext,
+    asset_key: AssetKey,
+    job_name: str,
+    partitions_def: PartitionsDefinition[str],
+) -> set[str]:
+    """Partitions of the asset that a queued or running run already covers.
+
+    Sensor runs, manual runs and backfills alike: a run of this job, or any run whose asset
+    selection holds the asset (a UI backfill runs Dagster's implicit asset job), counts with
+    its ``dagster/partition`` tag or its whole ``dagster/asset_partition_range_*`` range (of a
+    multi-partitions definition: the cells of the rectangle, a dynamic dimension's keys read
+    from the instance).
+    """
+    busy: set[str] = set()
+    runs = context.instance.get_runs(filters=RunsFilter(statuses=IN_FLIGHT), limit=500)
+    for run in runs:
+        selection = run.asset_selection
+        if run.job_name != job_name and (selection is None or asset_key not in selection):
+            continue
+        tags = run.tags
+        if "dagster/partition" in tags:
+            busy.add(tags["dagster/partition"])
+        start = tags.get("dagster/asset_partition_range_start")
+        end = tags.get("dagster/asset_partition_range_end")
+        if start and end:
+            with partition_loading_context(dynamic_partitions_store=context.instance):
+                keys = partitions_def.get_partition_keys_in_range(PartitionKeyRange(start, end))
+            busy.update(keys)
+    return busy
+
+
+def failed_attempts(context: SensorEvaluationContext, job_name: str, *, tag: str) -> dict[str, int]:
+    """How many runs of ``job_name`` failed per value of ``tag`` (a run key's attempt): the
+    sensor's own tag (each kind's sensor tags its runs with its own)."""
+
+    failed = context.instance.get_runs(
+        filters=RunsFilter(job_name=job_name, statuses=FAILED), limit=500
+    )
+    attempts: dict[str, int] = {}
+    for run in failed:
+        base = run.tags.get(tag)
+        if base:
+            attempts[base] = attempts.get(base, 0) + 1
+    return attempts
