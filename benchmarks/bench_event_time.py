@@ -93,8 +93,8 @@ def folder_bytes(path: Path) -> int:
 
 def engines(root: Path) -> tuple[Any, Any]:
     from watermark_assets.core.event_time import TumblingWindows, WatermarkTracker
-    from watermark_assets.runs.event_stream import StreamSpec
-    from watermark_assets.runs.event_window import WindowAggregateSpec
+    from watermark_assets.kinds.event_time.stream import StreamSpec
+    from watermark_assets.kinds.event_time.window import WindowAggregateSpec
     from watermark_assets.spark.window_agg import Aggregate
 
     aggregates = (
@@ -145,8 +145,8 @@ def upstream_until(root: Path, files: int) -> None:
 
 
 def run_engine(spark: Any, name: str, batch: Any, stream: Any, now: datetime) -> dict[str, Any]:
-    from watermark_assets.runs.event_stream import run_window_stream
-    from watermark_assets.runs.event_window import run_window_batch
+    from watermark_assets.kinds.event_time.stream import run_window_stream
+    from watermark_assets.kinds.event_time.window import run_window_batch
 
     started = time.perf_counter()
     if name == "batch":

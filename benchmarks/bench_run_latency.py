@@ -180,8 +180,8 @@ def child_warm(spec: dict[str, Any]) -> None:
 
     from watermark_assets.config import load_config
     from watermark_assets.defs import build_definitions
-    from watermark_assets.defs.assets import files_run_config
     from watermark_assets.defs.jobs import job_name
+    from watermark_assets.kinds.file_path.assets import files_run_config
 
     folder, rows = Path(spec["folder"]), int(spec["rows"])
     instance = DagsterInstance.ephemeral()
@@ -278,8 +278,8 @@ def prepare_run_worker(folder: Path, config: Path, first: str, last: str) -> tup
     from dagster._grpc.types import ExecuteRunArgs
     from dagster._serdes import serialize_value
 
-    from watermark_assets.defs.assets import files_run_config
     from watermark_assets.defs.jobs import job_name
+    from watermark_assets.kinds.file_path.assets import files_run_config
 
     home = folder / "dagster_home"
     home.mkdir()

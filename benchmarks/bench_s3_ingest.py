@@ -76,8 +76,8 @@ def ingest(config: Any, sizes: Sizes, instance: Any) -> float:
 
     from watermark_assets import storage
     from watermark_assets.defs import build_definitions
-    from watermark_assets.defs.assets import files_run_config
     from watermark_assets.defs.jobs import job_name
+    from watermark_assets.kinds.file_path.assets import files_run_config
 
     days = [
         (INGEST_START + timedelta(days=d)).strftime("%Y-%m-%d") for d in range(sizes.ingest_days)

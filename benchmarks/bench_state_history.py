@@ -7,7 +7,8 @@ commits span 208 days): all but the last ``--tail`` (20) straight through the pr
 (``DeltaCommitter.commit``: the add action, the partition's next txn and the commit metadata that
 ``commit_batch`` records, the watermark pruned as a run's state is), the last ones by the
 project's own commit path (the batch planned on ``load_state``, staged, committed by
-``runs.file_commit.commit_batch``, the checkpoint written after each: the first of them reads the
+``kinds.file_path.commit.commit_batch``, the checkpoint written after each: the first of them reads
+the
 whole log once, as a pipeline without a checkpoint does). delta-rs checkpoints the table every 100
 commits as every writer does; the pipeline keeps the defaults
 (``late_arrival_days: 3``, ``sweep.days: 7``, the seed's checkpoint intervals).
@@ -62,9 +63,9 @@ from watermark_assets.core.filepath.watermark import FileWatermark  # noqa: E402
 from watermark_assets.core.partition_selection import PartitionSelection  # noqa: E402
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion  # noqa: E402
 from watermark_assets.delta.stats import describe_data_files  # noqa: E402
-from watermark_assets.runs.file_commit import commit_batch  # noqa: E402
-from watermark_assets.runs.file_plan import BatchPlan, BatchRequest  # noqa: E402
-from watermark_assets.runs.file_stage import stage_batch  # noqa: E402
+from watermark_assets.kinds.file_path.commit import commit_batch  # noqa: E402
+from watermark_assets.kinds.file_path.plan import BatchPlan, BatchRequest  # noqa: E402
+from watermark_assets.kinds.file_path.stage import stage_batch  # noqa: E402
 from watermark_assets.state.commit_metadata import (  # noqa: E402
     COMMIT_METADATA_KEY,
     CommitMetadata,
@@ -317,7 +318,7 @@ def build_time(work: Path, commits: int) -> tuple[Any, datetime]:
     from watermark_assets.config import TimePipelineConfig
     from watermark_assets.core.partition_selection import TimeWindow
     from watermark_assets.core.time import TimeWatermark, format_instant
-    from watermark_assets.runs.time import TimeWatermarkLog, time_metadata_key, window_app_id
+    from watermark_assets.kinds.time.run import TimeWatermarkLog, time_metadata_key, window_app_id
 
     document = time_document(work)
     write_deltalake(  # the source exists (never read: every window is done)
@@ -357,8 +358,8 @@ def build_time(work: Path, commits: int) -> tuple[Any, datetime]:
 
 
 def measure_time(commits: int, reps: int, cold: bool) -> list[str]:
-    from watermark_assets.defs.time import decide_tick
-    from watermark_assets.runs.time import TimeWatermarkLog
+    from watermark_assets.kinds.time.defs import decide_tick
+    from watermark_assets.kinds.time.run import TimeWatermarkLog
     from watermark_assets.state.store import state_file_uri
 
     with tempfile.TemporaryDirectory(prefix=f"bench_time_{commits}_") as folder:

@@ -9,7 +9,7 @@ listing that does not return exactly the partitions stored).
 A. **Entry size** (core only): the commitInfo entry of a time pipeline with every window
    succeeded, in the earlier per-window JSON and in covered spans, 5 years hourly and daily, and
    the time to read it back (``TimeWatermark.from_json``).
-B. **Our tick** (``defs.time.decide_tick``: the watermark read from the Delta log, then
+B. **Our tick** (``kinds.time.defs.decide_tick``: the watermark read from the Delta log, then
    ``TimeWatermark.due_at``) over 5 years of hourly windows (``--hours``: 43,848) with 0%, 50%
    and 100% of them succeeded, on a Delta table whose log holds one commit per succeeded window
    (setup below). Warm (one process, median of ``--reps``) and whole process (a fresh
@@ -23,7 +23,7 @@ C. **Dagster baseline**: a local sqlite ``DagsterInstance`` (temporary DAGSTER_H
    call after the events, then warm). Warm and whole process.
 D. **Time x unit cells** (core level, ``UnitWatermark[TimeWatermark]``): 200 units x 365 daily
    windows (73,000 cells): the grid's JSON, read back and ``core/unit/grid.due_cells`` with its
-   ranged runs (what ``defs/time_unit.decide_grid_tick`` does after its log read); and
+   ranged runs (what ``kinds/unit/grid_defs.decide_grid_tick`` does after its log read); and
    Dagster's listing over a ``MultiPartitionsDefinition`` (days x static units) with the same
    cells materialized (warm only).
 
@@ -34,7 +34,7 @@ included: the Delta log and checkpoint through deltalake's Rust reader too, sqli
 
 **Setup of the Delta log (not timed).** Version 0 is created by ``deltalake.write_deltalake``
 (an empty table of the pipeline's schema); each succeeded window then gets one commit, in window
-order, holding what a run of ``runs/time.py`` commits: ``commitInfo`` with the entry
+order, holding what a run of ``kinds/time/run.py`` commits: ``commitInfo`` with the entry
 ``watermark_assets.time/orders`` (the watermark after the window, its ``read_version``, the
 window, run and job ids) and a ``watermark_assets.column_run`` record, the window's ``txn``, and
 one ``add`` of a data file (not written: the tick never opens data files). These commits are
@@ -121,7 +121,7 @@ def per_window_json(highs: Sequence[tuple[int, int]]) -> str:
 
 
 def entry_text(watermark_json: str, read_version: int) -> str:
-    """The commitInfo entry as ``runs/time.plan_window`` writes it (a JSON string in JSON)."""
+    """The commitInfo entry as ``kinds/time/run.plan_window`` writes it (a JSON string in JSON)."""
     entry = {"watermark": watermark_json, "read_version": read_version}
     return json.dumps(json.dumps(entry))
 
@@ -191,7 +191,7 @@ def build_history(table: str, tiles: Sequence[Any], succeeded: int) -> None:
     from deltalake import DeltaTable, write_deltalake
 
     from watermark_assets.core.time import TimeWatermark, format_instant
-    from watermark_assets.runs.time import time_metadata_key, window_app_id
+    from watermark_assets.kinds.time.run import time_metadata_key, window_app_id
 
     schema = pa.schema(
         [("id", pa.int64()), ("updated_at", pa.timestamp("us", tz="UTC")), ("amount", pa.float64())]
@@ -260,7 +260,7 @@ from datetime import datetime
 from pathlib import Path
 from watermark_assets.config import parse_config
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.time import decide_tick
+from watermark_assets.kinds.time.defs import decide_tick
 config = parse_config(Path(sys.argv[1]).read_text(), env={}, base=Path.cwd(), origin="bench")
 defs = build_definitions(config)
 loaded = time.perf_counter()
@@ -325,7 +325,7 @@ def cold_at(args: argparse.Namespace, pct: int) -> bool:
 
 def bench_ours(args: argparse.Namespace, work: Path, tiles: Sequence[Any]) -> list[list[str]]:
     from watermark_assets.config import parse_config
-    from watermark_assets.defs.time import decide_tick
+    from watermark_assets.kinds.time.defs import decide_tick
 
     to = tiles[-1].end
     rows: list[list[str]] = []
@@ -542,7 +542,7 @@ def bench_cells(args: argparse.Namespace) -> list[list[str]]:
         earlier = len(json.dumps({u: per_window_json(highs) for u in units}))
 
         def tick(text: str = text) -> int:
-            # What the grid's sensor decides (defs/time_unit.decide_grid_tick after its log
+            # What the grid's sensor decides (kinds/unit/grid_defs.decide_grid_tick after its log
             # read): the entry parsed, then core/unit/grid.due_cells and its ranged runs.
             due = due_cells(UnitWatermark.from_json(text), units, spec, end)
             due.ranges()

@@ -221,7 +221,7 @@ def bench_listing(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str],
     from watermark_assets.core.filepath.timeparts import PartitionTemplate
     from watermark_assets.core.filepath.watermark import FileWatermark
     from watermark_assets.defs import build_definitions
-    from watermark_assets.defs.assets import requested_files
+    from watermark_assets.kinds.file_path.assets import requested_files
     from watermark_assets.state.load import load_state
 
     landing = work / "a_landing"
@@ -439,8 +439,8 @@ def bench_ingestion(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str
     from pyspark.sql import functions as F
 
     from watermark_assets.defs import build_definitions
-    from watermark_assets.defs.assets import files_run_config
     from watermark_assets.defs.jobs import job_name
+    from watermark_assets.kinds.file_path.assets import files_run_config
     from watermark_assets.spark.session import get_spark
 
     master = work / "b_landing_master"

@@ -20,7 +20,7 @@ from dagster import DagsterInstance
 
 from watermark_assets.config import FilePipelineConfig, load_config
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.assets import files_run_config
+from watermark_assets.kinds.file_path.assets import files_run_config
 
 
 def main(argv: list[str]) -> int:

@@ -24,8 +24,8 @@ from dagster import (
 )
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 
-from watermark_assets.defs.assets import files_run_config
-from watermark_assets.defs.assets import requested_files as requested_files_of
+from watermark_assets.kinds.file_path.assets import files_run_config
+from watermark_assets.kinds.file_path.assets import requested_files as requested_files_of
 
 RUN_KEY_TAG = "dagster/run_key"
 

@@ -338,7 +338,7 @@ def test_bad_merge_keys_are_refused_at_load(tmp_path: Path, keys: list[str], mes
 def test_a_replay_into_another_table_upserts_its_chunks_on_the_keys(
     tmp_path: Path, spark: Any
 ) -> None:
-    from watermark_assets.runs.column_replay import run_replay
+    from watermark_assets.kinds.column.replay import run_replay
 
     target = str(tmp_path / "delta" / "orders_backfill")
     replay = {

@@ -2,7 +2,7 @@
 
 The "orders" Delta source of ``test_column_pipeline``, replayed over ``[00:00, 08:00)`` of
 2026-04-03 in 4 chunks of 2 hours, with rows sitting exactly on the chunk bounds. Replays run in
-process (``runs.column_replay.run_replay`` with the test session); the crash test runs
+process (``kinds.column.replay.run_replay`` with the test session); the crash test runs
 ``watermark-assets replay`` in a subprocess that ``runs.faults.crash_point`` SIGKILLs.
 """
 
@@ -30,8 +30,7 @@ from watermark_assets.config import ColumnPipelineConfig, ReplayConfig
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
-from watermark_assets.providers.delta_metadata import DeltaMetadataProvider
-from watermark_assets.runs.column_replay import (
+from watermark_assets.kinds.column.replay import (
     REPLAY_METADATA_KEY,
     ChunkRun,
     ReplayResult,
@@ -40,6 +39,7 @@ from watermark_assets.runs.column_replay import (
     replay_dataflow_id,
     run_replay,
 )
+from watermark_assets.providers.delta_metadata import DeltaMetadataProvider
 from watermark_assets.runs.faults import CRASH_ENV_VAR
 
 pytestmark = pytest.mark.spark

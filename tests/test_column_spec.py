@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from watermark_assets.config import parse_config
+from watermark_assets.kinds.time.run import column_spec
+from watermark_assets.kinds.unit.grid_run import cell_spec
+from watermark_assets.kinds.unit.run import unit_spec
 from watermark_assets.runs.column_spec import ColumnSpec
-from watermark_assets.runs.time import column_spec
-from watermark_assets.runs.time_unit import cell_spec
-from watermark_assets.runs.unit import unit_spec
 from watermark_assets.sources.http_api import HttpApiSource
 
 SCHEMA = "survey_id STRING, answer BIGINT, answered_at TIMESTAMP"

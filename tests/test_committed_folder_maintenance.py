@@ -33,8 +33,8 @@ from maintenance import checkpoint_and_clean, forget_removals, optimize, vacuum,
 from watermark_assets import explain
 from watermark_assets.defs.build import build_definitions
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
-from watermark_assets.defs.sensors import SensorCursor
-from watermark_assets.kinds.file_path import summarize
+from watermark_assets.kinds.file_path.kind import summarize
+from watermark_assets.kinds.file_path.sensors import SensorCursor
 from watermark_assets.runs.faults import CRASH_ENV_VAR
 from watermark_assets.verdicts import Evidence, Verdict
 

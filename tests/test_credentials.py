@@ -24,7 +24,7 @@ from dagster import DagsterInstance, RunRequest
 
 from watermark_assets import storage
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.assets import files_run_config
+from watermark_assets.kinds.file_path.assets import files_run_config
 
 SECRET = "wa-run-SeCrEt-7d41c0ffee-never-written"
 

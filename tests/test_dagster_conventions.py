@@ -32,8 +32,8 @@ from test_pipeline_dagster import make_world
 from watermark_assets.config import TimePipelineConfig
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.columns import COLUMN_SCHEMA_KEY
-from watermark_assets.defs.time import decide_tick
 from watermark_assets.exceptions import ConfigError
+from watermark_assets.kinds.time.defs import decide_tick
 
 UTC = timezone.utc
 H, D = timedelta(hours=1), timedelta(days=1)

@@ -23,8 +23,8 @@ import pytest
 from deltalake import DeltaTable
 from test_event_window import MIN, T0, append, event, make_spec
 
-from watermark_assets.runs.event_stream import StreamSpec, run_window_stream
-from watermark_assets.runs.event_window import run_window_batch
+from watermark_assets.kinds.event_time.stream import StreamSpec, run_window_stream
+from watermark_assets.kinds.event_time.window import run_window_batch
 from watermark_assets.spark.window_agg import Aggregate
 
 AGGREGATES = (
@@ -125,7 +125,7 @@ from datetime import datetime
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_event_stream import make_stream_spec
-from watermark_assets.runs.event_stream import run_window_stream
+from watermark_assets.kinds.event_time.stream import run_window_stream
 from watermark_assets.spark.session import get_spark
 spark = get_spark("local[1]", {{"spark.ui.enabled": "false"}})
 run_window_stream(spark, make_stream_spec(Path({root!r})),

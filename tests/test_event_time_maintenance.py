@@ -28,7 +28,7 @@ import pytest
 from deltalake import DeltaTable
 from test_event_window import BATCH_1, BATCH_2, T0, append, event, make_spec, oracle, to_ms
 
-from watermark_assets.runs.event_window import (
+from watermark_assets.kinds.event_time.window import (
     WindowAggregateSpec,
     load_progress,
     run_window_batch,
@@ -422,9 +422,9 @@ def test_maintenance_of_the_aggregates_own_tables_breaks_neither_the_tick_nor_th
     from conftest import project_config
     from test_event_time_pipeline import pipelines
 
-    from watermark_assets.defs.event_time import decide_closing, event_time_partitions
-    from watermark_assets.kinds.event_time import summarize as summarize_event_time
-    from watermark_assets.runs.event_engines import BatchEngine
+    from watermark_assets.kinds.event_time.defs import decide_closing, event_time_partitions
+    from watermark_assets.kinds.event_time.engines import BatchEngine
+    from watermark_assets.kinds.event_time.kind import summarize as summarize_event_time
 
     spec = scenes.copy("two_batches", lambda root: two_batches(spark, scenes, root), tmp_path)
     upstream = tmp_path / "events"
@@ -497,7 +497,7 @@ def test_the_streaming_engine_reads_its_watermark_back_after_its_output_table_is
     Spark's offsets file of that micro-batch, not from the output's commit metadata."""
     from test_event_stream import RUNS, land, make_stream_spec, windows
 
-    from watermark_assets.runs.event_stream import committed_watermark_ms, run_window_stream
+    from watermark_assets.kinds.event_time.stream import committed_watermark_ms, run_window_stream
 
     spec = make_stream_spec(tmp_path)
     land(tmp_path / "landing", 0, RUNS[0])
@@ -621,7 +621,7 @@ def test_a_batch_whose_recorded_upstream_version_is_gone_fails_naming_repair_sta
 
     from watermark_assets.cli import main
     from watermark_assets.defs import build_definitions
-    from watermark_assets.runs import event_window
+    from watermark_assets.kinds.event_time import window as event_window
 
     defs = build_definitions(
         project_config(*pipelines(tmp_path)), clock=Clock(T0 + timedelta(hours=4))

@@ -447,7 +447,7 @@ def test_a_dagster_run_killed_mid_batch_and_run_again_emits_every_window_and_lat
     from conftest import TEST_SPARK_CONF
     from test_event_window import BATCH_1, late_ids, oracle, output_rows
 
-    from watermark_assets.defs.event_time import window_engine
+    from watermark_assets.kinds.event_time.defs import window_engine
     from watermark_assets.runs.faults import CRASH_ENV_VAR
 
     raw = pipelines(tmp_path)

@@ -28,7 +28,7 @@ from watermark_assets.core.event_time import TumblingWindows, WatermarkTracker
 from watermark_assets.core.time.instant import to_millis
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import UpstreamNotAppendOnlyError
-from watermark_assets.runs.event_window import (
+from watermark_assets.kinds.event_time.window import (
     LATE_BATCH,
     LATE_REASON,
     LATE_WATERMARK,
@@ -216,7 +216,7 @@ from test_event_window import make_spec
 from pathlib import Path
 spec = make_spec(Path({root!r}))
 spark = get_spark("local[1]", {{"spark.ui.enabled": "false"}})
-from watermark_assets.runs.event_window import run_window_batch
+from watermark_assets.kinds.event_time.window import run_window_batch
 result = run_window_batch(
     spark, spec, now=datetime.fromisoformat("2024-01-30T14:00:00+00:00"), run_id="victim")
 print(json.dumps({{"batch": result.batch}}))
@@ -393,7 +393,7 @@ from datetime import datetime
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_event_window import make_spec
-from watermark_assets.runs.event_window import run_window_batch
+from watermark_assets.kinds.event_time.window import run_window_batch
 from watermark_assets.spark.session import get_spark
 spark = get_spark("local[1]", {{"spark.ui.enabled": "false"}})
 run_window_batch(spark, make_spec(Path({root!r})),

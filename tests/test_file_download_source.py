@@ -32,10 +32,10 @@ from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time import Partitioning
 from watermark_assets.core.time.file_dates import DateTemplate, FilePeriod
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.time import decide_tick
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
-from watermark_assets.runs.time import load_time_watermark
+from watermark_assets.kinds.time.defs import decide_tick
+from watermark_assets.kinds.time.run import load_time_watermark
 from watermark_assets.sources.file_download import file_url
 from watermark_assets.sources.http_fetch import redact_url
 from watermark_assets.vocabulary import table_rows

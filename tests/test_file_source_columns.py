@@ -30,7 +30,7 @@ from dagster import DagsterInstance
 from deltalake import DeltaTable
 
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.sensors import SensorCursor
+from watermark_assets.kinds.file_path.sensors import SensorCursor
 from watermark_assets.sources.file_columns import (
     PROBE_BYTES,
     file_columns,

@@ -32,7 +32,7 @@ from watermark_assets.cli import main
 from watermark_assets.defs import build_definitions
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.exceptions import StateHistoryLostError
-from watermark_assets.kinds.file_path import summarize
+from watermark_assets.kinds.file_path.kind import summarize
 from watermark_assets.state.load import load_state
 from watermark_assets.verdicts import Verdict
 from watermark_assets.vocabulary import table_pairs

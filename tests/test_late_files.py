@@ -25,10 +25,10 @@ from test_pipeline_dagster import Clock, World, make_world
 
 from watermark_assets import storage
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.assets import LATE_TAG, files_run_config
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import RequestedFileError
 from watermark_assets.explain import explain_file, gather_evidence
+from watermark_assets.kinds.file_path.assets import LATE_TAG, files_run_config
 from watermark_assets.sources.late_files import late_txn_app_id
 from watermark_assets.state.commit_metadata import txn_app_id
 from watermark_assets.state.load import load_state

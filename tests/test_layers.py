@@ -384,8 +384,8 @@ NOT_ON_DISK = {
     ("demo/postgres.py", "watermark_assets_demo"): "the demo's scratch database",
     ("providers/postgres.py", "watermark_assets:"): "an advisory lock key, held during DDL only",
     ("runs/column_quarantine.py", "watermark_assets_column_quarantine"): "a Spark Observation",
-    ("runs/event_stream.py", "watermark_assets_"): "a streaming query's name, in memory",
-    ("runs/event_window.py", "watermark_assets_"): "a Spark Observation",
+    ("kinds/event_time/stream.py", "watermark_assets_"): "a streaming query's name, in memory",
+    ("kinds/event_time/window.py", "watermark_assets_"): "a Spark Observation",
     ("sources/column.py", "watermark_assets_column_read"): "a Spark Observation",
     ("sources/column.py", "watermark_assets_column_kept"): "a Spark Observation",
     ("sources/column.py", "watermark_assets_column_reread"): "a Spark Observation",
@@ -535,18 +535,13 @@ def test_the_asset_key_reader_itself(source: str, builds: bool) -> None:
     assert bool(list(asset_key_builds(source))) is builds
 
 
-def kind_modules() -> list[Path]:
-    """The kinds' own modules (``kinds/file_path.py``, ``kinds/time.py``, ...): those defining
-    the ``KIND`` the registry holds."""
-    return [
-        path
-        for path in sorted((PACKAGE / "kinds").glob("*.py"))
-        if any(
-            isinstance(node, ast.Assign)
-            and any(getattr(t, "id", None) == "KIND" for t in node.targets)
-            for node in ast.parse(path.read_text(encoding="utf-8")).body
-        )
-    ]
+def kind_folders() -> dict[str, list[Path]]:
+    """Each kind's folder (``kinds/<kind>/``, the one holding its ``kind.py``) -> its modules."""
+    return {
+        folder.name: sorted(folder.rglob("*.py"))
+        for folder in sorted((PACKAGE / "kinds").iterdir())
+        if (folder / "kind.py").is_file()
+    }
 
 
 def imported_modules(source: str) -> Iterator[str]:
@@ -560,28 +555,121 @@ def imported_modules(source: str) -> Iterator[str]:
             yield from (f"{node.module}.{alias.name}" for alias in node.names)
 
 
-def test_no_kind_module_imports_another() -> None:
-    """Each kind fills its ``PipelineKind`` in its own module, its summary row included (what
-    every row shares is ``kinds/report.py``): adding a kind touches its module and one registry
-    line, and a kind's change never reaches another (docs/design.md, "One pipeline model")."""
-    modules = kind_modules()
-    names = {f"watermark_assets.kinds.{path.stem}" for path in modules}
-    assert len(names) >= 5, names
+#: The imports of one kind's folder from another's that are allowed, (module in ``kinds/``, the
+#: module it imports) -> why. Keep it tiny: what two kinds share belongs in ``engine/``, ``runs/``
+#: (the column engine) or ``defs/``'s kind-free helpers.
+CROSS_KIND = {
+    ("unit/grid_defs.py", "watermark_assets.kinds.time.defs"): "a time x unit pipeline's grid is "
+    "the time kind's windows by the unit ids: its partitions, cut-off and window truths",
+    ("unit/grid_run.py", "watermark_assets.kinds.time.run"): "a grid cell is planned and "
+    "committed as the time kind's window, read for one unit",
+}
+
+
+def cross_kind_imports() -> list[tuple[str, str]]:
+    """(module in ``kinds/``, the other kind's module it imports), for every kind's folder."""
+    folders = kind_folders()
+    found = []
+    for kind, paths in folders.items():
+        others = [f"watermark_assets.kinds.{other}" for other in folders if other != kind]
+        for path in paths:
+            relative = path.relative_to(PACKAGE / "kinds").as_posix()
+            for name in imported_modules(path.read_text(encoding="utf-8")):
+                if any(name == o or name.startswith(o + ".") for o in others):
+                    found.append((relative, name))
+    return found
+
+
+def allowed_across(relative: str, name: str) -> bool:
+    return any(
+        relative == module and (name == target or name.startswith(target + "."))
+        for module, target in CROSS_KIND
+    )
+
+
+def test_no_kind_folder_imports_another() -> None:
+    """Everything of a kind is in its folder (``kinds/<kind>/``: its ``PipelineKind``, planners,
+    runs and Dagster objects): a kind's change never reaches another, and adding a kind adds a
+    folder and one registry line (docs/design.md, "One pipeline model")."""
+    found = cross_kind_imports()
+    assert len(kind_folders()) >= 5, kind_folders()
+    wrong = [f"kinds/{relative} imports {name}" for relative, name in found]
     wrong = [
-        f"kinds/{path.name} imports {name}"
-        for path in modules
+        w
+        for (relative, name), w in zip(found, wrong, strict=True)
+        if not allowed_across(relative, name)
+    ]
+    assert not wrong, wrong
+    used = {
+        (module, target)
+        for module, target in CROSS_KIND
+        if any(allowed_across(relative, name) and relative == module for relative, name in found)
+    }
+    assert used == set(CROSS_KIND), "an allowed import no longer made: remove it from CROSS_KIND"
+
+
+def test_outside_the_kinds_a_kind_is_reached_through_the_registry() -> None:
+    """``cli.py``, ``defs/build.py``, the run worker and every shared module go through
+    ``kinds.KINDS`` (``kinds/__init__.py``) and the contract; none imports a kind's folder."""
+    folders = [f"watermark_assets.kinds.{kind}" for kind in kind_folders()]
+    wrong = [
+        f"{relative} imports {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not (relative := path.relative_to(PACKAGE).as_posix()).startswith(
+            tuple(f"kinds/{kind}/" for kind in kind_folders())
+        )
+        and relative != "kinds/__init__.py"
         for name in imported_modules(path.read_text(encoding="utf-8"))
-        if name in names - {f"watermark_assets.kinds.{path.stem}"}
+        if any(name == f or name.startswith(f + ".") for f in folders)
     ]
     assert not wrong, wrong
 
 
-def test_a_planted_import_of_another_kind_fails_the_rule() -> None:
-    source = "from watermark_assets.kinds import report, time\n"
-    assert "watermark_assets.kinds.time" in set(imported_modules(source))
-    assert "watermark_assets.kinds.unit" in set(
-        imported_modules("import watermark_assets.kinds.unit")
+#: Each kind's modules that work without Dagster (the CLI and the tests call them directly):
+#: planning, staging, committing; the kind's Dagster objects are in its ``defs.py`` and its
+#: file kind's ``assets.py``, ``sensors.py``, ``metadata.py`` and notes.
+RUN_MODULES = [
+    "kinds/file_path/plan.py",
+    "kinds/file_path/stage.py",
+    "kinds/file_path/commit.py",
+    "kinds/file_path/rewrite.py",
+    "kinds/column/replay.py",
+    "kinds/time/run.py",
+    "kinds/unit/run.py",
+    "kinds/unit/grid_run.py",
+    "kinds/event_time/engines.py",
+    "kinds/event_time/progress.py",
+    "kinds/event_time/recover.py",
+    "kinds/event_time/stream.py",
+    "kinds/event_time/upstream.py",
+    "kinds/event_time/window.py",
+]
+
+
+@pytest.mark.parametrize("module", RUN_MODULES)
+def test_a_kinds_runs_work_without_dagster(module: str) -> None:
+    refused = ("watermark_assets.defs", "dagster")
+    kind = module.split("/")[1]
+    dagster_side = tuple(
+        f"watermark_assets.kinds.{kind}.{name}"
+        for name in ("defs", "grid_defs", "assets", "sensors", "metadata", "partition_notes")
     )
+    path = PACKAGE / module
+    wrong = [
+        name for name in imports(path) if forbidden(name, refused) or name.startswith(dagster_side)
+    ]
+    assert not wrong, f"{module} imports {wrong}"
+
+
+def test_a_planted_import_of_another_kind_fails_the_rule() -> None:
+    source = "from watermark_assets.kinds.time import run\n"
+    assert "watermark_assets.kinds.time.run" in set(imported_modules(source))
+    assert "watermark_assets.kinds.unit.kind" in set(
+        imported_modules("import watermark_assets.kinds.unit.kind")
+    )
+    assert allowed_across("unit/grid_run.py", "watermark_assets.kinds.time.run.window_chunk_plan")
+    assert not allowed_across("unit/run.py", "watermark_assets.kinds.time.run")
+    assert not allowed_across("unit/grid_run.py", "watermark_assets.kinds.time.defs")
 
 
 #: What a Dagster context says of a run's partitions: read once, in ``defs/partitions.py``
@@ -655,7 +743,7 @@ def test_the_context_partition_reader_itself(source: str, found: list[str]) -> N
 
 def test_a_planted_context_read_in_an_asset_body_fails_the_rule() -> None:
     """The rule fails on the time kind's Dagster module with its old planning call put back."""
-    time_defs = (PACKAGE / "defs" / "time.py").read_text(encoding="utf-8")
+    time_defs = (PACKAGE / "kinds" / "time" / "defs.py").read_text(encoding="utf-8")
     planted = time_defs + (
         "\n\ndef _old(context, spec, partitions_def, now):\n"
         "    return windows_of_keys(spec, partitions_def, context.partition_keys, now)\n"

@@ -25,8 +25,8 @@ from watermark_assets.core.time import TimeWatermark
 from watermark_assets.core.unit.grid import Cell
 from watermark_assets.delta.committer import DeltaCommitter, TxnVersion
 from watermark_assets.delta.stats import describe_data_files
+from watermark_assets.kinds.time.run import WatermarkEntryLog
 from watermark_assets.providers.delta_metadata import DeltaMetadataProvider
-from watermark_assets.runs.time import WatermarkEntryLog
 from watermark_assets.state.store import txn_weight
 
 UTC = timezone.utc
@@ -247,14 +247,11 @@ def test_a_unit_id_with_a_slash_is_refused_in_its_app_id() -> None:
 def test_the_old_spellings_are_the_names_module_s() -> None:
     """The module-level names other modules import stay the same objects (aliases)."""
     from watermark_assets.defs import jobs, run_tags
-    from watermark_assets.runs import (
-        column,
-        column_quarantine,
-        column_replay,
-        time,
-        time_unit,
-        unit,
-    )
+    from watermark_assets.kinds.column import replay as column_replay
+    from watermark_assets.kinds.time import run as time
+    from watermark_assets.kinds.unit import grid_run as time_unit
+    from watermark_assets.kinds.unit import run as unit
+    from watermark_assets.runs import column, column_quarantine
     from watermark_assets.sources import late_files
     from watermark_assets.state import commit_metadata, store
 

@@ -1,5 +1,6 @@
 """A file-path pipeline's partition that was never materialized and has no file waiting says why
-on its own page (``defs/file_quiet_partitions.py``): the landing path it waits under, since when,
+on its own page (``kinds/file_path/quiet_partitions.py``): the landing path it waits under, since
+when,
 and what closes it. Written by the sensor's tick only when what it says changed: a sensor ticking
 every 30 s neither writes nor reads the event log per partition while nothing changed.
 
@@ -20,8 +21,8 @@ from dagster import AssetKey, AssetObservation, DagsterInstance
 
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.file_quiet_partitions import quiet_truths
 from watermark_assets.defs.partitions import partitions_definition
+from watermark_assets.kinds.file_path.quiet_partitions import quiet_truths
 from watermark_assets.state.load import PipelineState
 
 EVENTS = AssetKey("events")

@@ -36,11 +36,11 @@ from maintenance import checkpoint_and_clean
 from watermark_assets import storage
 from watermark_assets.config import FilePipelineConfig
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.assets import files_run_config
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
 from watermark_assets.explain import explain_all, explain_file, gather_evidence
+from watermark_assets.kinds.file_path.assets import files_run_config
 from watermark_assets.runs.faults import CRASH_ENV_VAR
 from watermark_assets.sources.file_discovery import rewritten_files
 from watermark_assets.sources.late_files import find_late_files

@@ -651,7 +651,7 @@ class TestSparkConnect:
         from test_event_time_pipeline import pipelines
         from test_event_window import BATCH_1, T0, append, event, late_ids, oracle, output_rows
 
-        from watermark_assets.defs.event_time import window_engine
+        from watermark_assets.kinds.event_time.defs import window_engine
 
         raw = pipelines(tmp_path)
         parsed = project_config(*raw)

@@ -1,4 +1,5 @@
-"""``runs.file_commit.commit_batch(..., add_columns=, widen=)`` on a ``parquet_commit`` pipeline
+"""``kinds.file_path.commit.commit_batch(..., add_columns=, widen=)`` on a ``parquet_commit``
+pipeline
 (another writer's Parquet files committed in place: no Spark), under ``schema.mode``: a landing
 file that gains a column is committed with the new column in ONE commit (``add_columns``), the
 history naming the file; under ``fail`` the batch is refused before the commit, naming the file,
@@ -26,9 +27,9 @@ from watermark_assets.core.partition_selection import PartitionSelection, TimeWi
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.delta.schema_change import SchemaEvolution, schema_history
 from watermark_assets.exceptions import SchemaChangeError
-from watermark_assets.runs.file_commit import BatchResult, commit_batch
-from watermark_assets.runs.file_plan import BatchRequest, plan_batch
-from watermark_assets.runs.file_stage import stage_batch
+from watermark_assets.kinds.file_path.commit import BatchResult, commit_batch
+from watermark_assets.kinds.file_path.plan import BatchRequest, plan_batch
+from watermark_assets.kinds.file_path.stage import stage_batch
 
 UTC = timezone.utc
 NOW = datetime(2024, 1, 31, 12, tzinfo=UTC)

@@ -352,7 +352,7 @@ def test_a_new_column_after_inference_goes_through_schema_mode(spark: Any, tmp_p
 def test_a_crash_before_the_first_commit_infers_again(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import watermark_assets.runs.file_commit as file_commit
+    import watermark_assets.kinds.file_path.commit as file_commit
 
     loop = _loop(tmp_path, "ndjson", mode="rescue")
     folder = tmp_path / "landing" / HOUR
@@ -383,7 +383,7 @@ def test_two_first_runs_at_once_commit_one_schema(
 ) -> None:
     """Run A infers id BIGINT; before it commits, run B (another day) infers id STRING and
     creates the table. A does not commit its BIGINT files: it plans again and reads with B's."""
-    import watermark_assets.runs.file_commit as file_commit
+    import watermark_assets.kinds.file_path.commit as file_commit
 
     loop = _loop(tmp_path, "ndjson", mode="fail")
     write_rows(tmp_path / "landing" / HOUR, "ndjson", "1706436000-000001", _rows(1))

@@ -48,7 +48,7 @@ from watermark_assets.exceptions import (
     ConcurrentWriteError,
     StateHistoryLostError,
 )
-from watermark_assets.runs.event_progress import (
+from watermark_assets.kinds.event_time.progress import (
     BatchPlan,
     ProgressEntry,
     WindowProgress,
@@ -270,7 +270,7 @@ STATE_KEY = f"watermark_assets.event_time/{PIPELINE}"
 
 class HandStateTable:
     """An event-time aggregate's state table written by hand: batch ``b``'s state commit holds
-    txn ``b`` and its progress in ``commitInfo`` (``runs/event_window.py``)."""
+    txn ``b`` and its progress in ``commitInfo`` (``kinds/event_time/window.py``)."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.uri = str(tmp_path / "agg_state")
@@ -623,7 +623,7 @@ class UnitKind(KindScene):
         self._n += 1
 
     def assert_exact(self) -> None:
-        from watermark_assets.runs.unit import load_unit_watermark
+        from watermark_assets.kinds.unit.run import load_unit_watermark
 
         expected = sorted(self.scene.source.rows.values(), key=self._key)
         assert self.scene.target() == expected
@@ -728,7 +728,7 @@ class FileKind(KindScene):
         the state's counts and per-partition watermarks are the landing folder's."""
         from _landing import checkpoint_json, delta_ids, name_of, prefix_of
 
-        from watermark_assets.kinds.file_path import summarize
+        from watermark_assets.kinds.file_path.kind import summarize
 
         assert delta_ids(self.table) == sorted(self.landing.ids)
         tick = self.loop.tick()
@@ -793,7 +793,7 @@ class EventTimeKind(KindScene):
     def run(self) -> None:
         from test_event_window import T0
 
-        from watermark_assets.runs.event_window import run_window_batch
+        from watermark_assets.kinds.event_time.window import run_window_batch
 
         self._runs += 1
         now = T0 + timedelta(hours=self._runs)

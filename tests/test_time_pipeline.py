@@ -46,7 +46,9 @@ from watermark_assets.config import TimePipelineConfig, parse_config
 from watermark_assets.core.partition_selection import TimeWindow
 from watermark_assets.core.time import TimeSpec, TimeWatermark, windows
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.time import (
+from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.exceptions import ConfigError
+from watermark_assets.kinds.time.defs import (
     decide_tick,
     partition_cron,
     partition_key,
@@ -54,15 +56,13 @@ from watermark_assets.defs.time import (
     tick_requests,
     time_partitions,
 )
-from watermark_assets.delta.committer import DeltaCommitter
-from watermark_assets.exceptions import ConfigError
-from watermark_assets.runs.faults import CRASH_ENV_VAR
-from watermark_assets.runs.time import (
+from watermark_assets.kinds.time.run import (
     column_spec,
     load_time_watermark,
     time_metadata_key,
     window_app_id,
 )
+from watermark_assets.runs.faults import CRASH_ENV_VAR
 from watermark_assets.vocabulary import table_rows
 
 UTC = timezone.utc
@@ -663,7 +663,7 @@ def test_overlapping_range_runs_never_both_commit_what_they_read_before_the_othe
     the source changed: A's commit is stale (pinned to the snapshot it planned on), A reads
     again and commits the source's rows once; every window's txn says two runs."""
     from watermark_assets.engine import write as window_commit  # makes the windows' commit
-    from watermark_assets.runs.time import run_windows
+    from watermark_assets.kinds.time.run import run_windows
 
     scene = TimeScene(tmp_path, "2020-01-15", merge_keys=["id"], to="P0D", partition="daily")
     scene.orders.put(*DAILY_ORDERS)

@@ -51,16 +51,16 @@ from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.time import windows
 from watermark_assets.core.unit import Cell, due_cells
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.time_unit import cell_key, decide_grid_tick
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
-from watermark_assets.runs.faults import CRASH_ENV_VAR
-from watermark_assets.runs.time_unit import (
+from watermark_assets.kinds.unit.grid_defs import cell_key, decide_grid_tick
+from watermark_assets.kinds.unit.grid_run import (
     cell_app_id,
     cell_spec,
     load_grid_watermark,
     time_unit_metadata_key,
 )
+from watermark_assets.runs.faults import CRASH_ENV_VAR
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
 from watermark_assets.vocabulary import table_rows
 

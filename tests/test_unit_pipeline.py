@@ -42,11 +42,10 @@ from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.errors import UnitIdError
 from watermark_assets.core.unit import DoneAt, UnitWatermark
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.unit import queue_unit_runs
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import ConfigError
-from watermark_assets.runs.column import ColumnRunRequest, commit_column_batch, stage_column_batch
-from watermark_assets.runs.unit import (
+from watermark_assets.kinds.unit.defs import queue_unit_runs
+from watermark_assets.kinds.unit.run import (
     INNER_KIND,
     load_unit_watermark,
     plan_unit,
@@ -55,6 +54,7 @@ from watermark_assets.runs.unit import (
     unit_spec,
     unit_watermark_key,
 )
+from watermark_assets.runs.column import ColumnRunRequest, commit_column_batch, stage_column_batch
 from watermark_assets.sources.jdbc import postgres_jdbc_jar
 from watermark_assets.vocabulary import table_rows, time_text
 

@@ -52,7 +52,7 @@ def late_app_id(pipeline: str, partition_key: str) -> str:
 
 
 def rewrite_app_id(pipeline: str, path: str) -> str:
-    """Txn of the rewrite commits of one landing file; read by ``runs/file_rewrite.py``."""
+    """Txn of the rewrite commits of one landing file; read by ``kinds/file_path/rewrite.py``."""
     return f"{pipeline_txn_prefix(pipeline)}rewrite/{path}"
 
 
@@ -72,33 +72,34 @@ def column_quarantine_app_id(pipeline: str) -> str:
 
 
 def replay_app_id(pipeline: str, chunk: ReplayChunk) -> str:
-    """Txn of one replay chunk (``lower..upper``); read by ``runs/column_replay.py``."""
+    """Txn of one replay chunk (``lower..upper``); read by ``kinds/column/replay.py``."""
     return f"{TXN_ROOT}{pipeline}/replay/{chunk.key}"
 
 
 def window_app_id(pipeline: str, window: TimeWindow) -> str:
-    """Txn of one time window (by its start); read by ``runs/time.py`` and the state store."""
+    """Txn of one time window (by its start); read by ``kinds/time/run.py`` and the state store."""
     return f"{TXN_ROOT}{pipeline}/time/{format_instant(window.start)}"
 
 
 def unit_app_id(pipeline: str, unit: str) -> str:
-    """Txn of one unit (ids never hold ``/``: checked); read by ``runs/unit.py``."""
+    """Txn of one unit (ids never hold ``/``: checked); read by ``kinds/unit/run.py``."""
     return f"{TXN_ROOT}{pipeline}/{check_unit_id(unit)}"
 
 
 def cell_app_id(pipeline: str, cell: Cell) -> str:
-    """Txn of one time x unit cell; read by ``runs/time_unit.py`` and the state store."""
+    """Txn of one time x unit cell; read by ``kinds/unit/grid_run.py`` and the state store."""
     unit = check_unit_id(cell.unit)
     return f"{TXN_ROOT}{pipeline}/{unit}/time/{format_instant(cell.window.start)}"
 
 
 def stream_app_id(pipeline: str) -> str:
-    """Txn of an event-time stream's micro-batches; read by ``runs/event_stream.py``."""
+    """Txn of an event-time stream's micro-batches; read by ``kinds/event_time/stream.py``."""
     return f"{TXN_ROOT}{pipeline}/stream"
 
 
 def event_window_app_id(pipeline: str) -> str:
-    """Txn of an event-time batch's commits; read by ``runs/event_window.py`` and its progress."""
+    """Txn of an event-time batch's commits; read by ``kinds/event_time/window.py`` and its
+    progress."""
     return f"{TXN_ROOT}{pipeline}/event_window"
 
 
@@ -110,13 +111,13 @@ FILE_COMMIT_KEY = "watermark_assets"
 QUARANTINE_COMMIT_KEY = "watermark_assets_quarantine"
 #: commitInfo key of every column-pipeline commit's run record; read by the checks and the UI.
 COLUMN_RUN_KEY = "watermark_assets.column_run"
-#: commitInfo key of a replay chunk commit; read by ``runs/column_replay.py`` and its tests.
+#: commitInfo key of a replay chunk commit; read by ``kinds/column/replay.py`` and its tests.
 REPLAY_KEY = "watermark_assets.replay"
 #: commitInfo key of a replace commit (``delta/replace.py``); read by the windowed runs.
 REPLACE_KEY = "watermark_assets.replace"
 #: commitInfo key of a merge commit (``delta/merge.py``); read by its tests and the UI.
 MERGE_KEY = "watermark_assets.merge"
-#: commitInfo key of a unit's commit (the unit, its done-at); read by ``defs/unit.py``.
+#: commitInfo key of a unit's commit (the unit, its done-at); read by ``kinds/unit/defs.py``.
 UNIT_RUN_KEY = "watermark_assets.unit_run"
 #: commitInfo key prefix of a unit pipeline's watermark (+ ``/{pipeline}``).
 UNIT_WATERMARK_KEY = "watermark_assets.unit_watermark"
@@ -129,17 +130,17 @@ COLUMN_WATERMARK_PREFIX = "watermark_assets.column_watermark/"
 
 
 def unit_watermark_key(pipeline: str) -> str:
-    """commitInfo key of a unit pipeline's watermark; read by ``runs/unit.py``'s state log."""
+    """commitInfo key of a unit pipeline's watermark; read by ``kinds/unit/run.py``'s state log."""
     return f"{UNIT_WATERMARK_KEY}/{pipeline}"
 
 
 def time_watermark_key(pipeline: str) -> str:
-    """commitInfo key of a time pipeline's watermark; read by ``runs/time.py``'s state log."""
+    """commitInfo key of a time pipeline's watermark; read by ``kinds/time/run.py``'s state log."""
     return TIME_WATERMARK_PREFIX + pipeline
 
 
 def time_unit_watermark_key(pipeline: str) -> str:
-    """commitInfo key of a time x unit pipeline's grid; read by ``runs/time_unit.py``."""
+    """commitInfo key of a time x unit pipeline's grid; read by ``kinds/unit/grid_run.py``."""
     return TIME_UNIT_WATERMARK_PREFIX + pipeline
 
 
@@ -149,17 +150,19 @@ def column_watermark_key(dataflow_id: str) -> str:
 
 
 def event_stream_key(pipeline: str) -> str:
-    """commitInfo key of an event-time stream's batch record; read by ``runs/event_stream.py``."""
+    """commitInfo key of an event-time stream's batch record; read by
+    ``kinds/event_time/stream.py``."""
     return f"watermark_assets.event_stream/{pipeline}"
 
 
 def event_time_key(pipeline: str) -> str:
-    """commitInfo key (and state key) of an event-time progress; read by ``runs/event_progress``."""
+    """commitInfo key (and state key) of an event-time progress; read by
+    ``kinds/event_time/progress``."""
     return f"watermark_assets.event_time/{pipeline}"
 
 
 def event_window_plan_key(pipeline: str) -> str:
-    """commitInfo key of an event-time batch's plan; read by ``runs/event_window.py``."""
+    """commitInfo key of an event-time batch's plan; read by ``kinds/event_time/window.py``."""
     return f"watermark_assets.event_window_plan/{pipeline}"
 
 
@@ -182,7 +185,8 @@ STAGING_DIR = "_staging"
 STATE_FOLDER = f"{WATERMARKS_DIR}/state"
 #: Marker file of the last leftover sweep; read by ``staging.py``.
 SWEEP_MARKER = f"{WATERMARKS_DIR}/leftovers_swept"
-#: Progress file of earlier event-time versions (read, never written); ``runs/event_progress.py``.
+#: Progress file of earlier event-time versions (read, never written);
+#: ``kinds/event_time/progress.py``.
 LEGACY_EVENT_PROGRESS = f"{WATERMARKS_DIR}/event_window.json"
 
 
@@ -243,7 +247,7 @@ SCHEMA_HISTORY_KEY = "watermark_assets.schemaHistory"
 
 #: Column metadata key of a column whose type the first run inferred (``schema.infer``): JSON
 #: ``{"type", "hinted", "origin"}`` (``origin``: the sampled files); written by the commit that
-#: creates the table (``runs/file_commit.py``), so it lives as long as the table's schema.
+#: creates the table (``kinds/file_path/commit.py``), so it lives as long as the table's schema.
 SCHEMA_INFERRED_KEY = "watermark_assets.schemaInferred"
 
 # --- Postgres provider ---

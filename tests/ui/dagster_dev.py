@@ -29,7 +29,7 @@ import yaml
 from dagster import DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 
-from watermark_assets.defs.assets import requested_files
+from watermark_assets.kinds.file_path.assets import requested_files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: the repository's instance configuration (DAGSTER_HOME .dagster_home, named by .env)

@@ -120,9 +120,10 @@ def build_definitions(
     asset ``NAME``; job ``NAME_job``; checks ``NAME_checks`` (``watermark_never_moves_backwards``
     and ``rows_reconcile``) and Dagster's ``column_schema_change``; file-path pipelines also a
     sensor ``NAME_sensor`` (column pipelines are materialized by hand or by a backfill for now);
-    time pipelines a sensor ``NAME_sensor`` and a schedule ``NAME_schedule`` (``defs/time.py``);
+    time pipelines a sensor ``NAME_sensor`` and a schedule ``NAME_schedule``
+    (``kinds/time/defs.py``);
     time x unit pipelines (a unit watermark with ``time``) a sensor ``NAME_sensor``
-    (``defs/time_unit.py``). Runs execute in one
+    (``kinds/unit/grid_defs.py``). Runs execute in one
     process (the in-process executor); in a run worker Spark starts as the definitions are built
     (``defs/run_worker.py``).
 

@@ -2,7 +2,8 @@
 kind: the columns the schema lacks (or whose type changed), where they were seen, and what the
 pipeline's ``schema.mode`` will do with them (:func:`columns_note`).
 
-A file pipeline's tick reads the newest file of each batch it requests (``defs/sensors.py``). A
+A file pipeline's tick reads the newest file of each batch it requests
+(``kinds/file_path/sensors.py``). A
 column source's (column, time, unit and time x unit pipelines: a Delta table, a PostgreSQL table)
 is read once per tick that would start or wait for a run (:func:`source_schema_note`): one schema
 read of the source (a Delta table's snapshot schema, a ``LIMIT 0`` query, the footers, header

@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 #: How many times a run plans, stages and commits before giving up on a table other runs keep
-#: committing to (the file kind's attempt loop, ``runs.file_commit``, uses it too).
+#: committing to (the file kind's attempt loop, ``kinds.file_path.commit``, uses it too).
 MAX_COMMIT_ATTEMPTS = 5
 
 S = TypeVar("S")

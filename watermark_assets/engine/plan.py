@@ -1,9 +1,9 @@
 """A run's plan, whatever the kind: what to read, how to write, what to record.
 
 Every planner of the column engine (a column run above its watermark
-``runs.column.plan_column_batch``, a replay chunk ``runs.column_replay.plan_chunk``, a unit
-``runs.unit.plan_unit``, a time window ``runs.time.plan_window``, a time x unit cell
-``runs.time_unit.plan_cell``) returns one :class:`RunPlan` of four parts:
+``runs.column.plan_column_batch``, a replay chunk ``kinds.column.replay.plan_chunk``, a unit
+``kinds.unit.run.plan_unit``, a time window ``kinds.time.run.plan_window``, a time x unit cell
+``kinds.unit.grid_run.plan_cell``) returns one :class:`RunPlan` of four parts:
 
 - :class:`ReadSlice`, what to read: where the read starts (``bound``: the watermark and ``>``
   or ``>=``), an exclusive ``upper`` bound on the leading column (a chunk's, a window's end),

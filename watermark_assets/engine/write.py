@@ -44,8 +44,8 @@ files are in the table, ``after_commit`` right after the commit.
 
 Files the caller put in the table itself (``placed``): a file-path run moves its staged files
 (and its quarantined records, into the quarantine table) once, after its exact per-file decision
-(``runs/file_commit.decide_commit``), and commits them in as many attempts as stale outcomes ask
-for; a ``parquet_commit`` run commits files another writer wrote under the table by reference.
+(``kinds/file_path/commit.decide_commit``), and commits them in as many attempts as stale outcomes
+ask for; a ``parquet_commit`` run commits files another writer wrote under the table by reference.
 :func:`write` then commits those files as they are, with the schema as given (empty: the
 table's), in the same modes and with the same record; it neither moves nor removes them, and
 the crash points are the caller's (its attempts and its checkpoint come after the commit).

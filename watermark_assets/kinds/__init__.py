@@ -2,9 +2,12 @@
 model").
 
 What a command needs of a kind is one :class:`~watermark_assets.kinds.contract.PipelineKind`,
-filled in by the kind's own module (``kinds/file_path.py``, ``kinds/column.py``, ...). The CLI
-and ``defs/run_worker.py`` iterate :data:`KINDS` and never name a kind, so a command covers every
-kind; adding a kind adds its module and one line here.
+filled in by the kind's ``kind.py`` in its folder (``kinds/file_path/``, ``kinds/column/``, ...:
+everything of one kind, its planners, runs and Dagster objects). The CLI, ``defs/build.py`` and
+``defs/run_worker.py`` iterate :data:`KINDS` and never name a kind, so a command covers every
+kind; adding a kind adds its folder and one line here (``tests/test_layers.py``: no module outside
+a kind's folder imports it, no kind's folder imports another's). What the kinds share is here
+too: ``contract.py``, ``headless.py`` (the demo's headless ticks), ``report.py`` (summary rows).
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ from typing import Any
 
 from watermark_assets.config import ProjectConfig
 from watermark_assets.exceptions import ConfigError
-from watermark_assets.kinds import column, event_time, file_path, time, unit
+from watermark_assets.kinds.column import kind as column
 from watermark_assets.kinds.contract import PipelineKind, Row
+from watermark_assets.kinds.event_time import kind as event_time
+from watermark_assets.kinds.file_path import kind as file_path
 from watermark_assets.kinds.report import PartitionedRow, SummaryRow
+from watermark_assets.kinds.time import kind as time
+from watermark_assets.kinds.unit import kind as unit
 
 __all__ = ["KINDS", "PipelineKind", "Row", "kind_for", "kind_of", "pipelines", "summary_rows"]
 

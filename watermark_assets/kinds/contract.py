@@ -4,8 +4,8 @@ pipeline model").
 ``defs/build.py`` builds every pipeline's Dagster objects through :attr:`PipelineKind.dagster_defs`;
 every command of the CLI (``summary``, ``explain``, ``run-sensors``, ``demo``, ``replay``,
 ``repair-state``) and ``defs/run_worker.py`` go through this contract and the registry
-(``kinds/__init__.py``); each kind fills it in its own module (``kinds/file_path.py``,
-``kinds/column.py``, ...), and only there is the kind's configuration read for what it is.
+(``kinds/__init__.py``); each kind fills it in its own module (``kinds/file_path/kind.py``,
+``kinds/column/kind.py``, ...), and only there is the kind's configuration read for what it is.
 A hook a kind does not have is ``None``: the command says so, naming the kinds that have it.
 """
 

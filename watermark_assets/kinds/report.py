@@ -3,8 +3,8 @@ schema cell.
 
 File-path pipelines have a table of their own (:class:`SummaryRow`, :data:`SUMMARY_HEADERS`);
 every other kind shares one (:class:`PartitionedRow`, :data:`PARTITIONED_HEADERS`). Each kind
-fills its row in its own module (``kinds/file_path.summarize``, ``kinds/time.summarize``, ...,
-its ``PipelineKind.summarize``); ``cli.py`` prints the rows (:meth:`SummaryRow.cells`,
+fills its row in its own module (``kinds/file_path/kind.summarize``, ``kinds/time/kind.summarize``,
+..., its ``PipelineKind.summarize``); ``cli.py`` prints the rows (:meth:`SummaryRow.cells`,
 :meth:`PartitionedRow.cells`).
 """
 

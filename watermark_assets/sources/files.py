@@ -3,8 +3,8 @@
 A :class:`FileSource` is chosen by ``source.type`` (``ConfigModel.build``): ``files``
 (:mod:`.landing_files`, Spark reads the landing files and writes Parquet) or ``parquet_commit``
 (:mod:`.parquet_commit`, another writer's Parquet files are committed in place). Runs
-(:mod:`watermark_assets.runs.file_stage`) plan the files and commit them the same way for both;
-only staging, the asset's description and how ``explain`` finds a file in the table differ.
+(:mod:`watermark_assets.kinds.file_path.stage`) plan the files and commit them the same way for
+both; only staging, the asset's description and how ``explain`` finds a file in the table differ.
 """
 
 from __future__ import annotations

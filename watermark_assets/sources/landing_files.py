@@ -190,7 +190,7 @@ class LandingFilesSource:
         data columns (stored by the first commit, :meth:`_table_columns`), else, before the
         table exists, the one inferred from the batch's first ``sample_files`` files (returned
         too: the commit must create the table with it or go stale,
-        :func:`~watermark_assets.runs.file_commit.commit_batch`)."""
+        :func:`~watermark_assets.kinds.file_path.commit.commit_batch`)."""
         policy = self.pipeline.schema_policy
         if self.config.schema_ddl or not policy.infer:
             return self.config.schema_ddl, None

@@ -41,11 +41,12 @@ WINDOW_END = "window_end"
 #: The partial column of aggregate NAME in the state table.
 PARTIAL_PREFIX = "_partial_"
 #: The rows a group holds (every state has it: a batch read by event time proves with it that
-#: every row appended since is accounted for, ``runs/event_window.py``).
+#: every row appended since is accounted for, ``kinds/event_time/window.py``).
 ROWS_PARTIAL = PARTIAL_PREFIX + "_rows"
 #: The output's count of the upstream rows aggregated into a window (batch engine; null when a
 #: partial from before the row counts fed it). Against it, a batch that re-reads the upstream by
-#: event time finds the rows appended into windows already emitted (``runs/event_recover.py``).
+#: event time finds the rows appended into windows already emitted
+#: (``kinds/event_time/recover.py``).
 ROWS_OUTPUT = "_rows"
 
 _FUNCTIONS = ("count", "sum", "min", "max", "count_distinct")
@@ -203,7 +204,7 @@ def late_records(
     """The ``late`` rows of ``framed`` as late records: their own columns, the reason (a null
     event time, or the window the watermark ``watermark_ms`` had closed), that watermark, the run
     and the batch. A row that already carries a reason and a watermark (a row found by a batch
-    read by event time, ``runs/event_recover.py``) keeps them."""
+    read by event time, ``kinds/event_time/recover.py``) keeps them."""
     from pyspark.sql import functions as F
 
     reason = late_reason(F.col(event_column), F.col(WINDOW_END), watermark_ms)

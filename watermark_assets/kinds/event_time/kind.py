@@ -79,7 +79,7 @@ def run_with_a_late_file(
 def explain_notes(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> list[str]:
     """Where its progress lives: a state file (batch engine) or the streaming query's
     checkpoint."""
-    from watermark_assets.defs.event_time import window_engine
+    from watermark_assets.kinds.event_time.defs import window_engine
 
     engine = window_engine(pipeline, config)
     if engine.name == "batch":
@@ -90,16 +90,16 @@ def explain_notes(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> l
 
 def repair(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> int:
     """The engine's repair (a batch in flight whose upstream versions are gone is moved to the
-    upstreams' current ones: ``runs/event_window.replan_batch``); when the aggregate's own
+    upstreams' current ones: ``kinds/event_time/window.replan_batch``); when the aggregate's own
     progress is gone (its state file lost and its log cleaned), it cannot be pieced together
     from its tables (the upstream versions read, each input's watermark): the tables are
     removed and the next run aggregates the upstream again."""
-    from watermark_assets.defs.event_time import window_engine
     from watermark_assets.exceptions import (
         EVENT_TIME_RECOVERY,
         EventProgressLostError,
         StateHistoryLostError,
     )
+    from watermark_assets.kinds.event_time.defs import window_engine
     from watermark_assets.staging import remove_tree
 
     engine = window_engine(pipeline, config)
@@ -120,7 +120,7 @@ def dagster_defs(
     pipeline: EventTimePipelineConfig, clock: Clock, config: ProjectConfig
 ) -> PipelineDefs:
     """The Dagster objects of an event-time pipeline (``config``: its upstreams' tables)."""
-    from watermark_assets.defs.event_time import build_event_time_pipeline
+    from watermark_assets.kinds.event_time.defs import build_event_time_pipeline
 
     return build_event_time_pipeline(pipeline, config, clock)
 
@@ -130,12 +130,12 @@ def summarize(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> Parti
     the watermark, and the late records kept."""
     from watermark_assets.core.text import millis_text
     from watermark_assets.core.time.instant import to_millis
-    from watermark_assets.defs.event_time import (
+    from watermark_assets.delta.log import table_row_count
+    from watermark_assets.kinds.event_time.defs import (
         closed_through,
         event_time_partitions,
         window_engine,
     )
-    from watermark_assets.delta.log import table_row_count
 
     engine = window_engine(pipeline, config)
     spec = engine.spec

@@ -7,10 +7,11 @@ Structured Streaming's semantics, in one Dagster run (seed 004):
    Spark, tagged with their input's name (column ``_input``). When those versions cannot be read
    any more (their commits cleaned from the upstream's log, or their files compacted and
    vacuumed), the batch reads by event time instead: every row of a window still open, from the
-   current snapshot, and its state is replaced rather than merged (``runs/event_upstream.py``);
+   current snapshot, and its state is replaced rather than merged
+   (``kinds/event_time/upstream.py``);
    the rows appended since into closed windows (or without an event time) are found by
    counting each closed window's rows against the output's ``_rows`` and the late table, and
-   are late rows like any other (``runs/event_recover.py``).
+   are late rows like any other (``kinds/event_time/recover.py``).
 2. A row is late when its window was already closed by the watermark committed before this batch
    started less the allowed lateness (0 by default, as in Spark; a lateness holds windows open
    that much longer), or when its event time is null. Spark would drop it; here
@@ -34,7 +35,7 @@ Two runs at once: the second one's commit of ``b`` is stale (the txn moved) and 
 committing anything more.
 
 The plan and the progress are also kept by the state store of the state table
-(``runs/event_progress.py``), written before the output commit and after the state commit: a
+(``kinds/event_time/progress.py``), written before the output commit and after the state commit: a
 checkpoint keeps the txn versions but not the commits' ``commitInfo``, so the progress is read
 from that file and the state commits after it, and the aggregate's own tables can be
 compacted, vacuumed and have their logs cleaned between any two runs.
@@ -79,7 +80,7 @@ from watermark_assets.exceptions import (
     EventProgressLostError,
     EventWindowConflictError,
 )
-from watermark_assets.runs.event_progress import (
+from watermark_assets.kinds.event_time.progress import (
     BatchPlan,
     Progress,
     ProgressEntry,
@@ -90,14 +91,14 @@ from watermark_assets.runs.event_progress import (
     write_committed,
     write_planned,
 )
-from watermark_assets.runs.event_recover import (
+from watermark_assets.kinds.event_time.recover import (
     Recovery,
     account,
     appended_since,
     find_late_rows,
     missing_rows,
 )
-from watermark_assets.runs.event_upstream import ReadBounds, plan_reads
+from watermark_assets.kinds.event_time.upstream import ReadBounds, plan_reads
 from watermark_assets.runs.faults import crash_point, pause_point
 from watermark_assets.spark import io, window_agg
 from watermark_assets.spark.window_agg import ROWS_OUTPUT, ROWS_PARTIAL, WINDOW_START, Aggregate
@@ -161,7 +162,7 @@ class WindowAggregateSpec:
         return names.event_window_plan_key(self.pipeline)
 
     def progress(self) -> StateStore[Progress]:
-        """The progress in the state store of the state table (``runs/event_progress.py``)."""
+        """The progress in the state store of the state table (``kinds/event_time/progress.py``)."""
         return progress_store(
             pipeline=self.pipeline,
             state_uri=self.state_uri,
@@ -195,11 +196,11 @@ class WindowBatchResult:
     versions: Mapping[str, int | None] = field(default_factory=dict)
     resumed: bool = False
     #: "versions": the rows the upstream commits appended; "event_time": those versions were
-    #: gone, every row of a window still open was read again (``runs/event_upstream.py``)
+    #: gone, every row of a window still open was read again (``kinds/event_time/upstream.py``)
     read_by: str = "versions"
     #: read by event time: rows appended since into windows already closed (or without an event
-    #: time) that could not be found (``runs/event_recover.py``: only windows emitted before the
-    #: output counted its rows); None: not countable
+    #: time) that could not be found (``kinds/event_time/recover.py``: only windows emitted before
+    #: the output counted its rows); None: not countable
     late_unidentified: int | None = 0
     #: read by event time: of ``late_rows``, those found by counting in closed windows (their
     #: versions gone), and of these the ones whose identity is inferred
@@ -214,7 +215,7 @@ class WindowBatchResult:
 
 def load_progress(spec: WindowAggregateSpec) -> WindowProgress:
     """The progress of the batch the state table holds (empty before the first): the state
-    store's file and the state commits after it (``runs/event_progress.py``)."""
+    store's file and the state commits after it (``kinds/event_time/progress.py``)."""
     return _load(spec)[0]
 
 
@@ -282,12 +283,13 @@ def replan_batch(spec: WindowAggregateSpec) -> str:
     current versions: its plan in the progress file keeps its watermarks and names the versions
     it replaced (``replanned_from``). The next run finishes it from them by event time: the open
     windows from every row they hold now, and the rows appended since into the windows already
-    emitted (by it too) found by counting and kept as late (``runs/event_recover.py``). What was
+    emitted (by it too) found by counting and kept as late (``kinds/event_time/recover.py``). What
+    was
     done, as one line."""
     from dataclasses import replace
 
     from watermark_assets.exceptions import UpstreamHistoryLostError
-    from watermark_assets.runs.event_upstream import current_versions
+    from watermark_assets.kinds.event_time.upstream import current_versions
 
     progress, file = _load(spec)
     batch = progress.batch + 1

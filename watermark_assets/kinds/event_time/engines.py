@@ -3,9 +3,9 @@
 The Dagster edge asks an engine for the committed watermark (the sensor) and for one run (the
 asset), and reads the same :class:`WindowRun` back whichever engine ran:
 
-- :class:`BatchEngine`: ``runs/event_window.py`` over the upstream tables (late records kept,
+- :class:`BatchEngine`: ``kinds/event_time/window.py`` over the upstream tables (late records kept,
   ``count_distinct``, several inputs, allowed lateness);
-- :class:`StreamEngine`: ``runs/event_stream.py``, a Structured Streaming query over the
+- :class:`StreamEngine`: ``kinds/event_time/stream.py``, a Structured Streaming query over the
   upstream file pipeline's landing folder (the rows Spark drops as late are kept too).
 """
 
@@ -17,8 +17,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from watermark_assets.core.event_time import EventTimeWatermark
 from watermark_assets.core.text import millis_text
-from watermark_assets.runs.event_stream import StreamSpec, committed_watermark_ms, run_window_stream
-from watermark_assets.runs.event_window import (
+from watermark_assets.kinds.event_time.stream import (
+    StreamSpec,
+    committed_watermark_ms,
+    run_window_stream,
+)
+from watermark_assets.kinds.event_time.window import (
     WindowAggregateSpec,
     load_progress,
     replan_batch,

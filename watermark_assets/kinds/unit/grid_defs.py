@@ -1,16 +1,16 @@
 """The Dagster objects of a time x unit pipeline (seed 003): a (window, unit) grid of partitions.
 
 - **Partitions** (:func:`grid_partitions`): ``MultiPartitionsDefinition({"time": ..., "unit":
-  ...})``, the time pipeline's windows (:func:`~watermark_assets.defs.time.time_partitions`) by
-  the unit pipeline's ids (static, or dynamic ``{pipeline}_units``). Dagster sorts the
+  ...})``, the time pipeline's windows (:func:`~watermark_assets.kinds.time.defs.time_partitions`)
+  by the unit pipeline's ids (static, or dynamic ``{pipeline}_units``). Dagster sorts the
   dimensions by name, so a key is ``2024-01-01|a`` (time first) and ``MultiPartitionKey({"time":
   ..., "unit": ...})`` prints so.
 - **Asset** (:func:`build_grid_asset`): a run of a set of cells (one key, or a range: Dagster's
   single-run backfill policy cuts a backfill into rectangles holding the dimension with fewer
   keys fixed, so one unit over 30 days is ONE run of 30 cells) reads each cell in order, unit by
-  unit, and replaces them all in ONE commit (:mod:`watermark_assets.runs.time_unit`).
+  unit, and replaces them all in ONE commit (:mod:`watermark_assets.kinds.unit.grid_run`).
 - **Sensor** (:func:`build_grid_sensor`, ``{pipeline}_sensor``): with a secondary input it adds the
-  new ids first (:func:`~watermark_assets.defs.unit.read_units_tick`: vanished and refused ids
+  new ids first (:func:`~watermark_assets.kinds.unit.defs.read_units_tick`: vanished and refused ids
   reported, nothing removed); then it reads the grid's watermark once and requests exactly the
   due cells (:func:`~watermark_assets.core.unit.due_cells`: each unit its own cut-off), as one
   ranged run per unit and run of consecutive windows, at most ``sensor.max_runs_per_tick``; cells
@@ -70,7 +70,8 @@ from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
 from watermark_assets.defs.table_schema import with_table_schema
-from watermark_assets.defs.time import (
+from watermark_assets.delta.log import table_row_count
+from watermark_assets.kinds.time.defs import (
     TICK_TAG,
     WINDOW_COLUMNS,
     cut_off_epoch,
@@ -83,7 +84,7 @@ from watermark_assets.defs.time import (
     window_truth,
     windows_of_keys,
 )
-from watermark_assets.defs.unit import (
+from watermark_assets.kinds.unit.defs import (
     UNIT_WATERMARK_COLUMNS,
     UnitPartitions,
     backfill_policy,
@@ -91,9 +92,8 @@ from watermark_assets.defs.unit import (
     unit_partitions,
     units_partitions_name,
 )
-from watermark_assets.delta.log import table_row_count
+from watermark_assets.kinds.unit.grid_run import CellsRunResult, load_grid_watermark, run_cells
 from watermark_assets.runs.column_spec import ColumnSpec
-from watermark_assets.runs.time_unit import CellsRunResult, load_grid_watermark, run_cells
 from watermark_assets.sources.locations import check_source
 
 #: The dimension names (Dagster sorts them: keys read ``{time}|{unit}``).

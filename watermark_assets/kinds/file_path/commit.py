@@ -36,9 +36,9 @@ from watermark_assets.exceptions import (
     LogHistoryLostError,
     SchemaInferredMeanwhileError,
 )
+from watermark_assets.kinds.file_path.plan import BatchPlan
+from watermark_assets.kinds.file_path.stage import StagedBatch
 from watermark_assets.runs.faults import crash_point, pause_point
-from watermark_assets.runs.file_plan import BatchPlan
-from watermark_assets.runs.file_stage import StagedBatch
 from watermark_assets.sources.late_files import late_txn_app_id
 from watermark_assets.staging import move_into_table, remove_tree
 from watermark_assets.state.checkpoint import save_checkpoint

@@ -1,7 +1,7 @@
 """Late rows of upstream versions that are gone: found by counting, kept like every late row
 (issue 21 §3).
 
-A batch that reads its upstreams by event time (``runs/event_upstream.py``: the versions after
+A batch that reads its upstreams by event time (``kinds/event_time/upstream.py``: the versions after
 the last batch were cleaned from the log, or their files compacted and vacuumed) reads again
 every row of a window still open. A row appended meanwhile into a window the watermark had
 already closed, or without an event time, is late; but no read can say which rows of a closed
@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from watermark_assets import storage
 from watermark_assets.core.event_time import EventTimeStats
-from watermark_assets.runs.event_progress import WindowProgress
-from watermark_assets.runs.event_upstream import UpstreamRead
+from watermark_assets.kinds.event_time.progress import WindowProgress
+from watermark_assets.kinds.event_time.upstream import UpstreamRead
 from watermark_assets.spark import io, window_agg
 from watermark_assets.spark.window_agg import (
     LATE_BATCH,
@@ -56,7 +56,7 @@ from watermark_assets.spark.window_agg import (
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from watermark_assets.runs.event_window import WindowAggregateSpec
+    from watermark_assets.kinds.event_time.window import WindowAggregateSpec
 
 #: internal columns of the scan (never written)
 _WINDOW_KEY = "_recover_window"
@@ -193,7 +193,7 @@ def _closed_rows(
     each with its input, window key, file and the file's modification time; None: no file."""
     from pyspark.sql import functions as F
 
-    from watermark_assets.runs.event_window import INPUT_COLUMN
+    from watermark_assets.kinds.event_time.window import INPUT_COLUMN
     from watermark_assets.spark.paths import relative_to_root
 
     frames = []
@@ -230,7 +230,7 @@ def _table(spark: SparkSession, uri: str) -> DataFrame | None:
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    from watermark_assets.runs.event_window import table_file_uris
+    from watermark_assets.kinds.event_time.window import table_file_uris
 
     try:
         table = DeltaTable(uri, storage_options=storage.delta_options(uri))
@@ -269,7 +269,7 @@ def _late_rows(
     window key (a late row's window is closed, or it has no event time)."""
     from pyspark.sql import functions as F
 
-    from watermark_assets.runs.event_window import INPUT_COLUMN
+    from watermark_assets.kinds.event_time.window import INPUT_COLUMN
 
     late = _table(spark, spec.late_uri)
     if late is None:
@@ -363,7 +363,7 @@ def _reason(
     inferred) how it was chosen."""
     from pyspark.sql import functions as F
 
-    from watermark_assets.runs.event_window import INPUT_COLUMN
+    from watermark_assets.kinds.event_time.window import INPUT_COLUMN
 
     where = F.lit("")
     for name, read in reads.items():

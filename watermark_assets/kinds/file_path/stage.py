@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from watermark_assets import storage
 from watermark_assets.core.filepath.watermark import FileWatermark
+from watermark_assets.kinds.file_path.plan import BatchPlan
 from watermark_assets.runs.faults import crash_point
-from watermark_assets.runs.file_plan import BatchPlan
 from watermark_assets.sources.files import FileBatch, StagedFiles
 from watermark_assets.staging import list_parquet, remove_stale_staging, staging_dir
 

@@ -1,8 +1,8 @@
 """One partitioned ingestion asset per pipeline, and the job its sensor targets.
 
 The asset's body plans, stages and commits its batch (data and progress in ONE Delta commit,
-``runs.file_commit.commit_batch``, or ``runs.file_rewrite.commit_rewrite_batch`` for a file
-rewritten in place), as every kind commits in its asset body; it returns the run's metadata
+``kinds.file_path.commit.commit_batch``, or ``kinds.file_path.rewrite.commit_rewrite_batch`` for a
+file rewritten in place), as every kind commits in its asset body; it returns the run's metadata
 (:class:`~dagster.MaterializeResult`) and puts each Dagster partition's own on that partition.
 Its IO manager (``defs/io_manager.py``) only loads the table for downstream assets.
 """
@@ -30,7 +30,6 @@ from pydantic import Field
 from watermark_assets import names, storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.clock import Clock
-from watermark_assets.defs.file_metadata import batch_metadata, partition_metadata
 from watermark_assets.defs.jobs import IO_MANAGER_KEY, PIPELINE_TAG
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.partitions import partition_selection
@@ -39,10 +38,11 @@ from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.delta.schema_change import SchemaEvolution
 from watermark_assets.exceptions import BatchOverlapError, SchemaInferredMeanwhileError
-from watermark_assets.runs.file_commit import BatchResult, commit_batch
-from watermark_assets.runs.file_plan import BatchRequest, plan_batch
-from watermark_assets.runs.file_rewrite import commit_rewrite_batch
-from watermark_assets.runs.file_stage import StagedBatch, stage_batch
+from watermark_assets.kinds.file_path.commit import BatchResult, commit_batch
+from watermark_assets.kinds.file_path.metadata import batch_metadata, partition_metadata
+from watermark_assets.kinds.file_path.plan import BatchRequest, plan_batch
+from watermark_assets.kinds.file_path.rewrite import commit_rewrite_batch
+from watermark_assets.kinds.file_path.stage import StagedBatch, stage_batch
 
 # BackfillPolicy is "beta" in dagster 1.13; the warning would repeat on every code-location load.
 warnings.filterwarnings("ignore", message=".*backfill_policy.*", category=BetaWarning)

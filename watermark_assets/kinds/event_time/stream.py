@@ -18,8 +18,8 @@ aggregation, so it is one per late window and task, not one per late event. Stru
 Streaming has no distinct aggregation, so a ``count_distinct`` aggregate is refused here (the
 batch engine has it).
 
-Spark's semantics are the batch engine's (``runs/event_window.py``): late rows are judged with the
-watermark the micro-batch started with; after the data, ``availableNow`` runs a no-data
+Spark's semantics are the batch engine's (``kinds/event_time/window.py``): late rows are judged
+with the watermark the micro-batch started with; after the data, ``availableNow`` runs a no-data
 micro-batch that emits the windows the new watermark closed.
 """
 
@@ -40,7 +40,7 @@ from watermark_assets.core.time.instant import format_millis, parse_millis
 from watermark_assets.delta.committer import TxnVersion, committer_for
 from watermark_assets.engine.write import Append, RunRecord
 from watermark_assets.exceptions import DeltaCommitError
-from watermark_assets.runs.event_window import commit_staged, stage_frame
+from watermark_assets.kinds.event_time.window import commit_staged, stage_frame
 from watermark_assets.runs.faults import crash_point
 from watermark_assets.spark.window_agg import WINDOW_END, WINDOW_START, Aggregate
 
@@ -199,7 +199,8 @@ def _commit_frame(
 ) -> tuple[int | None, int]:
     """ONE commit of ``frame`` to ``table_uri`` with the txn ``(query, batch id + 1)`` (an
     :class:`~watermark_assets.engine.write.Append` through the batch engine's
-    :func:`~watermark_assets.runs.event_window.commit_staged`); nothing when the table holds it
+    :func:`~watermark_assets.kinds.event_time.window.commit_staged`); nothing when the table holds
+    it
     already (a replayed micro-batch). The version and the rows."""
     committer = committer_for(table_uri)
     version = batch_id + 1  # txn versions start at 1

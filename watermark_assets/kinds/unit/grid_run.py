@@ -1,7 +1,7 @@
 """A run of time x unit cells (seed 003): each (window, unit) cell read, all replaced in ONE commit.
 
 A cell ``(window [start, end), unit u)`` is a window chunk of the column machinery, as a time
-pipeline's window is (:func:`~watermark_assets.runs.time.window_chunk_plan`), over the
+pipeline's window is (:func:`~watermark_assets.kinds.time.run.window_chunk_plan`), over the
 :class:`~watermark_assets.runs.column_spec.ColumnSpec` of unit ``u`` (:func:`cell_spec`: the
 time column; an http_api URL's ``{unit}`` or ``unit_param`` carries the id). Per cell:
 
@@ -23,7 +23,7 @@ time column; an http_api URL's ``{unit}`` or ``unit_param`` carries the id). Per
   watermark (``UnitWatermark[TimeWatermark]``) read from the log up to ``read_version``, with
   the run's cells' high watermarks advanced (each end, or ``to`` for the partial last window),
   plus the cells. Read back like a time pipeline's
-  (:class:`~watermark_assets.runs.time.WatermarkEntryLog`: the newest entry merged with the
+  (:class:`~watermark_assets.kinds.time.run.WatermarkEntryLog`: the newest entry merged with the
   commits after its ``read_version``; the merge is unit by unit, window by window, so
   concurrent runs of other cells never lose each other's high watermarks).
 
@@ -47,6 +47,11 @@ from watermark_assets.core.time import TimeWatermark, format_instant
 from watermark_assets.core.unit import Cell, UnitWatermark, empty_grid
 from watermark_assets.core.unit.grid import unit_time_watermark
 from watermark_assets.delta.committer import TxnVersion, committer_for
+from watermark_assets.kinds.time.run import (
+    WatermarkEntryLog,
+    key_moves,
+    window_chunk_plan,
+)
 from watermark_assets.runs.column import (
     ColumnPlan,
     ColumnRunRequest,
@@ -54,11 +59,6 @@ from watermark_assets.runs.column import (
     stage_column_batch,
 )
 from watermark_assets.runs.column_spec import ColumnSpec
-from watermark_assets.runs.time import (
-    WatermarkEntryLog,
-    key_moves,
-    window_chunk_plan,
-)
 from watermark_assets.runs.window_commit import WindowRun, WindowRunTotals, commit_windows
 from watermark_assets.sources.column import UnitRead
 

@@ -8,7 +8,7 @@
   is an unpartitioned asset whose run reads the effective range ``[cut-off, to)``.
 - **Asset** (:func:`build_time_asset`): a run of partitions (or a single-run backfill of a range)
   reads and replaces each window ``[start, min(end, to))`` in ONE commit with its high watermark
-  (:mod:`watermark_assets.runs.time`). A key whose window is not a window of the spec at the
+  (:mod:`watermark_assets.kinds.time.run`). A key whose window is not a window of the spec at the
   run's time (Dagster's current partition when ``to`` sits exactly on a boundary, or a window
   after ``to``) is skipped and said so.
 - **Schedule and sensor** (:func:`build_time_schedule`, :func:`build_time_sensor`): each tick reads
@@ -90,13 +90,13 @@ from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
-from watermark_assets.runs.column import count_null_watermark
-from watermark_assets.runs.time import (
+from watermark_assets.kinds.time.run import (
     TimeRunResult,
     column_spec,
     load_time_watermark,
     run_windows,
 )
+from watermark_assets.runs.column import count_null_watermark
 from watermark_assets.runs.window_commit import WindowRun
 from watermark_assets.sources.locations import check_source
 
@@ -702,7 +702,7 @@ def build_time_schedule(
 
 
 def build_time_pipeline(pipeline: TimePipelineConfig, clock: Clock) -> PipelineDefs:
-    """Everything of one time pipeline (the time kind's ``dagster_defs``, ``kinds/time.py``):
+    """Everything of one time pipeline (the time kind's ``dagster_defs``, ``kinds/time/kind.py``):
     fresh within a window's cadence (``schedule.cron``, else the partitions') and its grace."""
     partitions_def = time_partitions(pipeline.watermark.spec)
     asset_def = build_time_asset(pipeline, partitions_def, clock)

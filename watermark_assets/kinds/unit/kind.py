@@ -40,7 +40,7 @@ def summarize(config: ProjectConfig, pipeline: UnitPipelineConfig) -> Row:
 def summarize_unit(pipeline: UnitPipelineConfig) -> PartitionedRow:
     """Units with a committed run (of the explicit ones) and the latest done-at."""
     from watermark_assets.core.text import time_text
-    from watermark_assets.runs.unit import load_unit_watermark
+    from watermark_assets.kinds.unit.run import load_unit_watermark
 
     table = table_facts(pipeline)
     done: dict[str, Any] = {}
@@ -66,7 +66,7 @@ def summarize_grid(pipeline: UnitPipelineConfig) -> PartitionedRow:
     watermark, and each unit's cut-off when they agree (else how many differ)."""
     from watermark_assets.core.text import time_text
     from watermark_assets.core.time import windows
-    from watermark_assets.runs.time_unit import load_grid_watermark
+    from watermark_assets.kinds.unit.grid_run import load_grid_watermark
 
     assert pipeline.watermark.time is not None, "a time x unit pipeline"
     now = system_clock()
@@ -118,7 +118,7 @@ def _tick_grid(headless: Headless, name: str, failures: list[FailedRun]) -> None
     """One tick of a time x unit pipeline's sensor, applied as the daemon does (new ids become
     partitions), then its runs: one per unit and range of due windows."""
     from watermark_assets.defs.headless_ticks import record_tick
-    from watermark_assets.defs.time_unit import RANGE_END, RANGE_START
+    from watermark_assets.kinds.unit.grid_defs import RANGE_END, RANGE_START
 
     instance = headless.instance
     context = headless.sensor_context(instance_ref=instance.get_ref())
@@ -147,7 +147,7 @@ def run_due_units(headless: Headless, pipelines: Sequence[UnitPipelineConfig]) -
     """Explicit ids that never ran; with a secondary input, one tick of the units sensor (the
     partitions it adds and the runs it requests); time x unit: one tick of its sensor."""
     from watermark_assets.defs.headless_ticks import record_tick
-    from watermark_assets.runs.unit import load_unit_watermark
+    from watermark_assets.kinds.unit.run import load_unit_watermark
 
     failures: list[FailedRun] = []
     for unit_pipeline in pipelines:
@@ -201,8 +201,8 @@ def state_logs(config: ProjectConfig, pipeline: UnitPipelineConfig) -> list[Stat
     """The units' done-at, or a time x unit grid's high watermarks; ``repair-state``: the state
     file and the commits left, folded (a unit or cell recorded only in a lost commit runs again
     on the next tick)."""
-    from watermark_assets.runs.time_unit import GridLog
-    from watermark_assets.runs.unit import UnitDoneAtLog
+    from watermark_assets.kinds.unit.grid_run import GridLog
+    from watermark_assets.kinds.unit.run import UnitDoneAtLog
 
     if pipeline.is_time_by_unit:
         return [StateLogEntry("time x unit watermark", GridLog(pipeline))]
@@ -211,8 +211,8 @@ def state_logs(config: ProjectConfig, pipeline: UnitPipelineConfig) -> list[Stat
 
 def dagster_defs(pipeline: UnitPipelineConfig, clock: Clock, config: ProjectConfig) -> PipelineDefs:
     """The Dagster objects of a unit pipeline: a time x unit grid when it has a ``time``."""
-    from watermark_assets.defs.time_unit import build_grid_pipeline
-    from watermark_assets.defs.unit import build_unit_pipeline
+    from watermark_assets.kinds.unit.defs import build_unit_pipeline
+    from watermark_assets.kinds.unit.grid_defs import build_grid_pipeline
 
     if pipeline.is_time_by_unit:
         return build_grid_pipeline(pipeline, clock)

@@ -6,7 +6,7 @@ no sensor yet: the asset is materialized by hand or by a schedule a user adds (e
 what is above the pipeline's watermark).
 
 With a ``partitions`` block the asset is time-partitioned and a run replays its partitions'
-windows (``runs.column_replay``): one chunk per partition, read with ``>=`` the window's start
+windows (``kinds.column.replay``): one chunk per partition, read with ``>=`` the window's start
 and ``<`` its end, each replacing its window in its own commit (the asset commits; no IO
 manager). A UI backfill of a range is ONE run over the range (``BackfillPolicy.single_run``),
 its chunks in order; ``replay.save_watermark`` applies (default false: the production watermark
@@ -36,7 +36,6 @@ from watermark_assets.core.column.replay import ReplayChunk
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.core.partition_selection import PartitionSelection
 from watermark_assets.defs.column_checks import build_column_checks
-from watermark_assets.defs.column_metadata import column_metadata, replay_metadata
 from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import freshness_policy
 from watermark_assets.defs.io_manager import COLUMN_IO_MANAGER_KEY
@@ -47,13 +46,14 @@ from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
+from watermark_assets.kinds.column.metadata import column_metadata, replay_metadata
+from watermark_assets.kinds.column.replay import run_replay
 from watermark_assets.runs.column import (
     ColumnRunRequest,
     commit_column_batch,
     plan_column_batch,
     stage_column_batch,
 )
-from watermark_assets.runs.column_replay import run_replay
 from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.sources.locations import check_source
 

@@ -19,7 +19,7 @@ those windows had at ``V``, and the snapshot holds them plus the rows appended s
 that had read nothing yet (``V = -1``) reads its whole snapshot either way (all of it is new).
 
 A row appended since ``V`` into a window already closed (a late row) or without an event time
-is not in that read: ``runs/event_recover.py`` finds those by counting each closed window's
+is not in that read: ``kinds/event_time/recover.py`` finds those by counting each closed window's
 rows against the output and the late table (from the files :attr:`UpstreamRead.closed_files`
 names) and keeps them as late records.
 
@@ -69,7 +69,7 @@ class UpstreamRead:
     by_event_time: bool = False
     #: by event time: the snapshot's files that may hold rows of a closed window or without an
     #: event time (paths relative to the table), each with its modification time (ms), for
-    #: ``runs/event_recover.py``
+    #: ``kinds/event_time/recover.py``
     closed_files: tuple[tuple[str, int], ...] = ()
 
     @property
@@ -132,7 +132,7 @@ def plan_reads(
     """Each input's read (module docstring). ``upstream_to``: the versions a recorded plan read
     up to (None: each upstream's newest); files holding only rows of windows ``bounds`` closed
     are not read by event time. ``replanned``: the plan was moved to the upstreams' newer
-    versions by ``repair-state`` (``runs/event_window.replan_batch``): every input is read by
+    versions by ``repair-state`` (``kinds/event_time/window.replan_batch``): every input is read by
     event time. ``pipeline`` and ``batch`` name the recovery when a version is gone."""
     reads: dict[str, UpstreamRead] = {}
     snapshots: dict[str, _Snapshot | None] = {}

@@ -19,7 +19,8 @@
   skips the tick and says why (nothing is added or removed).
 
 The asset's run reads and replaces each of its units in ONE commit
-(:func:`~watermark_assets.runs.unit.run_units`). A backfill runs ``backfill.max_partitions_per_run``
+(:func:`~watermark_assets.kinds.unit.run.run_units`). A backfill runs
+``backfill.max_partitions_per_run``
 units per run (default 1). The checks read this run's commits back from the log: each unit's
 done-at never moves backwards; rows added = rows read + rows kept by rewrite.
 """
@@ -75,15 +76,15 @@ from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord, table_row_count
 from watermark_assets.exceptions import SecondaryInputError
-from watermark_assets.runs.column import RUN_METADATA_KEY
-from watermark_assets.runs.column_spec import ColumnSpec
-from watermark_assets.runs.unit import (
+from watermark_assets.kinds.unit.run import (
     INNER_KIND,
     UNIT_RUN_KEY,
     UnitRun,
     load_unit_watermark,
     run_units,
 )
+from watermark_assets.runs.column import RUN_METADATA_KEY
+from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.sources.locations import check_source
 from watermark_assets.sources.secondary_input import SecondaryInput, read_units
 

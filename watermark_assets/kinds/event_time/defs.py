@@ -2,8 +2,8 @@
 partitioned by event time, whose partitions close when the watermark passes their end.
 
 - Asset ``NAME`` (deps: the upstream pipeline's asset; hourly or daily partitions from
-  ``partitions.start``). A run executes the next batch (``runs/event_window.py``: everything the
-  upstream appended since the last batch, one commit per table with the batch's txn) and then
+  ``partitions.start``). A run executes the next batch (``kinds/event_time/window.py``: everything
+  the upstream appended since the last batch, one commit per table with the batch's txn) and then
   says, for the partitions it was asked for, whether the watermark closed them. A partition
   still open after the batch does not fail the run (its batch committed: the windows it closed
   are emitted, nothing is lost or repeated): the run succeeds and says which partitions stay
@@ -79,9 +79,14 @@ from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.table_schema import with_table_schema
-from watermark_assets.runs.event_engines import BatchEngine, StreamEngine, WindowEngine, WindowRun
-from watermark_assets.runs.event_stream import StreamSpec
-from watermark_assets.runs.event_window import WindowAggregateSpec
+from watermark_assets.kinds.event_time.engines import (
+    BatchEngine,
+    StreamEngine,
+    WindowEngine,
+    WindowRun,
+)
+from watermark_assets.kinds.event_time.stream import StreamSpec
+from watermark_assets.kinds.event_time.window import WindowAggregateSpec
 from watermark_assets.vocabulary import millis_text
 
 GROUP_NAME = "watermark_event_time"

@@ -1,5 +1,5 @@
 """The Dagster objects of one file-path pipeline (the file-path kind's ``dagster_defs``,
-``kinds/file_path.py``): its daily/hourly partitioned asset, checks, job and sensor."""
+``kinds/file_path/kind.py``): its daily/hourly partitioned asset, checks, job and sensor."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from dagster import TableColumn, TableSchema
 
 from watermark_assets.config import FilePipelineConfig
 from watermark_assets.core.clock import Clock
-from watermark_assets.defs.assets import build_asset
 from watermark_assets.defs.backlog_check import build_file_backlog_check
 from watermark_assets.defs.checks import build_checks
 from watermark_assets.defs.columns import column_schema
@@ -15,7 +14,8 @@ from watermark_assets.defs.freshness import GRANULARITY_CADENCE, freshness_polic
 from watermark_assets.defs.jobs import pipeline_job
 from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.defs.pipeline_defs import PipelineDefs
-from watermark_assets.defs.sensors import build_sensor
+from watermark_assets.kinds.file_path.assets import build_asset
+from watermark_assets.kinds.file_path.sensors import build_sensor
 from watermark_assets.spark.batch import (
     INGESTED_AT_COLUMN,
     PARTITION_KEY_COLUMN,

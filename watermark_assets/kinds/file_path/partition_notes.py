@@ -4,7 +4,7 @@ that wait (for a run in flight, or a later tick) and the files it will not inges
 
 The tick's skip reason says it for the whole pipeline; these observations say it per partition,
 on top of the partition's whole state from the state store
-(:func:`~watermark_assets.defs.file_metadata.file_partition_truths`), and only when it changed
+(:func:`~watermark_assets.kinds.file_path.metadata.file_partition_truths`), and only when it changed
 (:func:`~watermark_assets.defs.partition_truth.changed_observations`).
 """
 
@@ -17,8 +17,8 @@ from dagster import AssetKey, AssetObservation, DagsterInstance
 
 from watermark_assets import vocabulary as vocab
 from watermark_assets.config import Pipeline
-from watermark_assets.defs.file_metadata import file_partition_truths
 from watermark_assets.defs.partition_truth import PartitionTruth, changed_observations
+from watermark_assets.kinds.file_path.metadata import file_partition_truths
 from watermark_assets.sources.file_discovery import FileGroups, PartitionOf, partition_key_of
 from watermark_assets.state.load import PipelineState
 

@@ -20,7 +20,7 @@ from watermark_assets.core.replace_window import Interval, ReplaceWindow
 from watermark_assets.delta.committer import CommitOutcome, TxnVersion, committer_for
 from watermark_assets.delta.rewrite import RewritePlan
 from watermark_assets.engine.write import Replace, write
-from watermark_assets.runs.file_commit import (
+from watermark_assets.kinds.file_path.commit import (
     Attempt,
     BatchResult,
     CommitDecision,
@@ -29,7 +29,7 @@ from watermark_assets.runs.file_commit import (
     commit_attempts,
     file_record,
 )
-from watermark_assets.runs.file_stage import StagedBatch
+from watermark_assets.kinds.file_path.stage import StagedBatch
 from watermark_assets.spark.batch import SOURCE_FILE_COLUMN
 from watermark_assets.state.commit_metadata import CommitMetadata, rewrite_app_id
 from watermark_assets.state.load import load_state
@@ -39,7 +39,8 @@ def commit_rewrite_batch(
     staged: StagedBatch, *, now: datetime, add_columns: bool = False, widen: bool = False
 ) -> BatchResult:
     """Replace the rows of the plan's one rewritten file (module docstring), then checkpoint.
-    ``add_columns`` / ``widen``: as for :func:`~watermark_assets.runs.file_commit.commit_batch`
+    ``add_columns`` / ``widen``: as for
+    :func:`~watermark_assets.kinds.file_path.commit.commit_batch`
     (a replace that evolves: the schema commit, then the data commit)."""
     plan = staged.plan
     pipeline = plan.request.pipeline

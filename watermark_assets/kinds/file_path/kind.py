@@ -70,9 +70,9 @@ def sensor_pass(headless: Headless, pipelines: Sequence[FilePipelineConfig]) -> 
     runs are launched on the instance, the sensor's asset events (observations) are recorded
     there, a failed run does not stop the others (its partition is not run again in this
     pass)."""
-    from watermark_assets.defs.assets import requested_files
     from watermark_assets.defs.headless_ticks import record_tick
     from watermark_assets.defs.keys import node_name
+    from watermark_assets.kinds.file_path.assets import requested_files
 
     failures: list[FailedRun] = []
     if not pipelines:
@@ -181,7 +181,7 @@ def repair(config: ProjectConfig, pipeline: FilePipelineConfig) -> int:
 
 def dagster_defs(pipeline: FilePipelineConfig, clock: Clock, config: ProjectConfig) -> PipelineDefs:
     """The Dagster objects of a file-path pipeline."""
-    from watermark_assets.defs.file_pipeline import build_file_pipeline
+    from watermark_assets.kinds.file_path.defs import build_file_pipeline
 
     return build_file_pipeline(pipeline, clock)
 

@@ -15,8 +15,8 @@ from watermark_assets.defs.metadata import (
     txns_table,
     version_value,
 )
+from watermark_assets.kinds.column.replay import ReplayResult
 from watermark_assets.runs.column import ColumnResult
-from watermark_assets.runs.column_replay import ReplayResult
 
 
 def column_metadata(result: ColumnResult, *, table_rows: int | None) -> dict[str, Any]:

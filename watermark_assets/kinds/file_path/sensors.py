@@ -46,17 +46,21 @@ from watermark_assets.core.clock import Clock
 from watermark_assets.core.filepath.listing import ListingPlan
 from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
-from watermark_assets.defs.assets import BATCH_TAG, LATE_TAG, files_run_config
 from watermark_assets.defs.backlog import file_backlog
 from watermark_assets.defs.backlog_check import BacklogVerdict, file_backlog_verdict
-from watermark_assets.defs.file_partition_notes import partition_notes, partition_observations
-from watermark_assets.defs.file_quiet_partitions import digest, quiet_observations, quiet_truths
 from watermark_assets.defs.jobs import FAILED, PIPELINE_TAG, partitions_in_flight
 from watermark_assets.defs.keys import node_name
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import columns_note
 from watermark_assets.delta.committer import committer_for
 from watermark_assets.exceptions import LateFilesUnprovableError
+from watermark_assets.kinds.file_path.assets import BATCH_TAG, LATE_TAG, files_run_config
+from watermark_assets.kinds.file_path.partition_notes import partition_notes, partition_observations
+from watermark_assets.kinds.file_path.quiet_partitions import (
+    digest,
+    quiet_observations,
+    quiet_truths,
+)
 from watermark_assets.sources.file_discovery import (
     FileGroups,
     PartitionOf,
@@ -118,7 +122,7 @@ class SensorCursor:
     #: the last verdict of ``backlog_within_limits`` (None: no backlog_limits)
     backlog_passed: bool | None = None
     #: the digest of what the partitions with nothing waiting said on their pages
-    #: (:mod:`~watermark_assets.defs.file_quiet_partitions`): unchanged, the tick says nothing
+    #: (:mod:`~watermark_assets.kinds.file_path.quiet_partitions`): unchanged, the tick says nothing
     quiet: str | None = None
 
     def to_string(self) -> str:

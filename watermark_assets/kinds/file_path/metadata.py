@@ -21,7 +21,7 @@ from watermark_assets.defs.metadata import (
     version_value,
 )
 from watermark_assets.defs.partition_truth import PartitionTruth, landing_watermarks
-from watermark_assets.runs.file_commit import BatchResult
+from watermark_assets.kinds.file_path.commit import BatchResult
 from watermark_assets.sources.files import StagedFiles
 from watermark_assets.state.load import PipelineState
 

@@ -27,12 +27,12 @@ DEMO_TICKS = 2
 
 
 def run_ticks(headless: Headless, pipelines: Sequence[TimePipelineConfig]) -> DemoOutcome:
-    """``DEMO_TICKS`` ticks of :func:`~watermark_assets.defs.time.decide_tick` (what the
+    """``DEMO_TICKS`` ticks of :func:`~watermark_assets.kinds.time.defs.decide_tick` (what the
     schedule and the sensor request), each printing why, then a run per partition due; the
     second tick shows the grace period (the windows before the highest high watermark run
     again)."""
     from watermark_assets.defs.headless_ticks import record_tick
-    from watermark_assets.defs.time import decide_tick, tick_requests
+    from watermark_assets.kinds.time.defs import decide_tick, tick_requests
 
     failures: list[FailedRun] = []
     for pipeline in pipelines:
@@ -71,14 +71,14 @@ def run_ticks(headless: Headless, pipelines: Sequence[TimePipelineConfig]) -> De
 def state_logs(config: ProjectConfig, pipeline: TimePipelineConfig) -> list[StateLogEntry]:
     """The windows' high watermarks; ``repair-state``: the state file and the commits left,
     folded (a window recorded only in a lost commit runs again on the next tick)."""
-    from watermark_assets.runs.time import TimeWatermarkLog
+    from watermark_assets.kinds.time.run import TimeWatermarkLog
 
     return [StateLogEntry("time watermark", TimeWatermarkLog(pipeline))]
 
 
 def dagster_defs(pipeline: TimePipelineConfig, clock: Clock, config: ProjectConfig) -> PipelineDefs:
     """The Dagster objects of a time pipeline."""
-    from watermark_assets.defs.time import build_time_pipeline
+    from watermark_assets.kinds.time.defs import build_time_pipeline
 
     return build_time_pipeline(pipeline, clock)
 
@@ -87,7 +87,7 @@ def summarize(pipeline: TimePipelineConfig) -> PartitionedRow:
     """Windows with a high watermark, the highest one and the cut-off it gives now."""
     from watermark_assets.core.text import time_text
     from watermark_assets.core.time import windows
-    from watermark_assets.runs.time import load_time_watermark
+    from watermark_assets.kinds.time.run import load_time_watermark
 
     now = system_clock()
     spec = pipeline.watermark.spec

@@ -206,7 +206,7 @@ def state_logs(config: ProjectConfig, pipeline: ColumnPipelineConfig) -> list[St
     ]
     replay = pipeline.replay
     if replay is not None and replay.save_watermark:
-        from watermark_assets.runs.column_replay import committed_upper_bound, replay_dataflow_id
+        from watermark_assets.kinds.column.replay import committed_upper_bound, replay_dataflow_id
         from watermark_assets.runs.column_spec import ColumnSpec
 
         dataflow = replay_dataflow_id(pipeline.name, replay)
@@ -252,7 +252,7 @@ def replay(
     from watermark_assets.config import ReplayConfig
     from watermark_assets.defs.run_worker import spark_settings
     from watermark_assets.exceptions import ConfigError
-    from watermark_assets.runs.column_replay import run_replay
+    from watermark_assets.kinds.column.replay import run_replay
     from watermark_assets.spark.session import spark_from_settings
 
     name = pipeline.name
@@ -283,7 +283,7 @@ def dagster_defs(
     pipeline: ColumnPipelineConfig, clock: Clock, config: ProjectConfig
 ) -> PipelineDefs:
     """The Dagster objects of a column pipeline."""
-    from watermark_assets.defs.column import build_column_pipeline
+    from watermark_assets.kinds.column.defs import build_column_pipeline
 
     return build_column_pipeline(pipeline, clock)
 
