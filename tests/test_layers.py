@@ -203,6 +203,33 @@ def test_modules_import_only_downwards(pattern: str, refused: tuple[str, ...], w
     assert not wrong, f"{why}: {wrong}"
 
 
+def test_the_spark_adapter_imports_no_source_at_run_time() -> None:
+    """``spark/`` sits below ``sources/`` (the sources call it): a run-time import the other way
+    made ``import watermark_assets.spark.batch`` fail on its own (``sources/__init__`` imports
+    every source, ``landing_files`` imports ``spark.batch`` half loaded). Annotations may name
+    a source's types (``if TYPE_CHECKING:``)."""
+    wrong = [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in sorted((PACKAGE / "spark").glob("*.py"))
+        for name in runtime_imports(path)
+        if forbidden(name, ("watermark_assets.sources",))
+    ]
+    assert not wrong, wrong
+
+
+def test_the_spark_batch_module_imports_first_in_a_fresh_interpreter() -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import watermark_assets.spark.batch"],
+        capture_output=True,
+        text=True,
+        cwd=PACKAGE.parent,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 #: What ``engine/`` may import of the package (docs/design.md, "Imports"): the adapters below it
 #: and the core; anything else of the package is refused, inside a function or not.
 ENGINE_MAY_IMPORT = (

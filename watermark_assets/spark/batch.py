@@ -18,7 +18,6 @@ import pyarrow as pa
 
 from watermark_assets.exceptions import UntracedRowsError
 from watermark_assets.names import RESCUED_DATA_COLUMN
-from watermark_assets.sources.schema_drift import Layout
 from watermark_assets.spark import io
 from watermark_assets.spark.ddl import columns_ddl
 from watermark_assets.spark.fsspec_source import UNREADABLE_MARKER
@@ -26,6 +25,8 @@ from watermark_assets.spark.paths import relative_to_root, spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+
+    from watermark_assets.sources.schema_drift import Layout
 
 
 #: Lineage columns added to every ingested row.

@@ -26,12 +26,13 @@ from functools import reduce
 from typing import TYPE_CHECKING
 
 from watermark_assets.names import RESCUED_DATA_COLUMN, RESCUED_SOURCE_KEY
-from watermark_assets.sources.schema_drift import Layout
 from watermark_assets.spark import io
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructField, StructType
+
+    from watermark_assets.sources.schema_drift import Layout
 
 #: Prefix of the flag columns that mark a value that did not fit (dropped before the write).
 MISFIT_PREFIX = "_watermark_assets_misfit_"
