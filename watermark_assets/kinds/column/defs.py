@@ -17,10 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from dagster import (
-    AssetExecutionContext,
     AssetsDefinition,
     BackfillPolicy,
-    MaterializeResult,
     TimeWindowPartitionsDefinition,
     asset,
 )
@@ -35,16 +33,15 @@ from watermark_assets.core.clock import Clock
 from watermark_assets.core.column.replay import ReplayChunk
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.core.partition_selection import PartitionSelection
+from watermark_assets.defs.asset_body import AssetOutcome, AssetRun, run_asset
 from watermark_assets.defs.column_checks import build_column_checks
 from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import freshness_policy
 from watermark_assets.defs.io_manager import COLUMN_IO_MANAGER_KEY
 from watermark_assets.defs.jobs import pipeline_job
 from watermark_assets.defs.keys import asset_key
-from watermark_assets.defs.partitions import partition_selection, partitions_definition
+from watermark_assets.defs.partitions import partitions_definition
 from watermark_assets.defs.pipeline_defs import PipelineDefs
-from watermark_assets.defs.resources import WatermarkSparkResource
-from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.kinds.column.metadata import column_metadata, replay_metadata
 from watermark_assets.kinds.column.replay import run_replay
@@ -132,35 +129,32 @@ def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDe
     if partitions_def is not None:
         return build_partitioned_column_asset(pipeline, partitions_def, clock)
 
-    @_asset_decorator(pipeline, None)
-    def column_asset(
-        context: AssetExecutionContext, spark: WatermarkSparkResource
-    ) -> MaterializeResult[None]:
+    def column_run(run: AssetRun) -> AssetOutcome:
         request = ColumnRunRequest(
             pipeline=ColumnSpec.of(pipeline),
-            run_id=context.run.run_id,
-            job_name=context.run.job_name,
+            run_id=run.run_id,
+            job_name=run.job_name,
             clock=clock,
         )
         now = clock()
         check_source(pipeline)  # before Spark: a clear error, not Spark's
         plan = plan_column_batch(request, now=now)
-        context.log.info(
+        run.info(
             f"{pipeline.name}: watermark {plan.watermark_before} ({plan.provider}); reading "
             f"{plan.predicate_text}"
         )
-        staged = stage_column_batch(plan, spark.spark_session, now=now)
+        staged = stage_column_batch(plan, run.spark, now=now)
         result = commit_column_batch(staged, now=clock())
         uri = pipeline.table.uri
         metadata = column_metadata(result, table_rows=table_row_count(uri))
-        context.log.info(
+        run.info(
             f"{pipeline.name}: {staged.rows_read} rows read, {result.rows_committed} committed, "
             f"{staged.rows_quarantined} quarantined, watermark {result.watermark_after} "
             f"({result.outcome.reason})"
         )
-        return MaterializeResult(metadata=with_table_schema(metadata, uri))
+        return AssetOutcome(metadata, uri)
 
-    return column_asset
+    return run_asset(_asset_decorator(pipeline, None), column_run, name="column_asset")
 
 
 def build_partitioned_column_asset(
@@ -169,12 +163,9 @@ def build_partitioned_column_asset(
     """The time-partitioned asset: a run replays its partitions' windows (module docstring)."""
     save_watermark = pipeline.replay is not None and pipeline.replay.save_watermark
 
-    @_asset_decorator(pipeline, partitions_def)
-    def column_partitions_asset(
-        context: AssetExecutionContext, spark: WatermarkSparkResource
-    ) -> MaterializeResult[None]:
+    def replay_run(run: AssetRun) -> AssetOutcome:
         check_source(pipeline)  # before Spark: a clear error, not Spark's
-        chunks = partition_chunks(pipeline, partitions_def, partition_selection(context))
+        chunks = partition_chunks(pipeline, partitions_def, run.selection)
         replay = ReplayConfig(
             start=chunks[0].lower.values[0],  # type: ignore[arg-type]
             end=chunks[-1].upper.values[0],  # type: ignore[arg-type]
@@ -184,17 +175,18 @@ def build_partitioned_column_asset(
         result = run_replay(
             pipeline,
             replay,
-            spark.spark_session,
-            run_id=context.run.run_id,
+            run.spark,
+            run_id=run.run_id,
             clock=clock,
-            log=context.log.info,
+            log=run.info,
             chunks=chunks,
         )
         uri = pipeline.table.uri
         metadata = replay_metadata(result, table_rows=table_row_count(uri))
-        return MaterializeResult(metadata=with_table_schema(metadata, uri))
+        return AssetOutcome(metadata, uri)
 
-    return column_partitions_asset
+    decorator = _asset_decorator(pipeline, partitions_def)
+    return run_asset(decorator, replay_run, name="column_partitions_asset")
 
 
 def build_column_pipeline(pipeline: ColumnPipelineConfig, clock: Clock) -> PipelineDefs:

@@ -29,14 +29,12 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetExecutionContext,
     AssetKey,
     AssetObservation,
     AssetsDefinition,
     AssetSelection,
     BackfillPolicy,
     DefaultSensorStatus,
-    MaterializeResult,
     MetadataValue,
     RunRequest,
     SensorDefinition,
@@ -63,6 +61,7 @@ from watermark_assets.core.event_time import (
     WatermarkTracker,
 )
 from watermark_assets.core.time.instant import from_millis, to_millis
+from watermark_assets.defs.asset_body import AssetOutcome, AssetRun, run_asset
 from watermark_assets.defs.backlog_check import backlog_check_spec, backlog_verdict
 from watermark_assets.defs.freshness import GRANULARITY_CADENCE, freshness_policy
 from watermark_assets.defs.jobs import PIPELINE_TAG, failed_attempts, partitions_in_flight
@@ -70,15 +69,11 @@ from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.partition_truth import (
     MAX_OBSERVED,
     PartitionTruth,
-    add_partition_truth,
     changed_observations,
     iso_utc,
 )
-from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.pipeline_defs import PipelineDefs
-from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
-from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.kinds.event_time.engines import (
     BatchEngine,
     StreamEngine,
@@ -381,7 +376,7 @@ def build_event_time_asset(
     delay = v.exact_duration_text(pipeline.watermark.delay_ms)
     upstream_names = ", ".join(spec.upstreams)
 
-    @asset(
+    decorator = asset(
         key=key,
         deps=list(upstream_keys),
         description=pipeline.description
@@ -411,18 +406,17 @@ def build_event_time_asset(
         ],
         metadata={v.EVENT_TIME_DELAY: delay, v.LATE_TABLE: spec.late_uri},
     )
-    def event_time_asset(
-        context: AssetExecutionContext, spark: WatermarkSparkResource
-    ) -> MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class (check outputs)
+
+    def event_time_run(run: AssetRun) -> AssetOutcome:
         now = clock()
-        result = engine.run(spark.spark_session, now=now, run_id=context.run.run_id)
-        context.log.info(f"{pipeline.name} ({engine.name}): {result.reason}")
-        metadata = with_table_schema(result_metadata(spec, result, now), spec.output_uri)
+        result = engine.run(run.spark, now=now, run_id=run.run_id)
+        run.info(f"{pipeline.name} ({engine.name}): {result.reason}")
+        metadata = result_metadata(spec, result, now)
         after = result.watermark_after.watermark_ms
-        keys = partition_selection(context).keys
+        keys = run.selection.keys
         opened = open_partitions(spec, partitions_def, keys, after, pipeline.watermark.delay_ms)
         if opened:  # the batch committed: say what stays open and until when, and succeed
-            context.log.warning(open_message(pipeline.name, opened, after))
+            run.warning(open_message(pipeline.name, opened, after))
             still = {o.key for o in opened}
             metadata[v.EVENT_TIME_PARTITIONS_OPEN] = v.table(
                 OPEN_PARTITION_COLUMNS, (o.row() for o in opened)
@@ -457,20 +451,22 @@ def build_event_time_asset(
                 "after": millis_text(result.watermark_after.watermark_ms),
             },
         )
-        add_partition_truth(
-            context,
-            event_time_truths(
-                spec, partitions_def, keys, result.watermark_after, pipeline.watermark.delay_ms
-            ),
+        truths = event_time_truths(
+            spec, partitions_def, keys, result.watermark_after, pipeline.watermark.delay_ms
         )
         checks = [late, monotone]
         if pipeline.backlog_limits is not None:  # the lag the run leaves behind
             lag_seconds = max(0.0, (to_millis(now) - after) / 1000)
             verdict = backlog_verdict(pipeline.backlog_limits, {"event_time_lag": lag_seconds})
             checks.append(verdict.result(key))
-        return MaterializeResult(metadata=metadata, check_results=checks)
+        return AssetOutcome(
+            metadata,
+            spec.output_uri,
+            per_partition=AssetOutcome.truths(truths),
+            check_results=checks,
+        )
 
-    return event_time_asset
+    return run_asset(decorator, event_time_run, name="event_time_asset")
 
 
 def upstream_max_event_ms(upstream_uri: str, column: str) -> int | None:

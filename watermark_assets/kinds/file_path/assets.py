@@ -13,11 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from dagster import (
-    AssetExecutionContext,
     AssetsDefinition,
     BackfillPolicy,
     Config,
-    MaterializeResult,
     PartitionsDefinition,
     RetryRequested,
     TimeWindowPartitionsDefinition,
@@ -30,11 +28,9 @@ from pydantic import Field
 from watermark_assets import names, storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.clock import Clock
+from watermark_assets.defs.asset_body import AssetOutcome, AssetRun, run_asset
 from watermark_assets.defs.jobs import IO_MANAGER_KEY, PIPELINE_TAG
 from watermark_assets.defs.keys import asset_key
-from watermark_assets.defs.partitions import partition_selection
-from watermark_assets.defs.resources import WatermarkSparkResource
-from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.delta.schema_change import SchemaEvolution
 from watermark_assets.exceptions import BatchOverlapError, SchemaInferredMeanwhileError
@@ -127,7 +123,7 @@ def build_asset(
     source = pipeline.file_source
     key_of = _key_of(partitions_def)
 
-    @asset(
+    decorator = asset(
         key=asset_key(pipeline),
         description=describe(pipeline),
         partitions_def=partitions_def,
@@ -143,13 +139,13 @@ def build_asset(
         },
         op_tags={PIPELINE_TAG: pipeline.name},
     )
-    def ingestion_asset(
-        context: AssetExecutionContext, config: IngestRunConfig, spark: WatermarkSparkResource
-    ) -> MaterializeResult[None]:
+
+    def file_run(run: AssetRun) -> AssetOutcome:
+        config: IngestRunConfig = run.config
         request = BatchRequest(
             pipeline=pipeline,
-            selection=partition_selection(context),
-            run_id=context.run.run_id,
+            selection=run.selection,
+            run_id=run.run_id,
             files=tuple(config.files) if config.files else None,
             clock=clock,
             late=config.late,
@@ -157,7 +153,7 @@ def build_asset(
         )
         now = clock()
         plan = plan_batch(request, partition_of, now=now)
-        context.log.info(
+        run.info(
             f"{pipeline.name} {request.partition_keys[0]}..{request.partition_keys[-1]}: "
             f"{len(plan.files)} files "
             f"{'rewritten' if request.rewrite else 'below (late)' if request.late else 'above'}"
@@ -168,16 +164,16 @@ def build_asset(
         )
         if plan.unreadable:
             first = sorted(plan.unreadable)[:5]
-            context.log.warning(
+            run.warning(
                 f"{len(plan.unreadable)} files Spark cannot read by their exact path are held "
                 f"back with the later files of their landing partitions (first {first}): rename "
                 "them without ':' (see the sensor's skip reason)"
             )
         needs_spark = plan.files and source.needs_spark
-        staged = stage_batch(plan, spark.spark_session if needs_spark else None, now=now)
-        return commit_staged(context, staged, key_of)
+        staged = stage_batch(plan, run.spark if needs_spark else None, now=now)
+        return commit_staged(run, staged, key_of)
 
-    return ingestion_asset
+    return run_asset(decorator, file_run, name="ingestion_asset", config_type=IngestRunConfig)
 
 
 def newest_file_lag(result: BatchResult) -> float | None:
@@ -213,10 +209,10 @@ OVERLAP_RETRIES = 3
 
 
 def commit_staged(
-    context: AssetExecutionContext,
+    run: AssetRun,
     staged: StagedBatch,
     key_of: Callable[[datetime], str | None],
-) -> MaterializeResult[None]:
+) -> AssetOutcome:
     """Commit the staged batch to Delta (data, one txn per Dagster partition and the watermark
     advance in ONE commit; the checkpoint after it), then its metadata: the run's, returned,
     and each Dagster partition's own on that partition (``key_of``: a landing partition's time
@@ -237,17 +233,15 @@ def commit_staged(
     except (BatchOverlapError, SchemaInferredMeanwhileError) as overlap:
         # Plan again: the new plan drops the files another run committed meanwhile, and
         # reads with the schema another run's first commit stored.
-        context.log.warning(str(overlap))
+        run.warning(str(overlap))
         raise RetryRequested(max_retries=OVERLAP_RETRIES) from overlap
     uri = staged.plan.request.pipeline.table.uri
     metadata = batch_metadata(
         result, table_rows=table_row_count(uri), lag_seconds=newest_file_lag(result)
     )
-    for key, each in partition_metadata(result, key_of).items():
-        context.add_asset_metadata(each, partition_key=key)
-    context.log.info(
+    run.info(
         f"{staged.plan.request.pipeline.name}: {len(staged.plan.files)} files, "
         f"{result.rows_committed} rows committed, {staged.rows_quarantined} quarantined, "
         f"Delta version {result.outcome.version} ({result.outcome.reason})"
     )
-    return MaterializeResult(metadata=with_table_schema(metadata, uri))
+    return AssetOutcome(metadata, uri, per_partition=partition_metadata(result, key_of))

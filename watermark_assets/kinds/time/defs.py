@@ -23,13 +23,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from dagster import (
-    AssetExecutionContext,
     AssetKey,
     AssetsDefinition,
     BackfillPolicy,
     DefaultScheduleStatus,
     DefaultSensorStatus,
-    MaterializeResult,
     MetadataValue,
     RunRequest,
     ScheduleDefinition,
@@ -61,6 +59,7 @@ from watermark_assets.core.time import (
     windows,
 )
 from watermark_assets.core.time.tick import DueWindows
+from watermark_assets.defs.asset_body import AssetOutcome, AssetRun, run_asset
 from watermark_assets.defs.column_checks import build_column_checks
 from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import cron_cadence, freshness_policy
@@ -79,16 +78,12 @@ from watermark_assets.defs.metadata import (
 )
 from watermark_assets.defs.partition_truth import (
     PartitionTruth,
-    add_partition_truth,
     changed_observations,
     iso_utc,
 )
-from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.pipeline_defs import PipelineDefs
-from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
-from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.kinds.time.run import (
     TimeRunResult,
@@ -370,19 +365,7 @@ def build_time_asset(
     ``partition: none``, one run reads the effective range ``[cut-off, to)``."""
     spec = pipeline.watermark.spec
 
-    @asset(
-        key=asset_key(pipeline),
-        description=describe(pipeline),
-        group_name="watermark_time_ingestion",
-        kinds={"spark", "delta"},
-        metadata=time_asset_metadata(pipeline, pipeline.watermark),
-        op_tags={PIPELINE_TAG: pipeline.name},
-        partitions_def=partitions_def,
-        backfill_policy=None if partitions_def is None else BackfillPolicy.single_run(),
-    )
-    def time_asset(
-        context: AssetExecutionContext, spark: WatermarkSparkResource
-    ) -> MaterializeResult[None]:
+    def time_run(run: AssetRun) -> AssetOutcome:
         now = clock()
         watermark, _ = load_time_watermark(pipeline)
         due = watermark.due_at(spec, now)
@@ -393,27 +376,28 @@ def build_time_asset(
             chosen = [] if effective is None else [effective]
             record_as = _the_one_window(due)
             if effective is None:
-                context.log.info(f"{pipeline.name}: nothing to read: {due.explain()}")
+                run.info(f"{pipeline.name}: nothing to read: {due.explain()}")
         else:
-            chosen, skipped = windows_of_keys(spec, partition_selection(context), now)
+            chosen, skipped = windows_of_keys(spec, run.selection, now)
             if skipped:
-                context.log.info(
+                run.info(
                     f"{pipeline.name}: partitions {skipped} are no window at "
                     f"{time_text(now)} (after to, or starting at it): nothing to read"
                 )
-        context.log.info(f"{pipeline.name}: cut-off {due.cut_off}")
+        run.info(f"{pipeline.name}: cut-off {due.cut_off}")
         check_source(pipeline)  # before Spark: a clear error, not Spark's
         result = run_windows(
             pipeline,
             chosen,
-            spark.spark_session,
-            run_id=context.run.run_id,
-            job_name=context.run.job_name,
+            run.spark,
+            run_id=run.run_id,
+            job_name=run.job_name,
             clock=clock,
-            log=context.log.info,
+            log=run.info,
             record_as=record_as,
         )
         rows = table_row_count(pipeline.table.uri)
+        truths: dict[str, PartitionTruth] = {}
         if partitions_def is not None:  # each partition's own state, whatever the run read
             after = result.watermark_after
             due_after = after.due_at(spec, now)
@@ -422,14 +406,23 @@ def build_time_asset(
                 partition_key(spec, w): window_truth(w, after.high_watermark(w), due_after)
                 for w in chosen
             }
-            add_partition_truth(context, truths)
         metadata = time_metadata(result, due, skipped, table_rows=rows)
         # rows whose time column is NULL fall in no window: counted, left in the source
-        nulls = count_null_watermark(column_spec(pipeline), spark.spark_session)
+        nulls = count_null_watermark(column_spec(pipeline), run.spark)
         metadata[v.ROWS_NULL_WATERMARK] = null_watermark_rows(nulls)
-        return MaterializeResult(metadata=with_table_schema(metadata, pipeline.table.uri))
+        return AssetOutcome(metadata, pipeline.table.uri, per_partition=AssetOutcome.truths(truths))
 
-    return time_asset
+    decorator = asset(
+        key=asset_key(pipeline),
+        description=describe(pipeline),
+        group_name="watermark_time_ingestion",
+        kinds={"spark", "delta"},
+        metadata=time_asset_metadata(pipeline, pipeline.watermark),
+        op_tags={PIPELINE_TAG: pipeline.name},
+        partitions_def=partitions_def,
+        backfill_policy=None if partitions_def is None else BackfillPolicy.single_run(),
+    )
+    return run_asset(decorator, time_run, name="time_asset")
 
 
 def _the_one_window(due: DueWindows) -> Callable[[TimeWindow], TimeWindow]:

@@ -33,14 +33,12 @@ from typing import Any
 
 from dagster import (
     AssetChecksDefinition,
-    AssetExecutionContext,
     AssetKey,
     AssetObservation,
     AssetsDefinition,
     BackfillPolicy,
     DefaultSensorStatus,
     DynamicPartitionsDefinition,
-    MaterializeResult,
     MetadataValue,
     RunRequest,
     SensorDefinition,
@@ -59,6 +57,7 @@ from watermark_assets import vocabulary as v
 from watermark_assets.config import UnitPipelineConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.unit import UnitWatermark, some_ids, unit_id_problems
+from watermark_assets.defs.asset_body import AssetOutcome, AssetRun, run_asset
 from watermark_assets.defs.checks import CommitFindings, watermark_checks
 from watermark_assets.defs.column_checks import reconcile_mismatch
 from watermark_assets.defs.columns import source_schema
@@ -66,13 +65,10 @@ from watermark_assets.defs.freshness import freshness_policy
 from watermark_assets.defs.jobs import PIPELINE_TAG, failed_attempts, pipeline_job
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata
-from watermark_assets.defs.partition_truth import PartitionTruth, add_partition_truth, iso_utc
-from watermark_assets.defs.partitions import partition_selection
+from watermark_assets.defs.partition_truth import PartitionTruth, iso_utc
 from watermark_assets.defs.pipeline_defs import PipelineDefs
-from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
-from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord, table_row_count
 from watermark_assets.exceptions import SecondaryInputError
@@ -219,7 +215,23 @@ def build_unit_asset(
     """The unit-partitioned asset: a run replaces each of its units (module docstring)."""
     policy = backfill_policy(pipeline.backfill.max_partitions_per_run)
 
-    @asset(
+    def unit_run(run: AssetRun) -> AssetOutcome:
+        check_source(pipeline)  # before Spark: a clear error, not Spark's
+        runs = run_units(
+            pipeline,
+            list(run.selection.keys),
+            run.spark,
+            run_id=run.run_id,
+            job_name=run.job_name,
+            clock=clock,
+            log=run.info,
+        )
+        uri = pipeline.table.uri
+        metadata = unit_metadata(runs, table_rows=table_row_count(uri), table_uri=uri)
+        truths = {each.unit: unit_truth(pipeline, each) for each in runs}
+        return AssetOutcome(metadata, uri, per_partition=AssetOutcome.truths(truths))
+
+    decorator = asset(
         key=asset_key(pipeline),
         description=describe(pipeline),
         group_name="watermark_unit_ingestion",
@@ -237,26 +249,7 @@ def build_unit_asset(
         partitions_def=partitions_def,
         backfill_policy=policy,
     )
-    def unit_asset(
-        context: AssetExecutionContext, spark: WatermarkSparkResource
-    ) -> MaterializeResult[None]:
-        selection = partition_selection(context)
-        check_source(pipeline)  # before Spark: a clear error, not Spark's
-        runs = run_units(
-            pipeline,
-            list(selection.keys),
-            spark.spark_session,
-            run_id=context.run.run_id,
-            job_name=context.run.job_name,
-            clock=clock,
-            log=context.log.info,
-        )
-        uri = pipeline.table.uri
-        add_partition_truth(context, {run.unit: unit_truth(pipeline, run) for run in runs})
-        metadata = unit_metadata(runs, table_rows=table_row_count(uri), table_uri=uri)
-        return MaterializeResult(metadata=with_table_schema(metadata, uri))
-
-    return unit_asset
+    return run_asset(decorator, unit_run, name="unit_asset")
 
 
 def build_unit_checks(pipeline: UnitPipelineConfig, asset_key: AssetKey) -> AssetChecksDefinition:

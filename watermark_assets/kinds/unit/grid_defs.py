@@ -23,12 +23,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dagster import (
-    AssetExecutionContext,
     AssetKey,
     AssetsDefinition,
     DefaultSensorStatus,
     DynamicPartitionsDefinition,
-    MaterializeResult,
     MetadataValue,
     MultiPartitionKey,
     MultiPartitionsDefinition,
@@ -52,6 +50,7 @@ from watermark_assets.core.text import time_text
 from watermark_assets.core.time import TimeSpec, format_instant
 from watermark_assets.core.unit import Cell, CellRange, DueCells, due_cells
 from watermark_assets.core.unit.grid import unit_time_watermark
+from watermark_assets.defs.asset_body import AssetOutcome, AssetRun, run_asset
 from watermark_assets.defs.column_checks import build_column_checks
 from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import cron_cadence, freshness_policy
@@ -63,13 +62,9 @@ from watermark_assets.defs.jobs import (
 )
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata, window_run_totals
-from watermark_assets.defs.partition_truth import add_partition_truth
-from watermark_assets.defs.partitions import partition_selection
 from watermark_assets.defs.pipeline_defs import PipelineDefs
-from watermark_assets.defs.resources import WatermarkSparkResource
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import schema_observations, source_schema_note
-from watermark_assets.defs.table_schema import with_table_schema
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.kinds.time.defs import (
     TICK_TAG,
@@ -225,7 +220,38 @@ def build_grid_asset(
     time = pipeline.watermark.time
     assert time is not None
 
-    @asset(
+    def grid_run(run: AssetRun) -> AssetOutcome:
+        now = clock()
+        cells, skipped = cells_of_keys(spec, run.selection, now)
+        if skipped:
+            run.info(
+                f"{pipeline.name}: partitions {skipped} are no window at {time_text(now)} "
+                "(after to, or starting at it): nothing to read"
+            )
+        due = due_cells(load_grid_watermark(pipeline), [c.unit for c in cells], spec, now)
+        check_source(pipeline)  # before Spark: a clear error, not Spark's
+        result = run_cells(
+            pipeline,
+            cells,
+            run.spark,
+            run_id=run.run_id,
+            job_name=run.job_name,
+            clock=clock,
+            log=run.info,
+        )
+        rows = table_row_count(pipeline.table.uri)
+        # each cell's own state, whatever the run read
+        after = result.watermark_after
+        due_after = due_cells(after, [c.unit for c in cells], spec, now).by_unit
+        truths = {key: no_window_truth(spec, now) for key in skipped}
+        for cell in cells:
+            inner = unit_time_watermark(after, cell.unit)
+            high = inner.high_watermark(cell.window)
+            truths[cell_key(spec, cell)] = window_truth(cell.window, high, due_after[cell.unit])
+        metadata = grid_metadata(result, due, skipped, table_rows=rows)
+        return AssetOutcome(metadata, pipeline.table.uri, per_partition=AssetOutcome.truths(truths))
+
+    decorator = asset(
         key=asset_key(pipeline),
         description=describe(pipeline),
         group_name="watermark_time_unit_ingestion",
@@ -238,41 +264,7 @@ def build_grid_asset(
         partitions_def=partitions_def,
         backfill_policy=policy,
     )
-    def grid_asset(
-        context: AssetExecutionContext, spark: WatermarkSparkResource
-    ) -> MaterializeResult[None]:
-        now = clock()
-        cells, skipped = cells_of_keys(spec, partition_selection(context), now)
-        if skipped:
-            context.log.info(
-                f"{pipeline.name}: partitions {skipped} are no window at {time_text(now)} "
-                "(after to, or starting at it): nothing to read"
-            )
-        due = due_cells(load_grid_watermark(pipeline), [c.unit for c in cells], spec, now)
-        check_source(pipeline)  # before Spark: a clear error, not Spark's
-        result = run_cells(
-            pipeline,
-            cells,
-            spark.spark_session,
-            run_id=context.run.run_id,
-            job_name=context.run.job_name,
-            clock=clock,
-            log=context.log.info,
-        )
-        rows = table_row_count(pipeline.table.uri)
-        # each cell's own state, whatever the run read
-        after = result.watermark_after
-        due_after = due_cells(after, [c.unit for c in cells], spec, now).by_unit
-        truths = {key: no_window_truth(spec, now) for key in skipped}
-        for cell in cells:
-            inner = unit_time_watermark(after, cell.unit)
-            high = inner.high_watermark(cell.window)
-            truths[cell_key(spec, cell)] = window_truth(cell.window, high, due_after[cell.unit])
-        add_partition_truth(context, truths)
-        metadata = grid_metadata(result, due, skipped, table_rows=rows)
-        return MaterializeResult(metadata=with_table_schema(metadata, pipeline.table.uri))
-
-    return grid_asset
+    return run_asset(decorator, grid_run, name="grid_asset")
 
 
 @dataclass(frozen=True)
