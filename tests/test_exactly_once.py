@@ -304,6 +304,23 @@ def test_a_run_killed_before_its_quarantine_shows_then_a_new_bad_file_quarantine
     ]
 
 
+@pytest.mark.slow
+def test_a_sensor_tick_completes_the_quarantine_a_kill_left_out_then_writes_the_checkpoint(
+    scene: Scene,
+) -> None:
+    """Killed after the data commit, before its quarantine commit and its checkpoint: the next
+    sensor tick, with no run, completes the quarantine (the checkpoint it writes promises it),
+    and a second tick commits nothing more to the quarantine table."""
+    completed = run_in_subprocess(scene, "after_commit")
+    assert completed.returncode == -signal.SIGKILL, completed.stderr[-3000:]
+    assert not DeltaTable.is_deltatable(scene.quarantine), "the kill came before the quarantine"
+
+    for _ in range(2):
+        scene.loop.tick()
+        assert DeltaTable(scene.quarantine).version() == 0, "completed once"
+        scene.assert_exactly_once()
+
+
 # --- unreadable files: quarantined whole, the rest of the batch commits ---------------------------
 
 

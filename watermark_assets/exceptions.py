@@ -675,3 +675,20 @@ class LeftoverRetentionError(WatermarkAssetsError):
         self.table_uri = table_uri
         self.key = key
         self.value = value
+
+
+class QuarantineIncompleteError(WatermarkAssetsError):
+    """A file-path checkpoint about to be written for data commits whose quarantined records are
+    not in the quarantine table yet: the checkpoint promises they are. The caller completes the
+    quarantine first (``kinds/file_path/commit.complete_quarantine``); a bug if raised."""
+
+    def __init__(self, pipeline: str, quarantine_uri: str, versions: Sequence[int]) -> None:
+        super().__init__(
+            f"pipeline {pipeline!r}: the quarantine of data version(s) {list(versions)} is not "
+            f"in {quarantine_uri!r} yet, so no checkpoint was written (it would promise it is). "
+            "Complete it first (kinds.file_path.commit.complete_quarantine); the Delta log "
+            "still holds the state, so nothing is lost"
+        )
+        self.pipeline = pipeline
+        self.quarantine_uri = quarantine_uri
+        self.versions = tuple(versions)

@@ -107,7 +107,8 @@ def event_window_app_id(pipeline: str) -> str:
 
 #: commitInfo key of a file-path commit's record; read by the state, ``explain`` and the checks.
 FILE_COMMIT_KEY = "watermark_assets"
-#: commitInfo key of a file-path quarantine commit; read by ``state/quarantine.py``.
+#: commitInfo key of a file-path quarantine commit; written by ``kinds/file_path/commit.py`` and
+#: ``runs/column_quarantine.py``.
 QUARANTINE_COMMIT_KEY = "watermark_assets_quarantine"
 #: commitInfo key of every column-pipeline commit's run record; read by the checks and the UI.
 COLUMN_RUN_KEY = "watermark_assets.column_run"

@@ -45,10 +45,20 @@ files are in the table, ``after_commit`` right after the commit.
 Files the caller put in the table itself (``placed``): a file-path run moves its staged files
 (and its quarantined records, into the quarantine table) once, after its exact per-file decision
 (``kinds/file_path/commit.decide_commit``), and commits them in as many attempts as stale outcomes
-ask for; a ``parquet_commit`` run commits files another writer wrote under the table by reference.
+ask for; a ``parquet_commit`` run commits files another writer wrote under the table by reference;
+the quarantine commits (``kinds/file_path/commit.complete_quarantine``, ``runs/column_quarantine``)
+are an :class:`Append` of the quarantine files their caller moved in.
 :func:`write` then commits those files as they are, with the schema as given (empty: the
 table's), in the same modes and with the same record; it neither moves nor removes them, and
 the crash points are the caller's (its attempts and its checkpoint come after the commit).
+
+Not a write mode: the metadata-only commit that adds a table's missing nullable columns
+(:meth:`~watermark_assets.delta.committer.DeltaCommitter.add_missing_columns`: ``file_size``
+on an old quarantine table, event time's ``_rows`` on an old output or state table). It is no
+run's commit: no txn (every :func:`write` carries the run's txns, its optimistic locks), no
+record, idempotent (a racing writer's loser finds the columns there, nothing is stale), and
+delta-rs logs it as its own ``ADD COLUMN`` operation; its callers make it before their
+:func:`write`.
 
 A run whose provider saves its watermark elsewhere (a file, Postgres) calls :func:`write` inside
 ``WatermarkManager.commit_then_save``: the save follows the commit, never the other way round.

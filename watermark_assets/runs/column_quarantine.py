@@ -6,7 +6,11 @@ A CSV or JSON column source hands its unparsable records to the run
 written. When there are some, a second pass writes them, in the file kind's quarantine shape
 (:data:`~watermark_assets.spark.batch.QUARANTINE_SCHEMA`: ``_source_file`` relative to the source
 folder, ``_ingested_at``, the raw text, the error; ``_dagster_partition`` NULL), into the table
-``{table}_quarantine`` in ONE commit of their own, before the data commit.
+``{table}_quarantine`` in ONE commit of their own, before the data commit. That commit is an
+:class:`~watermark_assets.engine.write.Append` through :func:`~watermark_assets.engine.write.write`
+of the files this module moved in itself (``placed``): ``write``'s crash points
+(``before_windows_commit``, ``after_commit``) stay the data commit's, and a stale attempt's files
+are removed here before the next attempt stages again.
 
 Exactly once, by content: such a source is read whole on every run and its bad records stay in
 its files, so a record already in the quarantine table (same ``_source_file`` and text) is not
@@ -28,6 +32,7 @@ from watermark_assets import names, storage
 from watermark_assets.delta.committer import TxnVersion, committer_for
 from watermark_assets.delta.stats import describe_data_files
 from watermark_assets.engine.execute import MAX_COMMIT_ATTEMPTS
+from watermark_assets.engine.write import Append, RunRecord, write
 from watermark_assets.exceptions import DeltaCommitError
 from watermark_assets.sources.column import (
     CORRUPT_RECORD_COLUMN,
@@ -135,19 +140,18 @@ def quarantine_records(
         finally:
             remove_tree(staging)
         schema = storage.parquet_schema(storage.join(uri, moved[0]))
-        committer.add_missing_columns(schema)
-        outcome = committer.commit(
-            describe_data_files(uri, moved, []),
+        committer.add_missing_columns(schema)  # metadata only (engine/write.py: not a mode)
+        entry = json.dumps({"pipeline": pipeline.name, "kind": "column", "run_id": run_id})
+        committed = write(
+            committer,
+            (),
+            Append(),
+            RunRecord((TxnVersion.next_of(app_id, current),), {QUARANTINE_METADATA_KEY: entry}),
             schema=schema,
             partition_by=[],
-            txns=[TxnVersion.next_of(app_id, current)],
-            custom_metadata={
-                QUARANTINE_METADATA_KEY: json.dumps(
-                    {"pipeline": pipeline.name, "kind": "column", "run_id": run_id}
-                )
-            },
+            placed=(describe_data_files(uri, moved, []),),
         )
-        if not outcome.stale:
+        if not committed.outcome.stale:
             return count
         fs, root = storage.filesystem(uri)
         for path in moved:  # moved in, never committed: not part of the table

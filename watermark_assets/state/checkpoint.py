@@ -18,8 +18,9 @@ from datetime import datetime
 
 from watermark_assets.config import Pipeline
 from watermark_assets.core.checkpoint import CheckpointPolicy
+from watermark_assets.exceptions import QuarantineIncompleteError
 from watermark_assets.state.load import PipelineState, checkpoint_store
-from watermark_assets.state.quarantine import complete_quarantine
+from watermark_assets.state.quarantine import incomplete_quarantine
 from watermark_assets.state.store import Stored
 
 
@@ -34,7 +35,9 @@ def save_checkpoint(
     one step, a lock on a local disk, a conditional put on S3 whose loser reads the winner's
     checkpoint and decides again; after repeated lost races it raises ConcurrentWriteError, and
     the Delta log still holds the state, so nothing is lost). The quarantine of every commit up
-    to the state's version is completed first.
+    to the state's version must be in the quarantine table already (the caller completes it:
+    ``kinds/file_path/commit.complete_quarantine``), else :class:`QuarantineIncompleteError` and
+    nothing is written.
     """
     policy = CheckpointPolicy(pipeline.checkpoint.interval_files, pipeline.checkpoint.interval_secs)
     now_ts = int(now.timestamp())
@@ -42,9 +45,10 @@ def save_checkpoint(
     due = state.checkpoint_behind or policy.is_due(state.files_since_checkpoint, last, now_ts)
     if not force and not due:
         return False
-    if state.quarantine_pending:
-        # the checkpoint promises that every quarantine up to its version is in the table
-        complete_quarantine(pipeline, state)
+    # the checkpoint promises that every quarantine up to its version is in the table
+    missing = incomplete_quarantine(pipeline, state)
+    if missing:
+        raise QuarantineIncompleteError(pipeline.name, pipeline.table.quarantine, missing)
     version = -1 if state.delta_version is None else state.delta_version
     stored = Stored(state.to_checkpoint(now_ts), version, state.txn_sum)
     return checkpoint_store(pipeline).write(stored)

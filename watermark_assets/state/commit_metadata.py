@@ -35,7 +35,8 @@ class CommitMetadata:
     this commit finds its own files here and never commits them twice). ``quarantine_files`` are
     the Parquet files of the batch's quarantined records, already in the quarantine table's folder
     (paths relative to it): this commit is their single decision point, and
-    :func:`complete_quarantine` adds them to the quarantine table right after, exactly once.
+    ``kinds/file_path/commit.complete_quarantine`` adds them to the quarantine table right after,
+    exactly once.
     """
 
     pipeline: str

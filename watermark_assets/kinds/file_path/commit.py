@@ -7,6 +7,7 @@ when it is planned, and a commit never holds a file that a commit after the plan
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -44,8 +45,10 @@ from watermark_assets.staging import move_into_table, remove_tree
 from watermark_assets.state.checkpoint import save_checkpoint
 from watermark_assets.state.commit_metadata import (
     COMMIT_METADATA_KEY,
+    QUARANTINE_METADATA_KEY,
     CommitMetadata,
     pipeline_commits,
+    quarantine_app_id,
     txn_app_id,
 )
 from watermark_assets.state.load import (
@@ -54,7 +57,6 @@ from watermark_assets.state.load import (
     read_checkpoint,
     table_lineage,
 )
-from watermark_assets.state.quarantine import complete_quarantine
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,9 @@ def commit_batch(
     if not plan.files:
         state = load_state(pipeline, now=now)
         # A crash between commit and checkpoint (or a deleted checkpoint) leaves the state only in
-        # the Delta log: write the checkpoint it replayed to, when due, even with nothing to commit.
+        # the Delta log: write the checkpoint it replayed to, when due, even with nothing to commit
+        # (the quarantine of a commit killed before it, completed first: the checkpoint says so).
+        complete_quarantine(pipeline, state)
         written = save_checkpoint(pipeline, state, now=now)
         nothing = CommitOutcome(None, True, "no files above the watermark: nothing to commit")
         return BatchResult(staged, nothing, (), 0, state, written)
@@ -306,6 +310,54 @@ def file_record(
         lineage=lambda plan: {COMMIT_METADATA_KEY: metadata_of(plan).to_json()},
         records_completion=True,
     )
+
+
+def complete_quarantine(pipeline: Pipeline, state: PipelineState) -> list[int]:
+    """Add the quarantine files of ``state.quarantine_pending`` to the quarantine table, exactly
+    once and in data-version order; the data versions completed by this call.
+
+    The data commit decided them (and moved the files into the quarantine table's folder); this
+    only makes them visible, each data version's files in ONE :func:`write` of them as placed
+    (an :class:`Append` under the txn :func:`quarantine_app_id` = that data version, and one
+    ``QUARANTINE_METADATA_KEY`` entry). That txn holds the last data version completed: pending
+    commits at or below it are done (by this process before a crash, or by another one), and a
+    concurrent completion is a stale outcome, re-checked. Call it before any checkpoint is
+    written for the state (``state.checkpoint.save_checkpoint`` refuses one whose quarantine is
+    not complete); nothing pending: no read at all.
+    """
+    if not state.quarantine_pending:
+        return []
+    uri = pipeline.table.quarantine
+    committer = committer_for(uri)
+    app_id = quarantine_app_id(pipeline.name)
+    done: list[int] = []
+    for version, relative in state.quarantine_pending:
+        while True:
+            current = committer.transaction_version(app_id)
+            if current is not None and current >= version:
+                break
+            files = describe_data_files(uri, relative, [])
+            schema = pa.unify_schemas(
+                [storage.parquet_schema(storage.join(uri, path)) for path in relative]
+            )
+            # metadata only, before the data (engine/write.py: not a write mode)
+            committer.add_missing_columns(schema)  # e.g. file_size, added after 0.1
+            entry = json.dumps({"pipeline": pipeline.name, "data_version": version})
+            written = write(
+                committer,
+                (),
+                Append(),
+                RunRecord(
+                    (TxnVersion(app_id, version, current),), {QUARANTINE_METADATA_KEY: entry}
+                ),
+                schema=schema,
+                partition_by=[],
+                placed=(files,),
+            )
+            if not written.outcome.stale:
+                done.append(version)
+                break
+    return done
 
 
 def files_origin(files: Sequence[str]) -> str | None:

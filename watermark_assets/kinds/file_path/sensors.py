@@ -55,6 +55,7 @@ from watermark_assets.defs.schema_notes import columns_note
 from watermark_assets.delta.committer import committer_for
 from watermark_assets.exceptions import LateFilesUnprovableError
 from watermark_assets.kinds.file_path.assets import BATCH_TAG, LATE_TAG, files_run_config
+from watermark_assets.kinds.file_path.commit import complete_quarantine
 from watermark_assets.kinds.file_path.partition_notes import partition_notes, partition_observations
 from watermark_assets.kinds.file_path.quiet_partitions import (
     digest,
@@ -228,6 +229,7 @@ def build_sensor(
         now = clock()
         previous = SensorCursor.from_string(context.cursor)
         state = load_state(pipeline, now=now)
+        complete_quarantine(pipeline, state)  # a commit's quarantine a kill left out: completed
         catch_up(pipeline, state, now=now)  # commits after the checkpoint: recorded now
         budget = limits.max_files_per_run * limits.max_runs_per_tick
         groups = discover_files(
