@@ -84,7 +84,7 @@ def test_the_kinds_run_gets_the_runs_partitions_id_and_job(partition: str, tmp_p
         )
         assert result.success
         (run,) = seen
-        assert run.selection.keys == (partition,)
+        assert run.partitions.keys == (partition,)
         assert run.run_id == result.run_id
         assert run.job_name == result.dagster_run.job_name
         assert run.config is None
@@ -142,3 +142,27 @@ def test_an_error_in_the_kinds_run_fails_the_run_and_tells_nothing(tmp_path: Pat
         )
         assert not result.success
         assert materialized(instance) == {}
+
+
+def test_an_unpartitioned_asset_runs_with_no_selection(tmp_path: Path) -> None:
+    """An asset without partitions (a column pipeline without ``partitions``, a time pipeline
+    with ``partition: none``): its run covers no partition, and asking for them says so."""
+    seen: list[AssetRun] = []
+
+    def kind_run(run: AssetRun) -> AssetOutcome:
+        seen.append(run)
+        with pytest.raises(ValueError, match="no partitions"):
+            run.partitions  # noqa: B018
+        return AssetOutcome({"rows/read": 0}, str(tmp_path / "none"))
+
+    asset_def = run_asset(asset(key=KEY), kind_run, name="body_asset")
+    with DagsterInstance.ephemeral() as instance:
+        result = materialize(
+            [asset_def],
+            resources={"spark": WatermarkSparkResource(spark_config={})},
+            instance=instance,
+        )
+    assert result.success
+    assert seen[0].selection is None
+    (event,) = result.asset_materializations_for_node("body")
+    assert event.metadata["rows/read"].value == 0

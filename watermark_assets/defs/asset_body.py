@@ -38,7 +38,8 @@ from watermark_assets.defs.table_schema import with_table_schema
 class AssetRun:
     """What a kind's run gets of Dagster's run, as plain values."""
 
-    selection: PartitionSelection
+    #: the run's partitions (None: the asset has none)
+    selection: PartitionSelection | None
     run_id: str
     job_name: str
     info: Callable[[str], None]
@@ -46,6 +47,13 @@ class AssetRun:
     _spark: Callable[[], Any] = field(repr=False)
     #: the run's config of a kind whose asset takes one (the file kind's files), else None
     config: Any = None
+
+    @property
+    def partitions(self) -> PartitionSelection:
+        """The run's partitions, of a partitioned asset."""
+        if self.selection is None:
+            raise ValueError("this asset has no partitions: a run of it covers none")
+        return self.selection
 
     @property
     def spark(self) -> Any:
@@ -79,7 +87,9 @@ def _asset_run(
     context: AssetExecutionContext, spark: WatermarkSparkResource, config: Any
 ) -> AssetRun:
     return AssetRun(
-        selection=partition_selection(context),
+        selection=None
+        if context.assets_def.partitions_def is None
+        else partition_selection(context),
         run_id=context.run.run_id,
         job_name=context.run.job_name,
         info=context.log.info,

@@ -165,7 +165,7 @@ def build_partitioned_column_asset(
 
     def replay_run(run: AssetRun) -> AssetOutcome:
         check_source(pipeline)  # before Spark: a clear error, not Spark's
-        chunks = partition_chunks(pipeline, partitions_def, run.selection)
+        chunks = partition_chunks(pipeline, partitions_def, run.partitions)
         replay = ReplayConfig(
             start=chunks[0].lower.values[0],  # type: ignore[arg-type]
             end=chunks[-1].upper.values[0],  # type: ignore[arg-type]

@@ -413,7 +413,7 @@ def build_event_time_asset(
         run.info(f"{pipeline.name} ({engine.name}): {result.reason}")
         metadata = result_metadata(spec, result, now)
         after = result.watermark_after.watermark_ms
-        keys = run.selection.keys
+        keys = run.partitions.keys
         opened = open_partitions(spec, partitions_def, keys, after, pipeline.watermark.delay_ms)
         if opened:  # the batch committed: say what stays open and until when, and succeed
             run.warning(open_message(pipeline.name, opened, after))

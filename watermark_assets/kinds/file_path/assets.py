@@ -144,7 +144,7 @@ def build_asset(
         config: IngestRunConfig = run.config
         request = BatchRequest(
             pipeline=pipeline,
-            selection=run.selection,
+            selection=run.partitions,
             run_id=run.run_id,
             files=tuple(config.files) if config.files else None,
             clock=clock,

@@ -378,7 +378,7 @@ def build_time_asset(
             if effective is None:
                 run.info(f"{pipeline.name}: nothing to read: {due.explain()}")
         else:
-            chosen, skipped = windows_of_keys(spec, run.selection, now)
+            chosen, skipped = windows_of_keys(spec, run.partitions, now)
             if skipped:
                 run.info(
                     f"{pipeline.name}: partitions {skipped} are no window at "

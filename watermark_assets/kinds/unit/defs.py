@@ -219,7 +219,7 @@ def build_unit_asset(
         check_source(pipeline)  # before Spark: a clear error, not Spark's
         runs = run_units(
             pipeline,
-            list(run.selection.keys),
+            list(run.partitions.keys),
             run.spark,
             run_id=run.run_id,
             job_name=run.job_name,

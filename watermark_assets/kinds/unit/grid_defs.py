@@ -222,7 +222,7 @@ def build_grid_asset(
 
     def grid_run(run: AssetRun) -> AssetOutcome:
         now = clock()
-        cells, skipped = cells_of_keys(spec, run.selection, now)
+        cells, skipped = cells_of_keys(spec, run.partitions, now)
         if skipped:
             run.info(
                 f"{pipeline.name}: partitions {skipped} are no window at {time_text(now)} "
