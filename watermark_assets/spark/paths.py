@@ -106,7 +106,8 @@ def decoded_file_path(encoded: Column) -> Column:
     from pyspark.sql import functions as F
 
     decoded = F.url_decode(F.replace(encoded, F.lit("+"), F.lit("%2B")))
-    return F.when(F.instr(encoded, "%") > 0, decoded).otherwise(encoded)
+    # ``contains`` tests each byte before comparing; ``instr`` calls a comparison per byte.
+    return F.when(encoded.contains("%"), decoded).otherwise(encoded)
 
 
 def relative_path(encoded: Column, source_uri: str) -> Column:
@@ -126,8 +127,10 @@ def relative_to_root(decoded: Column, source_uri: str) -> Column:
     from pyspark.sql import functions as F
 
     marker = _without_scheme(spark_path(source_uri)).rstrip("/") + "/"
-    start = F.locate(marker, decoded)
-    return F.when(start > 0, decoded.substr(start + len(marker), F.lit(1 << 30)))
+    # NULL where the root is not found (locate's 0), so the search runs once per row (a CASE on
+    # it searched twice: in the condition and in the value).
+    start = F.nullif(F.locate(marker, decoded), F.lit(0))
+    return decoded.substr(start + len(marker), F.lit(1 << 30))
 
 
 def _without_scheme(path: str) -> str:
