@@ -29,6 +29,7 @@ import yaml
 from conftest import event_records, pipeline_yaml, project_config, write_ndjson
 from deltalake import DeltaTable
 from spark_services import (
+    SHORT_LIVED_JVM_OPTIONS,
     ConnectServer,
     StandaloneCluster,
     connect_server,
@@ -357,6 +358,7 @@ class TestStandaloneCluster:
                 "spark.driver.host": "127.0.0.1",
                 "spark.driver.bindAddress": "127.0.0.1",
                 "spark.executor.memory": "512m",
+                "spark.executor.extraJavaOptions": SHORT_LIVED_JVM_OPTIONS,
                 "spark.cores.max": "1",
             },
         }
