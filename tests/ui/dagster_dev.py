@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import requests
 import yaml
+from conftest import TEST_SPARK_CONF
 from dagster import DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 
@@ -482,15 +483,10 @@ def write_config(path: Path, paths: Paths, partitions_start: date) -> None:
         "checkpoint": {"interval_files": 1, "interval_secs": 0},
         "sensor": {"minimum_interval_seconds": 5},
     }
-    spark = {
-        "master": "local[2]",
-        "conf": {
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
-            "spark.driver.memory": "1g",
-        },
-    }
+    # the runs' sessions set as the tests' own (TEST_SPARK_CONF: no UI, 2 partitions, no
+    # adaptive execution, no DataFrame call-site debugging), without the JDBC jar
+    conf = {key: value for key, value in TEST_SPARK_CONF.items() if key != "spark.jars"}
+    spark = {"master": "local[2]", "conf": {**conf, "spark.driver.memory": "1g"}}
     path.write_text(yaml.safe_dump({"spark": spark, "pipelines": [pipeline]}, sort_keys=False))
 
 
