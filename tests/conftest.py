@@ -270,6 +270,32 @@ def _own_dagster_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
         yield home
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _alembic_scripts_read_once() -> Iterator[None]:
+    """Dagster's storages read their alembic migration scripts (~90 files) once per process, not
+    once per storage: every ``DagsterInstance.ephemeral()`` (each in-process run of the tests,
+    each ``materialize``) stamps its in-memory run and event-log storages with the head
+    revision, and alembic's ``stamp`` builds a new ``ScriptDirectory`` each time, loading every
+    script to find the head: ~0.22 of an ephemeral instance's ~0.37 CPU-s. Dagster keeps one
+    alembic ``Config`` per storage kind (``get_alembic_config`` is cached), so the scripts are
+    kept per ``Config``: the same files, the same head, the same stamp. Only this process:
+    the runs in subprocesses and servers are Dagster as it is."""
+    from alembic.script import ScriptDirectory
+
+    read = ScriptDirectory.from_config
+    scripts: dict[int, tuple[Any, ScriptDirectory]] = {}
+
+    def from_config(config: Any) -> ScriptDirectory:
+        kept = scripts.get(id(config))
+        if kept is None or kept[0] is not config:  # (the Config is held: its id stays its own)
+            kept = scripts[id(config)] = (config, read(config))
+        return kept[1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ScriptDirectory, "from_config", staticmethod(from_config))
+        yield
+
+
 #: An empty persistent instance's home (its SQLite storages created), made once per process by
 #: :func:`local_instance` and copied for each new one.
 _instance_template: Path | None = None

@@ -35,10 +35,19 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+#: The JVM options of the tests' short-lived JVMs (tests/conftest.py sets SPARK_SUBMIT_OPTS, which
+#: only spark-submit's JVMs read: drivers, the Connect server): C1 only. A standalone master and
+#: worker (``spark-class``) read SPARK_DAEMON_JAVA_OPTS, the executors a worker launches
+#: ``spark.executor.extraJavaOptions``; what Spark does is the same under either compiler.
+SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
 def spark_env(**extra: str) -> dict[str, str]:
     """The environment of a Spark JVM started here: pyspark's folder as SPARK_HOME, loopback
-    only, this interpreter for Python workers, small daemon heaps."""
+    only, this interpreter for Python workers, small daemon heaps compiling with C1 only (a
+    developer's own SPARK_DAEMON_JAVA_OPTS wins)."""
     env = {
+        "SPARK_DAEMON_JAVA_OPTS": SHORT_LIVED_JVM_OPTIONS,
         **os.environ,
         "SPARK_HOME": str(PYSPARK_HOME),
         "SPARK_LOCAL_IP": "127.0.0.1",

@@ -26,9 +26,10 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import event_records, pipeline_yaml, project_config, write_ndjson
+from conftest import TEST_SPARK_CONF, event_records, pipeline_yaml, project_config, write_ndjson
 from deltalake import DeltaTable
 from spark_services import (
+    SHORT_LIVED_JVM_OPTIONS,
     ConnectServer,
     StandaloneCluster,
     connect_server,
@@ -142,12 +143,13 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
     return Reference(root, folder, rows, quarantine)
 
 
-#: A run process's Spark: small, no UI.
-SMALL = {
-    "spark.ui.enabled": "false",
-    "spark.driver.memory": "1g",
-    "spark.sql.shuffle.partitions": "2",
-}
+#: The tests' session settings (conftest.TEST_SPARK_CONF: no UI, 2 shuffle partitions, no
+#: adaptive execution, no DataFrame call-site debugging) without the JDBC jar, which a session
+#: gets only where a test says so (the Connect server: ``--jars``).
+SESSION_CONF = {key: value for key, value in TEST_SPARK_CONF.items() if key != "spark.jars"}
+
+#: A run process's Spark: small, no UI, as the tests' own sessions.
+SMALL = {**SESSION_CONF, "spark.driver.memory": "1g"}
 
 
 # ---------------------------------------------------------------------------------- configuration
@@ -357,6 +359,7 @@ class TestStandaloneCluster:
                 "spark.driver.host": "127.0.0.1",
                 "spark.driver.bindAddress": "127.0.0.1",
                 "spark.executor.memory": "512m",
+                "spark.executor.extraJavaOptions": SHORT_LIVED_JVM_OPTIONS,
                 "spark.cores.max": "1",
             },
         }
@@ -515,7 +518,10 @@ class TestSparkConnect:
         """One server for the class, the PostgreSQL JDBC driver on its classpath when installed
         (a client cannot add jars to a running server)."""
         jar = postgres_jdbc_jar()
-        with connect_server(tmp_path_factory.mktemp("connect"), jars=[jar] if jar else []) as up:
+        # its sessions set as the tests' own: its clients read the debugging setting from it
+        # (a Connect client otherwise walks the Python stack at every Column operation)
+        root, jars = tmp_path_factory.mktemp("connect"), [jar] if jar else []
+        with connect_server(root, conf=SESSION_CONF, jars=jars) as up:
             yield up
 
     def test_the_sensor_run_commit_loop_runs_through_the_server_once(

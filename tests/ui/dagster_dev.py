@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import requests
 import yaml
+from conftest import TEST_SPARK_CONF
 from dagster import DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 
@@ -461,6 +462,12 @@ class Paths:
         return self.table / "_watermarks" / f"{PIPELINE}_main_checkpoint.json"
 
 
+#: The Spark settings of the runs dagster dev starts: the tests' own (conftest.TEST_SPARK_CONF:
+#: no UI, 2 partitions, no adaptive execution, no DataFrame call-site debugging), without the
+#: JDBC jar.
+SESSION_CONF = {key: value for key, value in TEST_SPARK_CONF.items() if key != "spark.jars"}
+
+
 def write_config(path: Path, paths: Paths, partitions_start: date) -> None:
     """An ingest pipeline over hourly landing folders, polled every 5 s, with a small Spark."""
     pipeline = {
@@ -482,15 +489,7 @@ def write_config(path: Path, paths: Paths, partitions_start: date) -> None:
         "checkpoint": {"interval_files": 1, "interval_secs": 0},
         "sensor": {"minimum_interval_seconds": 5},
     }
-    spark = {
-        "master": "local[2]",
-        "conf": {
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
-            "spark.driver.memory": "1g",
-        },
-    }
+    spark = {"master": "local[2]", "conf": {**SESSION_CONF, "spark.driver.memory": "1g"}}
     path.write_text(yaml.safe_dump({"spark": spark, "pipelines": [pipeline]}, sort_keys=False))
 
 

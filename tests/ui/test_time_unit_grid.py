@@ -19,7 +19,7 @@ import pytest
 import yaml
 from deltalake import DeltaTable, write_deltalake
 
-from .dagster_dev import DagsterDev, instance_yaml, tag_dict, wait_for
+from .dagster_dev import SESSION_CONF, DagsterDev, instance_yaml, tag_dict, wait_for
 from .test_webui import TIMEOUT_MS, VIEWPORT, browser, screenshot
 
 pytestmark = pytest.mark.slow
@@ -57,7 +57,7 @@ def grid_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dagster
     )
     write_deltalake(str(source), pa.Table.from_pylist(rows, schema=schema))
     config = {
-        "spark": {"master": "local[1]", "conf": {"spark.ui.enabled": "false"}},
+        "spark": {"master": "local[1]", "conf": SESSION_CONF},
         "pipelines": [
             {
                 "name": PIPELINE,
