@@ -688,6 +688,21 @@ def test_a_kinds_runs_work_without_dagster(module: str) -> None:
     assert not wrong, f"{module} imports {wrong}"
 
 
+def test_the_registry_leaves_each_kinds_package_reachable() -> None:
+    """``import watermark_assets.kinds.file_path.commit as m`` walks the attributes: the
+    registry binding ``kinds.file_path`` to the kind's module would hide the package."""
+    import importlib
+
+    import watermark_assets.kinds as kinds
+
+    for kind in kind_folders():
+        importlib.import_module(f"watermark_assets.kinds.{kind}.kind")
+        assert hasattr(getattr(kinds, kind), "__path__"), f"kinds.{kind} is no package"
+    import watermark_assets.kinds.file_path.commit as commit  # the form that failed
+
+    assert commit.__name__ == "watermark_assets.kinds.file_path.commit"
+
+
 def test_a_planted_import_of_another_kind_fails_the_rule() -> None:
     source = "from watermark_assets.kinds.time import run\n"
     assert "watermark_assets.kinds.time.run" in set(imported_modules(source))

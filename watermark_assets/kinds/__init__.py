@@ -17,23 +17,25 @@ from typing import Any
 
 from watermark_assets.config import ProjectConfig
 from watermark_assets.exceptions import ConfigError
-from watermark_assets.kinds.column import kind as column
+from watermark_assets.kinds.column.kind import KIND as COLUMN
 from watermark_assets.kinds.contract import PipelineKind, Row
-from watermark_assets.kinds.event_time import kind as event_time
-from watermark_assets.kinds.file_path import kind as file_path
+from watermark_assets.kinds.event_time.kind import KIND as EVENT_TIME
+from watermark_assets.kinds.file_path.kind import KIND as FILE_PATH
 from watermark_assets.kinds.report import PartitionedRow, SummaryRow
-from watermark_assets.kinds.time import kind as time
-from watermark_assets.kinds.unit import kind as unit
+from watermark_assets.kinds.time.kind import KIND as TIME
+from watermark_assets.kinds.unit.kind import KIND as UNIT
 
 __all__ = ["KINDS", "PipelineKind", "Row", "kind_for", "kind_of", "pipelines", "summary_rows"]
 
 #: ``watermark.kind`` -> its kind, in the order ``summary`` prints them.
+#: (Each kind's value is imported under its own name, never the name of its folder: binding
+#: ``kinds.file_path`` to a module would hide the package ``kinds/file_path/``.)
 KINDS: Mapping[str, PipelineKind[Any]] = {
-    file_path.KIND.name: file_path.KIND,
-    time.KIND.name: time.KIND,
-    unit.KIND.name: unit.KIND,
-    event_time.KIND.name: event_time.KIND,
-    column.KIND.name: column.KIND,
+    FILE_PATH.name: FILE_PATH,
+    TIME.name: TIME,
+    UNIT.name: UNIT,
+    EVENT_TIME.name: EVENT_TIME,
+    COLUMN.name: COLUMN,
 }
 
 
