@@ -1,7 +1,7 @@
 """What every kind's job and sensor share: the pipeline's job, its resource keys and tag, and
 the runs of a job that are in flight or failed.
 
-Kind-free: every kind's ``dagster`` module builds its job with :func:`pipeline_job` and asks
+Kind-free: every kind's ``defs.py`` builds its job with :func:`pipeline_job` and asks
 :func:`partitions_in_flight` / :func:`failed_attempts` before requesting a run.
 """
 
@@ -95,7 +95,6 @@ def partitions_in_flight(
 def failed_attempts(context: SensorEvaluationContext, job_name: str, *, tag: str) -> dict[str, int]:
     """How many runs of ``job_name`` failed per value of ``tag`` (a run key's attempt): the
     sensor's own tag (each kind's sensor tags its runs with its own)."""
-
     failed = context.instance.get_runs(
         filters=RunsFilter(job_name=job_name, statuses=FAILED), limit=500
     )
