@@ -15,6 +15,7 @@ from dagster import (
     AssetsDefinition,
     AssetSelection,
     DagsterRunStatus,
+    DefaultSensorStatus,
     PartitionKeyRange,
     PartitionsDefinition,
     RunsFilter,
@@ -38,6 +39,11 @@ IN_FLIGHT = [
     DagsterRunStatus.CANCELING,
 ]
 FAILED = [DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
+
+
+def sensor_status(running_by_default: bool) -> DefaultSensorStatus:
+    """A pipeline sensor's status in a new instance (``sensor.running_by_default``)."""
+    return DefaultSensorStatus.RUNNING if running_by_default else DefaultSensorStatus.STOPPED
 
 
 def job_name(pipeline_name: str) -> str:

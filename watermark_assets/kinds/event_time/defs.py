@@ -34,7 +34,6 @@ from dagster import (
     AssetsDefinition,
     AssetSelection,
     BackfillPolicy,
-    DefaultSensorStatus,
     MetadataValue,
     RunRequest,
     SensorDefinition,
@@ -64,7 +63,12 @@ from watermark_assets.core.time.instant import from_millis, to_millis
 from watermark_assets.defs.asset_body import AssetOutcome, AssetRun, run_asset
 from watermark_assets.defs.backlog_check import backlog_check_spec, backlog_verdict
 from watermark_assets.defs.freshness import GRANULARITY_CADENCE, freshness_policy
-from watermark_assets.defs.jobs import PIPELINE_TAG, failed_attempts, partitions_in_flight
+from watermark_assets.defs.jobs import (
+    PIPELINE_TAG,
+    failed_attempts,
+    partitions_in_flight,
+    sensor_status,
+)
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.partition_truth import (
     MAX_OBSERVED,
@@ -591,9 +595,7 @@ def build_event_time_sensor(
         name=f"{pipeline.name}_sensor",
         job=job,
         minimum_interval_seconds=pipeline.sensor.minimum_interval_seconds,
-        default_status=DefaultSensorStatus.RUNNING
-        if pipeline.sensor.running_by_default
-        else DefaultSensorStatus.STOPPED,
+        default_status=sensor_status(pipeline.sensor.running_by_default),
         description=f"Materializes the partitions of {pipeline.name} once the event-time "
         "watermark passes their end, and says which and why.",
     )

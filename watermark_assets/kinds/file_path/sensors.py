@@ -24,7 +24,6 @@ from dagster import (
     AssetMaterialization,
     AssetObservation,
     DagsterRunStatus,
-    DefaultSensorStatus,
     JobDefinition,
     MetadataValue,
     RunRequest,
@@ -48,7 +47,7 @@ from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
 from watermark_assets.defs.backlog import file_backlog
 from watermark_assets.defs.backlog_check import BacklogVerdict, file_backlog_verdict
-from watermark_assets.defs.jobs import FAILED, PIPELINE_TAG, partitions_in_flight
+from watermark_assets.defs.jobs import FAILED, PIPELINE_TAG, partitions_in_flight, sensor_status
 from watermark_assets.defs.keys import node_name
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import columns_note
@@ -216,9 +215,7 @@ def build_sensor(
         name=f"{pipeline.name}_sensor",
         job=job,
         minimum_interval_seconds=limits.minimum_interval_seconds,
-        default_status=DefaultSensorStatus.RUNNING
-        if limits.running_by_default
-        else DefaultSensorStatus.STOPPED,
+        default_status=sensor_status(limits.running_by_default),
         description=(
             f"Polls {pipeline.source.uri} for files above the committed watermarks of "
             f"{pipeline.name} and starts one run per Dagster partition (at most "

@@ -27,7 +27,6 @@ from dagster import (
     AssetsDefinition,
     BackfillPolicy,
     DefaultScheduleStatus,
-    DefaultSensorStatus,
     MetadataValue,
     RunRequest,
     ScheduleDefinition,
@@ -69,6 +68,7 @@ from watermark_assets.defs.jobs import (
     failed_attempts,
     partitions_in_flight,
     pipeline_job,
+    sensor_status,
 )
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import (
@@ -613,9 +613,7 @@ def build_time_sensor(
         name=f"{pipeline.name}_sensor",
         job=job,
         minimum_interval_seconds=settings.minimum_interval_seconds,
-        default_status=DefaultSensorStatus.RUNNING
-        if settings.running_by_default
-        else DefaultSensorStatus.STOPPED,
+        default_status=sensor_status(settings.running_by_default),
         description=f"Requests the windows of {pipeline.name} due by its time watermark "
         "(end after the cut-off, or no history), and says why.",
     )

@@ -37,7 +37,6 @@ from dagster import (
     AssetObservation,
     AssetsDefinition,
     BackfillPolicy,
-    DefaultSensorStatus,
     DynamicPartitionsDefinition,
     MetadataValue,
     RunRequest,
@@ -62,7 +61,7 @@ from watermark_assets.defs.checks import CommitFindings, watermark_checks
 from watermark_assets.defs.column_checks import reconcile_mismatch
 from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import freshness_policy
-from watermark_assets.defs.jobs import PIPELINE_TAG, failed_attempts, pipeline_job
+from watermark_assets.defs.jobs import PIPELINE_TAG, failed_attempts, pipeline_job, sensor_status
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.partition_truth import PartitionTruth, iso_utc
@@ -467,9 +466,7 @@ def build_units_sensor(
         name=f"{pipeline.name}_units_sensor",
         job=job,
         minimum_interval_seconds=settings.minimum_interval_seconds,
-        default_status=DefaultSensorStatus.RUNNING
-        if settings.running_by_default
-        else DefaultSensorStatus.STOPPED,
+        default_status=sensor_status(settings.running_by_default),
         description=f"Reads the unit ids of {source.describe()} and adds the new ones as "
         f"partitions of {pipeline.name} (never removes one), with a run each.",
     )

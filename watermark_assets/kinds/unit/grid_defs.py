@@ -25,7 +25,6 @@ from typing import Any
 from dagster import (
     AssetKey,
     AssetsDefinition,
-    DefaultSensorStatus,
     DynamicPartitionsDefinition,
     MetadataValue,
     MultiPartitionKey,
@@ -59,6 +58,7 @@ from watermark_assets.defs.jobs import (
     failed_attempts,
     partitions_in_flight,
     pipeline_job,
+    sensor_status,
 )
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata, window_run_totals
@@ -348,9 +348,7 @@ def build_grid_sensor(
         name=f"{pipeline.name}_sensor",
         job=job,
         minimum_interval_seconds=settings.minimum_interval_seconds,
-        default_status=DefaultSensorStatus.RUNNING
-        if settings.running_by_default
-        else DefaultSensorStatus.STOPPED,
+        default_status=sensor_status(settings.running_by_default),
         description=f"Requests the (window, unit) cells of {pipeline.name} due by each unit's "
         "time watermark, one run per unit and range of windows"
         + ("" if source is None else ", after adding the new ids of its secondary input")
