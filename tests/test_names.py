@@ -209,6 +209,9 @@ PINNED: list[tuple[str, Callable[[], object], str]] = [
         "watermark_assets/pipeline_partition",
     ),
     ("PIPELINE_RANGE_TAG", lambda: names.PIPELINE_RANGE_TAG, "watermark_assets/pipeline_range"),
+    # job names
+    ("JOB_SUFFIX", lambda: names.JOB_SUFFIX, "_job"),
+    ("job_name", lambda: names.job_name(P), "orders eu*_job"),
     # the code location
     ("CODE_LOCATION", lambda: names.CODE_LOCATION, "watermark_assets"),
     ("DEFINITIONS_MODULE", lambda: names.DEFINITIONS_MODULE, "watermark_assets.definitions"),
@@ -268,6 +271,7 @@ def test_the_old_spellings_are_the_names_module_s() -> None:
     assert unit.unit_app_id is names.unit_app_id
     assert late_files.late_txn_app_id is names.late_app_id
     assert jobs.PIPELINE_TAG == names.PIPELINE_TAG
+    assert jobs.job_name is names.job_name
     assert run_tags.PIPELINE_PARTITION_TAG == names.PIPELINE_PARTITION_TAG
 
 

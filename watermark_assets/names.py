@@ -3,11 +3,11 @@
 A Delta table written by this package carries names that a later version must read back
 byte for byte: the ``txn`` app ids of its commits (the optimistic locks and the proof that a
 commit happened), the ``commitInfo`` keys its progress is recorded under, the files it keeps
-next to the table (``_watermarks/...``), a table property, and the run tags Dagster's instance
-keeps and the sensors read back. Renaming any of them silently forgets the state of every
-existing table. So each name is built here and nowhere else (``tests/test_layers.py`` refuses the
-``watermark_assets`` prefixes anywhere else), and ``tests/test_names.py`` pins every one to the
-literal text it has on disk.
+next to the table (``_watermarks/...``), a table property, and the run tags and job names
+Dagster's instance keeps and the sensors read back. Renaming any of them silently forgets the
+state of every existing table. So each name is built here and nowhere else
+(``tests/test_layers.py`` refuses the ``watermark_assets`` prefixes anywhere else), and
+``tests/test_names.py`` pins every one to the literal text it has on disk.
 
 :data:`NAMES_VERSION` is the version of this set of names. Version 1 is the set as the tables
 written before this module hold it. A change of any name raises it, and the readers then read the
@@ -274,6 +274,18 @@ EVENT_TIME_TICK_TAG = "watermark_assets/event_time_tick"
 PIPELINE_PARTITION_TAG = "watermark_assets/pipeline_partition"
 #: Run tag of a pipeline's ranged run; read by ``defs/run_tags.py``.
 PIPELINE_RANGE_TAG = "watermark_assets/pipeline_range"
+
+# --- job names (Dagster's instance keeps every run under its job's name) ---
+
+#: Suffix of a pipeline's job name: the sensors count a job's failed runs by it and
+#: ``defs/run_tags.py`` reads the pipeline back from a run's job.
+JOB_SUFFIX = "_job"
+
+
+def job_name(pipeline: str) -> str:
+    """A pipeline's job, ``{pipeline}_job``; read back by ``defs/run_tags.py``."""
+    return f"{pipeline}{JOB_SUFFIX}"
+
 
 # --- the code location (Dagster's instance keeps a sensor's ticks under its selector) ---
 

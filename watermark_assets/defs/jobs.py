@@ -30,6 +30,8 @@ from watermark_assets import names
 IO_MANAGER_KEY = "watermark_io_manager"
 SPARK_RESOURCE_KEY = "spark"
 PIPELINE_TAG = names.PIPELINE_TAG
+#: A pipeline's job, ``{pipeline}_job``.
+job_name = names.job_name
 
 IN_FLIGHT = [
     DagsterRunStatus.QUEUED,
@@ -44,10 +46,6 @@ FAILED = [DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 def sensor_status(running_by_default: bool) -> DefaultSensorStatus:
     """A pipeline sensor's status in a new instance (``sensor.running_by_default``)."""
     return DefaultSensorStatus.RUNNING if running_by_default else DefaultSensorStatus.STOPPED
-
-
-def job_name(pipeline_name: str) -> str:
-    return f"{pipeline_name}_job"
 
 
 def pipeline_job(

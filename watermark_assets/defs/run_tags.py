@@ -43,7 +43,6 @@ UNPARTITIONED = "-"
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
-JOB_SUFFIX = "_job"
 
 
 def pipeline_partition_tags(
@@ -92,8 +91,8 @@ def ingesting_pipelines(
         return [tags[PIPELINE_TAG]]
     if asset_keys:
         return sorted({pipeline_name_of(key) for key in asset_keys})
-    if job_name.endswith(JOB_SUFFIX) and not job_name.startswith("__"):
-        return [job_name.removesuffix(JOB_SUFFIX)]
+    if job_name.endswith(names.JOB_SUFFIX) and not job_name.startswith("__"):
+        return [job_name.removesuffix(names.JOB_SUFFIX)]
     return []
 
 

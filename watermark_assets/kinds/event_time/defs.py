@@ -66,6 +66,7 @@ from watermark_assets.defs.freshness import GRANULARITY_CADENCE, freshness_polic
 from watermark_assets.defs.jobs import (
     PIPELINE_TAG,
     failed_attempts,
+    job_name,
     partitions_in_flight,
     sensor_status,
 )
@@ -641,7 +642,7 @@ def build_event_time_pipeline(
     upstream_keys = [asset_key(config.pipeline(name)) for name in engine.spec.upstreams]
     asset_def = build_event_time_asset(pipeline, engine, partitions_def, clock, upstream_keys)
     job = define_asset_job(
-        f"{pipeline.name}_job",
+        job_name(pipeline.name),
         selection=AssetSelection.assets(asset_def),
         partitions_def=partitions_def,
         description=f"Aggregates the rows appended to {', '.join(spec.upstreams)} into event-time "
