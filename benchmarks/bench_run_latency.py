@@ -278,7 +278,7 @@ def prepare_run_worker(folder: Path, config: Path, first: str, last: str) -> tup
     from dagster._grpc.types import ExecuteRunArgs
     from dagster._serdes import serialize_value
 
-    from watermark_assets.defs.jobs import job_name
+    from watermark_assets.defs.jobs import RANGE_END_TAG, RANGE_START_TAG, job_name
     from watermark_assets.kinds.file_path.assets import files_run_config
 
     home = folder / "dagster_home"
@@ -297,8 +297,8 @@ def prepare_run_worker(folder: Path, config: Path, first: str, last: str) -> tup
                 job_def=job.get_definition(),
                 run_config={**QUIET_LOGS, **files_run_config(PIPELINE, None)},
                 tags={
-                    "dagster/asset_partition_range_start": first,
-                    "dagster/asset_partition_range_end": last,
+                    RANGE_START_TAG: first,
+                    RANGE_END_TAG: last,
                 },
                 job_code_origin=origin,
             )

@@ -76,7 +76,7 @@ def ingest(config: Any, sizes: Sizes, instance: Any) -> float:
 
     from watermark_assets import storage
     from watermark_assets.defs import build_definitions
-    from watermark_assets.defs.jobs import job_name
+    from watermark_assets.defs.jobs import RANGE_END_TAG, RANGE_START_TAG, job_name
     from watermark_assets.kinds.file_path.assets import files_run_config
 
     days = [
@@ -89,8 +89,8 @@ def ingest(config: Any, sizes: Sizes, instance: Any) -> float:
         run_config={**QUIET_LOGS, **files_run_config(PIPELINE, None)},
         instance=instance,
         tags={
-            "dagster/asset_partition_range_start": days[0],
-            "dagster/asset_partition_range_end": days[-1],
+            RANGE_START_TAG: days[0],
+            RANGE_END_TAG: days[-1],
         },
         raise_on_error=True,
     )

@@ -439,7 +439,7 @@ def bench_ingestion(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str
     from pyspark.sql import functions as F
 
     from watermark_assets.defs import build_definitions
-    from watermark_assets.defs.jobs import job_name
+    from watermark_assets.defs.jobs import RANGE_END_TAG, RANGE_START_TAG, job_name
     from watermark_assets.kinds.file_path.assets import files_run_config
     from watermark_assets.spark.session import get_spark
 
@@ -469,8 +469,8 @@ def bench_ingestion(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str
         defs = build_definitions(config, clock=frozen_clock(now))
         job = defs.resolve_job_def(job_name(PIPELINE))
         tags = {
-            "dagster/asset_partition_range_start": days[0],
-            "dagster/asset_partition_range_end": days[-1],
+            RANGE_START_TAG: days[0],
+            RANGE_END_TAG: days[-1],
         }
 
         def run() -> Any:

@@ -24,6 +24,11 @@ from dagster import (
     partition_loading_context,
 )
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+)
 
 from watermark_assets import names
 
@@ -32,6 +37,11 @@ SPARK_RESOURCE_KEY = "spark"
 PIPELINE_TAG = names.PIPELINE_TAG
 #: A pipeline's job, ``{pipeline}_job``.
 job_name = names.job_name
+#: Dagster's own run tags (dagster does not export them): a run's one partition, and the first
+#: and last key of a run over a range of partitions (a backfill, a sensor's ranged run).
+PARTITION_TAG = PARTITION_NAME_TAG
+RANGE_START_TAG = ASSET_PARTITION_RANGE_START_TAG
+RANGE_END_TAG = ASSET_PARTITION_RANGE_END_TAG
 
 IN_FLIGHT = [
     DagsterRunStatus.QUEUED,
@@ -85,10 +95,9 @@ def partitions_in_flight(
         if run.job_name != job_name and (selection is None or asset_key not in selection):
             continue
         tags = run.tags
-        if "dagster/partition" in tags:
-            busy.add(tags["dagster/partition"])
-        start = tags.get("dagster/asset_partition_range_start")
-        end = tags.get("dagster/asset_partition_range_end")
+        if PARTITION_TAG in tags:
+            busy.add(tags[PARTITION_TAG])
+        start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
         if start and end:
             with partition_loading_context(dynamic_partitions_store=context.instance):
                 keys = partitions_def.get_partition_keys_in_range(PartitionKeyRange(start, end))

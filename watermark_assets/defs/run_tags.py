@@ -33,16 +33,13 @@ from dagster import AssetKey, DagsterRun, QueuedRunCoordinator
 from dagster._core.run_coordinator import SubmitRunContext
 
 from watermark_assets import names
-from watermark_assets.defs.jobs import PIPELINE_TAG
+from watermark_assets.defs.jobs import PARTITION_TAG, PIPELINE_TAG, RANGE_END_TAG, RANGE_START_TAG
 from watermark_assets.defs.keys import pipeline_name_of
 
 PIPELINE_PARTITION_TAG = names.PIPELINE_PARTITION_TAG
 PIPELINE_RANGE_TAG = names.PIPELINE_RANGE_TAG
 #: The partition part of the tag of a run of an unpartitioned pipeline.
 UNPARTITIONED = "-"
-PARTITION_TAG = "dagster/partition"
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
 
 
 def pipeline_partition_tags(

@@ -65,6 +65,8 @@ from watermark_assets.defs.backlog_check import backlog_check_spec, backlog_verd
 from watermark_assets.defs.freshness import GRANULARITY_CADENCE, freshness_policy
 from watermark_assets.defs.jobs import (
     PIPELINE_TAG,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
     failed_attempts,
     job_name,
     partitions_in_flight,
@@ -621,8 +623,8 @@ def build_event_time_sensor(
         tags = {
             PIPELINE_TAG: pipeline.name,
             TICK_TAG: base,
-            "dagster/asset_partition_range_start": first,
-            "dagster/asset_partition_range_end": last,
+            RANGE_START_TAG: first,
+            RANGE_END_TAG: last,
             **pipeline_partition_tags(pipeline.name, partition_range=(first, last)),
         }
         return SensorResult(run_requests=[RunRequest(run_key=f"{base}|a{attempt}", tags=tags)])

@@ -24,6 +24,7 @@ def run_sensors_once(
     """One tick of each pipeline's sensor (the partitions the watermark closes, and why), then
     the run it requests."""
     from watermark_assets.defs.headless_ticks import record_tick
+    from watermark_assets.defs.jobs import RANGE_END_TAG, RANGE_START_TAG
 
     failures: list[FailedRun] = []
     for pipeline in pipelines:
@@ -38,8 +39,7 @@ def run_sensors_once(
             print(f"  {pipeline.name}: {data.skip_message}")
             continue
         for request in data.run_requests:
-            first = request.tags["dagster/asset_partition_range_start"]
-            last = request.tags["dagster/asset_partition_range_end"]
+            first, last = request.tags[RANGE_START_TAG], request.tags[RANGE_END_TAG]
             print(f"  {pipeline.name}: the sensor requests {first} .. {last}")
             headless.run_partition(
                 pipeline.name,

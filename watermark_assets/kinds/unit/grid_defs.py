@@ -55,6 +55,8 @@ from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import cron_cadence, freshness_policy
 from watermark_assets.defs.jobs import (
     PIPELINE_TAG,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
     failed_attempts,
     partitions_in_flight,
     pipeline_job,
@@ -93,7 +95,6 @@ from watermark_assets.sources.locations import check_source
 
 #: The dimension names (Dagster sorts them: keys read ``{time}|{unit}``).
 TIME, UNIT = "time", "unit"
-RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
 
 def _time(pipeline: UnitPipelineConfig) -> TimeWatermarkConfig:
@@ -328,7 +329,7 @@ def _request(
         tags.update(pipeline_partition_tags(pipeline.name, first))
         return RunRequest(run_key=key, partition_key=first, tags=tags)
     tags.update(pipeline_partition_tags(pipeline.name, partition_range=(first, last)))
-    return RunRequest(run_key=key, tags={**tags, RANGE_START: first, RANGE_END: last})
+    return RunRequest(run_key=key, tags={**tags, RANGE_START_TAG: first, RANGE_END_TAG: last})
 
 
 def build_grid_sensor(

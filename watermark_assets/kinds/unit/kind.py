@@ -118,7 +118,7 @@ def _tick_grid(headless: Headless, name: str, failures: list[FailedRun]) -> None
     """One tick of a time x unit pipeline's sensor, applied as the daemon does (new ids become
     partitions), then its runs: one per unit and range of due windows."""
     from watermark_assets.defs.headless_ticks import record_tick
-    from watermark_assets.kinds.unit.grid_defs import RANGE_END, RANGE_START
+    from watermark_assets.defs.jobs import RANGE_END_TAG, RANGE_START_TAG
 
     instance = headless.instance
     context = headless.sensor_context(instance_ref=instance.get_ref())
@@ -131,7 +131,7 @@ def _tick_grid(headless: Headless, name: str, failures: list[FailedRun]) -> None
     for request in requests:
         tags = as_sensor_run(f"{name}_sensor", request)
         key = request.partition_key
-        label = key or f"cells {tags.get(RANGE_START)} .. {tags.get(RANGE_END)}"
+        label = key or f"cells {tags.get(RANGE_START_TAG)} .. {tags.get(RANGE_END_TAG)}"
         headless.run_partition(name, key, failures, tags=tags, label=label)
     record_tick(
         instance,
