@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar
 
 from watermark_assets.core.column.watermark import WatermarkOperator
 from watermark_assets.core.partition_selection import TimeWindow
@@ -257,3 +258,46 @@ class WindowRunTotals:
     @property
     def rows_removed(self) -> int:
         return sum(w.result.rows_removed for w in self.windows)
+
+
+W = TypeVar("W")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowsRunResult(WindowRunTotals, Generic[W]):
+    """A run's windows (or cells) in order, and its pipeline's watermark ``W`` (a time
+    pipeline's, a time x unit grid's) before and after it."""
+
+    pipeline: str
+    watermark_before: W
+    watermark_after: W
+
+
+R = TypeVar("R", bound=WindowsRunResult[Any])
+
+
+def finished_run(
+    result: type[R],
+    runs: Sequence[WindowRun],
+    committed: WindowsCommit,
+    *,
+    pipeline: str,
+    watermark_before: object,
+    read_watermark: Callable[[], object],
+    others: str,
+    log: Callable[[str], None],
+) -> R:
+    """The end of a run of windows (``others``: what they are, ``windows`` or ``cells``): each
+    one's line and the rows of other ``others`` its keys moved logged, the watermark read back
+    (``read_watermark()``, after the commit), the ``result`` with its totals."""
+    for run in runs:
+        log(f"{pipeline}: {run.line()}")
+    if committed.rows_moved:
+        log(f"{pipeline}: {committed.rows_moved} row(s) of other {others} moved (merge keys)")
+    return result(
+        tuple(runs),
+        rows_moved=committed.rows_moved,
+        pipeline=pipeline,
+        watermark_before=watermark_before,
+        watermark_after=read_watermark(),
+    )

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -59,7 +58,12 @@ from watermark_assets.runs.column import (
     stage_column_batch,
 )
 from watermark_assets.runs.column_spec import ColumnSpec
-from watermark_assets.runs.window_commit import WindowRun, WindowRunTotals, commit_windows
+from watermark_assets.runs.window_commit import (
+    WindowRun,
+    WindowsRunResult,
+    commit_windows,
+    finished_run,
+)
 from watermark_assets.state.snapshot import StateLog, WatermarkFold, pipeline_txn_prefix
 
 if TYPE_CHECKING:
@@ -228,13 +232,8 @@ def window_chunk_plan(
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class TimeRunResult(WindowRunTotals):
+class TimeRunResult(WindowsRunResult[TimeWatermark]):
     """A run's windows in order, and the watermark before and after it."""
-
-    pipeline: str
-    watermark_before: TimeWatermark
-    watermark_after: TimeWatermark
 
 
 def run_windows(
@@ -287,18 +286,15 @@ def run_windows(
         stage_all,
         state_entry=state_entry,
     )
-    runs = [WindowRun(w, r) for w, r in zip(ordered, committed.results, strict=True)]
-    for run in runs:
-        log(f"{pipeline.name}: {run.line()}")
-    if committed.rows_moved:
-        log(f"{pipeline.name}: {committed.rows_moved} row(s) of other windows moved (merge keys)")
-    after = watermark_log.read()
-    return TimeRunResult(
-        tuple(runs),
-        rows_moved=committed.rows_moved,
+    return finished_run(
+        TimeRunResult,
+        [WindowRun(w, r) for w, r in zip(ordered, committed.results, strict=True)],
+        committed,
         pipeline=pipeline.name,
         watermark_before=before,
-        watermark_after=after,
+        read_watermark=watermark_log.read,
+        others="windows",
+        log=log,
     )
 
 

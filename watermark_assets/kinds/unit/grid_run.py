@@ -59,7 +59,12 @@ from watermark_assets.runs.column import (
     stage_column_batch,
 )
 from watermark_assets.runs.column_spec import ColumnSpec
-from watermark_assets.runs.window_commit import WindowRun, WindowRunTotals, commit_windows
+from watermark_assets.runs.window_commit import (
+    WindowRun,
+    WindowsRunResult,
+    commit_windows,
+    finished_run,
+)
 from watermark_assets.sources.column import UnitRead
 
 if TYPE_CHECKING:
@@ -144,13 +149,8 @@ class CellRun(WindowRun):
         return f"unit {self.unit!r} {super().line()}"
 
 
-@dataclass(frozen=True, kw_only=True)
-class CellsRunResult(WindowRunTotals):
+class CellsRunResult(WindowsRunResult[UnitWatermark[TimeWatermark]]):
     """A run's cells in order, and the grid's watermark before and after it."""
-
-    pipeline: str
-    watermark_before: UnitWatermark[TimeWatermark]
-    watermark_after: UnitWatermark[TimeWatermark]
 
     @property
     def cells(self) -> tuple[CellRun, ...]:
@@ -227,16 +227,13 @@ def run_cells(
         stage_all,
         state_entry=state_entry,
     )
-    runs = [CellRun(c.window, r, c.unit) for c, r in zip(ordered, committed.results, strict=True)]
-    for run in runs:
-        log(f"{pipeline.name}: {run.line()}")
-    if committed.rows_moved:
-        log(f"{pipeline.name}: {committed.rows_moved} row(s) of other cells moved (merge keys)")
-    after = grid.read()
-    return CellsRunResult(
-        tuple(runs),
-        rows_moved=committed.rows_moved,
+    return finished_run(
+        CellsRunResult,
+        [CellRun(c.window, r, c.unit) for c, r in zip(ordered, committed.results, strict=True)],
+        committed,
         pipeline=pipeline.name,
         watermark_before=before,
-        watermark_after=after,
+        read_watermark=grid.read,
+        others="cells",
+        log=log,
     )
