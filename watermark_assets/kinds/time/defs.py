@@ -330,6 +330,15 @@ def window_truth(window: TimeWindow, high: datetime | None, due: DueWindows) -> 
     )
 
 
+def no_window_line(pipeline: str, skipped: Sequence[str], now: datetime) -> str:
+    """A run's log line of its partitions ``skipped``: no window at ``now`` (after ``to``, or
+    starting at it)."""
+    return (
+        f"{pipeline}: partitions {skipped} are no window at {time_text(now)} "
+        "(after to, or starting at it): nothing to read"
+    )
+
+
 def no_window_truth(spec: TimeSpec, now: datetime) -> PartitionTruth:
     """A key that is no window of the spec at ``now`` (after ``to``, or starting at it)."""
     return PartitionTruth(
@@ -380,10 +389,7 @@ def build_time_asset(
         else:
             chosen, skipped = windows_of_keys(spec, run.partitions, now)
             if skipped:
-                run.info(
-                    f"{pipeline.name}: partitions {skipped} are no window at "
-                    f"{time_text(now)} (after to, or starting at it): nothing to read"
-                )
+                run.info(no_window_line(pipeline.name, skipped, now))
         run.info(f"{pipeline.name}: cut-off {due.cut_off}")
         check_source(pipeline)  # before Spark: a clear error, not Spark's
         result = run_windows(

@@ -45,7 +45,6 @@ from watermark_assets import vocabulary as v
 from watermark_assets.config import TimeWatermarkConfig, UnitPipelineConfig
 from watermark_assets.core.clock import Clock
 from watermark_assets.core.partition_selection import PartitionSelection
-from watermark_assets.core.text import time_text
 from watermark_assets.core.time import TimeSpec, format_instant
 from watermark_assets.core.unit import Cell, CellRange, DueCells, due_cells
 from watermark_assets.core.unit.grid import unit_time_watermark
@@ -72,6 +71,7 @@ from watermark_assets.kinds.time.defs import (
     TICK_TAG,
     WINDOW_COLUMNS,
     cut_off_epoch,
+    no_window_line,
     no_window_truth,
     partition_cron,
     partition_key,
@@ -225,10 +225,7 @@ def build_grid_asset(
         now = clock()
         cells, skipped = cells_of_keys(spec, run.partitions, now)
         if skipped:
-            run.info(
-                f"{pipeline.name}: partitions {skipped} are no window at {time_text(now)} "
-                "(after to, or starting at it): nothing to read"
-            )
+            run.info(no_window_line(pipeline.name, skipped, now))
         due = due_cells(load_grid_watermark(pipeline), [c.unit for c in cells], spec, now)
         check_source(pipeline)  # before Spark: a clear error, not Spark's
         result = run_cells(
