@@ -2,24 +2,30 @@
 the runs of a job that are in flight or failed.
 
 Kind-free: every kind's ``defs.py`` builds its job with :func:`pipeline_job` and asks
-:func:`partitions_in_flight` / :func:`failed_attempts` before requesting a run.
+:func:`partitions_in_flight` / :func:`failed_attempts` before requesting a run; the time, unit
+and time x unit sensors end a tick with :func:`requested_or_skipped`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dagster import (
+    AddDynamicPartitionsRequest,
     AssetChecksDefinition,
     AssetKey,
+    AssetObservation,
     AssetsDefinition,
     AssetSelection,
     DagsterRunStatus,
     DefaultSensorStatus,
     PartitionKeyRange,
     PartitionsDefinition,
+    RunRequest,
     RunsFilter,
     SensorEvaluationContext,
+    SensorResult,
     define_asset_job,
     partition_loading_context,
 )
@@ -117,3 +123,32 @@ def failed_attempts(context: SensorEvaluationContext, job_name: str, *, tag: str
         if base:
             attempts[base] = attempts.get(base, 0) + 1
     return attempts
+
+
+def requested_or_skipped(
+    context: SensorEvaluationContext,
+    pipeline_name: str,
+    message: str,
+    run_requests: Sequence[RunRequest],
+    *,
+    asset_events: Sequence[AssetObservation] = (),
+    dynamic_partitions_requests: Sequence[AddDynamicPartitionsRequest] = (),
+    cursor: str | None = None,
+) -> SensorResult:
+    """A pipeline sensor's tick: skipped with ``message`` when it requests no run, else its
+    ``run_requests`` with ``message`` logged; its events, partitions added and cursor either
+    way."""
+    if not run_requests:
+        return SensorResult(
+            skip_reason=message,
+            dynamic_partitions_requests=dynamic_partitions_requests,
+            asset_events=asset_events,
+            cursor=cursor,
+        )
+    context.log.info(f"{pipeline_name}: {message}")
+    return SensorResult(
+        run_requests=run_requests,
+        dynamic_partitions_requests=dynamic_partitions_requests,
+        asset_events=asset_events,
+        cursor=cursor,
+    )

@@ -68,6 +68,7 @@ from watermark_assets.defs.jobs import (
     failed_attempts,
     partitions_in_flight,
     pipeline_job,
+    requested_or_skipped,
     sensor_status,
 )
 from watermark_assets.defs.keys import asset_key
@@ -637,10 +638,9 @@ def build_time_sensor(
             asset_key,
             waiting_truths(tick, requested, settings.max_runs_per_tick),
         ) + schema_observations(context.instance, asset_key, note)
-        if not requested.runs:
-            return SensorResult(skip_reason=message, asset_events=said)
-        context.log.info(f"{pipeline.name}: {message}")
-        return SensorResult(run_requests=requested.runs, asset_events=said)
+        return requested_or_skipped(
+            context, pipeline.name, message, requested.runs, asset_events=said
+        )
 
     return time_sensor
 

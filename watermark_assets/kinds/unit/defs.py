@@ -61,7 +61,13 @@ from watermark_assets.defs.checks import CommitFindings, watermark_checks
 from watermark_assets.defs.column_checks import reconcile_mismatch
 from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import freshness_policy
-from watermark_assets.defs.jobs import PIPELINE_TAG, failed_attempts, pipeline_job, sensor_status
+from watermark_assets.defs.jobs import (
+    PIPELINE_TAG,
+    failed_attempts,
+    pipeline_job,
+    requested_or_skipped,
+    sensor_status,
+)
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.metadata import staged_reads_metadata
 from watermark_assets.defs.partition_truth import PartitionTruth, iso_utc
@@ -507,27 +513,23 @@ def build_units_sensor(
             noted=tick.digest, requested={**queued.in_flight, **queued.requested}
         ).to_string()
         adds = [partitions_def.build_add_request(list(tick.new))] if tick.new else []
-        if not queued.requested:
-            return SensorResult(
-                skip_reason=report,
-                cursor=next_cursor,
-                asset_events=events,
-                dynamic_partitions_requests=adds,
+        requests = [
+            RunRequest(
+                run_key=f"{unit_tick_base(pipeline.name, unit)}|a{attempt}",
+                partition_key=unit,
+                tags={
+                    PIPELINE_TAG: pipeline.name,
+                    UNIT_TICK_TAG: unit_tick_base(pipeline.name, unit),
+                    **pipeline_partition_tags(pipeline.name, unit),
+                },
             )
-        context.log.info(f"{pipeline.name}: {report}")
-        return SensorResult(
-            run_requests=[
-                RunRequest(
-                    run_key=f"{unit_tick_base(pipeline.name, unit)}|a{attempt}",
-                    partition_key=unit,
-                    tags={
-                        PIPELINE_TAG: pipeline.name,
-                        UNIT_TICK_TAG: unit_tick_base(pipeline.name, unit),
-                        **pipeline_partition_tags(pipeline.name, unit),
-                    },
-                )
-                for unit, attempt in queued.requested.items()
-            ],
+            for unit, attempt in queued.requested.items()
+        ]
+        return requested_or_skipped(
+            context,
+            pipeline.name,
+            report,
+            requests,
             dynamic_partitions_requests=adds,
             asset_events=events,
             cursor=next_cursor,

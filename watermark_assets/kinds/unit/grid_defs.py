@@ -59,6 +59,7 @@ from watermark_assets.defs.jobs import (
     failed_attempts,
     partitions_in_flight,
     pipeline_job,
+    requested_or_skipped,
     sensor_status,
 )
 from watermark_assets.defs.keys import asset_key
@@ -381,16 +382,11 @@ def build_grid_sensor(
             note = source_schema_note(ColumnSpec.replacing(pipeline, _time(pipeline).columns))
             message += note
             events = [*events, *schema_observations(context.instance, asset_key, note)]
-        if not tick.requests:
-            return SensorResult(
-                skip_reason=message,
-                dynamic_partitions_requests=adds,
-                asset_events=events,
-                cursor=cursor,
-            )
-        context.log.info(f"{pipeline.name}: {message}")
-        return SensorResult(
-            run_requests=list(tick.requests),
+        return requested_or_skipped(
+            context,
+            pipeline.name,
+            message,
+            list(tick.requests),
             dynamic_partitions_requests=adds,
             asset_events=events,
             cursor=cursor,
