@@ -108,6 +108,12 @@ def table_facts(pipeline: Any, uri: str | None = None) -> TableFacts:
     return facts_of(uri or pipeline.table.uri, pipeline.schema_policy.mode.value)
 
 
+def version_cell(version: int | None) -> str:
+    """The ``delta version`` column of a summary row: the table's version, ``-`` with no table
+    (None, or the -1 a watermark log read before the table's first commit says)."""
+    return "-" if version is None or version < 0 else str(version)
+
+
 def schema_cell(schema: SchemaSummary | None) -> str:
     """The ``schema`` column of a summary row (``-``: not known)."""
     return "-" if schema is None else schema.cell()

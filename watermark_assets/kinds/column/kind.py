@@ -22,7 +22,7 @@ from watermark_assets.kinds.headless import (
     failure_reason,
     startup_done,
 )
-from watermark_assets.kinds.report import PartitionedRow, table_facts
+from watermark_assets.kinds.report import PartitionedRow, table_facts, version_cell
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -303,7 +303,7 @@ def summarize(pipeline: ColumnPipelineConfig) -> PartitionedRow:
         rows=table.rows,
         watermark="-" if record is None or not record.watermark else _column_text(record.watermark),
         cut_off="-",
-        delta_version="-" if table.version is None else str(table.version),
+        delta_version=version_cell(table.version),
         schema=table.schema,
     )
 

@@ -12,7 +12,7 @@ from watermark_assets.config import EventTimePipelineConfig, ProjectConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind
 from watermark_assets.kinds.headless import FailedRun, Headless, as_sensor_run, run_keys
-from watermark_assets.kinds.report import PartitionedRow, table_facts
+from watermark_assets.kinds.report import PartitionedRow, table_facts, version_cell
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -155,7 +155,7 @@ def summarize(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> Parti
         rows=table.rows,
         watermark="-" if not watermark.watermark_ms else millis_text(watermark.watermark_ms),
         cut_off=late,
-        delta_version="-" if table.version is None else str(table.version),
+        delta_version=version_cell(table.version),
         schema=table.schema,
     )
 

@@ -21,7 +21,7 @@ from watermark_assets.kinds.headless import (
     innermost,
     run_keys,
 )
-from watermark_assets.kinds.report import SummaryRow, table_facts
+from watermark_assets.kinds.report import SummaryRow, table_facts, version_cell
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -207,7 +207,7 @@ def summarize(pipeline: FilePipelineConfig) -> SummaryRow:
         quarantined=quarantined,
         watermark=state.watermark.value or "-",
         state="ERROR: no landing folder" if missing else state.watermark.state.value,
-        delta_version="-" if state.delta_version is None else str(state.delta_version),
+        delta_version=version_cell(state.delta_version),
         problem=None if missing is None else str(missing),
         schema=table.schema,
     )

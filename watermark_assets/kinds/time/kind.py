@@ -17,7 +17,7 @@ from watermark_assets.kinds.headless import (
     as_sensor_run,
     run_keys,
 )
-from watermark_assets.kinds.report import PartitionedRow, table_facts
+from watermark_assets.kinds.report import PartitionedRow, table_facts, version_cell
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -102,7 +102,7 @@ def summarize(pipeline: TimePipelineConfig) -> PartitionedRow:
         rows=table.rows,
         watermark="-" if highest is None else time_text(highest),
         cut_off=str(watermark.cut_off(spec, now)),
-        delta_version="-" if version is None or version < 0 else str(version),
+        delta_version=version_cell(version),
         schema=table.schema,
     )
 

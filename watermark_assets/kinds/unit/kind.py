@@ -24,7 +24,7 @@ from watermark_assets.kinds.headless import (
     as_sensor_run,
     run_keys,
 )
-from watermark_assets.kinds.report import PartitionedRow, table_facts
+from watermark_assets.kinds.report import PartitionedRow, table_facts, version_cell
 
 if TYPE_CHECKING:
     from watermark_assets.defs.pipeline_defs import PipelineDefs
@@ -56,7 +56,7 @@ def summarize_unit(pipeline: UnitPipelineConfig) -> PartitionedRow:
         rows=table.rows,
         watermark="-" if latest is None else time_text(latest),
         cut_off="-",
-        delta_version="-" if table.version is None else str(table.version),
+        delta_version=version_cell(table.version),
         schema=table.schema,
     )
 
@@ -86,7 +86,7 @@ def summarize_grid(pipeline: UnitPipelineConfig) -> PartitionedRow:
         rows=table.rows,
         watermark="-" if highest is None else time_text(highest),
         cut_off=cut_offs.pop() if len(cut_offs) == 1 else f"{len(cut_offs)} per unit",
-        delta_version="-" if table.version is None else str(table.version),
+        delta_version=version_cell(table.version),
         schema=table.schema,
     )
 
