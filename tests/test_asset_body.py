@@ -51,7 +51,7 @@ def build(table_uri: str, seen: list[AssetRun], *, config_type: type[Config] | N
             check_results=[AssetCheckResult(check_name="fine", passed=True)],
         )
 
-    return run_asset(decorator(), kind_run, name="body_asset", config_type=config_type)
+    return run_asset(decorator(), kind_run, config_type=config_type)
 
 
 def materialized(instance: DagsterInstance) -> dict[str, dict[str, Any]]:
@@ -131,7 +131,7 @@ def test_an_error_in_the_kinds_run_fails_the_run_and_tells_nothing(tmp_path: Pat
     def failing(run: AssetRun) -> AssetOutcome:
         raise ValueError("the source is gone")
 
-    asset_def = run_asset(decorator(), failing, name="body_asset")
+    asset_def = run_asset(decorator(), failing)
     with DagsterInstance.ephemeral() as instance:
         result = materialize(
             [asset_def],
@@ -155,7 +155,7 @@ def test_an_unpartitioned_asset_runs_with_no_selection(tmp_path: Path) -> None:
             run.partitions  # noqa: B018
         return AssetOutcome({"rows/read": 0}, str(tmp_path / "none"))
 
-    asset_def = run_asset(asset(key=KEY), kind_run, name="body_asset")
+    asset_def = run_asset(asset(key=KEY), kind_run)
     with DagsterInstance.ephemeral() as instance:
         result = materialize(
             [asset_def],

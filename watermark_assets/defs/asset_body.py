@@ -112,13 +112,12 @@ def run_asset(
     decorator: Callable[[Callable[..., Any]], AssetsDefinition],
     run: KindRun,
     *,
-    name: str,
     config_type: type[Config] | None = None,
 ) -> AssetsDefinition:
-    """The asset ``decorator`` (Dagster's ``@asset(...)`` with the kind's arguments) makes of
-    the one body running ``run``. ``config_type``: the run config the asset takes (the file
-    kind's files), or None. ``name``: the body's function name (the asset's op when it has no
-    key prefix is named by its key, never by this)."""
+    """The asset ``decorator`` (Dagster's ``@asset(...)`` with the kind's arguments, its
+    ``key`` among them: the asset's op is named by its key) makes of the one body running
+    ``run``. ``config_type``: the run config the asset takes (the file kind's files), or
+    None."""
     if config_type is None:
 
         def body(
@@ -135,5 +134,4 @@ def run_asset(
 
         body_with_config.__annotations__["config"] = config_type
         body = body_with_config  # type: ignore[assignment]
-    body.__name__ = body.__qualname__ = name
     return decorator(body)

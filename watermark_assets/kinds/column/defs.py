@@ -154,7 +154,7 @@ def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDe
         )
         return AssetOutcome(metadata, uri)
 
-    return run_asset(_asset_decorator(pipeline, None), column_run, name="column_asset")
+    return run_asset(_asset_decorator(pipeline, None), column_run)
 
 
 def build_partitioned_column_asset(
@@ -186,7 +186,7 @@ def build_partitioned_column_asset(
         return AssetOutcome(metadata, uri)
 
     decorator = _asset_decorator(pipeline, partitions_def)
-    return run_asset(decorator, replay_run, name="column_partitions_asset")
+    return run_asset(decorator, replay_run)
 
 
 def build_column_pipeline(pipeline: ColumnPipelineConfig, clock: Clock) -> PipelineDefs:

@@ -473,7 +473,7 @@ def build_event_time_asset(
             check_results=checks,
         )
 
-    return run_asset(decorator, event_time_run, name="event_time_asset")
+    return run_asset(decorator, event_time_run)
 
 
 def upstream_max_event_ms(upstream_uri: str, column: str) -> int | None:

@@ -173,7 +173,7 @@ def build_asset(
         staged = stage_batch(plan, run.spark if needs_spark else None, now=now)
         return commit_staged(run, staged, key_of)
 
-    return run_asset(decorator, file_run, name="ingestion_asset", config_type=IngestRunConfig)
+    return run_asset(decorator, file_run, config_type=IngestRunConfig)
 
 
 def newest_file_lag(result: BatchResult) -> float | None:

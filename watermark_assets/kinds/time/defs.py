@@ -429,7 +429,7 @@ def build_time_asset(
         partitions_def=partitions_def,
         backfill_policy=None if partitions_def is None else BackfillPolicy.single_run(),
     )
-    return run_asset(decorator, time_run, name="time_asset")
+    return run_asset(decorator, time_run)
 
 
 def _the_one_window(due: DueWindows) -> Callable[[TimeWindow], TimeWindow]:

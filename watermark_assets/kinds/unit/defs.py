@@ -254,7 +254,7 @@ def build_unit_asset(
         partitions_def=partitions_def,
         backfill_policy=policy,
     )
-    return run_asset(decorator, unit_run, name="unit_asset")
+    return run_asset(decorator, unit_run)
 
 
 def build_unit_checks(pipeline: UnitPipelineConfig, asset_key: AssetKey) -> AssetChecksDefinition:

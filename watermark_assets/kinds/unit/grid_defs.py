@@ -263,7 +263,7 @@ def build_grid_asset(
         partitions_def=partitions_def,
         backfill_policy=policy,
     )
-    return run_asset(decorator, grid_run, name="grid_asset")
+    return run_asset(decorator, grid_run)
 
 
 @dataclass(frozen=True)
