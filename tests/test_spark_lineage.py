@@ -1,6 +1,8 @@
 """Every row's lineage names the requested file it came from and that file's Dagster partition,
 whatever the file's name (``watermark_assets.spark.batch``: the path Spark reports is decoded,
-made relative to the source root and looked up among the batch's files by its CRC-32 bucket).
+made relative to the source root and looked up among the batch's files by its CRC-32 bucket; a
+row whose reported path is one Spark's ``inputFiles()`` lists is looked up by that string as it
+is, the same answer without decoding).
 
 Real Spark (the session fixture), real files; neighbours that a naive decoding or a glob would
 confuse are requested in ANOTHER partition, so that a row traced to the wrong file shows.
@@ -18,6 +20,7 @@ import pytest
 from conftest import event_records, write_ndjson
 
 from watermark_assets.exceptions import UntracedRowsError
+from watermark_assets.spark import batch
 from watermark_assets.spark.batch import ReadSpec, _crc32, write_batch
 
 WHEN = datetime(2024, 1, 28, 10, tzinfo=UTC)
@@ -102,16 +105,51 @@ TRICKY = [
 ]
 
 
+@pytest.mark.parametrize("lookup", ["by the reported string", "by the decoded path only"])
 @pytest.mark.parametrize(("partitions", "root_name"), TRICKY)
 def test_each_row_names_its_requested_file_and_that_files_partition(
-    spark: Any, tmp_path: Path, partitions: dict[str, str], root_name: str
+    spark: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    partitions: dict[str, str],
+    root_name: str,
+    lookup: str,
 ) -> None:
+    if lookup == "by the decoded path only":  # the lookup every row falls back to
+        monkeypatch.setattr(batch, "_reported_entries", lambda *_: {})
     root = tmp_path / root_name
     owner = land(root, list(partitions))
 
     traced = lineage(tmp_path, spark, root, partitions)
 
     assert traced == {i: (path, partitions[path]) for i, path in owner.items()}
+
+
+@pytest.mark.parametrize(("partitions", "root_name"), TRICKY)
+def test_every_requested_file_is_found_by_the_string_spark_reports(
+    spark: Any, tmp_path: Path, partitions: dict[str, str], root_name: str
+) -> None:
+    """The fast lookup holds every file of the batch under the spelling Spark reports in
+    ``_metadata.file_path``, with its own lineage (else rows would only take the slower path)."""
+    root = tmp_path / root_name
+    land(root, list(partitions))
+    spec = read_spec(root, list(partitions), partitions)
+    frame, _ = batch.read_batch(spark, spec)
+    reported = {r[0] for r in frame.select(batch._RAW_SOURCE_COLUMN).distinct().collect()}
+    entries = {p: {"source": p, "partition": k} for p, k in partitions.items()}
+
+    fast = batch._reported_entries(entries, str(root), frame.inputFiles())
+
+    assert {uri: fast.get(uri) for uri in reported} == {
+        uri: entries[path] for uri, path in zip_reported(reported, root)
+    }
+
+
+def zip_reported(reported: set[str], root: Path) -> list[tuple[str, str]]:
+    """Each reported URI with the requested path it names (decoded by Python's own parser)."""
+    from urllib.parse import unquote, urlsplit
+
+    return [(uri, unquote(urlsplit(uri).path).removeprefix(f"{root}/")) for uri in reported]
 
 
 def test_many_files_share_buckets() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from watermark_assets.exceptions import UnreadablePathError
 
@@ -110,6 +111,12 @@ def decoded_file_path(encoded: Column) -> Column:
     return F.when(encoded.contains("%"), decoded).otherwise(encoded)
 
 
+def decoded_uri(encoded: str) -> str:
+    """:func:`decoded_file_path` of one value, in Python: ``%XX`` sequences decoded as UTF-8,
+    ``+`` kept (a path URI never writes a space as ``+``)."""
+    return unquote(encoded, errors="strict") if "%" in encoded else encoded  # may raise
+
+
 def relative_path(encoded: Column, source_uri: str) -> Column:
     """The landing path relative to ``source_uri`` of a ``_metadata.file_path`` value.
 
@@ -126,11 +133,17 @@ def relative_to_root(decoded: Column, source_uri: str) -> Column:
     :func:`watermark_assets.spark.io.read_files`), or NULL outside the root."""
     from pyspark.sql import functions as F
 
-    marker = _without_scheme(spark_path(source_uri)).rstrip("/") + "/"
+    marker = root_marker(source_uri)
     # NULL where the root is not found (locate's 0), so the search runs once per row (a CASE on
     # it searched twice: in the condition and in the value).
     start = F.nullif(F.locate(marker, decoded), F.lit(0))
     return decoded.substr(start + len(marker), F.lit(1 << 30))
+
+
+def root_marker(source_uri: str) -> str:
+    """What precedes a file's relative path in its decoded path: the source root without its
+    scheme, and ``/``."""
+    return _without_scheme(spark_path(source_uri)).rstrip("/") + "/"
 
 
 def _without_scheme(path: str) -> str:
