@@ -101,3 +101,29 @@ def test_startup_done_turns_the_collector_back_on_with_start_up_frozen() -> None
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+WARMED = """
+import sys, threading
+from watermark_assets.spark import session
+before = set(sys.modules)
+session.prestart({"spark.remote": "sc://127.0.0.1:1"})  # the JVM's part fails: imports go on
+[thread] = [t for t in threading.enumerate() if t.name == "watermark_assets-imports"]
+thread.join(60)
+warm = set(session.WARM_IMPORTS)
+print(sorted(warm - before), sorted(warm - set(sys.modules)))
+"""
+
+
+def test_a_prestart_imports_what_the_first_expression_needs_beside_the_jvm() -> None:
+    """PySpark's ``lit`` imports ``pyspark.testing.utils`` (pandas, protobuf) on its first call:
+    a prestart imports it in a thread of its own while the JVM starts, in a fresh interpreter
+    where nothing had imported it."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", WARMED], capture_output=True, text=True, check=True, timeout=120
+    )
+
+    assert done.stdout.split("\n")[0] == "['pyspark.sql.functions', 'pyspark.testing.utils'] []"

@@ -252,6 +252,25 @@ def prestart(settings: Mapping[str, str]) -> None:
             future.set_exception(error)
 
     threading.Thread(target=create, name="watermark_assets-spark-prestart", daemon=True).start()
+    threading.Thread(target=_warm_imports, name="watermark_assets-imports", daemon=True).start()
+
+
+#: Modules a run's first DataFrame expression imports: PySpark's ``lit`` imports
+#: ``pyspark.testing.utils`` on its first call (to ask whether numpy is there), which imports
+#: pandas and protobuf (about 0.4 s). Imported beside the JVM's start, they are not paid after it.
+WARM_IMPORTS = ("pyspark.sql.functions", "pyspark.testing.utils")
+
+
+def _warm_imports() -> None:
+    """Import :data:`WARM_IMPORTS` (in the prestart's second thread); a failure is left to the
+    run, which imports them itself when it needs them."""
+    import importlib
+
+    for name in WARM_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the run's own import reports it
+            continue
 
 
 def spark_from_settings(settings: Mapping[str, str]) -> SparkSession:
