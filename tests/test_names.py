@@ -212,6 +212,13 @@ PINNED: list[tuple[str, Callable[[], object], str]] = [
     # job names
     ("JOB_SUFFIX", lambda: names.JOB_SUFFIX, "_job"),
     ("job_name", lambda: names.job_name(P), "orders eu*_job"),
+    # sensors, schedules, dynamic partitions, checks
+    ("SENSOR_SUFFIX", lambda: names.SENSOR_SUFFIX, "_sensor"),
+    ("sensor_name", lambda: names.sensor_name(P), "orders eu*_sensor"),
+    ("units_sensor_name", lambda: names.units_sensor_name(P), "orders eu*_units_sensor"),
+    ("schedule_name", lambda: names.schedule_name(P), "orders eu*_schedule"),
+    ("units_partitions_name", lambda: names.units_partitions_name(P), "orders eu*_units"),
+    ("checks_name", lambda: names.checks_name(P), "orders eu*_checks"),
     # the code location
     ("CODE_LOCATION", lambda: names.CODE_LOCATION, "watermark_assets"),
     ("DEFINITIONS_MODULE", lambda: names.DEFINITIONS_MODULE, "watermark_assets.definitions"),

@@ -287,6 +287,41 @@ def job_name(pipeline: str) -> str:
     return f"{pipeline}{JOB_SUFFIX}"
 
 
+# --- sensors, schedules and dynamic partitions (Dagster's instance keeps state under these) ---
+
+#: Suffix of a pipeline's sensor: Dagster keeps its cursor (the watermark listing's resume
+#: point, the due windows) and its ticks under the sensor's name.
+SENSOR_SUFFIX = "_sensor"
+
+
+def sensor_name(pipeline: str) -> str:
+    """A pipeline's sensor, ``{pipeline}_sensor``: its cursor and ticks are kept under it."""
+    return f"{pipeline}{SENSOR_SUFFIX}"
+
+
+def units_sensor_name(pipeline: str) -> str:
+    """A unit pipeline's sensor that adds the ids of its secondary input as partitions,
+    ``{pipeline}_units_sensor``: its cursor and ticks are kept under it."""
+    return f"{units_partitions_name(pipeline)}{SENSOR_SUFFIX}"
+
+
+def schedule_name(pipeline: str) -> str:
+    """A time pipeline's schedule, ``{pipeline}_schedule``: its ticks are kept under it."""
+    return f"{pipeline}_schedule"
+
+
+def units_partitions_name(pipeline: str) -> str:
+    """A unit pipeline's dynamic partitions, ``{pipeline}_units``: Dagster's instance keeps
+    every added unit id under this name (renamed, the partitions are gone)."""
+    return f"{pipeline}_units"
+
+
+def checks_name(pipeline: str) -> str:
+    """The op of a pipeline's asset checks, ``{pipeline}_checks``: its runs' steps and check
+    evaluations are kept under it."""
+    return f"{pipeline}_checks"
+
+
 # --- the code location (Dagster's instance keeps a sensor's ticks under its selector) ---
 
 #: The code location's name (workspace.yaml, [tool.dg.project] code_location_name): a headless

@@ -25,6 +25,7 @@ from dagster import (
     multi_asset_check,
 )
 
+from watermark_assets import names
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.defs.table_schema import metadata_versions
@@ -111,7 +112,7 @@ def watermark_checks(
             AssetCheckSpec(MONOTONE_CHECK, asset=asset_key, description=monotone),
             AssetCheckSpec(RECONCILE_CHECK, asset=asset_key, description=reconcile),
         ],
-        name=f"{name}_checks",
+        name=names.checks_name(name),
     )
     def checks(context: AssetCheckExecutionContext) -> Iterator[AssetCheckResult]:
         versions = run_versions(context, asset_key)

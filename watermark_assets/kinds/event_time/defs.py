@@ -595,7 +595,7 @@ def build_event_time_sensor(
     clock: Clock,
 ) -> SensorDefinition:
     @sensor(
-        name=f"{pipeline.name}_sensor",
+        name=names.sensor_name(pipeline.name),
         job=job,
         minimum_interval_seconds=pipeline.sensor.minimum_interval_seconds,
         default_status=sensor_status(pipeline.sensor.running_by_default),

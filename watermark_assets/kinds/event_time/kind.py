@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from watermark_assets import names
 from watermark_assets.config import EventTimePipelineConfig, ProjectConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind
@@ -32,7 +33,7 @@ def run_sensors_once(
         defs = headless.defs
         context = headless.sensor_context(instance_ref=instance.get_ref())
         started = time.time()
-        name = f"{pipeline.name}_sensor"
+        name = names.sensor_name(pipeline.name)
         data = defs.resolve_sensor_def(name).evaluate_tick(context)
         if not data.run_requests:
             record_tick(instance, name, started=started, skip_reason=data.skip_message)

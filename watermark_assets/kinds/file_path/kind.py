@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from watermark_assets import names
 from watermark_assets.config import FilePipelineConfig, ProjectConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind
@@ -79,7 +80,7 @@ def sensor_pass(headless: Headless, pipelines: Sequence[FilePipelineConfig]) -> 
         return failures
     defs, instance = headless.defs, headless.instance
     for pipeline in pipelines:
-        sensor_def = defs.resolve_sensor_def(f"{pipeline.name}_sensor")
+        sensor_def = defs.resolve_sensor_def(names.sensor_name(pipeline.name))
         node = node_name(pipeline)
         job = headless.job(pipeline.name)
         cursor = None

@@ -38,7 +38,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,  # what define_asset_job returns; dagster does not export it
 )
 
-from watermark_assets import storage
+from watermark_assets import names, storage
 from watermark_assets import vocabulary as vocab
 from watermark_assets.config import Pipeline
 from watermark_assets.core.clock import Clock
@@ -212,7 +212,7 @@ def build_sensor(
     limits = pipeline.sensor
 
     @sensor(
-        name=f"{pipeline.name}_sensor",
+        name=names.sensor_name(pipeline.name),
         job=job,
         minimum_interval_seconds=limits.minimum_interval_seconds,
         default_status=sensor_status(limits.running_by_default),
@@ -562,11 +562,11 @@ def _name_late_files(
         return _LateFiles(
             error=str(exc), rewritten_as=_rewritten_as(listed, state), first_sight=seen
         )
-    names = sorted(path for paths in found.values() for path in paths)
+    late_names = sorted(path for paths in found.values() for path in paths)
     grouped = group_by_partition(found, lambda path: partition_key_of(pipeline, path, partition_of))
     counts = {prefix: len(paths) for prefix, paths in found.items()}
     return _LateFiles(
-        tuple(names[:UNREADABLE_NAMES]),
+        tuple(late_names[:UNREADABLE_NAMES]),
         counts,
         grouped,
         rewritten_as=_rewritten_as(listed, state),

@@ -617,7 +617,7 @@ def build_time_sensor(
     settings = pipeline.schedule
 
     @sensor(
-        name=f"{pipeline.name}_sensor",
+        name=names.sensor_name(pipeline.name),
         job=job,
         minimum_interval_seconds=settings.minimum_interval_seconds,
         default_status=sensor_status(settings.running_by_default),
@@ -686,7 +686,7 @@ def build_time_schedule(
         yield from requested.runs
 
     return ScheduleDefinition(
-        name=f"{pipeline.name}_schedule",
+        name=names.schedule_name(pipeline.name),
         cron_schedule=cron,
         execution_timezone="UTC",
         job=job,

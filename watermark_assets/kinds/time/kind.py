@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from watermark_assets import names
 from watermark_assets.config import ProjectConfig, TimePipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind, StateLogEntry
@@ -47,7 +48,7 @@ def run_ticks(headless: Headless, pipelines: Sequence[TimePipelineConfig]) -> De
             previous = (decision.keys, decision.due.cut_off.at)
             print(f"  {pipeline.name} tick {tick}: {decision.due.explain()}")
             keys: Sequence[str | None] = decision.keys or ([None] if decision.runs else [])
-            sensor_name = f"{pipeline.name}_sensor"
+            sensor_name = names.sensor_name(pipeline.name)
             if not keys:
                 record_tick(
                     headless.instance,

@@ -96,17 +96,12 @@ UnitPartitions = StaticPartitionsDefinition | DynamicPartitionsDefinition
 UNIT_TICK_TAG = names.UNIT_TICK_TAG
 
 
-def units_partitions_name(pipeline_name: str) -> str:
-    """The name of a unit pipeline's dynamic partitions: ``{pipeline}_units``."""
-    return f"{pipeline_name}_units"
-
-
 def unit_partitions(pipeline: UnitPipelineConfig) -> UnitPartitions:
     """Static partitions of the explicit ids, or dynamic ones filled by the sensor."""
     explicit = pipeline.watermark.explicit_units
     if explicit is not None:
         return StaticPartitionsDefinition(list(explicit))
-    return DynamicPartitionsDefinition(name=units_partitions_name(pipeline.name))
+    return DynamicPartitionsDefinition(name=names.units_partitions_name(pipeline.name))
 
 
 def describe(pipeline: UnitPipelineConfig) -> str:
@@ -118,7 +113,8 @@ def describe(pipeline: UnitPipelineConfig) -> str:
         f"the explicit ids `{pipeline.watermark.units}` (static partitions)"
         if listing is None
         else f"the ids the {listing.type} secondary input lists (dynamic partitions "
-        f"`{units_partitions_name(pipeline.name)}`, added by `{pipeline.name}_units_sensor`)"
+        f"`{names.units_partitions_name(pipeline.name)}`, added by "
+        f"`{names.units_sensor_name(pipeline.name)}`)"
     )
     return (
         f"{lead}One partition per unit id, from {where}. A unit's run reads the rows of the "
@@ -404,7 +400,7 @@ def read_units_tick(
     """Read the secondary input and compare it with the dynamic partitions (never removes one);
     the report is observed when it changes: ``noted`` is the digest of the last one observed
     (kept in the sensor's cursor)."""
-    name = units_partitions_name(pipeline.name)
+    name = names.units_partitions_name(pipeline.name)
     # A key added by hand in the UI may break the id rules: it stays, and is not compared.
     known = [k for k in context.instance.get_dynamic_partitions(name) if not unit_id_problems(k)]
     try:
@@ -469,7 +465,7 @@ def build_units_sensor(
     settings = pipeline.sensor
 
     @sensor(
-        name=f"{pipeline.name}_units_sensor",
+        name=names.units_sensor_name(pipeline.name),
         job=job,
         minimum_interval_seconds=settings.minimum_interval_seconds,
         default_status=sensor_status(settings.running_by_default),

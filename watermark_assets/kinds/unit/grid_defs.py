@@ -41,6 +41,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
+from watermark_assets import names
 from watermark_assets import vocabulary as v
 from watermark_assets.config import TimeWatermarkConfig, UnitPipelineConfig
 from watermark_assets.core.clock import Clock
@@ -88,7 +89,6 @@ from watermark_assets.kinds.unit.defs import (
     backfill_policy,
     read_units_tick,
     unit_partitions,
-    units_partitions_name,
 )
 from watermark_assets.kinds.unit.grid_run import CellsRunResult, load_grid_watermark, run_cells
 from watermark_assets.runs.column_spec import ColumnSpec
@@ -159,7 +159,8 @@ def describe(pipeline: UnitPipelineConfig) -> str:
         f"the explicit ids `{w.units}`"
         if w.secondary_input is None
         else f"the ids of the {w.secondary_input.type} secondary input (dynamic partitions "
-        f"`{units_partitions_name(pipeline.name)}`, added by `{pipeline.name}_sensor`)"
+        f"`{names.units_partitions_name(pipeline.name)}`, added by "
+        f"`{names.sensor_name(pipeline.name)}`)"
     )
     return (
         f"{lead}Time x unit: {time.partition} windows of `{time.column}` from {time.from_} to "
@@ -344,7 +345,7 @@ def build_grid_sensor(
     _, units_def = _dimensions(partitions_def)
 
     @sensor(
-        name=f"{pipeline.name}_sensor",
+        name=names.sensor_name(pipeline.name),
         job=job,
         minimum_interval_seconds=settings.minimum_interval_seconds,
         default_status=sensor_status(settings.running_by_default),

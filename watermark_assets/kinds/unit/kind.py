@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from watermark_assets import names
 from watermark_assets.config import ProjectConfig, UnitPipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.kinds.contract import (
@@ -123,19 +124,19 @@ def _tick_grid(headless: Headless, name: str, failures: list[FailedRun]) -> None
     instance = headless.instance
     context = headless.sensor_context(instance_ref=instance.get_ref())
     started = time.time()
-    data = headless.defs.resolve_sensor_def(f"{name}_sensor").evaluate_tick(context)
+    data = headless.defs.resolve_sensor_def(names.sensor_name(name)).evaluate_tick(context)
     for request in data.dynamic_partitions_requests or ():
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     requests = list(data.run_requests or ())
     print(f"  {name}: {data.skip_message or f'the sensor requests {len(requests)} run(s)'}")
     for request in requests:
-        tags = as_sensor_run(f"{name}_sensor", request)
+        tags = as_sensor_run(names.sensor_name(name), request)
         key = request.partition_key
         label = key or f"cells {tags.get(RANGE_START_TAG)} .. {tags.get(RANGE_END_TAG)}"
         headless.run_partition(name, key, failures, tags=tags, label=label)
     record_tick(
         instance,
-        f"{name}_sensor",
+        names.sensor_name(name),
         started=started,
         run_keys=run_keys(requests),
         skip_reason=data.skip_message,
@@ -157,7 +158,7 @@ def run_due_units(headless: Headless, pipelines: Sequence[UnitPipelineConfig]) -
             _tick_grid(headless, unit_pipeline.name, failures)
             continue
         if explicit is None:
-            sensor_def = defs.resolve_sensor_def(f"{unit_pipeline.name}_units_sensor")
+            sensor_def = defs.resolve_sensor_def(names.units_sensor_name(unit_pipeline.name))
             context = headless.sensor_context(instance_ref=instance.get_ref())
             started = time.time()
             data = sensor_def.evaluate_tick(context)
