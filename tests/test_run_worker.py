@@ -127,3 +127,36 @@ def test_a_prestart_imports_what_the_first_expression_needs_beside_the_jvm() -> 
     )
 
     assert done.stdout.split("\n")[0] == "['pyspark.sql.functions', 'pyspark.testing.utils'] []"
+
+
+BEFORE_SPARK = """
+import sys
+from watermark_assets.config import load_config
+from watermark_assets.defs.run_worker import spark_settings
+spark_settings(load_config())  # what definitions.py does before it prestarts Spark
+print(sorted(m for m in ("pyarrow", "numpy", "deltalake", "pandas") if m in sys.modules))
+"""
+
+
+def test_a_run_worker_reaches_its_spark_prestart_without_pyarrow_or_deltalake(
+    tmp_path: Path,
+) -> None:
+    """The JVM starts once the configuration is read: what comes before it delays every run
+    (pyarrow with numpy and deltalake cost ~0.2 s there); they are imported later, beside the
+    JVM's start. A fresh interpreter, as a run worker is."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"pipelines": [pipeline_yaml(tmp_path)]}), encoding="utf-8")
+    env = {**os.environ, "WATERMARK_ASSETS_CONFIG": str(config)}
+
+    done = subprocess.run(
+        [sys.executable, "-c", BEFORE_SPARK], env=env, capture_output=True, text=True, timeout=120
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "[]"

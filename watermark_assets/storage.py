@@ -33,12 +33,10 @@ from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fsspec
 import fsspec.asyn
-import pyarrow as pa
-import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
@@ -47,6 +45,10 @@ from watermark_assets.core.filepath.listing import ListingPlan
 from watermark_assets.core.filepath.path import NameOrdering, is_sortable
 from watermark_assets.exceptions import ConcurrentWriteError
 from watermark_assets.faults import crash_point
+
+if TYPE_CHECKING:  # pyarrow (and numpy under it) is imported by the two functions that use it:
+    # the configuration's loader imports this module before a run worker starts Spark
+    import pyarrow as pa
 
 _S3_SCHEMES = ("s3://", "s3a://")
 _settings_lock = threading.Lock()
@@ -631,6 +633,8 @@ def _exclusive(fs: AbstractFileSystem, path: str) -> Iterator[None]:
 
 def parquet_schema(uri: str) -> pa.Schema:
     """The Arrow schema in a Parquet file's footer (only the footer is read)."""
+    import pyarrow.parquet as pq
+
     fs, path = filesystem(uri)
     with fs.open(path, "rb") as handle:
         schema: pa.Schema = pq.read_schema(handle)
@@ -639,6 +643,8 @@ def parquet_schema(uri: str) -> pa.Schema:
 
 def write_parquet(uri: str, table: pa.Table) -> None:
     """Write ``table`` as one Parquet file at ``uri`` (its folder made if missing)."""
+    import pyarrow.parquet as pq
+
     fs, path = filesystem(uri)
     fs.makedirs(posixpath.dirname(path), exist_ok=True)
     with fs.open(path, "wb") as handle:

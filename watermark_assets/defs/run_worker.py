@@ -17,7 +17,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from watermark_assets.sources.jdbc import with_postgres_driver
 from watermark_assets.spark.session import prestart
 
 if TYPE_CHECKING:
@@ -57,6 +56,9 @@ def spark_settings(config: ProjectConfig) -> dict[str, str]:
 
     source_types = {t for kind, p in pipelines(config) for t in kind.source_types(p)}
     if "jdbc" in source_types:
-        # The session must start with the driver jar; a later JDBC read cannot add it.
+        # The session must start with the driver jar; a later JDBC read cannot add it. (Imported
+        # here: the sources' package would import pyarrow before the JVM's start.)
+        from watermark_assets.sources.jdbc import with_postgres_driver
+
         settings = with_postgres_driver(settings)
     return settings

@@ -33,13 +33,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-import pyarrow as pa
-from deltalake import Schema as DeltaSchema
+from typing import TYPE_CHECKING, Any, Literal
 
 from watermark_assets import names
 from watermark_assets.exceptions import SchemaEvolutionError
+
+if TYPE_CHECKING:  # imported where used: the kinds' registry imports this module (through the
+    # summaries) before a run worker starts Spark, and pyarrow with numpy costs ~0.2 s there
+    import pyarrow as pa
+    from deltalake import Schema as DeltaSchema
 
 __all__ = [
     "FIXED",
@@ -295,13 +297,14 @@ def evolved_schema(
         )
         _append_event(field, event)
         document["fields"].append(field)
+    from deltalake import Schema as DeltaSchema
+
     return DeltaSchema.from_json(json.dumps(document))
 
 
 def schema_history(schema: DeltaSchema | pa.Schema) -> tuple[SchemaEvent, ...]:
     """Every change recorded in the columns' metadata, by version then column."""
-    if isinstance(schema, pa.Schema):
-        schema = DeltaSchema.from_arrow(schema)
+    schema = _as_delta(schema)
     events: list[SchemaEvent] = []
     for field in json.loads(schema.to_json())["fields"]:
         events.extend(_events(field))
@@ -333,8 +336,15 @@ def _append_event(field: dict[str, Any], event: SchemaEvent) -> None:
 
 def _delta_fields(schema: pa.Schema | DeltaSchema) -> dict[str, Any]:
     """Each column's Delta type (the schema JSON's value), by name."""
-    delta = schema if isinstance(schema, DeltaSchema) else DeltaSchema.from_arrow(schema)
+    delta = _as_delta(schema)
     return {f["name"]: f["type"] for f in json.loads(delta.to_json())["fields"]}
+
+
+def _as_delta(schema: pa.Schema | DeltaSchema) -> DeltaSchema:
+    """``schema`` as a Delta schema (an Arrow schema converted)."""
+    from deltalake import Schema as DeltaSchema
+
+    return schema if isinstance(schema, DeltaSchema) else DeltaSchema.from_arrow(schema)
 
 
 def _type_text(delta_type: Any) -> str:
