@@ -229,14 +229,16 @@ def _settings_key(settings: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 
 
 def prestart(settings: Mapping[str, str]) -> None:
-    """Begin creating the session for ``settings`` in a daemon thread, now, and return at once.
+    """Begin creating the session for ``settings`` in a daemon thread, now, and return.
 
-    The classic JVM's start (seconds) then runs beside whatever this process does next (loading
-    the code location, planning the run); the first :func:`spark_from_settings` of the same
-    settings waits for the thread and returns its session, or raises its error (a missing Java,
-    an unreachable Connect server): errors surface at first use, in the run, never here. A
-    second prestart of the same settings before that first use does nothing; one after it
-    only finds the session that exists (``getOrCreate``).
+    PySpark's modules are imported first, in the caller's thread (:func:`_session_modules`),
+    and :data:`WARM_IMPORTS` while the JVM starts. The classic JVM's start (seconds) then runs
+    beside whatever this process does next (loading the code location, planning the run); the
+    first :func:`spark_from_settings` of the same settings waits for the thread and returns its
+    session, or raises its error (a missing Java, an unreachable Connect server): errors
+    surface at first use, in the run, never here. A second prestart of the same settings
+    before that first use does nothing; one after it only finds the session that exists
+    (``getOrCreate``).
     """
     key = _settings_key(settings)
     with _prestarts_lock:
@@ -251,25 +253,36 @@ def prestart(settings: Mapping[str, str]) -> None:
         except BaseException as error:  # handed to the first use, which raises it
             future.set_exception(error)
 
+    _import_all(_session_modules(settings))
     threading.Thread(target=create, name="watermark_assets-spark-prestart", daemon=True).start()
-    threading.Thread(target=_warm_imports, name="watermark_assets-imports", daemon=True).start()
+    _import_all(WARM_IMPORTS)  # while the JVM starts
+
+
+def _session_modules(settings: Mapping[str, str]) -> tuple[str, ...]:
+    """What creating the session of ``settings`` imports. :func:`prestart` imports them in its
+    caller's thread before the session's thread starts: two threads importing modules of one
+    import cycle at once (PySpark has several) make Python raise ``_DeadlockError`` in one of
+    them, and the caller goes on importing the code location (which imports PySpark too)."""
+    modules = ("pyspark", "pyspark.sql", "pyspark.sql.functions")
+    if "spark.remote" in settings:
+        return (*modules, "pyspark.sql.connect.session")
+    return modules
 
 
 #: Modules a run's first DataFrame expression imports: PySpark's ``lit`` imports
 #: ``pyspark.testing.utils`` on its first call (to ask whether numpy is there), which imports
-#: pandas and protobuf (about 0.4 s). Imported beside the JVM's start, they are not paid after it.
-WARM_IMPORTS = ("pyspark.sql.functions", "pyspark.testing.utils")
+#: pandas and protobuf (about 0.4 s). :func:`prestart` imports them while the JVM starts.
+WARM_IMPORTS = ("pyspark.testing.utils",)
 
 
-def _warm_imports() -> None:
-    """Import :data:`WARM_IMPORTS` (in the prestart's second thread); a failure is left to the
-    run, which imports them itself when it needs them."""
+def _import_all(modules: tuple[str, ...]) -> None:
+    """Import ``modules``; one that fails is left to the code that needs it, which reports it."""
     import importlib
 
-    for name in WARM_IMPORTS:
+    for name in modules:
         try:
             importlib.import_module(name)
-        except Exception:  # the run's own import reports it
+        except ImportError:
             continue
 
 
