@@ -185,3 +185,31 @@ def test_a_file_missing_from_the_map_is_untraced_even_when_its_bucket_holds_a_fi
         )
     assert refused.value.example is not None
     assert refused.value.example.endswith(missing)
+
+
+def test_each_partitions_rows_and_malformed_records_are_counted_among_many_partitions(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The observed counts compare each row's partition slot: 12 hourly partitions, a file per
+    partition holding the partition's number of records (and, in every third, one malformed
+    line), are counted each on its own."""
+    root = tmp_path / "landing"
+    partitions, expected = {}, {}
+    for hour in range(12):
+        key = f"2024-01-28-{hour:02d}:00"
+        path = f"date=2024-01-28/hour={hour:02d}/1706436000-{hour}.ndjson"
+        records: list[Any] = list(event_records(100 * hour, hour + 1, WHEN))
+        bad = 1 if hour % 3 == 0 else 0
+        write_ndjson(root, path, records + ["{not json"] * bad)
+        partitions[path] = key
+        expected[key] = {"rows_read": hour + 1 + bad, "rows_quarantined": bad}
+
+    staged = write_batch(
+        spark,
+        read_spec(root, list(partitions), partitions),
+        data_dir=str(tmp_path / "stage"),
+        quarantine_dir=str(tmp_path / "q"),
+    )
+
+    assert {k: dict(v) for k, v in staged.per_partition.items()} == expected
+    assert staged.rows_quarantined == 4

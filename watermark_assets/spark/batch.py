@@ -96,7 +96,7 @@ def _file_lineage(spec: ReadSpec, reported: Sequence[str] = ()) -> Column:
     is only slower, never wrong."""
     from pyspark.sql import functions as F
 
-    entries = {p: {"source": p, "partition": k} for p, k in spec.file_partitions.items()}
+    entries = _lineage_entries(spec)
     exact = _exact_file_lineage(entries, spec.source_uri)
     fast = _reported_entries(entries, spec.source_uri, reported)
     if not fast:
@@ -104,7 +104,23 @@ def _file_lineage(spec: ReadSpec, reported: Sequence[str] = ()) -> Column:
     return F.coalesce(_hashed_lookup(fast, F.col(_RAW_SOURCE_COLUMN)), exact)
 
 
-def _exact_file_lineage(entries: Mapping[str, Mapping[str, str]], source_uri: str) -> Column:
+def _lineage_entries(spec: ReadSpec) -> dict[str, Mapping[str, Any]]:
+    """Per requested file, its lineage: the path, its Dagster partition and that partition's
+    slot (its place among :func:`_partition_keys`), which the observed counts compare (an
+    integer per row and key, where comparing the keys' strings grew with long ranges)."""
+    slots = {key: slot for slot, key in enumerate(_partition_keys(spec))}
+    return {
+        path: {"source": path, "partition": key, "slot": slots[key]}
+        for path, key in spec.file_partitions.items()
+    }
+
+
+def _partition_keys(spec: ReadSpec) -> list[str]:
+    """The batch's Dagster partitions, sorted: the observed counts' order."""
+    return sorted(set(spec.file_partitions.values()))
+
+
+def _exact_file_lineage(entries: Mapping[str, Mapping[str, Any]], source_uri: str) -> Column:
     """The lineage of a row from its decoded file path's part after the source root."""
     from pyspark.sql import functions as F
 
@@ -112,8 +128,8 @@ def _exact_file_lineage(entries: Mapping[str, Mapping[str, str]], source_uri: st
 
 
 def _reported_entries(
-    entries: Mapping[str, Mapping[str, str]], source_uri: str, reported: Sequence[str]
-) -> dict[str, Mapping[str, str]]:
+    entries: Mapping[str, Mapping[str, Any]], source_uri: str, reported: Sequence[str]
+) -> dict[str, Mapping[str, Any]]:
     """``entries`` keyed by the URI strings Spark reports in ``_metadata.file_path``.
 
     ``inputFiles()`` spells a local file ``file:///path`` where ``_metadata.file_path`` has
@@ -121,7 +137,7 @@ def _reported_entries(
     keyed only when its decoding (:func:`~watermark_assets.spark.paths.decoded_uri`, the SQL
     decoding's twin) lies under the source root and is a requested file."""
     marker = root_marker(source_uri)
-    keyed: dict[str, Mapping[str, str]] = {}
+    keyed: dict[str, Mapping[str, Any]] = {}
     for uri in reported:
         try:
             decoded = decoded_uri(uri)
@@ -151,10 +167,11 @@ def _lineage(spec: ReadSpec) -> list[Column]:
         F.lit(spec.ingested_at_iso).cast("timestamp").alias(INGESTED_AT_COLUMN),
         found.getField("partition").alias(PARTITION_KEY_COLUMN),
         F.col(_RAW_SOURCE_COLUMN),
+        found.getField("slot").alias(_SLOT_COLUMN),
     ]
 
 
-def _hashed_lookup(mapping: Mapping[str, Mapping[str, str]], key: Column) -> Column:
+def _hashed_lookup(mapping: Mapping[str, Mapping[str, Any]], key: Column) -> Column:
     """``mapping[key]`` per row (a ``struct<source, partition>``), NULL for a key it lacks, in
     constant time per row.
 
@@ -171,10 +188,10 @@ def _hashed_lookup(mapping: Mapping[str, Mapping[str, str]], key: Column) -> Col
     from pyspark.sql import functions as F
 
     size = max(1, len(mapping))
-    buckets: list[dict[str, Mapping[str, str]]] = [{} for _ in range(size)]
+    buckets: list[dict[str, Mapping[str, Any]]] = [{} for _ in range(size)]
     for name, value in mapping.items():
         buckets[_crc32(name) % size][name] = value
-    schema = "array<map<string,struct<source:string,partition:string>>>"
+    schema = "array<map<string,struct<source:string,partition:string,slot:int>>>"
     literal = F.from_json(F.lit(json.dumps(buckets)), schema)
     index = (F.crc32(key.cast("binary")) % F.lit(size)).cast("int")
     return F.element_at(F.get(literal, index), key)
@@ -192,6 +209,8 @@ def _crc32(text: str) -> int:
 _RAW_SOURCE_COLUMN = "_watermark_assets_raw_source"
 #: The file's path, decoded (the lineage's source).
 _FILE_COLUMN = "_watermark_assets_file_path"
+#: The row's partition's slot (:func:`_lineage_entries`), kept until the write for the counts.
+_SLOT_COLUMN = "_watermark_assets_partition_slot"
 #: :func:`_file_lineage` of the row, computed once for both lineage columns.
 _LINEAGE_COLUMN = "_watermark_assets_lineage"
 
@@ -249,6 +268,7 @@ def _read_batch(spark: SparkSession, spec: ReadSpec) -> tuple[DataFrame, bool, M
         _RAW_SOURCE_COLUMN,
         _FILE_COLUMN,
         _LINEAGE_COLUMN,
+        _SLOT_COLUMN,
     )
     frame = frame.withColumn(_LINEAGE_COLUMN, _file_lineage(spec, frame.inputFiles()))
     frame = frame.select(*[c for c in frame.columns if c not in lineage], *_lineage(spec))
@@ -281,11 +301,11 @@ def write_batch(
     from pyspark.sql.pandas.types import to_arrow_schema
 
     frame, has_corrupt, misfits = _read_batch(spark, spec)
-    keys = sorted(set(spec.file_partitions.values()))
+    keys = _partition_keys(spec)
     corrupt = F.col(CORRUPT_RECORD_COLUMN).isNotNull() if has_corrupt else F.lit(False)
     metrics = []
-    for number, key in enumerate(keys):
-        in_partition = F.col(PARTITION_KEY_COLUMN) == F.lit(key)
+    for number in range(len(keys)):
+        in_partition = F.col(_SLOT_COLUMN) == F.lit(number)
         metrics.append(F.count_if(in_partition).alias(f"rows_{number}"))
         metrics.append(F.count_if(in_partition & corrupt).alias(f"bad_{number}"))
     untraced = F.col(SOURCE_FILE_COLUMN).isNull()
@@ -301,7 +321,7 @@ def write_batch(
         )
     observation = Observation("watermark_assets_batch")
     observed = frame.observe(observation, *metrics)
-    good_frame = observed.drop(_RAW_SOURCE_COLUMN, *[flag for _, flag in flags])
+    good_frame = observed.drop(_RAW_SOURCE_COLUMN, _SLOT_COLUMN, *[flag for _, flag in flags])
     if has_corrupt:
         good_frame = good_frame.where(~corrupt).drop(CORRUPT_RECORD_COLUMN)
     io.write_parquet(good_frame, data_dir, partition_by=spec.partition_by)
