@@ -49,6 +49,7 @@ from watermark_assets.defs.backlog import file_backlog
 from watermark_assets.defs.backlog_check import BacklogVerdict, file_backlog_verdict
 from watermark_assets.defs.jobs import FAILED, PIPELINE_TAG, partitions_in_flight, sensor_status
 from watermark_assets.defs.keys import node_name
+from watermark_assets.defs.partition_truth import digest
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import columns_note
 from watermark_assets.delta.committer import committer_for
@@ -56,11 +57,7 @@ from watermark_assets.exceptions import LateFilesUnprovableError
 from watermark_assets.kinds.file_path.assets import BATCH_TAG, LATE_TAG, files_run_config
 from watermark_assets.kinds.file_path.commit import complete_quarantine
 from watermark_assets.kinds.file_path.partition_notes import partition_notes, partition_observations
-from watermark_assets.kinds.file_path.quiet_partitions import (
-    digest,
-    quiet_observations,
-    quiet_truths,
-)
+from watermark_assets.kinds.file_path.quiet_partitions import quiet_observations, quiet_truths
 from watermark_assets.sources.file_discovery import (
     FileGroups,
     PartitionOf,
