@@ -17,6 +17,7 @@ from dagster import (
     WeeklyPartitionsDefinition,
     partition_loading_context,
 )
+from dagster import TimeWindow as DagsterTimeWindow
 
 from watermark_assets.config import (
     ColumnPipelineConfig,
@@ -83,14 +84,28 @@ def partition_mapper(
 
     None for times before the first partition or after the current one: such files are reported
     by the sensor, never ingested into a partition they do not belong to.
+
+    The last partition's window is computed once per period of the clock (not once per file: a
+    listing maps thousands): a window that holds the time it was computed at is the last one
+    for every time it holds (the period, and so the last partition, changes only at its end);
+    any other (the partitions end before the clock, or no partition yet) is computed again.
     """
     start = partitions_def.start
+    current: list[DagsterTimeWindow | None] = [None]  # the last window, while it holds the clock
+
+    def last_window(now: datetime) -> DagsterTimeWindow | None:
+        kept = current[0]  # one read: sensors may tick in threads
+        if kept is not None and kept.start <= now < kept.end:
+            return kept
+        with partition_loading_context(effective_dt=now):
+            last = partitions_def.get_last_partition_window()
+        current[0] = last if last is not None and last.start <= now < last.end else None
+        return last
 
     def partition_of(when: datetime) -> str | None:
         if when < start:
             return None
-        with partition_loading_context(effective_dt=clock()):
-            last = partitions_def.get_last_partition_window()
+        last = last_window(clock())
         if last is None or when >= last.end:
             return None
         return partitions_def.get_partition_key_for_timestamp(when.timestamp())
