@@ -27,7 +27,9 @@ CLOCK = [
     datetime(2024, 1, 29, 12, tzinfo=UTC),
     datetime(2024, 2, 1, 0, 0, 1, tzinfo=UTC),
     datetime(2024, 3, 15, tzinfo=UTC),
+    datetime(2024, 1, 10, 5, tzinfo=UTC),
     datetime(2023, 12, 31, tzinfo=UTC),
+    datetime(2024, 1, 30, 10, 15, tzinfo=UTC),
 ]
 
 
@@ -70,10 +72,34 @@ def test_a_landing_time_maps_as_at_the_clocks_time(
             assert kept(when) == fresh(when), f"{when} at {now}"
 
 
+@pytest.mark.parametrize(
+    ("partitions", "times", "mapped"),
+    [
+        pytest.param(
+            {"granularity": "daily", "start": "2024-01-01"},
+            [
+                datetime(2024, 1, 30, 10, tzinfo=UTC) + timedelta(minutes=m)
+                for m in range(0, 600, 6)
+            ],
+            "2024-01-29",
+            id="a hundred times of one day",
+        ),
+        pytest.param(
+            {"granularity": "daily", "start": "2024-01-01", "end": "2024-01-31"},
+            [datetime(2024, 2, 1, tzinfo=UTC) + timedelta(days=d) for d in range(100)],
+            "2024-01-29",
+            id="a hundred days after the partitions end",
+        ),
+    ],
+)
 def test_the_last_partition_is_computed_once_per_period_of_the_clock(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    partitions: dict[str, str],
+    times: list[datetime],
+    mapped: str,
 ) -> None:
-    pipeline = project_config(pipeline_yaml(tmp_path)).file_pipelines[0]  # daily
+    pipeline = project_config(pipeline_yaml(tmp_path, partitions=partitions)).file_pipelines[0]
     computed: list[object] = []
     last_window = TimeWindowPartitionsDefinition.get_last_partition_window
 
@@ -82,12 +108,12 @@ def test_the_last_partition_is_computed_once_per_period_of_the_clock(
         return last_window(self, *args, **kwargs)
 
     monkeypatch.setattr(TimeWindowPartitionsDefinition, "get_last_partition_window", counted)
-    clock = {"now": datetime(2024, 1, 30, 10, tzinfo=UTC)}
+    clock = {"now": times[0]}
     partition_of = partition_mapper(partitions_definition(pipeline), lambda: clock["now"])
-    for minute in range(0, 600, 6):  # a hundred files at as many times of one day
-        clock["now"] = datetime(2024, 1, 30, 10, tzinfo=UTC) + timedelta(minutes=minute)
-        assert partition_of(datetime(2024, 1, 29, tzinfo=UTC)) == "2024-01-29"
+    for now in times:  # a file mapped at each time
+        clock["now"] = now
+        assert partition_of(datetime(2024, 1, 29, tzinfo=UTC)) == mapped
     assert len(computed) == 1
-    clock["now"] = datetime(2024, 1, 31, tzinfo=UTC)  # the next day: its own last partition
-    assert partition_of(datetime(2024, 1, 31, 1, tzinfo=UTC)) == "2024-01-31"
+    clock["now"] = times[0] - timedelta(hours=12)  # earlier: another period, computed again
+    assert partition_of(datetime(2024, 1, 29, tzinfo=UTC)) == mapped
     assert len(computed) == 2

@@ -85,21 +85,29 @@ def partition_mapper(
     None for times before the first partition or after the current one: such files are reported
     by the sensor, never ingested into a partition they do not belong to.
 
-    The last partition's window is computed once per period of the clock (not once per file: a
+    The last partition's window is computed once per period of the clock, not once per file (a
     listing maps thousands): a window that holds the time it was computed at is the last one
-    for every time it holds (the period, and so the last partition, changes only at its end);
-    any other (the partitions end before the clock, or no partition yet) is computed again.
+    for every time it holds (the clock's period, and so the last partition, changes only at its
+    end); a window that ended before that time is the definition's end, the last one at every
+    later time (the end cuts it before the clock's period). Any other time computes it again.
     """
     start = partitions_def.start
-    current: list[DagsterTimeWindow | None] = [None]  # the last window, while it holds the clock
+    ends = partitions_def.end is not None and partitions_def.end_offset >= 1
+    #: the last window, and the times it is the last one for (from, until; None: ever after)
+    kept: list[tuple[DagsterTimeWindow, datetime, datetime | None]] = []
 
     def last_window(now: datetime) -> DagsterTimeWindow | None:
-        kept = current[0]  # one read: sensors may tick in threads
-        if kept is not None and kept.start <= now < kept.end:
-            return kept
+        for window, since, until in kept[-1:]:  # one read: sensors may tick in threads
+            if since <= now and (until is None or now < until):
+                return window
         with partition_loading_context(effective_dt=now):
             last = partitions_def.get_last_partition_window()
-        current[0] = last if last is not None and last.start <= now < last.end else None
+        if last is not None and last.start <= now < last.end:
+            kept[:] = [(last, last.start, last.end)]
+        elif last is not None and ends and last.end <= now:
+            kept[:] = [(last, now, None)]
+        else:
+            kept[:] = []
         return last
 
     def partition_of(when: datetime) -> str | None:
