@@ -350,7 +350,7 @@ def build_sensor(
             [txn_app_id(pipeline.name, key) for key in groups.by_partition]
         )
         waiting: list[str] = []
-        batches: dict[str, tuple[str, list[str]]] = {}  # run key's base -> partition, files
+        batches: dict[str, tuple[str, tuple[str, ...]]] = {}  # run key's base -> partition, files
         for key, files in groups.by_partition.items():
             if len(batches) >= limits.max_runs_per_tick:
                 break
