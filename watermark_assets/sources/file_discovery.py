@@ -58,6 +58,8 @@ class FileGroups:
     rewritten_as: Mapping[str, str] = field(default_factory=dict)
     #: each file above the watermark with its size in bytes, where the listing gave one
     sizes: Mapping[str, int] = field(default_factory=dict)
+    #: each file above the watermark with its content signature, where the listing gave one
+    signatures: Mapping[str, str] = field(default_factory=dict)
 
 
 def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -> str | None:
@@ -167,6 +169,7 @@ def discover_files(
             for path, signature in listing.signatures_above.items()
             if (size := storage.signature_size(signature)) is not None
         },
+        listing.signatures_above,
     )
 
 

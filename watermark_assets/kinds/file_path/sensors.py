@@ -382,7 +382,7 @@ def build_sensor(
         cursor = replace(seen, pending_files=pending, state=WatermarkState.ACTIVE.value)
         if newest:
             probed = newest[:COLUMN_PROBES]
-            found = pipeline.file_source.column_changes(probed)
+            found = pipeline.file_source.column_changes(probed, groups.signatures)
             left = None if found is None else new_column_names(found)
             cursor = replace(cursor, columns_left_out=left or ())
             notes += _columns_note(found, len(probed), pipeline)
