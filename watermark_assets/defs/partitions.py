@@ -3,6 +3,7 @@ partitions turned into a :class:`~watermark_assets.core.partition_selection.Part
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -110,13 +111,18 @@ def partition_mapper(
             kept[:] = []
         return last
 
+    @functools.lru_cache(maxsize=4096)
+    def key_of(when: datetime) -> str:
+        """The key of the partition holding ``when`` (whatever the clock)."""
+        return partitions_def.get_partition_key_for_timestamp(when.timestamp())
+
     def partition_of(when: datetime) -> str | None:
         if when < start:
             return None
         last = last_window(clock())
         if last is None or when >= last.end:
             return None
-        return partitions_def.get_partition_key_for_timestamp(when.timestamp())
+        return key_of(when)
 
     return partition_of
 

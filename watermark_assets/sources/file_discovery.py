@@ -133,14 +133,17 @@ def discover_files(
     readable, unreadable = hold_back_unreadable(
         pipeline.source.uri, listing.files, listing.unsortable
     )
+    template = pipeline.watermark.template
+    keys: dict[str, tuple[bool, str | None]] = {}  # landing prefix -> matched, its key
     for path in readable:
         prefix, _ = split_path(path)
-        when = pipeline.watermark.template.try_parse(prefix)
-        if when is None:
+        if prefix not in keys:  # once per landing partition, not per file
+            when = template.try_parse(prefix)
+            keys[prefix] = (when is not None, None if when is None else partition_of(when))
+        matched, key = keys[prefix]
+        if not matched:
             unmatched.append(path)
-            continue
-        key = partition_of(when)
-        if key is None:
+        elif key is None:
             out_of_range.append(path)
         else:
             groups.setdefault(key, []).append(path)
