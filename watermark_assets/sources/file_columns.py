@@ -143,7 +143,8 @@ _PROBED: OrderedDict[
     tuple[str, str, tuple[str, tuple[tuple[str, str], ...]]],
     tuple[Layout | None, ValueSample | None],
 ] = OrderedDict()
-_PROBED_MAX = 4096
+#: a tick probes at most 10 files per pipeline; a sample holds a few KiB of values
+_PROBED_MAX = 1024
 _PROBED_LOCK = threading.Lock()
 
 
