@@ -22,6 +22,9 @@ Measured in ONE run (machines are shared and noisy: compare within a run):
   the daemon's first tick of the location does, plus the sensors' asset events recorded on the
   instance; ``tick 2``: the same with each sensor's cursor from tick 1 (nothing new landed);
 - the same per kind (a row per kind: its share of tick 2);
+- beside each tick 2 figure, the process's CPU seconds (``time.process_time``: the
+  interpreter's and its threads', never another process's), steadier than wall time on a loaded
+  machine; a tick's wait on storage is in the wall time only;
 - a whole process: a fresh interpreter that loads the location and runs one tick of every
   sensor (``--no-process`` skips it).
 
@@ -114,14 +117,21 @@ def project(data: Path, count: int) -> tuple[dict[str, Any], dict[str, str]]:
     return {"spark": {"master": "local[1]"}, "pipelines": pipelines}, kinds
 
 
-def one_tick(defs: Any, instance: Any, cursors: dict[str, str | None]) -> dict[str, float]:
-    """Every sensor evaluated once; each one's seconds by its pipeline's name. Records the
-    sensors' asset events on the instance, as the daemon does, and keeps their cursors."""
+def one_tick(
+    defs: Any,
+    instance: Any,
+    cursors: dict[str, str | None],
+    cpu: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """Every sensor evaluated once; each one's seconds by its pipeline's name (``cpu``: filled
+    with each one's CPU seconds). Records the sensors' asset events on the instance, as the
+    daemon does, and keeps their cursors."""
     from dagster import build_sensor_context
 
     seconds: dict[str, float] = {}
     for sensor in defs.sensors:
         started = time.perf_counter()
+        on_cpu = time.process_time()
         with build_sensor_context(
             instance=instance, cursor=cursors.get(sensor.name), definitions=defs
         ) as context:
@@ -130,6 +140,8 @@ def one_tick(defs: Any, instance: Any, cursors: dict[str, str | None]) -> dict[s
             instance.report_runless_asset_event(event)
         cursors[sensor.name] = data.cursor
         seconds[sensor.name] = time.perf_counter() - started
+        if cpu is not None:
+            cpu[sensor.name] = time.process_time() - on_cpu
         if data.run_requests is None and data.skip_message is None:
             raise BenchmarkError(f"{sensor.name}: neither runs nor a skip reason")
     return seconds
@@ -154,8 +166,15 @@ def tick_in_process(config_path: Path, reps: int) -> dict[str, Any]:
     with DagsterInstance.ephemeral() as instance:
         cursors: dict[str, str | None] = {}
         first = one_tick(defs, instance, cursors)
-        later = [one_tick(defs, instance, cursors) for _ in range(reps)]
-    return {"load": load, "first": first, "later": later, "sensors": len(first)}
+        later_cpu: list[dict[str, float]] = [{} for _ in range(reps)]
+        later = [one_tick(defs, instance, cursors, cpu) for cpu in later_cpu]
+    return {
+        "load": load,
+        "first": first,
+        "later": later,
+        "later_cpu": later_cpu,
+        "sensors": len(first),
+    }
 
 
 CHILD = """
@@ -205,6 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         first_total = sum(result["first"].values())
         later_totals = [sum(t.values()) for t in result["later"]]
         later = statistics.median(later_totals)
+        cpu_totals = [sum(t.values()) for t in result["later_cpu"]]
         rows = [
             ["load the location (Definitions)", f"{result['load']:.2f}", ""],
             [f"tick 1: {result['sensors']} sensors, every partition due", f"{first_total:.2f}", ""],
@@ -213,16 +233,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{later:.2f}",
                 " ".join(f"{t:.2f}" for t in later_totals),
             ],
+            [
+                f"tick 2: CPU seconds (median of {args.reps})",
+                f"{statistics.median(cpu_totals):.2f}",
+                " ".join(f"{t:.2f}" for t in cpu_totals),
+            ],
         ]
-        per_kind: dict[str, list[float]] = defaultdict(list)
-        for sensor, seconds in result["later"][len(result["later"]) // 2].items():
-            per_kind[kinds[pipeline_of(sensor, names)]].append(seconds)
-        for kind, seconds in per_kind.items():
+        middle = len(result["later"]) // 2
+        per_kind: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        for sensor, seconds in result["later"][middle].items():
+            on_cpu = result["later_cpu"][middle][sensor]
+            per_kind[kinds[pipeline_of(sensor, names)]].append((seconds, on_cpu))
+        for kind, both in per_kind.items():
             rows.append(
                 [
-                    f"  tick 2, {kind}: {len(seconds)} sensors",
-                    f"{sum(seconds):.3f}",
-                    f"max {max(seconds) * 1000:.0f} ms",
+                    f"  tick 2, {kind}: {len(both)} sensors",
+                    f"{sum(w for w, _ in both):.3f}",
+                    f"max {max(w for w, _ in both) * 1000:.0f} ms, "
+                    f"CPU {sum(c for _, c in both):.3f}",
                 ]
             )
         if not args.no_process:

@@ -243,3 +243,78 @@ def test_a_broken_file_or_a_headerless_csv_names_no_column(tmp_path: Path) -> No
 def test_left_out_is_case_insensitive_first_seen_first_and_skips_files_naming_none() -> None:
     found = [("ID", "Region"), None, ("region", "zone", "id")]
     assert left_out(found, ["id", "name"]) == ("Region", "zone")
+
+
+#: What happens to a probed file before it is probed again, with the signature the listing gives
+#: then (the same, or another) and whether the second probe reads the file.
+AGAIN = [
+    pytest.param("nothing", "same", False, False, id="unchanged: not read again"),
+    pytest.param(
+        "rewritten with region", "new", True, True, id="rewritten (new signature): read again"
+    ),
+    pytest.param("nothing", None, True, False, id="no signature: read every time"),
+    pytest.param("readable again", "same", True, False, id="unreadable before: read again"),
+]
+
+
+@pytest.mark.parametrize(
+    "write", [pytest.param(write_ndjson, id="json"), pytest.param(write_csv, id="csv")]
+)
+@pytest.mark.parametrize(("between", "signature", "read", "region"), AGAIN)
+def test_a_file_probed_before_is_read_again_only_when_its_signature_changed(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    write: Writer,
+    between: str,
+    signature: str | None,
+    read: bool,
+    region: bool,
+) -> None:
+    """The sensor's probe of a file's columns, kept per content signature in the process (a
+    name with a space and a `*`)."""
+    from watermark_assets.sources import file_columns as module
+
+    fmt = "csv" if write is write_csv else "json"
+    options = {"header": "true"} if fmt == "csv" else None
+    name = write(tmp_path, "1706436000-north side*", 1, False)
+    uri = str(tmp_path / name)
+    if between == "readable again":  # it cannot be read (gone for a while): it says nothing
+        (tmp_path / name).rename(tmp_path / "away")
+        assert sampled_layouts([uri], fmt, options, signatures=["10:1.0"]) == [(None, None)]
+        (tmp_path / "away").rename(tmp_path / name)
+    else:
+        sampled_layouts([uri], fmt, options, signatures=["10:1.0"])
+    if between == "rewritten with region":
+        write(tmp_path, "1706436000-north side*", 1, True)
+    reads: list[str] = []
+    sample = module._csv_sample if fmt == "csv" else module._json_sample
+
+    def counted(at: str, lowered: Any) -> Any:
+        reads.append(at)
+        return sample(at, lowered)
+
+    monkeypatch.setattr(module, f"_{fmt}_sample", counted)
+    again = {"same": "10:1.0", "new": "12:2.0", None: None}[signature]
+    ((layout, _),) = sampled_layouts([uri], fmt, options, signatures=[again])
+    assert reads == ([uri] if read else [])
+    assert layout is not None
+    assert (("region", None) in layout) is region
+
+
+def test_a_landing_file_rewritten_before_its_run_is_probed_again_by_the_next_tick(
+    tmp_path: Path,
+) -> None:
+    """The tick's probe is kept per the listing's content signature: a file rewritten in place
+    (it gained ``region``) before its run lists another, and the next tick names the column."""
+    folder = tmp_path / "landing" / "date=2024-01-28" / "hour=10"
+    folder.mkdir(parents=True)
+    source = {"uri": str(tmp_path / "landing"), "format": "ndjson", "schema": SCHEMA}
+    config = project_config(pipeline_yaml(tmp_path, source=source, schema={"mode": "ignore"}))
+    loop = SensorLoop(
+        build_definitions(config, clock=lambda: FROZEN_NOW), DagsterInstance.ephemeral()
+    )
+    write_ndjson(folder, "1706436000-north side*", 1, False)
+    assert SensorCursor.from_string(loop.tick().cursor).columns_left_out == ()
+    assert SensorCursor.from_string(loop.tick().cursor).columns_left_out == ()
+    write_ndjson(folder, "1706436000-north side*", 1, True)
+    assert SensorCursor.from_string(loop.tick().cursor).columns_left_out == ("region",)

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
-from dagster import DefaultSensorStatus
+from datetime import datetime
+from pathlib import Path
+from uuid import uuid4
 
+import pytest
+from _landing import FROZEN_NOW
+from _sensor_loop import SensorLoop
+from conftest import event_records, pipeline_yaml, project_config, write_ndjson
+from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, DefaultSensorStatus
+
+from watermark_assets.defs.build import build_definitions
 from watermark_assets.defs.jobs import job_name, sensor_status
+from watermark_assets.kinds.file_path.assets import BATCH_TAG
 
 
 @pytest.mark.parametrize(
@@ -21,3 +30,59 @@ def test_a_sensor_starts_as_its_configuration_says(
 @pytest.mark.parametrize(("pipeline", "job"), [("events", "events_job"), ("a b*", "a b*_job")])
 def test_a_pipelines_job_is_named_after_it(pipeline: str, job: str) -> None:
     assert job_name(pipeline) == job
+
+
+#: Two landing partitions of the file sensor's test, the one's file named with a space and a `*`.
+LANDED = {
+    "2024-01-29": "date=2024-01-29/hour=10/1706522400-north side*.ndjson.gz",
+    "2024-01-30": "date=2024-01-30/hour=10/1706608800-000002.ndjson.gz",
+}
+
+
+@pytest.mark.parametrize(
+    ("failed", "attempts"),
+    [
+        pytest.param({}, {"2024-01-29": 0, "2024-01-30": 0}, id="no failed run: a0"),
+        pytest.param(
+            {"2024-01-29": 1}, {"2024-01-29": 1, "2024-01-30": 0}, id="one failed run: a1"
+        ),
+        pytest.param(
+            {"2024-01-29": 2, "2024-01-30": 1},
+            {"2024-01-29": 2, "2024-01-30": 1},
+            id="each batch counts its own",
+        ),
+        pytest.param(
+            {"2024-01-29": 60}, {"2024-01-29": 50, "2024-01-30": 0}, id="counted up to 50"
+        ),
+        pytest.param(
+            {"another batch": 3}, {"2024-01-29": 0, "2024-01-30": 0}, id="another batch's"
+        ),
+    ],
+)
+def test_the_file_sensor_requests_a_batch_again_under_its_failed_attempts(
+    tmp_path: Path, failed: dict[str, int], attempts: dict[str, int]
+) -> None:
+    """A batch's run key ends with ``a{n}``: n runs with its batch tag failed (one query for every
+    batch of the tick)."""
+    for key, relative in LANDED.items():
+        write_ndjson(
+            tmp_path / "landing",
+            relative,
+            event_records(1, 2, datetime.fromisoformat(f"{key}T10:00:00+00:00")),
+        )
+    defs = build_definitions(project_config(pipeline_yaml(tmp_path)), clock=lambda: FROZEN_NOW)
+    loop = SensorLoop(defs, DagsterInstance.ephemeral())
+    bases = {r.partition_key: r.run_key.rsplit("|a", 1)[0] for r in loop.tick().run_requests}
+    assert sorted(bases) == sorted(LANDED)
+    for key, count in failed.items():
+        for _ in range(count):
+            loop.instance.add_run(
+                DagsterRun(
+                    job_name="events_job",
+                    run_id=str(uuid4()),
+                    tags={BATCH_TAG: bases.get(key, key)},
+                    status=DagsterRunStatus.FAILURE,
+                )
+            )
+    again = {r.partition_key: r.run_key for r in loop.tick().run_requests}
+    assert again == {key: f"{base}|a{attempts[key]}" for key, base in bases.items()}

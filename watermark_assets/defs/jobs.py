@@ -2,13 +2,14 @@
 the runs of a job that are in flight or failed.
 
 Kind-free: every kind's ``defs.py`` builds its job with :func:`pipeline_job` and asks
-:func:`partitions_in_flight` / :func:`failed_attempts` before requesting a run; the time, unit
-and time x unit sensors end a tick with :func:`requested_or_skipped`.
+:func:`partitions_in_flight` / :func:`failed_attempts` (:func:`failed_attempts_of`: of the run
+keys a tick requests, in one query) before requesting a run; the time, unit and time x unit
+sensors end a tick with :func:`requested_or_skipped`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from dagster import (
@@ -123,6 +124,28 @@ def failed_attempts(context: SensorEvaluationContext, job_name: str, *, tag: str
         if base:
             attempts[base] = attempts.get(base, 0) + 1
     return attempts
+
+
+#: The failed runs of one run key's base that a tick counts (its attempt stops growing there).
+ATTEMPTS_COUNTED = 50
+
+
+def failed_attempts_of(
+    context: SensorEvaluationContext, tag: str, values: Collection[str]
+) -> dict[str, int]:
+    """How many runs failed per value of ``tag`` among ``values`` (the bases of the run keys a
+    tick requests), at most :data:`ATTEMPTS_COUNTED` each: one query for all of them."""
+    counts = dict.fromkeys(values, 0)
+    if not counts:
+        return counts
+    failed = context.instance.get_runs(
+        filters=RunsFilter(tags={tag: list(counts)}, statuses=FAILED)
+    )
+    for run in failed:
+        value = run.tags.get(tag)
+        if value in counts:
+            counts[value] += 1
+    return {value: min(count, ATTEMPTS_COUNTED) for value, count in counts.items()}
 
 
 def requested_or_skipped(

@@ -12,11 +12,14 @@ One shape for every kind of watermark (file path, time, unit, time x unit, event
 A run adds it to every partition it materializes (:func:`add_partition_truth`); a sensor's tick
 writes it as an observation of a partition that is missing or waiting, only when the state or
 the reason changed since the partition's last observation (:func:`changed_observations`), so
-the event log is not flooded by ticks that have nothing new to say.
+the event log is not flooded by ticks that have nothing new to say. A sensor that ticks with
+the same words as its last tick, and no event of the asset since, reads nothing per partition
+(:func:`observations_since`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -121,6 +124,45 @@ def changed_observations(
             )
         )
     return out
+
+
+def digest(truths: Mapping[str, PartitionTruth]) -> str:
+    """A short digest of what ``truths`` say (each partition's state and reason), kept in a
+    sensor's cursor."""
+    text = "\n".join(f"{key}\t{t.state}\t{t.reason}" for key, t in sorted(truths.items()))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def observations_since(
+    instance: DagsterInstance,
+    asset_key: AssetKey,
+    truths: Mapping[str, PartitionTruth],
+    said: str | None,
+) -> tuple[list[AssetObservation], str]:
+    """:func:`changed_observations`, unless nothing changed since the tick that returned
+    ``said``; and what to pass as ``said`` to the next tick (a sensor keeps it in its cursor).
+
+    ``said`` names what a tick found every page already saying: the truths' :func:`digest` and
+    the asset's newest observation and materialization (two queries). While both are the same,
+    the pages still say it: nothing is read per partition, nothing is written. Any event of the
+    asset since (a run, a sensor's or a user's report, of any partition) makes the tick read
+    every page again. A tick that writes observations returns ``""`` (not yet said: the next
+    tick reads them back)."""
+    key = f"{digest(truths)}:{_newest_event_ids(instance, asset_key)}"
+    if key == said:
+        return [], key
+    found = changed_observations(instance, asset_key, truths)
+    return found, "" if found else key
+
+
+def _newest_event_ids(instance: DagsterInstance, asset_key: AssetKey) -> str:
+    """The storage ids of the asset's newest observation and materialization ("-": none)."""
+    only = AssetRecordsFilter(asset_key=asset_key)
+    newest = [
+        next((str(record.storage_id) for record in fetch(only, limit=1).records), "-")
+        for fetch in (instance.fetch_observations, instance.fetch_materializations)
+    ]
+    return ":".join(newest)
 
 
 def _latest_said(instance: DagsterInstance, asset_key: AssetKey, key: str) -> tuple[Any, Any]:

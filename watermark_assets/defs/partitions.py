@@ -3,6 +3,7 @@ partitions turned into a :class:`~watermark_assets.core.partition_selection.Part
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -17,6 +18,7 @@ from dagster import (
     WeeklyPartitionsDefinition,
     partition_loading_context,
 )
+from dagster import TimeWindow as DagsterTimeWindow
 
 from watermark_assets.config import (
     ColumnPipelineConfig,
@@ -83,17 +85,44 @@ def partition_mapper(
 
     None for times before the first partition or after the current one: such files are reported
     by the sensor, never ingested into a partition they do not belong to.
+
+    The last partition's window is computed once per period of the clock, not once per file (a
+    listing maps thousands): a window that holds the time it was computed at is the last one
+    for every time it holds (the clock's period, and so the last partition, changes only at its
+    end); a window that ended before that time is the definition's end, the last one at every
+    later time (the end cuts it before the clock's period). Any other time computes it again.
     """
     start = partitions_def.start
+    ends = partitions_def.end is not None and partitions_def.end_offset >= 1
+    #: the last window, and the times it is the last one for (from, until; None: ever after)
+    kept: list[tuple[DagsterTimeWindow, datetime, datetime | None]] = []
+
+    def last_window(now: datetime) -> DagsterTimeWindow | None:
+        for window, since, until in kept[-1:]:  # one read: sensors may tick in threads
+            if since <= now and (until is None or now < until):
+                return window
+        with partition_loading_context(effective_dt=now):
+            last = partitions_def.get_last_partition_window()
+        if last is not None and last.start <= now < last.end:
+            kept[:] = [(last, last.start, last.end)]
+        elif last is not None and ends and last.end <= now:
+            kept[:] = [(last, now, None)]
+        else:
+            kept[:] = []
+        return last
+
+    @functools.lru_cache(maxsize=4096)
+    def key_of(when: datetime) -> str:
+        """The key of the partition holding ``when`` (whatever the clock)."""
+        return partitions_def.get_partition_key_for_timestamp(when.timestamp())
 
     def partition_of(when: datetime) -> str | None:
         if when < start:
             return None
-        with partition_loading_context(effective_dt=clock()):
-            last = partitions_def.get_last_partition_window()
+        last = last_window(clock())
         if last is None or when >= last.end:
             return None
-        return partitions_def.get_partition_key_for_timestamp(when.timestamp())
+        return key_of(when)
 
     return partition_of
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO
@@ -79,44 +81,71 @@ def file_layouts(
 
 
 def sampled_layouts(
-    uris: Sequence[str], format: str, options: Mapping[str, str] | None = None
+    uris: Sequence[str],
+    format: str,
+    options: Mapping[str, str] | None = None,
+    *,
+    signatures: Sequence[str | None] | None = None,
 ) -> list[tuple[Layout | None, ValueSample | None]]:
     """Per file of ``uris``, its layout (:func:`file_layouts`) and, for CSV and JSON lines, the
     values of its records in the first :data:`PROBE_BYTES` (one read of the file for both;
-    None: Parquet, whose footer states its types, or a file that names no column)."""
-    if format == "parquet":
-        return [(layout, None) for layout in _footer_layouts(uris)]
-    if not names_columns(format, options):
+    None: Parquet, whose footer states its types, or a file that names no column).
+
+    ``signatures``: each file's content signature as a listing gave it (``storage.
+    content_signature``; None: unknown). A file read before with the same signature is not read
+    again in this process (:data:`_PROBED`): a rewrite under the same name lists another one. A
+    file that could not be read is read again on the next call."""
+    if format != "parquet" and not names_columns(format, options):
         return [(None, None)] * len(uris)
     lowered = _lowered(options)
     sample = _csv_sample if format == "csv" else _json_sample
 
-    def probe(uri: str) -> tuple[Layout | None, ValueSample | None]:
+    def probe(uri: str) -> tuple[Layout | None, ValueSample | None] | None:
+        """The file's layout and sample; None: unreadable (not gzip, no footer, gone...: the
+        run's read says why), or a footer type Spark does not read."""
         try:
+            if format == "parquet":
+                return footer_layout(storage.parquet_schema(uri)), None
             found = sample(uri, lowered)
-        except Exception:  # unreadable (not gzip, gone...): the run's read says why
-            return None, None
+        except Exception:
+            return None
         if found is None:
             return None, None
         names, values = found
         return tuple((name, None) for name in names), values
 
-    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
-        return list(pool.map(probe, uris))
+    settings = (format, tuple(sorted(lowered.items())))
+    keys = [
+        None if signature is None else (uri, signature, settings)
+        for uri, signature in zip(uris, signatures or [None] * len(uris), strict=True)
+    ]
+    with _PROBED_LOCK:
+        found = [None if key is None else _PROBED.get(key) for key in keys]
+    missing = [i for i, known in enumerate(found) if known is None]
+    if missing:
+        with ThreadPoolExecutor(max_workers=min(_THREADS, len(missing))) as pool:
+            fresh = list(pool.map(probe, [uris[i] for i in missing]))
+        with _PROBED_LOCK:
+            for i, result in zip(missing, fresh, strict=True):
+                key = keys[i]
+                if result is not None and key is not None:
+                    _PROBED[key] = result
+                    _PROBED.move_to_end(key)
+                found[i] = result
+            while len(_PROBED) > _PROBED_MAX:
+                _PROBED.popitem(last=False)
+    return [(None, None) if known is None else known for known in found]
 
 
-def _footer_layouts(uris: Sequence[str]) -> list[Layout | None]:
-    """The Parquet files' layouts from their footers (None: unreadable, or a type Spark does
-    not read)."""
-
-    def probe(uri: str) -> Layout | None:
-        try:
-            return footer_layout(storage.parquet_schema(uri))
-        except Exception:  # unreadable, or a type Spark does not read: the run's read says why
-            return None
-
-    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
-        return list(pool.map(probe, uris))
+#: What :func:`sampled_layouts` read of each file with a content signature, by its URI, that
+#: signature and the format's settings; the most recently read :data:`_PROBED_MAX`.
+_PROBED: OrderedDict[
+    tuple[str, str, tuple[str, tuple[tuple[str, str], ...]]],
+    tuple[Layout | None, ValueSample | None],
+] = OrderedDict()
+#: a tick probes at most 10 files per pipeline; a sample holds a few KiB of values
+_PROBED_MAX = 1024
+_PROBED_LOCK = threading.Lock()
 
 
 def footer_layout(schema: pa.Schema) -> tuple[tuple[str, str], ...]:

@@ -58,6 +58,8 @@ class FileGroups:
     rewritten_as: Mapping[str, str] = field(default_factory=dict)
     #: each file above the watermark with its size in bytes, where the listing gave one
     sizes: Mapping[str, int] = field(default_factory=dict)
+    #: each file above the watermark with its content signature, where the listing gave one
+    signatures: Mapping[str, str] = field(default_factory=dict)
 
 
 def partition_key_of(pipeline: Pipeline, path: str, partition_of: PartitionOf) -> str | None:
@@ -131,14 +133,17 @@ def discover_files(
     readable, unreadable = hold_back_unreadable(
         pipeline.source.uri, listing.files, listing.unsortable
     )
+    template = pipeline.watermark.template
+    keys: dict[str, tuple[bool, str | None]] = {}  # landing prefix -> matched, its key
     for path in readable:
         prefix, _ = split_path(path)
-        when = pipeline.watermark.template.try_parse(prefix)
-        if when is None:
+        if prefix not in keys:  # once per landing partition, not per file
+            when = template.try_parse(prefix)
+            keys[prefix] = (when is not None, None if when is None else partition_of(when))
+        matched, key = keys[prefix]
+        if not matched:
             unmatched.append(path)
-            continue
-        key = partition_of(when)
-        if key is None:
+        elif key is None:
             out_of_range.append(path)
         else:
             groups.setdefault(key, []).append(path)
@@ -167,6 +172,7 @@ def discover_files(
             for path, signature in listing.signatures_above.items()
             if (size := storage.signature_size(signature)) is not None
         },
+        listing.signatures_above,
     )
 
 

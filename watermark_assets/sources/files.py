@@ -184,11 +184,15 @@ class FileSource(Protocol):
         files; empty where the landing folder is not the table's."""
         ...
 
-    def column_changes(self, paths: Sequence[str]) -> Sequence[ColumnChange] | None:
+    def column_changes(
+        self, paths: Sequence[str], signatures: Mapping[str, str] | None = None
+    ) -> Sequence[ColumnChange] | None:
         """How the landing files ``paths`` (relative to the source) differ from the declared
         columns: the columns the schema lacks and the columns whose type changed, read without
         Spark (a footer, a header line and the first records: a tick may ask), as a run
-        compares them; None when it cannot be told cheaply."""
+        compares them; None when it cannot be told cheaply. ``signatures``: the files' content
+        signatures as the listing gave them (a file read before with the same one is not read
+        again)."""
         ...
 
 

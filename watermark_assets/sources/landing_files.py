@@ -267,13 +267,16 @@ class LandingFilesSource:
         own = (*LINEAGE_COLUMNS, RESCUED_DATA_COLUMN, *self.pipeline.table.derived_columns)
         return table_columns(self.pipeline.table.uri, [*own, *known])
 
-    def column_changes(self, paths: Sequence[str]) -> list[ColumnChange] | None:
+    def column_changes(
+        self, paths: Sequence[str], signatures: Mapping[str, str] | None = None
+    ) -> list[ColumnChange] | None:
         """How the landing files ``paths`` differ from the declared columns (``source.schema``
         and the table's data columns; Parquet without a schema: the table's), from the read a
         run's :meth:`_policy` makes (:func:`~watermark_assets.sources.file_columns.\
 sampled_layouts`: Parquet footers; CSV header lines and JSON keys with their first records'
         values, so a column whose values turned another type is told too). None: cannot tell
-        (headerless CSV, whole-file JSON, Parquet without a schema and no table yet)."""
+        (headerless CSV, whole-file JSON, Parquet without a schema and no table yet). A file
+        whose content ``signatures`` (the listing's) is one read before is not read again."""
         fmt, options = self.config.format.value, self.config.csv_options
         csv_options = options if fmt == "csv" else None
         if not names_columns(fmt, csv_options):
@@ -282,7 +285,9 @@ sampled_layouts`: Parquet footers; CSV header lines and JSON keys with their fir
         if declared is None:
             return None
         uris = [f"{self.config.uri.rstrip('/')}/{path}" for path in paths]
-        sampled = dict(zip(paths, sampled_layouts(uris, fmt, csv_options), strict=True))
+        known = [(signatures or {}).get(path) for path in paths]
+        probed = sampled_layouts(uris, fmt, csv_options, signatures=known)
+        sampled = dict(zip(paths, probed, strict=True))
         layouts = {path: layout for path, (layout, _) in sampled.items()}
         return changes(declared, layouts, samples={p: s for p, (_, s) in sampled.items()})
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -150,7 +150,9 @@ class ParquetCommitSource:
         paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
         return set(self._in_source(paths))
 
-    def column_changes(self, paths: Sequence[str]) -> None:
+    def column_changes(
+        self, paths: Sequence[str], signatures: Mapping[str, str] | None = None
+    ) -> None:
         """None: the files are committed whole (their footers are compared with the table by
         the commit's plan, which stops or evolves under ``schema.mode``)."""
         return None

@@ -9,6 +9,7 @@ interval [start, start + one grain).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -31,8 +32,10 @@ _ORDER = list(_FIELDS)
 _EXAMPLE = "'date=%Y-%m-%d' or 'date=%Y-%m-%d/hour=%H'"
 
 
-def _tokenize(template: str) -> list[tuple[bool, str]]:
-    """(is_directive, text) pieces of ``template``; refuses unknown or misordered directives."""
+@functools.lru_cache(maxsize=256)
+def _tokenize(template: str) -> tuple[tuple[bool, str], ...]:
+    """(is_directive, text) pieces of ``template``; refuses unknown or misordered directives
+    (once per template: a listing parses a prefix per file)."""
     pieces: list[tuple[bool, str]] = []
     literal = ""
     index = 0
@@ -57,7 +60,7 @@ def _tokenize(template: str) -> list[tuple[bool, str]]:
         index += 2
     if literal:
         pieces.append((False, literal))
-    return pieces
+    return tuple(pieces)
 
 
 @dataclass(frozen=True)
@@ -137,9 +140,15 @@ class PartitionTemplate:
             return None
 
     def _pattern(self) -> re.Pattern[str]:
-        return re.compile(
-            "".join(
-                f"(?P<{text}>[0-9]{{{_FIELDS[text][1]}}})" if is_directive else re.escape(text)
-                for is_directive, text in _tokenize(self.template)
-            )
+        return _compiled(self.template)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(template: str) -> re.Pattern[str]:
+    """The regular expression of a template's prefixes (once per template)."""
+    return re.compile(
+        "".join(
+            f"(?P<{text}>[0-9]{{{_FIELDS[text][1]}}})" if is_directive else re.escape(text)
+            for is_directive, text in _tokenize(template)
         )
+    )

@@ -76,8 +76,8 @@ from watermark_assets.defs.keys import asset_key
 from watermark_assets.defs.partition_truth import (
     MAX_OBSERVED,
     PartitionTruth,
-    changed_observations,
     iso_utc,
+    observations_since,
 )
 from watermark_assets.defs.pipeline_defs import PipelineDefs
 from watermark_assets.defs.run_tags import pipeline_partition_tags
@@ -569,9 +569,12 @@ def open_partition_observations(
     partitions_def: TimeWindowPartitionsDefinition,
     delay_ms: int,
     now: datetime,
-) -> list[AssetObservation]:
+) -> tuple[list[AssetObservation], str]:
     """An observation on each partition the committed watermark has not closed (the oldest
-    :data:`MAX_OBSERVED`), saying what it waits for; only when that changed."""
+    :data:`MAX_OBSERVED`), saying what it waits for; only when that changed. Nothing is read
+    per partition while the words and the asset's events are those of the tick that left the
+    sensor's cursor (:func:`~watermark_assets.defs.partition_truth.observations_since`); the
+    cursor for the next tick."""
     spec = engine.spec
     committed = engine.committed()
     closed = None if committed.is_empty else closed_through(spec, committed.watermark_ms)
@@ -583,7 +586,7 @@ def open_partition_observations(
         if len(keys) == MAX_OBSERVED:
             break
     truths = event_time_truths(spec, partitions_def, keys, committed, delay_ms)
-    return changed_observations(context.instance, asset_key, truths)
+    return observations_since(context.instance, asset_key, truths, context.cursor)
 
 
 def build_event_time_sensor(
@@ -606,10 +609,10 @@ def build_event_time_sensor(
         now = clock()
         decision = decide_closing(engine, partitions_def, now)
         if not decision.keys:
-            observed = open_partition_observations(
+            observed, said = open_partition_observations(
                 context, engine, asset_key, partitions_def, pipeline.watermark.delay_ms, now
             )
-            return SensorResult(skip_reason=decision.reason, asset_events=observed)
+            return SensorResult(skip_reason=decision.reason, asset_events=observed, cursor=said)
         busy = partitions_in_flight(context, asset_key, job.name, partitions_def)  # type: ignore[arg-type]
         if busy.intersection(decision.keys):
             return SensorResult(

@@ -17,7 +17,6 @@ event says something else are observed
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 
@@ -107,17 +106,12 @@ def quiet_truths(
     return truths
 
 
-def digest(truths: Mapping[str, PartitionTruth]) -> str:
-    """A short digest of what :func:`quiet_truths` says, kept in the sensor's cursor."""
-    text = "\n".join(f"{key}\t{t.state}\t{t.reason}" for key, t in sorted(truths.items()))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
 def quiet_observations(
     instance: DagsterInstance, asset_key: AssetKey, truths: Mapping[str, PartitionTruth]
 ) -> list[AssetObservation]:
     """The observations of the partitions in ``truths`` never materialized, whose latest
-    observation says something else (call it only when :func:`digest` changed)."""
+    observation says something else (call it only when
+    :func:`~watermark_assets.defs.partition_truth.digest` changed)."""
     materialized = instance.get_materialized_partitions(asset_key)
     return changed_observations(
         instance, asset_key, {k: t for k, t in truths.items() if k not in materialized}

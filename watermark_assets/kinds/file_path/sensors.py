@@ -23,11 +23,9 @@ from dagster import (
     AssetKey,
     AssetMaterialization,
     AssetObservation,
-    DagsterRunStatus,
     JobDefinition,
     MetadataValue,
     RunRequest,
-    RunsFilter,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
@@ -47,8 +45,14 @@ from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
 from watermark_assets.defs.backlog import file_backlog
 from watermark_assets.defs.backlog_check import BacklogVerdict, file_backlog_verdict
-from watermark_assets.defs.jobs import FAILED, PIPELINE_TAG, partitions_in_flight, sensor_status
+from watermark_assets.defs.jobs import (
+    PIPELINE_TAG,
+    failed_attempts_of,
+    partitions_in_flight,
+    sensor_status,
+)
 from watermark_assets.defs.keys import node_name
+from watermark_assets.defs.partition_truth import digest
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import columns_note
 from watermark_assets.delta.committer import committer_for
@@ -56,11 +60,7 @@ from watermark_assets.exceptions import LateFilesUnprovableError
 from watermark_assets.kinds.file_path.assets import BATCH_TAG, LATE_TAG, files_run_config
 from watermark_assets.kinds.file_path.commit import complete_quarantine
 from watermark_assets.kinds.file_path.partition_notes import partition_notes, partition_observations
-from watermark_assets.kinds.file_path.quiet_partitions import (
-    digest,
-    quiet_observations,
-    quiet_truths,
-)
+from watermark_assets.kinds.file_path.quiet_partitions import quiet_observations, quiet_truths
 from watermark_assets.sources.file_discovery import (
     FileGroups,
     PartitionOf,
@@ -349,23 +349,25 @@ def build_sensor(
         versions = committer_for(pipeline.table).transaction_versions(
             [txn_app_id(pipeline.name, key) for key in groups.by_partition]
         )
-        requests: list[RunRequest] = []
         waiting: list[str] = []
-        newest: list[str] = []  # the last file of each batch requested
+        batches: dict[str, tuple[str, tuple[str, ...]]] = {}  # run key's base -> partition, files
         for key, files in groups.by_partition.items():
-            if len(requests) >= limits.max_runs_per_tick:
+            if len(batches) >= limits.max_runs_per_tick:
                 break
             if key in busy:
                 waiting.append(key)
                 continue
             batch = files[: limits.max_files_per_run]
             committed = versions[txn_app_id(pipeline.name, key)] or 0
-            base = batch_key(pipeline.name, key, committed, batch[-1])
-            attempt = len(_runs(context, {BATCH_TAG: base}, FAILED))
+            batches[batch_key(pipeline.name, key, committed, batch[-1])] = (key, batch)
+        attempts = failed_attempts_of(context, BATCH_TAG, batches)
+        requests: list[RunRequest] = []
+        newest: list[str] = []  # the last file of each batch requested
+        for base, (key, batch) in batches.items():
             newest.append(batch[-1])
             requests.append(
                 RunRequest(
-                    run_key=f"{base}|a{attempt}",
+                    run_key=f"{base}|a{attempts[base]}",
                     partition_key=key,
                     run_config=files_run_config(node_name(pipeline), batch),
                     tags={
@@ -380,7 +382,7 @@ def build_sensor(
         cursor = replace(seen, pending_files=pending, state=WatermarkState.ACTIVE.value)
         if newest:
             probed = newest[:COLUMN_PROBES]
-            found = pipeline.file_source.column_changes(probed)
+            found = pipeline.file_source.column_changes(probed, groups.signatures)
             left = None if found is None else new_column_names(found)
             cursor = replace(cursor, columns_left_out=left or ())
             notes += _columns_note(found, len(probed), pipeline)
@@ -446,14 +448,6 @@ def _quiet_partitions(
     if said == previous.quiet:
         return [], said
     return quiet_observations(context.instance, asset_key, truths), said
-
-
-def _runs(
-    context: SensorEvaluationContext, tags: dict[str, str], statuses: list[DagsterRunStatus]
-) -> list[object]:
-    return list(
-        context.instance.get_runs(filters=RunsFilter(tags=tags, statuses=statuses), limit=50)
-    )
 
 
 @dataclass(frozen=True)
@@ -605,7 +599,7 @@ def _late_run_requests(
             continue
         digest = hashlib.sha256("\n".join(files).encode("utf-8")).hexdigest()[:16]
         base = f"late|{pipeline.name}|{key}|{digest}"
-        attempt = len(_runs(context, {BATCH_TAG: base}, FAILED))
+        attempt = failed_attempts_of(context, BATCH_TAG, [base])[base]
         requests.append(
             RunRequest(
                 run_key=f"{base}|a{attempt}",
@@ -643,7 +637,7 @@ def _rewrite_run_requests(
             break
         digest = hashlib.sha256(f"{path}\n{signature}".encode()).hexdigest()[:16]
         base = f"rewrite|{pipeline.name}|{key}|{digest}"
-        attempt = len(_runs(context, {BATCH_TAG: base}, FAILED))
+        attempt = failed_attempts_of(context, BATCH_TAG, [base])[base]
         requests.append(
             RunRequest(
                 run_key=f"{base}|a{attempt}",
