@@ -229,6 +229,21 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(TableGroups(), "watermark_assets_table_groups")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[None]:
+    """The test modules pytest rewrites (its assertions) are kept in tests/**/__pycache__
+    (ignored by git) even under PYTHONDONTWRITEBYTECODE, as ``make setup`` compiles the package:
+    otherwise every pytest process rewrites all of them again, each worker of ``make pytest``
+    too (collection ~10 -> ~5.5 CPU-s a process with them kept, 2026-11-27). Only while
+    collecting: what the tests' code imports later is as the environment says."""
+    keep = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = keep
+
+
 #: Fixtures that start (or need) the shared Spark session: a test using one, even through another
 #: fixture, carries the ``spark`` marker, so that ``pytest -m "not spark"`` never starts a JVM
 #: (a ``slow`` test is marked too: its processes start their own).
