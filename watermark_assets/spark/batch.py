@@ -85,9 +85,9 @@ class StagedOutput:
 
 
 def _file_lineage(spec: ReadSpec, reported: Sequence[str] = ()) -> Column:
-    """Per row, ``struct<source, partition>`` of the requested file it came from, or NULL: ONE
-    lookup per row, not one per lineage column (about 0.5 s of a 240-file batch of 480,000
-    rows), and a hashed one (:func:`_hashed_lookup`).
+    """Per row, ``struct<source, partition, slot>`` of the requested file it came from (slot:
+    :func:`_lineage_entries`), or NULL: ONE lookup per row, not one per lineage column (about
+    0.5 s of a 240-file batch of 480,000 rows), and a hashed one (:func:`_hashed_lookup`).
 
     ``reported``: the files as the reader will report them (Spark's ``inputFiles()``). A row
     whose reported file is one of them takes its value by that string as it is, without
@@ -172,7 +172,7 @@ def _lineage(spec: ReadSpec) -> list[Column]:
 
 
 def _hashed_lookup(mapping: Mapping[str, Mapping[str, Any]], key: Column) -> Column:
-    """``mapping[key]`` per row (a ``struct<source, partition>``), NULL for a key it lacks, in
+    """``mapping[key]`` per row (a ``struct<source, partition, slot>``), NULL for a key it lacks, in
     constant time per row.
 
     Spark looks a key up in a map by comparing it with every entry in turn: with a map of the
