@@ -283,13 +283,13 @@ def finished_run(
     *,
     pipeline: str,
     watermark_before: object,
-    read_watermark: Callable[[], object],
+    watermark_after: object,
     others: str,
     log: Callable[[str], None],
 ) -> R:
     """The end of a run of windows (``others``: what they are, ``windows`` or ``cells``): each
-    one's line and the rows of other ``others`` its keys moved logged, the watermark read back
-    (``read_watermark()``, after the commit), the ``result`` with its totals."""
+    one's line and the rows of other ``others`` its keys moved logged, the watermark before and
+    after (read back after the commit), the ``result`` with its totals."""
     for run in runs:
         log(f"{pipeline}: {run.line()}")
     if committed.rows_moved:
@@ -299,5 +299,5 @@ def finished_run(
         rows_moved=committed.rows_moved,
         pipeline=pipeline,
         watermark_before=watermark_before,
-        watermark_after=read_watermark(),
+        watermark_after=watermark_after,
     )

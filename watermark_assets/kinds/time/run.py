@@ -292,7 +292,7 @@ def run_windows(
         committed,
         pipeline=pipeline.name,
         watermark_before=before,
-        read_watermark=watermark_log.read,
+        watermark_after=watermark_log.read(),
         others="windows",
         log=log,
     )

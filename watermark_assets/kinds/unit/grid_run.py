@@ -233,7 +233,7 @@ def run_cells(
         committed,
         pipeline=pipeline.name,
         watermark_before=before,
-        read_watermark=grid.read,
+        watermark_after=grid.read(),
         others="cells",
         log=log,
     )
