@@ -10,10 +10,17 @@ import pytest
 from _landing import FROZEN_NOW
 from _sensor_loop import SensorLoop
 from conftest import event_records, pipeline_yaml, project_config, write_ndjson
-from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, DefaultSensorStatus
+from dagster import (
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    build_sensor_context,
+)
 
+from watermark_assets.defs import jobs
 from watermark_assets.defs.build import build_definitions
-from watermark_assets.defs.jobs import job_name, sensor_status
+from watermark_assets.defs.jobs import FailedAttempts, failed_attempts_of, job_name, sensor_status
 from watermark_assets.kinds.file_path.assets import BATCH_TAG
 
 
@@ -52,7 +59,7 @@ LANDED = {
             id="each batch counts its own",
         ),
         pytest.param(
-            {"2024-01-29": 60}, {"2024-01-29": 50, "2024-01-30": 0}, id="counted up to 50"
+            {"2024-01-29": 60}, {"2024-01-29": 60, "2024-01-30": 0}, id="60 failed runs: a60"
         ),
         pytest.param(
             {"another batch": 3}, {"2024-01-29": 0, "2024-01-30": 0}, id="another batch's"
@@ -86,3 +93,52 @@ def test_the_file_sensor_requests_a_batch_again_under_its_failed_attempts(
             )
     again = {r.partition_key: r.run_key for r in loop.tick().run_requests}
     assert again == {key: f"{base}|a{attempts[key]}" for key, base in bases.items()}
+
+
+#: Runs on the instance for :func:`failed_attempts_of`: (the tag's value, the run's status, count).
+RUNS = [
+    ("2024-01-29|a b*", DagsterRunStatus.FAILURE, 7),
+    ("2024-01-29|a b*", DagsterRunStatus.CANCELED, 2),
+    ("2024-01-29|a b*", DagsterRunStatus.SUCCESS, 3),
+    ("2024-01-30", DagsterRunStatus.FAILURE, 1),
+    ("not asked", DagsterRunStatus.FAILURE, 4),
+]
+
+
+@pytest.mark.parametrize(
+    ("read", "values", "expected"),
+    [
+        pytest.param(500, [], {}, id="nothing asked: no query"),
+        pytest.param(
+            500,
+            ["2024-01-29|a b*", "2024-01-30", "never ran"],
+            {"2024-01-29|a b*": 9, "2024-01-30": 1, "never ran": 0},
+            id="failed and canceled runs count, per value, others not",
+        ),
+        pytest.param(
+            4,
+            ["2024-01-29|a b*", "2024-01-30", "never ran"],
+            {"2024-01-29|a b*": 9, "2024-01-30": 1, "never ran": 0},
+            id="more failed runs than one query reads: the database counts each, exact",
+        ),
+        pytest.param(10, ["2024-01-30"], {"2024-01-30": 1}, id="one value among many failed runs"),
+    ],
+)
+def test_the_failed_attempts_of_a_ticks_run_keys_are_exact(
+    monkeypatch: pytest.MonkeyPatch, read: int, values: list[str], expected: dict[str, int]
+) -> None:
+    """Every kind's sensor numbers a run key's attempt by its base's failed runs: exact at any
+    history (a key Dagster launched already would never run again)."""
+    monkeypatch.setattr(jobs, "FAILED_RUNS_READ", read)
+    instance = DagsterInstance.ephemeral()
+    for value, status, count in RUNS:
+        for _ in range(count):
+            tags = {"watermark_assets/tick": value}
+            instance.add_run(
+                DagsterRun(job_name="a b*_job", run_id=str(uuid4()), tags=tags, status=status)
+            )
+    context = build_sensor_context(instance=instance)
+    assert failed_attempts_of(context, "watermark_assets/tick", values) == expected
+    one_by_one = FailedAttempts(context, "watermark_assets/tick")
+    one_by_one.prefetch(values[:1])
+    assert {value: one_by_one(value) for value in values} == expected

@@ -596,7 +596,9 @@ def test_a_unit_whose_requested_run_failed_is_due_again_under_its_next_attempt(
     asked: dict[str, int],
     in_flight: dict[str, int],
 ) -> None:
-    queued = queue_unit_runs(["a"], done=set(), requested=requested, cap=5, failed_runs=failed_runs)
+    queued = queue_unit_runs(
+        ["a"], done=set(), requested=requested, cap=5, failed_runs=lambda u: failed_runs.get(u, 0)
+    )
     assert (queued.requested, queued.in_flight) == (asked, in_flight)
     if asked and requested:
         assert queued.describe() == (

@@ -2,14 +2,14 @@
 the runs of a job that are in flight or failed.
 
 Kind-free: every kind's ``defs.py`` builds its job with :func:`pipeline_job` and asks
-:func:`partitions_in_flight` / :func:`failed_attempts` (:func:`failed_attempts_of`: of the run
-keys a tick requests, in one query) before requesting a run; the time, unit and time x unit
-sensors end a tick with :func:`requested_or_skipped`.
+:func:`partitions_in_flight` / :func:`failed_attempts_of` (of the run keys a tick requests;
+:class:`FailedAttempts` when it finds them one by one) before requesting a run; the time, unit
+and time x unit sensors end a tick with :func:`requested_or_skipped`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from dagster import (
@@ -112,40 +112,56 @@ def partitions_in_flight(
     return busy
 
 
-def failed_attempts(context: SensorEvaluationContext, job_name: str, *, tag: str) -> dict[str, int]:
-    """How many runs of ``job_name`` failed per value of ``tag`` (a run key's attempt): the
-    sensor's own tag (each kind's sensor tags its runs with its own)."""
-    failed = context.instance.get_runs(
-        filters=RunsFilter(job_name=job_name, statuses=FAILED), limit=500
-    )
-    attempts: dict[str, int] = {}
-    for run in failed:
-        base = run.tags.get(tag)
-        if base:
-            attempts[base] = attempts.get(base, 0) + 1
-    return attempts
-
-
-#: The failed runs of one run key's base that a tick counts (its attempt stops growing there).
-ATTEMPTS_COUNTED = 50
+#: The failed runs one query reads for a tick's run key bases; when a tick's bases have failed
+#: more often than this (a pipeline failing for a long time), each base is counted by the
+#: database instead (one count query per base), so the numbers stay exact at any history.
+FAILED_RUNS_READ = 500
 
 
 def failed_attempts_of(
-    context: SensorEvaluationContext, tag: str, values: Collection[str]
+    context: SensorEvaluationContext, tag: str, values: Iterable[str]
 ) -> dict[str, int]:
-    """How many runs failed per value of ``tag`` among ``values`` (the bases of the run keys a
-    tick requests), at most :data:`ATTEMPTS_COUNTED` each: one query for all of them."""
+    """How many runs failed (or were canceled) per value of ``tag`` among ``values``: the bases
+    of the run keys a tick requests, each key ending with ``a{n}`` for its ``n`` failed runs, so
+    a failed run's work gets a key Dagster has not launched. Exact at any history: one query
+    reads the failed runs of all of them (at most :data:`FAILED_RUNS_READ`), else the database
+    counts each. Every kind's sensor asks this, only for the bases it requests."""
     counts = dict.fromkeys(values, 0)
     if not counts:
         return counts
     failed = context.instance.get_runs(
-        filters=RunsFilter(tags={tag: list(counts)}, statuses=FAILED)
+        filters=RunsFilter(tags={tag: list(counts)}, statuses=FAILED), limit=FAILED_RUNS_READ
     )
+    if len(failed) >= FAILED_RUNS_READ:
+        return {
+            value: context.instance.get_runs_count(RunsFilter(tags={tag: value}, statuses=FAILED))
+            for value in counts
+        }
     for run in failed:
         value = run.tags.get(tag)
         if value in counts:
             counts[value] += 1
-    return {value: min(count, ATTEMPTS_COUNTED) for value, count in counts.items()}
+    return counts
+
+
+class FailedAttempts:
+    """:func:`failed_attempts_of` for a tick that finds its run key bases one by one: called
+    with a base, its failed runs (asked once per base and tick); :meth:`prefetch` asks for many
+    in one query first."""
+
+    def __init__(self, context: SensorEvaluationContext, tag: str) -> None:
+        self._context = context
+        self._tag = tag
+        self._known: dict[str, int] = {}
+
+    def prefetch(self, values: Iterable[str]) -> None:
+        missing = [value for value in values if value not in self._known]
+        self._known.update(failed_attempts_of(self._context, self._tag, missing))
+
+    def __call__(self, value: str) -> int:
+        if value not in self._known:
+            self.prefetch([value])
+        return self._known[value]
 
 
 def requested_or_skipped(

@@ -67,7 +67,7 @@ from watermark_assets.defs.jobs import (
     PIPELINE_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
-    failed_attempts,
+    failed_attempts_of,
     job_name,
     partitions_in_flight,
     sensor_status,
@@ -621,7 +621,7 @@ def build_event_time_sensor(
             )
         first, last = decision.keys[0], decision.keys[-1]
         base = f"{pipeline.name}|{first}..{last}"
-        attempt = failed_attempts(context, job.name, tag=TICK_TAG).get(base, 0)
+        attempt = failed_attempts_of(context, TICK_TAG, [base])[base]
         context.log.info(f"{pipeline.name}: {decision.reason}")
         tags = {
             PIPELINE_TAG: pipeline.name,

@@ -65,7 +65,7 @@ from watermark_assets.defs.freshness import cron_cadence, freshness_policy
 from watermark_assets.defs.jobs import (
     IN_FLIGHT,
     PIPELINE_TAG,
-    failed_attempts,
+    FailedAttempts,
     partitions_in_flight,
     pipeline_job,
     requested_or_skipped,
@@ -629,8 +629,8 @@ def build_time_sensor(
         if not tick.runs:
             return SensorResult(skip_reason=tick.due.explain())
         busy = _busy(context, asset_key, job.name, partitions_def)
-        attempts = failed_attempts(context, job.name, tag=TICK_TAG)
-        requested = tick_requests(pipeline, tick, busy, lambda base: f"a{attempts.get(base, 0)}")
+        attempts = FailedAttempts(context, TICK_TAG)
+        requested = tick_requests(pipeline, tick, busy, lambda base: f"a{attempts(base)}")
         note = source_schema_note(column_spec(pipeline))  # one schema read of the source
         message = tick_message(tick, requested, settings.max_runs_per_tick) + note
         said = changed_observations(

@@ -63,7 +63,7 @@ from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import freshness_policy
 from watermark_assets.defs.jobs import (
     PIPELINE_TAG,
-    failed_attempts,
+    FailedAttempts,
     pipeline_job,
     requested_or_skipped,
     sensor_status,
@@ -351,7 +351,7 @@ def queue_unit_runs(
     done: Set[str],
     requested: Mapping[str, int],
     cap: int,
-    failed_runs: Mapping[str, int] | None = None,
+    failed_runs: Callable[[str], int] = lambda unit: 0,
 ) -> QueuedUnitRuns:
     """The units of ``listed`` (in order: oldest partitions first) with no committed run
     (``done``: the table's done-at state) that were not ``requested`` already; the first
@@ -359,15 +359,14 @@ def queue_unit_runs(
     A requested unit whose commit is in ``done`` leaves the in-flight list; so does one no
     longer listed, and one with more failed runs than its attempt requested (that run failed:
     it is due again, under the next attempt)."""
-    failures = failed_runs or {}
     listed_set = set(listed)
     in_flight = {
         u: n
         for u, n in requested.items()
-        if u in listed_set and u not in done and failures.get(u, 0) <= n
+        if u in listed_set and u not in done and failed_runs(u) <= n
     }
     due = [u for u in dict.fromkeys(listed) if u not in done and u not in in_flight]
-    asked = {u: failures.get(u, 0) for u in due[:cap]}
+    asked = {u: failed_runs(u) for u in due[:cap]}
     again = tuple(u for u in asked if u in requested)
     return QueuedUnitRuns(len(due), asked, tuple(due[cap:]), in_flight, cap, again)
 
@@ -481,13 +480,17 @@ def build_units_sensor(
         # from the cursor alone: a lost cursor still finds every unit that never ran.
         done = load_unit_watermark(pipeline.table.uri, pipeline.name).units
         prefix = unit_tick_base(pipeline.name, "")
-        failed = failed_attempts(context, job.name, tag=UNIT_TICK_TAG)
+        finished = {u for u, at in done.items() if at is not None}
+        failed = FailedAttempts(context, UNIT_TICK_TAG)
+        # the requested units still waiting for their commit, in one query; the due ones it
+        # requests next are asked one by one (at most max_runs_per_tick)
+        failed.prefetch(prefix + u for u in cursor.requested if u not in finished)
         queued = queue_unit_runs(
             tick.listed,
-            done={u for u, at in done.items() if at is not None},
+            done=finished,
             requested=cursor.requested,
             cap=settings.max_runs_per_tick,
-            failed_runs={k.removeprefix(prefix): n for k, n in failed.items()},
+            failed_runs=lambda unit: failed(prefix + unit),
         )
         report = f"{tick.report} | {queued.describe()}"
         note = ""

@@ -17,7 +17,7 @@
   with a run in flight are left out. The tick says why (``DueCells.explain``).
 """
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -57,7 +57,7 @@ from watermark_assets.defs.jobs import (
     PIPELINE_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
-    failed_attempts,
+    FailedAttempts,
     partitions_in_flight,
     pipeline_job,
     requested_or_skipped,
@@ -282,7 +282,7 @@ def decide_grid_tick(
     now: datetime,
     *,
     busy: Collection[str] = (),
-    attempts: dict[str, int] | None = None,
+    attempts: Callable[[str], int] = lambda base: 0,
 ) -> GridTick:
     """The cells due at ``now`` for ``units`` (the grid's watermark read from the log once), as
     ranged run requests: one per unit and run of consecutive due windows without a run in flight
@@ -296,7 +296,7 @@ def decide_grid_tick(
     waiting = {c for c in due.cells if cell_key(spec, c) in busy}
     ranges = due.ranges(exclude=waiting)
     cap = pipeline.sensor.max_runs_per_tick
-    requests = tuple(_request(pipeline, spec, due, r, attempts or {}) for r in ranges[:cap])
+    requests = tuple(_request(pipeline, spec, due, r, attempts) for r in ranges[:cap])
     message = due.explain()
     if waiting:
         message += f"; {len(waiting)} cell(s) wait for their runs in flight"
@@ -314,7 +314,7 @@ def _request(
     spec: TimeSpec,
     due: DueCells,
     cells: CellRange,
-    attempts: dict[str, int],
+    attempts: Callable[[str], int],
 ) -> RunRequest:
     first, last = (
         cell_key(spec, Cell(cells.first, cells.unit)),
@@ -323,7 +323,7 @@ def _request(
     epoch = format_instant(cut_off_epoch(due.by_unit[cells.unit]))
     base = f"{pipeline.name}|{first}..{last}|{epoch}"
     tags = {PIPELINE_TAG: pipeline.name, TICK_TAG: base}
-    key = f"{base}|a{attempts.get(base, 0)}"
+    key = f"{base}|a{attempts(base)}"
     if cells.cells == 1:
         tags.update(pipeline_partition_tags(pipeline.name, first))
         return RunRequest(run_key=key, partition_key=first, tags=tags)
@@ -376,7 +376,7 @@ def build_grid_sensor(
             units,
             clock(),
             busy=busy,
-            attempts=failed_attempts(context, job.name, tag=TICK_TAG),
+            attempts=FailedAttempts(context, TICK_TAG),
         )
         message = " | ".join([tick.message, *notes])
         if tick.requests:  # one schema read of the source, when runs would start
