@@ -158,3 +158,43 @@ def test_a_run_worker_reaches_its_spark_prestart_without_pyarrow_or_deltalake(
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[0] == "[]"
+
+
+ENDS_FIRST = """
+import atexit, json, subprocess, sys
+from pyspark import SparkContext
+
+def after_the_sessions_handler():  # registered first, so it runs after the session's own
+    try:
+        SparkContext._gateway.proc.wait(timeout=60)
+        print("the JVM ended while the interpreter was still running")
+    except subprocess.TimeoutExpired:
+        print("the JVM was still running")
+
+atexit.register(after_the_sessions_handler)
+from watermark_assets.spark.session import get_spark
+print(get_spark("local[1]", json.loads(sys.argv[1])).range(3).count())
+"""
+
+
+@pytest.mark.spark
+def test_at_exit_a_process_tells_its_driver_jvm_to_stop_before_its_own_teardown() -> None:
+    """The JVM stops when its stdin closes, which otherwise happens only once the interpreter
+    has torn down every module (tenths of a second in a run worker): an exit handler closes it
+    first, so both stop side by side and whoever waits for the process waits less."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", ENDS_FIRST, json.dumps(TEST_SPARK_CONF)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[:2] == [
+        "3",
+        "the JVM ended while the interpreter was still running",
+    ]
