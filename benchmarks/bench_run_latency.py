@@ -237,7 +237,8 @@ def bench_one_file(
     notes: list[str] = []
     for kind, url in kinds:
         print(f"[A] warm runs in one process, {kind} ...", flush=True)
-        first, *warm = warm_runs(work, f"a_{kind}_warm", rows, url, max(reps, 2))
+        # as many warm runs as repetitions after the first (the smoke run's one: the same code)
+        first, *warm = warm_runs(work, f"a_{kind}_warm", rows, url, reps)
         process, work_s = median(results[kind]), median(warm)
         label = "local Spark (local[2])" if url is None else "Spark Connect (server up)"
         each = " ".join(f"{t:.2f}" for t in results[kind])

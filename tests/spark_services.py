@@ -38,8 +38,11 @@ def free_port() -> int:
 #: The JVM options of the tests' short-lived JVMs (tests/conftest.py sets SPARK_SUBMIT_OPTS, which
 #: only spark-submit's JVMs read: drivers, the Connect server): C1 only. A standalone master and
 #: worker (``spark-class``) read SPARK_DAEMON_JAVA_OPTS, the executors a worker launches
-#: ``spark.executor.extraJavaOptions``; what Spark does is the same under either compiler.
-SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+#: ``spark.executor.extraJavaOptions``; what Spark does is the same under either compiler. One
+#: compiler thread, the serial collector, no perf-data file: as SPARK_SUBMIT_OPTS (conftest).
+SHORT_LIVED_JVM_OPTIONS = (
+    "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC -XX:-UsePerfData"
+)
 
 
 def spark_env(**extra: str) -> dict[str, str]:
