@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from dagster import (
     AssetCheckEvaluation,
@@ -350,7 +351,8 @@ def build_sensor(
             [txn_app_id(pipeline.name, key) for key in groups.by_partition]
         )
         waiting: list[str] = []
-        batches: dict[str, tuple[str, tuple[str, ...]]] = {}  # run key's base -> partition, files
+        batches: list[_Batch] = []
+        newest: list[str] = []  # the last file of each batch requested
         for key, files in groups.by_partition.items():
             if len(batches) >= limits.max_runs_per_tick:
                 break
@@ -359,25 +361,10 @@ def build_sensor(
                 continue
             batch = files[: limits.max_files_per_run]
             committed = versions[txn_app_id(pipeline.name, key)] or 0
-            batches[batch_key(pipeline.name, key, committed, batch[-1])] = (key, batch)
-        attempts = failed_attempts_of(context, BATCH_TAG, batches)
-        requests: list[RunRequest] = []
-        newest: list[str] = []  # the last file of each batch requested
-        for base, (key, batch) in batches.items():
+            base = batch_key(pipeline.name, key, committed, batch[-1])
+            batches.append(_Batch(base, key, files_run_config(node_name(pipeline), batch)))
             newest.append(batch[-1])
-            requests.append(
-                RunRequest(
-                    run_key=f"{base}|a{attempts[base]}",
-                    partition_key=key,
-                    run_config=files_run_config(node_name(pipeline), batch),
-                    tags={
-                        PIPELINE_TAG: pipeline.name,
-                        BATCH_TAG: base,
-                        **pipeline_partition_tags(pipeline.name, key),
-                    },
-                )
-            )
-        requests.extend(late_requests)
+        requests = [*_batch_requests(context, pipeline, batches), *late_requests]
         pending = sum(len(files) for files in groups.by_partition.values())
         cursor = replace(seen, pending_files=pending, state=WatermarkState.ACTIVE.value)
         if newest:
@@ -593,27 +580,14 @@ def _late_run_requests(
     with a run in flight waits for the next sweep)."""
     if not pipeline.watermark.sweep.ingest:
         return []
-    requests = []
+    batches = []
     for key, files in late.by_partition.items():
         if key in busy:
             continue
-        digest = hashlib.sha256("\n".join(files).encode("utf-8")).hexdigest()[:16]
-        base = f"late|{pipeline.name}|{key}|{digest}"
-        attempt = failed_attempts_of(context, BATCH_TAG, [base])[base]
-        requests.append(
-            RunRequest(
-                run_key=f"{base}|a{attempt}",
-                partition_key=key,
-                run_config=files_run_config(node_name(pipeline), files, late=True),
-                tags={
-                    PIPELINE_TAG: pipeline.name,
-                    BATCH_TAG: base,
-                    LATE_TAG: "true",
-                    **pipeline_partition_tags(pipeline.name, key),
-                },
-            )
-        )
-    return requests
+        named = hashlib.sha256("\n".join(files).encode("utf-8")).hexdigest()[:16]
+        config = files_run_config(node_name(pipeline), files, late=True)
+        batches.append(_Batch(f"late|{pipeline.name}|{key}|{named}", key, config, late=True))
+    return _batch_requests(context, pipeline, batches)
 
 
 def _rewrite_run_requests(
@@ -628,29 +602,50 @@ def _rewrite_run_requests(
     partition with a run in flight waits for the next tick), at most ``max_runs_per_tick``."""
     if pipeline.on_rewrite != "replace":
         return []
-    requests: list[RunRequest] = []
+    batches: list[_Batch] = []
     for path, signature in rewritten.items():
         key = partition_key_of(pipeline, path, partition_of)
         if key is None or key in busy:
             continue
-        if len(requests) >= pipeline.sensor.max_runs_per_tick:
+        if len(batches) >= pipeline.sensor.max_runs_per_tick:
             break
-        digest = hashlib.sha256(f"{path}\n{signature}".encode()).hexdigest()[:16]
-        base = f"rewrite|{pipeline.name}|{key}|{digest}"
-        attempt = failed_attempts_of(context, BATCH_TAG, [base])[base]
-        requests.append(
-            RunRequest(
-                run_key=f"{base}|a{attempt}",
-                partition_key=key,
-                run_config=files_run_config(node_name(pipeline), [path], rewrite=True),
-                tags={
-                    PIPELINE_TAG: pipeline.name,
-                    BATCH_TAG: base,
-                    **pipeline_partition_tags(pipeline.name, key),
-                },
-            )
+        named = hashlib.sha256(f"{path}\n{signature}".encode()).hexdigest()[:16]
+        config = files_run_config(node_name(pipeline), [path], rewrite=True)
+        batches.append(_Batch(f"rewrite|{pipeline.name}|{key}|{named}", key, config))
+    return _batch_requests(context, pipeline, batches)
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """A run the file sensor requests: its run key's base (also its batch tag), its Dagster
+    partition, its run config, whether it is a late run."""
+
+    base: str
+    partition: str
+    run_config: dict[str, Any]
+    late: bool = False
+
+
+def _batch_requests(
+    context: SensorEvaluationContext, pipeline: Pipeline, batches: Sequence[_Batch]
+) -> list[RunRequest]:
+    """The run requests of ``batches``, each key ending with its base's failed attempts (one
+    query for all of them)."""
+    attempts = failed_attempts_of(context, BATCH_TAG, [b.base for b in batches])
+    return [
+        RunRequest(
+            run_key=f"{b.base}|a{attempts[b.base]}",
+            partition_key=b.partition,
+            run_config=b.run_config,
+            tags={
+                PIPELINE_TAG: pipeline.name,
+                BATCH_TAG: b.base,
+                **({LATE_TAG: "true"} if b.late else {}),
+                **pipeline_partition_tags(pipeline.name, b.partition),
+            },
         )
-    return requests
+        for b in batches
+    ]
 
 
 #: How many names of files Spark cannot read the cursor and the observation keep (all are counted).
