@@ -479,18 +479,18 @@ def build_units_sensor(
         # Which units are due comes from the table's own state (one snapshot read), never
         # from the cursor alone: a lost cursor still finds every unit that never ran.
         done = load_unit_watermark(pipeline.table.uri, pipeline.name).units
-        prefix = unit_tick_base(pipeline.name, "")
         finished = {u for u, at in done.items() if at is not None}
         failed = FailedAttempts(context, UNIT_TICK_TAG)
         # the requested units still waiting for their commit, in one query; the due ones it
         # requests next are asked one by one (at most max_runs_per_tick)
-        failed.prefetch(prefix + u for u in cursor.requested if u not in finished)
+        waiting = [u for u in cursor.requested if u not in finished]
+        failed.prefetch(unit_tick_base(pipeline.name, u) for u in waiting)
         queued = queue_unit_runs(
             tick.listed,
             done=finished,
             requested=cursor.requested,
             cap=settings.max_runs_per_tick,
-            failed_runs=lambda unit: failed(prefix + unit),
+            failed_runs=lambda unit: failed(unit_tick_base(pipeline.name, unit)),
         )
         report = f"{tick.report} | {queued.describe()}"
         note = ""
