@@ -180,8 +180,8 @@ def child_warm(spec: dict[str, Any]) -> None:
 
     from watermark_assets.config import load_config
     from watermark_assets.defs import build_definitions
-    from watermark_assets.defs.jobs import job_name
     from watermark_assets.kinds.file_path.assets import files_run_config
+    from watermark_assets.names import job_name
 
     folder, rows = Path(spec["folder"]), int(spec["rows"])
     instance = DagsterInstance.ephemeral()
@@ -279,8 +279,9 @@ def prepare_run_worker(folder: Path, config: Path, first: str, last: str) -> tup
     from dagster._grpc.types import ExecuteRunArgs
     from dagster._serdes import serialize_value
 
-    from watermark_assets.defs.jobs import RANGE_END_TAG, RANGE_START_TAG, job_name
+    from watermark_assets.defs.jobs import RANGE_END_TAG, RANGE_START_TAG
     from watermark_assets.kinds.file_path.assets import files_run_config
+    from watermark_assets.names import job_name
 
     home = folder / "dagster_home"
     home.mkdir()

@@ -76,8 +76,9 @@ def ingest(config: Any, sizes: Sizes, instance: Any) -> float:
 
     from watermark_assets import storage
     from watermark_assets.defs import build_definitions
-    from watermark_assets.defs.jobs import RANGE_END_TAG, RANGE_START_TAG, job_name
+    from watermark_assets.defs.jobs import RANGE_END_TAG, RANGE_START_TAG
     from watermark_assets.kinds.file_path.assets import files_run_config
+    from watermark_assets.names import job_name
 
     days = [
         (INGEST_START + timedelta(days=d)).strftime("%Y-%m-%d") for d in range(sizes.ingest_days)

@@ -439,8 +439,9 @@ def bench_ingestion(sizes: Sizes, work: Path) -> tuple[list[list[str]], list[str
     from pyspark.sql import functions as F
 
     from watermark_assets.defs import build_definitions
-    from watermark_assets.defs.jobs import RANGE_END_TAG, RANGE_START_TAG, job_name
+    from watermark_assets.defs.jobs import RANGE_END_TAG, RANGE_START_TAG
     from watermark_assets.kinds.file_path.assets import files_run_config
+    from watermark_assets.names import job_name
     from watermark_assets.spark.session import get_spark
 
     master = work / "b_landing_master"

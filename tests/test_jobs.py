@@ -20,8 +20,9 @@ from dagster import (
 
 from watermark_assets.defs import jobs
 from watermark_assets.defs.build import build_definitions
-from watermark_assets.defs.jobs import FailedAttempts, failed_attempts_of, job_name, sensor_status
+from watermark_assets.defs.jobs import FailedAttempts, failed_attempts_of, sensor_status
 from watermark_assets.kinds.file_path.assets import BATCH_TAG
+from watermark_assets.names import job_name
 
 
 @pytest.mark.parametrize(

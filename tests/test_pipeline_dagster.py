@@ -49,9 +49,9 @@ from deltalake import DeltaTable
 
 from watermark_assets.config import FilePipelineConfig
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.jobs import PIPELINE_TAG
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.exceptions import RequestedFileError, UnsortableFileNameError
+from watermark_assets.names import PIPELINE_TAG
 from watermark_assets.state.commit_metadata import txn_app_id
 from watermark_assets.state.load import load_state
 from watermark_assets.vocabulary import duration_text, table_pairs, table_rows

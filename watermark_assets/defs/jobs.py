@@ -41,9 +41,6 @@ from watermark_assets import names
 
 IO_MANAGER_KEY = "watermark_io_manager"
 SPARK_RESOURCE_KEY = "spark"
-PIPELINE_TAG = names.PIPELINE_TAG
-#: A pipeline's job, ``{pipeline}_job``.
-job_name = names.job_name
 #: Dagster's own run tags (dagster does not export them): a run's one partition, and the first
 #: and last key of a run over a range of partitions (a backfill, a sensor's ranged run).
 PARTITION_TAG = PARTITION_NAME_TAG
@@ -74,7 +71,7 @@ def pipeline_job(
 ) -> UnresolvedAssetJobDefinition:
     """``{pipeline}_job``: the pipeline's asset and its checks, over its partitions."""
     return define_asset_job(
-        job_name(pipeline_name),
+        names.job_name(pipeline_name),
         selection=AssetSelection.assets(asset_def) | AssetSelection.checks(checks),
         partitions_def=partitions_def,
         description=description,

@@ -33,8 +33,9 @@ from dagster import AssetKey, DagsterRun, QueuedRunCoordinator
 from dagster._core.run_coordinator import SubmitRunContext
 
 from watermark_assets import names
-from watermark_assets.defs.jobs import PARTITION_TAG, PIPELINE_TAG, RANGE_END_TAG, RANGE_START_TAG
+from watermark_assets.defs.jobs import PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG
 from watermark_assets.defs.keys import pipeline_name_of
+from watermark_assets.names import PIPELINE_TAG
 
 PIPELINE_PARTITION_TAG = names.PIPELINE_PARTITION_TAG
 PIPELINE_RANGE_TAG = names.PIPELINE_RANGE_TAG

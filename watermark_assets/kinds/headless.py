@@ -139,7 +139,7 @@ class Headless:
         return [] if self._sensor_pass is None else self._sensor_pass()
 
     def job(self, pipeline: str) -> Any:
-        from watermark_assets.defs.jobs import job_name
+        from watermark_assets.names import job_name
 
         return self.defs.resolve_job_def(job_name(pipeline))
 

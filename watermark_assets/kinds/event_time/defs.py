@@ -64,11 +64,9 @@ from watermark_assets.defs.asset_body import AssetOutcome, AssetRun, run_asset
 from watermark_assets.defs.backlog_check import backlog_check_spec, backlog_verdict
 from watermark_assets.defs.freshness import GRANULARITY_CADENCE, freshness_policy
 from watermark_assets.defs.jobs import (
-    PIPELINE_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
     failed_attempts_of,
-    job_name,
     partitions_in_flight,
     sensor_status,
 )
@@ -89,6 +87,7 @@ from watermark_assets.kinds.event_time.engines import (
 )
 from watermark_assets.kinds.event_time.stream import StreamSpec
 from watermark_assets.kinds.event_time.window import WindowAggregateSpec
+from watermark_assets.names import PIPELINE_TAG, job_name
 from watermark_assets.vocabulary import millis_text
 
 GROUP_NAME = "watermark_event_time"

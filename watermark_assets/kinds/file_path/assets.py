@@ -29,7 +29,7 @@ from watermark_assets import names, storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.clock import Clock
 from watermark_assets.defs.asset_body import AssetOutcome, AssetRun, run_asset
-from watermark_assets.defs.jobs import IO_MANAGER_KEY, PIPELINE_TAG
+from watermark_assets.defs.jobs import IO_MANAGER_KEY
 from watermark_assets.defs.keys import asset_key
 from watermark_assets.delta.log import table_row_count
 from watermark_assets.delta.schema_change import SchemaEvolution
@@ -39,6 +39,7 @@ from watermark_assets.kinds.file_path.metadata import batch_metadata, partition_
 from watermark_assets.kinds.file_path.plan import BatchRequest, plan_batch
 from watermark_assets.kinds.file_path.rewrite import commit_rewrite_batch
 from watermark_assets.kinds.file_path.stage import StagedBatch, stage_batch
+from watermark_assets.names import PIPELINE_TAG
 
 # BackfillPolicy is "beta" in dagster 1.13; the warning would repeat on every code-location load.
 warnings.filterwarnings("ignore", message=".*backfill_policy.*", category=BetaWarning)

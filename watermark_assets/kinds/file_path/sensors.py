@@ -46,12 +46,7 @@ from watermark_assets.core.filepath.path import prefix_components, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark, WatermarkState
 from watermark_assets.defs.backlog import file_backlog
 from watermark_assets.defs.backlog_check import BacklogVerdict, file_backlog_verdict
-from watermark_assets.defs.jobs import (
-    PIPELINE_TAG,
-    failed_attempts_of,
-    partitions_in_flight,
-    sensor_status,
-)
+from watermark_assets.defs.jobs import failed_attempts_of, partitions_in_flight, sensor_status
 from watermark_assets.defs.keys import node_name
 from watermark_assets.defs.partition_truth import digest
 from watermark_assets.defs.run_tags import pipeline_partition_tags
@@ -62,6 +57,7 @@ from watermark_assets.kinds.file_path.assets import BATCH_TAG, LATE_TAG, files_r
 from watermark_assets.kinds.file_path.commit import complete_quarantine
 from watermark_assets.kinds.file_path.partition_notes import partition_notes, partition_observations
 from watermark_assets.kinds.file_path.quiet_partitions import quiet_observations, quiet_truths
+from watermark_assets.names import PIPELINE_TAG
 from watermark_assets.sources.file_discovery import (
     FileGroups,
     PartitionOf,

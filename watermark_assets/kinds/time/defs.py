@@ -64,7 +64,6 @@ from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import cron_cadence, freshness_policy
 from watermark_assets.defs.jobs import (
     IN_FLIGHT,
-    PIPELINE_TAG,
     FailedAttempts,
     partitions_in_flight,
     pipeline_job,
@@ -92,6 +91,7 @@ from watermark_assets.kinds.time.run import (
     load_time_watermark,
     run_windows,
 )
+from watermark_assets.names import PIPELINE_TAG
 from watermark_assets.runs.column import count_null_watermark
 from watermark_assets.runs.window_commit import WindowRun
 from watermark_assets.sources.locations import check_source

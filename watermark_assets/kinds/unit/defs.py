@@ -62,7 +62,6 @@ from watermark_assets.defs.column_checks import reconcile_mismatch
 from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import freshness_policy
 from watermark_assets.defs.jobs import (
-    PIPELINE_TAG,
     FailedAttempts,
     pipeline_job,
     requested_or_skipped,
@@ -84,6 +83,7 @@ from watermark_assets.kinds.unit.run import (
     load_unit_watermark,
     run_units,
 )
+from watermark_assets.names import PIPELINE_TAG
 from watermark_assets.runs.column import RUN_METADATA_KEY
 from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.sources.locations import check_source

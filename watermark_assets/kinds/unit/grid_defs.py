@@ -54,7 +54,6 @@ from watermark_assets.defs.column_checks import build_column_checks
 from watermark_assets.defs.columns import source_schema
 from watermark_assets.defs.freshness import cron_cadence, freshness_policy
 from watermark_assets.defs.jobs import (
-    PIPELINE_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
     FailedAttempts,
@@ -91,6 +90,7 @@ from watermark_assets.kinds.unit.defs import (
     unit_partitions,
 )
 from watermark_assets.kinds.unit.grid_run import CellsRunResult, load_grid_watermark, run_cells
+from watermark_assets.names import PIPELINE_TAG
 from watermark_assets.runs.column_spec import ColumnSpec
 from watermark_assets.sources.locations import check_source
 
