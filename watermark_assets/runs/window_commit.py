@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from watermark_assets.core.column.watermark import WatermarkOperator
 from watermark_assets.core.partition_selection import TimeWindow
@@ -273,17 +273,33 @@ class WindowsRunResult(WindowRunTotals, Generic[W]):
     watermark_after: W
 
 
-R = TypeVar("R", bound=WindowsRunResult[Any])
+R = TypeVar("R", bound=WindowsRunResult[Any], covariant=True)
+M = TypeVar("M", contravariant=True)
+
+
+class RunResultType(Protocol[M, R]):
+    """A :class:`WindowsRunResult` class whose watermark is ``M`` (its constructor)."""
+
+    def __call__(
+        self,
+        windows: tuple[WindowRun, ...],
+        /,
+        *,
+        rows_moved: int,
+        pipeline: str,
+        watermark_before: M,
+        watermark_after: M,
+    ) -> R: ...
 
 
 def finished_run(
-    result: type[R],
+    result: RunResultType[W, R],
     runs: Sequence[WindowRun],
     committed: WindowsCommit,
     *,
     pipeline: str,
-    watermark_before: object,
-    watermark_after: object,
+    watermark_before: W,
+    watermark_after: W,
     others: str,
     log: Callable[[str], None],
 ) -> R:
