@@ -1,10 +1,14 @@
 """engine/plan.py and engine/execute.py without Spark: what a plan's parts say, the write mode a
-commit is made in, and the one attempt loop (stale outcomes, staging removed, giving up)."""
+commit is made in, and the one attempt loop (stale outcomes, staging removed, giving up), which
+the file kind's commits run on too."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
@@ -26,10 +30,20 @@ from watermark_assets.engine.execute import (
 from watermark_assets.engine.plan import PipelineWatermark, ReadSlice, RecordPlan
 from watermark_assets.engine.write import Append, Merge, Replace, WriteMode
 from watermark_assets.exceptions import DeltaCommitError
+from watermark_assets.kinds.file_path.commit import (
+    Attempt,
+    BatchResult,
+    Placement,
+    commit_attempts,
+)
+from watermark_assets.kinds.file_path.stage import StagedBatch
+from watermark_assets.state.commit_metadata import CommitMetadata
+from watermark_assets.state.load import PipelineState
 
 ID = ("id",)
 W1 = ReplaceWindow("id", 1, 1, Interval.CLOSED_CLOSED)
 W2 = ReplaceWindow("id", 2, 5, Interval.CLOSED_OPEN)
+NOW = datetime(2024, 3, 1, tzinfo=UTC)
 
 
 def mark(value: int | None) -> ColumnWatermark:
@@ -126,9 +140,16 @@ def test_a_stale_attempt_is_staged_again_and_every_staging_removed(
     assert not any(tmp_path.iterdir()), "every attempt's staging is removed"
 
 
-def test_a_run_gives_up_after_the_last_stale_attempt() -> None:
+@pytest.mark.parametrize(
+    ("contention", "said"),
+    [
+        (None, "other runs of 'p' kept committing"),
+        ("other writers kept replacing the rows of 'a b*.json'", "of 'a b*.json'"),
+    ],
+)
+def test_a_run_gives_up_after_the_last_stale_attempt(contention: str | None, said: str) -> None:
     run = Attempts(MAX_COMMIT_ATTEMPTS, [], [])
-    with pytest.raises(DeltaCommitError, match=f"after {MAX_COMMIT_ATTEMPTS} attempts"):
+    with pytest.raises(DeltaCommitError, match=f"after {MAX_COMMIT_ATTEMPTS} attempts") as error:
         execute(
             "s",
             run.attempt,
@@ -136,7 +157,56 @@ def test_a_run_gives_up_after_the_last_stale_attempt() -> None:
             staging=lambda _: [],
             table_uri="t",
             pipeline="p",
+            contention=contention,
         )
+    assert said in str(error.value)
+    assert "Nothing was committed by this run" in str(error.value)
+
+
+def _staged_batch(tmp_path: Path) -> StagedBatch:
+    """A staged file batch as far as the attempts see it: its pipeline, its staging folders."""
+    for name in ("data", "quarantine"):
+        (tmp_path / name).mkdir()
+    pipeline = SimpleNamespace(name="events", table=SimpleNamespace(uri=str(tmp_path / "t")))
+    plan = SimpleNamespace(request=SimpleNamespace(pipeline=pipeline))
+    staged = SimpleNamespace(
+        plan=plan, data_root=str(tmp_path / "data"), quarantine_root=str(tmp_path / "quarantine")
+    )
+    return cast(StagedBatch, staged)
+
+
+@pytest.mark.parametrize(
+    ("stale", "decided"),
+    [
+        (0, "nothing to commit"),
+        (2, "nothing to commit"),  # decided again from the log after two stale commits
+        (MAX_COMMIT_ATTEMPTS, None),  # gave up: the reason is the file kind's
+    ],
+)
+def test_a_file_batch_commits_through_the_engines_attempts(
+    stale: int, decided: str | None, tmp_path: Path
+) -> None:
+    staged = _staged_batch(tmp_path)
+    placements: list[object] = []
+
+    def attempt(placement: Placement) -> Attempt | BatchResult:
+        placements.append(placement)
+        if len(placements) <= stale:
+            stale_outcome = CommitOutcome(None, True, "a txn moved", stale=True)
+            return Attempt(stale_outcome, cast(CommitMetadata, None), ())
+        outcome = CommitOutcome(None, True, "nothing to commit")
+        return BatchResult(staged, outcome, (), 0, cast(PipelineState, None), False)
+
+    gave_up = "other runs kept committing the same partitions"
+    if decided is None:
+        with pytest.raises(DeltaCommitError, match=gave_up):
+            commit_attempts(staged, attempt, now=NOW, gave_up=gave_up)
+    else:
+        result = commit_attempts(staged, attempt, now=NOW, gave_up=gave_up)
+        assert result.outcome.reason == decided
+    assert len(placements) == min(stale + 1, MAX_COMMIT_ATTEMPTS)
+    assert len({id(p) for p in placements}) == 1, "the files are placed once for every attempt"
+    assert not any(tmp_path.iterdir()), "the staging folders are removed"
 
 
 def test_a_run_that_cannot_read_again_raises_the_stale_outcome() -> None:

@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 #: How many times a run plans, stages and commits before giving up on a table other runs keep
-#: committing to (the file kind's attempt loop, ``kinds.file_path.commit``, uses it too).
+#: committing to.
 MAX_COMMIT_ATTEMPTS = 5
 
 S = TypeVar("S")
@@ -147,11 +147,14 @@ def execute(
     staging: Callable[[S], Iterable[str]],
     table_uri: str,
     pipeline: str,
+    contention: str | None = None,
 ) -> R:
     """Commit ``staged`` (module docstring): ``attempt(staged, number)`` returns the run's
     result or raises :class:`Stale`; ``staging(staged)``: the folders removed after each
     attempt; ``stage_again(staged, stale)``: the run planned and staged again (it may raise
-    ``stale`` when it cannot read again)."""
+    ``stale`` when it cannot read again; a run that decides again from the log alone returns
+    ``staged`` as it is); ``contention``: why the run gives up, in the error (default: other
+    runs of ``pipeline`` kept committing)."""
     for number in range(1, MAX_COMMIT_ATTEMPTS + 1):
         try:
             return attempt(staged, number)
@@ -162,9 +165,9 @@ def execute(
                 remove_tree(folder)
         # Another run committed since the plan: its rows may be ours too.
         staged = stage_again(staged, last)
+    why = contention or f"other runs of {pipeline!r} kept committing"
     raise DeltaCommitError(
         f"gave up committing to {table_uri!r} after {MAX_COMMIT_ATTEMPTS} attempts: "
-        f"other runs of {pipeline!r} kept committing. Nothing was committed by this run; "
-        "run it again",
+        f"{why}. Nothing was committed by this run; run it again",
         table_uri=table_uri,
     )

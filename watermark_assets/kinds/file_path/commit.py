@@ -29,11 +29,10 @@ from watermark_assets.delta.committer import (
 from watermark_assets.delta.orphans import open_delta_table
 from watermark_assets.delta.rewrite import RewritePlan
 from watermark_assets.delta.stats import DataFile, describe_data_files
-from watermark_assets.engine.execute import MAX_COMMIT_ATTEMPTS
+from watermark_assets.engine.execute import Stale, execute
 from watermark_assets.engine.write import Append, RunRecord, write
 from watermark_assets.exceptions import (
     BatchOverlapError,
-    DeltaCommitError,
     LogHistoryLostError,
     SchemaInferredMeanwhileError,
 )
@@ -41,7 +40,7 @@ from watermark_assets.kinds.file_path.plan import BatchPlan
 from watermark_assets.kinds.file_path.stage import StagedBatch
 from watermark_assets.runs.faults import crash_point, pause_point
 from watermark_assets.sources.late_files import late_txn_app_id
-from watermark_assets.staging import move_into_table, remove_tree
+from watermark_assets.staging import move_into_table
 from watermark_assets.state.checkpoint import save_checkpoint
 from watermark_assets.state.commit_metadata import (
     COMMIT_METADATA_KEY,
@@ -253,34 +252,40 @@ def commit_attempts(
     """Commit a staged batch by ``attempt``, then record it: the one tail of every file-path
     commit (a batch's, a rewrite's).
 
+    The attempts are the engine's (:func:`~watermark_assets.engine.execute.execute`):
     ``attempt`` decides from the log and commits, or returns the :class:`BatchResult` of a
-    decision to commit nothing (its placed files are removed); a stale attempt is tried again,
-    up to ``MAX_COMMIT_ATTEMPTS`` (then :class:`DeltaCommitError`, nothing committed by this
-    run: ``gave_up`` says why). The staging folders are removed whatever happens. After the
-    commit: the state is read back, the commit's quarantine completed and the checkpoint
-    written at once (every commit's progress is recorded, whatever the intervals);
-    ``state_after`` shapes the state the run's metadata shows.
+    decision to commit nothing (its placed files are removed); a stale attempt decides again
+    from the log with the files placed once (:class:`Placement`), up to
+    ``MAX_COMMIT_ATTEMPTS`` (then :class:`~watermark_assets.exceptions.DeltaCommitError`,
+    nothing committed by this run: ``gave_up`` says why). The staging folders are removed
+    after every attempt, whatever happens. After the commit: the state is read back, the
+    commit's quarantine completed and the checkpoint written at once (every commit's progress
+    is recorded, whatever the intervals); ``state_after`` shapes the state the run's metadata
+    shows.
     """
     pipeline = staged.plan.request.pipeline
-    placement = Placement(staged)
-    try:
-        for _ in range(MAX_COMMIT_ATTEMPTS):
-            tried = attempt(placement)
-            if isinstance(tried, BatchResult):
-                placement.remove()
-                return tried
-            if not tried.outcome.stale:
-                break
-        else:
-            raise DeltaCommitError(
-                f"gave up committing to {pipeline.table.uri!r} after {MAX_COMMIT_ATTEMPTS} "
-                f"attempts: {gave_up}. Nothing was committed by this run; run it again",
-                table_uri=pipeline.table.uri,
-            )
-    finally:
-        for root in (staged.data_root, staged.quarantine_root):
-            if root is not None:
-                remove_tree(root)
+
+    def once(placement: Placement, _number: int) -> Attempt | BatchResult:
+        tried = attempt(placement)
+        if isinstance(tried, BatchResult):
+            placement.remove()
+        elif tried.outcome.stale:
+            raise Stale(tried.outcome)
+        return tried
+
+    tried = execute(
+        Placement(staged),
+        once,
+        stage_again=lambda placement, _stale: placement,  # decided again from the log
+        staging=lambda _placement: [
+            root for root in (staged.data_root, staged.quarantine_root) if root is not None
+        ],
+        table_uri=pipeline.table.uri,
+        pipeline=pipeline.name,
+        contention=gave_up,
+    )
+    if isinstance(tried, BatchResult):
+        return tried
     crash_point("after_commit")
     state = load_state(pipeline, now=now)
     completed = complete_quarantine(pipeline, state)
