@@ -19,7 +19,7 @@ from watermark_assets.config.shared import (
 )
 from watermark_assets.config.sources import ColumnSourceConfig
 from watermark_assets.core.column.lookback import Backward
-from watermark_assets.core.column.replay import split_range
+from watermark_assets.core.column.replay import ReplayChunk, ReplayRange, split_range
 from watermark_assets.core.errors import LookbackError
 from watermark_assets.exceptions import ConfigError
 
@@ -176,6 +176,11 @@ class ReplayConfig(_Model):
         "with destination.replace_by_watermark.",
     )
 
+    def chunks(self, column: str) -> list[ReplayChunk]:
+        """``[start, end)`` over ``column`` cut into chunks of ``chunk`` (the last one shorter
+        when the size does not divide the range)."""
+        return split_range(column, self.start, self.end, self.chunk.step)
+
     @field_validator("start", "end", mode="before")
     @classmethod
     def _parse_text(cls, value: Any) -> Any:
@@ -274,7 +279,7 @@ class ColumnPipelineConfig(PipelineModel):
             self.replay_problem(self.replay)  # raises ValueError
         return self
 
-    def replay_problem(self, replay: ReplayConfig) -> None:
+    def replay_problem(self, replay: ReplayRange) -> None:
         """ValueError when ``replay`` would duplicate rows: a replay into the pipeline's own
         table re-reads rows its runs committed, so it must replace its chunks' windows."""
         if self.replays_own_table(replay) and not self.destination.replace_by_watermark:
@@ -285,7 +290,7 @@ class ColumnPipelineConfig(PipelineModel):
                 + (_NOT_MERGE_FOR_WINDOWS if self.table.merge_keys else "")
             )
 
-    def replays_own_table(self, replay: ReplayConfig) -> bool:
+    def replays_own_table(self, replay: ReplayRange) -> bool:
         """Whether ``replay`` writes to the pipeline's own table (no other ``target_table``)."""
         target = replay.target_table
         return target is None or _same_location(target, self.table.uri)

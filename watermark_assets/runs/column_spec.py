@@ -22,11 +22,11 @@ from watermark_assets.config import (
     ColumnSourceConfig,
     ColumnTableConfig,
     ColumnWatermarkConfig,
-    ReplayConfig,
     TimePipelineConfig,
     UnitPipelineConfig,
 )
 from watermark_assets.config.schema import SchemaPolicy
+from watermark_assets.core.column.replay import ReplayRange
 from watermark_assets.sources.column import ColumnSource, ReadsUnits, UnitRead
 
 #: ``watermark.null_watermark`` of a run without a column watermark of its own (time and unit
@@ -89,7 +89,7 @@ class ColumnSpec:
         )
 
     @classmethod
-    def replaying(cls, pipeline: ColumnPipelineConfig, replay: ReplayConfig) -> ColumnSpec:
+    def replaying(cls, pipeline: ColumnPipelineConfig, replay: ReplayRange) -> ColumnSpec:
         """A replay's spec: the column pipeline's (:meth:`of`), writing ``replay.target_table``
         when that is another table than the pipeline's own."""
         spec = cls.of(pipeline)

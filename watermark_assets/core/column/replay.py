@@ -18,12 +18,52 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from watermark_assets.core.column.watermark import ColumnValue, ColumnWatermark, WatermarkOperator
 
 #: The size of a chunk: a duration for datetime and date columns, a number for numeric ones.
 ChunkStep = timedelta | int | float
+
+
+class ReplayRange(Protocol):
+    """What a replay replays: ``[start, end)`` of the leading watermark column, in the chunks
+    :meth:`chunks` cuts, into ``target_table`` (None: the pipeline's own table), saving each
+    chunk's upper bound or not (``save_watermark``, the table above). The configuration's
+    ``replay:`` block is one (its ``chunk`` size cuts the range); a run of Dagster time
+    partitions is another (:class:`PartitionsReplay`: one chunk per partition)."""
+
+    @property
+    def start(self) -> ColumnValue: ...
+
+    @property
+    def end(self) -> ColumnValue: ...
+
+    @property
+    def save_watermark(self) -> bool: ...
+
+    @property
+    def target_table(self) -> str | None: ...
+
+    def chunks(self, column: str) -> list[ReplayChunk]:
+        """The range's chunks over ``column``, in order."""
+        ...
+
+
+@dataclass(frozen=True)
+class PartitionsReplay:
+    """A replay of a run's time partitions into the pipeline's own table: ``windows``, one
+    chunk per partition in order (each ``[start, end)`` as its partition defines it), from the
+    first one's ``start`` to the last one's ``end``."""
+
+    start: ColumnValue
+    end: ColumnValue
+    windows: tuple[ReplayChunk, ...]
+    save_watermark: bool = False
+    target_table: str | None = None
+
+    def chunks(self, column: str) -> list[ReplayChunk]:
+        return list(self.windows)
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,9 @@ from dagster import (
 from watermark_assets import names
 from watermark_assets.config import (
     ColumnPipelineConfig,
-    ReplayChunkConfig,
-    ReplayConfig,
 )
 from watermark_assets.core.clock import Clock
-from watermark_assets.core.column.replay import ReplayChunk
+from watermark_assets.core.column.replay import PartitionsReplay, ReplayChunk
 from watermark_assets.core.column.watermark import ColumnWatermark
 from watermark_assets.core.partition_selection import PartitionSelection
 from watermark_assets.defs.asset_body import AssetOutcome, AssetRun, run_asset
@@ -103,22 +101,28 @@ def column_partitions(pipeline: ColumnPipelineConfig) -> TimeWindowPartitionsDef
     return None if pipeline.partitions is None else partitions_definition(pipeline)
 
 
-def partition_chunks(
+def partition_replay(
     pipeline: ColumnPipelineConfig,
     partitions_def: TimeWindowPartitionsDefinition,
     selection: PartitionSelection,
-) -> list[ReplayChunk]:
-    """One replay chunk per partition of the run: its window ``[start, end)`` on the leading
-    column (each key's window as its partitions define it)."""
+) -> PartitionsReplay:
+    """The replay of a run's partitions: one chunk per partition, its window ``[start, end)`` on
+    the leading column (each key's window as its partitions define it), saving the chunks'
+    bounds when the pipeline's ``replay.save_watermark`` says so."""
     column = (pipeline.watermark.columns[0],)
     windows = sorted(
         (partitions_def.time_window_for_partition_key(key) for key in selection.keys),
         key=lambda window: window.start,
     )
-    return [
-        ReplayChunk(ColumnWatermark(column, (w.start,)), ColumnWatermark(column, (w.end,)))
-        for w in windows
-    ]
+    return PartitionsReplay(
+        windows[0].start,
+        windows[-1].end,
+        tuple(
+            ReplayChunk(ColumnWatermark(column, (w.start,)), ColumnWatermark(column, (w.end,)))
+            for w in windows
+        ),
+        save_watermark=pipeline.replay is not None and pipeline.replay.save_watermark,
+    )
 
 
 def build_column_asset(pipeline: ColumnPipelineConfig, clock: Clock) -> AssetsDefinition:
@@ -161,25 +165,16 @@ def build_partitioned_column_asset(
     pipeline: ColumnPipelineConfig, partitions_def: TimeWindowPartitionsDefinition, clock: Clock
 ) -> AssetsDefinition:
     """The time-partitioned asset: a run replays its partitions' windows (module docstring)."""
-    save_watermark = pipeline.replay is not None and pipeline.replay.save_watermark
 
     def replay_run(run: AssetRun) -> AssetOutcome:
         check_source(pipeline)  # before Spark: a clear error, not Spark's
-        chunks = partition_chunks(pipeline, partitions_def, run.partitions)
-        replay = ReplayConfig(
-            start=chunks[0].lower.values[0],  # type: ignore[arg-type]
-            end=chunks[-1].upper.values[0],  # type: ignore[arg-type]
-            chunk=ReplayChunkConfig(hours=1),  # unused: the chunks are the partitions
-            save_watermark=save_watermark,
-        )
         result = run_replay(
             pipeline,
-            replay,
+            partition_replay(pipeline, partitions_def, run.partitions),
             run.spark,
             run_id=run.run_id,
             clock=clock,
             log=run.info,
-            chunks=chunks,
         )
         uri = pipeline.table.uri
         metadata = replay_metadata(result, table_rows=table_row_count(uri))

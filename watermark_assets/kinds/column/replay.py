@@ -49,19 +49,19 @@ committed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING
 
 from watermark_assets import names
-from watermark_assets.config import ColumnPipelineConfig, ReplayConfig
+from watermark_assets.config import ColumnPipelineConfig
 from watermark_assets.core.clock import Clock, system_clock
 from watermark_assets.core.column.lookback import ReadBound
 from watermark_assets.core.column.replay import (
     ReplayChunk,
+    ReplayRange,
     chunks_to_run,
-    split_range,
     watermark_to_save,
 )
 from watermark_assets.core.column.watermark import ColumnWatermark, GreaterOrEqual
@@ -95,7 +95,7 @@ REPLAY_METADATA_KEY = names.REPLAY_KEY
 replay_app_id = names.replay_app_id
 
 
-def replay_dataflow_id(pipeline_name: str, replay: ReplayConfig) -> str:
+def replay_dataflow_id(pipeline_name: str, replay: ReplayRange) -> str:
     """The dataflow id under which ``save_watermark: true`` saves the chunks' upper bounds (one
     per range, so replaying another range never skips chunks because of this one)."""
     return names.replay_dataflow_id(pipeline_name, replay.start, replay.end)
@@ -105,9 +105,9 @@ def _text(value: object) -> str:
     return value.isoformat() if isinstance(value, (datetime, date)) else str(value)
 
 
-def replay_chunks(pipeline: ColumnPipelineConfig, replay: ReplayConfig) -> list[ReplayChunk]:
+def replay_chunks(pipeline: ColumnPipelineConfig, replay: ReplayRange) -> list[ReplayChunk]:
     """The chunks of ``replay``'s range over the pipeline's leading watermark column."""
-    return split_range(pipeline.watermark.columns[0], replay.start, replay.end, replay.chunk.step)
+    return replay.chunks(pipeline.watermark.columns[0])
 
 
 def stored_replay_watermark(
@@ -119,7 +119,7 @@ def stored_replay_watermark(
 
 
 def committed_upper_bound(
-    pipeline: ColumnPipelineConfig, replay: ReplayConfig
+    pipeline: ColumnPipelineConfig, replay: ReplayRange
 ) -> ColumnWatermark | None:
     """The greatest upper bound of the replay's chunks whose txn is in the table (a Delta
     checkpoint keeps them): what ``repair-state`` recovers when the saved bound's commits are
@@ -185,24 +185,21 @@ class ReplayResult:
 
 def run_replay(
     pipeline: ColumnPipelineConfig,
-    replay: ReplayConfig,
+    replay: ReplayRange,
     spark: SparkSession,
     *,
     run_id: str,
     clock: Clock = system_clock,
     log: Callable[[str], None] = print,
-    chunks: Sequence[ReplayChunk] | None = None,
 ) -> ReplayResult:
     """Replay ``replay``'s range chunk by chunk (module docstring); returns what each chunk did.
-
-    ``chunks``: these chunks instead of ``replay.chunk``'s cut of the range (a run of Dagster
-    time partitions: one chunk per partition window).
-    """
+    The chunks are ``replay``'s (:meth:`~watermark_assets.core.column.replay.ReplayRange.
+    chunks`): the configuration's chunk size, or a run's time partitions."""
     pipeline.replay_problem(replay)
     target = ColumnSpec.replaying(pipeline, replay)
     own = pipeline.replays_own_table(replay)
     table = target.table.uri
-    chunks = list(chunks) if chunks is not None else replay_chunks(pipeline, replay)
+    chunks = replay_chunks(pipeline, replay)
     dataflow = replay_dataflow_id(pipeline.name, replay)
     spec = ColumnSpec.of(pipeline)
     manager = watermark_manager(spec)
@@ -249,7 +246,7 @@ def run_replay(
 
 
 def plan_chunk(
-    request: ColumnRunRequest, replay: ReplayConfig, chunk: ReplayChunk, *, own: bool
+    request: ColumnRunRequest, replay: ReplayRange, chunk: ReplayChunk, *, own: bool
 ) -> ColumnPlan:
     """The plan of one chunk: txns read first (the optimistic lock), then the watermarks.
 
@@ -310,7 +307,7 @@ def chunk_write_mode(pipeline: ColumnSpec, chunk: ReplayChunk) -> WriteMode:
     return mode.of((ReplaceWindow(column, lower, upper, Interval.CLOSED_OPEN),))  # type: ignore[arg-type]
 
 
-def advances_production(production: ColumnWatermark, replay: ReplayConfig) -> bool:
+def advances_production(production: ColumnWatermark, replay: ReplayRange) -> bool:
     """Whether a ``save_watermark: true`` chunk may advance the production watermark: only when
     it stands at or above the replay's start (every row between it and the greatest row the
     replay read was read by the replay). Empty or below the start: advancing would skip rows."""
