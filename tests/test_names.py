@@ -256,7 +256,7 @@ def test_a_unit_id_with_a_slash_is_refused_in_its_app_id() -> None:
 
 def test_the_old_spellings_are_the_names_module_s() -> None:
     """The module-level names other modules import stay the same objects (aliases)."""
-    from watermark_assets.defs import jobs, run_tags
+    from watermark_assets.defs import run_tags
     from watermark_assets.kinds.column import replay as column_replay
     from watermark_assets.kinds.time import run as time
     from watermark_assets.kinds.unit import grid_run as time_unit
@@ -277,8 +277,6 @@ def test_the_old_spellings_are_the_names_module_s() -> None:
     assert time_unit.cell_app_id is names.cell_app_id
     assert unit.unit_app_id is names.unit_app_id
     assert late_files.late_txn_app_id is names.late_app_id
-    assert jobs.PIPELINE_TAG == names.PIPELINE_TAG
-    assert jobs.job_name is names.job_name
     assert run_tags.PIPELINE_PARTITION_TAG == names.PIPELINE_PARTITION_TAG
 
 
