@@ -7,11 +7,12 @@ process). Each run is a whole ``watermark-assets run-sensors`` process (sensor -
 as the daemon does) with its own configuration, since the test session holds a local Spark
 already; its committed rows must equal those of a local-mode run of the same files. The Connect
 tests of each pipeline kind run their steps (whole Dagster runs) one after the other in ONE
-client process of their own (``connect_client``).
+client process that the class's tests share (``ConnectClient``), each in folders of its own.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -456,64 +457,123 @@ def through_connect(
     )
 
 
-#: The client process of ``connect_client``: a line ``PIPELINE KEY`` on its stdin is one
-#: tests/_crash_run.py run in THIS process (its prints go to stderr); it answers ``status=N``.
+#: The client process of ``ConnectClient``: a line on its stdin is a JSON step, one
+#: tests/_crash_run.py run (``argv``) in THIS process (its prints go to stderr) with ``env``
+#: changed for the step (None: unset; the previous values are restored after it); it answers
+#: ``status=N`` (an exception is printed and answered as ``status=error``).
 CLIENT = """
-import contextlib, sys
+import contextlib, json, os, sys, traceback
 sys.path.insert(0, sys.argv[1])
 from _crash_run import main
 for line in sys.stdin:
-    with contextlib.redirect_stdout(sys.stderr):
-        status = main(line.split())
+    step = json.loads(line)
+    saved = {key: os.environ.get(key) for key in step["env"]}
+    for key, value in step["env"].items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            status = main(step["argv"])
+    except Exception:
+        traceback.print_exc()
+        status = "error"
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     print(f"status={status}", flush=True)
 """
 
 
+class ConnectClient:
+    """ONE client process of the server for the tests of a class (as ``through_connect``: no
+    Java can start there, JAVA_HOME names nothing) that runs their steps one after the other.
+    A step is a whole Dagster run (build_definitions from the step's own configuration, one
+    ``execute_in_process``) in the environment the test process has at that moment (as a
+    process started then would inherit it); only the interpreter and its Spark Connect client
+    are shared, which saves a Python + Dagster start-up (~4 CPU-s) and a first run's warm-up a
+    test. Each test's pipelines read and write folders of its own ``tmp_path``. A client that
+    died (a hung step killed) is started again for the next step."""
+
+    def __init__(self, server: ConnectServer, folder: Path) -> None:
+        self.env = {
+            **os.environ,
+            "WATERMARK_ASSETS_CONFIG": str(folder / "none.yaml"),
+            "JAVA_HOME": str(folder / "no-java-here"),
+        }
+        self.url = server.url
+        self.errors = folder / "client.stderr"
+        self.errors.touch()
+        self.process: subprocess.Popen[str] | None = None
+
+    def _started(self) -> subprocess.Popen[str]:
+        if self.process is None or self.process.poll() is not None:
+            with self.errors.open("a", encoding="utf-8") as stderr:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-c", CLIENT, str(Path(__file__).parent)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    text=True,
+                    env=self.env,
+                )
+        return self.process
+
+    def run(self, config: Path, name: str, key: str) -> None:
+        """Materialize partition ``key`` ('-': unpartitioned) of pipeline ``name`` of
+        ``config`` through the server; the run must succeed."""
+        client = self._started()
+        assert client.stdin is not None and client.stdout is not None
+        wanted = {**os.environ, "WATERMARK_ASSETS_CONFIG": str(config)}
+        wanted["JAVA_HOME"] = self.env["JAVA_HOME"]
+        env: dict[str, str | None] = {k: v for k, v in wanted.items() if self.env.get(k) != v}
+        env.update({k: None for k in self.env if k not in wanted})
+        offset = self.errors.stat().st_size
+        watchdog = threading.Timer(300, client.kill)  # a hung run fails the test
+        watchdog.start()
+        try:
+            client.stdin.write(json.dumps({"env": env, "argv": [name, key]}) + "\n")
+            client.stdin.flush()
+            answer = client.stdout.readline().strip()
+        except BrokenPipeError:
+            answer = f"the client exited with {client.wait()}"
+        finally:
+            watchdog.cancel()
+        tail = self.errors.read_bytes()[offset:].decode(errors="replace")[-3000:]
+        assert answer == "status=0", f"{name} {key}: {answer!r}\n{tail}"
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=60)
+            finally:
+                self.process.kill()
+
+
 @contextmanager
 def connect_client(
-    server: ConnectServer, folder: Path, pipelines: list[dict[str, Any]]
+    client: ConnectClient, folder: Path, pipelines: list[dict[str, Any]]
 ) -> Iterator[Callable[[str, str], None]]:
-    """One client process of the server (as ``through_connect``: no Java can start there)
-    that runs the steps of a test one after the other: ``run(name, key)`` materializes
-    partition ``key`` ('-': unpartitioned) of pipeline ``name`` through the server, and the
-    run must succeed. A step's run is a whole Dagster run (build_definitions, one
-    ``execute_in_process``); only the interpreter and its Spark Connect client are shared,
-    which saves a Python + Dagster start-up a step. What needs a fresh process (the sensor's
-    loop, the replay command) runs in ``through_connect``."""
-    env = client_env(server, folder, pipelines)
-    errors = folder / "client.stderr"
-    with errors.open("w", encoding="utf-8") as stderr:
-        client = subprocess.Popen(
-            [sys.executable, "-c", CLIENT, str(Path(__file__).parent)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            env=env,
-        )
-        assert client.stdin is not None and client.stdout is not None
-        stdin, stdout = client.stdin, client.stdout
+    """The steps of a test through the class's client process: ``run(name, key)`` materializes
+    partition ``key`` ('-': unpartitioned) of pipeline ``name`` of ``pipelines`` (their
+    configuration written to ``folder``) through the server, and the run must succeed. What
+    needs a fresh process (the sensor's loop, the replay command) runs in ``through_connect``."""
+    config = folder / "connect.yaml"
+    config.write_text(
+        yaml.safe_dump({"spark": {"remote": client.url}, "pipelines": pipelines}),
+        encoding="utf-8",
+    )
 
-        def run(name: str, key: str) -> None:
-            watchdog = threading.Timer(300, client.kill)  # a hung run fails the test
-            watchdog.start()
-            try:
-                stdin.write(f"{name} {key}\n")
-                stdin.flush()
-                answer = stdout.readline().strip()
-            finally:
-                watchdog.cancel()
-            tail = errors.read_text(encoding="utf-8")[-3000:]
-            assert answer == "status=0", f"{name} {key}: {answer!r}\n{tail}"
+    def run(name: str, key: str) -> None:
+        client.run(config, name, key)
 
-        try:
-            yield run
-        finally:
-            stdin.close()
-            try:
-                client.wait(timeout=60)
-            finally:
-                client.kill()
+    yield run
 
 
 def committed(table_uri: Path | str, *columns: str) -> list[tuple[Any, ...]]:
@@ -535,6 +595,17 @@ class TestSparkConnect:
         root, jars = tmp_path_factory.mktemp("connect"), [jar] if jar else []
         with connect_server(root, conf=SESSION_CONF, jars=jars) as up:
             yield up
+
+    @pytest.fixture(scope="class")
+    def shared_client(
+        self, server: ConnectServer, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[ConnectClient]:
+        """The class's one client process of the server (``ConnectClient``)."""
+        client = ConnectClient(server, tmp_path_factory.mktemp("connect_client"))
+        try:
+            yield client
+        finally:
+            client.close()
 
     def test_the_sensor_run_commit_loop_runs_through_the_server_once(
         self, server: ConnectServer, reference: Reference
@@ -574,7 +645,7 @@ class TestSparkConnect:
         assert DeltaTable(str(table)).version() == version + 1
 
     def test_a_column_pipeline_reads_above_its_watermark_through_the_server(
-        self, server: ConnectServer, tmp_path: Path
+        self, shared_client: ConnectClient, tmp_path: Path
     ) -> None:
         """The column path (Delta source read with its predicate, staged, committed) under
         Connect: a second run reads only the changed rows, a third reads nothing and commits
@@ -588,7 +659,7 @@ class TestSparkConnect:
             table = DeltaTable(str(target)).to_pyarrow_table(columns=["id", "amount"])
             return sorted((r["id"], r["amount"]) for r in table.to_pylist())
 
-        with connect_client(server, tmp_path, [raw]) as run:
+        with connect_client(shared_client, tmp_path, [raw]) as run:
             run("orders", "-")
             assert committed() == [(i, float(i)) for i in range(10)]
             orders.put(
@@ -603,7 +674,7 @@ class TestSparkConnect:
         assert DeltaTable(str(target)).version() == version  # nothing read: no new commit
 
     def test_parquet_csv_and_json_lines_sources_read_above_their_watermarks_through_the_server(
-        self, server: ConnectServer, tmp_path: Path
+        self, shared_client: ConnectClient, tmp_path: Path
     ) -> None:
         """The column sources that Spark's own readers scan (a Parquet folder, CSV with a
         header, JSON lines) under Connect, their three pipelines run in ONE process a step:
@@ -619,7 +690,7 @@ class TestSparkConnect:
             table = {"uri": str(tmp_path / "delta" / fmt)}
             raws.append(column_pipeline(tmp_path, name=f"orders_{fmt}", source=source, table=table))
             _write_rows(tmp_path / "source" / fmt, "a", fmt, [order(i, at(9, i)) for i in range(3)])
-        with connect_client(server, tmp_path, raws) as client:
+        with connect_client(shared_client, tmp_path, raws) as client:
 
             def run() -> dict[str, list[tuple[Any, ...]]]:
                 for fmt in formats:  # each unpartitioned pipeline's run, one after the other
@@ -637,7 +708,7 @@ class TestSparkConnect:
             assert run() == dict.fromkeys(formats, second), "only the new rows, once"
 
     def test_a_time_pipeline_replaces_its_windows_through_the_server(
-        self, server: ConnectServer, tmp_path: Path
+        self, shared_client: ConnectClient, tmp_path: Path
     ) -> None:
         """The time path (a window's rows read with its range pushed down, the window replaced
         in ONE commit) under Connect: a partition run twice holds its rows once; the next
@@ -648,7 +719,7 @@ class TestSparkConnect:
         raw = time_pipeline(tmp_path, to="P0D", partition="daily")
         target = tmp_path / "delta" / "orders"
 
-        with connect_client(server, tmp_path, [raw]) as client:
+        with connect_client(shared_client, tmp_path, [raw]) as client:
 
             def run(partition: str) -> list[int]:
                 client("orders", partition)
@@ -662,7 +733,7 @@ class TestSparkConnect:
             assert run("2020-01-04") == [3, 4]
 
     def test_an_event_time_aggregate_batch_engine_through_the_server(
-        self, server: ConnectServer, tmp_path: Path
+        self, shared_client: ConnectClient, tmp_path: Path
     ) -> None:
         """The batch engine under Connect: two partitions' runs, a late event kept once; the
         windows are the oracle's, as in local mode (tests/test_event_time_pipeline.py)."""
@@ -679,7 +750,7 @@ class TestSparkConnect:
 
         append(tmp_path / "events", *BATCH_1)
         append(tmp_path / "events", event(99, 70, 9))  # 13:10: the watermark reaches 13:00
-        with connect_client(server, tmp_path, raw) as run:
+        with connect_client(shared_client, tmp_path, raw) as run:
             run("events_5min", "2024-01-30-12:00")
             second = [event(21, 3, 7), event(30, 80, 1), event(31, 105, 2), event(98, 130, 9)]
             append(tmp_path / "events", *second)  # 12:03 late; the newest, 14:10, closes 13:00
@@ -773,7 +844,7 @@ class TestSparkConnect:
         assert raw == [{"raw_record": "{not json"}]
 
     def test_a_unit_pipeline_replaces_its_unit_through_the_server(
-        self, server: ConnectServer, tmp_path: Path
+        self, shared_client: ConnectClient, tmp_path: Path
     ) -> None:
         """The unit path (the unit's rows read with ``survey_id = id`` pushed down, exactly them
         replaced in ONE commit) under Connect: after the source changed, a re-run of the unit
@@ -788,7 +859,7 @@ class TestSparkConnect:
         def rows_of(survey: str) -> list[tuple[Any, ...]]:
             return [(r["survey_id"], r["answer"], r["score"]) for r in source.of(survey)]
 
-        with connect_client(server, tmp_path, [raw]) as client:
+        with connect_client(shared_client, tmp_path, [raw]) as client:
 
             def run(unit: str) -> list[tuple[Any, ...]]:
                 client("answers", unit)
@@ -802,7 +873,7 @@ class TestSparkConnect:
         assert DeltaTable(str(target)).version() == version + 1
 
     def test_a_time_x_unit_cell_is_replaced_through_the_server(
-        self, server: ConnectServer, tmp_path: Path
+        self, shared_client: ConnectClient, tmp_path: Path
     ) -> None:
         """The time x unit path (a cell read with ``unit = id AND start <= time < end`` pushed
         down, replaced in ONE commit) under Connect: a re-run of the cell after a late answer
@@ -814,7 +885,7 @@ class TestSparkConnect:
         raw = grid_pipeline(tmp_path, source.config(), {"units": "a,b"})
         target = tmp_path / "delta" / "answers"
 
-        with connect_client(server, tmp_path, [raw]) as client:
+        with connect_client(shared_client, tmp_path, [raw]) as client:
 
             def run(cell: str) -> list[tuple[Any, ...]]:
                 client("answers", cell)
@@ -830,7 +901,7 @@ class TestSparkConnect:
 
     @pytest.mark.skipif(postgres_jdbc_jar() is None, reason=NO_JDBC)
     def test_a_jdbc_pipeline_reads_postgres_through_the_server(
-        self, server: ConnectServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, shared_client: ConnectClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """The JDBC source under Connect (the driver on the server's classpath, the watermark's
         WHERE in PostgreSQL, two partitions): every row, then only the three rows changed."""
@@ -845,7 +916,7 @@ class TestSparkConnect:
         target = tmp_path / "delta" / "orders_pg"
         with orders_database() as database:
             raw = jdbc_pipeline(str(target), database)
-            with connect_client(server, tmp_path, [raw]) as run:
+            with connect_client(shared_client, tmp_path, [raw]) as run:
                 run("orders_pg", "-")
                 assert committed(target, "id") == [(i,) for i in range(ROWS)]
                 update_three_orders(database)
@@ -856,7 +927,7 @@ class TestSparkConnect:
         )
 
     def test_an_http_api_pipeline_reads_its_pages_through_the_server(
-        self, server: ConnectServer, tmp_path: Path
+        self, shared_client: ConnectClient, tmp_path: Path
     ) -> None:
         """The HTTP API source under Connect (pages fetched in the run, the records parsed and
         filtered by the server): every record, then only the two changed, the watermark sent
@@ -870,7 +941,7 @@ class TestSparkConnect:
         target = tmp_path / "delta" / "orders_api"
         with orders_api_server() as (url, api):
             raw = http_pipeline(str(target), url)
-            with connect_client(server, tmp_path, [raw]) as run:
+            with connect_client(shared_client, tmp_path, [raw]) as run:
                 run("orders_api", "-")
                 assert committed(target, "id") == [(i,) for i in range(25)]
                 change_two_records(api)
@@ -882,7 +953,7 @@ class TestSparkConnect:
         ]
 
     def test_a_downloaded_file_s_window_is_replaced_through_the_server(
-        self, server: ConnectServer, tmp_path: Path
+        self, shared_client: ConnectClient, tmp_path: Path
     ) -> None:
         """The file_download source under Connect (the day's file downloaded by the run, read
         by the server from the staging folder): a re-run downloads it again and replaces the
@@ -893,7 +964,7 @@ class TestSparkConnect:
 
         with file_server(day("2020-01-15T12:00")) as files:
             raw = download_pipeline(tmp_path, files.template())
-            with connect_client(server, tmp_path, [raw]) as client:
+            with connect_client(shared_client, tmp_path, [raw]) as client:
 
                 def run() -> list[tuple[int, str]]:
                     client("files", "2020-01-15")
