@@ -501,3 +501,38 @@ def run_benchmark(name: str, *args: str, timeout: int) -> list[str]:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout.splitlines()
+
+
+def run_benchmark_here(
+    spark: Any, capsys: pytest.CaptureFixture[str], name: str, *args: str
+) -> list[str]:
+    """Run ``benchmarks/{name}``'s ``main(args)`` in THIS process; its output lines, once it
+    returned 0 (a smoke test of a benchmark script; timings are never asserted). For a script
+    that runs in one process with one local Spark session: its ``get_spark`` gets ``spark``, the
+    tests' shared session (the test asks for the fixture), instead of a new interpreter starting
+    Python, Dagster and a JVM of its own (the process is not what such a smoke test checks).
+    What the script changes in the process is put back: the storage settings it installed,
+    ``sys.path``, the environment."""
+    import importlib.util
+
+    from watermark_assets import storage
+
+    assert spark is not None  # the session exists: the script's get_spark returns it
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / name
+    spec = importlib.util.spec_from_file_location(f"_benchmark_{script.stem}", script)
+    assert spec is not None and spec.loader is not None
+    previous, path, environ = storage.installed(), list(sys.path), dict(os.environ)
+    sys.path.insert(0, str(script.parent))  # as running the script puts its folder first
+    capsys.readouterr()
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        status = module.main(list(args))
+    finally:
+        storage.configure(previous)
+        sys.path[:] = path
+        os.environ.clear()
+        os.environ.update(environ)
+    captured = capsys.readouterr()
+    assert status == 0, captured.out[-3000:] + captured.err[-3000:]
+    return captured.out.splitlines()
