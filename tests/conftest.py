@@ -524,11 +524,13 @@ def run_benchmark_here(
     previous, path, environ = storage.installed(), list(sys.path), dict(os.environ)
     sys.path.insert(0, str(script.parent))  # as running the script puts its folder first
     capsys.readouterr()
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     try:
-        module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         status = module.main(list(args))
     finally:
+        del sys.modules[spec.name]
         storage.configure(previous)
         sys.path[:] = path
         os.environ.clear()
