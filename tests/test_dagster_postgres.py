@@ -51,8 +51,10 @@ from watermark_assets.defs.run_tags import (
     pipeline_partition_tags,
 )
 
-#: the daemon, the webserver and their runs: whole processes (Spark in each run)
-pytestmark = pytest.mark.slow
+#: the daemon, the webserver and their runs: whole processes (Spark in each run). A stage's own
+#: waits (wait_for: RUN_TIMEOUT each, twice for the retry) end before pytest-timeout's limit, so
+#: that a stage that hangs fails with the runs' statuses, their last events and the daemon's log.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTED_YAML = REPO_ROOT / "docs" / "dagster-postgres.yaml"
@@ -78,7 +80,7 @@ def wait_for(
         if result:
             return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{details()}")
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}: {details()}")
         time.sleep(0.5)
 
 
@@ -122,6 +124,23 @@ class PostgresWorld:
             found = instance.get_run_records(filters=RunsFilter(job_name=job_name))
         return sorted(found, key=lambda record: record.create_timestamp)
 
+    def runs_report(self) -> str:
+        """Every run of the instance: one line of their statuses (the first line of a stage's
+        failure, what CI's short summary shows), then each run's tags and last events."""
+        compact, lines = [], []
+        with self.instance() as instance:
+            for record in instance.get_run_records(ascending=True):
+                run = record.dagster_run
+                parent = run.tags.get("dagster/parent_run_id")
+                retry = f" retry of {parent[:8]}" if parent else ""
+                compact.append(f"{run.job_name} {run.run_id[:8]} {run.status.value}{retry}")
+                tags = {k: v for k, v in run.tags.items() if k.startswith(("dagster/", "water"))}
+                lines.append(f"run {run.run_id} {run.job_name} {run.status.value} {tags}")
+                for event in instance.all_logs(run.run_id)[-6:]:
+                    kind = event.dagster_event.event_type_value if event.dagster_event else "LOG"
+                    lines.append(f"    {kind}: {event.message[:200]}")
+        return "; ".join(compact) + "\n--- the instance's runs ---\n" + "\n".join(lines)
+
     def dagster(self, *args: str) -> subprocess.Popen[str]:
         """A ``dagster`` CLI command on this instance and the project's workspace."""
         return subprocess.Popen(
@@ -151,7 +170,7 @@ class PostgresWorld:
 
         def log_tail() -> str:
             lines = log_path.read_text(errors="replace").splitlines()[-40:]
-            return f"--- end of {log_path} ---\n" + "\n".join(lines)
+            return f"{self.runs_report()}\n--- end of {log_path} ---\n" + "\n".join(lines)
 
         try:
             yield log_tail
