@@ -14,7 +14,7 @@ writes it as an observation of a partition that is missing or waiting, only when
 the reason changed since the partition's last observation (:func:`changed_observations`), so
 the event log is not flooded by ticks that have nothing new to say. A sensor that ticks with
 the same words as its last tick, and no event of the asset since, reads nothing per partition
-(:func:`observations_since`).
+(:func:`observations_since`, the one way every sensor says its pages once).
 """
 
 from __future__ import annotations
@@ -138,16 +138,32 @@ def observations_since(
     asset_key: AssetKey,
     truths: Mapping[str, PartitionTruth],
     said: str | None,
+    *,
+    left_to_runs: bool = False,
 ) -> tuple[list[AssetObservation], str]:
     """:func:`changed_observations`, unless nothing changed since the tick that returned
     ``said``; and what to pass as ``said`` to the next tick (a sensor keeps it in its cursor).
+    Every sensor that writes partition pages says them once this way.
 
     ``said`` names what a tick found every page already saying: the truths' :func:`digest` and
     the asset's newest observation and materialization (two queries). While both are the same,
     the pages still say it: nothing is read per partition, nothing is written. Any event of the
     asset since (a run, a sensor's or a user's report, of any partition) makes the tick read
     every page again. A tick that writes observations returns ``""`` (not yet said: the next
-    tick reads them back)."""
+    tick reads them back).
+
+    ``left_to_runs``: a materialized partition's page is its run's, not the sensor's (the file
+    sensor's partitions with no file waiting, ``kinds/file_path/quiet_partitions.py``). The
+    truths then depend on no event, so ``said`` is their digest alone: while it is unchanged a
+    tick reads nothing at all; when it changed, the partitions materialized meanwhile are left
+    out and the others observed where their latest event says something else."""
+    if left_to_runs:
+        key = digest(truths)
+        if key == said:
+            return [], key
+        materialized = instance.get_materialized_partitions(asset_key)
+        unmaterialized = {k: t for k, t in truths.items() if k not in materialized}
+        return changed_observations(instance, asset_key, unmaterialized), key
     key = f"{digest(truths)}:{_newest_event_ids(instance, asset_key)}"
     if key == said:
         return [], key

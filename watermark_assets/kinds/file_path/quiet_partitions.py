@@ -11,19 +11,17 @@ partition's window and the pipeline's settings and listing horizon, so they chan
 partition begins, the horizon moves, a partition gets files); the tick keeps a digest of them in
 its cursor and, while it is unchanged, reads and writes nothing. When it changed, the partitions
 are checked against the instance (materialized ones are left out) and only those whose latest
-event says something else are observed
-(:func:`~watermark_assets.defs.partition_truth.changed_observations`).
+event says something else are observed: the sensor says them with
+:func:`~watermark_assets.defs.partition_truth.observations_since` (``left_to_runs``), as every
+sensor says its pages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from datetime import datetime, timedelta
 
 from dagster import (
-    AssetKey,
-    AssetObservation,
-    DagsterInstance,
     TimeWindowPartitionsDefinition,
     partition_loading_context,
 )
@@ -32,7 +30,6 @@ from watermark_assets.config import Pipeline
 from watermark_assets.defs.partition_truth import (
     MAX_OBSERVED,
     PartitionTruth,
-    changed_observations,
 )
 from watermark_assets.state.horizons import listing_horizon
 from watermark_assets.state.load import PipelineState
@@ -54,7 +51,7 @@ def quiet_truths(
     (or, before the first commit, that a cold start's lookback leaves out), but for the
     ``leave_out`` ones (files wait in them, a run is in flight, the tick closes them), each
     with its state and reason. Whether a partition was materialized is not asked here (that
-    costs a query): :func:`quiet_observations` leaves those out."""
+    costs a query): ``observations_since(..., left_to_runs=True)`` leaves those out."""
     template = pipeline.watermark.template
     uri = pipeline.source.uri
     horizon = listing_horizon(pipeline, state.watermark, now)
@@ -104,15 +101,3 @@ def quiet_truths(
             rows=0,
         )
     return truths
-
-
-def quiet_observations(
-    instance: DagsterInstance, asset_key: AssetKey, truths: Mapping[str, PartitionTruth]
-) -> list[AssetObservation]:
-    """The observations of the partitions in ``truths`` never materialized, whose latest
-    observation says something else (call it only when
-    :func:`~watermark_assets.defs.partition_truth.digest` changed)."""
-    materialized = instance.get_materialized_partitions(asset_key)
-    return changed_observations(
-        instance, asset_key, {k: t for k, t in truths.items() if k not in materialized}
-    )

@@ -48,7 +48,7 @@ from watermark_assets.defs.backlog import file_backlog
 from watermark_assets.defs.backlog_check import BacklogVerdict, file_backlog_verdict
 from watermark_assets.defs.jobs import failed_attempts_of, partitions_in_flight, sensor_status
 from watermark_assets.defs.keys import node_name
-from watermark_assets.defs.partition_truth import digest
+from watermark_assets.defs.partition_truth import observations_since
 from watermark_assets.defs.run_tags import pipeline_partition_tags
 from watermark_assets.defs.schema_notes import columns_note
 from watermark_assets.delta.committer import committer_for
@@ -56,7 +56,7 @@ from watermark_assets.exceptions import LateFilesUnprovableError
 from watermark_assets.kinds.file_path.assets import BATCH_TAG, LATE_TAG, files_run_config
 from watermark_assets.kinds.file_path.commit import complete_quarantine
 from watermark_assets.kinds.file_path.partition_notes import partition_notes, partition_observations
-from watermark_assets.kinds.file_path.quiet_partitions import quiet_observations, quiet_truths
+from watermark_assets.kinds.file_path.quiet_partitions import quiet_truths
 from watermark_assets.names import PIPELINE_TAG
 from watermark_assets.sources.file_discovery import (
     FileGroups,
@@ -427,10 +427,9 @@ def _quiet_partitions(
     """The observations of the partitions never materialized with nothing waiting, and the
     digest of what they say: none, and no read of the instance, while it is unchanged."""
     truths = quiet_truths(pipeline, partitions_def, state, now, leave_out=leave_out)
-    said = digest(truths)
-    if said == previous.quiet:
-        return [], said
-    return quiet_observations(context.instance, asset_key, truths), said
+    return observations_since(
+        context.instance, asset_key, truths, previous.quiet, left_to_runs=True
+    )
 
 
 @dataclass(frozen=True)
