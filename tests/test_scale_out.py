@@ -465,14 +465,16 @@ CLIENT = """
 import contextlib, json, os, sys, traceback
 sys.path.insert(0, sys.argv[1])
 from _crash_run import main
-for line in sys.stdin:
-    step = json.loads(line)
-    saved = {key: os.environ.get(key) for key in step["env"]}
-    for key, value in step["env"].items():
+def put(values):
+    for key, value in values.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+for line in sys.stdin:
+    step = json.loads(line)
+    saved = {key: os.environ.get(key) for key in step["env"]}
+    put(step["env"])
     try:
         with contextlib.redirect_stdout(sys.stderr):
             status = main(step["argv"])
@@ -480,11 +482,7 @@ for line in sys.stdin:
         traceback.print_exc()
         status = "error"
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        put(saved)
     print(f"status={status}", flush=True)
 """
 
