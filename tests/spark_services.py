@@ -21,18 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pyspark
+from _ports import free_port
 
 #: pyspark's package folder: its bin/ and jars/ are a Spark distribution (SPARK_HOME).
 PYSPARK_HOME = Path(pyspark.__file__).resolve().parent
 
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 #: The JVM options of the tests' short-lived JVMs (tests/conftest.py sets SPARK_SUBMIT_OPTS, which

@@ -23,10 +23,11 @@ import pytest
 import requests
 import yaml
 from _defs_summary import summary
+from _ports import free_port
 from _repository import BIN, Repository, output
 from conftest import pipeline_yaml
 from dagster import ScaffoldRequest
-from ui.dagster_dev import REPO_ROOT, free_port, wait_for
+from ui.dagster_dev import REPO_ROOT, wait_for
 
 from watermark_assets import WatermarkPipelines
 from watermark_assets.component import (

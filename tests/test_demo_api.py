@@ -8,13 +8,9 @@ import json
 import socket
 import urllib.request
 
+from _ports import free_port
+
 from watermark_assets.demo.api import API_ENV_VAR, serve_for_code_location
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def get(port: int, query: str) -> object:

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
+from _ports import free_port
 from _sensor_loop import SensorLoop
 from conftest import TEST_SPARK_CONF, event_records, pipeline_yaml, project_config, write_ndjson
 from dagster import DagsterInstance
@@ -36,7 +37,6 @@ from spark_services import (
     ConnectServer,
     StandaloneCluster,
     connect_server,
-    free_port,
     standalone_cluster,
 )
 from test_column_pipeline import Orders, at, column_pipeline, order

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from typing import Any, TypeVar
 
 import requests
 import yaml
+from _ports import free_port
 from conftest import TEST_SPARK_CONF
 from dagster import DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
@@ -79,12 +79,6 @@ def wait_for(
 
 
 # --------------------------------------------------------------------------------- dagster dev
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def repo_pythonpath() -> str:
