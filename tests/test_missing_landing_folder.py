@@ -9,7 +9,6 @@ included); a missing bucket says so.
 
 from __future__ import annotations
 
-import socket
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from _landing import FROZEN_NOW
+from _ports import free_port
 from _sensor_loop import SensorLoop
 from conftest import TEST_SPARK_CONF, pipeline_yaml, project_config, s3_project
 from dagster import DagsterInstance
@@ -229,13 +229,6 @@ def test_on_s3_a_tick_over_a_prefix_without_objects_fails_until_the_folder_marke
 # --- a database or an API that takes no connection: the run fails before reading (issue 24) ---
 
 
-def closed_port() -> int:
-    """A port of this machine nothing listens on (bound, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 UNREACHABLE = {
     "PostgreSQL through JDBC, stopped": (
         lambda port: {
@@ -264,7 +257,7 @@ UNREACHABLE = {
 def test_a_run_over_an_unreachable_source_fails_before_reading_naming_pipeline_and_url(
     tmp_path: Path, source_of: Any, shown: str, fix: str
 ) -> None:
-    port = closed_port()
+    port = free_port()  # nothing listens on it
     orders = {
         "name": "orders",
         "source": source_of(port),

@@ -156,19 +156,18 @@ def observations_since(
     sensor's partitions with no file waiting, ``kinds/file_path/quiet_partitions.py``). The
     truths then depend on no event, so ``said`` is their digest alone: while it is unchanged a
     tick reads nothing at all; when it changed, the partitions materialized meanwhile are left
-    out and the others observed where their latest event says something else."""
-    if left_to_runs:
-        key = digest(truths)
-        if key == said:
-            return [], key
-        materialized = instance.get_materialized_partitions(asset_key)
-        unmaterialized = {k: t for k, t in truths.items() if k not in materialized}
-        return changed_observations(instance, asset_key, unmaterialized), key
-    key = f"{digest(truths)}:{_newest_event_ids(instance, asset_key)}"
+    out and the others observed where their latest event says something else; a tick that
+    writes returns the digest (what it wrote is what the pages say: no event is in the key)."""
+    key = digest(truths)
+    if not left_to_runs:
+        key = f"{key}:{_newest_event_ids(instance, asset_key)}"
     if key == said:
         return [], key
+    if left_to_runs:
+        materialized = instance.get_materialized_partitions(asset_key)
+        truths = {k: t for k, t in truths.items() if k not in materialized}
     found = changed_observations(instance, asset_key, truths)
-    return found, "" if found else key
+    return found, "" if found and not left_to_runs else key
 
 
 def _newest_event_ids(instance: DagsterInstance, asset_key: AssetKey) -> str:
