@@ -37,7 +37,9 @@ lock:
 ## PYTHONDONTWRITEBYTECODE set no process would keep it: each would compile ~120 modules, ~70 ms),
 ## and Spark's class-data sharing archive (once per Java and Spark, in ~/.cache/watermark_assets:
 ## the driver JVM starts in about half the time; a failure only leaves it out). The instance is
-## .dagster_home/ (its dagster.yaml is in git); a DAGSTER_HOME of your own gets a copy of it.
+## .dagster_home/ (its dagster.yaml is in git), named by .env, which dagster dev and
+## watermark-assets read in this folder and which wins over the shell's DAGSTER_HOME (edit .env
+## to use another instance); a DAGSTER_HOME of your own gets a copy of the dagster.yaml.
 INSTANCE_YAML := .dagster_home/dagster.yaml
 ifeq ($(abspath $(DAGSTER_HOME)),$(abspath .dagster_home))
 setup: $(STAMP)

@@ -73,11 +73,14 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
 
-def run_process(command: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, str]:
+def run_process(
+    command: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> tuple[float, str]:
     """Wall seconds of a whole process and its output; BenchmarkError when it fails."""
     started = time.perf_counter()
     done = subprocess.run(
         list(command),
+        cwd=cwd,
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'benchmarks'}", **(env or {})},
@@ -135,7 +138,8 @@ def cli_run(work: Path, name: str, rows: int, remote: str | None) -> float:
     used_instance(home, config)  # not counted: the instance exists and the sensor has ticked
     one_file(landing, rows, seed=len(name))  # then the file lands
     command = [sys.executable, "-m", "watermark_assets.cli", "--config", str(config)]
-    elapsed, _ = run_process([*command, "run-sensors"], {"DAGSTER_HOME": str(home)})
+    # started in its folder: in the checkout, its .env would name the checkout's instance
+    elapsed, _ = run_process([*command, "run-sensors"], {"DAGSTER_HOME": str(home)}, folder)
     committed, version = table_rows(folder / "table")
     if committed != rows or version != 0:
         raise BenchmarkError(f"{name}: {committed} rows at version {version}, expected {rows}")

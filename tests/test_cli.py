@@ -4,6 +4,9 @@ sensors' observations, and answers a bad configuration with its message (no trac
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +15,11 @@ import yaml
 from _landing import Landing, delta_ids, hour
 from conftest import TEST_SPARK_CONF, pipeline_yaml
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
+from dagster._core.instance.ref import InstanceRef
 
-from watermark_assets.cli import main
+from watermark_assets.cli import ENV_FILE, load_env_file, main
 from watermark_assets.config import DEFAULT_CONFIG_PATH, load_config
+from watermark_assets.defs.headless_ticks import sensor_origin
 from watermark_assets.defs.partitions import partitions_definition
 
 
@@ -110,6 +115,135 @@ def test_a_configuration_error_prints_its_message_not_a_traceback(
     assert err.startswith("watermark-assets: ")
     assert message in err
     assert "Traceback" not in out + err
+
+
+#: DAGSTER_HOME as the shell gives it -> what the refusal says (the fix among it)
+NO_INSTANCE_CASES = {
+    "unset": (
+        None,
+        ["DAGSTER_HOME is not set", "export DAGSTER_HOME=$PWD/.dagster_home", ENV_FILE],
+    ),
+    "a relative path (Dagster needs an absolute one)": (
+        ".dagster_home",
+        ["is not an absolute path", "export DAGSTER_HOME=/"],
+    ),
+    "a folder that does not exist (a space and a star in its name)": (
+        "no such home/a *",
+        ["is not an existing folder", "mkdir -p '{home}'"],
+    ),
+}
+
+
+@pytest.mark.parametrize("command", ["run-sensors", "demo"])
+@pytest.mark.parametrize(("home", "said"), NO_INSTANCE_CASES.values(), ids=NO_INSTANCE_CASES.keys())
+def test_a_command_without_an_instance_says_how_to_set_dagster_home_before_any_work(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    command: str,
+    home: str | None,
+    said: list[str],
+) -> None:
+    """``run-sensors`` and ``demo`` record on the instance in $DAGSTER_HOME: without one they stop
+    at once with exit status 2 and the fix, not Dagster's traceback after the demo's data was
+    written (the demo's paths are relative to the working directory: ``data/`` stays absent)."""
+    monkeypatch.chdir(tmp_path)
+    if home is None:
+        monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    else:
+        home = home if home.startswith(".") else str(tmp_path / home)
+        monkeypatch.setenv("DAGSTER_HOME", home)
+
+    assert main([command]) == 2
+
+    out, err = capfd.readouterr()
+    assert err.startswith(f"watermark-assets: {command}: ")
+    for words in said:
+        assert words.format(home=home) in err, err
+    assert "Traceback" not in out + err
+    assert not (tmp_path / "data").exists(), "nothing is done before the check"
+
+
+#: what the folder's .env holds -> the variables it sets (PWD: the folder itself)
+ENV_FILE_CASES = {
+    "the repository's own line: its instance beside it": (
+        "DAGSTER_HOME=${PWD}/.dagster_home\n",
+        {"DAGSTER_HOME": "{folder}/.dagster_home"},
+    ),
+    "several names, a comment, quotes": (
+        "# the project's instance and configuration\n"
+        "DAGSTER_HOME='${PWD}/home'\nWATERMARK_ASSETS_CONFIG=\"${PWD}/pipelines.yaml\"\n",
+        {"DAGSTER_HOME": "{folder}/home", "WATERMARK_ASSETS_CONFIG": "{folder}/pipelines.yaml"},
+    ),
+    "no .env: nothing changes": (None, {}),
+}
+
+
+@pytest.mark.parametrize(("text", "expected"), ENV_FILE_CASES.values(), ids=ENV_FILE_CASES.keys())
+def test_the_env_file_of_the_folder_is_read_as_dagster_reads_it_its_values_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str | None, expected: dict[str, str]
+) -> None:
+    folder = tmp_path / "a project * with spaces"
+    folder.mkdir()
+    if text is not None:
+        (folder / ENV_FILE).write_text(text, encoding="utf-8")
+    monkeypatch.setenv("DAGSTER_HOME", "/the/shells/instance")
+    monkeypatch.delenv("WATERMARK_ASSETS_CONFIG", raising=False)  # restored after the test
+    monkeypatch.setenv("PWD", "/where/the/shell/was")
+
+    names = load_env_file(str(folder))
+
+    assert names == sorted(expected)
+    wanted = {name: value.format(folder=folder) for name, value in expected.items()}
+    assert {name: os.environ[name] for name in wanted} == wanted
+    if "DAGSTER_HOME" not in expected:
+        assert os.environ["DAGSTER_HOME"] == "/the/shells/instance"
+    assert os.environ["PWD"] == "/where/the/shell/was", "PWD means the folder only in the file"
+
+
+@pytest.mark.slow
+@pytest.mark.spark  # a whole process (no JVM: the pass is idle)
+def test_run_sensors_typed_in_a_folder_records_on_the_instance_its_env_file_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``watermark-assets run-sensors`` as a user types it in a project folder whose ``.env``
+    names the instance (as this repository's does for ``dagster dev``): the sensor's tick is
+    recorded there, not on the instance the shell's DAGSTER_HOME names, as ``dagster dev``
+    started in that folder would show it."""
+    (tmp_path / "landing").mkdir()
+    config = {"spark": {"master": "local[2]", "conf": TEST_SPARK_CONF}}
+    config["pipelines"] = [pipeline_yaml(tmp_path)]  # type: ignore[assignment]
+    (tmp_path / "pipelines.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    (tmp_path / ENV_FILE).write_text(
+        "DAGSTER_HOME=${PWD}/instance\nWATERMARK_ASSETS_CONFIG=${PWD}/pipelines.yaml\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "instance").mkdir()
+    (tmp_path / "shells_instance").mkdir()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "shells_instance"),
+        "PWD": "/",  # a stale PWD: ${PWD} is the folder the command runs in
+    }
+    env.pop("WATERMARK_ASSETS_CONFIG", None)
+    cli = Path(sys.executable).with_name("watermark-assets")
+    done = subprocess.run(
+        [str(cli), "run-sensors"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "events tick 1: Initial: no files at all under" in done.stdout
+    assert list((tmp_path / "shells_instance").iterdir()) == []
+    monkeypatch.chdir(tmp_path)  # the sensor's origin names the folder the pass ran in
+    origin = sensor_origin("events_sensor")
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path / "instance"))) as instance:
+        [tick] = instance.get_ticks(origin.get_id(), origin.get_selector().get_id())
+        assert tick.skip_reason is not None and tick.skip_reason.startswith("Initial: ")
 
 
 def test_the_demo_partitions_cover_its_data_and_nothing_else() -> None:

@@ -99,10 +99,12 @@ class Cli:
 
 
 def run_sensors(config: Path, dagster_home: Path, *, timeout: int = 300, **env: str) -> Cli:
-    """``watermark-assets --config CONFIG run-sensors`` as a whole process."""
+    """``watermark-assets --config CONFIG run-sensors`` as a whole process, started beside the
+    instance (the checkout's ``.env`` would name the checkout's instance)."""
     dagster_home.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [sys.executable, "-m", "watermark_assets.cli", "--config", str(config), "run-sensors"],
+        cwd=dagster_home.parent,
         capture_output=True,
         text=True,
         timeout=timeout,

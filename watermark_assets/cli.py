@@ -2,7 +2,8 @@
 
 ``watermark-assets demo`` is what ``make demo`` runs. It writes the demo data (once), then:
 each file pipeline's sensor is evaluated and the runs it requests are launched on the Dagster
-instance in $DAGSTER_HOME (so ``make ui`` shows them) until it reports nothing above the
+instance in $DAGSTER_HOME (the working directory's ``.env`` read first, as ``dagster dev`` reads
+it: :func:`load_env_file`; so ``make ui`` shows them) until it reports nothing above the
 watermarks; the column pipelines run twice (step 1 reads what is above their watermarks, about 1%
 of the source rows change, step 2 reads only those; a PostgreSQL-backed pipeline is skipped, in
 one line, when no database is reachable); each time pipeline's tick (what its schedule and sensor
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from watermark_assets.config import load_config
-from watermark_assets.exceptions import WatermarkAssetsError
+from watermark_assets.exceptions import InstanceHomeError, WatermarkAssetsError
 from watermark_assets.kinds import KINDS, kind_for, kind_of, summary_rows
 from watermark_assets.kinds.contract import DemoStep
 from watermark_assets.kinds.headless import FailedRun, Headless
@@ -164,6 +165,7 @@ def replay_command(config_path: str | None, name: str, start: str | None, end: s
 
 def console() -> int:
     """The program (``watermark-assets``, ``python -m watermark_assets.cli``): :func:`main`
+    after the working directory's ``.env`` (:func:`load_env_file`, as Dagster's CLI reads it),
     with Python's cyclic garbage collector off during start-up.
 
     Start-up imports Dagster, pyspark and pyarrow and opens the instance: hundreds of thousands
@@ -171,11 +173,53 @@ def console() -> int:
     (about 0.3 s of a one-file run). :func:`startup_done` turns it back on, with those objects
     frozen out of later collections; so does the end of any command that never calls it.
     """
+    load_env_file()
     gc.disable()
     try:
         return main()
     finally:
         startup_done()
+
+
+#: The environment file Dagster's CLI (``dagster dev``, ``dagster definitions validate``, ...)
+#: reads from the folder it is started in, before it opens the instance.
+ENV_FILE = ".env"
+
+#: The commands that record runs and sensor ticks on the Dagster instance in $DAGSTER_HOME.
+INSTANCE_COMMANDS = ("run-sensors", "demo")
+
+
+def load_env_file(folder: str | None = None) -> list[str]:
+    """Read the ``.env`` of ``folder`` (default: the working directory) into the environment as
+    Dagster's CLI does before it opens the instance: its values win over the shell's, and
+    ``${PWD}`` in a value is that folder. So ``watermark-assets run-sensors`` typed in a folder
+    records on the same instance as ``dagster dev`` started there. The names it set, sorted."""
+    folder = os.path.abspath(folder or os.getcwd())
+    path = os.path.join(folder, ENV_FILE)
+    if not os.path.isfile(path):
+        return []
+    from dotenv import dotenv_values
+
+    shell_pwd = os.environ.get("PWD")
+    os.environ["PWD"] = folder  # what ${PWD} means in the file: the folder it lies in
+    try:
+        values = {k: v for k, v in dotenv_values(path).items() if v is not None}
+    finally:
+        if shell_pwd is None:
+            os.environ.pop("PWD", None)
+        else:
+            os.environ["PWD"] = shell_pwd
+    os.environ.update(values)
+    return sorted(values)
+
+
+def require_instance_home(command: str) -> str:
+    """$DAGSTER_HOME for ``command``, which records on the instance there; InstanceHomeError
+    (naming the fix) when it is unset, relative or not an existing folder, before any work."""
+    home = os.environ.get("DAGSTER_HOME") or None
+    if home is None or not os.path.isabs(home) or not os.path.isdir(home):
+        raise InstanceHomeError(command, home)
+    return home
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -236,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command in INSTANCE_COMMANDS:
+        require_instance_home(args.command)
     if args.command not in ("run-sensors", "demo", "replay"):
         startup_done()  # nothing heavy to start: collect as usual from the beginning
     if args.command == "explain":

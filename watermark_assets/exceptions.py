@@ -6,6 +6,8 @@ and its message names the value, what was expected, and the fix.
 
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -692,3 +694,31 @@ class QuarantineIncompleteError(WatermarkAssetsError):
         self.pipeline = pipeline
         self.quarantine_uri = quarantine_uri
         self.versions = tuple(versions)
+
+
+class InstanceHomeError(WatermarkAssetsError):
+    """A command that records runs on the Dagster instance (``run-sensors``, ``demo``) has no
+    instance: ``DAGSTER_HOME`` is unset (in the shell and in the ``.env`` of the folder it was
+    started in), relative, or not an existing folder. Raised before any work (the demo writes no
+    data)."""
+
+    def __init__(self, command: str, home: str | None) -> None:
+        fix = (
+            "mkdir -p .dagster_home && export DAGSTER_HOME=$PWD/.dagster_home, or put "
+            "DAGSTER_HOME=${PWD}/.dagster_home in a .env file in this folder (dagster dev reads "
+            "it too, so both show the same runs)"
+        )
+        if home is None:
+            why = "DAGSTER_HOME is not set (neither in the shell nor in a .env file here)"
+        elif not os.path.isabs(home):
+            why = f"DAGSTER_HOME {home!r} is not an absolute path (Dagster needs one)"
+            fix = f"export DAGSTER_HOME={shlex.quote(os.path.abspath(home))}"
+        else:
+            why = f"DAGSTER_HOME {home!r} is not an existing folder"
+            fix = f"mkdir -p {shlex.quote(home)}, or point DAGSTER_HOME at your instance's folder"
+        super().__init__(
+            f"{command}: {why}: the runs and sensor ticks are recorded on the Dagster instance "
+            f"there (the one dagster dev shows). Fix: {fix}"
+        )
+        self.command = command
+        self.home = home
