@@ -25,6 +25,7 @@ from watermark_assets import storage
 from watermark_assets.config import Pipeline
 from watermark_assets.core.filepath.listing import plan_listing
 from watermark_assets.delta.committer import committer_for
+from watermark_assets.delta.read import read_columns
 from watermark_assets.exceptions import ExplainPathError
 from watermark_assets.sources.file_discovery import PartitionOf
 from watermark_assets.sources.locations import check_source_folder
@@ -122,7 +123,7 @@ def _quarantined(pipeline: Pipeline) -> dict[str, Quarantined]:
     if "_source_file" not in names:
         return {}
     columns = ["_source_file", *(["error"] if "error" in names else [])]
-    rows = table.to_pyarrow_table(columns=columns).to_pylist()
+    rows = read_columns(table, columns).to_pylist()
     counts = Counter(str(row["_source_file"]) for row in rows)
     errors: dict[str, str] = {}
     for row in rows:

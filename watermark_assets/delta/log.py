@@ -188,9 +188,10 @@ class DeltaLog:
             ]
         )
         found: dict[str, int] = {}
+        reader = storage.arrow_filesystem(self._fs)  # not a Python file object: exit-safe
         for name in names:
-            with self._fs.open(f"{self._log_dir}/{name}", "rb") as handle:
-                column = pq.read_table(handle, columns=["txn"]).column("txn")
+            path = f"{self._log_dir}/{name}"
+            column = pq.read_table(path, columns=["txn"], filesystem=reader).column("txn")
             for txn in column.to_pylist():
                 if txn is not None and str(txn["appId"]).startswith(prefix):
                     found[txn["appId"]] = int(txn["version"])

@@ -171,8 +171,10 @@ def update_orders(uri: Path, *, fraction: float = 0.01) -> tuple[int, datetime]:
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
+    from watermark_assets.delta.read import read_columns
+
     table = DeltaTable(str(uri))
-    rows = table.to_pyarrow_table(columns=["id", "updated_at"])
+    rows = read_columns(table, ["id", "updated_at"])
     newest = pc.max(rows.column("updated_at")).as_py()
     recent = rows.filter(
         pc.greater_equal(rows.column("updated_at"), pa.scalar(newest - timedelta(days=1)))

@@ -38,6 +38,7 @@ from watermark_assets import names, storage
 from watermark_assets.core.errors import WatermarkProviderError
 from watermark_assets.delta.committer import DeltaCommitter
 from watermark_assets.delta.log import CommitRecord
+from watermark_assets.delta.read import read_columns
 from watermark_assets.providers.base import WatermarkRecord
 from watermark_assets.state.snapshot import StateLog, pipeline_txn_prefix
 
@@ -254,7 +255,7 @@ def table_watermark(
     table = DeltaTable(
         pipeline.table.uri, storage_options=storage.delta_options(pipeline.table.uri)
     )
-    rows = table.to_pyarrow_table(columns=columns)
+    rows = read_columns(table, columns)
     rows = rows.filter(pc.invert(pc.is_null(rows.column(columns[0]))))
     if rows.num_rows == 0:
         raise WatermarkProviderError(

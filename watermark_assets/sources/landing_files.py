@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from watermark_assets.config.schema import SchemaMode
+from watermark_assets.delta.read import read_columns
 from watermark_assets.exceptions import SchemaChangeError, UnreadableFilesError
 from watermark_assets.names import RESCUED_DATA_COLUMN
 from watermark_assets.sources.column_schema import table_columns
@@ -335,7 +336,7 @@ sampled_layouts`: Parquet footers; CSV header lines and JSON keys with their fir
 
     def files_in_table(self, table: DeltaTable) -> set[str]:
         """The landing files named by the lineage column (the whole column is read)."""
-        column = table.to_pyarrow_table(columns=[SOURCE_FILE_COLUMN]).column(SOURCE_FILE_COLUMN)
+        column = read_columns(table, [SOURCE_FILE_COLUMN]).column(SOURCE_FILE_COLUMN)
         return {str(value) for value in column.unique().to_pylist()}
 
     def rows_in_table(self, table: DeltaTable, wanted: Sequence[str]) -> dict[str, int]:
@@ -345,7 +346,7 @@ sampled_layouts`: Parquet footers; CSV header lines and JSON keys with their fir
         counts = dict.fromkeys(wanted, 0)
         # Filtered in Arrow, not in the scan: the scan prunes files by the add actions' min/max
         # statistics, which delta-rs truncates for long strings (a filter on a path finds nothing).
-        column = table.to_pyarrow_table(columns=[SOURCE_FILE_COLUMN]).column(SOURCE_FILE_COLUMN)
+        column = read_columns(table, [SOURCE_FILE_COLUMN]).column(SOURCE_FILE_COLUMN)
         found = column.filter(pc.is_in(column, value_set=pa.array(list(wanted), column.type)))
         counts.update(Counter(str(value) for value in found.to_pylist()))
         return counts

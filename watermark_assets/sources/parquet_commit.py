@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from watermark_assets import storage
+from watermark_assets.delta.read import read_columns
 from watermark_assets.delta.stats import DataFile, describe_with_schemas
 from watermark_assets.exceptions import SchemaChangeError, UnreadableDataFileError
 from watermark_assets.sources.files import (
@@ -196,7 +197,7 @@ class ParquetCommitSource:
             return frozenset()
         if "_source_file" not in table.schema().to_arrow().names:
             return frozenset()
-        column = table.to_pyarrow_table(columns=["_source_file"]).column("_source_file")
+        column = read_columns(table, ["_source_file"]).column("_source_file")
         return frozenset(str(value) for value in column.unique().to_pylist())
 
     def rows_in_table(self, table: DeltaTable, wanted: Sequence[str]) -> dict[str, int]:

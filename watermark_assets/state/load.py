@@ -30,6 +30,7 @@ from watermark_assets.core.checkpoint import Checkpoint, Totals
 from watermark_assets.core.filepath.path import NameOrdering, is_sortable, split_path
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.delta.log import CommitRecord
+from watermark_assets.delta.read import read_columns
 from watermark_assets.state.commit_metadata import pipeline_metadata
 from watermark_assets.state.horizons import pruned_watermark, retained_files
 from watermark_assets.state.store import CommitFold, StateStore, Stored
@@ -286,7 +287,7 @@ def _quarantined_files(pipeline: Pipeline) -> set[str]:
         return set()
     if "_source_file" not in table.schema().to_arrow().names:
         return set()
-    column = table.to_pyarrow_table(columns=["_source_file"]).column("_source_file")
+    column = read_columns(table, ["_source_file"]).column("_source_file")
     return {str(value) for value in column.unique().to_pylist() if value is not None}
 
 
