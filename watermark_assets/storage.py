@@ -34,6 +34,7 @@ from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Se
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 import fsspec
 import fsspec.asyn
@@ -641,21 +642,54 @@ def parquet_schema(uri: str) -> pa.Schema:
         return schema
 
 
-def arrow_filesystem(fs: AbstractFileSystem) -> Any:
-    """``fs`` as Arrow reads through it: Arrow's own local filesystem for a local one, else
-    ``fs`` itself (Arrow wraps an fsspec filesystem).
+def arrow_filesystem(uri: str) -> tuple[Any, str] | None:
+    """Arrow's own filesystem for the location ``uri`` and the path inside it (percent-decoded:
+    ``deltalake`` spells a table ``file:///my%20table``), or None for a store Arrow has none for
+    (``memory://``).
 
-    Arrow reading local files through Python file objects (an fsspec handle, ``deltalake``'s
-    default filesystem) can abort the process as it exits: its reader threads release those
-    objects after the read returned, and a thread that needs Python's lock once the interpreter
-    is finalizing ends with "terminate called without an active exception" (exit status 134;
-    a table read just before a command ends did so in 15 of 20 processes). Arrow's own
-    filesystem never calls back into Python."""
-    if isinstance(fs, LocalFileSystem):
-        import pyarrow.fs as pafs
+    Arrow reading through Python file objects (an fsspec handle, ``deltalake``'s default
+    filesystem) can abort the process as it exits: its reader threads release those objects
+    after the read returned, and a thread that needs Python's lock once the interpreter is
+    finalizing ends with "terminate called without an active exception" (exit status 134; a
+    table read just before a process ended did so in 15 of 20 processes locally, 8 of 12 on S3).
+    Arrow's own filesystems never call back into Python. On S3 it gets the configured endpoint,
+    region and credentials; what is not configured, the AWS SDK reads from the environment, as
+    delta-rs and boto do."""
+    import pyarrow.fs as pafs
 
-        return pafs.LocalFileSystem()
-    return fs
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        return pafs.LocalFileSystem(), unquote(parsed.path) if parsed.scheme else uri
+    if not is_s3(uri):
+        return None
+    arguments: dict[str, Any] = {}
+    settings = None if _installed is None else _installed.settings_for(uri)
+    if settings is not None:
+        if settings.endpoint_url:
+            endpoint = urlparse(settings.endpoint_url)
+            arguments["endpoint_override"] = endpoint.netloc or settings.endpoint_url
+            arguments["scheme"] = endpoint.scheme or "https"
+        if settings.region:
+            arguments["region"] = settings.region
+        if settings.access_key_id:
+            arguments["access_key"] = settings.access_key_id
+            arguments["secret_key"] = settings.secret_access_key
+        if settings.session_token:
+            arguments["session_token"] = settings.session_token
+    path = unquote(f"{parsed.netloc}{parsed.path}").rstrip("/")
+    return pafs.S3FileSystem(**arguments), path
+
+
+def arrow_buffer(data: bytes) -> pa.Buffer:
+    """``data`` copied into memory Arrow owns. A read from a buffer over Python's ``bytes``
+    leaves Arrow's threads the release of that object, which needs Python's lock: the exit
+    abort of :func:`arrow_filesystem` again (2 of 20 processes reading an S3 checkpoint so,
+    on a loaded machine; none from a copy)."""
+    import pyarrow as pa
+
+    owned = pa.allocate_buffer(len(data))
+    memoryview(owned).cast("B")[:] = data
+    return owned
 
 
 def write_parquet(uri: str, table: pa.Table) -> None:

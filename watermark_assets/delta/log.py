@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
+from fsspec.implementations.local import LocalFileSystem
 
 from watermark_assets import storage
 from watermark_assets.core.errors import WatermarkHistoryLostError
@@ -188,14 +189,22 @@ class DeltaLog:
             ]
         )
         found: dict[str, int] = {}
-        reader = storage.arrow_filesystem(self._fs)  # not a Python file object: exit-safe
         for name in names:
-            path = f"{self._log_dir}/{name}"
-            column = pq.read_table(path, columns=["txn"], filesystem=reader).column("txn")
+            column = self._read_parquet(f"{self._log_dir}/{name}", ["txn"]).column("txn")
             for txn in column.to_pylist():
                 if txn is not None and str(txn["appId"]).startswith(prefix):
                     found[txn["appId"]] = int(txn["version"])
         return version, found
+
+    def _read_parquet(self, path: str, columns: list[str]) -> pa.Table:
+        """``columns`` of the Parquet file ``path`` of the log, never through a Python file
+        object (:func:`~watermark_assets.storage.arrow_filesystem`: a process ending right
+        after such a read could abort): a local file through Arrow's own filesystem, a file
+        elsewhere fetched whole first (a checkpoint: one object, read once)."""
+        if isinstance(self._fs, LocalFileSystem):
+            return pq.read_table(path, columns=columns)
+        data = storage.arrow_buffer(self._fs.cat_file(path))
+        return pq.read_table(pa.BufferReader(data), columns=columns)
 
     def _read_log_json(self, version: int) -> str | None:
         try:

@@ -5,16 +5,15 @@
 objects, which they release after the read has returned, and a process that ends right after
 such a read can abort in the interpreter's finalization ("terminate called without an active
 exception", exit status 134: ``watermark-assets explain`` did so in 2 of 3 runs).
-:func:`read_columns` reads a local table through Arrow's own filesystem
+:func:`read_columns` reads a local or S3 table through Arrow's own filesystem
 (:func:`~watermark_assets.storage.arrow_filesystem`), which never calls back into Python; a
-table on another store is read as ``deltalake`` reads it.
+table on another store (``memory://``) is read as ``deltalake`` reads it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlparse
 
 from watermark_assets import storage
 
@@ -29,13 +28,9 @@ def read_columns(table: DeltaTable, columns: Sequence[str]) -> pa.Table:
     """``columns`` of every row of ``table``'s current version (module docstring)."""
     import pyarrow.fs as pafs
 
-    uri = table.table_uri
-    fs, _ = storage.filesystem(uri)
-    reader = storage.arrow_filesystem(fs)
-    if not isinstance(reader, pafs.LocalFileSystem):
+    found = storage.arrow_filesystem(table.table_uri)
+    if found is None:
         return table.to_pyarrow_table(columns=list(columns))
-    # deltalake spells a local table file:///... percent-encoded (a space is %20); the data
-    # files' paths it gives are relative to the folder, as they are named on disk
-    root = unquote(urlparse(uri).path) if uri.startswith("file:") else uri
+    reader, root = found  # the data files' paths are relative to it, as named in the store
     dataset = table.to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(root, reader))
     return dataset.to_table(columns=list(columns))
