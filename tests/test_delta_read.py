@@ -125,3 +125,48 @@ def test_a_process_that_ends_right_after_reading_a_table_exits_normally(
         )
         statuses.append((done.returncode, done.stdout.strip(), done.stderr.strip()[-300:]))
     assert statuses == [(0, printed, "")] * PROCESSES
+
+
+#: a location (an S3 endpoint configured or not) -> the filesystem Arrow reads it through (None:
+#: deltalake's own) and the path in it
+ARROW_FILESYSTEMS = {
+    "a local path, as written": ("/data/my table *", False, "LocalFileSystem", "/data/my table *"),
+    "deltalake's file URI, percent-decoded": (
+        "file:///data/my%20table%20*",
+        False,
+        "LocalFileSystem",
+        "/data/my table *",
+    ),
+    "S3 with an endpoint configured": (
+        "s3://bucket/my%20table",
+        True,
+        "S3FileSystem",
+        "bucket/my table",
+    ),
+    "S3 with no endpoint nor region known: deltalake's": ("s3://bucket/t", False, None, None),
+    "a store Arrow has no filesystem for": ("memory://t", False, None, None),
+}
+
+
+@pytest.mark.parametrize(
+    ("uri", "configured", "kind", "path"), ARROW_FILESYSTEMS.values(), ids=ARROW_FILESYSTEMS.keys()
+)
+def test_each_location_is_read_through_arrows_own_filesystem_where_it_has_one(
+    monkeypatch: pytest.MonkeyPatch, uri: str, configured: bool, kind: str | None, path: str | None
+) -> None:
+    from watermark_assets.config.storage import StorageConfig
+
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    previous = storage.installed()
+    endpoint = {"endpoint_url": "http://127.0.0.1:9", "allow_http": True}
+    storage.configure(StorageConfig.model_validate(endpoint) if configured else None)
+    try:
+        found = storage.arrow_filesystem(uri)
+    finally:
+        storage.configure(previous)
+    if kind is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert (type(found[0]).__name__, found[1]) == (kind, path)

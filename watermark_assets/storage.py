@@ -24,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import posixpath
 import random
 import threading
@@ -654,7 +655,9 @@ def arrow_filesystem(uri: str) -> tuple[Any, str] | None:
     table read just before a process ended did so in 15 of 20 processes locally, 8 of 12 on S3).
     Arrow's own filesystems never call back into Python. On S3 it gets the configured endpoint,
     region and credentials; what is not configured, the AWS SDK reads from the environment, as
-    delta-rs and boto do."""
+    delta-rs and boto do; with neither an endpoint nor a region known (configured, or
+    ``AWS_REGION``/``AWS_DEFAULT_REGION``), None: Arrow would assume us-east-1 where boto and
+    delta-rs look the bucket's region up."""
     import pyarrow.fs as pafs
 
     parsed = urlparse(uri)
@@ -676,6 +679,11 @@ def arrow_filesystem(uri: str) -> tuple[Any, str] | None:
             arguments["secret_key"] = settings.secret_access_key
         if settings.session_token:
             arguments["session_token"] = settings.session_token
+    known_region = "region" in arguments or "endpoint_override" in arguments
+    if not known_region and not (
+        os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    ):
+        return None  # Arrow would assume us-east-1 where boto and delta-rs find the bucket's
     path = unquote(f"{parsed.netloc}{parsed.path}").rstrip("/")
     return pafs.S3FileSystem(**arguments), path
 
