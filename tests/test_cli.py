@@ -188,7 +188,10 @@ def test_the_env_file_of_the_folder_is_read_as_dagster_reads_it_its_values_win(
     if text is not None:
         (folder / ENV_FILE).write_text(text, encoding="utf-8")
     monkeypatch.setenv("DAGSTER_HOME", "/the/shells/instance")
-    monkeypatch.delenv("WATERMARK_ASSETS_CONFIG", raising=False)  # restored after the test
+    # set first, so that the test's end restores it to what it was (absent, mostly): a delenv
+    # of an absent name records nothing to undo, and the file's value would outlive the test
+    monkeypatch.setenv("WATERMARK_ASSETS_CONFIG", "-")
+    monkeypatch.delenv("WATERMARK_ASSETS_CONFIG")
     monkeypatch.setenv("PWD", "/where/the/shell/was")
 
     names = load_env_file(str(folder))

@@ -27,6 +27,7 @@ from deltalake import DeltaTable, write_deltalake
 from watermark_assets.config import ColumnPipelineConfig
 from watermark_assets.defs import build_definitions
 from watermark_assets.delta.committer import DeltaCommitter
+from watermark_assets.kinds import KINDS
 from watermark_assets.providers.delta_metadata import DeltaMetadataProvider
 from watermark_assets.runs.column import RUN_METADATA_KEY, txn_app_id
 from watermark_assets.runs.faults import CRASH_ENV_VAR
@@ -94,7 +95,7 @@ class Scene:
 
     def __init__(self, tmp_path: Path, **overrides: Any) -> None:
         self.raw = column_pipeline(tmp_path, **overrides)
-        config = project_config(self.raw)
+        config = self.config = project_config(self.raw)
         pipeline = config.pipeline("orders")
         assert isinstance(pipeline, ColumnPipelineConfig)
         self.pipeline = pipeline
@@ -316,6 +317,14 @@ def test_a_run_killed_mid_way_and_re_run_commits_each_source_row_exactly_once(
     assert (DeltaCommitter(scene.table).current_version() is not None) == committed
     if provider == "file":
         assert not (tmp_path / "watermarks" / "orders.json").exists(), "killed before the save"
+        # `plan` says the provider is behind the log, and leaves the repair to the run
+        (planned,) = KINDS["column"].plan_run(scene.config, scene.pipeline, [], lambda: NOW)
+        assert planned.notes[-1] == (
+            "the file provider's copy is behind the Delta log: the run saves the log's "
+            "watermark to it first"
+        )
+        assert planned.watermark.startswith(f"updated_at={at(9, 5):%Y-%m-%dT%H:%M:%S}Z, id=5")
+        assert not (tmp_path / "watermarks" / "orders.json").exists(), "planning saved nothing"
 
     scene.orders.put(order(6, at(10)))
     rerun = metadata(scene.run())

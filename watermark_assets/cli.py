@@ -15,21 +15,26 @@ pipeline's sensor adds its ids and requests its due cells. The demo starts its H
 ``summary`` prints one row per pipeline of every kind (``kinds.KINDS``): a table of the file
 pipelines, and one of the others (partitions done, high watermark or done-at, cut-off).
 ``explain PIPELINE [PATH]`` says whether a landing file was ingested (in which Delta version) or
-why not. ``replay PIPELINE [--start V] [--end V]`` replays a
-range of a column pipeline in chunks (its ``replay`` section; ``--start``/``--end`` override the
-range), one Delta commit per chunk, and prints one line per chunk (skipped chunks included).
+why not. ``plan PIPELINE [--partition KEY]...`` says what a run would read and write now, every
+kind alike (a dry run: no row read, no Spark, nothing written). ``replay PIPELINE [--start V]
+[--end V]`` replays a range of a column pipeline in chunks (its ``replay`` section;
+``--start``/``--end`` override the range), one Delta commit per chunk, and prints one line per
+chunk (skipped chunks included).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from watermark_assets.config import load_config
+from watermark_assets.core.clock import Clock, system_clock
+from watermark_assets.core.text import time_text
 from watermark_assets.exceptions import InstanceHomeError, WatermarkAssetsError
 from watermark_assets.kinds import KINDS, kind_for, kind_of, summary_rows
 from watermark_assets.kinds.contract import DemoStep
@@ -154,6 +159,31 @@ def repair_state_command(config_path: str | None, name: str) -> int:
     return 0
 
 
+def plan_command(
+    config_path: str | None,
+    name: str,
+    keys: Sequence[str],
+    as_json: bool,
+    clock: Clock = system_clock,
+) -> int:
+    """``plan PIPELINE [--partition KEY]... [--json]``: what a run of those partitions (none
+    named: of the whole asset, or what the kind plans without them) would read and write,
+    planned on the state now (``PipelineKind.plan``); reads no row, starts no Spark, writes
+    nothing."""
+    config = load_config(config_path)
+    kind, pipeline = kind_of(config, name)
+    now = clock()
+    planned = kind.plan_run(config, pipeline, keys, lambda: now)
+    if as_json:
+        said = {"pipeline": name, "kind": kind.name, "planned_at": time_text(now)}
+        print(json.dumps(said | {"runs": [run.to_dict() for run in planned]}, indent=2))
+        return 0
+    print(f"{name} ({kind.name}), planned at {time_text(now)}; nothing was read or written:")
+    for run in planned:
+        print("\n".join(run.lines()))
+    return 0
+
+
 def replay_command(config_path: str | None, name: str, start: str | None, end: str | None) -> int:
     """``replay PIPELINE``: the kind's replay (a column pipeline's ``replay`` section, the range
     overridden); ConfigError for a kind without one."""
@@ -259,6 +289,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=20,
         help="file names shown per verdict without PATH (default 20; 0: all)",
     )
+    plan = commands.add_parser(
+        "plan",
+        help="what a run would read and write now (a dry run: nothing read, nothing written)",
+    )
+    plan.add_argument("pipeline", metavar="PIPELINE")
+    plan.add_argument(
+        "--partition",
+        metavar="KEY",
+        action="append",
+        default=[],
+        help="a partition of the run (repeatable; none: the whole asset, the windows due, or "
+        "the next batch, by kind)",
+    )
+    plan.add_argument("--json", action="store_true", help="machine-readable output")
     replay = commands.add_parser(
         "replay", help="replay a range of a column pipeline in chunks (its replay section)"
     )
@@ -286,6 +330,8 @@ def _run(args: argparse.Namespace) -> int:
         startup_done()  # nothing heavy to start: collect as usual from the beginning
     if args.command == "explain":
         return explain_command(args.config, args.pipeline, args.path, args.json, args.limit)
+    if args.command == "plan":
+        return plan_command(args.config, args.pipeline, args.partition, args.json)
     if args.command == "replay":
         return replay_command(args.config, args.pipeline, args.start, args.end)
     if args.command == "repair-state":

@@ -12,6 +12,7 @@ Standard library only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime, time, timedelta, timezone
 
 __all__ = ["millis_text", "time_text", "value_text"]
@@ -51,3 +52,11 @@ def value_text(value: object) -> str:
     if value is None:
         return "null"
     return str(value)
+
+
+def files_text(paths: Sequence[str], shown: int = 3) -> str:
+    """``5 files: a, b, c, ... e``: the count, the first ``shown`` and the last."""
+    count = f"{len(paths)} file{'' if len(paths) == 1 else 's'}"
+    if len(paths) <= shown + 1:
+        return f"{count}: {', '.join(paths)}"
+    return f"{count}: {', '.join(paths[:shown])}, ... {paths[-1]}"

@@ -4,7 +4,7 @@ partitions turned into a :class:`~watermark_assets.core.partition_selection.Part
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +14,8 @@ from dagster import (
     HourlyPartitionsDefinition,
     MonthlyPartitionsDefinition,
     MultiPartitionsDefinition,
+    PartitionsDefinition,
+    StaticPartitionsDefinition,
     TimeWindowPartitionsDefinition,
     WeeklyPartitionsDefinition,
     partition_loading_context,
@@ -138,6 +140,20 @@ def partition_selection(context: AssetExecutionContext) -> PartitionSelection:
     if isinstance(definition, TimeWindowPartitionsDefinition):
         window = context.partition_time_window
         return PartitionSelection.of_time_window(keys, TimeWindow(window.start, window.end))
+    return selection_of_keys(definition, keys)
+
+
+def selection_of_keys(
+    definition: PartitionsDefinition | None, keys: Sequence[str]
+) -> PartitionSelection:
+    """``keys`` of ``definition`` as the :class:`PartitionSelection` a run of them gets (see
+    :func:`partition_selection`; a time window spans the keys' windows)."""
+    keys = list(keys)
+    if isinstance(definition, TimeWindowPartitionsDefinition):
+        windows = [definition.time_window_for_partition_key(key) for key in keys]
+        return PartitionSelection.of_time_window(
+            keys, TimeWindow(min(w.start for w in windows), max(w.end for w in windows))
+        )
     if isinstance(definition, MultiPartitionsDefinition):
         dimensions: dict[str, PartitionDimension] = {}
         split = [definition.get_partition_key_from_str(k).keys_by_dimension for k in keys]
@@ -151,3 +167,55 @@ def partition_selection(context: AssetExecutionContext) -> PartitionSelection:
             dimensions[dimension.name] = PartitionDimension(dimension.name, tuple(values), window)
         return PartitionSelection.of_dimensions(keys, dimensions, split)
     return PartitionSelection.of_keys(keys)
+
+
+def check_partition_keys(
+    pipeline: str, definition: PartitionsDefinition | None, keys: Sequence[str]
+) -> None:
+    """ConfigError naming the first of ``keys`` that is no partition key of ``definition`` (a
+    time key that does not parse, a static key not listed; a dynamic key is anyone's to add),
+    or naming every key when the asset has no partitions."""
+    if definition is None:
+        if keys:
+            raise ConfigError(
+                f"pipeline {pipeline!r} has no partitions: {list(keys)} name none; "
+                "leave out --partition",
+                pipeline=pipeline,
+            )
+        return
+    for key in keys:
+        problem = _key_problem(definition, key)
+        if problem is not None:
+            raise ConfigError(
+                f"pipeline {pipeline!r}: partition {key!r} {problem}",
+                pipeline=pipeline,
+                value=key,
+            )
+
+
+def _key_problem(definition: PartitionsDefinition, key: str) -> str | None:
+    if isinstance(definition, TimeWindowPartitionsDefinition):
+        if definition.has_partition_key(key):
+            return None
+        first, last = definition.get_first_partition_key(), definition.get_last_partition_key()
+        span = "none yet" if first is None else f"{first!r} to {last!r}"
+        return f"is not one of its partitions ({span}, written as {definition.fmt!r})"
+    if isinstance(definition, MultiPartitionsDefinition):
+        names = [d.name for d in definition.partitions_defs]
+        if len(key.split("|")) != len(names):
+            return (
+                "is not one of its partitions; write one value per dimension "
+                f"{names}, joined by '|'"
+            )
+        values = definition.get_partition_key_from_str(key).keys_by_dimension
+        for dimension in definition.partitions_defs:
+            value = values[dimension.name]
+            problem = _key_problem(dimension.partitions_def, value)
+            if problem is not None:
+                return f"({dimension.name} {value!r}) {problem}"
+        return None
+    if isinstance(definition, StaticPartitionsDefinition):
+        known = definition.get_partition_keys()
+        if key not in known:
+            return f"is not one of its partitions {known}"
+    return None  # a dynamic partition: anyone may add it

@@ -42,10 +42,11 @@ from watermark_assets.core.column.predicate import (
     within,
 )
 from watermark_assets.core.column.watermark import ColumnValue, ColumnWatermark, WatermarkOperator
+from watermark_assets.core.text import value_text
 from watermark_assets.delta.committer import TxnVersion
-from watermark_assets.engine.write import WriteMode
+from watermark_assets.engine.write import WriteMode, mode_text
 
-__all__ = ["PipelineWatermark", "PlannedOn", "ReadSlice", "RecordPlan", "RunPlan"]
+__all__ = ["PipelineWatermark", "PlannedOn", "PlannedRun", "ReadSlice", "RecordPlan", "RunPlan"]
 
 
 @dataclass(frozen=True)
@@ -152,3 +153,61 @@ class RunPlan:
     mode: WriteMode
     record: RecordPlan
     planned_on: PlannedOn
+
+    def planned(self, partition: str | None, watermark: str, *notes: str) -> PlannedRun:
+        """This plan as ``watermark-assets plan`` shows it: ``watermark``, the kind's watermark
+        the run starts from, in words (a window's or unit's plan keeps no column watermark)."""
+        boundary = self.read.boundary
+        if boundary is not None and boundary.hashes is not None:
+            notes = (
+                f"the {len(boundary.hashes)} rows committed at {boundary.column}="
+                f"{value_text(boundary.value)} are read again and left out",
+                *notes,
+            )
+        return PlannedRun(
+            partition=partition,
+            watermark=watermark,
+            reads=f"the rows where {self.read.predicate_text}",
+            writes=mode_text(self.mode),
+            notes=notes,
+        )
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """What one run would do, planned on the state as it is now, every kind alike
+    (``watermark-assets plan``, the contract's ``plan``): planning reads the watermark, the
+    Delta log and (for files) the listing above the watermark; it reads no row, starts no Spark
+    and writes nothing."""
+
+    #: the partition the run covers (None: the asset has no partitions, or the run covers the
+    #: whole selection at once)
+    partition: str | None
+    #: the watermark the run starts from, in words
+    watermark: str
+    #: what it would read: a predicate, files, or upstream versions
+    reads: str
+    #: how its ONE commit would write
+    writes: str
+    #: more to say (files listed, what a run would skip or repair), one sentence each
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "partition": self.partition,
+            "watermark": self.watermark,
+            "reads": self.reads,
+            "writes": self.writes,
+            "notes": list(self.notes),
+        }
+
+    def lines(self) -> list[str]:
+        """The plan as indented lines under its partition."""
+        head = "(whole asset)" if self.partition is None else f"partition {self.partition}"
+        return [
+            f"{head}:",
+            f"  watermark: {self.watermark}",
+            f"  reads:     {self.reads}",
+            f"  writes:    {self.writes}",
+            *(f"  note:      {note}" for note in self.notes),
+        ]

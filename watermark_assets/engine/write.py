@@ -100,6 +100,7 @@ __all__ = [
     "StagedFiles",
     "WriteMode",
     "Written",
+    "mode_text",
     "region_json",
     "write",
 ]
@@ -170,6 +171,22 @@ class ReplaceTable:
 
 #: How the run's ONE commit writes its rows (chosen by the kind's planner).
 WriteMode = Append | Replace | Merge | ReplaceTable
+
+
+def mode_text(mode: WriteMode) -> str:
+    """How the commit writes, in words (``watermark-assets plan``)."""
+    if isinstance(mode, Append):
+        return "append the rows read"
+    if isinstance(mode, Merge):
+        return f"merge the rows read on {', '.join(mode.keys)}"
+    if isinstance(mode, ReplaceTable):
+        return f"replace every row of the table (pinned to version {mode.read_version})"
+    if mode.is_read_range:
+        return "replace the range read (from the watermark to the greatest value read)"
+    text = "replace the rows of " + "; ".join(map(region_text, mode.regions))
+    if mode.moves is not None:
+        text += f" (a key's rows elsewhere moved: keys {', '.join(mode.moves.keys)})"
+    return text
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 pipeline model").
 
 ``defs/build.py`` builds every pipeline's Dagster objects through :attr:`PipelineKind.dagster_defs`;
-every command of the CLI (``summary``, ``explain``, ``run-sensors``, ``demo``, ``replay``,
-``repair-state``) and ``defs/run_worker.py`` go through this contract and the registry
+every command of the CLI (``summary``, ``explain``, ``plan``, ``run-sensors``, ``demo``,
+``replay``, ``repair-state``) and ``defs/run_worker.py`` go through this contract and the registry
 (``kinds/__init__.py``); each kind fills it in its own module (``kinds/file_path/kind.py``,
 ``kinds/column/kind.py``, ...), and only there is the kind's configuration read for what it is.
 A hook a kind does not have is ``None``: the command says so, naming the kinds that have it.
@@ -11,6 +11,7 @@ A hook a kind does not have is ``None``: the command says so, naming the kinds t
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -18,9 +19,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from watermark_assets.kinds.report import PartitionedRow, SummaryRow
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from watermark_assets.config import ProjectConfig
     from watermark_assets.core.clock import Clock
+    from watermark_assets.core.partition_selection import PartitionSelection
     from watermark_assets.defs.pipeline_defs import PipelineDefs
+    from watermark_assets.engine.plan import PlannedRun
     from watermark_assets.kinds.headless import FailedRun, Headless
 
 P = TypeVar("P")
@@ -64,6 +69,20 @@ class DemoStep(Generic[P]):
     always: bool = False
 
 
+def named_partitions(pipeline: str, selection: PartitionSelection | None) -> PartitionSelection:
+    """``selection``, for a kind whose plan is per partition: ConfigError with the fix when no
+    partition was named."""
+    if selection is None:
+        from watermark_assets.exceptions import ConfigError
+
+        raise ConfigError(
+            f"pipeline {pipeline!r} has partitions and a run reads each one's own rows: name "
+            "the partitions to plan with --partition KEY (repeatable; the keys the UI lists)",
+            pipeline=pipeline,
+        )
+    return selection
+
+
 def _no_lines(config: ProjectConfig, pipeline: Any) -> list[Any]:
     return []
 
@@ -88,6 +107,10 @@ class PipelineKind(Generic[P]):
     #: policy and column schema; ``defs/build.py`` adds what every kind shares (``config``:
     #: the whole file, for a pipeline that reads another one's table)
     dagster_defs: Callable[[P, Clock, ProjectConfig], PipelineDefs]
+    #: what a run of the selected partitions (None: none named; the asset has none, or the kind
+    #: plans without them) would read and write, planned on the state at ``now`` as the run
+    #: plans: watermark, Delta log, listing; no row read, no Spark, nothing written
+    plan: Callable[[ProjectConfig, P, PartitionSelection | None, datetime], list[PlannedRun]]
     #: the states its table keeps as commitInfo entries: ``explain``'s state lines and what
     #: ``repair-state`` rebuilds (unless the kind has its own :attr:`repair`)
     state_logs: Callable[[ProjectConfig, P], list[StateLogEntry]] = _no_lines
@@ -109,6 +132,21 @@ class PipelineKind(Generic[P]):
     demo_data: DemoStep[P] | None = None
     #: ``demo`` after the sensor pass: its pipelines' runs, said line by line
     demo_runs: DemoStep[P] | None = None
+
+    def plan_run(
+        self, config: ProjectConfig, pipeline: P, keys: Sequence[str], clock: Clock
+    ) -> list[PlannedRun]:
+        """``plan PIPELINE [--partition KEY]...``: :attr:`plan` of the partitions ``keys`` of the
+        pipeline's asset (ConfigError naming a key that is not one of them)."""
+        from watermark_assets.defs.partitions import check_partition_keys, selection_of_keys
+
+        with warnings.catch_warnings():  # Dagster's notes on its beta and preview parameters
+            warnings.simplefilter("ignore")
+            definition = self.dagster_defs(pipeline, clock, config).asset.partitions_def
+        name: str = pipeline.name  # type: ignore[attr-defined]
+        check_partition_keys(name, definition, keys)
+        selection = selection_of_keys(definition, keys) if keys else None
+        return self.plan(config, pipeline, selection, clock())
 
     def explain(self, config: ProjectConfig, pipeline: P) -> str:
         """The line ``explain PIPELINE`` starts with: the pipeline's summary row in words."""

@@ -252,18 +252,23 @@ class Committed:
     boundary: Boundary | None
 
 
-def load_watermark(pipeline: ColumnSpec, manager: WatermarkManager) -> tuple[ColumnWatermark, bool]:
+def load_watermark(
+    pipeline: ColumnSpec, manager: WatermarkManager, *, repair: bool = True
+) -> tuple[ColumnWatermark, bool]:
     """The committed watermark, and whether the provider's copy had to be repaired from the log.
 
     For the Delta provider the log is the store. For the others the log's copy (every commit
     carries one) is merged in: a run killed after its commit, before its save, left the provider
-    behind; the log's value is saved to it now (its commit did succeed).
+    behind; the log's value is saved to it now (its commit did succeed). ``repair=False``: the
+    merged value is returned and nothing is saved (``watermark-assets plan`` writes nothing).
     """
-    committed = load_committed(pipeline, manager)
+    committed = load_committed(pipeline, manager, repair=repair)
     return committed.watermark, committed.repaired
 
 
-def load_committed(pipeline: ColumnSpec, manager: WatermarkManager) -> Committed:
+def load_committed(
+    pipeline: ColumnSpec, manager: WatermarkManager, *, repair: bool = True
+) -> Committed:
     """:func:`load_watermark`, with the boundary the Delta log recorded for that watermark (the
     commit that carries a watermark carries its boundary, whatever the provider)."""
     columns = pipeline.columns
@@ -278,7 +283,8 @@ def load_committed(pipeline: ColumnSpec, manager: WatermarkManager) -> Committed
     if stored.covers(logged):
         return Committed(stored, False, _boundary_of(logged_record, stored))
     repaired = stored.merge(logged)
-    manager.save_watermark(pipeline.dataflow_id, repaired, job_id=None, dataflow_run_id=None)
+    if repair:
+        manager.save_watermark(pipeline.dataflow_id, repaired, job_id=None, dataflow_run_id=None)
     return Committed(repaired, True, _boundary_of(logged_record, repaired))
 
 
@@ -293,15 +299,18 @@ def _boundary_of(record: WatermarkRecord | None, watermark: ColumnWatermark) -> 
     return boundary if boundary.belongs_to(watermark) else None
 
 
-def plan_column_batch(request: ColumnRunRequest, *, now: datetime) -> ColumnPlan:
+def plan_column_batch(
+    request: ColumnRunRequest, *, now: datetime, repair: bool = True
+) -> ColumnPlan:
     """Read the txn version first, then the watermark (a commit landing in between makes the
-    commit stale, never silently stacked on an old watermark)."""
+    commit stale, never silently stacked on an old watermark). ``repair=False``: a provider
+    behind the log is not saved (:func:`load_watermark`; the plan says it was repaired)."""
     pipeline = request.pipeline
     committer = committer_for(pipeline.table)
     app_id = txn_app_id(pipeline.name)
     committed = committer.transaction_version(app_id)
     manager = watermark_manager(pipeline)
-    loaded = load_committed(pipeline, manager)
+    loaded = load_committed(pipeline, manager, repair=repair)
     before = loaded.watermark
     boundary = loaded.boundary if uses_boundary(pipeline, before, loaded.boundary) else None
     return ColumnPlan(

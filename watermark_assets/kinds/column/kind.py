@@ -25,7 +25,9 @@ from watermark_assets.kinds.headless import (
 from watermark_assets.kinds.report import PartitionedRow, table_facts, version_cell
 
 if TYPE_CHECKING:
+    from watermark_assets.core.partition_selection import PartitionSelection
     from watermark_assets.defs.pipeline_defs import PipelineDefs
+    from watermark_assets.engine.plan import PlannedRun
 
 
 @dataclass(frozen=True)
@@ -279,6 +281,38 @@ def replay(
     return 0
 
 
+def plan(
+    config: ProjectConfig,
+    pipeline: ColumnPipelineConfig,
+    selection: PartitionSelection | None,
+    now: datetime,
+) -> list[PlannedRun]:
+    """What a run would read and write now: the rows above the watermark (unpartitioned), or
+    each partition's window as a replay chunk (``partitions``), nothing saved."""
+    from watermark_assets.kinds.column.defs import column_partitions, partition_replay
+    from watermark_assets.kinds.column.replay import plan_replay
+    from watermark_assets.runs.column import ColumnRunRequest, plan_column_batch
+    from watermark_assets.runs.column_spec import ColumnSpec
+
+    partitions_def = column_partitions(pipeline)
+    if partitions_def is None or selection is None:
+        request = ColumnRunRequest(pipeline=ColumnSpec.of(pipeline), run_id="plan")
+        planned = plan_column_batch(request, now=now, repair=False)
+        notes = (
+            (
+                f"the {planned.provider} provider's copy is behind the Delta log: the run "
+                "saves the log's watermark to it first",
+            )
+            if planned.repaired_from_log
+            else ()
+        )
+        return [planned.planned(None, f"{planned.watermark_before} ({planned.provider})", *notes)]
+    keys = sorted(
+        selection.keys, key=lambda key: partitions_def.time_window_for_partition_key(key).start
+    )
+    return plan_replay(pipeline, partition_replay(pipeline, partitions_def, selection), keys)
+
+
 def dagster_defs(
     pipeline: ColumnPipelineConfig, clock: Clock, config: ProjectConfig
 ) -> PipelineDefs:
@@ -327,6 +361,7 @@ KIND = PipelineKind[ColumnPipelineConfig](
     lambda config: config.column_pipelines,
     lambda config, pipeline: summarize(pipeline),
     dagster_defs=dagster_defs,
+    plan=plan,
     state_logs=state_logs,
     explain_notes=explain_notes,
     replay=replay,

@@ -49,7 +49,7 @@ committed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING
@@ -66,8 +66,15 @@ from watermark_assets.core.column.replay import (
 )
 from watermark_assets.core.column.watermark import ColumnWatermark, GreaterOrEqual
 from watermark_assets.core.replace_window import Interval, ReplaceWindow
+from watermark_assets.core.text import value_text
 from watermark_assets.delta.committer import TxnVersion, committer_for
-from watermark_assets.engine.plan import PipelineWatermark, PlannedOn, ReadSlice, RecordPlan
+from watermark_assets.engine.plan import (
+    PipelineWatermark,
+    PlannedOn,
+    PlannedRun,
+    ReadSlice,
+    RecordPlan,
+)
 from watermark_assets.engine.write import Replace, WriteMode
 from watermark_assets.providers.delta_metadata import DeltaMetadataProvider, commit_metadata_entry
 from watermark_assets.runs.column import (
@@ -204,15 +211,7 @@ def run_replay(
     spec = ColumnSpec.of(pipeline)
     manager = watermark_manager(spec)
     production_before, _ = load_watermark(spec, manager)
-    to_run = set(chunks)
-    completed_txns: set[ReplayChunk] = set()
-    if replay.save_watermark:
-        stored = stored_replay_watermark(table, dataflow, pipeline.name)
-        to_run = set(chunks_to_run(chunks, stored, save_watermark=True))
-        versions = committer_for(table).transaction_versions(
-            [replay_app_id(pipeline.name, c) for c in chunks]
-        )
-        completed_txns = {c for c in chunks if versions[replay_app_id(pipeline.name, c)]}
+    skipped = skipped_chunks(pipeline, replay, chunks)
     request = ColumnRunRequest(pipeline=target, run_id=run_id, job_name="replay", clock=clock)
     runs: list[ChunkRun] = []
     log(
@@ -220,13 +219,8 @@ def run_replay(
         f"{len(chunks)} chunks into {table} (save_watermark: {replay.save_watermark})"
     )
     for number, chunk in enumerate(chunks, 1):
-        if chunk not in to_run or chunk in completed_txns:
-            why = (
-                "the saved replay watermark covers its upper bound"
-                if chunk not in to_run
-                else f"its txn {replay_app_id(pipeline.name, chunk)} is in the log"
-            )
-            runs.append(ChunkRun(number, chunk, None, why))
+        if chunk in skipped:
+            runs.append(ChunkRun(number, chunk, None, skipped[chunk]))
             log(f"  {runs[-1].line()}")
             continue
         now = clock()
@@ -245,8 +239,62 @@ def run_replay(
     return ReplayResult(pipeline.name, table, tuple(runs), production_before, production_after)
 
 
+def skipped_chunks(
+    pipeline: ColumnPipelineConfig, replay: ReplayRange, chunks: Sequence[ReplayChunk]
+) -> dict[ReplayChunk, str]:
+    """The chunks a ``save_watermark: true`` replay leaves out, each with why: the saved replay
+    watermark covers it, or its txn is in the log (a replay that saves nothing runs them all)."""
+    if not replay.save_watermark:
+        return {}
+    table = ColumnSpec.replaying(pipeline, replay).table.uri
+    dataflow = replay_dataflow_id(pipeline.name, replay)
+    stored = stored_replay_watermark(table, dataflow, pipeline.name)
+    to_run = set(chunks_to_run(chunks, stored, save_watermark=True))
+    app_ids = {c: replay_app_id(pipeline.name, c) for c in chunks}
+    versions = committer_for(table).transaction_versions(list(app_ids.values()))
+    skipped: dict[ReplayChunk, str] = {}
+    for chunk in chunks:
+        if chunk not in to_run:
+            skipped[chunk] = "the saved replay watermark covers its upper bound"
+        elif versions[app_ids[chunk]]:
+            skipped[chunk] = f"its txn {app_ids[chunk]} is in the log"
+    return skipped
+
+
+def plan_replay(
+    pipeline: ColumnPipelineConfig, replay: ReplayRange, keys: Sequence[str]
+) -> list[PlannedRun]:
+    """What a replay would do chunk by chunk (``watermark-assets plan``; ``keys``: each chunk's
+    partition key, in the chunks' order), nothing saved (a provider behind the log neither)."""
+    pipeline.replay_problem(replay)
+    chunks = replay_chunks(pipeline, replay)
+    skipped = skipped_chunks(pipeline, replay, chunks)
+    request = ColumnRunRequest(
+        pipeline=ColumnSpec.replaying(pipeline, replay), run_id="plan", job_name="replay"
+    )
+    own = pipeline.replays_own_table(replay)
+    planned: list[PlannedRun] = []
+    for key, chunk in zip(keys, chunks, strict=True):
+        lower, upper = (value_text(bound.values[0]) for bound in (chunk.lower, chunk.upper))
+        where = f"chunk {chunk.lower.columns[0]} in [{lower}, {upper})"
+        if chunk in skipped:
+            planned.append(PlannedRun(key, where, "nothing", "nothing", (skipped[chunk],)))
+            continue
+        plan = plan_chunk(request, replay, chunk, own=own, repair=False)
+        saves = "saves" if plan.record.saves_watermark else "leaves"
+        planned.append(
+            plan.planned(key, where, f"the commit {saves} the pipeline's column watermark")
+        )
+    return planned
+
+
 def plan_chunk(
-    request: ColumnRunRequest, replay: ReplayRange, chunk: ReplayChunk, *, own: bool
+    request: ColumnRunRequest,
+    replay: ReplayRange,
+    chunk: ReplayChunk,
+    *,
+    own: bool,
+    repair: bool = True,
 ) -> ColumnPlan:
     """The plan of one chunk: txns read first (the optimistic lock), then the watermarks.
 
@@ -261,7 +309,7 @@ def plan_chunk(
     versions = committer.transaction_versions(app_ids)
     txns = [TxnVersion.next_of(app_id, versions[app_id]) for app_id in app_ids]
     manager = watermark_manager(pipeline)
-    production, _ = load_watermark(pipeline, manager)
+    production, _ = load_watermark(pipeline, manager, repair=repair)
     saves = own and advances_production(production, replay)
     metadata = {
         REPLAY_METADATA_KEY: json.dumps(

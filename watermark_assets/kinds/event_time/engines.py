@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from watermark_assets.core.event_time import EventTimeWatermark
-from watermark_assets.core.text import millis_text
+from watermark_assets.core.text import files_text, millis_text
+from watermark_assets.engine.plan import PlannedRun
 from watermark_assets.kinds.event_time.stream import (
     StreamSpec,
     committed_watermark_ms,
@@ -25,6 +26,7 @@ from watermark_assets.kinds.event_time.stream import (
 from watermark_assets.kinds.event_time.window import (
     WindowAggregateSpec,
     load_progress,
+    plan_window_batch,
     replan_batch,
     run_window_batch,
 )
@@ -77,6 +79,11 @@ class WindowEngine(Protocol):
         """``watermark-assets repair-state PIPELINE``: what it did, as one line."""
         ...
 
+    def plan(self) -> PlannedRun:
+        """What the next run would read and write (``watermark-assets plan``), nothing
+        written."""
+        ...
+
 
 @dataclass(frozen=True)
 class BatchEngine:
@@ -88,6 +95,32 @@ class BatchEngine:
 
     def repair(self) -> str:
         return replan_batch(self.spec)
+
+    def plan(self) -> PlannedRun:
+        spec, batch = self.spec, plan_window_batch(self.spec)
+        watermark = f"{_watermark_text(batch.before)} after batch {batch.progress.batch}"
+        if batch.nothing_new:
+            return PlannedRun(None, watermark, "nothing", "nothing", (batch.nothing_new_reason,))
+        reads = "; ".join(
+            f"{name} versions {read.versions}"
+            + (" by event time" if read.by_event_time else "")
+            + f", {files_text(read.files)}"
+            for name, read in batch.reads.items()
+            if read.files or read.by_event_time
+        )
+        writes = (
+            f"batch {batch.batch}: the windows the watermark closes appended to "
+            f"{spec.output_uri}, the open windows' state replaced in {spec.state_uri}, late rows "
+            f"kept in {spec.late_uri}"
+        )
+        notes = [f"{read.uri} {read.lost}" for read in batch.reads.values() if read.lost]
+        if batch.recorded is not None:
+            notes.insert(
+                0,
+                f"batch {batch.batch}'s output is committed (a run died after it): the run "
+                "finishes it as recorded",
+            )
+        return PlannedRun(None, watermark, reads or "nothing", writes, tuple(notes))
 
     def run(self, spark: SparkSession, *, now: datetime, run_id: str) -> WindowRun:
         result = run_window_batch(spark, self.spec, now=now, run_id=run_id)
@@ -139,6 +172,17 @@ class StreamEngine:
             "keeps: nothing to repair"
         )
 
+    def plan(self) -> PlannedRun:
+        stream = self.stream
+        return PlannedRun(
+            None,
+            _watermark_text(self.committed()),
+            f"the files of {stream.landing_uri} that Spark's checkpoint "
+            f"{stream.checkpoint_uri} has not read yet (Spark lists them as the run starts)",
+            f"each micro-batch: the windows the watermark closes appended to {stream.output_uri}"
+            f", late rows kept in {stream.late_uri}",
+        )
+
     def run(self, spark: SparkSession, *, now: datetime, run_id: str) -> WindowRun:
         before = self.committed()
         result = run_window_stream(spark, self.stream, now=now, run_id=run_id)
@@ -167,3 +211,7 @@ class StreamEngine:
                 "delta/versions": result.versions,
             },
         )
+
+
+def _watermark_text(watermark: EventTimeWatermark) -> str:
+    return "none yet" if watermark.is_empty else millis_text(watermark.watermark_ms)

@@ -3,8 +3,10 @@ rows, emitted once the watermark passes them; late records kept."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +18,9 @@ from watermark_assets.kinds.headless import FailedRun, Headless, as_sensor_run, 
 from watermark_assets.kinds.report import PartitionedRow, table_facts, version_cell
 
 if TYPE_CHECKING:
+    from watermark_assets.core.partition_selection import PartitionSelection
     from watermark_assets.defs.pipeline_defs import PipelineDefs
+    from watermark_assets.engine.plan import PlannedRun
 
 
 def run_sensors_once(
@@ -117,6 +121,26 @@ def repair(config: ProjectConfig, pipeline: EventTimePipelineConfig) -> int:
     return 0
 
 
+def plan(
+    config: ProjectConfig,
+    pipeline: EventTimePipelineConfig,
+    selection: PartitionSelection | None,
+    now: datetime,
+) -> list[PlannedRun]:
+    """The next batch of the pipeline's engine: a run reads what is new upstream whatever
+    partitions it was launched for (its partitions are the windows it emits)."""
+    from watermark_assets.kinds.event_time.defs import window_engine
+
+    planned = window_engine(pipeline, config).plan()
+    if selection is None:
+        return [planned]
+    said = (
+        f"any partition's run reads the same batch (the partitions named, {list(selection.keys)}, "
+        "are the windows it emits once the watermark passes them)"
+    )
+    return [dataclasses.replace(planned, notes=(*planned.notes, said))]
+
+
 def dagster_defs(
     pipeline: EventTimePipelineConfig, clock: Clock, config: ProjectConfig
 ) -> PipelineDefs:
@@ -167,6 +191,7 @@ KIND = PipelineKind[EventTimePipelineConfig](
     lambda config: config.event_time_pipelines,
     summarize,
     dagster_defs=dagster_defs,
+    plan=plan,
     explain_notes=explain_notes,
     repair=repair,
     demo_runs=DemoStep(

@@ -98,7 +98,7 @@ from watermark_assets.kinds.event_time.recover import (
     find_late_rows,
     missing_rows,
 )
-from watermark_assets.kinds.event_time.upstream import ReadBounds, plan_reads
+from watermark_assets.kinds.event_time.upstream import ReadBounds, UpstreamRead, plan_reads
 from watermark_assets.runs.faults import crash_point, pause_point
 from watermark_assets.spark import io, window_agg
 from watermark_assets.spark.window_agg import ROWS_OUTPUT, ROWS_PARTIAL, WINDOW_START, Aggregate
@@ -341,12 +341,56 @@ def replan_batch(spec: WindowAggregateSpec) -> str:
     )
 
 
-def run_window_batch(
-    spark: SparkSession, spec: WindowAggregateSpec, *, now: datetime, run_id: str
-) -> WindowBatchResult:
-    """Run the next batch (module docstring); nothing is committed when nothing new is there."""
-    from pyspark.sql import functions as F
+@dataclass(frozen=True)
+class NextBatch:
+    """The next batch as planned from the progress and the upstreams' logs, before any row is
+    read: a crashed batch's recorded plan (finished as planned), else the versions each
+    upstream added since the last batch (:func:`plan_window_batch`)."""
 
+    progress: WindowProgress
+    file: ProgressFile
+    batch: int
+    #: the plan of ``batch`` recorded by a run that died after its output commit, or None
+    recorded: BatchPlan | None
+    #: the committed watermark
+    before: EventTimeWatermark
+    #: the watermark the output is complete to: a replanned batch's output is already committed
+    bound: EventTimeWatermark
+    bounds: ReadBounds
+    reads: Mapping[str, UpstreamRead]
+
+    @property
+    def replanned(self) -> bool:
+        """The recorded plan was moved to newer upstream versions by ``repair-state``."""
+        return self.recorded is not None and self.recorded.replanned_from is not None
+
+    @property
+    def by_event_time(self) -> bool:
+        return any(r.by_event_time for r in self.reads.values())
+
+    @property
+    def nothing_new(self) -> bool:
+        """No batch to finish and no row appended upstream: a run commits nothing."""
+        return (
+            self.recorded is None
+            and not self.by_event_time
+            and not any(read.files for read in self.reads.values())
+        )
+
+    @property
+    def nothing_new_reason(self) -> str:
+        versions = self.progress.upstream_versions
+        return (
+            "no rows appended upstream since versions "
+            + ", ".join(f"{name} {version}" for name, version in versions.items())
+            + " (-1: none yet): nothing to do, the watermark stays at "
+            + millis_text(self.before.watermark_ms)
+        )
+
+
+def plan_window_batch(spec: WindowAggregateSpec) -> NextBatch:
+    """The next batch's plan (:class:`NextBatch`): reads the progress and the upstreams' logs,
+    writes nothing."""
     progress, file = _load(spec)
     batch = progress.batch + 1
     recorded = recorded_plan(spec, batch, file)
@@ -368,15 +412,25 @@ def run_window_batch(
         batch=batch,
         replanned=replanned,
     )
-    by_event_time = any(r.by_event_time for r in reads.values())
+    return NextBatch(progress, file, batch, recorded, before, bound, bounds, reads)
+
+
+def run_window_batch(
+    spark: SparkSession, spec: WindowAggregateSpec, *, now: datetime, run_id: str
+) -> WindowBatchResult:
+    """Run the next batch (module docstring); nothing is committed when nothing new is there."""
+    from pyspark.sql import functions as F
+
+    planned = plan_window_batch(spec)
+    progress, file, batch = planned.progress, planned.file, planned.batch
+    recorded, before, bound = planned.recorded, planned.before, planned.bound
+    bounds, reads = planned.bounds, planned.reads
+    by_event_time = planned.by_event_time
     paths = {name: list(read.files) for name, read in reads.items()}
-    if recorded is None and not by_event_time and not any(paths.values()):
+    if planned.nothing_new:
         return WindowBatchResult(
             batch=None,
-            reason="no rows appended upstream since versions "
-            + ", ".join(f"{name} {version}" for name, version in progress.upstream_versions.items())
-            + " (-1: none yet): nothing to do, the watermark stays at "
-            + millis_text(before.watermark_ms),
+            reason=planned.nothing_new_reason,
             watermark_before=before,
             watermark_after=before,
             windows_open=progress.open_windows,
@@ -410,7 +464,7 @@ def run_window_batch(
             appended = appended_since(reads, progress)
             # replanned, the open windows are those the plan's watermark left open, not the
             # state's: the statistics prove nothing, every closed window is counted
-            missing = None if replanned else missing_rows(appended, progress, rows)
+            missing = None if planned.replanned else missing_rows(appended, progress, rows)
             if missing != 0:
                 recovery = find_late_rows(
                     spark,

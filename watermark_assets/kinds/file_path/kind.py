@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from watermark_assets import names
 from watermark_assets.config import FilePipelineConfig, ProjectConfig
 from watermark_assets.core.clock import Clock, system_clock
-from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind
+from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind, named_partitions
 from watermark_assets.kinds.headless import (
     QUIET_LOGS,
     FailedRun,
@@ -25,7 +26,9 @@ from watermark_assets.kinds.headless import (
 from watermark_assets.kinds.report import SummaryRow, table_facts, version_cell
 
 if TYPE_CHECKING:
+    from watermark_assets.core.partition_selection import PartitionSelection
     from watermark_assets.defs.pipeline_defs import PipelineDefs
+    from watermark_assets.engine.plan import PlannedRun
 
 #: Ticks of one pipeline's sensor in a pass, at most.
 MAX_TICKS = 50
@@ -180,6 +183,43 @@ def repair(config: ProjectConfig, pipeline: FilePipelineConfig) -> int:
     return 0
 
 
+def plan(
+    config: ProjectConfig,
+    pipeline: FilePipelineConfig,
+    selection: PartitionSelection | None,
+    now: datetime,
+) -> list[PlannedRun]:
+    """Each named partition's files above the watermark, listed as a run lists them now; the
+    run appends them all in ONE commit."""
+    from watermark_assets.core.text import files_text
+    from watermark_assets.defs.partitions import partition_mapper, partitions_definition
+    from watermark_assets.engine.plan import PlannedRun
+    from watermark_assets.engine.write import Append, mode_text
+    from watermark_assets.kinds.file_path.plan import BatchRequest, plan_batch
+    from watermark_assets.sources.file_discovery import partition_key_of
+
+    selection = named_partitions(pipeline.name, selection)
+    partition_of = partition_mapper(partitions_definition(pipeline), lambda: now)
+    request = BatchRequest(pipeline=pipeline, selection=selection, run_id="plan")
+    batch = plan_batch(request, partition_of, now=now)
+    state = batch.state.watermark
+    watermark = f"{state.value or 'none'} ({state.state.value})"
+    planned: list[PlannedRun] = []
+    for key in selection.keys:
+        files = [path for path in batch.files if batch.file_partitions[path] == key]
+        held = sorted(
+            p for p in batch.unreadable if partition_key_of(pipeline, p, partition_of) == key
+        )
+        notes = (
+            (f"{len(held)} files Spark cannot read by their exact path wait: {files_text(held)}",)
+            if held
+            else ()
+        )
+        reads = files_text(files) if files else "nothing: no file above the watermark"
+        planned.append(PlannedRun(key, watermark, reads, mode_text(Append()), notes))
+    return planned
+
+
 def dagster_defs(pipeline: FilePipelineConfig, clock: Clock, config: ProjectConfig) -> PipelineDefs:
     """The Dagster objects of a file-path pipeline."""
     from watermark_assets.kinds.file_path.defs import build_file_pipeline
@@ -220,6 +260,7 @@ KIND = PipelineKind[FilePipelineConfig](
     lambda config: config.file_pipelines,
     lambda config, pipeline: summarize(pipeline),
     dagster_defs=dagster_defs,
+    plan=plan,
     explain_files=explain_files,
     repair=repair,
     sensor_pass=sensor_pass,

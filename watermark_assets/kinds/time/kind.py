@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from watermark_assets import names
@@ -21,7 +22,9 @@ from watermark_assets.kinds.headless import (
 from watermark_assets.kinds.report import PartitionedRow, table_facts, version_cell
 
 if TYPE_CHECKING:
+    from watermark_assets.core.partition_selection import PartitionSelection
     from watermark_assets.defs.pipeline_defs import PipelineDefs
+    from watermark_assets.engine.plan import PlannedRun
 
 #: Ticks of each time pipeline in the demo: the second shows the grace period.
 DEMO_TICKS = 2
@@ -77,6 +80,60 @@ def state_logs(config: ProjectConfig, pipeline: TimePipelineConfig) -> list[Stat
     return [StateLogEntry("time watermark", TimeWatermarkLog(pipeline))]
 
 
+def plan(
+    config: ProjectConfig,
+    pipeline: TimePipelineConfig,
+    selection: PartitionSelection | None,
+    now: datetime,
+) -> list[PlannedRun]:
+    """Each window a run would replace now (of the named partitions, else the windows due: what
+    the schedule and sensor request), its read and its high watermark; ``partition: none``: the
+    effective range ``[cut-off, to)``."""
+    from watermark_assets.core.text import time_text
+    from watermark_assets.engine.plan import PlannedRun
+    from watermark_assets.kinds.time.defs import partition_key, time_partitions, windows_of_keys
+    from watermark_assets.kinds.time.run import TimeWatermarkLog, column_spec, plan_window
+    from watermark_assets.runs.column import ColumnRunRequest
+
+    spec = pipeline.watermark.spec
+    log = TimeWatermarkLog(pipeline)
+    watermark = log.read()
+    due = watermark.due_at(spec, now)
+    request = ColumnRunRequest(pipeline=column_spec(pipeline), run_id="plan")
+    cut_off = f"cut-off {time_text(due.cut_off.at)}"
+    if time_partitions(spec) is None:
+        effective = due.effective_range
+        if effective is None:
+            return [PlannedRun(None, cut_off, "nothing", "nothing", (due.explain(),))]
+        whole = plan_window(request, pipeline, effective, log, recorded_as=due.of[0])
+        return [whole.planned(None, cut_off, due.explain())]
+    if selection is None:
+        chosen, skipped = list(due.windows), list[str]()
+        if not chosen:
+            return [PlannedRun(None, cut_off, "nothing", "nothing", (due.explain(),))]
+    else:
+        chosen, skipped = windows_of_keys(spec, selection, now)
+    planned = [
+        PlannedRun(
+            key,
+            cut_off,
+            "nothing",
+            "nothing",
+            (f"no window of the watermark at {time_text(now)} (after to, or starting at it)",),
+        )
+        for key in skipped
+    ]
+    for window in chosen:
+        high = watermark.high_watermark(window)
+        said = "none (never run)" if high is None else time_text(high)
+        planned.append(
+            plan_window(request, pipeline, window, log).planned(
+                partition_key(spec, window), f"high watermark {said}; {cut_off}"
+            )
+        )
+    return planned
+
+
 def dagster_defs(pipeline: TimePipelineConfig, clock: Clock, config: ProjectConfig) -> PipelineDefs:
     """The Dagster objects of a time pipeline."""
     from watermark_assets.kinds.time.defs import build_time_pipeline
@@ -114,6 +171,7 @@ KIND = PipelineKind[TimePipelineConfig](
     lambda config: config.time_pipelines,
     lambda config, pipeline: summarize(pipeline),
     dagster_defs=dagster_defs,
+    plan=plan,
     state_logs=state_logs,
     source_types=lambda pipeline: (pipeline.source.type,),
     demo_runs=DemoStep(order=2, run=run_ticks, heading=PARTITIONED_HEADING, always=True),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from watermark_assets.kinds.contract import (
     PipelineKind,
     Row,
     StateLogEntry,
+    named_partitions,
 )
 from watermark_assets.kinds.headless import (
     PARTITIONED_HEADING,
@@ -28,7 +30,9 @@ from watermark_assets.kinds.headless import (
 from watermark_assets.kinds.report import PartitionedRow, table_facts, version_cell
 
 if TYPE_CHECKING:
+    from watermark_assets.core.partition_selection import PartitionSelection
     from watermark_assets.defs.pipeline_defs import PipelineDefs
+    from watermark_assets.engine.plan import PlannedRun
 
 
 def summarize(config: ProjectConfig, pipeline: UnitPipelineConfig) -> Row:
@@ -210,6 +214,64 @@ def state_logs(config: ProjectConfig, pipeline: UnitPipelineConfig) -> list[Stat
     return [StateLogEntry("units' done-at", UnitDoneAtLog(pipeline.table.uri, pipeline.name))]
 
 
+def plan(
+    config: ProjectConfig,
+    pipeline: UnitPipelineConfig,
+    selection: PartitionSelection | None,
+    now: datetime,
+) -> list[PlannedRun]:
+    """Each named unit's run (its rows read again, replaced), or each named cell's of a time x
+    unit grid, planned now."""
+    import json
+
+    from watermark_assets.core.text import millis_text
+    from watermark_assets.core.unit.units import check_unit_id
+    from watermark_assets.kinds.unit.run import UNIT_RUN_KEY, plan_unit, unit_spec
+    from watermark_assets.runs.column import ColumnRunRequest
+
+    selection = named_partitions(pipeline.name, selection)
+    if pipeline.is_time_by_unit:
+        return _plan_cells(pipeline, selection, now)
+    planned: list[PlannedRun] = []
+    for unit in selection.keys:
+        check_unit_id(unit)
+        request = ColumnRunRequest(pipeline=unit_spec(pipeline, unit), run_id="plan")
+        unit_plan = plan_unit(request, unit, now=now)
+        before = json.loads(unit_plan.record.entries[UNIT_RUN_KEY])["done_at_before"]
+        done = "never run" if before is None else millis_text(before)
+        planned.append(unit_plan.planned(unit, f"done-at {done}"))
+    return planned
+
+
+def _plan_cells(
+    pipeline: UnitPipelineConfig, selection: PartitionSelection, now: datetime
+) -> list[PlannedRun]:
+    from watermark_assets.core.text import time_text
+    from watermark_assets.core.unit.grid import unit_time_watermark
+    from watermark_assets.engine.plan import PlannedRun
+    from watermark_assets.kinds.unit.grid_defs import cell_key, cells_of_keys
+    from watermark_assets.kinds.unit.grid_run import GridLog, cell_spec, plan_cell
+    from watermark_assets.runs.column import ColumnRunRequest
+
+    time = pipeline.watermark.time
+    assert time is not None, "a time x unit pipeline has watermark.time"
+    cells, skipped = cells_of_keys(time.spec, selection, now)
+    log = GridLog(pipeline)
+    stored = log.read()
+    outside = f"no window of the watermark at {time_text(now)} (after to, or starting at it)"
+    planned = [PlannedRun(key, "-", "nothing", "nothing", (outside,)) for key in skipped]
+    for cell in cells:
+        request = ColumnRunRequest(pipeline=cell_spec(pipeline, cell.unit), run_id="plan")
+        high = unit_time_watermark(stored, cell.unit).high_watermark(cell.window)
+        said = "none (never run)" if high is None else time_text(high)
+        planned.append(
+            plan_cell(request, pipeline, cell, log).planned(
+                cell_key(time.spec, cell), f"high watermark {said}"
+            )
+        )
+    return planned
+
+
 def dagster_defs(pipeline: UnitPipelineConfig, clock: Clock, config: ProjectConfig) -> PipelineDefs:
     """The Dagster objects of a unit pipeline: a time x unit grid when it has a ``time``."""
     from watermark_assets.kinds.unit.defs import build_unit_pipeline
@@ -226,6 +288,7 @@ KIND = PipelineKind[UnitPipelineConfig](
     lambda config: config.unit_pipelines,
     summarize,
     dagster_defs=dagster_defs,
+    plan=plan,
     state_logs=state_logs,
     source_types=lambda pipeline: (pipeline.source.type,),
     demo_data=DemoStep(order=2, run=demo_data),
