@@ -349,7 +349,10 @@ def test_a_plan_says_what_the_run_then_does(demo: Path) -> None:
     assert len(files) == 8
     assert {os.path.basename(p) for p in listed} <= set(files)
     (events,) = planned("events", "2024-01-29")["runs"]
-    assert events["reads"] == "nothing: no file above the watermark"
+    assert (events["reads"], events["writes"]) == (
+        "nothing: no file above the watermark",
+        "nothing",
+    )
     assert events["watermark"].endswith("(Active)")
 
     (paid,) = planned("orders_by_status", "paid")["runs"]

@@ -204,6 +204,7 @@ def plan(
     batch = plan_batch(request, partition_of, now=now)
     state = batch.state.watermark
     watermark = f"{state.value or 'none'} ({state.state.value})"
+    append = mode_text(Append())
     planned: list[PlannedRun] = []
     for key in selection.keys:
         files = [path for path in batch.files if batch.file_partitions[path] == key]
@@ -215,8 +216,11 @@ def plan(
             if held
             else ()
         )
-        reads = files_text(files) if files else "nothing: no file above the watermark"
-        planned.append(PlannedRun(key, watermark, reads, mode_text(Append()), notes))
+        if files:
+            planned.append(PlannedRun(key, watermark, files_text(files), append, notes))
+        else:
+            nothing = "nothing: no file above the watermark"
+            planned.append(PlannedRun(key, watermark, nothing, "nothing", notes))
     return planned
 
 
