@@ -94,6 +94,12 @@ def test_each_kind_says_what_its_next_run_reads_and_writes(demo: Path) -> None:
         }
     ]
 
+    # no partition named: every partition with files above the watermark, as the sensor lists
+    every = planned("events")["runs"]
+    assert [(run["partition"], run["reads"]) for run in every] == [
+        (day, landed(demo, day)) for day in DAYS
+    ]
+
     assert planned("orders")["runs"] == [
         {
             "partition": None,
@@ -180,10 +186,10 @@ def test_a_plan_reads_and_writes_nothing(demo: Path) -> None:
     ("arguments", "said"),
     [
         pytest.param(
-            ["events"],
-            "pipeline 'events' has partitions and a run reads each one's own rows: name the "
-            "partitions to plan with --partition KEY",
-            id="a partitioned file pipeline, no partition named",
+            ["orders_by_status"],
+            "pipeline 'orders_by_status' has partitions and a run reads each one's own rows: "
+            "name the partitions to plan with --partition KEY",
+            id="a unit pipeline, no unit named",
         ),
         pytest.param(
             ["orders", "--partition", "x"],
@@ -354,6 +360,7 @@ def test_a_plan_says_what_the_run_then_does(demo: Path) -> None:
         "nothing",
     )
     assert events["watermark"].endswith("(Active)")
+    assert [run["partition"] for run in planned("events")["runs"]] == [DAYS[0], DAYS[2]]
 
     (paid,) = planned("orders_by_status", "paid")["runs"]
     assert paid["watermark"] == "done-at 2024-02-01T00:00:00Z"

@@ -299,8 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="KEY",
         action="append",
         default=[],
-        help="a partition of the run (repeatable; none: the whole asset, the windows due, or "
-        "the next batch, by kind)",
+        help="a partition of the run (repeatable; none: what the automation would run now: the "
+        "partitions with files, the windows due, the next batch, the whole asset, by kind)",
     )
     plan.add_argument("--json", action="store_true", help="machine-readable output")
     replay = commands.add_parser(

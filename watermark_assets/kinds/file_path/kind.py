@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from watermark_assets import names
 from watermark_assets.config import FilePipelineConfig, ProjectConfig
 from watermark_assets.core.clock import Clock, system_clock
-from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind, named_partitions
+from watermark_assets.kinds.contract import DemoOutcome, DemoStep, PipelineKind
 from watermark_assets.kinds.headless import (
     QUIET_LOGS,
     FailedRun,
@@ -26,6 +26,7 @@ from watermark_assets.kinds.headless import (
 from watermark_assets.kinds.report import SummaryRow, table_facts, version_cell
 
 if TYPE_CHECKING:
+    from watermark_assets.core.filepath.watermark import FileWatermark
     from watermark_assets.core.partition_selection import PartitionSelection
     from watermark_assets.defs.pipeline_defs import PipelineDefs
     from watermark_assets.engine.plan import PlannedRun
@@ -171,7 +172,10 @@ def explain_files(
 def repair(config: ProjectConfig, pipeline: FilePipelineConfig) -> int:
     """The checkpoint rebuilt from the pipeline's tables' rows and lineage
     (``state/rebuild.py``)."""
-    from watermark_assets.defs.partitions import partition_mapper, partitions_definition
+    from watermark_assets.defs.partitions import (
+        partition_mapper,
+        partitions_definition,
+    )
     from watermark_assets.sources.file_discovery import partition_key_of
     from watermark_assets.state.rebuild import rebuild_state
 
@@ -189,21 +193,36 @@ def plan(
     selection: PartitionSelection | None,
     now: datetime,
 ) -> list[PlannedRun]:
-    """Each named partition's files above the watermark, listed as a run lists them now; the
-    run appends them all in ONE commit."""
+    """Each named partition's files above the watermark, listed as a run lists them now (none
+    named: every partition with a file above the watermark, as the sensor lists them); a run
+    appends its partitions' files in ONE commit."""
     from watermark_assets.core.text import files_text
-    from watermark_assets.defs.partitions import partition_mapper, partitions_definition
+    from watermark_assets.defs.partitions import (
+        partition_mapper,
+        partitions_definition,
+        selection_of_keys,
+    )
     from watermark_assets.engine.plan import PlannedRun
     from watermark_assets.engine.write import Append, mode_text
     from watermark_assets.kinds.file_path.plan import BatchRequest, plan_batch
-    from watermark_assets.sources.file_discovery import partition_key_of
+    from watermark_assets.sources.file_discovery import discover_files, partition_key_of
+    from watermark_assets.state.load import load_state
 
-    selection = named_partitions(pipeline.name, selection)
-    partition_of = partition_mapper(partitions_definition(pipeline), lambda: now)
+    partitions_def = partitions_definition(pipeline)
+    partition_of = partition_mapper(partitions_def, lambda: now)
+    if selection is None:  # the partitions with files above the watermark, as the sensor lists
+        loaded = load_state(pipeline, now=now)
+        groups = discover_files(
+            pipeline, loaded.watermark, partition_of, now=now, own_files=loaded.own_files
+        )
+        keys = sorted(key for key, paths in groups.by_partition.items() if paths)
+        if not keys:
+            nothing = "nothing: no file above the watermark in any partition"
+            return [PlannedRun(None, _watermark_text(loaded.watermark), nothing, "nothing")]
+        selection = selection_of_keys(partitions_def, keys)
     request = BatchRequest(pipeline=pipeline, selection=selection, run_id="plan")
     batch = plan_batch(request, partition_of, now=now)
-    state = batch.state.watermark
-    watermark = f"{state.value or 'none'} ({state.state.value})"
+    watermark = _watermark_text(batch.state.watermark)
     append = mode_text(Append())
     planned: list[PlannedRun] = []
     for key in selection.keys:
@@ -222,6 +241,10 @@ def plan(
             nothing = "nothing: no file above the watermark"
             planned.append(PlannedRun(key, watermark, nothing, "nothing", notes))
     return planned
+
+
+def _watermark_text(watermark: FileWatermark) -> str:
+    return f"{watermark.value or 'none'} ({watermark.state.value})"
 
 
 def dagster_defs(pipeline: FilePipelineConfig, clock: Clock, config: ProjectConfig) -> PipelineDefs:
