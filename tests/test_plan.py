@@ -402,3 +402,24 @@ def test_a_partitioned_column_pipeline_plans_each_partition_as_a_replay_chunk(
         for h in (2, 4)
     ]
     assert not (tmp_path / "delta").exists()
+
+
+def test_an_unpartitioned_time_watermark_plans_its_effective_range(
+    demo: Path, tmp_path: Path
+) -> None:
+    """``partition: none``: one run reads ``[cut-off, to)`` (seed 003: the first run's cut-off
+    is ``from``) and records the one window ``[from, to)``."""
+    document = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    (daily,) = [p for p in document["pipelines"] if p["name"] == "orders_daily"]
+    daily["watermark"]["partition"] = "none"
+    path = tmp_path / "none.yaml"
+    path.write_text(yaml.safe_dump({"pipelines": [daily]}), encoding="utf-8")
+    said = _printed(lambda: plan_command(str(path), "orders_daily", [], True, lambda: NOW))
+    (run,) = said["runs"]
+    assert run["partition"] is None
+    assert run["watermark"] == "cut-off 2024-01-28T00:00:00Z"
+    assert run["reads"] == day_read("updated_at", "2024-01-28", "2024-01-31")
+    assert run["writes"] == (
+        "replace the rows of updated_at in [2024-01-28T00:00:00Z, 2024-01-31T00:00:00Z) "
+        "(a key's rows elsewhere moved: keys id)"
+    )
