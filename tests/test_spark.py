@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,43 @@ def test_malformed_records_are_quarantined_with_their_source_file(
     assert {r["_source_file"] for r in bad} == {files[0]}
     assert all("does not match the schema" in r["error"] for r in bad)
     assert "_dagster_partition" in out.data_schema.names
+
+
+@pytest.mark.spark
+def test_a_batch_of_many_partitions_counts_each_partition_exactly(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A backfill launched as one run spans many Dagster partitions: each partition's rows and
+    malformed records are counted exactly (partition n: n + 1 good rows, and n % 3 malformed
+    lines in partitions 10 to 59), one partition among them having no row at all."""
+    root = tmp_path / "landing"
+    file_partitions: dict[str, str] = {}
+    expected: dict[str, dict[str, int]] = {}
+    for n in range(60):
+        day = datetime(2024, 1, 1, 14, tzinfo=timezone.utc) + timedelta(days=n)
+        key = f"{day:%Y-%m-%d}"
+        relative = f"date={key}/hour=14/{int(day.timestamp())}-a.ndjson"
+        bad = n % 3 if n >= 10 else 0
+        good = 0 if n == 7 else n + 1
+        write_ndjson(root, relative, [*event_records(1000 * n, good, day), *["{"] * bad])
+        file_partitions[relative] = key
+        if good + bad:
+            expected[key] = {"rows_read": good + bad, "rows_quarantined": bad}
+    batch = replace(
+        spec(root, sorted(file_partitions)),
+        file_partitions=file_partitions,
+    )
+
+    out = write_batch(
+        spark, batch, data_dir=str(tmp_path / "stage"), quarantine_dir=str(tmp_path / "q")
+    )
+
+    assert out.per_partition == expected
+    assert "2024-01-08" not in out.per_partition, "a partition without rows is not listed"
+    assert (out.rows_read, out.rows_quarantined) == (
+        sum(v["rows_read"] for v in expected.values()),
+        sum(v["rows_quarantined"] for v in expected.values()),
+    )
 
 
 @pytest.mark.spark
