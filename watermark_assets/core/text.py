@@ -12,10 +12,13 @@ Standard library only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, time, timedelta, timezone
+from typing import TypeVar
 
-__all__ = ["millis_text", "time_text", "value_text"]
+T = TypeVar("T")
+
+__all__ = ["NEVER_RUN", "files_text", "millis_text", "shortened", "time_text", "value_text"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -54,9 +57,23 @@ def value_text(value: object) -> str:
     return str(value)
 
 
-def files_text(paths: Sequence[str], shown: int = 3) -> str:
-    """``5 files: a, b, c, ... e``: the count, the first ``shown`` and the last."""
-    count = f"{len(paths)} file{'' if len(paths) == 1 else 's'}"
-    if len(paths) <= shown + 1:
-        return f"{count}: {', '.join(paths)}"
-    return f"{count}: {', '.join(paths[:shown])}, ... {paths[-1]}"
+def shortened(items: Sequence[T], say: Callable[[T], str] = str, ends: int = 3) -> str:
+    """``items`` in one readable line: all of them up to ``2 * ends``, else the first and last
+    ``ends`` around ``... (N more)`` (only what is shown is said: a first tick may hold 40,000
+    windows)."""
+    if len(items) <= 2 * ends:
+        return ", ".join(say(item) for item in items)
+    head = [say(item) for item in items[:ends]]
+    tail = [say(item) for item in items[-ends:]]
+    return ", ".join([*head, f"... ({len(items) - 2 * ends} more)", *tail])
+
+
+def files_text(paths: Sequence[str]) -> str:
+    """``8 files: a, b, c, ... (2 more), f, g, h``: the count, then :func:`shortened`."""
+    return f"{len(paths)} file{'' if len(paths) == 1 else 's'}: {shortened(paths)}"
+
+
+#: A watermark that no run has moved yet, said the same by every kind that keeps one per
+#: window, unit, cell or batch (``watermark-assets plan``; a column watermark says
+#: ``(empty: read everything)``, a file-path one its state ``Initial``).
+NEVER_RUN = "none (never run)"

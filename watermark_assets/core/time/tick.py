@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from watermark_assets.core.partition_selection import TimeWindow
-from watermark_assets.core.text import time_text
+from watermark_assets.core.text import shortened, time_text
 from watermark_assets.core.time.partitioning import TimeWindows
 
 if TYPE_CHECKING:
@@ -137,10 +137,7 @@ class DueWindows:
         return f"{head}: " + "; ".join(parts)
 
     def _labels(self, chosen: Sequence[TimeWindow]) -> str:
-        if len(chosen) > 6:  # label only what is shown: a first tick may hold 40,000 windows
-            head, tail = [self._label(w) for w in chosen[:3]], [self._label(w) for w in chosen[-3:]]
-            return ", ".join([*head, f"... ({len(chosen) - 6} more)", *tail])
-        return ", ".join(self._label(w) for w in chosen)
+        return shortened(chosen, self._label)
 
     def _label(self, window: TimeWindow) -> str:
         label = short_instant(window.start)

@@ -25,6 +25,7 @@ from typing import Any
 
 from watermark_assets.core.errors import UnitInnerKindError
 from watermark_assets.core.partition_selection import TimeWindow
+from watermark_assets.core.text import shortened
 from watermark_assets.core.time import TimeSpec, TimeWatermark, to_millis, windows
 from watermark_assets.core.time.tick import DueWindows, Opening
 from watermark_assets.core.unit.watermark import UnitWatermark
@@ -103,7 +104,7 @@ class DueCells:
         for unit, due in self.by_unit.items():
             said.setdefault(due.explain(), []).append(unit)
         parts = [
-            f"{_names(units)}: {reason}"
+            f"{shortened(units)}: {reason}"
             for reason, units in sorted(said.items(), key=lambda item: -len(item[1]))
         ]
         more = f"; and {len(parts) - groups} more reasons" if len(parts) > groups else ""
@@ -112,12 +113,6 @@ class DueCells:
 
 def _ms(window: TimeWindow) -> int:
     return to_millis(window.start)
-
-
-def _names(units: list[str]) -> str:
-    if len(units) <= 6:
-        return ", ".join(units)
-    return ", ".join(units[:3]) + f", ... ({len(units) - 6} more), " + ", ".join(units[-3:])
 
 
 def unit_time_watermark(watermark: UnitWatermark[Any], unit: str) -> TimeWatermark:

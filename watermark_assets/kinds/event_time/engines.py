@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from watermark_assets.core.event_time import EventTimeWatermark
-from watermark_assets.core.text import files_text, millis_text
+from watermark_assets.core.text import NEVER_RUN, files_text, millis_text
 from watermark_assets.engine.plan import PlannedRun
 from watermark_assets.kinds.event_time.stream import (
     StreamSpec,
@@ -98,7 +98,8 @@ class BatchEngine:
 
     def plan(self) -> PlannedRun:
         spec, batch = self.spec, plan_window_batch(self.spec)
-        watermark = f"{_watermark_text(batch.before)} after batch {batch.progress.batch}"
+        done = batch.progress.batch
+        watermark = _watermark_text(batch.before) + (f" after batch {done}" if done else "")
         if batch.nothing_new:
             return PlannedRun(None, watermark, "nothing", "nothing", (batch.nothing_new_reason,))
         reads = "; ".join(
@@ -214,4 +215,4 @@ class StreamEngine:
 
 
 def _watermark_text(watermark: EventTimeWatermark) -> str:
-    return "none yet" if watermark.is_empty else millis_text(watermark.watermark_ms)
+    return NEVER_RUN if watermark.is_empty else millis_text(watermark.watermark_ms)

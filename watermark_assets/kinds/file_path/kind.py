@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -172,10 +172,7 @@ def explain_files(
 def repair(config: ProjectConfig, pipeline: FilePipelineConfig) -> int:
     """The checkpoint rebuilt from the pipeline's tables' rows and lineage
     (``state/rebuild.py``)."""
-    from watermark_assets.defs.partitions import (
-        partition_mapper,
-        partitions_definition,
-    )
+    from watermark_assets.defs.partitions import partition_mapper, partitions_definition
     from watermark_assets.sources.file_discovery import partition_key_of
     from watermark_assets.state.rebuild import rebuild_state
 
@@ -193,54 +190,63 @@ def plan(
     selection: PartitionSelection | None,
     now: datetime,
 ) -> list[PlannedRun]:
-    """Each named partition's files above the watermark, listed as a run lists them now (none
-    named: every partition with a file above the watermark, as the sensor lists them); a run
-    appends its partitions' files in ONE commit."""
-    from watermark_assets.core.text import files_text
-    from watermark_assets.defs.partitions import (
-        partition_mapper,
-        partitions_definition,
-        selection_of_keys,
-    )
+    """Each named partition's files above the watermark, planned as a run plans them now (none
+    named: every partition with a file above the watermark, from the one listing a sensor tick
+    makes); a run appends its partitions' files in ONE commit."""
+    from watermark_assets.defs.partitions import partition_mapper, partitions_definition
     from watermark_assets.engine.plan import PlannedRun
-    from watermark_assets.engine.write import Append, mode_text
     from watermark_assets.kinds.file_path.plan import BatchRequest, plan_batch
     from watermark_assets.sources.file_discovery import discover_files, partition_key_of
     from watermark_assets.state.load import load_state
 
-    partitions_def = partitions_definition(pipeline)
-    partition_of = partition_mapper(partitions_def, lambda: now)
-    if selection is None:  # the partitions with files above the watermark, as the sensor lists
-        loaded = load_state(pipeline, now=now)
+    partition_of = partition_mapper(partitions_definition(pipeline), lambda: now)
+    if selection is None:  # the sensor's listing: one state read, one listing
+        state = load_state(pipeline, now=now)
         groups = discover_files(
-            pipeline, loaded.watermark, partition_of, now=now, own_files=loaded.own_files
+            pipeline, state.watermark, partition_of, now=now, own_files=state.own_files
         )
-        keys = sorted(key for key, paths in groups.by_partition.items() if paths)
+        watermark, unreadable = state.watermark, list(groups.unreadable)
+        by_partition = {key: list(paths) for key, paths in groups.by_partition.items() if paths}
+        keys = sorted(by_partition)
         if not keys:
             nothing = "nothing: no file above the watermark in any partition"
-            return [PlannedRun(None, _watermark_text(loaded.watermark), nothing, "nothing")]
-        selection = selection_of_keys(partitions_def, keys)
-    request = BatchRequest(pipeline=pipeline, selection=selection, run_id="plan")
-    batch = plan_batch(request, partition_of, now=now)
-    watermark = _watermark_text(batch.state.watermark)
-    append = mode_text(Append())
-    planned: list[PlannedRun] = []
-    for key in selection.keys:
-        files = [path for path in batch.files if batch.file_partitions[path] == key]
-        held = sorted(
-            p for p in batch.unreadable if partition_key_of(pipeline, p, partition_of) == key
+            return [PlannedRun(None, _watermark_text(watermark), nothing, "nothing")]
+    else:
+        request = BatchRequest(pipeline=pipeline, selection=selection, run_id="plan")
+        batch = plan_batch(request, partition_of, now=now)
+        watermark, keys, unreadable = (
+            batch.state.watermark,
+            list(selection.keys),
+            list(batch.unreadable),
         )
-        notes = (
-            (f"{len(held)} files Spark cannot read by their exact path wait: {files_text(held)}",)
-            if held
-            else ()
-        )
-        if files:
-            planned.append(PlannedRun(key, watermark, files_text(files), append, notes))
-        else:
-            nothing = "nothing: no file above the watermark"
-            planned.append(PlannedRun(key, watermark, nothing, "nothing", notes))
-    return planned
+        by_partition = {key: [] for key in keys}
+        for path in batch.files:
+            by_partition[batch.file_partitions[path]].append(path)
+    held: dict[str, list[str]] = {}
+    for path in sorted(unreadable):
+        held.setdefault(partition_key_of(pipeline, path, partition_of) or "", []).append(path)
+    return [
+        _planned_files(key, _watermark_text(watermark), sorted(by_partition.get(key, ())), held)
+        for key in keys
+    ]
+
+
+def _planned_files(
+    key: str, watermark: str, files: Sequence[str], held: Mapping[str, Sequence[str]]
+) -> PlannedRun:
+    from watermark_assets.core.text import files_text
+    from watermark_assets.engine.plan import PlannedRun
+    from watermark_assets.engine.write import Append, mode_text
+
+    waiting = held.get(key, ())
+    notes = (
+        (f"{len(waiting)} files Spark cannot read by their exact path wait: {files_text(waiting)}",)
+        if waiting
+        else ()
+    )
+    if not files:
+        return PlannedRun(key, watermark, "nothing: no file above the watermark", "nothing", notes)
+    return PlannedRun(key, watermark, files_text(files), mode_text(Append()), notes)
 
 
 def _watermark_text(watermark: FileWatermark) -> str:

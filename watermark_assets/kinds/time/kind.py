@@ -89,18 +89,19 @@ def plan(
     """Each window a run would replace now (of the named partitions, else the windows due: what
     the schedule and sensor request), its read and its high watermark; ``partition: none``: the
     effective range ``[cut-off, to)``."""
-    from watermark_assets.core.text import time_text
+    from watermark_assets.core.text import NEVER_RUN, time_text
     from watermark_assets.engine.plan import PlannedRun
     from watermark_assets.kinds.time.defs import partition_key, time_partitions, windows_of_keys
     from watermark_assets.kinds.time.run import TimeWatermarkLog, column_spec, plan_window
     from watermark_assets.runs.column import ColumnRunRequest
+    from watermark_assets.vocabulary import cut_off_text
 
     spec = pipeline.watermark.spec
     log = TimeWatermarkLog(pipeline)
     watermark = log.read()
     due = watermark.due_at(spec, now)
     request = ColumnRunRequest(pipeline=column_spec(pipeline), run_id="plan")
-    cut_off = f"cut-off {time_text(due.cut_off.at)}"
+    cut_off = f"cut-off {cut_off_text(due.cut_off)}"
     if time_partitions(spec) is None:
         effective = due.effective_range
         if effective is None:
@@ -125,7 +126,7 @@ def plan(
     ]
     for window in chosen:
         high = watermark.high_watermark(window)
-        said = "none (never run)" if high is None else time_text(high)
+        said = NEVER_RUN if high is None else time_text(high)
         planned.append(
             plan_window(request, pipeline, window, log).planned(
                 partition_key(spec, window), f"high watermark {said}; {cut_off}"

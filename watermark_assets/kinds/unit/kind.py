@@ -224,7 +224,7 @@ def plan(
     unit grid, planned now."""
     import json
 
-    from watermark_assets.core.text import millis_text
+    from watermark_assets.core.text import NEVER_RUN, millis_text
     from watermark_assets.core.unit.units import check_unit_id
     from watermark_assets.kinds.unit.run import UNIT_RUN_KEY, plan_unit, unit_spec
     from watermark_assets.runs.column import ColumnRunRequest
@@ -238,7 +238,7 @@ def plan(
         request = ColumnRunRequest(pipeline=unit_spec(pipeline, unit), run_id="plan")
         unit_plan = plan_unit(request, unit, now=now)
         before = json.loads(unit_plan.record.entries[UNIT_RUN_KEY])["done_at_before"]
-        done = "never run" if before is None else millis_text(before)
+        done = NEVER_RUN if before is None else millis_text(before)
         planned.append(unit_plan.planned(unit, f"done-at {done}"))
     return planned
 
@@ -246,7 +246,7 @@ def plan(
 def _plan_cells(
     pipeline: UnitPipelineConfig, selection: PartitionSelection, now: datetime
 ) -> list[PlannedRun]:
-    from watermark_assets.core.text import time_text
+    from watermark_assets.core.text import NEVER_RUN, time_text
     from watermark_assets.core.unit.grid import unit_time_watermark
     from watermark_assets.engine.plan import PlannedRun
     from watermark_assets.kinds.unit.grid_defs import cell_key, cells_of_keys
@@ -263,7 +263,7 @@ def _plan_cells(
     for cell in cells:
         request = ColumnRunRequest(pipeline=cell_spec(pipeline, cell.unit), run_id="plan")
         high = unit_time_watermark(stored, cell.unit).high_watermark(cell.window)
-        said = "none (never run)" if high is None else time_text(high)
+        said = NEVER_RUN if high is None else time_text(high)
         planned.append(
             plan_cell(request, pipeline, cell, log).planned(
                 cell_key(time.spec, cell), f"high watermark {said}"
