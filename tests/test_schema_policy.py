@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,12 @@ from deltalake import DeltaTable
 from test_column_schema_modes import PER_COLUMN, per_column
 
 from watermark_assets.config.schema import SchemaMode, SchemaPolicy
+from watermark_assets.core.partition_selection import PartitionSelection, TimeWindow
 from watermark_assets.defs import build_definitions
+from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.exceptions import ConfigError, SchemaChangeError
+from watermark_assets.kinds.file_path.plan import BatchRequest, plan_batch
+from watermark_assets.kinds.file_path.stage import stage_batch
 from watermark_assets.sources.schema_drift import (
     ColumnChange,
     ValueSample,
@@ -581,6 +586,44 @@ def test_a_landing_file_that_changed_its_columns(spark: Any, tmp_path: Path, cas
     for key, value in case.metadata:
         said = per_column(metadata[key]) if key in PER_COLUMN else metadata[key]
         assert said == value, (key, metadata[key])
+
+
+REFUSED = [case for case in CASES if case.values[0].fails_on is not None]
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_batch_its_schema_mode_refuses_never_asks_for_spark(tmp_path: Path, case: Case) -> None:
+    """The files' layouts are read before the run asks for its Spark session (which a run
+    worker is still starting then): a batch that ``schema.mode`` refuses never waits for it."""
+    folder = tmp_path / "landing" / "date=2024-01-28" / "hour=10"
+    folder.mkdir(parents=True)
+    new_file = case.new(folder, "1706436060-000004", 4)
+    source = {"uri": str(tmp_path / "landing"), "format": case.format, "schema": SCHEMA}
+    config = project_config(pipeline_yaml(tmp_path, source=source, schema={"mode": case.mode}))
+    pipeline = config.file_pipeline("events")
+    day = datetime(2024, 1, 28, tzinfo=UTC)
+    request = BatchRequest(
+        pipeline=pipeline,
+        selection=PartitionSelection.of_time_window(
+            ["2024-01-28"], TimeWindow(day, day + timedelta(days=1))
+        ),
+        run_id="run",
+        files=None,
+        clock=lambda: FROZEN_NOW,
+    )
+    partition_of = partition_mapper(partitions_definition(pipeline), lambda: FROZEN_NOW)
+    plan = plan_batch(request, partition_of, now=FROZEN_NOW)
+    assert list(plan.files) == [f"date=2024-01-28/hour=10/{new_file}"]
+    asked: list[str] = []
+
+    def spark() -> Any:
+        asked.append("spark")
+        raise AssertionError("the run asked for its Spark session")
+
+    with pytest.raises(SchemaChangeError) as refused:
+        stage_batch(plan, spark, now=FROZEN_NOW)
+    assert case.fails_on in [change.column for change in refused.value.changes]
+    assert asked == []
 
 
 @pytest.mark.spark

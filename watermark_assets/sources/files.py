@@ -147,6 +147,12 @@ class TableFiles:
         return counted
 
 
+#: The run's Spark session on demand: calling it starts the session or waits for the one
+#: starting in the background (:func:`~watermark_assets.spark.session.prestart`). A source asks
+#: for it only once it has read what needs no Spark, so that reading overlaps the JVM's start.
+SparkOnDemand = Callable[[], "SparkSession"]
+
+
 class FileSource(Protocol):
     """A file-path pipeline's source strategy."""
 
@@ -159,8 +165,9 @@ class FileSource(Protocol):
         """How the files reach the table, in a sentence or two for the asset's description."""
         ...
 
-    def stage(self, batch: FileBatch, spark: SparkSession | None, *, now: datetime) -> StagedFiles:
-        """Make the batch's data files (a file that cannot be read is set aside, not raised)."""
+    def stage(self, batch: FileBatch, spark: SparkOnDemand | None, *, now: datetime) -> StagedFiles:
+        """Make the batch's data files (a file that cannot be read is set aside, not raised).
+        ``spark``: the session on demand (None: the run has none), asked for only when needed."""
         ...
 
     def files_in_table(self, table: DeltaTable) -> set[str]:

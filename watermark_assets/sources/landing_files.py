@@ -22,7 +22,12 @@ from watermark_assets.sources.file_columns import (
     names_columns,
     sampled_layouts,
 )
-from watermark_assets.sources.files import FileBatch, StagedFiles, known_table_schema
+from watermark_assets.sources.files import (
+    FileBatch,
+    SparkOnDemand,
+    StagedFiles,
+    known_table_schema,
+)
 from watermark_assets.sources.schema_drift import (
     ColumnChange,
     Layout,
@@ -41,7 +46,6 @@ from watermark_assets.staging import list_parquet, remove_tree, staging_dir
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
-    from pyspark.sql import SparkSession
 
     from watermark_assets.config import FilePipelineConfig, LandingFilesSourceConfig
     from watermark_assets.delta.log import CommitRecord
@@ -114,9 +118,13 @@ class LandingFilesSource:
             "inferred from."
         )
 
-    def stage(self, batch: FileBatch, spark: SparkSession | None, *, now: datetime) -> StagedFiles:
+    def stage(self, batch: FileBatch, spark: SparkOnDemand | None, *, now: datetime) -> StagedFiles:
         """Spark's pass over the batch; a file Spark cannot read is set aside and the pass
-        redone without it (at most MAX_UNREADABLE_FILES times)."""
+        redone without it (at most MAX_UNREADABLE_FILES times).
+
+        The schema and the files' layouts (a read of each file's first records) come first,
+        without Spark: a run worker's session is still starting then (seconds), so that read
+        costs the run nothing, and a batch its schema policy refuses starts no Spark."""
         import watermark_assets.spark.batch as spark_adapter
 
         pipeline = self.pipeline
@@ -124,6 +132,7 @@ class LandingFilesSource:
             raise ValueError(f"pipeline {pipeline.name!r} has files to ingest but no Spark session")
         ddl, inferred = self._schema(batch.files)
         policy = self._policy(batch.files, ddl)
+        session = spark()
         unreadable: list[UnreadableFile] = []
         while True:
             # A file Spark cannot read at all fails the whole job: set it aside and read the
@@ -139,7 +148,7 @@ class LandingFilesSource:
             try:
                 if spec.files or spec.schema_ddl is not None:  # no files: the schema's empty batch
                     output = spark_adapter.write_batch(
-                        spark, spec, data_dir=data_dir, quarantine_dir=batch.quarantine_dir
+                        session, spec, data_dir=data_dir, quarantine_dir=batch.quarantine_dir
                     )
                 else:  # Parquet without a configured schema, and no file left to read
                     empty = pa.schema([])

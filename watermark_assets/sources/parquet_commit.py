@@ -17,6 +17,7 @@ from watermark_assets.delta.stats import DataFile, describe_with_schemas
 from watermark_assets.exceptions import SchemaChangeError, UnreadableDataFileError
 from watermark_assets.sources.files import (
     FileBatch,
+    SparkOnDemand,
     StagedFiles,
     TableFiles,
     known_table_schema,
@@ -25,7 +26,6 @@ from watermark_assets.sources.schema_drift import changes, type_changes
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
-    from pyspark.sql import SparkSession
 
     from watermark_assets.config import FilePipelineConfig
     from watermark_assets.delta.log import CommitRecord
@@ -48,7 +48,7 @@ class ParquetCommitSource:
             "Spark: files are added as they are)."
         )
 
-    def stage(self, batch: FileBatch, spark: SparkSession | None, *, now: datetime) -> StagedFiles:
+    def stage(self, batch: FileBatch, spark: SparkOnDemand | None, *, now: datetime) -> StagedFiles:
         """Read each footer once (the add actions); a file with no readable footer is set aside."""
         from watermark_assets.spark.batch import UnreadableFile
 

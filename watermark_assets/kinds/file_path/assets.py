@@ -171,7 +171,8 @@ def build_asset(
                 "them without ':' (see the sensor's skip reason)"
             )
         needs_spark = plan.files and source.needs_spark
-        staged = stage_batch(plan, run.spark if needs_spark else None, now=now)
+        # the session on demand: the source reads what needs no Spark while it starts
+        staged = stage_batch(plan, (lambda: run.spark) if needs_spark else None, now=now)
         return commit_staged(run, staged, key_of)
 
     return run_asset(decorator, file_run, config_type=IngestRunConfig)

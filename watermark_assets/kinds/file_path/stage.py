@@ -19,12 +19,10 @@ from watermark_assets import storage
 from watermark_assets.core.filepath.watermark import FileWatermark
 from watermark_assets.kinds.file_path.plan import BatchPlan
 from watermark_assets.runs.faults import crash_point
-from watermark_assets.sources.files import FileBatch, StagedFiles
+from watermark_assets.sources.files import FileBatch, SparkOnDemand, StagedFiles
 from watermark_assets.staging import list_parquet, remove_stale_staging, staging_dir
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from watermark_assets.spark.batch import UnreadableFile
 
 
@@ -52,8 +50,10 @@ class StagedBatch(StagedFiles):
         return self.plan.state.watermark.advance(self.plan.files)
 
 
-def stage_batch(plan: BatchPlan, spark: SparkSession | None, *, now: datetime) -> StagedBatch:
-    """Make the batch's data files with the pipeline's source strategy (``source.type``)."""
+def stage_batch(plan: BatchPlan, spark: SparkOnDemand | None, *, now: datetime) -> StagedBatch:
+    """Make the batch's data files with the pipeline's source strategy (``source.type``).
+    ``spark``: the run's session on demand; the source asks for it once it has done what needs
+    no Spark (the leftovers of crashed runs are removed before it is asked for, too)."""
     pipeline = plan.request.pipeline
     token = f"{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
     if not plan.files:
