@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from watermark_assets.runs.faults import CRASH_ENV_VAR
-from watermark_assets.staging import remove_stale_staging
+from watermark_assets.staging import list_parquet, remove_stale_staging
 from watermark_assets.state.commit_metadata import txn_app_id
 
 NOW = datetime(2024, 1, 28, 12, 0, tzinfo=timezone.utc)
@@ -32,6 +32,29 @@ def test_staging_folders_left_by_crashed_runs_are_removed_after_the_retention(
 
 def test_no_staging_folder_is_nothing_to_do(tmp_path: Path) -> None:
     assert remove_stale_staging(str(tmp_path / "absent"), NOW) == []
+
+
+# What Spark wrote under a staging folder, and whether it is one of the data files, by Spark's
+# own rule: a name starting with '.', or with '_' unless it is a partition folder ('_col=value').
+SPARK_OUTPUT = [
+    ("part-00000-a.snappy.parquet", True),
+    ("event_date=2024-01-28/part-00000-b.snappy.parquet", True),
+    ("_dagster_partition=2024-01-28/part-00000-c.snappy.parquet", True),
+    ("event_date=2024-01-28/_dagster_partition=2024-01-28/part-00000-d.snappy.parquet", True),
+    ("event_date=2024-01-28/.part-00000-b.snappy.parquet.crc", False),
+    ("_temporary/0/_temporary/attempt_1/part-00001-e.snappy.parquet", False),
+    ("event_date=2024-01-29/_temporary/part-00001-f.snappy.parquet", False),
+    (".hidden/part-00000-g.snappy.parquet", False),
+    ("_SUCCESS", False),
+]
+
+
+def test_the_data_files_of_a_spark_output_folder_are_spark_s_own(tmp_path: Path) -> None:
+    for relative, _ in SPARK_OUTPUT:
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_bytes(b"x")
+    listed = [uri.split(str(tmp_path) + "/", 1)[1] for uri in list_parquet(str(tmp_path))]
+    assert listed == sorted(relative for relative, data in SPARK_OUTPUT if data)
 
 
 @pytest.mark.parametrize(

@@ -86,9 +86,12 @@ class Source:
         return {k: v.value for k, v in observation.metadata.items()}
 
 
-def make_source(tmp_path: Path, root_name: str = "landing") -> Source:
+def make_source(
+    tmp_path: Path, root_name: str = "landing", partition_by: list[str] | None = None
+) -> Source:
     root = tmp_path / root_name
-    raw = pipeline_yaml(tmp_path, source={"uri": str(root)})
+    table = {} if partition_by is None else {"table": {"partition_by": partition_by}}
+    raw = pipeline_yaml(tmp_path, source={"uri": str(root)}, **table)
     config = project_config(raw)
     pipeline = config.pipeline("events")
     assert isinstance(pipeline, FilePipelineConfig)
@@ -188,6 +191,31 @@ def test_a_source_root_with_a_space_loses_no_file(spark: Any, tmp_path: Path) ->
         HOUR: files[0].rsplit("/", 1)[1],
         LATER_HOUR: files[1].rsplit("/", 1)[1],
     }
+
+
+@pytest.mark.parametrize(
+    "partition_by",
+    [
+        pytest.param(["_dagster_partition"], id="by _dagster_partition"),
+        pytest.param(["event_date", "_dagster_partition"], id="by event_date, _dagster_partition"),
+    ],
+)
+def test_a_table_partitioned_by_a_column_named_with_an_underscore_commits_every_row(
+    spark: Any, tmp_path: Path, partition_by: list[str]
+) -> None:
+    """Spark names the partition folders ``_dagster_partition=2024-01-28``: they hold the
+    table's data, not hidden files, and are committed (they were skipped: the run committed
+    no row, passed its files and only the rows_reconcile check said so)."""
+    source = make_source(tmp_path, partition_by=partition_by)
+    source.add(f"{HOUR}/1706436000-000001.ndjson.gz")
+    source.add(f"{LATER_HOUR}/1706439600-000002.ndjson.gz", rows=3)
+
+    assert source.ingest().startswith("Idle:")
+
+    assert source.committed() == source.ids
+    table = DeltaTable(source.pipeline.table.uri)
+    assert table.metadata().partition_columns == partition_by
+    assert all(f"_dagster_partition={PARTITION}/" in path for path in table.file_uris())
 
 
 UNREADABLE = "1706436060-a:b*.ndjson.gz"

@@ -48,7 +48,8 @@ _MOVED = re.compile(r"^part-\d{5}-\d{8}T\d{6}-(?:[0-9a-f]{12}|[0-9a-f]{8}-[a-z0-
 
 def list_parquet(uri: str) -> tuple[str, ...]:
     """URIs of the Parquet files Spark wrote under ``uri``: hidden names (.crc, _SUCCESS) and
-    files in hidden folders (a writer's ``_temporary``) skipped."""
+    files in hidden folders (a writer's ``_temporary``) skipped, as Spark skips them
+    (:func:`~watermark_assets.storage.hidden_in_output`)."""
     fs, root = storage.filesystem(uri)
     if not fs.exists(root):
         return ()
@@ -57,7 +58,7 @@ def list_parquet(uri: str) -> tuple[str, ...]:
         sorted(
             fs.unstrip_protocol(p)
             for p in names
-            if not any(storage.is_hidden(part) for part in p[len(root) :].split("/"))
+            if not any(storage.hidden_in_output(part) for part in p[len(root) :].split("/"))
         )
     )
 

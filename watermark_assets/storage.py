@@ -158,7 +158,16 @@ def filesystem(uri: str) -> tuple[AbstractFileSystem, str]:
 
 
 def is_hidden(name: str) -> bool:
+    """A name a source never holds: ``_delta_log``, ``_watermarks``, ``_SUCCESS``, ``.tmp``..."""
     return name.startswith(("_", "."))
+
+
+def hidden_in_output(name: str) -> bool:
+    """A name in a folder Spark wrote that holds no data, by Spark's own rule: it starts with
+    ``.`` (``.crc`` files), or with ``_`` and is no partition folder (``_temporary``,
+    ``_SUCCESS``; a table partitioned by ``_dagster_partition`` has ``_dagster_partition=...``
+    folders, which hold its data)."""
+    return name.startswith(".") or (name.startswith("_") and "=" not in name)
 
 
 @dataclass(frozen=True)
