@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pyarrow as pa
 import pytest
@@ -684,3 +685,32 @@ def chain_texts(error: BaseException) -> list[str]:
         texts += [str(current), repr(current)]
         current = current.__cause__ or current.__context__
     return texts
+
+
+# ------------------------------------------------------------------- counting staged Parquet files
+
+#: A folder Spark wrote, as (relative path, the `_dagster_partition` values of its rows): the
+#: `.crc` file and the leftover under `_temporary` are no data (Spark would not read them).
+STAGED = [
+    ("event_date=2024-01-28/part-00000-a.snappy.parquet", ["2024-01-28", "2024-01-28"]),
+    ("event_date=2024-01-29/part-00001-b.snappy.parquet", ["2024-01-28", "2024-01-29 10:00"]),
+    ("event_date=2024-01-29/.part-00001-b.snappy.parquet.crc", ["2024-01-29 10:00"]),
+    ("_temporary/0/part-00002-c.snappy.parquet", ["2024-01-28"]),
+]
+
+
+def test_a_staged_folder_s_rows_are_counted_by_one_column(text_root: str) -> None:
+    for relative, keys in STAGED:
+        table = pa.table({"_dagster_partition": keys, "id": list(range(len(keys)))})
+        storage.write_parquet(storage.join(text_root, relative), table)
+        # the same rows with the column in their folder, as a table partitioned by it writes them
+        for key in set(keys):
+            folder = relative.replace("part-", f"_dagster_partition={quote(key, safe='')}/part-")
+            rows = pa.table({"id": [i for i, k in enumerate(keys) if k == key]})
+            storage.write_parquet(storage.join(f"{text_root}_by_key", folder), rows)
+
+    expected = {"2024-01-28": 3, "2024-01-29 10:00": 1}
+    assert storage.count_values(text_root, "_dagster_partition") == expected
+    by_key = storage.count_values(f"{text_root}_by_key", "_dagster_partition", in_path=True)
+    assert by_key == expected
+    assert storage.count_values(f"{text_root}_absent", "_dagster_partition") == {}

@@ -17,7 +17,12 @@ import pytest
 from conftest import event_records, write_ndjson
 
 from watermark_assets.exceptions import JavaNotFoundError
-from watermark_assets.spark.batch import ReadSpec, unreadable_file, write_batch
+from watermark_assets.spark.batch import (
+    OBSERVED_PARTITIONS,
+    ReadSpec,
+    unreadable_file,
+    write_batch,
+)
 from watermark_assets.spark.session import (
     LISTING_THRESHOLD_KEY,
     check_java,
@@ -88,16 +93,30 @@ def test_malformed_records_are_quarantined_with_their_source_file(
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize(
+    ("partitions", "partition_by"),
+    [
+        pytest.param(60, ["event_date"], id="60 partitions: counted in the staged files"),
+        pytest.param(
+            60,
+            ["event_date", "_dagster_partition"],
+            id="60 partitions, the table partitioned by them: counted by their folders",
+        ),
+        pytest.param(
+            OBSERVED_PARTITIONS, ["event_date"], id="as many as are counted as the job writes"
+        ),
+    ],
+)
 def test_a_batch_of_many_partitions_counts_each_partition_exactly(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, partitions: int, partition_by: list[str]
 ) -> None:
     """A backfill launched as one run spans many Dagster partitions: each partition's rows and
     malformed records are counted exactly (partition n: n + 1 good rows, and n % 3 malformed
-    lines in partitions 10 to 59), one partition among them having no row at all."""
+    lines in partitions 10 and later), one partition among them having no row at all."""
     root = tmp_path / "landing"
     file_partitions: dict[str, str] = {}
     expected: dict[str, dict[str, int]] = {}
-    for n in range(60):
+    for n in range(partitions):
         day = datetime(2024, 1, 1, 14, tzinfo=timezone.utc) + timedelta(days=n)
         key = f"{day:%Y-%m-%d}"
         relative = f"date={key}/hour=14/{int(day.timestamp())}-a.ndjson"
@@ -110,6 +129,7 @@ def test_a_batch_of_many_partitions_counts_each_partition_exactly(
     batch = replace(
         spec(root, sorted(file_partitions)),
         file_partitions=file_partitions,
+        partition_by=partition_by,
     )
 
     out = write_batch(

@@ -481,6 +481,21 @@ class UntracedRowsError(WatermarkAssetsError):
         self.files = files
 
 
+class StagedCountError(WatermarkAssetsError):
+    """The rows a batch's staged files hold per Dagster partition do not add up to the rows its
+    Spark job read (nothing is committed)."""
+
+    def __init__(self, read: tuple[int, int], counted: tuple[int, int], folder: str) -> None:
+        super().__init__(
+            f"the batch read {read[0]} rows ({read[1]} malformed) but the files staged under "
+            f"{folder!r} hold {counted[0]} ({counted[1]} malformed) by their Dagster partition. "
+            "Nothing was committed and the watermark did not move: run it again; if it repeats, "
+            "check that nothing else writes into that folder, and report it"
+        )
+        self.read = read
+        self.counted = counted
+
+
 class SparkSchemaError(WatermarkAssetsError, ValueError):
     """A source's ``schema`` is not a Spark DDL column list that Spark's reader would accept."""
 

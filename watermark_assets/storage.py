@@ -709,6 +709,52 @@ def arrow_buffer(data: bytes) -> pa.Buffer:
     return owned
 
 
+def count_values(folder_uri: str, column: str, *, in_path: bool = False) -> Counter[str]:
+    """How many rows hold each value of the text ``column`` in the Parquet files Spark wrote
+    under ``folder_uri`` (the files Spark would read there: :func:`hidden_in_output`), reading
+    that one column. ``in_path``: the folder is partitioned by ``column`` (``column=value``
+    folders, values percent-decoded) and the files do not hold it. Empty when the folder does
+    not exist. Through Arrow's own filesystem where it has one (:func:`arrow_filesystem`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    found = arrow_filesystem(folder_uri)
+    if found is None:
+        fs, root = filesystem(folder_uri)
+        reader: Any = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+    else:
+        reader, root = found
+    root = root.rstrip("/")
+    selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
+    files = [
+        info.path
+        for info in reader.get_file_info(selector)
+        if info.is_file
+        and info.path.endswith(".parquet")
+        and not any(hidden_in_output(part) for part in info.path[len(root) + 1 :].split("/"))
+    ]
+    if not files:
+        return Counter()
+    partitioning = (
+        ds.partitioning(pa.schema([pa.field(column, pa.string())]), flavor="hive")
+        if in_path
+        else None
+    )
+    dataset = ds.dataset(
+        files,
+        filesystem=reader,
+        format="parquet",
+        partitioning=partitioning,
+        partition_base_dir=root,
+    )
+    counted = pc.value_counts(dataset.to_table(columns=[column]).column(column))
+    values = counted.field("values").to_pylist()
+    counts = counted.field("counts").to_pylist()
+    return Counter({str(v): int(n) for v, n in zip(values, counts, strict=True) if v is not None})
+
+
 def write_parquet(uri: str, table: pa.Table) -> None:
     """Write ``table`` as one Parquet file at ``uri`` (its folder made if missing)."""
     import pyarrow.parquet as pq

@@ -235,7 +235,7 @@ def data_file_infos(uri: str) -> dict[str, Mapping[str, Any]]:
     files: dict[str, Mapping[str, Any]] = {}
     for path in sorted(found):
         relative = path[len(root) :].lstrip("/")
-        if not any(_hidden(p) for p in relative.split("/")):
+        if not any(storage.hidden_in_output(p) for p in relative.split("/")):
             files[storage.join(uri, relative)] = found[path]
     return files
 
@@ -493,10 +493,6 @@ def _col(name: str) -> Column:
 def _data_files(uri: str) -> list[str]:
     """The data files under the folder ``uri``, as Spark lists a folder: hidden names skipped."""
     return list_data_files(uri)
-
-
-def _hidden(name: str) -> bool:
-    return (name.startswith("_") and "=" not in name) or name.startswith(".")
 
 
 def _parquet_schema(spark: SparkSession, uris: Sequence[str], base_path: str | None) -> Any:
