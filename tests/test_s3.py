@@ -15,6 +15,7 @@ import math
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
@@ -714,3 +715,15 @@ def test_a_staged_folder_s_rows_are_counted_by_one_column(text_root: str) -> Non
     by_key = storage.count_values(f"{text_root}_by_key", "_dagster_partition", in_path=True)
     assert by_key == expected
     assert storage.count_values(f"{text_root}_absent", "_dagster_partition") == {}
+
+
+def test_a_store_arrow_has_no_filesystem_for_is_counted_through_fsspec() -> None:
+    root = f"memory://staged-{uuid.uuid4().hex}"
+    for relative, keys in STAGED:
+        table = pa.table({"_dagster_partition": keys, "id": list(range(len(keys)))})
+        storage.write_parquet(storage.join(root, relative), table)
+    assert storage.arrow_filesystem(root) is None
+    assert storage.count_values(root, "_dagster_partition") == {
+        "2024-01-28": 3,
+        "2024-01-29 10:00": 1,
+    }
