@@ -146,3 +146,24 @@ class ClickWriter:
         self.ids.extend(ids)
         self.next_id += rows
         return relative
+
+
+def plan_day(pipeline: Any, key: str, now: datetime, files: Sequence[str] | None = None) -> Any:
+    """The batch a run of the daily partition ``key`` plans at ``now`` (``files``: the run
+    config's requested files; None: every file above the watermark), without Dagster."""
+    from watermark_assets.core.partition_selection import PartitionSelection, TimeWindow
+    from watermark_assets.defs.partitions import partition_mapper, partitions_definition
+    from watermark_assets.kinds.file_path.plan import BatchRequest, plan_batch
+
+    day = datetime.strptime(key, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+    request = BatchRequest(
+        pipeline=pipeline,
+        selection=PartitionSelection.of_time_window(
+            [key], TimeWindow(day, day + timedelta(days=1))
+        ),
+        run_id="run",
+        files=None if files is None else tuple(files),
+        clock=lambda: now,
+    )
+    partition_of = partition_mapper(partitions_definition(pipeline), lambda: now)
+    return plan_batch(request, partition_of, now=now)

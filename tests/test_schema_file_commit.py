@@ -20,15 +20,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _landing import plan_day
 from conftest import project_config
 from deltalake import DeltaTable
 
-from watermark_assets.core.partition_selection import PartitionSelection, TimeWindow
-from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.delta.schema_change import SchemaEvolution, schema_history
 from watermark_assets.exceptions import SchemaChangeError
 from watermark_assets.kinds.file_path.commit import BatchResult, commit_batch
-from watermark_assets.kinds.file_path.plan import BatchRequest, plan_batch
 from watermark_assets.kinds.file_path.stage import stage_batch
 
 UTC = timezone.utc
@@ -63,19 +61,7 @@ def clicks(table: Path, mode: str = "fail") -> dict[str, object]:
 def ingest(table: Path, *files: str, mode: str = "fail") -> BatchResult:
     """Plan, stage and commit ``files`` under ``schema.mode`` (the IO manager's flags)."""
     config = project_config(clicks(table, mode))
-    pipeline = config.file_pipeline("clicks")
-    day = datetime(2024, 1, 30, tzinfo=UTC)
-    request = BatchRequest(
-        pipeline=pipeline,
-        selection=PartitionSelection.of_time_window(
-            ["2024-01-30"], TimeWindow(day, day + timedelta(days=1))
-        ),
-        run_id="run",
-        files=files,
-        clock=lambda: NOW,
-    )
-    partition_of = partition_mapper(partitions_definition(pipeline), lambda: NOW)
-    plan = plan_batch(request, partition_of, now=NOW)
+    plan = plan_day(config.file_pipeline("clicks"), "2024-01-30", NOW, files)
     staged = stage_batch(plan, None, now=NOW)
     evolution = SchemaEvolution.for_mode(mode)
     return commit_batch(staged, now=NOW, add_columns=evolution.add_columns, widen=evolution.widen)

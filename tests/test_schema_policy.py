@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _landing import FROZEN_NOW
+from _landing import FROZEN_NOW, plan_day
 from _sensor_loop import SensorLoop
 from conftest import pipeline_yaml, project_config
 from dagster import DagsterInstance
@@ -28,11 +27,8 @@ from deltalake import DeltaTable
 from test_column_schema_modes import PER_COLUMN, per_column
 
 from watermark_assets.config.schema import SchemaMode, SchemaPolicy
-from watermark_assets.core.partition_selection import PartitionSelection, TimeWindow
 from watermark_assets.defs import build_definitions
-from watermark_assets.defs.partitions import partition_mapper, partitions_definition
 from watermark_assets.exceptions import ConfigError, SchemaChangeError
-from watermark_assets.kinds.file_path.plan import BatchRequest, plan_batch
 from watermark_assets.kinds.file_path.stage import stage_batch
 from watermark_assets.sources.schema_drift import (
     ColumnChange,
@@ -600,19 +596,7 @@ def test_a_batch_its_schema_mode_refuses_never_asks_for_spark(tmp_path: Path, ca
     new_file = case.new(folder, "1706436060-000004", 4)
     source = {"uri": str(tmp_path / "landing"), "format": case.format, "schema": SCHEMA}
     config = project_config(pipeline_yaml(tmp_path, source=source, schema={"mode": case.mode}))
-    pipeline = config.file_pipeline("events")
-    day = datetime(2024, 1, 28, tzinfo=UTC)
-    request = BatchRequest(
-        pipeline=pipeline,
-        selection=PartitionSelection.of_time_window(
-            ["2024-01-28"], TimeWindow(day, day + timedelta(days=1))
-        ),
-        run_id="run",
-        files=None,
-        clock=lambda: FROZEN_NOW,
-    )
-    partition_of = partition_mapper(partitions_definition(pipeline), lambda: FROZEN_NOW)
-    plan = plan_batch(request, partition_of, now=FROZEN_NOW)
+    plan = plan_day(config.file_pipeline("events"), "2024-01-28", FROZEN_NOW)
     assert list(plan.files) == [f"date=2024-01-28/hour=10/{new_file}"]
     asked: list[str] = []
 
